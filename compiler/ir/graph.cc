@@ -1,0 +1,97 @@
+#include "compiler/ir/graph.h"
+
+#include <sstream>
+
+namespace ampc::ir {
+
+bool TensorType::is_static() const {
+  if (!shape) return false;
+  for (int64_t d : *shape) {
+    if (d < 0) return false;
+  }
+  return true;
+}
+
+std::string TensorType::str() const {
+  std::ostringstream os;
+  os << (dtype == DType::kUndefined ? "?" : dtype_name(dtype));
+  if (!shape) return os.str() + "[*]";
+  os << '[';
+  for (size_t i = 0; i < shape->size(); ++i) {
+    if (i) os << ',';
+    if ((*shape)[i] < 0) {
+      os << '?';
+    } else {
+      os << (*shape)[i];
+    }
+  }
+  os << ']';
+  return os.str();
+}
+
+const Attribute* Node::attr(std::string_view attr_name) const {
+  for (const auto& a : attributes) {
+    if (a.name == attr_name) return &a;
+  }
+  return nullptr;
+}
+
+std::string Node::label() const {
+  std::string who = name;
+  if (who.empty() && owner) {
+    for (size_t i = 0; i < owner->nodes.size(); ++i) {
+      if (owner->nodes[i].get() == this) who = "#" + std::to_string(i);
+    }
+  }
+  return "'" + who + "' (" + (domain.empty() ? "" : domain + ".") + op_type + ")";
+}
+
+Value* Graph::add_value(std::string value_name, TensorType type) {
+  auto v = std::make_unique<Value>();
+  v->name = std::move(value_name);
+  v->type = std::move(type);
+  v->owner = this;
+  values.push_back(std::move(v));
+  return values.back().get();
+}
+
+Node* Graph::add_node(std::string op_type, std::vector<Value*> node_inputs,
+                      std::vector<Value*> node_outputs, std::string node_name,
+                      std::string node_domain) {
+  auto n = std::make_unique<Node>();
+  n->op_type = std::move(op_type);
+  n->name = std::move(node_name);
+  n->domain = std::move(node_domain);
+  n->owner = this;
+  n->inputs = std::move(node_inputs);
+  n->outputs = std::move(node_outputs);
+  for (size_t i = 0; i < n->inputs.size(); ++i) {
+    if (n->inputs[i]) n->inputs[i]->uses.push_back({n.get(), static_cast<int>(i)});
+  }
+  for (size_t i = 0; i < n->outputs.size(); ++i) {
+    if (!n->outputs[i]) continue;
+    n->outputs[i]->producer = n.get();
+    n->outputs[i]->producer_output = static_cast<int>(i);
+  }
+  nodes.push_back(std::move(n));
+  return nodes.back().get();
+}
+
+Value* Graph::find_value(std::string_view value_name) const {
+  for (const Graph* g = this; g; g = g->parent) {
+    for (const auto& v : g->values) {
+      if (v->name == value_name) return v.get();
+    }
+  }
+  return nullptr;
+}
+
+std::optional<int64_t> Model::opset_version(std::string_view op_domain) const {
+  auto norm = [](std::string_view d) { return d == "ai.onnx" ? std::string_view() : d; };
+  for (const auto& o : opsets) {
+    if (norm(o.domain) == norm(op_domain)) return o.version;
+  }
+  return std::nullopt;
+}
+
+}  // namespace ampc::ir

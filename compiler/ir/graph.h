@@ -1,0 +1,126 @@
+// The IR: a model owns a graph; a graph owns its nodes (kept in topological order) and its
+// values; values know their producer and their uses. Subgraphs of If/Loop/Scan hang off
+// graph-valued attributes and may read values of enclosing graphs by pointer.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "base/dtype.h"
+#include "compiler/ir/attribute.h"
+#include "compiler/ir/tensor.h"
+
+namespace ampc::ir {
+
+class Graph;
+class Node;
+
+// Element type and shape of a value. `shape` is empty when even the rank is unknown;
+// a dimension of -1 is unknown. Graph inputs always have fully static shapes.
+struct TensorType {
+  DType dtype = DType::kUndefined;
+  std::optional<std::vector<int64_t>> shape;
+
+  bool is_static() const;
+  std::string str() const;  // "f32[32,64]", "i64[]", "f32[?]", "?"
+  bool operator==(const TensorType&) const = default;
+};
+
+struct Use {
+  Node* node;
+  int input_index;
+};
+
+class Value {
+ public:
+  std::string name;
+  TensorType type;
+  Graph* owner = nullptr;
+  Node* producer = nullptr;  // null for graph inputs and initializers
+  int producer_output = -1;
+  std::vector<Use> uses;
+  bool is_graph_input = false;
+  std::unique_ptr<Tensor> initializer;  // constant data when the value is an initializer
+  std::string doc_string;
+
+  bool is_initializer() const { return initializer != nullptr; }
+};
+
+class Node {
+ public:
+  std::string name;
+  std::string op_type;
+  std::string domain;                // "" is the default ONNX domain
+  std::vector<Value*> inputs;        // nullptr marks an omitted optional input
+  std::vector<Value*> outputs;       // nullptr marks an omitted optional output
+  std::vector<Attribute> attributes;  // in file order
+  std::string doc_string;
+  Graph* owner = nullptr;
+
+  const Attribute* attr(std::string_view attr_name) const;
+  // "name (OpType)" or "#index (OpType)" for unnamed nodes: how messages point at a node.
+  std::string label() const;
+};
+
+class Graph {
+ public:
+  std::string name;
+  std::string doc_string;
+  Graph* parent = nullptr;  // enclosing graph, for subgraphs
+  std::vector<std::unique_ptr<Node>> nodes;  // topological order
+  std::vector<std::unique_ptr<Value>> values;
+  std::vector<Value*> inputs;        // declared graph inputs, in order
+  std::vector<Value*> outputs;       // declared graph outputs, in order
+  std::vector<Value*> initializers;  // in file order
+
+  Value* add_value(std::string value_name, TensorType type = {});
+  // Appends a node; wires producer and use links of the given values.
+  Node* add_node(std::string op_type, std::vector<Value*> node_inputs,
+                 std::vector<Value*> node_outputs, std::string node_name = {},
+                 std::string node_domain = {});
+  // A value of this graph or of an enclosing one, by name; null when absent.
+  Value* find_value(std::string_view value_name) const;
+  // Visits this graph and every nested subgraph, parents first.
+  template <typename F>
+  void for_each_graph(F&& f) const;
+};
+
+struct OpsetImport {
+  std::string domain;
+  int64_t version = 0;
+  bool operator==(const OpsetImport&) const = default;
+};
+
+class Model {
+ public:
+  int64_t ir_version = 8;
+  std::vector<OpsetImport> opsets;
+  std::string producer_name;
+  std::string producer_version;
+  std::string domain;
+  int64_t model_version = 0;
+  std::string doc_string;
+  std::vector<std::pair<std::string, std::string>> metadata;
+  std::unique_ptr<Graph> graph = std::make_unique<Graph>();
+
+  // The opset version imported for a domain ("" and "ai.onnx" are the same); nullopt if none.
+  std::optional<int64_t> opset_version(std::string_view op_domain) const;
+};
+
+template <typename F>
+void Graph::for_each_graph(F&& f) const {
+  f(*this);
+  for (const auto& n : nodes) {
+    for (const auto& a : n->attributes) {
+      if (a.g) a.g->for_each_graph(f);
+      for (const auto& g : a.graphs) g->for_each_graph(f);
+    }
+  }
+}
+
+}  // namespace ampc::ir

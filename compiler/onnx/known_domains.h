@@ -1,0 +1,13 @@
+// Operator domains ampc understands: ONNX's own, and (later) its own "ampc" domain.
+#pragma once
+
+#include <string_view>
+
+namespace ampc::onnx_io {
+
+inline bool is_known_domain(std::string_view domain) {
+  return domain.empty() || domain == "ai.onnx" || domain == "ai.onnx.ml" ||
+         domain == "ai.onnx.preview.training";
+}
+
+}  // namespace ampc::onnx_io

@@ -1,0 +1,138 @@
+#include "compiler/onnx/proto_convert.h"
+
+#include <cstring>
+
+#include "base/error.h"
+
+namespace ampc::onnx_io {
+namespace {
+
+template <typename Src, typename Dst>
+void append_as(const Src& values, std::vector<uint8_t>& bytes) {
+  const size_t start = bytes.size();
+  bytes.resize(start + values.size() * sizeof(Dst));
+  auto* out = bytes.data() + start;
+  for (const auto& v : values) {
+    const Dst d = static_cast<Dst>(v);
+    std::memcpy(out, &d, sizeof(Dst));
+    out += sizeof(Dst);
+  }
+}
+
+// Typed-field encodings as the ONNX spec lays them out (onnx.proto, TensorProto).
+void typed_data(const onnx::TensorProto& t, DType dtype, std::vector<uint8_t>& bytes) {
+  switch (dtype) {
+    case DType::kFloat32:
+    case DType::kComplex64: append_as<decltype(t.float_data()), float>(t.float_data(), bytes); break;
+    case DType::kFloat64:
+    case DType::kComplex128: append_as<decltype(t.double_data()), double>(t.double_data(), bytes); break;
+    case DType::kInt64: append_as<decltype(t.int64_data()), int64_t>(t.int64_data(), bytes); break;
+    case DType::kUInt32: append_as<decltype(t.uint64_data()), uint32_t>(t.uint64_data(), bytes); break;
+    case DType::kUInt64: append_as<decltype(t.uint64_data()), uint64_t>(t.uint64_data(), bytes); break;
+    case DType::kInt32: append_as<decltype(t.int32_data()), int32_t>(t.int32_data(), bytes); break;
+    case DType::kInt16: append_as<decltype(t.int32_data()), int16_t>(t.int32_data(), bytes); break;
+    case DType::kUInt16:
+    case DType::kFloat16:
+    case DType::kBFloat16: append_as<decltype(t.int32_data()), uint16_t>(t.int32_data(), bytes); break;
+    case DType::kInt8: append_as<decltype(t.int32_data()), int8_t>(t.int32_data(), bytes); break;
+    case DType::kUInt8:
+    case DType::kBool: append_as<decltype(t.int32_data()), uint8_t>(t.int32_data(), bytes); break;
+    default: break;
+  }
+}
+
+}  // namespace
+
+ir::Tensor tensor_from_proto(const onnx::TensorProto& t, const std::string& what) {
+  ir::Tensor out;
+  out.name = t.name();
+  out.doc_string = t.doc_string();
+  if (!dtype_is_known(t.data_type())) {
+    throw Error(what + ": unknown tensor element type " + std::to_string(t.data_type()));
+  }
+  out.dtype = static_cast<DType>(t.data_type());
+  out.dims.assign(t.dims().begin(), t.dims().end());
+  for (int64_t d : out.dims) {
+    if (d < 0) throw Error(what + ": negative dimension in tensor data");
+  }
+  if (t.data_location() == onnx::TensorProto::EXTERNAL) {
+    throw Error(what + ": external data was not resolved");
+  }
+  if (t.has_segment()) throw Error(what + ": segmented tensors are not supported");
+  if (out.dtype == DType::kString) {
+    out.strings.assign(t.string_data().begin(), t.string_data().end());
+    if (static_cast<int64_t>(out.strings.size()) != out.numel()) {
+      throw Error(what + ": has " + std::to_string(out.strings.size()) + " strings for " +
+                  std::to_string(out.numel()) + " elements");
+    }
+    return out;
+  }
+  if (t.has_raw_data()) {
+    out.bytes.assign(t.raw_data().begin(), t.raw_data().end());
+  } else {
+    typed_data(t, out.dtype, out.bytes);
+  }
+  const size_t expected = static_cast<size_t>(out.numel()) * dtype_size(out.dtype);
+  if (out.bytes.size() != expected) {
+    throw Error(what + ": data has " + std::to_string(out.bytes.size()) + " bytes, its type " +
+                std::string(dtype_name(out.dtype)) + " and shape need " + std::to_string(expected));
+  }
+  return out;
+}
+
+void tensor_to_proto(const ir::Tensor& t, onnx::TensorProto* out) {
+  out->Clear();
+  if (!t.name.empty()) out->set_name(t.name);
+  if (!t.doc_string.empty()) out->set_doc_string(t.doc_string);
+  out->set_data_type(static_cast<int32_t>(t.dtype));
+  for (int64_t d : t.dims) out->add_dims(d);
+  if (t.dtype == DType::kString) {
+    for (const auto& s : t.strings) out->add_string_data(s);
+  } else {
+    out->set_raw_data(t.bytes.data(), t.bytes.size());
+  }
+}
+
+ir::TensorType type_from_proto(const onnx::TypeProto& t, const std::string& value_name) {
+  const char* kind = nullptr;
+  switch (t.value_case()) {
+    case onnx::TypeProto::kTensorType: break;
+    case onnx::TypeProto::kSequenceType: kind = "sequence"; break;
+    case onnx::TypeProto::kMapType: kind = "map"; break;
+    case onnx::TypeProto::kOptionalType: kind = "optional"; break;
+    case onnx::TypeProto::kSparseTensorType: kind = "sparse tensor"; break;
+    case onnx::TypeProto::VALUE_NOT_SET: return {};
+    default: kind = "non-tensor"; break;
+  }
+  if (kind) {
+    throw Error("value '" + value_name + "' has " + kind +
+                " type; ampc supports dense tensor values only");
+  }
+  ir::TensorType out;
+  const auto& tt = t.tensor_type();
+  if (tt.elem_type() != 0) {
+    if (!dtype_is_known(tt.elem_type())) {
+      throw Error("value '" + value_name + "' has unknown element type " + std::to_string(tt.elem_type()));
+    }
+    out.dtype = static_cast<DType>(tt.elem_type());
+  }
+  if (tt.has_shape()) {
+    std::vector<int64_t> dims;
+    for (const auto& d : tt.shape().dim()) dims.push_back(d.has_dim_value() ? d.dim_value() : -1);
+    out.shape = std::move(dims);
+  }
+  return out;
+}
+
+void type_to_proto(const ir::TensorType& t, onnx::TypeProto* out) {
+  auto* tt = out->mutable_tensor_type();
+  tt->set_elem_type(static_cast<int32_t>(t.dtype));
+  if (!t.shape) return;
+  auto* shape = tt->mutable_shape();
+  for (int64_t d : *t.shape) {
+    auto* dim = shape->add_dim();
+    if (d >= 0) dim->set_dim_value(d);
+  }
+}
+
+}  // namespace ampc::onnx_io

@@ -1,0 +1,10 @@
+// Each subcommand of `ampc` lives in its own file and registers itself here.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace ampc::cli {
+
+void add_inspect_command(CLI::App& app);
+
+}  // namespace ampc::cli

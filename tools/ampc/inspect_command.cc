@@ -1,0 +1,51 @@
+// `ampc inspect MODEL.onnx`: what is in a model.
+#include <iostream>
+
+#include "base/error.h"
+#include "base/file_util.h"
+#include "compiler/onnx/import.h"
+#include "compiler/report/dot.h"
+#include "compiler/report/summary.h"
+#include "tools/ampc/commands.h"
+
+namespace ampc::cli {
+namespace {
+
+struct InspectArgs {
+  std::string model;
+  std::string format = "text";
+  std::string dot_file;
+  std::string svg_file;
+  std::vector<std::string> input_shapes;
+};
+
+void run_inspect(const InspectArgs& args) {
+  onnx_io::ImportOptions options;
+  for (const auto& spec : args.input_shapes) onnx_io::parse_input_shape(spec, options);
+  const auto model = onnx_io::load_model(args.model, options);
+  if (!args.dot_file.empty() || !args.svg_file.empty()) {
+    const std::string dot = report::to_dot(*model);
+    if (!args.dot_file.empty()) write_file_atomically(args.dot_file, dot);
+    if (!args.svg_file.empty()) report::write_svg(dot, args.svg_file);
+  }
+  if (args.format == "json") {
+    std::cout << report::model_summary_json(*model).dump(2) << '\n';
+  } else {
+    std::cout << report::model_summary_text(*model, args.model);
+  }
+}
+
+}  // namespace
+
+void add_inspect_command(CLI::App& app) {
+  auto args = std::make_shared<InspectArgs>();
+  auto* cmd = app.add_subcommand("inspect", "Show a model's inputs, outputs, weights and operators");
+  cmd->add_option("model", args->model, "ONNX model (.onnx)")->required();
+  cmd->add_option("--format", args->format, "Output format")->check(CLI::IsMember({"text", "json"}));
+  cmd->add_option("--dot", args->dot_file, "Write the graph as Graphviz DOT, nodes coloured by element type");
+  cmd->add_option("--svg", args->svg_file, "Render the graph to SVG through Graphviz");
+  cmd->add_option("--input-shape", args->input_shapes, "Fix an input's shape: NAME=D0xD1x... (repeatable)");
+  cmd->callback([args] { run_inspect(*args); });
+}
+
+}  // namespace ampc::cli
