@@ -1,0 +1,14 @@
+// Row-major GEMM through OpenBLAS: C = alpha * op(A) * op(B) + beta * C.
+// k == 0 is allowed (C = beta * C).
+#pragma once
+
+#include <cstdint>
+
+namespace ampc::kernels::cpu {
+
+void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+           const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+void dgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t lda,
+           const double* b, int64_t ldb, double beta, double* c, int64_t ldc);
+
+}  // namespace ampc::kernels::cpu

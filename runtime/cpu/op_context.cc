@@ -1,0 +1,116 @@
+#include "runtime/cpu/op_context.h"
+
+#include <cstring>
+
+namespace ampc::rt::cpu {
+
+const Tensor& OpContext::in(int i) const {
+  const Tensor* t = input(i);
+  if (!t) fail("input " + std::to_string(i) + " is required");
+  return *t;
+}
+
+Tensor& OpContext::output(int i, DType dtype, std::vector<int64_t> shape) {
+  static Tensor discard;
+  if (!has_output(i)) {
+    discard = Tensor(dtype, std::move(shape));
+    return discard;
+  }
+  *outputs_[i] = Tensor(dtype, std::move(shape));
+  return *outputs_[i];
+}
+
+void OpContext::set_output(int i, Tensor t) {
+  if (has_output(i)) *outputs_[i] = std::move(t);
+}
+
+const plan::Attribute* OpContext::find(const std::string& name) const {
+  for (const auto& a : step_.attributes()) {
+    if (a.name() == name) return &a;
+  }
+  return nullptr;
+}
+
+int64_t OpContext::attr_int(const std::string& name, int64_t fallback) const {
+  const auto* a = find(name);
+  if (!a) return fallback;
+  if (a->value_case() != plan::Attribute::kI) fail("attribute '" + name + "' is not an int");
+  return a->i();
+}
+
+int64_t OpContext::attr_int(const std::string& name) const {
+  if (!find(name)) fail("attribute '" + name + "' is required");
+  return attr_int(name, 0);
+}
+
+float OpContext::attr_float(const std::string& name, float fallback) const {
+  const auto* a = find(name);
+  if (!a) return fallback;
+  if (a->value_case() != plan::Attribute::kF) fail("attribute '" + name + "' is not a float");
+  return a->f();
+}
+
+std::string OpContext::attr_string(const std::string& name, const std::string& fallback) const {
+  const auto* a = find(name);
+  if (!a) return fallback;
+  if (a->value_case() != plan::Attribute::kS) fail("attribute '" + name + "' is not a string");
+  return a->s();
+}
+
+std::vector<int64_t> OpContext::attr_ints(const std::string& name, std::vector<int64_t> fallback) const {
+  const auto* a = find(name);
+  if (!a) return fallback;
+  if (a->value_case() != plan::Attribute::kInts) fail("attribute '" + name + "' is not a list of ints");
+  return {a->ints().v().begin(), a->ints().v().end()};
+}
+
+std::vector<float> OpContext::attr_floats(const std::string& name, std::vector<float> fallback) const {
+  const auto* a = find(name);
+  if (!a) return fallback;
+  if (a->value_case() != plan::Attribute::kFloats) fail("attribute '" + name + "' is not a list of floats");
+  return {a->floats().v().begin(), a->floats().v().end()};
+}
+
+std::vector<std::string> OpContext::attr_strings(const std::string& name) const {
+  const auto* a = find(name);
+  if (!a) return {};
+  if (a->value_case() != plan::Attribute::kStrings) fail("attribute '" + name + "' is not a list of strings");
+  return {a->strings().v().begin(), a->strings().v().end()};
+}
+
+std::optional<Tensor> OpContext::attr_tensor(const std::string& name) const {
+  const auto* a = find(name);
+  if (!a) return std::nullopt;
+  if (a->value_case() != plan::Attribute::kT) fail("attribute '" + name + "' is not a tensor");
+  return tensor_from_data(a->t());
+}
+
+std::string OpContext::label() const {
+  std::string who = step_.source_nodes_size() ? step_.source_nodes(0) : std::string("?");
+  return "node '" + who + "' (" + (step_.domain().empty() ? "" : step_.domain() + ".") + step_.op() + ")";
+}
+
+void OpContext::fail(const std::string& what) const { throw Error(label() + ": " + what); }
+
+void OpContext::unsupported_dtype(int input_index) const {
+  const Tensor* t = input(input_index);
+  fail("element type " + std::string(t ? dtype_name(t->dtype()) : "?") + " of input " +
+       std::to_string(input_index) + " is not supported by the CPU backend");
+}
+
+Tensor tensor_from_data(const plan::TensorData& data) {
+  Tensor t(static_cast<DType>(data.dtype()), {data.dims().begin(), data.dims().end()});
+  if (t.dtype() == DType::kString) {
+    for (int i = 0; i < data.strings_size() && i < static_cast<int>(t.strings().size()); ++i) {
+      t.strings()[i] = data.strings(i);
+    }
+  } else {
+    if (data.data().size() != t.nbytes()) {
+      throw Error("plan tensor data has " + std::to_string(data.data().size()) + " bytes for " + t.type_str());
+    }
+    std::memcpy(t.raw(), data.data().data(), t.nbytes());
+  }
+  return t;
+}
+
+}  // namespace ampc::rt::cpu

@@ -1,0 +1,65 @@
+// What a CPU operator implementation sees of its step: inputs, attributes, and a way to
+// allocate its outputs once it has computed their shapes.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/plan/plan.pb.h"
+#include "runtime/tensor.h"
+
+namespace ampc::rt::cpu {
+
+class OpContext {
+ public:
+  OpContext(const plan::Step& step, std::vector<const Tensor*> inputs, std::vector<Tensor*> outputs)
+      : step_(step), inputs_(std::move(inputs)), outputs_(std::move(outputs)) {}
+
+  const plan::Step& step() const { return step_; }
+  const std::string& op() const { return step_.op(); }
+  int64_t opset() const { return step_.opset_version(); }
+
+  // Inputs: `input(i)` is null when omitted or beyond the list; `in(i)` requires it.
+  int num_inputs() const { return static_cast<int>(inputs_.size()); }
+  const Tensor* input(int i) const { return i < num_inputs() ? inputs_[i] : nullptr; }
+  const Tensor& in(int i) const;
+
+  // Outputs: allocate with the computed type and shape, then fill.
+  int num_outputs() const { return static_cast<int>(outputs_.size()); }
+  bool has_output(int i) const { return i < num_outputs() && outputs_[i] != nullptr; }
+  Tensor& output(int i, DType dtype, std::vector<int64_t> shape);
+  // Stores a finished tensor as output i (no-op when that output is omitted).
+  void set_output(int i, Tensor t);
+
+  // Attributes.
+  bool has_attr(const std::string& name) const { return find(name) != nullptr; }
+  int64_t attr_int(const std::string& name, int64_t fallback) const;
+  int64_t attr_int(const std::string& name) const;  // required
+  float attr_float(const std::string& name, float fallback) const;
+  std::string attr_string(const std::string& name, const std::string& fallback) const;
+  std::vector<int64_t> attr_ints(const std::string& name, std::vector<int64_t> fallback = {}) const;
+  std::vector<float> attr_floats(const std::string& name, std::vector<float> fallback = {}) const;
+  std::vector<std::string> attr_strings(const std::string& name) const;
+  // A tensor-valued attribute as a runtime tensor; nullopt when absent.
+  std::optional<Tensor> attr_tensor(const std::string& name) const;
+
+  // "'node' (Op)": how messages name this step.
+  std::string label() const;
+  // Throws ampc::Error "<label>: <what>".
+  [[noreturn]] void fail(const std::string& what) const;
+  // Throws the standard "type X not supported" error for input i.
+  [[noreturn]] void unsupported_dtype(int input_index) const;
+
+ private:
+  const plan::Attribute* find(const std::string& name) const;
+
+  const plan::Step& step_;
+  std::vector<const Tensor*> inputs_;
+  std::vector<Tensor*> outputs_;
+};
+
+// Converts plan tensor data into a runtime tensor.
+Tensor tensor_from_data(const plan::TensorData& data);
+
+}  // namespace ampc::rt::cpu

@@ -1,0 +1,31 @@
+#include "runtime/cpu/op_registry.h"
+
+#include "runtime/cpu/ops/all_ops.h"
+
+namespace ampc::rt::cpu {
+
+void OpRegistry::add(const std::string& op, CpuOp fn, const std::string& domain) {
+  ops_[{domain == "ai.onnx" ? "" : domain, op}] = std::move(fn);
+}
+
+const CpuOp* OpRegistry::find(const std::string& op, const std::string& domain) const {
+  auto it = ops_.find({domain == "ai.onnx" ? "" : domain, op});
+  return it == ops_.end() ? nullptr : &it->second;
+}
+
+std::vector<std::string> OpRegistry::names() const {
+  std::vector<std::string> out;
+  for (const auto& [key, fn] : ops_) out.push_back(key.first.empty() ? key.second : key.first + "." + key.second);
+  return out;
+}
+
+const OpRegistry& OpRegistry::instance() {
+  static const OpRegistry registry = [] {
+    OpRegistry r;
+    register_all_cpu_ops(r);
+    return r;
+  }();
+  return registry;
+}
+
+}  // namespace ampc::rt::cpu

@@ -1,0 +1,29 @@
+// The CPU backend's operators, keyed by (domain, op type). Each family of operators lives in
+// its own file under runtime/cpu/ops/ and registers itself from register_all_cpu_ops.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+
+#include "runtime/cpu/op_context.h"
+
+namespace ampc::rt::cpu {
+
+using CpuOp = std::function<void(OpContext&)>;
+
+class OpRegistry {
+ public:
+  void add(const std::string& op, CpuOp fn, const std::string& domain = "");
+  // Null when the backend has no implementation.
+  const CpuOp* find(const std::string& op, const std::string& domain) const;
+  std::vector<std::string> names() const;
+
+  // The registry with every CPU operator (built once).
+  static const OpRegistry& instance();
+
+ private:
+  std::map<std::pair<std::string, std::string>, CpuOp> ops_;
+};
+
+}  // namespace ampc::rt::cpu

@@ -1,0 +1,28 @@
+// Reading and writing plan files. Layout (little-endian):
+//   8 bytes  magic "AMPCPLAN"
+//   4 bytes  format version (kPlanFormatVersion)
+//   8 bytes  payload size
+//   8 bytes  FNV-1a 64 checksum of the payload
+//   payload  serialised ampc.plan.Plan
+// A plan of another format version, a truncated file or a checksum mismatch is refused.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "runtime/plan/plan.pb.h"
+
+namespace ampc::plan {
+
+inline constexpr uint32_t kPlanFormatVersion = 1;
+
+std::string serialize_plan(const Plan& plan);
+Plan parse_plan(const std::string& bytes, const std::string& what);
+
+void save_plan(const Plan& plan, const std::string& path);
+Plan load_plan(const std::string& path);
+
+// True when the file starts with the plan magic (used to tell plans from ONNX models).
+bool looks_like_plan(const std::string& path);
+
+}  // namespace ampc::plan
