@@ -83,6 +83,9 @@ class Graph {
   Node* add_node(std::string op_type, std::vector<Value*> node_inputs,
                  std::vector<Value*> node_outputs, std::string node_name = {},
                  std::string node_domain = {});
+  // Removes a node whose outputs nobody reads (and that are not graph outputs), with its
+  // output values; unlinks its uses of its inputs.
+  void remove_node(Node* node);
   // A value of this graph or of an enclosing one, by name; null when absent.
   Value* find_value(std::string_view value_name) const;
   // Visits this graph and every nested subgraph, parents first.

@@ -76,6 +76,14 @@ class Verifier {
         const Value* v = n->outputs[i];
         if (!v) continue;
         if (v->producer != n.get() || v->producer_output != static_cast<int>(i)) {
+          if (v->producer && v->producer != n.get()) {
+            for (const Value* other : v->producer->outputs) {
+              if (other == v) {
+                throw Error("value '" + v->name + "' has two producers: node " + n->label() + " and node " +
+                            v->producer->label());
+              }
+            }
+          }
           throw Error("node " + n->label() + ": output '" + v->name + "' names another producer");
         }
         define(v, defined, "output of node " + n->label());

@@ -249,6 +249,14 @@ std::unique_ptr<ir::Model> import_model(onnx::ModelProto& proto, const ImportOpt
   apply_input_shapes(proto, options);
   if (options.require_static_inputs) require_static_inputs(proto);
 
+  // Unknown domains are reported naming the node that uses them (before the bare opset
+  // import, which names no node) and before shape inference trips over them.
+  for (int i = 0; i < proto.graph().node_size(); ++i) {
+    const auto& n = proto.graph().node(i);
+    if (!is_known_domain(n.domain())) {
+      throw Error(node_label(n, i) + " uses unknown operator domain '" + n.domain() + "'");
+    }
+  }
   auto model = std::make_unique<ir::Model>();
   model->ir_version = proto.ir_version();
   for (const auto& o : proto.opset_import()) {
@@ -256,13 +264,6 @@ std::unique_ptr<ir::Model> import_model(onnx::ModelProto& proto, const ImportOpt
       throw Error("the model imports unknown operator domain '" + o.domain() + "'");
     }
     model->opsets.push_back({o.domain(), o.version()});
-  }
-  // Unknown ops and domains are reported by name before shape inference trips over them.
-  for (int i = 0; i < proto.graph().node_size(); ++i) {
-    const auto& n = proto.graph().node(i);
-    if (!is_known_domain(n.domain())) {
-      throw Error(node_label(n, i) + " uses unknown operator domain '" + n.domain() + "'");
-    }
   }
   infer_shapes(proto);
 

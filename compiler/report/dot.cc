@@ -31,9 +31,14 @@ ColourClass colour_class(DType t) {
   }
 }
 
+// A DOT string literal; a newline in `s` becomes DOT's line break escape.
 std::string quote(const std::string& s) {
   std::string out = "\"";
   for (char c : s) {
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
     if (c == '"' || c == '\\') out += '\\';
     out += c;
   }
@@ -66,18 +71,18 @@ std::string to_dot(const ir::Model& model) {
     const std::string id = "in" + std::to_string(next_id++);
     source[v] = id;
     os << "  " << id << " [shape=ellipse, style=filled, fillcolor=" << quote(colour_class(v->type.dtype).fill)
-       << ", label=" << quote(v->name + "\\n" + v->type.str()) << "];\n";
+       << ", label=" << quote(v->name + "\n" + v->type.str()) << "];\n";
   }
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const ir::Node& n = *g.nodes[i];
     const std::string id = "n" + std::to_string(i);
     std::string weights;
     for (const ir::Value* v : n.inputs) {
-      if (v && v->is_initializer()) weights += "\\n" + v->name + " " + v->type.str();
+      if (v && v->is_initializer()) weights += "\n" + v->name + " " + v->type.str();
     }
     const ColourClass cc = colour_class(node_dtype(n));
     os << "  " << id << " [shape=box, style=\"rounded,filled\", fillcolor=" << quote(cc.fill)
-       << ", label=" << quote(n.op_type + (n.name.empty() ? "" : "\\n" + n.name) + weights)
+       << ", label=" << quote(n.op_type + (n.name.empty() ? "" : "\n" + n.name) + weights)
        << ", tooltip=" << quote(cc.label) << "];\n";
     for (const ir::Value* v : n.inputs) {
       if (!v) continue;
@@ -93,7 +98,7 @@ std::string to_dot(const ir::Model& model) {
     const ir::Value* v = g.outputs[i];
     const std::string id = "out" + std::to_string(i);
     os << "  " << id << " [shape=ellipse, style=filled, fillcolor=" << quote(colour_class(v->type.dtype).fill)
-       << ", label=" << quote(v->name + "\\n" + v->type.str()) << "];\n";
+       << ", label=" << quote(v->name + "\n" + v->type.str()) << "];\n";
     if (auto it = source.find(v); it != source.end()) os << "  " << it->second << " -> " << id << ";\n";
   }
   os << "  subgraph cluster_legend {\n    label=\"element type\"; fontsize=10;\n";

@@ -1,0 +1,375 @@
+// `ampc inspect` on bad input, run as a separate process: each case exits with code 1, prints
+// exactly one line on stderr ("ampc: error: ..." naming the problem and the node or input),
+// nothing on stdout, does not crash, and leaves no output or temporary file behind even when
+// --dot/--svg were asked for. The bad models are made on the fly from models/mlp.onnx.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "compiler/ir/printer.h"
+#include "compiler/onnx/import.h"
+#include "tests/cli/cli_util.h"
+
+namespace ampc::testing {
+namespace {
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+class BadInput : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    fs::create_directories(model_dir_);
+    fs::create_directories(out_dir_);
+    mlp_ = read_proto(source_path("models/mlp.onnx"));
+  }
+
+  // Runs `ampc inspect MODEL [extra]` plain, with --format json, and with --dot/--svg into an
+  // empty folder: every run must be refused the same clean way. Returns the message.
+  std::string expect_refused(const fs::path& model, const std::string& fragment,
+                             const std::vector<std::string>& extra = {}) {
+    const auto model_dir_before = list_dir(model.parent_path());
+    const std::vector<std::vector<std::string>> variants = {
+        {},
+        {"--format", "json"},
+        {"--dot", (out_dir_ / "graph.dot").string(), "--svg", (out_dir_ / "graph.svg").string()},
+        {"--svg", (out_dir_ / "graph.svg").string(), "--format", "json"},
+    };
+    std::string message;
+    for (const auto& variant : variants) {
+      std::vector<std::string> args{"inspect", model.string()};
+      args.insert(args.end(), extra.begin(), extra.end());
+      args.insert(args.end(), variant.begin(), variant.end());
+      std::string shown;
+      for (const auto& a : args) shown += " " + a;
+      SCOPED_TRACE("ampc" + shown);
+      const RunResult r = run_ampc(args);
+      EXPECT_EQ(r.term_signal, 0) << "crashed";
+      EXPECT_EQ(r.exit_code, 1);
+      EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "stderr:\n" << r.err;
+      EXPECT_TRUE(!r.err.empty() && r.err.back() == '\n') << "stderr:\n" << r.err;
+      EXPECT_THAT(r.err, StartsWith("ampc: error: "));
+      EXPECT_THAT(r.err, HasSubstr(fragment));
+      EXPECT_EQ(r.out, "") << "partial output on stdout";
+      EXPECT_THAT(list_dir(out_dir_), ::testing::IsEmpty())
+          << "output or temporary file left behind";
+      EXPECT_EQ(list_dir(model.parent_path()), model_dir_before)
+          << "files appeared beside the model";
+      message = r.err;
+    }
+    return message;
+  }
+
+  // Writes a modified copy of mlp.onnx into the model folder.
+  fs::path write_model(const onnx::ModelProto& proto, const std::string& name = "model.onnx") {
+    const fs::path p = model_dir_ / name;
+    write_proto(proto, p);
+    return p;
+  }
+
+  onnx::NodeProto* node(onnx::ModelProto& proto, const std::string& name) {
+    for (auto& n : *proto.mutable_graph()->mutable_node()) {
+      if (n.name() == name) return &n;
+    }
+    ADD_FAILURE() << "mlp.onnx has no node " << name;
+    return proto.mutable_graph()->mutable_node(0);
+  }
+
+  onnx::TensorProto* initializer(onnx::ModelProto& proto, const std::string& name) {
+    for (auto& t : *proto.mutable_graph()->mutable_initializer()) {
+      if (t.name() == name) return &t;
+    }
+    ADD_FAILURE() << "mlp.onnx has no initializer " << name;
+    return proto.mutable_graph()->mutable_initializer(0);
+  }
+
+  // Moves an initializer's data out of the model: `location` as the file records it, the
+  // bytes written to `file` at `offset`.
+  void externalise(onnx::ModelProto& proto, const std::string& tensor, const std::string& location,
+                   const fs::path& file, size_t offset = 0) {
+    onnx::TensorProto* t = initializer(proto, tensor);
+    std::string bytes = fs::exists(file) ? read_bytes(file) : std::string();
+    bytes.resize(std::max(bytes.size(), offset));
+    bytes.replace(offset, t->raw_data().size(), t->raw_data());
+    fs::create_directories(file.parent_path());
+    write_bytes(file, bytes);
+    const size_t length = t->raw_data().size();
+    t->clear_raw_data();
+    t->set_data_location(onnx::TensorProto::EXTERNAL);
+    auto add = [t](const std::string& k, const std::string& v) {
+      auto* kv = t->add_external_data();
+      kv->set_key(k);
+      kv->set_value(v);
+    };
+    add("location", location);
+    add("offset", std::to_string(offset));
+    add("length", std::to_string(length));
+  }
+
+  TempDir tmp_;
+  fs::path model_dir_ = tmp_ / "model";
+  fs::path out_dir_ = tmp_ / "out";
+  onnx::ModelProto mlp_;
+};
+
+TEST_F(BadInput, FileThatIsNotOnnx) {
+  write_bytes(model_dir_ / "notes.onnx", "This is a plain text file, not a protobuf model.\n");
+  expect_refused(model_dir_ / "notes.onnx", "notes.onnx' is not a valid ONNX model");
+}
+
+TEST_F(BadInput, BinaryFileThatIsNotOnnx) {
+  write_bytes(model_dir_ / "image.onnx",
+              std::string("\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x10", 24));
+  expect_refused(model_dir_ / "image.onnx", "image.onnx' is not a valid ONNX model");
+}
+
+TEST_F(BadInput, EmptyFile) {
+  write_bytes(model_dir_ / "empty.onnx", "");
+  expect_refused(model_dir_ / "empty.onnx", "empty.onnx' is empty, not an ONNX model");
+}
+
+TEST_F(BadInput, MissingFile) {
+  expect_refused(model_dir_ / "absent.onnx",
+                 "cannot open '" + (model_dir_ / "absent.onnx").string() + "'");
+}
+
+TEST_F(BadInput, TruncatedFileFirstHalf) {
+  const std::string bytes = read_bytes(source_path("models/mlp.onnx"));
+  write_bytes(model_dir_ / "half.onnx", bytes.substr(0, bytes.size() / 2));
+  expect_refused(model_dir_ / "half.onnx", "half.onnx' is not a valid ONNX model");
+}
+
+TEST_F(BadInput, TruncatedFileAtOtherPoints) {
+  const std::string bytes = read_bytes(source_path("models/mlp.onnx"));
+  for (size_t keep : {size_t{3}, bytes.size() / 4, bytes.size() * 3 / 4, bytes.size() - 1}) {
+    SCOPED_TRACE("first " + std::to_string(keep) + " of " + std::to_string(bytes.size()) +
+                 " bytes");
+    write_bytes(model_dir_ / "cut.onnx", bytes.substr(0, keep));
+    expect_refused(model_dir_ / "cut.onnx", "cut.onnx' is not a valid ONNX model");
+  }
+}
+
+TEST_F(BadInput, TruncatedAtAFieldBoundary) {
+  // Cut right after the graph: protobuf parses the rest, but opset_import is gone.
+  onnx::ModelProto no_opsets = mlp_;
+  no_opsets.clear_opset_import();
+  write_model(no_opsets, "cut.onnx");
+  expect_refused(model_dir_ / "cut.onnx",
+                 "is not a valid ONNX model (missing ir_version, opset_import or graph)");
+}
+
+TEST_F(BadInput, NodeInputWithoutProducer) {
+  node(mlp_, "/act/Div")->set_input(0, "no_such_tensor");
+  const fs::path model = write_model(mlp_);
+  expect_refused(model, "node '/act/Div' (Div): input 'no_such_tensor' has no producer");
+}
+
+TEST_F(BadInput, GraphOutputWithoutProducer) {
+  mlp_.mutable_graph()->mutable_output(0)->set_name("no_such_output");
+  const fs::path model = write_model(mlp_);
+  expect_refused(model, "graph output 'no_such_output' is never produced");
+}
+
+TEST_F(BadInput, UnknownOperatorDomain) {
+  node(mlp_, "/act/Erf")->set_domain("com.example.custom");
+  const fs::path model = write_model(mlp_);
+  expect_refused(
+      model,
+      "node '/act/Erf' (com.example.custom.Erf) uses unknown operator domain 'com.example.custom'");
+}
+
+TEST_F(BadInput, UnknownOperatorDomainThatTheModelImports) {
+  node(mlp_, "/act/Erf")->set_domain("com.example.custom");
+  auto* opset = mlp_.add_opset_import();
+  opset->set_domain("com.example.custom");
+  opset->set_version(1);
+  const fs::path model = write_model(mlp_);
+  expect_refused(
+      model,
+      "node '/act/Erf' (com.example.custom.Erf) uses unknown operator domain 'com.example.custom'");
+}
+
+TEST_F(BadInput, UnknownOperatorInTheOnnxDomain) {
+  node(mlp_, "/act/Erf")->set_op_type("Erff");
+  const fs::path model = write_model(mlp_);
+  expect_refused(model,
+                 "node '/act/Erf' (Erff): no operator 'Erff' in domain 'ai.onnx' at opset 17");
+}
+
+TEST_F(BadInput, ExternalDataAtAnAbsolutePath) {
+  const fs::path outside = tmp_ / "elsewhere" / "fc1.bin";
+  externalise(mlp_, "fc1.weight", outside.string(), outside);
+  const fs::path model = write_model(mlp_);
+  expect_refused(model, "initializer 'fc1.weight': external data location '" + outside.string() +
+                            "' is absolute; it must be relative to the model's folder");
+}
+
+TEST_F(BadInput, ExternalDataClimbingOutWithDotDot) {
+  // The file exists (next to the model's folder): the refusal is about the path, not a miss.
+  externalise(mlp_, "fc1.weight", "../fc1.bin", tmp_ / "fc1.bin");
+  const fs::path model = write_model(mlp_);
+  expect_refused(
+      model,
+      "initializer 'fc1.weight': external data location '../fc1.bin' leaves the model's folder");
+}
+
+TEST_F(BadInput, ExternalDataClimbingOutFromASubfolder) {
+  externalise(mlp_, "fc2.bias", "weights/../../fc2.bin", tmp_ / "fc2.bin");
+  fs::create_directories(model_dir_ / "weights");
+  const fs::path model = write_model(mlp_);
+  expect_refused(model,
+                 "initializer 'fc2.bias': external data location 'weights/../../fc2.bin' leaves "
+                 "the model's folder");
+}
+
+TEST_F(BadInput, ExternalDataThroughASymlinkOutOfTheFolder) {
+  externalise(mlp_, "fc1.weight", "link.bin", tmp_ / "fc1.bin");
+  fs::create_symlink(tmp_ / "fc1.bin", model_dir_ / "link.bin");
+  const fs::path model = write_model(mlp_);
+  expect_refused(model,
+                 "initializer 'fc1.weight': external data location 'link.bin' resolves outside the "
+                 "model's folder");
+}
+
+TEST_F(BadInput, ExternalDataFileMissing) {
+  externalise(mlp_, "fc1.weight", "fc1.bin", model_dir_ / "fc1.bin");
+  fs::remove(model_dir_ / "fc1.bin");
+  const fs::path model = write_model(mlp_);
+  expect_refused(model, "initializer 'fc1.weight': cannot open external data 'fc1.bin'");
+}
+
+TEST_F(BadInput, ExternalDataFileTooShort) {
+  externalise(mlp_, "fc1.weight", "fc1.bin", model_dir_ / "fc1.bin");
+  fs::resize_file(model_dir_ / "fc1.bin", 100);
+  const fs::path model = write_model(mlp_);
+  expect_refused(
+      model, "initializer 'fc1.weight': external data 'fc1.bin' is shorter than offset + length");
+}
+
+TEST_F(BadInput, InputShapeLeftDynamic) {
+  mlp_.mutable_graph()
+      ->mutable_input(0)
+      ->mutable_type()
+      ->mutable_tensor_type()
+      ->mutable_shape()
+      ->mutable_dim(0)
+      ->set_dim_param("batch");
+  const fs::path model = write_model(mlp_);
+  const std::string message = expect_refused(model, "input 'x' has dynamic dimension 0 ('batch')");
+  EXPECT_THAT(message, HasSubstr("--input-shape x=1x64"));
+
+  // Giving the dimension fixes it.
+  const RunResult fixed =
+      run_ampc({"inspect", model.string(), "--format", "json", "--input-shape", "x=32x64"});
+  ASSERT_EQ(fixed.exit_code, 0) << fixed.err;
+  EXPECT_EQ(nlohmann::json::parse(fixed.out)["inputs"][0]["shape"],
+            nlohmann::json::parse("[32,64]"));
+}
+
+TEST_F(BadInput, InputShapeLeftDynamicWithoutAName) {
+  // Dimension 0 of y has neither a value nor a name; x is fixed on the command line.
+  mlp_.mutable_graph()
+      ->mutable_input(0)
+      ->mutable_type()
+      ->mutable_tensor_type()
+      ->mutable_shape()
+      ->mutable_dim(0)
+      ->set_dim_param("batch");
+  mlp_.mutable_graph()
+      ->mutable_input(1)
+      ->mutable_type()
+      ->mutable_tensor_type()
+      ->mutable_shape()
+      ->mutable_dim(0)
+      ->Clear();
+  const fs::path model = write_model(mlp_);
+  expect_refused(model, "input 'y' has dynamic dimension 0; fix it with --input-shape y=1",
+                 {"--input-shape", "x=32x64"});
+}
+
+TEST_F(BadInput, InputWithoutShape) {
+  mlp_.mutable_graph()->mutable_input(1)->mutable_type()->mutable_tensor_type()->clear_shape();
+  const fs::path model = write_model(mlp_);
+  expect_refused(model, "input 'y' has no shape (unknown rank)");
+}
+
+TEST_F(BadInput, InputShapeForAnUnknownInput) {
+  const fs::path model = write_model(mlp_);
+  expect_refused(model, "--input-shape names 'z', which is not a graph input",
+                 {"--input-shape", "z=4"});
+}
+
+TEST_F(BadInput, InputShapeOfTheWrongRank) {
+  const fs::path model = write_model(mlp_);
+  expect_refused(model, "input 'x' has rank 2, not 3", {"--input-shape", "x=32x64x1"});
+}
+
+TEST_F(BadInput, InputShapeThatIsNotANumber) {
+  const fs::path model = write_model(mlp_);
+  expect_refused(model, "'3a' is not a dimension", {"--input-shape", "x=32x3a"});
+}
+
+// The positive counterpart: initializers in files inside the model's folder (one file with
+// two tensors at offsets, one in a subfolder) load to the same IR as the original.
+TEST_F(BadInput, ExternalDataInsideTheFolderLoads) {
+  externalise(mlp_, "fc1.weight", "weights.bin", model_dir_ / "weights.bin", 0);
+  externalise(mlp_, "fc2.weight", "weights.bin", model_dir_ / "weights.bin", 32768);
+  externalise(mlp_, "ln1.bias", "sub/ln1_bias.bin", model_dir_ / "sub" / "ln1_bias.bin");
+  const fs::path model = write_model(mlp_);
+
+  const RunResult r = run_ampc(
+      {"inspect", model.string(), "--format", "json", "--dot", (out_dir_ / "g.dot").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["initializers"]["count"], 6);
+  EXPECT_EQ(j["initializers"]["bytes"], 39464);
+  EXPECT_EQ(list_dir(out_dir_), std::vector<std::string>{"g.dot"});
+
+  const std::string with_external = ir::to_text(*onnx_io::load_model(model.string()));
+  const std::string original =
+      ir::to_text(*onnx_io::load_model(source_path("models/mlp.onnx").string()));
+  EXPECT_EQ(with_external, original);
+}
+
+// A failure after the model loaded (Graphviz cannot write the SVG) still leaves no SVG or
+// temporary file.
+TEST_F(BadInput, SvgIntoAMissingFolderLeavesNothing) {
+  const RunResult r = run_ampc({"inspect", source_path("models/mlp.onnx").string(), "--svg",
+                                (out_dir_ / "no_such_dir" / "g.svg").string()});
+  EXPECT_EQ(r.term_signal, 0);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, StartsWith("ampc: error: "));
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_THAT(list_dir(out_dir_), ::testing::IsEmpty());
+}
+
+// When --svg fails, the --dot file of the same (failed) command is not left behind either.
+TEST_F(BadInput, FailedSvgLeavesNoDotFile) {
+  const RunResult r = run_ampc({"inspect", source_path("models/mlp.onnx").string(), "--dot",
+                                (out_dir_ / "g.dot").string(), "--svg",
+                                (out_dir_ / "no_such_dir" / "g.svg").string()});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, StartsWith("ampc: error: "));
+  EXPECT_THAT(list_dir(out_dir_), ::testing::IsEmpty());
+}
+
+// When the --dot file cannot be written, the --svg file of the same command is removed.
+TEST_F(BadInput, FailedDotLeavesNoSvgFile) {
+  const RunResult r = run_ampc({"inspect", source_path("models/mlp.onnx").string(), "--dot",
+                                (out_dir_ / "no_such_dir" / "g.dot").string(), "--svg",
+                                (out_dir_ / "g.svg").string()});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, StartsWith("ampc: error: cannot write '"));
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_THAT(list_dir(out_dir_), ::testing::IsEmpty());
+}
+
+}  // namespace
+}  // namespace ampc::testing

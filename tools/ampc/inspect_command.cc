@@ -1,4 +1,5 @@
 // `ampc inspect MODEL.onnx`: what is in a model.
+#include <filesystem>
 #include <iostream>
 
 #include "base/error.h"
@@ -25,8 +26,17 @@ void run_inspect(const InspectArgs& args) {
   const auto model = onnx_io::load_model(args.model, options);
   if (!args.dot_file.empty() || !args.svg_file.empty()) {
     const std::string dot = report::to_dot(*model);
-    if (!args.dot_file.empty()) write_file_atomically(args.dot_file, dot);
+    // The SVG (which needs Graphviz, so fails more often) first; a failed command leaves
+    // neither file behind.
     if (!args.svg_file.empty()) report::write_svg(dot, args.svg_file);
+    if (!args.dot_file.empty()) {
+      try {
+        write_file_atomically(args.dot_file, dot);
+      } catch (const Error&) {
+        if (!args.svg_file.empty()) std::filesystem::remove(args.svg_file);
+        throw;
+      }
+    }
   }
   if (args.format == "json") {
     std::cout << report::model_summary_json(*model).dump(2) << '\n';

@@ -9,6 +9,8 @@ int main(int argc, char** argv) {
   CLI::App app{"ampc: ahead-of-time mixed-precision compiler and trainer for ONNX models"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("ampc 0.1.0"));
+  ampc::cli::add_compile_command(app);
+  ampc::cli::add_run_command(app);
   ampc::cli::add_inspect_command(app);
   try {
     app.parse(argc, argv);

@@ -1,8 +1,52 @@
+// The tensor operator family (shape, layout, indexing); each group lives in its own
+// tensor_*.cc file. Also the helpers of tensor_common.h.
 #include "runtime/cpu/op_registry.h"
 #include "runtime/cpu/ops/families.h"
+#include "runtime/cpu/ops/tensor_common.h"
 
 namespace ampc::rt::cpu {
 
-void register_tensor_ops(OpRegistry& r) { (void)r; }
+std::vector<int64_t> ints_of(const OpContext& ctx, int input) {
+  const Tensor& t = ctx.in(input);
+  if (t.dtype() == DType::kInt64) return {t.data<int64_t>(), t.data<int64_t>() + t.numel()};
+  if (t.dtype() == DType::kInt32) return {t.data<int32_t>(), t.data<int32_t>() + t.numel()};
+  ctx.unsupported_dtype(input);
+}
+
+int64_t normalize_axis(const OpContext& ctx, int64_t axis, int64_t rank) {
+  if (axis < -rank || axis >= rank) {
+    ctx.fail("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
+  }
+  return axis < 0 ? axis + rank : axis;
+}
+
+void copy_strided(const Tensor& src, int64_t src_offset, const Shape& src_strides, Tensor& dst,
+                  int64_t dst_offset, const Shape& dst_strides, const Shape& shape) {
+  visit_storage(src.dtype(), [&](auto tag) {
+    using U = typename decltype(tag)::type;
+    kc::strided_copy<U>(shape, storage<U>(src) + src_offset, src_strides,
+                        storage<U>(dst) + dst_offset, dst_strides);
+  });
+}
+
+Tensor transpose_view(const Tensor& src, const Shape& view_shape, const std::vector<int64_t>& perm) {
+  const Shape in_strides = kc::contiguous_strides(view_shape);
+  Shape out_shape, strides;
+  for (int64_t p : perm) {
+    out_shape.push_back(view_shape[p]);
+    strides.push_back(in_strides[p]);
+  }
+  Tensor out(src.dtype(), out_shape);
+  copy_strided(src, 0, strides, out, 0, kc::contiguous_strides(out_shape), out_shape);
+  return out;
+}
+
+void register_tensor_ops(OpRegistry& r) {
+  register_tensor_shape(r);
+  register_tensor_layout(r);
+  register_tensor_indexing(r);
+  register_tensor_sorting(r);
+  register_tensor_einsum(r);
+}
 
 }  // namespace ampc::rt::cpu

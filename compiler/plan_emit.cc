@@ -1,0 +1,112 @@
+#include "compiler/plan_emit.h"
+
+#include <unordered_map>
+
+#include "base/error.h"
+
+namespace ampc::compiler {
+namespace {
+
+void tensor_data(const ir::Tensor& t, plan::TensorData* out) {
+  out->set_dtype(static_cast<int32_t>(t.dtype));
+  for (int64_t d : t.dims) out->add_dims(d);
+  if (t.dtype == DType::kString) {
+    for (const auto& s : t.strings) out->add_strings(s);
+  } else {
+    out->set_data(t.bytes.data(), t.bytes.size());
+  }
+}
+
+void attribute(const ir::Attribute& a, const ir::Node& n, plan::Attribute* out) {
+  out->set_name(a.name);
+  switch (a.kind) {
+    case ir::AttrKind::kInt: out->set_i(a.i); break;
+    case ir::AttrKind::kFloat: out->set_f(a.f); break;
+    case ir::AttrKind::kString: out->set_s(a.s); break;
+    case ir::AttrKind::kInts:
+      for (int64_t v : a.ints) out->mutable_ints()->add_v(v);
+      break;
+    case ir::AttrKind::kFloats:
+      for (float v : a.floats) out->mutable_floats()->add_v(v);
+      break;
+    case ir::AttrKind::kStrings:
+      for (const auto& v : a.strings) out->mutable_strings()->add_v(v);
+      break;
+    case ir::AttrKind::kTensor: tensor_data(a.t, out->mutable_t()); break;
+    case ir::AttrKind::kGraph:
+    case ir::AttrKind::kGraphs:
+      throw Error("node " + n.label() + ": operators with subgraphs (control flow) are not supported by the plan yet");
+    case ir::AttrKind::kTensors:
+      throw Error("node " + n.label() + ": attribute '" + a.name + "' (a list of tensors) is not supported");
+  }
+}
+
+std::string node_name(const ir::Node& n, size_t index) {
+  return n.name.empty() ? "#" + std::to_string(index) : n.name;
+}
+
+}  // namespace
+
+plan::Plan emit_plan(const ir::Model& model, const EmitOptions& options) {
+  const ir::Graph& g = *model.graph;
+  plan::Plan p;
+  p.set_producer("ampc 0.1.0");
+  p.set_model_name(options.model_name);
+  for (const auto& [k, v] : options.recorded_options) {
+    auto* o = p.add_options();
+    o->set_key(k);
+    o->set_value(v);
+  }
+
+  std::unordered_map<const ir::Value*, int> id;
+  auto add_buffer = [&](const ir::Value* v, plan::BufferRole role) {
+    auto* b = p.add_buffers();
+    b->set_id(p.buffers_size() - 1);
+    b->set_name(v->name);
+    b->set_dtype(static_cast<int32_t>(v->type.dtype));
+    b->set_shape_known(v->type.is_static());
+    if (v->type.is_static()) {
+      for (int64_t d : *v->type.shape) b->add_shape(d);
+    }
+    b->set_role(role);
+    if (v->initializer) tensor_data(*v->initializer, b->mutable_initial());
+    id[v] = b->id();
+  };
+  for (const ir::Value* v : g.inputs) {
+    if (!v->is_initializer()) add_buffer(v, plan::INPUT);
+  }
+  for (const ir::Value* v : g.initializers) add_buffer(v, plan::CONSTANT);
+  for (const auto& vp : g.values) {
+    const ir::Value* v = vp.get();
+    if (id.count(v)) continue;
+    bool is_output = false;
+    for (const ir::Value* o : g.outputs) is_output |= (o == v);
+    add_buffer(v, is_output ? plan::OUTPUT : plan::ACTIVATION);
+  }
+
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const ir::Node& n = *g.nodes[i];
+    auto* s = p.add_steps();
+    s->set_op(n.op_type);
+    s->set_domain(n.domain);
+    s->set_opset_version(model.opset_version(n.domain).value_or(0));
+    for (const ir::Value* v : n.inputs) s->add_inputs(v ? id.at(v) : -1);
+    for (const ir::Value* v : n.outputs) s->add_outputs(v ? id.at(v) : -1);
+    for (const auto& a : n.attributes) attribute(a, n, s->add_attributes());
+    s->add_source_nodes(node_name(n, i));
+  }
+  for (const ir::Value* v : g.inputs) {
+    if (v->is_initializer()) continue;
+    auto* b = p.add_inputs();
+    b->set_name(v->name);
+    b->set_buffer(id.at(v));
+  }
+  for (const ir::Value* v : g.outputs) {
+    auto* b = p.add_outputs();
+    b->set_name(v->name);
+    b->set_buffer(id.at(v));
+  }
+  return p;
+}
+
+}  // namespace ampc::compiler

@@ -1,0 +1,61 @@
+// Convolution by im2col + GEMM and transposed convolution by GEMM + col2im, over up to three
+// spatial dimensions (lower-rank problems use leading spatial dimensions of size 1).
+#pragma once
+
+#include <cstdint>
+
+namespace ampc::kernels::cpu {
+
+// How a sliding window maps between the "image" side (convolution input, transposed
+// convolution output, pooling input) and the "column" side (one position per window:
+// convolution output, transposed convolution input, pooling output):
+//   image index = column index * stride - pad + kernel index * dilation.
+// Image indices outside [0, image) are padding. pad may be negative (extra room at the start).
+struct ConvGeom {
+  int64_t image[3] = {1, 1, 1};
+  int64_t cols[3] = {1, 1, 1};
+  int64_t kernel[3] = {1, 1, 1};
+  int64_t stride[3] = {1, 1, 1};
+  int64_t dilation[3] = {1, 1, 1};
+  int64_t pad[3] = {0, 0, 0};      // at the start of each dimension
+  int64_t pad_end[3] = {0, 0, 0};  // at the end (pooling divisors only)
+
+  int64_t image_size() const { return image[0] * image[1] * image[2]; }
+  int64_t cols_size() const { return cols[0] * cols[1] * cols[2]; }
+  int64_t kernel_size() const { return kernel[0] * kernel[1] * kernel[2]; }
+};
+
+// x: [batch, channels, image]; col: [channels * kernel_size, batch * cols_size] with
+// zeros for padding taps.
+template <typename T>
+void im2col(const ConvGeom& g, const T* x, int64_t channels, int64_t batch, T* col);
+
+// The adjoint of im2col for one image: y[channels, image] += scatter of col
+// [channels * kernel_size, cols_size].
+template <typename T>
+void col2im(const ConvGeom& g, const T* col, int64_t channels, T* y);
+
+// y[n, m, cols] = conv(x[n, c, image], w[m, c / group, kernel]) + bias[m] (bias may be null).
+// Instantiated for float and double.
+template <typename T>
+void conv_forward(const ConvGeom& g, const T* x, const T* w, const T* bias, T* y, int64_t n,
+                  int64_t c, int64_t m, int64_t group);
+
+// y[n, m, image] = conv_transpose(x[n, c, cols], w[c, m / group, kernel]) + bias[m].
+template <typename T>
+void conv_transpose(const ConvGeom& g, const T* x, const T* w, const T* bias, T* y, int64_t n,
+                    int64_t c, int64_t m, int64_t group);
+
+// The column indices [lo, hi) of a row of `cols` whose image index
+// col * stride + offset lies inside [0, image).
+inline void valid_cols(int64_t cols, int64_t image, int64_t stride, int64_t offset, int64_t* lo,
+                       int64_t* hi) {
+  int64_t l = offset < 0 ? (-offset + stride - 1) / stride : 0;
+  int64_t h = image - offset > 0 ? (image - offset + stride - 1) / stride : 0;
+  if (h > cols) h = cols;
+  if (l > h) l = h;
+  *lo = l;
+  *hi = h;
+}
+
+}  // namespace ampc::kernels::cpu

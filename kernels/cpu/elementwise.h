@@ -1,0 +1,102 @@
+// Elementwise kernels over raw buffers: unary maps, and binary/ternary maps whose operands
+// broadcast to the output. `f` takes and returns opmath values (fp32 for the 16-bit floats);
+// loads and the single rounding store happen here. Same-shape and scalar operands take plain
+// contiguous loops the compiler vectorises; large outputs are split across OpenMP threads.
+#pragma once
+
+#include <algorithm>
+
+#include "kernels/cpu/broadcast.h"
+#include "kernels/cpu/elementwise_types.h"
+
+namespace ampc::kernels::cpu {
+
+// Splits [0, n) into chunks run in parallel when n is large: fn(begin, end).
+template <typename Fn>
+void parallel_range(int64_t n, Fn&& fn, int64_t threshold = kParallelThreshold) {
+  if (n < threshold) {
+    fn(int64_t{0}, n);
+    return;
+  }
+  constexpr int64_t kChunk = 8192;
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < chunks; ++c) fn(c * kChunk, std::min(n, (c + 1) * kChunk));
+}
+
+template <typename In, typename Out, typename F>
+void unary_map(const In* x, Out* y, int64_t n, F f) {
+  parallel_range(n, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) y[i] = store<Out>(f(load(x[i])));
+  });
+}
+
+// One row of a binary map: the operands advance by sa and sb (0 = broadcast scalar).
+template <typename A, typename B, typename Out, typename F>
+inline void binary_row(const A* a, int64_t sa, const B* b, int64_t sb, Out* y, int64_t n, F& f) {
+  if (sa == 1 && sb == 1) {
+    for (int64_t i = 0; i < n; ++i) y[i] = store<Out>(f(load(a[i]), load(b[i])));
+  } else if (sa == 0 && sb == 1) {
+    const auto av = load(a[0]);
+    for (int64_t i = 0; i < n; ++i) y[i] = store<Out>(f(av, load(b[i])));
+  } else if (sa == 1 && sb == 0) {
+    const auto bv = load(b[0]);
+    for (int64_t i = 0; i < n; ++i) y[i] = store<Out>(f(load(a[i]), bv));
+  } else {
+    for (int64_t i = 0; i < n; ++i) y[i] = store<Out>(f(load(a[i * sa]), load(b[i * sb])));
+  }
+}
+
+// y[out_shape] = f(a broadcast, b broadcast).
+template <typename A, typename B, typename Out, typename F>
+void binary_map(const A* a, const Shape& a_shape, const B* b, const Shape& b_shape, Out* y,
+                const Shape& out_shape, F f) {
+  const BroadcastPlan p = make_broadcast_plan(out_shape, {a_shape, b_shape});
+  if (p.numel == 0) return;
+  const int64_t n = p.inner();
+  const int64_t sa = p.strides[0].back(), sb = p.strides[1].back();
+  if (p.shape.size() == 1) {
+    parallel_range(n, [&](int64_t begin, int64_t end) {
+      binary_row(a + begin * sa, sa, b + begin * sb, sb, y + begin, end - begin, f);
+    });
+    return;
+  }
+  const int64_t rows = p.rows();
+  auto run_row = [&](int64_t r) {
+    int64_t off[2];
+    p.row_offsets(r, off);
+    binary_row(a + off[0], sa, b + off[1], sb, y + r * n, n, f);
+  };
+  if (p.numel < kParallelThreshold) {
+    for (int64_t r = 0; r < rows; ++r) run_row(r);
+  } else {
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) run_row(r);
+  }
+}
+
+// y[out_shape] = f(a, b, c), all three broadcast (Where).
+template <typename A, typename B, typename C, typename Out, typename F>
+void ternary_map(const A* a, const Shape& a_shape, const B* b, const Shape& b_shape, const C* c,
+                 const Shape& c_shape, Out* y, const Shape& out_shape, F f) {
+  const BroadcastPlan p = make_broadcast_plan(out_shape, {a_shape, b_shape, c_shape});
+  if (p.numel == 0) return;
+  const int64_t n = p.inner();
+  const int64_t sa = p.strides[0].back(), sb = p.strides[1].back(), sc = p.strides[2].back();
+  auto run_rows = [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      int64_t off[3];
+      p.row_offsets(r, off);
+      const A* ar = a + off[0];
+      const B* br = b + off[1];
+      const C* cr = c + off[2];
+      Out* yr = y + r * n;
+      for (int64_t i = 0; i < n; ++i) {
+        yr[i] = store<Out>(f(load(ar[i * sa]), load(br[i * sb]), load(cr[i * sc])));
+      }
+    }
+  };
+  parallel_range(p.rows(), run_rows, std::max<int64_t>(1, kParallelThreshold / std::max<int64_t>(n, 1)));
+}
+
+}  // namespace ampc::kernels::cpu

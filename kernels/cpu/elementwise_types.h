@@ -1,0 +1,140 @@
+// Element types as the CPU kernels see them: the fp32 "opmath" type that 16-bit storage types
+// compute in, load/store with one round-to-nearest-even at the store, conversions between any
+// two element types, and a dispatch from a runtime DType to a C++ type restricted to a set.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+
+#include "base/dtype.h"
+#include "base/half.h"
+
+namespace ampc::kernels::cpu {
+
+// The type arithmetic happens in: fp32 for the 16-bit float types, the type itself otherwise.
+template <typename T>
+struct Opmath {
+  using type = T;
+};
+template <>
+struct Opmath<Half> {
+  using type = float;
+};
+template <>
+struct Opmath<BFloat16> {
+  using type = float;
+};
+template <typename T>
+using opmath_t = typename Opmath<T>::type;
+
+template <typename T>
+constexpr bool is_float_v = std::is_floating_point_v<opmath_t<T>>;
+
+template <typename T>
+inline opmath_t<T> load(T v) {
+  if constexpr (std::is_same_v<T, Half>) {
+    return half_to_float(v);
+  } else if constexpr (std::is_same_v<T, BFloat16>) {
+    return bf16_to_float(v);
+  } else {
+    return v;
+  }
+}
+
+// double -> float rounded to odd: a later RNE to a format with fewer than 22 mantissa bits
+// then equals a direct RNE from double (no double rounding).
+inline float double_to_float_odd(double d) {
+  float f = static_cast<float>(d);
+  if (!std::isfinite(d) || static_cast<double>(f) == d) return f;
+  if (!(float_bits(f) & 1u)) {
+    // Truncated the other way: step towards d, which makes the last mantissa bit odd.
+    f = std::nextafter(f, static_cast<double>(f) < d ? std::numeric_limits<float>::infinity()
+                                                      : -std::numeric_limits<float>::infinity());
+  }
+  return f;
+}
+
+// Any value to element type T: RNE for the 16-bit floats (once, from the value given), C++
+// conversion otherwise (float -> integer truncates towards zero), != 0 for bool.
+template <typename T, typename V>
+inline T store(V v) {
+  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
+    float f;
+    if constexpr (std::is_same_v<V, double>) {
+      f = double_to_float_odd(v);
+    } else {
+      f = static_cast<float>(v);
+    }
+    if constexpr (std::is_same_v<T, Half>) {
+      return float_to_half(f);
+    } else {
+      return float_to_bf16(f);
+    }
+  } else if constexpr (std::is_same_v<T, bool>) {
+    return v != V(0);
+  } else {
+    return static_cast<T>(v);
+  }
+}
+
+// Element-type conversion: what Cast does per element.
+template <typename To, typename From>
+inline To convert(From v) {
+  if constexpr (std::is_same_v<To, From>) {
+    return v;
+  } else {
+    return store<To>(load(v));
+  }
+}
+
+template <typename T>
+struct Tag {
+  using type = T;
+};
+
+// Sets of element types an operator accepts.
+enum TypeSet : unsigned {
+  kFloats = 1,     // f32 f64 f16 bf16
+  kSigned = 2,     // i8 i16 i32 i64
+  kUnsigned = 4,   // u8 u16 u32 u64
+  kBoolType = 8,   // bool
+  kIntegers = kSigned | kUnsigned,
+  kNumeric = kFloats | kIntegers,
+  kSignedNumeric = kFloats | kSigned,
+  kAllTypes = kNumeric | kBoolType,
+};
+
+// Calls f(Tag<T>{}) for the C++ type T of `t` when t is in Set; false when it is not.
+template <unsigned Set, typename F>
+bool visit_dtype(DType t, F&& f) {
+#define AMPC_VISIT_CASE(code, set, T) \
+  case DType::code:                   \
+    if constexpr ((Set & (set)) != 0) { \
+      f(Tag<T>{});                    \
+      return true;                    \
+    }                                 \
+    break;
+  switch (t) {
+    AMPC_VISIT_CASE(kFloat32, kFloats, float)
+    AMPC_VISIT_CASE(kFloat64, kFloats, double)
+    AMPC_VISIT_CASE(kFloat16, kFloats, Half)
+    AMPC_VISIT_CASE(kBFloat16, kFloats, BFloat16)
+    AMPC_VISIT_CASE(kInt8, kSigned, int8_t)
+    AMPC_VISIT_CASE(kInt16, kSigned, int16_t)
+    AMPC_VISIT_CASE(kInt32, kSigned, int32_t)
+    AMPC_VISIT_CASE(kInt64, kSigned, int64_t)
+    AMPC_VISIT_CASE(kUInt8, kUnsigned, uint8_t)
+    AMPC_VISIT_CASE(kUInt16, kUnsigned, uint16_t)
+    AMPC_VISIT_CASE(kUInt32, kUnsigned, uint32_t)
+    AMPC_VISIT_CASE(kUInt64, kUnsigned, uint64_t)
+    AMPC_VISIT_CASE(kBool, kBoolType, bool)
+    default:
+      break;
+  }
+#undef AMPC_VISIT_CASE
+  return false;
+}
+
+}  // namespace ampc::kernels::cpu

@@ -1,0 +1,172 @@
+#include "kernels/cpu/norm.h"
+
+#include <cmath>
+
+#include "kernels/cpu/reduce.h"
+
+namespace ampc::kernels::cpu {
+namespace {
+
+constexpr int64_t kParallelWork = 1 << 14;
+
+// Mean and biased variance of v[0..len) (two passes).
+template <typename T>
+void moments(const T* v, int64_t len, T* mean, T* var) {
+  T s = 0;
+  for (int64_t i = 0; i < len; ++i) s += v[i];
+  const T m = len ? s / static_cast<T>(len) : T(0);
+  T q = 0;
+  for (int64_t i = 0; i < len; ++i) q += (v[i] - m) * (v[i] - m);
+  *mean = m;
+  *var = len ? q / static_cast<T>(len) : T(0);
+}
+
+}  // namespace
+
+template <typename T>
+void channel_affine(const T* x, int64_t n, int64_t c, int64_t spatial, const T* a, const T* b,
+                    T* y) {
+#pragma omp parallel for collapse(2) if (n * c * spatial > kParallelWork)
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t ch = 0; ch < c; ++ch) {
+      const T* xp = x + (i * c + ch) * spatial;
+      T* yp = y + (i * c + ch) * spatial;
+      const T av = a[ch], bv = b[ch];
+      for (int64_t s = 0; s < spatial; ++s) yp[s] = av * xp[s] + bv;
+    }
+  }
+}
+
+template <typename T>
+void channel_moments(const T* x, int64_t n, int64_t c, int64_t spatial, T* mean, T* var) {
+  const int64_t count = n * spatial;
+#pragma omp parallel for if (c > 1 && n * c * spatial > kParallelWork)
+  for (int64_t ch = 0; ch < c; ++ch) {
+    T s = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const T* xp = x + (i * c + ch) * spatial;
+      for (int64_t j = 0; j < spatial; ++j) s += xp[j];
+    }
+    const T m = count ? s / static_cast<T>(count) : T(0);
+    T q = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const T* xp = x + (i * c + ch) * spatial;
+      for (int64_t j = 0; j < spatial; ++j) q += (xp[j] - m) * (xp[j] - m);
+    }
+    mean[ch] = m;
+    var[ch] = count ? q / static_cast<T>(count) : T(0);
+  }
+}
+
+template <typename T>
+void layer_norm(const T* x, int64_t rows, int64_t cols, const T* scale, const T* bias, T eps,
+                T* y, T* mean, T* inv_std) {
+#pragma omp parallel for if (rows > 1 && rows * cols > kParallelWork)
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* xr = x + r * cols;
+    T* yr = y + r * cols;
+    T m, v;
+    moments(xr, cols, &m, &v);
+    const T inv = T(1) / std::sqrt(v + eps);
+    if (mean) mean[r] = m;
+    if (inv_std) inv_std[r] = inv;
+    if (scale && bias) {
+      for (int64_t j = 0; j < cols; ++j) yr[j] = (xr[j] - m) * inv * scale[j] + bias[j];
+    } else if (scale) {
+      for (int64_t j = 0; j < cols; ++j) yr[j] = (xr[j] - m) * inv * scale[j];
+    } else {
+      for (int64_t j = 0; j < cols; ++j) yr[j] = (xr[j] - m) * inv + (bias ? bias[j] : T(0));
+    }
+  }
+}
+
+template <typename T>
+void instance_norm(const T* x, int64_t n, int64_t c, int64_t spatial, const T* scale,
+                   const T* bias, T eps, T* y) {
+#pragma omp parallel for if (n * c > 1 && n * c * spatial > kParallelWork)
+  for (int64_t p = 0; p < n * c; ++p) {
+    const T* xp = x + p * spatial;
+    T* yp = y + p * spatial;
+    T m, v;
+    moments(xp, spatial, &m, &v);
+    const T a = scale[p % c] / std::sqrt(v + eps);
+    const T b = bias[p % c] - m * a;
+    for (int64_t s = 0; s < spatial; ++s) yp[s] = a * xp[s] + b;
+  }
+}
+
+template <typename T>
+void lrn(const T* x, int64_t n, int64_t c, int64_t spatial, int64_t size, T alpha, T beta,
+         T bias, T* y) {
+  const int64_t before = (size - 1) / 2, after = size - 1 - before;
+  const T coef = alpha / static_cast<T>(size);
+#pragma omp parallel for collapse(2) if (n * c * spatial > kParallelWork)
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t ch = 0; ch < c; ++ch) {
+      const int64_t lo = ch - before < 0 ? 0 : ch - before;
+      const int64_t hi = ch + after >= c ? c - 1 : ch + after;
+      T* yp = y + (i * c + ch) * spatial;
+      for (int64_t s = 0; s < spatial; ++s) yp[s] = 0;
+      for (int64_t k = lo; k <= hi; ++k) {
+        const T* xk = x + (i * c + k) * spatial;
+        for (int64_t s = 0; s < spatial; ++s) yp[s] += xk[s] * xk[s];
+      }
+      const T* xp = x + (i * c + ch) * spatial;
+      for (int64_t s = 0; s < spatial; ++s) {
+        yp[s] = xp[s] / std::pow(bias + coef * yp[s], beta);
+      }
+    }
+  }
+}
+
+template <typename T>
+void mean_variance_norm(const T* x, const std::vector<int64_t>& dims,
+                        const std::vector<bool>& reduced, T eps, T* y) {
+  const size_t rank = dims.size();
+  int64_t total = 1, kept = 1;
+  for (size_t i = 0; i < rank; ++i) {
+    total *= dims[i];
+    if (!reduced[i]) kept *= dims[i];
+  }
+  std::vector<T> mean(kept), mean_sq(kept);
+  reduce(ReduceKind::kMean, x, dims, reduced, mean.data());
+  std::vector<T> sq(x, x + total);
+  for (T& v : sq) v *= v;
+  reduce(ReduceKind::kMean, sq.data(), dims, reduced, mean_sq.data());
+  for (int64_t k = 0; k < kept; ++k) {
+    const T var = mean_sq[k] - mean[k] * mean[k];
+    mean_sq[k] = std::sqrt(var > T(0) ? var : T(0)) + eps;  // now the divisor
+  }
+  // Odometer over x; `at` follows the matching position in the kept-axes statistics.
+  std::vector<int64_t> idx(rank, 0), stat_stride(rank, 0);
+  for (int64_t i = static_cast<int64_t>(rank) - 1, s = 1; i >= 0; --i) {
+    if (!reduced[i]) {
+      stat_stride[i] = s;
+      s *= dims[i];
+    }
+  }
+  int64_t at = 0;
+  for (int64_t j = 0; j < total; ++j) {
+    y[j] = (x[j] - mean[at]) / mean_sq[at];
+    for (int64_t d = static_cast<int64_t>(rank) - 1; d >= 0; --d) {
+      at += stat_stride[d];
+      if (++idx[d] < dims[d]) break;
+      at -= stat_stride[d] * dims[d];
+      idx[d] = 0;
+    }
+  }
+}
+
+#define AMPC_INSTANTIATE(T)                                                                      \
+  template void channel_affine<T>(const T*, int64_t, int64_t, int64_t, const T*, const T*, T*);  \
+  template void channel_moments<T>(const T*, int64_t, int64_t, int64_t, T*, T*);                 \
+  template void layer_norm<T>(const T*, int64_t, int64_t, const T*, const T*, T, T*, T*, T*);    \
+  template void instance_norm<T>(const T*, int64_t, int64_t, int64_t, const T*, const T*, T, T*); \
+  template void lrn<T>(const T*, int64_t, int64_t, int64_t, int64_t, T, T, T, T*);               \
+  template void mean_variance_norm<T>(const T*, const std::vector<int64_t>&,                     \
+                                      const std::vector<bool>&, T, T*);
+AMPC_INSTANTIATE(float)
+AMPC_INSTANTIATE(double)
+#undef AMPC_INSTANTIATE
+
+}  // namespace ampc::kernels::cpu

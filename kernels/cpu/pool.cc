@@ -1,0 +1,139 @@
+#include "kernels/cpu/pool.h"
+
+#include <cmath>
+#include <limits>
+
+namespace ampc::kernels::cpu {
+namespace {
+
+// The taps t in [0, k) whose position start + t * dilation lies in [lo_bound, hi_bound).
+inline void tap_range(int64_t start, int64_t k, int64_t dilation, int64_t lo_bound,
+                      int64_t hi_bound, int64_t* lo, int64_t* hi) {
+  int64_t l = start >= lo_bound ? 0 : (lo_bound - start + dilation - 1) / dilation;
+  int64_t h = start < hi_bound ? (hi_bound - start + dilation - 1) / dilation : 0;
+  if (h > k) h = k;
+  if (l > h) l = h;
+  *lo = l;
+  *hi = h;
+}
+
+// The valid tap ranges of one output position in all three dimensions.
+struct Window {
+  int64_t start[3], lo[3], hi[3];
+};
+
+inline Window window_at(const ConvGeom& g, const int64_t o[3]) {
+  Window w;
+  for (int d = 0; d < 3; ++d) {
+    w.start[d] = o[d] * g.stride[d] - g.pad[d];
+    tap_range(w.start[d], g.kernel[d], g.dilation[d], 0, g.image[d], &w.lo[d], &w.hi[d]);
+  }
+  return w;
+}
+
+// Calls f(plane, x_plane, output_index, window) for every output of every plane.
+template <typename T, typename F>
+void for_each_window(const ConvGeom& g, const T* x, int64_t planes, F&& f) {
+  const int64_t img = g.image_size(), p = g.cols_size();
+#pragma omp parallel for if (planes * p * g.kernel_size() > (1 << 14))
+  for (int64_t pl = 0; pl < planes; ++pl) {
+    const T* xp = x + pl * img;
+    int64_t o[3];
+    int64_t j = 0;
+    for (o[0] = 0; o[0] < g.cols[0]; ++o[0]) {
+      for (o[1] = 0; o[1] < g.cols[1]; ++o[1]) {
+        for (o[2] = 0; o[2] < g.cols[2]; ++o[2], ++j) f(pl, xp, pl * p + j, window_at(g, o));
+      }
+    }
+  }
+}
+
+// Calls tap(flat spatial offset) for every in-image tap of window w.
+template <typename F>
+inline void for_each_tap(const ConvGeom& g, const Window& w, F&& tap) {
+  for (int64_t t0 = w.lo[0]; t0 < w.hi[0]; ++t0) {
+    const int64_t i0 = w.start[0] + t0 * g.dilation[0];
+    for (int64_t t1 = w.lo[1]; t1 < w.hi[1]; ++t1) {
+      const int64_t row = (i0 * g.image[1] + w.start[1] + t1 * g.dilation[1]) * g.image[2];
+      for (int64_t t2 = w.lo[2]; t2 < w.hi[2]; ++t2) {
+        tap(row + w.start[2] + t2 * g.dilation[2]);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+template <typename T>
+void max_pool(const ConvGeom& g, const T* x, int64_t planes, T* y, int64_t* indices,
+              bool column_major) {
+  const int64_t img = g.image_size();
+  for_each_window(g, x, planes, [&](int64_t pl, const T* xp, int64_t out, const Window& w) {
+    T best = std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity()
+                                                  : std::numeric_limits<T>::lowest();
+    int64_t arg = -1;
+    for_each_tap(g, w, [&](int64_t off) {
+      if (xp[off] > best || arg < 0) {
+        best = xp[off];
+        arg = off;
+      }
+    });
+    y[out] = best;
+    if (!indices) return;
+    if (arg < 0) arg = 0;
+    if (column_major) {
+      const int64_t i2 = arg % g.image[2], i1 = (arg / g.image[2]) % g.image[1];
+      const int64_t i0 = arg / (g.image[2] * g.image[1]);
+      arg = i0 + i1 * g.image[0] + i2 * g.image[0] * g.image[1];
+    }
+    indices[out] = pl * img + arg;
+  });
+}
+
+template <typename T>
+void avg_pool(const ConvGeom& g, const T* x, int64_t planes, T* y, bool count_include_pad) {
+  for_each_window(g, x, planes, [&](int64_t, const T* xp, int64_t out, const Window& w) {
+    T sum = 0;
+    for_each_tap(g, w, [&](int64_t off) { sum += xp[off]; });
+    int64_t count = 1;
+    for (int d = 0; d < 3; ++d) {
+      int64_t lo = w.lo[d], hi = w.hi[d];
+      if (count_include_pad) {
+        tap_range(w.start[d], g.kernel[d], g.dilation[d], -g.pad[d], g.image[d] + g.pad_end[d],
+                  &lo, &hi);
+      }
+      count *= hi - lo;
+    }
+    y[out] = count > 0 ? sum / static_cast<T>(count) : T(0);
+  });
+}
+
+template <typename T>
+void lp_pool(const ConvGeom& g, const T* x, int64_t planes, T* y, int64_t p) {
+  const T pt = static_cast<T>(p);
+  for_each_window(g, x, planes, [&](int64_t, const T* xp, int64_t out, const Window& w) {
+    T sum = 0;
+    if (p == 2) {
+      for_each_tap(g, w, [&](int64_t off) { sum += xp[off] * xp[off]; });
+      y[out] = std::sqrt(sum);
+    } else if (p == 1) {
+      for_each_tap(g, w, [&](int64_t off) { sum += std::abs(xp[off]); });
+      y[out] = sum;
+    } else {
+      for_each_tap(g, w, [&](int64_t off) { sum += std::pow(std::abs(xp[off]), pt); });
+      y[out] = std::pow(sum, T(1) / pt);
+    }
+  });
+}
+
+template void max_pool<float>(const ConvGeom&, const float*, int64_t, float*, int64_t*, bool);
+template void max_pool<double>(const ConvGeom&, const double*, int64_t, double*, int64_t*, bool);
+template void max_pool<int8_t>(const ConvGeom&, const int8_t*, int64_t, int8_t*, int64_t*, bool);
+template void max_pool<uint8_t>(const ConvGeom&, const uint8_t*, int64_t, uint8_t*, int64_t*,
+                                bool);
+template void avg_pool<float>(const ConvGeom&, const float*, int64_t, float*, bool);
+template void avg_pool<double>(const ConvGeom&, const double*, int64_t, double*, bool);
+template void lp_pool<float>(const ConvGeom&, const float*, int64_t, float*, int64_t);
+template void lp_pool<double>(const ConvGeom&, const double*, int64_t, double*, int64_t);
+
+}  // namespace ampc::kernels::cpu

@@ -1,0 +1,24 @@
+#include "passes/dead_code_elimination.h"
+
+#include <set>
+
+namespace ampc::passes {
+
+int eliminate_dead_code(ir::Model& model, const DeadCodeOptions&) {
+  ir::Graph& g = *model.graph;
+  std::set<const ir::Value*> outputs(g.outputs.begin(), g.outputs.end());
+  int removed = 0;
+  // Walk backwards so a chain of dead nodes goes in one sweep.
+  for (size_t i = g.nodes.size(); i-- > 0;) {
+    ir::Node* n = g.nodes[i].get();
+    bool live = false;
+    for (const ir::Value* v : n->outputs) live |= v && (!v->uses.empty() || outputs.count(v));
+    if (!live) {
+      g.remove_node(n);
+      ++removed;
+    }
+  }
+  return removed;
+}
+
+}  // namespace ampc::passes

@@ -1,0 +1,115 @@
+#include "runtime/cpu/executor.h"
+
+#include "base/error.h"
+
+namespace ampc::rt::cpu {
+namespace {
+
+std::string step_label(const plan::Step& s) {
+  return "node '" + (s.source_nodes_size() ? s.source_nodes(0) : std::string("?")) + "' (" +
+         (s.domain().empty() ? "" : s.domain() + ".") + s.op() + ")";
+}
+
+std::string buffer_type(const plan::Buffer& b) {
+  return std::string(dtype_name(static_cast<DType>(b.dtype()))) +
+         (b.shape_known() ? shape_str({b.shape().begin(), b.shape().end()}) : "[*]");
+}
+
+}  // namespace
+
+std::vector<std::string> missing_cpu_ops(const plan::Plan& plan) {
+  std::vector<std::string> missing;
+  const auto& registry = OpRegistry::instance();
+  for (const auto& s : plan.steps()) {
+    if (!registry.find(s.op(), s.domain())) missing.push_back(step_label(s));
+  }
+  return missing;
+}
+
+Executor::Executor(plan::Plan plan) : plan_(std::move(plan)) {
+  const auto& registry = OpRegistry::instance();
+  values_.resize(plan_.buffers_size());
+  for (const auto& b : plan_.buffers()) {
+    if (b.id() < 0 || b.id() >= plan_.buffers_size()) throw Error("plan buffer '" + b.name() + "' has a bad id");
+    if (b.role() == plan::CONSTANT || b.role() == plan::STATE) values_[b.id()] = tensor_from_data(b.initial());
+  }
+  std::vector<int> last_reader(plan_.buffers_size(), -1);
+  for (int i = 0; i < plan_.steps_size(); ++i) {
+    const auto& s = plan_.steps(i);
+    const CpuOp* op = registry.find(s.op(), s.domain());
+    if (!op) throw Error(step_label(s) + ": the CPU backend has no kernel for operator '" + s.op() + "'");
+    ops_.push_back(op);
+    for (int id : s.inputs()) {
+      if (id >= plan_.buffers_size()) throw Error(step_label(s) + ": bad buffer id in plan");
+      if (id >= 0) last_reader[id] = i;
+    }
+  }
+  free_after_.resize(plan_.steps_size());
+  for (int id = 0; id < plan_.buffers_size(); ++id) {
+    if (plan_.buffers(id).role() == plan::ACTIVATION && last_reader[id] >= 0) free_after_[last_reader[id]].push_back(id);
+  }
+}
+
+std::map<std::string, Tensor> Executor::run(const std::map<std::string, Tensor>& inputs) {
+  for (const auto& [name, t] : inputs) {
+    bool known = false;
+    for (const auto& b : plan_.inputs()) known |= (b.name() == name);
+    if (!known) throw Error("the plan has no input named '" + name + "'");
+  }
+  for (const auto& binding : plan_.inputs()) {
+    auto it = inputs.find(binding.name());
+    const auto& buf = plan_.buffers(binding.buffer());
+    if (it == inputs.end()) throw Error("input '" + binding.name() + "' (" + buffer_type(buf) + ") is not given");
+    const Tensor& t = it->second;
+    const bool type_ok = static_cast<DType>(buf.dtype()) == t.dtype();
+    const bool shape_ok = !buf.shape_known() || std::vector<int64_t>(buf.shape().begin(), buf.shape().end()) == t.shape();
+    if (!type_ok || !shape_ok) {
+      throw Error("input '" + binding.name() + "' must be " + buffer_type(buf) + ", got " + t.type_str());
+    }
+    values_[binding.buffer()] = t;
+  }
+  for (size_t i = 0; i < ops_.size(); ++i) run_step(i);
+  std::map<std::string, Tensor> outputs;
+  for (const auto& binding : plan_.outputs()) outputs[binding.name()] = values_[binding.buffer()];
+  for (int id = 0; id < plan_.buffers_size(); ++id) {
+    const auto role = plan_.buffers(id).role();
+    if (role == plan::ACTIVATION || role == plan::OUTPUT || role == plan::INPUT) values_[id] = Tensor();
+  }
+  return outputs;
+}
+
+void Executor::run_step(size_t index) {
+  const auto& s = plan_.steps(static_cast<int>(index));
+  std::vector<const Tensor*> ins;
+  for (int id : s.inputs()) {
+    if (id < 0) {
+      ins.push_back(nullptr);
+      continue;
+    }
+    if (!values_[id].defined()) {
+      throw Error(step_label(s) + ": input buffer '" + plan_.buffers(id).name() + "' has no value yet");
+    }
+    ins.push_back(&values_[id]);
+  }
+  std::vector<Tensor*> outs;
+  for (int id : s.outputs()) outs.push_back(id >= 0 ? &values_[id] : nullptr);
+  OpContext ctx(s, std::move(ins), std::move(outs));
+  (*ops_[index])(ctx);
+  // The plan's static types are a contract with later passes (memory planning, CUDA);
+  // a kernel that disagrees is a bug worth stopping for.
+  for (int id : s.outputs()) {
+    if (id < 0) continue;
+    const auto& buf = plan_.buffers(id);
+    const Tensor& t = values_[id];
+    if (!t.defined()) throw Error(step_label(s) + ": output '" + buf.name() + "' was not produced");
+    const bool dtype_ok = buf.dtype() == 0 || static_cast<DType>(buf.dtype()) == t.dtype();
+    const bool shape_ok = !buf.shape_known() || std::vector<int64_t>(buf.shape().begin(), buf.shape().end()) == t.shape();
+    if (!dtype_ok || !shape_ok) {
+      throw Error(step_label(s) + ": output '" + buf.name() + "' is " + t.type_str() + " but the plan expects " +
+                  buffer_type(buf));
+    }
+  }
+  for (int id : free_after_[index]) values_[id] = Tensor();
+}
+
+}  // namespace ampc::rt::cpu

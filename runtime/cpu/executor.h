@@ -1,0 +1,38 @@
+// Runs a plan's steps in order on the CPU. Constant and state buffers are loaded once;
+// activations are freed after their last reader.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "runtime/cpu/op_registry.h"
+#include "runtime/plan/plan.pb.h"
+#include "runtime/tensor.h"
+
+namespace ampc::rt::cpu {
+
+class Executor {
+ public:
+  // Refuses (ampc::Error) a plan with a step the CPU backend cannot run, naming the op and node.
+  explicit Executor(plan::Plan plan);
+
+  // Binds inputs by name (all of them, with the plan's types), runs every step, returns
+  // the outputs by name.
+  std::map<std::string, Tensor> run(const std::map<std::string, Tensor>& inputs);
+
+  const plan::Plan& plan() const { return plan_; }
+
+ private:
+  void run_step(size_t index);
+
+  plan::Plan plan_;
+  std::vector<const CpuOp*> ops_;                // per step
+  std::vector<std::vector<int>> free_after_;     // per step: activation buffers read for the last time
+  std::vector<Tensor> values_;                   // per buffer
+};
+
+// Every op the plan needs that the CPU backend lacks, as "Op (node 'n')" strings.
+std::vector<std::string> missing_cpu_ops(const plan::Plan& plan);
+
+}  // namespace ampc::rt::cpu

@@ -1,0 +1,202 @@
+// Type conversion and selection: Cast, CastLike, Identity, Where, Clip, Dropout.
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <random>
+
+#include "runtime/cpu/ops/elementwise_common.h"
+
+namespace ampc::rt::cpu {
+namespace {
+
+using kc::kAllTypes;
+using kc::kNumeric;
+using kc::opmath_t;
+
+// Numbers to strings in the shortest form that reads back exactly (what numpy's str does for
+// most values), strings to numbers with strtod ("inf", "nan" accepted).
+Tensor cast_to_string(const OpContext& ctx, const Tensor& t) {
+  Tensor out(DType::kString, t.shape());
+  if (!kc::visit_dtype<kNumeric | kc::kBoolType>(t.dtype(), [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        const T* x = t.data<T>();
+        for (int64_t i = 0; i < t.numel(); ++i) {
+          auto v = kc::load(x[i]);
+          char buf[64];
+          std::to_chars_result r;
+          if constexpr (std::is_same_v<decltype(v), bool>) {
+            r = std::to_chars(buf, buf + sizeof buf, static_cast<int>(v));
+          } else if constexpr (std::is_floating_point_v<decltype(v)>) {
+            if (std::isnan(v)) {
+              out.strings()[i] = "NaN";
+              continue;
+            }
+            if (std::isinf(v)) {
+              out.strings()[i] = v > 0 ? "INF" : "-INF";
+              continue;
+            }
+            r = std::to_chars(buf, buf + sizeof buf, v);
+          } else {
+            r = std::to_chars(buf, buf + sizeof buf, v);
+          }
+          out.strings()[i].assign(buf, r.ptr);
+        }
+      })) {
+    ctx.unsupported_dtype(0);
+  }
+  return out;
+}
+
+Tensor cast_from_string(const OpContext& ctx, const Tensor& t, DType to) {
+  Tensor d(DType::kFloat64, t.shape());
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    const std::string& s = t.strings()[i];
+    char* end = nullptr;
+    d.data<double>()[i] = std::strtod(s.c_str(), &end);
+    if (s.empty() || *end != '\0') ctx.fail("cannot convert string '" + s + "' to a number");
+  }
+  return cast_tensor(ctx, d, to);
+}
+
+void cast_op(OpContext& ctx, DType to) {
+  const Tensor& x = ctx.in(0);
+  if (to == DType::kString) {
+    ctx.set_output(0, cast_to_string(ctx, x));
+  } else if (x.dtype() == DType::kString) {
+    ctx.set_output(0, cast_from_string(ctx, x, to));
+  } else {
+    ctx.set_output(0, cast_tensor(ctx, x, to));
+  }
+}
+
+void where_op(OpContext& ctx) {
+  const Tensor& c = ctx.in(0);
+  const Tensor& x = ctx.in(1);
+  const Tensor& y = ctx.in(2);
+  if (c.dtype() != DType::kBool) ctx.unsupported_dtype(0);
+  require_same_dtype(ctx, 1, 2);
+  const auto shape = broadcast_or_fail(ctx, {&c, &x, &y});
+  dispatch<kAllTypes>(ctx, 1, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    Tensor& out = ctx.output(0, x.dtype(), shape);
+    kc::ternary_map(c.data<bool>(), c.shape(), x.data<T>(), x.shape(), y.data<T>(), y.shape(),
+                    out.data<T>(), shape, [](bool p, auto a, auto b) { return p ? a : b; });
+  });
+}
+
+// Clip: bounds are attributes before opset 11 and optional scalar inputs from 11.
+void clip_op(OpContext& ctx) {
+  const Tensor& x = ctx.in(0);
+  dispatch<kNumeric>(ctx, 0, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using M = opmath_t<T>;
+    M lo = std::numeric_limits<M>::lowest(), hi = std::numeric_limits<M>::max();
+    if constexpr (std::is_floating_point_v<M>) {
+      lo = -std::numeric_limits<M>::infinity();
+      hi = std::numeric_limits<M>::infinity();
+    }
+    if (ctx.opset() < 11) {
+      lo = static_cast<M>(ctx.attr_float("min", static_cast<float>(lo)));
+      hi = static_cast<M>(ctx.attr_float("max", static_cast<float>(hi)));
+    } else {
+      for (int i : {1, 2}) {
+        const Tensor* b = ctx.input(i);
+        if (!b || b->numel() == 0) continue;
+        if (b->dtype() != x.dtype()) require_same_dtype(ctx, 0, i);
+        if (b->numel() != 1) ctx.fail("input " + std::to_string(i) + " must be a scalar");
+        (i == 1 ? lo : hi) = kc::load(b->data<T>()[0]);
+      }
+    }
+    Tensor& y = ctx.output(0, x.dtype(), x.shape());
+    kc::unary_map(x.data<T>(), y.data<T>(), x.numel(),
+                  [lo, hi](M v) { return std::min(std::max(v, lo), hi); });
+  });
+}
+
+// Dropout: the identity (mask all true) unless training_mode (opset 12+) is true and the
+// ratio positive; then elements are zeroed with probability ratio by a generator seeded from
+// the `seed` attribute (random when absent) and the rest scaled by 1 / (1 - ratio).
+void dropout_op(OpContext& ctx) {
+  const Tensor& x = ctx.in(0);
+  double ratio = ctx.attr_float("ratio", 0.5f);
+  bool training = false;
+  if (ctx.opset() >= 12) {
+    ratio = 0.5;
+    if (const Tensor* r = ctx.input(1); r && r->numel() == 1) {
+      ratio = kc::load(cast_tensor(ctx, *r, DType::kFloat64).data<double>()[0]);
+    }
+    if (const Tensor* t = ctx.input(2); t && t->numel() == 1) {
+      if (t->dtype() != DType::kBool) ctx.unsupported_dtype(2);
+      training = t->data<bool>()[0];
+    }
+  }
+  if (ratio < 0 || ratio >= 1) {
+    if (training) ctx.fail("ratio " + std::to_string(ratio) + " is outside [0, 1)");
+  }
+  training = training && ratio > 0;
+  const DType mask_type = ctx.opset() >= 10 ? DType::kBool : x.dtype();
+  std::vector<bool> keep(static_cast<size_t>(x.numel()), true);
+  if (training) {
+    const uint64_t seed = ctx.has_attr("seed") ? static_cast<uint64_t>(ctx.attr_int("seed"))
+                                               : std::random_device{}();
+    std::mt19937_64 gen(seed);
+    std::uniform_real_distribution<double> u(0.0, 1.0);
+    for (size_t i = 0; i < keep.size(); ++i) keep[i] = u(gen) >= ratio;
+  }
+  dispatch<kc::kFloats>(ctx, 0, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using M = opmath_t<T>;
+    Tensor& y = ctx.output(0, x.dtype(), x.shape());
+    const T* xs = x.data<T>();
+    T* ys = y.data<T>();
+    const M scale = training ? static_cast<M>(1.0 / (1.0 - ratio)) : M(1);
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      ys[i] = training ? kc::store<T>(keep[i] ? kc::load(xs[i]) * scale : M(0)) : xs[i];
+    }
+    if (ctx.has_output(1)) {
+      Tensor& mask = ctx.output(1, mask_type, x.shape());
+      if (mask_type == DType::kBool) {
+        for (int64_t i = 0; i < x.numel(); ++i) mask.data<bool>()[i] = keep[i];
+      } else {
+        for (int64_t i = 0; i < x.numel(); ++i) mask.data<T>()[i] = kc::store<T>(M(keep[i]));
+      }
+    }
+  });
+}
+
+}  // namespace
+
+Tensor cast_tensor(const OpContext& ctx, const Tensor& t, DType to) {
+  Tensor out(to, t.shape());
+  bool to_ok = true;
+  if (!kc::visit_dtype<kAllTypes>(t.dtype(), [&](auto from_tag) {
+        using From = typename decltype(from_tag)::type;
+        to_ok = kc::visit_dtype<kAllTypes>(to, [&](auto to_tag) {
+          using To = typename decltype(to_tag)::type;
+          // unary_map loads (exactly) and stores with Cast's conversion, rounding once.
+          kc::unary_map(t.data<From>(), out.data<To>(), t.numel(), [](auto v) { return v; });
+        });
+      })) {
+    ctx.unsupported_dtype(0);
+  }
+  if (!to_ok) ctx.fail("cast to element type " + std::string(dtype_name(to)) + " is not supported");
+  return out;
+}
+
+void register_elementwise_convert(OpRegistry& r) {
+  r.add("Cast", [](OpContext& ctx) {
+    const int64_t to = ctx.attr_int("to");
+    if (!dtype_is_known(static_cast<int32_t>(to))) {
+      ctx.fail("attribute 'to' value " + std::to_string(to) + " is not a known element type");
+    }
+    cast_op(ctx, static_cast<DType>(to));
+  });
+  r.add("CastLike", [](OpContext& ctx) { cast_op(ctx, ctx.in(1).dtype()); });
+  r.add("Identity", [](OpContext& ctx) { ctx.set_output(0, ctx.in(0)); });
+  r.add("Where", where_op);
+  r.add("Clip", clip_op);
+  r.add("Dropout", dropout_op);
+}
+
+}  // namespace ampc::rt::cpu

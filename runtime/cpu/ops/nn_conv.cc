@@ -1,0 +1,137 @@
+// Conv (im2col + GEMM) and ConvTranspose (GEMM + col2im), 1 to 3 spatial dimensions.
+#include "kernels/cpu/conv.h"
+#include "runtime/cpu/op_registry.h"
+#include "runtime/cpu/ops/nn_util.h"
+
+namespace ampc::rt::cpu::nn {
+namespace {
+
+namespace k = kernels::cpu;
+
+int64_t floor_div2(int64_t a) { return a >= 0 ? a / 2 : -((-a + 1) / 2); }
+
+void check_bias(const OpContext& ctx, const Tensor* b, int64_t m) {
+  if (b && b->numel() != m) {
+    ctx.fail("bias " + b->type_str() + " does not have " + std::to_string(m) + " elements");
+  }
+}
+
+template <typename T>
+void conv(OpContext& ctx) {
+  const Tensor& x = ctx.in(0);
+  const Tensor& w = ctx.in(1);
+  const Tensor* b = ctx.input(2);
+  check_spatial_rank(ctx, x.rank());
+  if (w.rank() != x.rank()) ctx.fail("weight " + w.type_str() + " does not match X " + x.type_str());
+  const int64_t n = x.dim(0), c = x.dim(1), m = w.dim(0), group = ctx.attr_int("group", 1);
+  if (group <= 0 || c != w.dim(1) * group || m % group != 0) {
+    ctx.fail("channels of X " + x.type_str() + " and W " + w.type_str() + " do not fit group " +
+             std::to_string(group));
+  }
+  check_bias(ctx, b, m);
+  const std::vector<int64_t> in(x.shape().begin() + 2, x.shape().end());
+  const std::vector<int64_t> kernel(w.shape().begin() + 2, w.shape().end());
+  const k::ConvGeom g = window_geometry(ctx, in, kernel, false);
+  if (ctx.attr_ints("kernel_shape", kernel) != kernel) {
+    ctx.fail("kernel_shape does not match W " + w.type_str());
+  }
+  std::vector<int64_t> shape = {n, m};
+  for (int64_t d : geom_cols(g, in.size())) shape.push_back(d);
+  Tensor& y = ctx.output(0, x.dtype(), shape);
+  if (y.numel() == 0) return;
+  k::conv_forward(g, x.data<T>(), w.data<T>(), b ? b->data<T>() : nullptr, y.data<T>(), n, c, m,
+                  group);
+}
+
+void conv_op(OpContext& ctx) {
+  dispatch_float(ctx, [&](auto tag) { conv<decltype(tag)>(ctx); });
+}
+
+// Output sizes and padding of ConvTranspose; the geometry's image side is the output.
+k::ConvGeom conv_transpose_geometry(const OpContext& ctx, const std::vector<int64_t>& in,
+                                    const std::vector<int64_t>& kernel) {
+  const size_t n = in.size();
+  const auto strides = ctx.attr_ints("strides", std::vector<int64_t>(n, 1));
+  const auto dilations = ctx.attr_ints("dilations", std::vector<int64_t>(n, 1));
+  const auto out_pad = ctx.attr_ints("output_padding", std::vector<int64_t>(n, 0));
+  const auto pads = ctx.attr_ints("pads", std::vector<int64_t>(2 * n, 0));
+  auto out_shape = ctx.attr_ints("output_shape");
+  if (out_shape.size() == n + 2) out_shape.erase(out_shape.begin(), out_shape.begin() + 2);
+  const std::string auto_pad = ctx.attr_string("auto_pad", "NOTSET");
+  if (auto_pad != "NOTSET" && auto_pad != "VALID" && auto_pad != "SAME_UPPER" &&
+      auto_pad != "SAME_LOWER") {
+    ctx.fail("attribute 'auto_pad' value '" + auto_pad + "' is not supported");
+  }
+  if (strides.size() != n || dilations.size() != n || out_pad.size() != n ||
+      pads.size() != 2 * n || (!out_shape.empty() && out_shape.size() != n)) {
+    ctx.fail("strides, dilations, output_padding, pads or output_shape do not match the " +
+             std::to_string(n) + " spatial dimensions of the input");
+  }
+  k::ConvGeom g;
+  for (size_t i = 0; i < n; ++i) {
+    const int s = geom_slot(i, n);
+    if (strides[i] <= 0 || dilations[i] <= 0) ctx.fail("strides and dilations must be positive");
+    const int64_t full = strides[i] * (in[i] - 1) + out_pad[i] + (kernel[i] - 1) * dilations[i] + 1;
+    int64_t out, pb;
+    if (!out_shape.empty() || auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+      out = !out_shape.empty() ? out_shape[i] : in[i] * strides[i];
+      const int64_t total = full - out;
+      pb = auto_pad == "SAME_UPPER" ? floor_div2(total) : total - floor_div2(total);
+    } else if (auto_pad == "VALID") {
+      out = full;
+      pb = 0;
+    } else {
+      out = full - pads[i] - pads[i + n];
+      pb = pads[i];
+    }
+    if (out < 0) ctx.fail("output size " + std::to_string(out) + " is negative");
+    g.image[s] = out;
+    g.cols[s] = in[i];
+    g.kernel[s] = kernel[i];
+    g.stride[s] = strides[i];
+    g.dilation[s] = dilations[i];
+    g.pad[s] = pb;
+  }
+  return g;
+}
+
+template <typename T>
+void conv_transpose(OpContext& ctx) {
+  const Tensor& x = ctx.in(0);
+  const Tensor& w = ctx.in(1);
+  const Tensor* b = ctx.input(2);
+  check_spatial_rank(ctx, x.rank());
+  if (w.rank() != x.rank()) ctx.fail("weight " + w.type_str() + " does not match X " + x.type_str());
+  const int64_t n = x.dim(0), c = x.dim(1), group = ctx.attr_int("group", 1);
+  if (group <= 0 || c != w.dim(0) || c % group != 0) {
+    ctx.fail("channels of X " + x.type_str() + " and W " + w.type_str() + " do not fit group " +
+             std::to_string(group));
+  }
+  const int64_t m = w.dim(1) * group;
+  check_bias(ctx, b, m);
+  const std::vector<int64_t> in(x.shape().begin() + 2, x.shape().end());
+  const std::vector<int64_t> kernel(w.shape().begin() + 2, w.shape().end());
+  if (ctx.attr_ints("kernel_shape", kernel) != kernel) {
+    ctx.fail("kernel_shape does not match W " + w.type_str());
+  }
+  const k::ConvGeom g = conv_transpose_geometry(ctx, in, kernel);
+  std::vector<int64_t> shape = {n, m};
+  for (size_t i = 0; i < in.size(); ++i) shape.push_back(g.image[geom_slot(i, in.size())]);
+  Tensor& y = ctx.output(0, x.dtype(), shape);
+  if (y.numel() == 0) return;
+  k::conv_transpose(g, x.data<T>(), w.data<T>(), b ? b->data<T>() : nullptr, y.data<T>(), n, c,
+                    m, group);
+}
+
+void conv_transpose_op(OpContext& ctx) {
+  dispatch_float(ctx, [&](auto tag) { conv_transpose<decltype(tag)>(ctx); });
+}
+
+}  // namespace
+
+void register_conv_ops(OpRegistry& r) {
+  add_widened(r, "Conv", conv_op);
+  add_widened(r, "ConvTranspose", conv_transpose_op);
+}
+
+}  // namespace ampc::rt::cpu::nn

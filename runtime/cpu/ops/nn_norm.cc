@@ -1,0 +1,147 @@
+// Normalisation layers: BatchNormalization (inference and training mode),
+// InstanceNormalization, LayerNormalization, LRN, MeanVarianceNormalization.
+#include <cmath>
+
+#include "kernels/cpu/norm.h"
+#include "runtime/cpu/op_registry.h"
+#include "runtime/cpu/ops/nn_util.h"
+
+namespace ampc::rt::cpu::nn {
+namespace {
+
+namespace k = kernels::cpu;
+
+// The per-channel parameter `input` as C values.
+template <typename T>
+const T* channel_param(const OpContext& ctx, int input, int64_t c) {
+  const Tensor& t = ctx.in(input);
+  if (t.numel() != c) {
+    ctx.fail("input " + std::to_string(input) + " " + t.type_str() + " does not have " +
+             std::to_string(c) + " elements (one per channel)");
+  }
+  return t.data<T>();
+}
+
+template <typename T>
+void batch_norm(OpContext& ctx) {
+  const Tensor& x = ctx.in(0);
+  if (x.rank() < 2) ctx.fail("input " + x.type_str() + " has no channel dimension");
+  if (ctx.attr_int("spatial", 1) != 1) ctx.fail("attribute 'spatial' value 0 is not supported");
+  const int64_t n = x.dim(0), c = x.dim(1), spatial = product(x.shape(), 2, x.shape().size());
+  const T* scale = channel_param<T>(ctx, 1, c);
+  const T* bias = channel_param<T>(ctx, 2, c);
+  const T* mean = channel_param<T>(ctx, 3, c);
+  const T* var = channel_param<T>(ctx, 4, c);
+  const T eps = static_cast<T>(ctx.attr_float("epsilon", 1e-5f));
+  const T momentum = static_cast<T>(ctx.attr_float("momentum", 0.9f));
+  // Before opset 14 training mode is implied by asking for the statistics outputs.
+  const bool training = ctx.opset() >= 14 ? ctx.attr_int("training_mode", 0) != 0
+                                          : ctx.has_output(1) || ctx.has_output(2);
+  std::vector<T> a(c), b(c), batch_mean(c), batch_var(c);
+  if (training) {
+    k::channel_moments(x.data<T>(), n, c, spatial, batch_mean.data(), batch_var.data());
+  }
+  for (int64_t ch = 0; ch < c; ++ch) {
+    const T m = training ? batch_mean[ch] : mean[ch];
+    const T v = training ? batch_var[ch] : var[ch];
+    a[ch] = scale[ch] / std::sqrt(v + eps);
+    b[ch] = bias[ch] - m * a[ch];
+  }
+  Tensor& y = ctx.output(0, x.dtype(), x.shape());
+  k::channel_affine(x.data<T>(), n, c, spatial, a.data(), b.data(), y.data<T>());
+  if (!training) return;
+  // Running statistics: input * momentum + batch * (1 - momentum) (biased batch variance).
+  const T* running[2] = {mean, var};
+  const std::vector<T>* batch[2] = {&batch_mean, &batch_var};
+  for (int i = 0; i < 2; ++i) {
+    if (!ctx.has_output(1 + i)) continue;
+    T* out = ctx.output(1 + i, x.dtype(), {c}).data<T>();
+    for (int64_t ch = 0; ch < c; ++ch) {
+      out[ch] = running[i][ch] * momentum + (*batch[i])[ch] * (T(1) - momentum);
+    }
+    if (ctx.opset() < 14 && ctx.has_output(3 + i)) {  // saved_mean, saved_var
+      T* saved = ctx.output(3 + i, x.dtype(), {c}).data<T>();
+      std::copy(batch[i]->begin(), batch[i]->end(), saved);
+    }
+  }
+}
+
+template <typename T>
+void instance_norm(OpContext& ctx) {
+  const Tensor& x = ctx.in(0);
+  if (x.rank() < 3) ctx.fail("input " + x.type_str() + " has no spatial dimension");
+  const int64_t n = x.dim(0), c = x.dim(1), spatial = product(x.shape(), 2, x.shape().size());
+  const T* scale = channel_param<T>(ctx, 1, c);
+  const T* bias = channel_param<T>(ctx, 2, c);
+  Tensor& y = ctx.output(0, x.dtype(), x.shape());
+  k::instance_norm(x.data<T>(), n, c, spatial, scale, bias,
+                   static_cast<T>(ctx.attr_float("epsilon", 1e-5f)), y.data<T>());
+}
+
+template <typename T>
+void layer_norm(OpContext& ctx) {
+  const Tensor& x = ctx.in(0);
+  const int64_t rank = x.rank();
+  const size_t axis = static_cast<size_t>(normalize_axis(ctx, ctx.attr_int("axis", -1), rank));
+  const std::vector<int64_t> norm_shape(x.shape().begin() + axis, x.shape().end());
+  const int64_t rows = product(x.shape(), 0, axis), cols = product(norm_shape, 0, norm_shape.size());
+  const std::vector<T> scale = expand_to<T>(ctx, ctx.in(1), norm_shape);
+  std::vector<T> bias;
+  if (ctx.input(2)) bias = expand_to<T>(ctx, *ctx.input(2), norm_shape);
+  const DType stash = static_cast<DType>(ctx.attr_int("stash_type", 1));
+  if (!is_float(stash)) ctx.fail("attribute 'stash_type' must name a float type");
+  std::vector<int64_t> stat_shape(x.shape().begin(), x.shape().begin() + axis);
+  stat_shape.resize(rank, 1);
+  Tensor mean(dtype_of<T>(), stat_shape), inv_std(dtype_of<T>(), stat_shape);
+  Tensor& y = ctx.output(0, x.dtype(), x.shape());
+  k::layer_norm(x.data<T>(), rows, cols, scale.data(), bias.empty() ? nullptr : bias.data(),
+                static_cast<T>(ctx.attr_float("epsilon", 1e-5f)), y.data<T>(),
+                ctx.has_output(1) ? mean.data<T>() : nullptr,
+                ctx.has_output(2) ? inv_std.data<T>() : nullptr);
+  Tensor* stats[2] = {&mean, &inv_std};
+  for (int i = 0; i < 2; ++i) {
+    if (!ctx.has_output(1 + i)) continue;
+    ctx.set_output(1 + i, stash == dtype_of<T>() ? std::move(*stats[i])
+                                                 : convert_float(*stats[i], stash));
+  }
+}
+
+template <typename T>
+void lrn(OpContext& ctx) {
+  const Tensor& x = ctx.in(0);
+  if (x.rank() < 2) ctx.fail("input " + x.type_str() + " has no channel dimension");
+  const int64_t size = ctx.attr_int("size");
+  if (size <= 0) ctx.fail("attribute 'size' must be positive");
+  Tensor& y = ctx.output(0, x.dtype(), x.shape());
+  k::lrn(x.data<T>(), x.dim(0), x.dim(1), product(x.shape(), 2, x.shape().size()), size,
+         static_cast<T>(ctx.attr_float("alpha", 1e-4f)), static_cast<T>(ctx.attr_float("beta", 0.75f)),
+         static_cast<T>(ctx.attr_float("bias", 1.0f)), y.data<T>());
+}
+
+template <typename T>
+void mean_variance_norm(OpContext& ctx) {
+  const Tensor& x = ctx.in(0);
+  std::vector<bool> reduced(x.rank(), false);
+  for (int64_t a : ctx.attr_ints("axes", {0, 2, 3})) reduced[normalize_axis(ctx, a, x.rank())] = true;
+  Tensor& y = ctx.output(0, x.dtype(), x.shape());
+  k::mean_variance_norm(x.data<T>(), x.shape(), reduced, T(1e-9), y.data<T>());
+}
+
+}  // namespace
+
+void register_norm_ops(OpRegistry& r) {
+  add_widened(r, "BatchNormalization",
+              [](OpContext& ctx) { dispatch_float(ctx, [&](auto t) { batch_norm<decltype(t)>(ctx); }); },
+              {0, 3, 4, 3, 4});
+  add_widened(r, "InstanceNormalization",
+              [](OpContext& ctx) { dispatch_float(ctx, [&](auto t) { instance_norm<decltype(t)>(ctx); }); });
+  add_widened(r, "LayerNormalization",
+              [](OpContext& ctx) { dispatch_float(ctx, [&](auto t) { layer_norm<decltype(t)>(ctx); }); },
+              {0, -1, -1});
+  add_widened(r, "LRN", [](OpContext& ctx) { dispatch_float(ctx, [&](auto t) { lrn<decltype(t)>(ctx); }); });
+  add_widened(r, "MeanVarianceNormalization", [](OpContext& ctx) {
+    dispatch_float(ctx, [&](auto t) { mean_variance_norm<decltype(t)>(ctx); });
+  });
+}
+
+}  // namespace ampc::rt::cpu::nn

@@ -1,0 +1,227 @@
+#include "runtime/cpu/ops/nn_util.h"
+
+#include <cmath>
+
+#include "runtime/cpu/op_registry.h"
+
+namespace ampc::rt::cpu::nn {
+
+Tensor convert_float(const Tensor& t, DType to) {
+  Tensor out(to, t.shape());
+  const int64_t n = t.numel();
+  // Read everything as fp32 (exact from 16-bit) or fp64, then store with one rounding.
+  auto read = [&](auto tag) {
+    using F = decltype(tag);
+    std::vector<F> v(static_cast<size_t>(n));
+    switch (t.dtype()) {
+      case DType::kFloat16:
+        for (int64_t i = 0; i < n; ++i) v[i] = half_to_float(t.data<Half>()[i]);
+        break;
+      case DType::kBFloat16:
+        for (int64_t i = 0; i < n; ++i) v[i] = bf16_to_float(t.data<BFloat16>()[i]);
+        break;
+      case DType::kFloat32:
+        for (int64_t i = 0; i < n; ++i) v[i] = static_cast<F>(t.data<float>()[i]);
+        break;
+      case DType::kFloat64:
+        for (int64_t i = 0; i < n; ++i) v[i] = static_cast<F>(t.data<double>()[i]);
+        break;
+      default:
+        throw Error("internal: convert_float from " + t.type_str());
+    }
+    return v;
+  };
+  switch (to) {
+    case DType::kFloat16: {
+      const auto v = read(float{});
+      for (int64_t i = 0; i < n; ++i) out.data<Half>()[i] = float_to_half(v[i]);
+      break;
+    }
+    case DType::kBFloat16: {
+      const auto v = read(float{});
+      for (int64_t i = 0; i < n; ++i) out.data<BFloat16>()[i] = float_to_bf16(v[i]);
+      break;
+    }
+    case DType::kFloat32: {
+      const auto v = read(float{});
+      std::copy(v.begin(), v.end(), out.data<float>());
+      break;
+    }
+    case DType::kFloat64: {
+      const auto v = read(double{});
+      std::copy(v.begin(), v.end(), out.data<double>());
+      break;
+    }
+    default:
+      throw Error("internal: convert_float to " + std::string(dtype_name(to)));
+  }
+  return out;
+}
+
+void run_widened(OpContext& ctx, OpFn op, const std::vector<int>& out_like) {
+  const DType compute = ctx.in(0).dtype() == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
+  auto needs = [&](const Tensor* t) { return t && is_float(t->dtype()) && t->dtype() != compute; };
+  bool any = false;
+  for (int i = 0; i < ctx.num_inputs(); ++i) any = any || needs(ctx.input(i));
+  if (!any) return op(ctx);
+
+  std::vector<Tensor> widened(ctx.num_inputs());
+  std::vector<const Tensor*> inputs(ctx.num_inputs());
+  for (int i = 0; i < ctx.num_inputs(); ++i) {
+    const Tensor* t = ctx.input(i);
+    if (needs(t)) {
+      widened[i] = convert_float(*t, compute);
+      t = &widened[i];
+    }
+    inputs[i] = t;
+  }
+  std::vector<Tensor> results(ctx.num_outputs());
+  std::vector<Tensor*> outputs(ctx.num_outputs());
+  for (int i = 0; i < ctx.num_outputs(); ++i) outputs[i] = ctx.has_output(i) ? &results[i] : nullptr;
+  OpContext inner(ctx.step(), std::move(inputs), std::move(outputs));
+  op(inner);
+
+  for (int i = 0; i < ctx.num_outputs(); ++i) {
+    if (!ctx.has_output(i)) continue;
+    const int like = i < static_cast<int>(out_like.size()) ? out_like[i] : 0;
+    const Tensor* src = like >= 0 ? ctx.input(like) : nullptr;
+    if (src && results[i].dtype() == compute && is_float(src->dtype()) &&
+        src->dtype() != compute) {
+      ctx.set_output(i, convert_float(results[i], src->dtype()));
+    } else {
+      ctx.set_output(i, std::move(results[i]));
+    }
+  }
+}
+
+void add_widened(OpRegistry& r, const std::string& name, OpFn op, std::vector<int> out_like) {
+  r.add(name, [op, out_like = std::move(out_like)](OpContext& ctx) {
+    run_widened(ctx, op, out_like);
+  });
+}
+
+int64_t normalize_axis(const OpContext& ctx, int64_t axis, int64_t rank) {
+  if (axis < -rank || axis >= rank) {
+    ctx.fail("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
+  }
+  return axis < 0 ? axis + rank : axis;
+}
+
+int64_t product(const std::vector<int64_t>& dims, size_t begin, size_t end) {
+  int64_t p = 1;
+  for (size_t i = begin; i < end && i < dims.size(); ++i) p *= dims[i];
+  return p;
+}
+
+std::vector<int64_t> int_values(const OpContext& ctx, int input) {
+  const Tensor& t = ctx.in(input);
+  if (t.dtype() == DType::kInt64) return {t.data<int64_t>(), t.data<int64_t>() + t.numel()};
+  if (t.dtype() == DType::kInt32) return {t.data<int32_t>(), t.data<int32_t>() + t.numel()};
+  ctx.unsupported_dtype(input);
+}
+
+template <typename T>
+std::vector<T> expand_to(const OpContext& ctx, const Tensor& src,
+                         const std::vector<int64_t>& shape) {
+  const auto& s = src.shape();
+  const size_t rank = shape.size();
+  if (s.size() > rank) {
+    ctx.fail("cannot broadcast " + src.type_str() + " to " + shape_str(shape));
+  }
+  // Strides of src aligned to the right of `shape`, 0 along broadcast axes.
+  std::vector<int64_t> stride(rank, 0);
+  for (size_t i = 0, acc = 1; i < s.size(); ++i) {
+    const size_t si = s.size() - 1 - i, di = rank - 1 - i;
+    if (s[si] != 1 && s[si] != shape[di]) {
+      ctx.fail("cannot broadcast " + src.type_str() + " to " + shape_str(shape));
+    }
+    stride[di] = s[si] == 1 ? 0 : static_cast<int64_t>(acc);
+    acc *= static_cast<size_t>(s[si]);
+  }
+  const T* p = src.data<T>();
+  std::vector<T> out(static_cast<size_t>(numel_of(shape)));
+  std::vector<int64_t> idx(rank, 0);
+  int64_t at = 0;
+  for (size_t j = 0; j < out.size(); ++j) {
+    out[j] = p[at];
+    for (size_t d = rank; d-- > 0;) {
+      at += stride[d];
+      if (++idx[d] < shape[d]) break;
+      at -= stride[d] * shape[d];
+      idx[d] = 0;
+    }
+  }
+  return out;
+}
+template std::vector<float> expand_to<float>(const OpContext&, const Tensor&,
+                                             const std::vector<int64_t>&);
+template std::vector<double> expand_to<double>(const OpContext&, const Tensor&,
+                                               const std::vector<int64_t>&);
+
+int geom_slot(size_t i, size_t n) { return static_cast<int>(3 - n + i); }
+
+std::vector<int64_t> geom_cols(const kernels::cpu::ConvGeom& g, size_t n) {
+  std::vector<int64_t> out;
+  for (size_t i = 0; i < n; ++i) out.push_back(g.cols[geom_slot(i, n)]);
+  return out;
+}
+
+void check_spatial_rank(const OpContext& ctx, int64_t rank) {
+  if (rank < 3 || rank > 5) {
+    ctx.fail("input of rank " + std::to_string(rank) +
+             " is not supported (1 to 3 spatial dimensions are)");
+  }
+}
+
+kernels::cpu::ConvGeom window_geometry(const OpContext& ctx, const std::vector<int64_t>& in,
+                                       std::vector<int64_t> kernel, bool ceil_mode_attr) {
+  const size_t n = in.size();
+  kernel = ctx.attr_ints("kernel_shape", kernel);
+  const auto strides = ctx.attr_ints("strides", std::vector<int64_t>(n, 1));
+  const auto dilations = ctx.attr_ints("dilations", std::vector<int64_t>(n, 1));
+  auto pads = ctx.attr_ints("pads", std::vector<int64_t>(2 * n, 0));
+  const std::string auto_pad = ctx.attr_string("auto_pad", "NOTSET");
+  const bool ceil_mode = ceil_mode_attr && ctx.attr_int("ceil_mode", 0) != 0;
+  if (kernel.size() != n || strides.size() != n || dilations.size() != n ||
+      pads.size() != 2 * n) {
+    ctx.fail("kernel_shape, strides, dilations or pads do not match the " + std::to_string(n) +
+             " spatial dimensions of the input");
+  }
+  const bool same = auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER";
+  if (!same && auto_pad != "NOTSET" && auto_pad != "VALID") {
+    ctx.fail("attribute 'auto_pad' value '" + auto_pad + "' is not supported");
+  }
+  kernels::cpu::ConvGeom g;
+  for (size_t i = 0; i < n; ++i) {
+    const int s = geom_slot(i, n);
+    if (kernel[i] <= 0 || strides[i] <= 0 || dilations[i] <= 0) {
+      ctx.fail("kernel_shape, strides and dilations must be positive");
+    }
+    const int64_t eff = (kernel[i] - 1) * dilations[i] + 1;
+    int64_t pb = pads[i], pe = pads[i + n], out;
+    if (same) {
+      out = (in[i] + strides[i] - 1) / strides[i];
+      const int64_t total = std::max<int64_t>(0, (out - 1) * strides[i] + eff - in[i]);
+      pb = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      pe = total - pb;
+    } else {
+      if (auto_pad == "VALID") pb = pe = 0;
+      const int64_t span = in[i] + pb + pe - eff;
+      if (span < 0) {
+        ctx.fail("kernel extent " + std::to_string(eff) + " exceeds the padded input size " +
+                 std::to_string(in[i] + pb + pe));
+      }
+      out = 1 + (ceil_mode ? (span + strides[i] - 1) / strides[i] : span / strides[i]);
+    }
+    g.image[s] = in[i];
+    g.cols[s] = out;
+    g.kernel[s] = kernel[i];
+    g.stride[s] = strides[i];
+    g.dilation[s] = dilations[i];
+    g.pad[s] = pb;
+    g.pad_end[s] = pe;
+  }
+  return g;
+}
+
+}  // namespace ampc::rt::cpu::nn

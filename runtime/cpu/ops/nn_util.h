@@ -1,0 +1,80 @@
+// Helpers shared by the operator files of the nn and reduction families (nn_*.cc and
+// reduction_*.cc): sub-family registration, dtype dispatch, 16-bit widening, axes and
+// window geometry.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/conv.h"
+#include "runtime/cpu/op_context.h"
+
+namespace ampc::rt::cpu {
+class OpRegistry;
+}  // namespace ampc::rt::cpu
+
+// In their own namespace so that they cannot collide with the other families' helpers.
+namespace ampc::rt::cpu::nn {
+
+// Sub-families, registered by register_nn_ops (nn_ops.cc) and register_reduction_ops
+// (reduction_ops.cc).
+void register_matmul_ops(OpRegistry& r);  // nn_matmul.cc: MatMul, Gemm
+void register_conv_ops(OpRegistry& r);  // nn_conv.cc: Conv, ConvTranspose
+void register_pool_ops(OpRegistry& r);  // nn_pool.cc: *Pool, MaxUnpool
+void register_norm_ops(OpRegistry& r);  // nn_norm.cc: normalisation layers
+void register_softmax_ops(OpRegistry& r);  // reduction_softmax.cc: (Log)Softmax, Hardmax
+void register_loss_ops(OpRegistry& r);  // reduction_loss.cc: NLL and SCE losses
+
+using OpFn = void (*)(OpContext&);
+
+// Runs `op` with every float input in one compute type: double when input 0 is double, fp32
+// otherwise. 16-bit inputs are widened exactly; each fp32 output is then rounded once
+// (round-to-nearest-even) to the dtype of input out_like[i] (0 when out_like is shorter;
+// -1 keeps the output as op made it). This is amp-semantics.md section 1: 16-bit storage,
+// fp32 math, one rounding per stored value.
+void run_widened(OpContext& ctx, OpFn op, const std::vector<int>& out_like = {});
+// Registers `op` behind run_widened.
+void add_widened(OpRegistry& r, const std::string& name, OpFn op, std::vector<int> out_like = {});
+
+// A copy of a float tensor (f16, bf16, f32, f64) in another float dtype.
+Tensor convert_float(const Tensor& t, DType to);
+
+// Calls f(T{}) for the type T among Ts whose dtype is `dtype`; false when there is none.
+template <typename... Ts, typename F>
+bool dispatch(DType dtype, F&& f) {
+  return ((dtype == dtype_of<Ts>() ? (f(Ts{}), true) : false) || ...);
+}
+
+// f(float{}) or f(double{}) by the dtype of input 0; other dtypes are refused.
+template <typename F>
+void dispatch_float(const OpContext& ctx, F&& f) {
+  if (!dispatch<float, double>(ctx.in(0).dtype(), f)) ctx.unsupported_dtype(0);
+}
+
+// axis in [-rank, rank) -> [0, rank); fails otherwise.
+int64_t normalize_axis(const OpContext& ctx, int64_t axis, int64_t rank);
+// Product of dims[begin, end).
+int64_t product(const std::vector<int64_t>& dims, size_t begin, size_t end);
+// The values of an int64 or int32 input (axes, shapes).
+std::vector<int64_t> int_values(const OpContext& ctx, int input);
+
+// src broadcast (numpy rules, src may have lower rank) to `shape`, as a flat vector; fails
+// when the shapes do not broadcast that way.
+template <typename T>
+std::vector<T> expand_to(const OpContext& ctx, const Tensor& src,
+                         const std::vector<int64_t>& shape);
+
+// Window geometry of Conv and the pooling ops for input spatial sizes `in` (1 to 3 dims):
+// reads kernel_shape (falling back to `kernel`), strides, dilations, pads, auto_pad and,
+// when ceil_mode_attr, ceil_mode. image = input, cols = output.
+kernels::cpu::ConvGeom window_geometry(const OpContext& ctx, const std::vector<int64_t>& in,
+                                       std::vector<int64_t> kernel, bool ceil_mode_attr);
+// Puts the dims of one spatial axis i of n (1 to 3) into the geometry's last n slots.
+int geom_slot(size_t i, size_t n);
+// The output (cols) spatial sizes of the last n slots.
+std::vector<int64_t> geom_cols(const kernels::cpu::ConvGeom& g, size_t n);
+// Fails unless the op has 1 to 3 spatial dimensions.
+void check_spatial_rank(const OpContext& ctx, int64_t rank);
+
+}  // namespace ampc::rt::cpu::nn

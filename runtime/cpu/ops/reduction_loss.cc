@@ -1,0 +1,81 @@
+// NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss over inputs [N, C, D1, ..., Dk]
+// with targets [N, D1, ..., Dk]: reduction none / sum / mean, ignore_index, class weights.
+#include "kernels/cpu/loss.h"
+#include "kernels/cpu/softmax.h"
+#include "runtime/cpu/op_registry.h"
+#include "runtime/cpu/ops/nn_util.h"
+
+namespace ampc::rt::cpu::nn {
+namespace {
+
+namespace k = kernels::cpu;
+
+k::LossReduction reduction_attr(const OpContext& ctx) {
+  const std::string red = ctx.attr_string("reduction", "mean");
+  if (red == "none") return k::LossReduction::kNone;
+  if (red == "sum") return k::LossReduction::kSum;
+  if (red != "mean") ctx.fail("attribute 'reduction' value '" + red + "' is not supported");
+  return k::LossReduction::kMean;
+}
+
+// With softmax (SoftmaxCrossEntropyLoss) input 0 holds scores, and output 1 (optional)
+// receives their log-softmax over the class axis; otherwise input 0 holds log-probabilities.
+template <bool softmax, typename T>
+void nll(OpContext& ctx) {
+  const Tensor& x = ctx.in(0);
+  const Tensor& target = ctx.in(1);
+  const Tensor* weight = ctx.input(2);
+  if (x.rank() < 2) ctx.fail("input " + x.type_str() + " must have at least 2 dimensions");
+  const int64_t n = x.dim(0), c = x.dim(1), d = product(x.shape(), 2, x.shape().size());
+  std::vector<int64_t> target_shape = x.shape();
+  target_shape.erase(target_shape.begin() + 1);
+  if (target.shape() != target_shape) {
+    ctx.fail("target " + target.type_str() + " does not match input " + x.type_str());
+  }
+  if (weight && weight->shape() != std::vector<int64_t>{c}) {
+    ctx.fail("weight " + weight->type_str() + " does not have one value per class");
+  }
+  const k::LossReduction reduction = reduction_attr(ctx);
+  Tensor log_prob;
+  const T* logp = x.data<T>();
+  if constexpr (softmax) {
+    log_prob = Tensor(x.dtype(), x.shape());
+    if (log_prob.numel() > 0) {
+      k::softmax(k::SoftmaxKind::kLogSoftmax, x.data<T>(), n, c, d, log_prob.data<T>());
+    }
+    logp = log_prob.data<T>();
+  }
+  Tensor& loss = ctx.output(0, x.dtype(),
+                            reduction == k::LossReduction::kNone ? target_shape : std::vector<int64_t>{});
+  const bool has_ignore = ctx.has_attr("ignore_index");
+  const int64_t ignore = ctx.attr_int("ignore_index", 0);
+  const T* w = weight ? weight->data<T>() : nullptr;
+  int64_t bad = -1;
+  auto run = [&](auto label_tag) {
+    using L = decltype(label_tag);
+    bad = k::nll_loss(logp, target.data<L>(), n, c, d, w, has_ignore, ignore, reduction,
+                      loss.data<T>());
+  };
+  if (!dispatch<int64_t, int32_t>(target.dtype(), run)) ctx.unsupported_dtype(1);
+  if (bad >= 0) {
+    const int64_t label = target.dtype() == DType::kInt64 ? target.data<int64_t>()[bad]
+                                                          : target.data<int32_t>()[bad];
+    ctx.fail("target " + std::to_string(label) + " at position " + std::to_string(bad) +
+             " is not a class index in [0, " + std::to_string(c) + ")");
+  }
+  if constexpr (softmax) ctx.set_output(1, std::move(log_prob));
+}
+
+template <bool softmax>
+void nll_op(OpContext& ctx) {
+  dispatch_float(ctx, [&](auto tag) { nll<softmax, decltype(tag)>(ctx); });
+}
+
+}  // namespace
+
+void register_loss_ops(OpRegistry& r) {
+  add_widened(r, "NegativeLogLikelihoodLoss", nll_op<false>);
+  add_widened(r, "SoftmaxCrossEntropyLoss", nll_op<true>);
+}
+
+}  // namespace ampc::rt::cpu::nn
