@@ -5,6 +5,7 @@ Run with Debian's Python, which has torch and onnx:
 
     /usr/bin/python3 models/export_models.py            # writes models/{mlp,cnn,gpt}.onnx
     /usr/bin/python3 models/export_models.py --out DIR  # somewhere else
+    /usr/bin/python3 models/export_models.py --batch 64 --out DIR  # another batch size
 
 Each module's forward(inputs..., labels) returns the scalar mean loss, exported in
 training mode (BatchNorm uses batch statistics) with opset 17, static shapes, parameters
@@ -134,18 +135,25 @@ class GPT(nn.Module):
         return F.cross_entropy(logits.reshape(-1, V), targets.reshape(-1))
 
 
-def example_inputs(name):
-    """Static example inputs (default batch sizes) for each model, in graph-input order."""
+DEFAULT_BATCH = {"mlp": 32, "cnn": 32, "gpt": 8}
+
+
+def example_inputs(name, batch=None):
+    """Static example inputs for each model, in graph-input order.
+
+    The batch size defaults to the model's own (DEFAULT_BATCH); the export bakes it in.
+    """
+    b = DEFAULT_BATCH[name] if batch is None else batch
     g = torch.Generator().manual_seed(SEED)
     if name == "mlp":
-        return {"x": torch.rand(32, 64, generator=g),
-                "y": torch.randint(0, 10, (32,), generator=g)}
+        return {"x": torch.rand(b, 64, generator=g),
+                "y": torch.randint(0, 10, (b,), generator=g)}
     if name == "cnn":
-        return {"x": torch.rand(32, 1, 8, 8, generator=g),
-                "y": torch.randint(0, 10, (32,), generator=g)}
+        return {"x": torch.rand(b, 1, 8, 8, generator=g),
+                "y": torch.randint(0, 10, (b,), generator=g)}
     if name == "gpt":
-        return {"tokens": torch.randint(0, 64, (8, 32), generator=g),
-                "targets": torch.randint(0, 64, (8, 32), generator=g)}
+        return {"tokens": torch.randint(0, 64, (b, 32), generator=g),
+                "targets": torch.randint(0, 64, (b, 32), generator=g)}
     raise KeyError(name)
 
 
@@ -158,12 +166,12 @@ def build(name):
     return MODELS[name]()
 
 
-def export(name, path):
+def export(name, path, batch=None):
     # In training mode torch drops BatchNorm's num_batches_tracked += 1 from the graph and
     # warns about it; that counter only matters for momentum=None, which we do not use.
     warnings.filterwarnings("ignore", message="ONNX Preprocess - Removing mutation")
     model = build(name).train()
-    inputs = example_inputs(name)
+    inputs = example_inputs(name, batch)
     buf = io.BytesIO()
     torch.onnx.export(
         model, tuple(inputs.values()), buf,
@@ -218,12 +226,14 @@ def main():
     here = os.path.dirname(os.path.abspath(__file__))
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=here, help="output folder (default: models/)")
+    ap.add_argument("--batch", type=int, default=None,
+                    help="batch size to export at (default: 32 for mlp and cnn, 8 for gpt)")
     ap.add_argument("names", nargs="*", default=list(MODELS), help="models to export")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     for name in args.names:
         path = os.path.join(args.out, f"{name}.onnx")
-        data = export(name, path)
+        data = export(name, path, args.batch)
         describe(name, onnx.load_from_string(data), len(data))
         print(f"   wrote {path}")
 

@@ -51,7 +51,7 @@ template <typename T>
 void im2col(const ConvGeom& g, const T* x, int64_t channels, int64_t batch, T* col) {
   const int64_t k = g.kernel_size(), p = g.cols_size(), img = g.image_size();
   const int64_t rows = channels * k, ld = batch * p;
-#pragma omp parallel for if (rows * ld > (1 << 14))
+#pragma omp parallel for if (rows * ld > (1 << 16))
   for (int64_t r = 0; r < rows; ++r) {
     int64_t k0, k1, k2;
     kernel_index(g, r % k, &k0, &k1, &k2);
@@ -65,7 +65,7 @@ void im2col(const ConvGeom& g, const T* x, int64_t channels, int64_t batch, T* c
 template <typename T>
 void col2im(const ConvGeom& g, const T* col, int64_t channels, T* y) {
   const int64_t k = g.kernel_size(), p = g.cols_size(), img = g.image_size();
-#pragma omp parallel for if (channels * k * p > (1 << 14))
+#pragma omp parallel for if (channels * k * p > (1 << 16))
   for (int64_t c = 0; c < channels; ++c) {
     T* plane = y + c * img;
     for (int64_t kk = 0; kk < k; ++kk) {
@@ -115,14 +115,14 @@ void conv_forward(const ConvGeom& g, const T* x, const T* w, const T* bias, T* y
     }
     if (nb == 1) {
       if (!bias) continue;
-#pragma omp parallel for if (m * p > (1 << 14))
+#pragma omp parallel for if (m * p > (1 << 16))
       for (int64_t mi = 0; mi < m; ++mi) {
         T* row = out + mi * p;
         for (int64_t j = 0; j < p; ++j) row[j] += bias[mi];
       }
       continue;
     }
-#pragma omp parallel for collapse(2) if (m * ld > (1 << 14))
+#pragma omp parallel for collapse(2) if (m * ld > (1 << 16))
     for (int64_t b = 0; b < nb; ++b) {
       for (int64_t mi = 0; mi < m; ++mi) {
         const T* src = tmp.data() + mi * ld + b * p;

@@ -96,7 +96,8 @@ void ternary_map(const A* a, const Shape& a_shape, const B* b, const Shape& b_sh
       }
     }
   };
-  parallel_range(p.rows(), run_rows, std::max<int64_t>(1, kParallelThreshold / std::max<int64_t>(n, 1)));
+  parallel_range(p.rows(), run_rows,
+                 std::max<int64_t>(1, kParallelThreshold / std::max<int64_t>(n, 1)));
 }
 
 }  // namespace ampc::kernels::cpu

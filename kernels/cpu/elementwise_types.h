@@ -51,7 +51,7 @@ inline float double_to_float_odd(double d) {
   if (!(float_bits(f) & 1u)) {
     // Truncated the other way: step towards d, which makes the last mantissa bit odd.
     f = std::nextafter(f, static_cast<double>(f) < d ? std::numeric_limits<float>::infinity()
-                                                      : -std::numeric_limits<float>::infinity());
+                                                     : -std::numeric_limits<float>::infinity());
   }
   return f;
 }
@@ -96,10 +96,10 @@ struct Tag {
 
 // Sets of element types an operator accepts.
 enum TypeSet : unsigned {
-  kFloats = 1,     // f32 f64 f16 bf16
-  kSigned = 2,     // i8 i16 i32 i64
-  kUnsigned = 4,   // u8 u16 u32 u64
-  kBoolType = 8,   // bool
+  kFloats = 1,    // f32 f64 f16 bf16
+  kSigned = 2,    // i8 i16 i32 i64
+  kUnsigned = 4,  // u8 u16 u32 u64
+  kBoolType = 8,  // bool
   kIntegers = kSigned | kUnsigned,
   kNumeric = kFloats | kIntegers,
   kSignedNumeric = kFloats | kSigned,
@@ -109,12 +109,12 @@ enum TypeSet : unsigned {
 // Calls f(Tag<T>{}) for the C++ type T of `t` when t is in Set; false when it is not.
 template <unsigned Set, typename F>
 bool visit_dtype(DType t, F&& f) {
-#define AMPC_VISIT_CASE(code, set, T) \
-  case DType::code:                   \
+#define AMPC_VISIT_CASE(code, set, T)   \
+  case DType::code:                     \
     if constexpr ((Set & (set)) != 0) { \
-      f(Tag<T>{});                    \
-      return true;                    \
-    }                                 \
+      f(Tag<T>{});                      \
+      return true;                      \
+    }                                   \
     break;
   switch (t) {
     AMPC_VISIT_CASE(kFloat32, kFloats, float)

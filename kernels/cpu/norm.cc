@@ -7,7 +7,7 @@
 namespace ampc::kernels::cpu {
 namespace {
 
-constexpr int64_t kParallelWork = 1 << 14;
+constexpr int64_t kParallelWork = 1 << 16;
 
 // Mean and biased variance of v[0..len) (two passes).
 template <typename T>

@@ -2,9 +2,12 @@
 
 #include <cmath>
 #include <limits>
+#include <vector>
 
 namespace ampc::kernels::cpu {
 namespace {
+
+constexpr int64_t kParallelWork = 1 << 17;
 
 // The taps t in [0, k) whose position start + t * dilation lies in [lo_bound, hi_bound).
 inline void tap_range(int64_t start, int64_t k, int64_t dilation, int64_t lo_bound,
@@ -22,27 +25,45 @@ struct Window {
   int64_t start[3], lo[3], hi[3];
 };
 
-inline Window window_at(const ConvGeom& g, const int64_t o[3]) {
-  Window w;
-  for (int d = 0; d < 3; ++d) {
-    w.start[d] = o[d] * g.stride[d] - g.pad[d];
-    tap_range(w.start[d], g.kernel[d], g.dilation[d], 0, g.image[d], &w.lo[d], &w.hi[d]);
+// Per dimension and output coordinate: window start and its taps inside the image.
+struct WindowTable {
+  std::vector<int64_t> start[3], lo[3], hi[3];
+  explicit WindowTable(const ConvGeom& g) {
+    for (int d = 0; d < 3; ++d) {
+      for (int64_t o = 0; o < g.cols[d]; ++o) {
+        int64_t l, h;
+        const int64_t s = o * g.stride[d] - g.pad[d];
+        tap_range(s, g.kernel[d], g.dilation[d], 0, g.image[d], &l, &h);
+        start[d].push_back(s);
+        lo[d].push_back(l);
+        hi[d].push_back(h);
+      }
+    }
   }
-  return w;
-}
+  Window at(int64_t o0, int64_t o1, int64_t o2) const {
+    const int64_t o[3] = {o0, o1, o2};
+    Window w;
+    for (int d = 0; d < 3; ++d) {
+      w.start[d] = start[d][o[d]];
+      w.lo[d] = lo[d][o[d]];
+      w.hi[d] = hi[d][o[d]];
+    }
+    return w;
+  }
+};
 
 // Calls f(plane, x_plane, output_index, window) for every output of every plane.
 template <typename T, typename F>
 void for_each_window(const ConvGeom& g, const T* x, int64_t planes, F&& f) {
   const int64_t img = g.image_size(), p = g.cols_size();
-#pragma omp parallel for if (planes * p * g.kernel_size() > (1 << 14))
+  const WindowTable table(g);
+#pragma omp parallel for if (planes > 1 && planes * p * g.kernel_size() > kParallelWork)
   for (int64_t pl = 0; pl < planes; ++pl) {
     const T* xp = x + pl * img;
-    int64_t o[3];
-    int64_t j = 0;
-    for (o[0] = 0; o[0] < g.cols[0]; ++o[0]) {
-      for (o[1] = 0; o[1] < g.cols[1]; ++o[1]) {
-        for (o[2] = 0; o[2] < g.cols[2]; ++o[2], ++j) f(pl, xp, pl * p + j, window_at(g, o));
+    int64_t j = pl * p;
+    for (int64_t o0 = 0; o0 < g.cols[0]; ++o0) {
+      for (int64_t o1 = 0; o1 < g.cols[1]; ++o1) {
+        for (int64_t o2 = 0; o2 < g.cols[2]; ++o2, ++j) f(pl, xp, j, table.at(o0, o1, o2));
       }
     }
   }

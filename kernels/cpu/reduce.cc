@@ -89,7 +89,7 @@ struct Min {
   static T finish(T a, int64_t) { return a; }
 };
 
-constexpr int64_t kParallelWork = 1 << 15;
+constexpr int64_t kParallelWork = 1 << 16;
 
 template <typename R, typename T>
 void reduce_with(const T* x, int64_t outer, int64_t n, int64_t inner, T* y) {

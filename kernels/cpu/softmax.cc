@@ -2,39 +2,100 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <vector>
 
 namespace ampc::kernels::cpu {
 namespace {
 
-// One contiguous row of n elements.
-template <typename T>
-void softmax_row(SoftmaxKind kind, const T* x, int64_t n, T* y) {
-  if (n == 0) return;
-  T m = x[0];
-  int64_t arg = 0;
-  for (int64_t j = 1; j < n; ++j) {
-    if (x[j] > m) {
-      m = x[j];
-      arg = j;
+// exp for the fp32 math of softmax, four lanes at a time (GCC vector extensions, so it is
+// vectorised whatever the target flags): Cody-Waite range reduction and Cephes' degree-6
+// polynomial (within 2 ulp). Underflows to 0 below -87.3 (where exp is subnormal); NaN
+// stays NaN.
+typedef float V4 __attribute__((vector_size(16)));
+typedef int32_t V4i __attribute__((vector_size(16)));
+
+inline V4 exp4(V4 x) {
+  const V4 lo = V4{} - 87.33654f, hi = V4{} + 88.72283f, magic = V4{} + 12582912.0f;
+  V4 c = x < lo ? lo : x;
+  c = c > hi ? hi : c;
+  const V4 n = (c * 1.44269504088896341f + magic) - magic;  // round to integer
+  V4 r = c - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  V4 p = V4{} + 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const V4i bits = (__builtin_convertvector(n, V4i) + 127) << 23;  // 2^n
+  V4 scale;
+  std::memcpy(&scale, &bits, sizeof(scale));
+  V4 y = (p * r * r + r + 1.0f) * scale;
+  y = x < lo ? V4{} : y;
+  return x != x ? x : y;
+}
+
+// y[j] = exp(x[j] - sub[j]) (sub == null: exp(x[j] - m)); returns the sum of y.
+float exp_sub(const float* x, const float* sub, float m, int64_t n, float* y) {
+  V4 acc{}, a, b = V4{} + m;
+  int64_t j = 0;
+  for (; j + 4 <= n; j += 4) {
+    std::memcpy(&a, x + j, sizeof(a));
+    if (sub) std::memcpy(&b, sub + j, sizeof(b));
+    const V4 e = exp4(a - b);
+    std::memcpy(y + j, &e, sizeof(e));
+    acc += e;
+  }
+  float s = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+  if (j < n) {  // the last 1 to 3 elements
+    a = V4{};
+    b = V4{} + m;
+    std::memcpy(&a, x + j, sizeof(float) * (n - j));
+    if (sub) std::memcpy(&b, sub + j, sizeof(float) * (n - j));
+    const V4 e = exp4(a - b);
+    for (int64_t l = 0; l < n - j; ++l) {
+      y[j + l] = e[l];
+      s += e[l];
     }
   }
+  return s;
+}
+double exp_sub(const double* x, const double* sub, double m, int64_t n, double* y) {
+  double s = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    y[j] = std::exp(x[j] - (sub ? sub[j] : m));
+    s += y[j];
+  }
+  return s;
+}
+
+template <typename T>
+T row_max(const T* x, int64_t n) {
+  T m = x[0];
+#pragma omp simd reduction(max : m)
+  for (int64_t j = 1; j < n; ++j) m = std::max(m, x[j]);
+  return m;
+}
+
+// One contiguous row of n elements.
+template <typename T>
+void softmax_row(SoftmaxKind kind, const T* x, int64_t n, T* y, T* scratch) {
+  if (n == 0) return;
   if (kind == SoftmaxKind::kHardmax) {
+    const int64_t arg = std::max_element(x, x + n) - x;  // the first maximum
     std::fill(y, y + n, T(0));
     y[arg] = T(1);
     return;
   }
-  T s = 0;
+  const T m = row_max(x, n);
   if (kind == SoftmaxKind::kSoftmax) {
-    for (int64_t j = 0; j < n; ++j) {
-      y[j] = std::exp(x[j] - m);
-      s += y[j];
-    }
-    const T inv = T(1) / s;
+    const T inv = T(1) / exp_sub(x, static_cast<const T*>(nullptr), m, n, y);
     for (int64_t j = 0; j < n; ++j) y[j] *= inv;
   } else {
-    for (int64_t j = 0; j < n; ++j) s += std::exp(x[j] - m);
-    const T log_s = std::log(s);  // (x - m) - log_s: m + log_s would lose x's low bits
+    const T log_s = std::log(exp_sub(x, static_cast<const T*>(nullptr), m, n, scratch));
+    // (x - m) - log_s: m + log_s would lose the low bits of large inputs.
     for (int64_t j = 0; j < n; ++j) y[j] = (x[j] - m) - log_s;
   }
 }
@@ -43,7 +104,7 @@ void softmax_row(SoftmaxKind kind, const T* x, int64_t n, T* y) {
 template <typename T>
 void softmax_strided(SoftmaxKind kind, const T* x, int64_t n, int64_t inner, T* y) {
   if (n == 0) return;
-  std::vector<T> m(x, x + inner), s(inner, T(0));
+  std::vector<T> m(x, x + inner), s(inner, T(0)), e(inner);
   std::vector<int64_t> arg(inner, 0);
   for (int64_t r = 1; r < n; ++r) {
     const T* row = x + r * inner;
@@ -61,12 +122,9 @@ void softmax_strided(SoftmaxKind kind, const T* x, int64_t n, int64_t inner, T* 
   }
   for (int64_t r = 0; r < n; ++r) {
     const T* row = x + r * inner;
-    T* out = y + r * inner;
-    for (int64_t i = 0; i < inner; ++i) {
-      const T e = std::exp(row[i] - m[i]);
-      s[i] += e;
-      if (kind == SoftmaxKind::kSoftmax) out[i] = e;
-    }
+    T* out = kind == SoftmaxKind::kSoftmax ? y + r * inner : e.data();
+    exp_sub(row, m.data(), T(0), inner, out);
+    for (int64_t i = 0; i < inner; ++i) s[i] += out[i];
   }
   for (int64_t i = 0; i < inner; ++i) {
     s[i] = kind == SoftmaxKind::kSoftmax ? T(1) / s[i] : std::log(s[i]);
@@ -87,11 +145,17 @@ void softmax_strided(SoftmaxKind kind, const T* x, int64_t n, int64_t inner, T* 
 template <typename T>
 void softmax(SoftmaxKind kind, const T* x, int64_t outer, int64_t n, int64_t inner, T* y) {
   if (inner == 1) {
-#pragma omp parallel for if (outer > 1 && outer * n > (1 << 14))
-    for (int64_t o = 0; o < outer; ++o) softmax_row(kind, x + o * n, n, y + o * n);
+#pragma omp parallel if (outer > 1 && outer * n > (1 << 16))
+    {
+      std::vector<T> scratch(kind == SoftmaxKind::kLogSoftmax ? n : 0);
+#pragma omp for
+      for (int64_t o = 0; o < outer; ++o) {
+        softmax_row(kind, x + o * n, n, y + o * n, scratch.data());
+      }
+    }
     return;
   }
-#pragma omp parallel for if (outer > 1 && outer * n * inner > (1 << 14))
+#pragma omp parallel for if (outer > 1 && outer * n * inner > (1 << 16))
   for (int64_t o = 0; o < outer; ++o) {
     softmax_strided(kind, x + o * n * inner, n, inner, y + o * n * inner);
   }

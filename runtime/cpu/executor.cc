@@ -1,5 +1,7 @@
 #include "runtime/cpu/executor.h"
 
+#include <chrono>
+
 #include "base/error.h"
 
 namespace ampc::rt::cpu {
@@ -68,7 +70,16 @@ std::map<std::string, Tensor> Executor::run(const std::map<std::string, Tensor>&
     }
     values_[binding.buffer()] = t;
   }
-  for (size_t i = 0; i < ops_.size(); ++i) run_step(i);
+  for (size_t i = 0; i < ops_.size(); ++i) {
+    if (!step_hook_) {
+      run_step(i);
+      continue;
+    }
+    const auto start = std::chrono::steady_clock::now();
+    run_step(i);
+    step_hook_(static_cast<int>(i),
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
   std::map<std::string, Tensor> outputs;
   for (const auto& binding : plan_.outputs()) outputs[binding.name()] = values_[binding.buffer()];
   for (int id = 0; id < plan_.buffers_size(); ++id) {

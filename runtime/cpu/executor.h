@@ -2,6 +2,7 @@
 // activations are freed after their last reader.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -23,6 +24,11 @@ class Executor {
 
   const plan::Plan& plan() const { return plan_; }
 
+  // Profiling: when set, run() times every step and reports its index and wall-clock
+  // seconds to the hook. Unset (the default), steps are not timed.
+  using StepHook = std::function<void(int step, double seconds)>;
+  void set_step_hook(StepHook hook) { step_hook_ = std::move(hook); }
+
  private:
   void run_step(size_t index);
 
@@ -30,6 +36,7 @@ class Executor {
   std::vector<const CpuOp*> ops_;                // per step
   std::vector<std::vector<int>> free_after_;     // per step: activation buffers read for the last time
   std::vector<Tensor> values_;                   // per buffer
+  StepHook step_hook_;
 };
 
 // Every op the plan needs that the CPU backend lacks, as "Op (node 'n')" strings.

@@ -1,5 +1,6 @@
 #include "runtime/plan/plan_file.h"
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 
@@ -46,17 +47,26 @@ std::string serialize_plan(const Plan& plan) {
 }
 
 Plan parse_plan(const std::string& bytes, const std::string& what) {
-  if (bytes.size() < kHeaderSize || std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0) {
+  if (bytes.empty())
+    throw Error(what + " is empty (not an ampc plan, or one truncated to nothing)");
+  // A file that starts like a plan but ends inside the header is a truncated plan.
+  const size_t head = std::min(bytes.size(), sizeof kMagic);
+  if (std::memcmp(bytes.data(), kMagic, head) != 0)
     throw Error(what + " is not an ampc plan (no AMPCPLAN header)");
+  if (bytes.size() < kHeaderSize) {
+    throw Error(what + " is truncated: " + std::to_string(bytes.size()) + " bytes, less than the " +
+                std::to_string(kHeaderSize) + "-byte plan header");
   }
   const auto version = get<uint32_t>(bytes, 8);
   if (version != kPlanFormatVersion) {
-    throw Error(what + " has plan format version " + std::to_string(version) + "; this ampc reads version " +
-                std::to_string(kPlanFormatVersion) + " (recompile the model)");
+    throw Error(what + " has plan format version " + std::to_string(version) +
+                "; this ampc reads version " + std::to_string(kPlanFormatVersion) +
+                " (recompile the model)");
   }
   const auto size = get<uint64_t>(bytes, 12);
   if (bytes.size() - kHeaderSize != size) {
-    throw Error(what + " is truncated or padded: payload has " + std::to_string(bytes.size() - kHeaderSize) +
+    throw Error(what + (bytes.size() - kHeaderSize < size ? " is truncated" : " is padded") +
+                ": payload has " + std::to_string(bytes.size() - kHeaderSize) +
                 " bytes, header says " + std::to_string(size));
   }
   if (fnv1a(bytes.data() + kHeaderSize, size) != get<uint64_t>(bytes, 20)) {

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -21,6 +22,12 @@ namespace {
 // Ops whose outputs are random: ONNX's expected values cannot be reproduced bit for bit.
 const std::set<std::string> kRandomOps = {"Bernoulli", "RandomUniform", "RandomUniformLike", "RandomNormal",
                                           "RandomNormalLike", "Multinomial"};
+
+// Cases whose expected data contradicts a rule ampc follows on purpose.
+const std::map<std::string, std::string> kKnownDeviations = {
+    {"test_cast_FLOAT_to_BFLOAT16",
+     "ONNX 1.12's expected data truncates float to bfloat16; ampc rounds to nearest even, as PyTorch and CUDA do"},
+};
 
 std::vector<fs::path> sorted_files(const fs::path& dir, const std::string& prefix) {
   std::vector<fs::path> files;
@@ -117,6 +124,9 @@ CaseResult run_case_unguarded(const std::string& case_dir, const Tolerance& tol)
   }
   std::sort(data_sets.begin(), data_sets.end());
   if (data_sets.empty()) return unsupported("no test data", "no test data");
+  if (auto it = kKnownDeviations.find(dir.filename().string()); it != kKnownDeviations.end()) {
+    return unsupported(it->second, "deliberate deviation: " + it->second);
+  }
 
   onnx::ModelProto proto;
   std::unique_ptr<rt::cpu::Executor> executor;

@@ -44,15 +44,32 @@ Tensor make(DType dtype, const std::vector<int64_t>& shape, const std::vector<do
   EXPECT_EQ(static_cast<int64_t>(v.size()), t.numel()) << "values for " << t.type_str();
   for (size_t i = 0; i < v.size() && static_cast<int64_t>(i) < t.numel(); ++i) {
     switch (dtype) {
-      case DType::kFloat32: t.data<float>()[i] = static_cast<float>(v[i]); break;
-      case DType::kFloat64: t.data<double>()[i] = v[i]; break;
-      case DType::kFloat16: t.data<Half>()[i] = float_to_half(static_cast<float>(v[i])); break;
-      case DType::kBFloat16: t.data<BFloat16>()[i] = float_to_bf16(static_cast<float>(v[i])); break;
-      case DType::kInt64: t.data<int64_t>()[i] = static_cast<int64_t>(v[i]); break;
-      case DType::kInt32: t.data<int32_t>()[i] = static_cast<int32_t>(v[i]); break;
-      case DType::kUInt8: t.data<uint8_t>()[i] = static_cast<uint8_t>(v[i]); break;
-      case DType::kInt8: t.data<int8_t>()[i] = static_cast<int8_t>(v[i]); break;
-      default: ADD_FAILURE() << "make: unhandled dtype";
+      case DType::kFloat32:
+        t.data<float>()[i] = static_cast<float>(v[i]);
+        break;
+      case DType::kFloat64:
+        t.data<double>()[i] = v[i];
+        break;
+      case DType::kFloat16:
+        t.data<Half>()[i] = float_to_half(static_cast<float>(v[i]));
+        break;
+      case DType::kBFloat16:
+        t.data<BFloat16>()[i] = float_to_bf16(static_cast<float>(v[i]));
+        break;
+      case DType::kInt64:
+        t.data<int64_t>()[i] = static_cast<int64_t>(v[i]);
+        break;
+      case DType::kInt32:
+        t.data<int32_t>()[i] = static_cast<int32_t>(v[i]);
+        break;
+      case DType::kUInt8:
+        t.data<uint8_t>()[i] = static_cast<uint8_t>(v[i]);
+        break;
+      case DType::kInt8:
+        t.data<int8_t>()[i] = static_cast<int8_t>(v[i]);
+        break;
+      default:
+        ADD_FAILURE() << "make: unhandled dtype";
     }
   }
   return t;
@@ -62,23 +79,39 @@ std::vector<double> values(const Tensor& t) {
   std::vector<double> v(static_cast<size_t>(t.numel()));
   for (size_t i = 0; i < v.size(); ++i) {
     switch (t.dtype()) {
-      case DType::kFloat32: v[i] = t.data<float>()[i]; break;
-      case DType::kFloat64: v[i] = t.data<double>()[i]; break;
-      case DType::kFloat16: v[i] = half_to_float(t.data<Half>()[i]); break;
-      case DType::kBFloat16: v[i] = bf16_to_float(t.data<BFloat16>()[i]); break;
-      case DType::kInt64: v[i] = static_cast<double>(t.data<int64_t>()[i]); break;
-      case DType::kInt32: v[i] = t.data<int32_t>()[i]; break;
-      case DType::kUInt8: v[i] = t.data<uint8_t>()[i]; break;
-      case DType::kInt8: v[i] = t.data<int8_t>()[i]; break;
-      default: ADD_FAILURE() << "values: unhandled dtype";
+      case DType::kFloat32:
+        v[i] = t.data<float>()[i];
+        break;
+      case DType::kFloat64:
+        v[i] = t.data<double>()[i];
+        break;
+      case DType::kFloat16:
+        v[i] = half_to_float(t.data<Half>()[i]);
+        break;
+      case DType::kBFloat16:
+        v[i] = bf16_to_float(t.data<BFloat16>()[i]);
+        break;
+      case DType::kInt64:
+        v[i] = static_cast<double>(t.data<int64_t>()[i]);
+        break;
+      case DType::kInt32:
+        v[i] = t.data<int32_t>()[i];
+        break;
+      case DType::kUInt8:
+        v[i] = t.data<uint8_t>()[i];
+        break;
+      case DType::kInt8:
+        v[i] = t.data<int8_t>()[i];
+        break;
+      default:
+        ADD_FAILURE() << "values: unhandled dtype";
     }
   }
   return v;
 }
 
 std::vector<Tensor> run(const std::string& op, const std::vector<Tensor>& inputs,
-                        const std::vector<plan::Attribute>& attrs, int num_outputs,
-                        int64_t opset) {
+                        const std::vector<plan::Attribute>& attrs, int num_outputs, int64_t opset) {
   plan::Step step;
   step.set_op(op);
   step.set_opset_version(opset);
@@ -97,8 +130,7 @@ std::vector<Tensor> run(const std::string& op, const std::vector<Tensor>& inputs
 }
 
 std::string run_error(const std::string& op, const std::vector<Tensor>& inputs,
-                      const std::vector<plan::Attribute>& attrs, int num_outputs,
-                      int64_t opset) {
+                      const std::vector<plan::Attribute>& attrs, int num_outputs, int64_t opset) {
   try {
     run(op, inputs, attrs, num_outputs, opset);
   } catch (const Error& e) {
@@ -135,7 +167,9 @@ constexpr DType F32 = DType::kFloat32;
 constexpr DType F64 = DType::kFloat64;
 constexpr DType I64 = DType::kInt64;
 
-std::vector<int64_t> shape_of(const Tensor& t) { return t.shape(); }
+std::vector<int64_t> shape_of(const Tensor& t) {
+  return t.shape();
+}
 
 // ---------------------------------------------------------------------------------------
 // MatMul and Gemm
@@ -153,8 +187,9 @@ std::vector<double> naive_bmm(const std::vector<double>& a, const std::vector<do
 }
 
 TEST(CpuNn, MatMul2dByHand) {
-  auto y = run("MatMul", {make(F32, {2, 3}, {1, 2, 3, 4, 5, 6}), make(F32, {3, 2}, {1, 0, 0, 1, 1, 1})},
-               {}, 1, 13)[0];
+  auto y =
+      run("MatMul", {make(F32, {2, 3}, {1, 2, 3, 4, 5, 6}), make(F32, {3, 2}, {1, 0, 0, 1, 1, 1})},
+          {}, 1, 13)[0];
   EXPECT_EQ(shape_of(y), (std::vector<int64_t>{2, 2}));
   EXPECT_EQ(values(y), (std::vector<double>{4, 5, 10, 11}));
 }
@@ -196,7 +231,8 @@ TEST(CpuNn, MatMulVectorOperands) {
 }
 
 TEST(CpuNn, MatMulIntegers) {
-  auto y = run("MatMul", {make(DType::kInt32, {2, 2}, {1, -2, 3, 4}), make(DType::kInt32, {2, 1}, {5, 6})},
+  auto y = run("MatMul",
+               {make(DType::kInt32, {2, 2}, {1, -2, 3, 4}), make(DType::kInt32, {2, 1}, {5, 6})},
                {}, 1, 13)[0];
   EXPECT_EQ(y.dtype(), DType::kInt32);
   EXPECT_EQ(values(y), (std::vector<double>{-7, 39}));
@@ -210,15 +246,19 @@ TEST(CpuNn, MatMulHalfAccumulatesInFloatAndRoundsOnce) {
   auto y = run("MatMul", {a, b}, {}, 1, 13)[0];
   EXPECT_EQ(y.dtype(), DType::kFloat16);
   EXPECT_EQ(values(y), (std::vector<double>{2052}));
-  auto yb = run("MatMul", {make(DType::kBFloat16, {1, 2}, {1, 1.0 / 256}), make(DType::kBFloat16, {2, 1}, {1, 1})},
-                {}, 1, 13)[0];
+  auto yb =
+      run("MatMul",
+          {make(DType::kBFloat16, {1, 2}, {1, 1.0 / 256}), make(DType::kBFloat16, {2, 1}, {1, 1})},
+          {}, 1, 13)[0];
   EXPECT_EQ(yb.dtype(), DType::kBFloat16);
   EXPECT_EQ(values(yb), (std::vector<double>{1.0}));  // 1 + 2^-8 rounds to even in bf16
 }
 
 TEST(CpuNn, MatMulShapeErrorsNameTheNode) {
-  const std::string msg = run_error("MatMul", {make(F32, {2, 3}, std::vector<double>(6)), make(F32, {2, 3}, std::vector<double>(6))},
-                                    {}, 1, 13);
+  const std::string msg = run_error(
+      "MatMul",
+      {make(F32, {2, 3}, std::vector<double>(6)), make(F32, {2, 3}, std::vector<double>(6))}, {}, 1,
+      13);
   EXPECT_THAT(msg, HasSubstr("node 'test_node' (MatMul)"));
   EXPECT_THAT(msg, HasSubstr("do not match"));
 }
@@ -227,8 +267,10 @@ TEST(CpuNn, GemmAllAttributes) {
   // Y = 0.5 * A^T B^T + 2 * C, A [3, 2] (transposed: 2x3), B [4, 3] (transposed: 3x4), C [4].
   const auto av = pseudo_random(6, 5), bv = pseudo_random(12, 6);
   const std::vector<double> cv = {1, 2, 3, 4};
-  auto y = run("Gemm", {make(F32, {3, 2}, av), make(F32, {4, 3}, bv), make(F32, {4}, cv)},
-               {attr_i("transA", 1), attr_i("transB", 1), attr_f("alpha", 0.5f), attr_f("beta", 2.0f)}, 1, 13)[0];
+  auto y =
+      run("Gemm", {make(F32, {3, 2}, av), make(F32, {4, 3}, bv), make(F32, {4}, cv)},
+          {attr_i("transA", 1), attr_i("transB", 1), attr_f("alpha", 0.5f), attr_f("beta", 2.0f)},
+          1, 13)[0];
   ASSERT_EQ(shape_of(y), (std::vector<int64_t>{2, 4}));
   std::vector<double> want(8);
   for (int i = 0; i < 2; ++i)
@@ -248,8 +290,9 @@ TEST(CpuNn, GemmBiasShapesAndNoBias) {
   EXPECT_EQ(values(run("Gemm", {a, eye, make(F32, {2, 1}, {10, 20})}, {}, 1, 13)[0]),
             (std::vector<double>{11, 12, 23, 24}));
   EXPECT_EQ(values(run("Gemm", {a, eye}, {}, 1, 13)[0]), (std::vector<double>{1, 2, 3, 4}));
-  EXPECT_EQ(values(run("Gemm", {make(I64, {2, 2}, {1, 2, 3, 4}), make(I64, {2, 2}, {1, 0, 0, 1}),
-                                make(I64, {2}, {1, 1})},
+  EXPECT_EQ(values(run("Gemm",
+                       {make(I64, {2, 2}, {1, 2, 3, 4}), make(I64, {2, 2}, {1, 0, 0, 1}),
+                        make(I64, {2}, {1, 1})},
                        {attr_f("alpha", 2.0f)}, 1, 13)[0]),
             (std::vector<double>{3, 5, 7, 9}));
   EXPECT_THAT(run_error("Gemm", {a, eye, make(F32, {3}, {1, 2, 3})}, {}, 1, 13),
@@ -300,7 +343,8 @@ std::vector<double> naive_conv(const ConvCase& cc, const std::vector<double>& x,
                     const int64_t i0 = o0 * s[0] - p[0] + k0 * d[0];
                     const int64_t i1 = o1 * s[1] - p[1] + k1 * d[1];
                     const int64_t i2 = o2 * s[2] - p[2] + k2 * d[2];
-                    if (i0 < 0 || i0 >= in[0] || i1 < 0 || i1 >= in[1] || i2 < 0 || i2 >= in[2]) continue;
+                    if (i0 < 0 || i0 >= in[0] || i1 < 0 || i1 >= in[1] || i2 < 0 || i2 >= in[2])
+                      continue;
                     const int64_t xc = g * cg + ci;
                     acc += x[(((b0 * c + xc) * in[0] + i0) * in[1] + i1) * in[2] + i2] *
                            w[(((mo * cg + ci) * k[0] + k0) * k[1] + k1) * k[2] + k2];
@@ -318,10 +362,11 @@ void check_conv(const ConvCase& cc, uint32_t seed, DType dtype = F32) {
   const auto bv = pseudo_random(cc.m, seed + 2);
   std::vector<int64_t> want_shape;
   const auto want = naive_conv(cc, xv, wv, bv, &want_shape);
-  auto y = run("Conv", {make(dtype, cc.x_shape, xv), make(dtype, w_shape, wv), make(dtype, {cc.m}, bv)},
-               {attr_ints("kernel_shape", cc.kernel), attr_ints("strides", cc.strides),
-                attr_ints("dilations", cc.dilations), attr_ints("pads", cc.pads), attr_i("group", cc.group)},
-               1, 11)[0];
+  auto y = run(
+      "Conv", {make(dtype, cc.x_shape, xv), make(dtype, w_shape, wv), make(dtype, {cc.m}, bv)},
+      {attr_ints("kernel_shape", cc.kernel), attr_ints("strides", cc.strides),
+       attr_ints("dilations", cc.dilations), attr_ints("pads", cc.pads), attr_i("group", cc.group)},
+      1, 11)[0];
   ASSERT_EQ(shape_of(y), want_shape);
   expect_close(values(y), want, dtype == F64 ? 1e-12 : 1e-5);
 }
@@ -330,7 +375,8 @@ TEST(CpuNn, ConvMatchesDirectConvolution) {
   check_conv({{2, 3, 9}, 4, 1, {3}, {2}, {1}, {1, 2}}, 10);                    // 1-D, stride, pads
   check_conv({{2, 4, 7, 6}, 6, 2, {3, 2}, {1, 2}, {2, 1}, {1, 0, 2, 1}}, 20);  // groups, dilation
   check_conv({{1, 3, 5, 5}, 3, 3, {3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}}, 30);  // depthwise
-  check_conv({{2, 2, 4, 5, 3}, 3, 1, {2, 3, 2}, {2, 1, 1}, {1, 1, 2}, {0, 1, 1, 1, 0, 0}}, 40);  // 3-D
+  check_conv({{2, 2, 4, 5, 3}, 3, 1, {2, 3, 2}, {2, 1, 1}, {1, 1, 2}, {0, 1, 1, 1, 0, 0}},
+             40);                                                              // 3-D
   check_conv({{3, 5, 4, 4}, 7, 1, {1, 1}, {1, 1}, {1, 1}, {0, 0, 0, 0}}, 50);  // pointwise
   check_conv({{2, 4, 6, 6}, 5, 1, {3, 3}, {2, 2}, {1, 1}, {1, 1, 1, 1}}, 60, F64);
 }
@@ -352,20 +398,25 @@ TEST(CpuNn, ConvAutoPad) {
         if (r >= 0 && r < 5 && c >= 0 && c < 5) s += xv[r * 5 + c];
     return s;
   };
-  auto upper = run("Conv", {x, w}, {attr_s("auto_pad", "SAME_UPPER"), attr_ints("strides", {2, 2})}, 1, 11)[0];
+  auto upper = run("Conv", {x, w}, {attr_s("auto_pad", "SAME_UPPER"), attr_ints("strides", {2, 2})},
+                   1, 11)[0];
   ASSERT_EQ(shape_of(upper), (std::vector<int64_t>{1, 1, 3, 3}));
   EXPECT_NEAR(values(upper)[0], box(-1, -1), 1e-5);
   EXPECT_NEAR(values(upper)[8], box(3, 3), 1e-5);
-  auto valid = run("Conv", {x, w}, {attr_s("auto_pad", "VALID"), attr_ints("strides", {2, 2})}, 1, 11)[0];
+  auto valid =
+      run("Conv", {x, w}, {attr_s("auto_pad", "VALID"), attr_ints("strides", {2, 2})}, 1, 11)[0];
   ASSERT_EQ(shape_of(valid), (std::vector<int64_t>{1, 1, 2, 2}));
   EXPECT_NEAR(values(valid)[3], box(2, 2), 1e-5);
   // Odd total padding: SAME_LOWER puts the extra row/column first.
-  auto lower = run("Conv", {x, make(F32, {1, 1, 2, 2}, {1, 1, 1, 1})}, {attr_s("auto_pad", "SAME_LOWER")}, 1, 11)[0];
+  auto lower = run("Conv", {x, make(F32, {1, 1, 2, 2}, {1, 1, 1, 1})},
+                   {attr_s("auto_pad", "SAME_LOWER")}, 1, 11)[0];
   ASSERT_EQ(shape_of(lower), (std::vector<int64_t>{1, 1, 5, 5}));
   EXPECT_NEAR(values(lower)[0], xv[0], 1e-6);
   EXPECT_THAT(run_error("Conv", {x, w}, {attr_s("auto_pad", "SAME_MIDDLE")}, 1, 11),
               HasSubstr("attribute 'auto_pad' value 'SAME_MIDDLE' is not supported"));
-  EXPECT_THAT(run_error("Conv", {make(DType::kInt32, {1, 1, 2, 2}, {1, 2, 3, 4}), make(DType::kInt32, {1, 1, 1, 1}, {1})},
+  EXPECT_THAT(run_error("Conv",
+                        {make(DType::kInt32, {1, 1, 2, 2}, {1, 2, 3, 4}),
+                         make(DType::kInt32, {1, 1, 1, 1}, {1})},
                         {}, 1, 11),
               HasSubstr("element type i32 of input 0 is not supported"));
 }
@@ -373,7 +424,8 @@ TEST(CpuNn, ConvAutoPad) {
 TEST(CpuNn, ConvHalfMatchesFloatRoundedOnce) {
   const auto xv = pseudo_random(2 * 3 * 6 * 6, 90), wv = pseudo_random(4 * 3 * 9, 91);
   // Quantise the inputs to fp16 first so both runs see the same operands.
-  const Tensor xh = make(DType::kFloat16, {2, 3, 6, 6}, xv), wh = make(DType::kFloat16, {4, 3, 3, 3}, wv);
+  const Tensor xh = make(DType::kFloat16, {2, 3, 6, 6}, xv),
+               wh = make(DType::kFloat16, {4, 3, 3, 3}, wv);
   auto yh = run("Conv", {xh, wh}, {attr_ints("pads", {1, 1, 1, 1})}, 1, 11)[0];
   auto yf = run("Conv", {make(F32, {2, 3, 6, 6}, values(xh)), make(F32, {4, 3, 3, 3}, values(wh))},
                 {attr_ints("pads", {1, 1, 1, 1})}, 1, 11)[0];
@@ -393,15 +445,18 @@ void check_conv_transpose(const std::vector<int64_t>& x_shape, int64_t m_per_gro
   const int64_t n = x_shape[0], c = x_shape[1], m = m_per_group * group, cg = c / group;
   std::vector<int64_t> w_shape = {c, m_per_group};
   w_shape.insert(w_shape.end(), kernel.begin(), kernel.end());
-  const auto xv = pseudo_random(numel_of(x_shape), seed), wv = pseudo_random(numel_of(w_shape), seed + 1);
+  const auto xv = pseudo_random(numel_of(x_shape), seed),
+             wv = pseudo_random(numel_of(w_shape), seed + 1);
   // 1-D and 2-D only here: map to [h, w] with h = 1 for 1-D.
   const int64_t ih = ns == 2 ? x_shape[2] : 1, iw = x_shape.back();
   const int64_t kh = ns == 2 ? kernel[0] : 1, kw = kernel.back();
   const int64_t sh = ns == 2 ? strides[0] : 1, sw = strides.back();
   const int64_t dh = ns == 2 ? dilations[0] : 1, dw = dilations.back();
   const int64_t ph = ns == 2 ? pads[0] : 0, pw = pads[ns - 1];
-  const int64_t oh = ns == 2 ? sh * (ih - 1) + out_pad[0] + (kh - 1) * dh + 1 - pads[0] - pads[2] : 1;
-  const int64_t ow = sw * (iw - 1) + out_pad.back() + (kw - 1) * dw + 1 - pads[ns - 1] - pads[2 * ns - 1];
+  const int64_t oh =
+      ns == 2 ? sh * (ih - 1) + out_pad[0] + (kh - 1) * dh + 1 - pads[0] - pads[2] : 1;
+  const int64_t ow =
+      sw * (iw - 1) + out_pad.back() + (kw - 1) * dw + 1 - pads[ns - 1] - pads[2 * ns - 1];
   std::vector<double> want(n * m * oh * ow, 0.0);
   for (int64_t b = 0; b < n; ++b)
     for (int64_t ci = 0; ci < c; ++ci)
@@ -414,12 +469,14 @@ void check_conv_transpose(const std::vector<int64_t>& x_shape, int64_t m_per_gro
                 if (r < 0 || r >= oh || q < 0 || q >= ow) continue;
                 const int64_t mm = (ci / cg) * m_per_group + mo;
                 want[((b * m + mm) * oh + r) * ow + q] +=
-                    xv[((b * c + ci) * ih + y0) * iw + x0] * wv[((ci * m_per_group + mo) * kh + a) * kw + e];
+                    xv[((b * c + ci) * ih + y0) * iw + x0] *
+                    wv[((ci * m_per_group + mo) * kh + a) * kw + e];
               }
-  auto y = run("ConvTranspose", {make(F32, x_shape, xv), make(F32, w_shape, wv)},
-               {attr_ints("strides", strides), attr_ints("dilations", dilations), attr_ints("pads", pads),
-                attr_ints("output_padding", out_pad), attr_i("group", group)},
-               1, 11)[0];
+  auto y =
+      run("ConvTranspose", {make(F32, x_shape, xv), make(F32, w_shape, wv)},
+          {attr_ints("strides", strides), attr_ints("dilations", dilations),
+           attr_ints("pads", pads), attr_ints("output_padding", out_pad), attr_i("group", group)},
+          1, 11)[0];
   std::vector<int64_t> want_shape = {n, m};
   if (ns == 2) want_shape.push_back(oh);
   want_shape.push_back(ow);
@@ -437,17 +494,21 @@ TEST(CpuNn, ConvTransposeOutputShapeAndAutoPad) {
   // ONNX's test_convtranspose_autopad_same: x 0..8 (3x3), w all ones [1, 2, 3, 3], stride 2.
   std::vector<double> xv(9);
   for (int i = 0; i < 9; ++i) xv[i] = i;
-  const Tensor x = make(F32, {1, 1, 3, 3}, xv), w = make(F32, {1, 2, 3, 3}, std::vector<double>(18, 1));
-  auto y = run("ConvTranspose", {x, w}, {attr_s("auto_pad", "SAME_UPPER"), attr_ints("strides", {2, 2})}, 1, 11)[0];
+  const Tensor x = make(F32, {1, 1, 3, 3}, xv),
+               w = make(F32, {1, 2, 3, 3}, std::vector<double>(18, 1));
+  auto y = run("ConvTranspose", {x, w},
+               {attr_s("auto_pad", "SAME_UPPER"), attr_ints("strides", {2, 2})}, 1, 11)[0];
   ASSERT_EQ(shape_of(y), (std::vector<int64_t>{1, 2, 6, 6}));
   const std::vector<double> row2 = {3, 3, 8, 5, 12, 7};
   const auto v = values(y);
   EXPECT_EQ(std::vector<double>(v.begin() + 12, v.begin() + 18), row2);
   // output_shape larger than the full output: the extra row and column are zero at the end.
-  auto big = run("ConvTranspose", {x, w}, {attr_ints("strides", {3, 2}), attr_ints("output_shape", {10, 8})}, 1, 11)[0];
+  auto big = run("ConvTranspose", {x, w},
+                 {attr_ints("strides", {3, 2}), attr_ints("output_shape", {10, 8})}, 1, 11)[0];
   ASSERT_EQ(shape_of(big), (std::vector<int64_t>{1, 2, 10, 8}));
   const auto bv = values(big);
-  EXPECT_EQ(std::vector<double>(bv.begin(), bv.begin() + 8), (std::vector<double>{0, 0, 1, 1, 3, 2, 2, 0}));
+  EXPECT_EQ(std::vector<double>(bv.begin(), bv.begin() + 8),
+            (std::vector<double>{0, 0, 1, 1, 3, 2, 2, 0}));
   for (int q = 0; q < 8; ++q) EXPECT_EQ(bv[9 * 8 + q], 0.0);
 }
 
@@ -458,7 +519,8 @@ TEST(CpuNn, MaxPoolWithPadsAndIndices) {
   // 1x1x3x4 input, kernel 2x2, stride 2, pads 1 (all sides): output 2x3.
   const std::vector<double> xv = {1, 9, 2, 3, 4, 5, 8, 7, 6, 0, 11, 10};
   auto out = run("MaxPool", {make(F32, {1, 1, 3, 4}, xv)},
-                 {attr_ints("kernel_shape", {2, 2}), attr_ints("strides", {2, 2}), attr_ints("pads", {1, 1, 1, 1})},
+                 {attr_ints("kernel_shape", {2, 2}), attr_ints("strides", {2, 2}),
+                  attr_ints("pads", {1, 1, 1, 1})},
                  2, 12);
   ASSERT_EQ(shape_of(out[0]), (std::vector<int64_t>{1, 1, 2, 3}));
   EXPECT_EQ(values(out[0]), (std::vector<double>{1, 9, 3, 6, 11, 10}));
@@ -466,8 +528,8 @@ TEST(CpuNn, MaxPoolWithPadsAndIndices) {
   EXPECT_EQ(values(out[1]), (std::vector<double>{0, 1, 3, 8, 10, 11}));
   // Column-major indices: h + w * H.
   auto cm = run("MaxPool", {make(F32, {1, 1, 3, 4}, xv)},
-                {attr_ints("kernel_shape", {2, 2}), attr_ints("strides", {2, 2}), attr_ints("pads", {1, 1, 1, 1}),
-                 attr_i("storage_order", 1)},
+                {attr_ints("kernel_shape", {2, 2}), attr_ints("strides", {2, 2}),
+                 attr_ints("pads", {1, 1, 1, 1}), attr_i("storage_order", 1)},
                 2, 12);
   EXPECT_EQ(values(cm[1]), (std::vector<double>{0, 3, 9, 2, 8, 11}));
 }
@@ -475,27 +537,32 @@ TEST(CpuNn, MaxPoolWithPadsAndIndices) {
 TEST(CpuNn, MaxPoolCeilModeDilationsAndBytes) {
   std::vector<double> xv(16);
   for (int i = 0; i < 16; ++i) xv[i] = i;
-  auto y = run("MaxPool", {make(F32, {1, 1, 4, 4}, xv)},
-               {attr_ints("kernel_shape", {3, 3}), attr_ints("strides", {2, 2}), attr_i("ceil_mode", 1)}, 1, 12)[0];
+  auto y =
+      run("MaxPool", {make(F32, {1, 1, 4, 4}, xv)},
+          {attr_ints("kernel_shape", {3, 3}), attr_ints("strides", {2, 2}), attr_i("ceil_mode", 1)},
+          1, 12)[0];
   ASSERT_EQ(shape_of(y), (std::vector<int64_t>{1, 1, 2, 2}));
   EXPECT_EQ(values(y), (std::vector<double>{10, 11, 14, 15}));
-  auto d = run("MaxPool", {make(F32, {1, 1, 4, 4}, xv)}, {attr_ints("kernel_shape", {2, 2}), attr_ints("dilations", {2, 2})},
-               1, 12)[0];
+  auto d = run("MaxPool", {make(F32, {1, 1, 4, 4}, xv)},
+               {attr_ints("kernel_shape", {2, 2}), attr_ints("dilations", {2, 2})}, 1, 12)[0];
   EXPECT_EQ(values(d), (std::vector<double>{10, 11, 14, 15}));
-  auto u8 = run("MaxPool", {make(DType::kUInt8, {1, 1, 1, 4}, {1, 200, 3, 4})}, {attr_ints("kernel_shape", {1, 2})}, 1, 12)[0];
+  auto u8 = run("MaxPool", {make(DType::kUInt8, {1, 1, 1, 4}, {1, 200, 3, 4})},
+                {attr_ints("kernel_shape", {1, 2})}, 1, 12)[0];
   EXPECT_EQ(u8.dtype(), DType::kUInt8);
   EXPECT_EQ(values(u8), (std::vector<double>{200, 200, 4}));
 }
 
 TEST(CpuNn, AveragePoolCountIncludePad) {
   const Tensor x = make(F32, {1, 1, 2, 2}, {1, 2, 3, 4});
-  const std::vector<plan::Attribute> attrs = {attr_ints("kernel_shape", {2, 2}), attr_ints("pads", {1, 1, 0, 0})};
+  const std::vector<plan::Attribute> attrs = {attr_ints("kernel_shape", {2, 2}),
+                                              attr_ints("pads", {1, 1, 0, 0})};
   auto ex = run("AveragePool", {x}, attrs, 1, 11)[0];
   ASSERT_EQ(shape_of(ex), (std::vector<int64_t>{1, 1, 2, 2}));
   EXPECT_EQ(values(ex), (std::vector<double>{1, 1.5, 2, 2.5}));
   auto attrs_in = attrs;
   attrs_in.push_back(attr_i("count_include_pad", 1));
-  EXPECT_EQ(values(run("AveragePool", {x}, attrs_in, 1, 11)[0]), (std::vector<double>{0.25, 0.75, 1, 2.5}));
+  EXPECT_EQ(values(run("AveragePool", {x}, attrs_in, 1, 11)[0]),
+            (std::vector<double>{0.25, 0.75, 1, 2.5}));
 }
 
 TEST(CpuNn, GlobalPoolsAndLpPool) {
@@ -504,15 +571,18 @@ TEST(CpuNn, GlobalPoolsAndLpPool) {
   EXPECT_EQ(shape_of(avg), (std::vector<int64_t>{1, 2, 1, 1}));
   EXPECT_EQ(values(avg), (std::vector<double>{2.5, -1}));
   EXPECT_EQ(values(run("GlobalMaxPool", {x}, {}, 1, 1)[0]), (std::vector<double>{4, 2}));
-  auto lp = run("LpPool", {make(F32, {1, 1, 1, 4}, {3, 4, 0, -5})}, {attr_ints("kernel_shape", {1, 2}), attr_ints("strides", {1, 2})},
-                1, 11)[0];
+  auto lp = run("LpPool", {make(F32, {1, 1, 1, 4}, {3, 4, 0, -5})},
+                {attr_ints("kernel_shape", {1, 2}), attr_ints("strides", {1, 2})}, 1, 11)[0];
   expect_close(values(lp), {5, 5}, 1e-6);
-  expect_close(values(run("GlobalLpPool", {make(F32, {1, 1, 2}, {3, 4})}, {attr_i("p", 1)}, 1, 2)[0]), {7}, 1e-6);
+  expect_close(
+      values(run("GlobalLpPool", {make(F32, {1, 1, 2}, {3, 4})}, {attr_i("p", 1)}, 1, 2)[0]), {7},
+      1e-6);
 }
 
 TEST(CpuNn, MaxUnpoolInvertsMaxPool) {
   const std::vector<double> xv = {1, 9, 2, 3, 4, 5, 8, 7, 6, 0, 11, 10, 12, 1, 1, 1};
-  const std::vector<plan::Attribute> attrs = {attr_ints("kernel_shape", {2, 2}), attr_ints("strides", {2, 2})};
+  const std::vector<plan::Attribute> attrs = {attr_ints("kernel_shape", {2, 2}),
+                                              attr_ints("strides", {2, 2})};
   auto pooled = run("MaxPool", {make(F32, {1, 1, 4, 4}, xv)}, attrs, 2, 12);
   auto y = run("MaxUnpool", {pooled[0], pooled[1]}, attrs, 1, 11)[0];
   ASSERT_EQ(shape_of(y), (std::vector<int64_t>{1, 1, 4, 4}));
@@ -524,9 +594,11 @@ TEST(CpuNn, MaxUnpoolInvertsMaxPool) {
 
 TEST(CpuNn, BatchNormalizationInference) {
   const auto xv = pseudo_random(2 * 3 * 4, 200);
-  const std::vector<double> s = {1, 2, 0.5}, b = {0, 1, -1}, mean = {0.1, -0.2, 0.3}, var = {1, 0.5, 2};
-  auto y = run("BatchNormalization", {make(F32, {2, 3, 4}, xv), make(F32, {3}, s), make(F32, {3}, b),
-                                      make(F32, {3}, mean), make(F32, {3}, var)},
+  const std::vector<double> s = {1, 2, 0.5}, b = {0, 1, -1}, mean = {0.1, -0.2, 0.3},
+                            var = {1, 0.5, 2};
+  auto y = run("BatchNormalization",
+               {make(F32, {2, 3, 4}, xv), make(F32, {3}, s), make(F32, {3}, b),
+                make(F32, {3}, mean), make(F32, {3}, var)},
                {attr_f("epsilon", 1e-3f)}, 1, 15)[0];
   std::vector<double> want(xv.size());
   for (size_t i = 0; i < xv.size(); ++i) {
@@ -539,9 +611,11 @@ TEST(CpuNn, BatchNormalizationInference) {
 TEST(CpuNn, BatchNormalizationTrainingMode) {
   // Channel 0 holds {1, 3, 5, 7} (mean 4, biased variance 5); channel 1 holds {0, 0, 2, 2}.
   const Tensor x = make(F32, {2, 2, 2}, {1, 3, 0, 0, 5, 7, 2, 2});
-  auto out = run("BatchNormalization",
-                 {x, make(F32, {2}, {1, 1}), make(F32, {2}, {0, 0}), make(F32, {2}, {10, 20}), make(F32, {2}, {3, 4})},
-                 {attr_i("training_mode", 1), attr_f("momentum", 0.9f), attr_f("epsilon", 0.0f)}, 3, 15);
+  auto out =
+      run("BatchNormalization",
+          {x, make(F32, {2}, {1, 1}), make(F32, {2}, {0, 0}), make(F32, {2}, {10, 20}),
+           make(F32, {2}, {3, 4})},
+          {attr_i("training_mode", 1), attr_f("momentum", 0.9f), attr_f("epsilon", 0.0f)}, 3, 15);
   const double sd0 = std::sqrt(5.0);
   expect_close(values(out[0]), {-3 / sd0, -1 / sd0, -1, -1, 1 / sd0, 3 / sd0, 1, 1}, 1e-6);
   expect_close(values(out[1]), {10 * 0.9 + 4 * 0.1, 20 * 0.9 + 1 * 0.1}, 1e-6);
@@ -552,7 +626,8 @@ TEST(CpuNn, BatchNormalizationHalfDataFloatStatistics) {
   // Opset 15 allows fp16 X with fp32 scale/bias/mean/var: Y is fp16, running stats stay fp32.
   const Tensor x = make(DType::kFloat16, {2, 1, 2}, {1, 2, 3, 4});
   const Tensor one = make(F32, {1}, {1}), zero = make(F32, {1}, {0});
-  auto out = run("BatchNormalization", {x, one, zero, zero, one}, {attr_i("training_mode", 1)}, 3, 15);
+  auto out =
+      run("BatchNormalization", {x, one, zero, zero, one}, {attr_i("training_mode", 1)}, 3, 15);
   EXPECT_EQ(out[0].dtype(), DType::kFloat16);
   EXPECT_EQ(out[1].dtype(), F32);
   EXPECT_EQ(out[2].dtype(), F32);
@@ -563,7 +638,8 @@ TEST(CpuNn, BatchNormalizationHalfDataFloatStatistics) {
 
 std::vector<double> layer_norm_ref(const std::vector<double>& x, int64_t rows, int64_t cols,
                                    const std::vector<double>& s, const std::vector<double>& b,
-                                   double eps, std::vector<double>* mean, std::vector<double>* inv) {
+                                   double eps, std::vector<double>* mean,
+                                   std::vector<double>* inv) {
   std::vector<double> y(x.size());
   for (int64_t r = 0; r < rows; ++r) {
     double m = 0, v = 0;
@@ -578,9 +654,11 @@ std::vector<double> layer_norm_ref(const std::vector<double>& x, int64_t rows, i
 }
 
 TEST(CpuNn, LayerNormalizationLastAxisAndStatistics) {
-  const auto xv = pseudo_random(2 * 3 * 5, 300), sv = pseudo_random(5, 301), bv = pseudo_random(5, 302);
-  auto out = run("LayerNormalization", {make(F32, {2, 3, 5}, xv), make(F32, {5}, sv), make(F32, {5}, bv)},
-                 {attr_f("epsilon", 1e-5f)}, 3, 17);
+  const auto xv = pseudo_random(2 * 3 * 5, 300), sv = pseudo_random(5, 301),
+             bv = pseudo_random(5, 302);
+  auto out =
+      run("LayerNormalization", {make(F32, {2, 3, 5}, xv), make(F32, {5}, sv), make(F32, {5}, bv)},
+          {attr_f("epsilon", 1e-5f)}, 3, 17);
   std::vector<double> mean, inv;
   expect_close(values(out[0]), layer_norm_ref(xv, 6, 5, sv, bv, 1e-5, &mean, &inv), 1e-5);
   EXPECT_EQ(shape_of(out[1]), (std::vector<int64_t>{2, 3, 1}));
@@ -591,48 +669,58 @@ TEST(CpuNn, LayerNormalizationLastAxisAndStatistics) {
 
 TEST(CpuNn, LayerNormalizationAxisOneWithoutBias) {
   const auto xv = pseudo_random(2 * 3 * 4, 310), sv = pseudo_random(12, 311);
-  auto out = run("LayerNormalization", {make(F32, {2, 3, 4}, xv), make(F32, {3, 4}, sv)}, {attr_i("axis", 1)}, 1, 17);
+  auto out = run("LayerNormalization", {make(F32, {2, 3, 4}, xv), make(F32, {3, 4}, sv)},
+                 {attr_i("axis", 1)}, 1, 17);
   std::vector<double> mean, inv;
-  expect_close(values(out[0]), layer_norm_ref(xv, 2, 12, sv, std::vector<double>(12, 0.0), 1e-5, &mean, &inv), 1e-5);
+  expect_close(values(out[0]),
+               layer_norm_ref(xv, 2, 12, sv, std::vector<double>(12, 0.0), 1e-5, &mean, &inv),
+               1e-5);
 }
 
 TEST(CpuNn, LayerNormalizationHalfKeepsFloatStatistics) {
   const auto xv = pseudo_random(2 * 8, 320);
   const Tensor xh = make(DType::kFloat16, {2, 8}, xv);
-  auto out = run("LayerNormalization", {xh, make(DType::kFloat16, {8}, std::vector<double>(8, 1.0))}, {}, 3, 17);
+  auto out = run("LayerNormalization",
+                 {xh, make(DType::kFloat16, {8}, std::vector<double>(8, 1.0))}, {}, 3, 17);
   EXPECT_EQ(out[0].dtype(), DType::kFloat16);
   EXPECT_EQ(out[1].dtype(), F32);
   std::vector<double> mean, inv;
-  const auto want = layer_norm_ref(values(xh), 2, 8, std::vector<double>(8, 1.0), std::vector<double>(8, 0.0), 1e-5,
-                                   &mean, &inv);
+  const auto want = layer_norm_ref(values(xh), 2, 8, std::vector<double>(8, 1.0),
+                                   std::vector<double>(8, 0.0), 1e-5, &mean, &inv);
   const auto got = values(out[0]);
-  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 2e-3 * (1 + std::abs(want[i])));
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_NEAR(got[i], want[i], 2e-3 * (1 + std::abs(want[i])));
 }
 
 TEST(CpuNn, InstanceNormalizationLrnAndMvn) {
   const auto xv = pseudo_random(2 * 3 * 4, 400);
   const std::vector<double> s = {1, 2, 3}, b = {0, -1, 1};
-  auto in = run("InstanceNormalization", {make(F32, {2, 3, 4}, xv), make(F32, {3}, s), make(F32, {3}, b)}, {}, 1, 6)[0];
+  auto in = run("InstanceNormalization",
+                {make(F32, {2, 3, 4}, xv), make(F32, {3}, s), make(F32, {3}, b)}, {}, 1, 6)[0];
   std::vector<double> mean, inv, want;
   for (int p = 0; p < 6; ++p) {
     std::vector<double> plane(xv.begin() + p * 4, xv.begin() + p * 4 + 4);
-    const auto y = layer_norm_ref(plane, 1, 4, std::vector<double>(4, s[p % 3]), std::vector<double>(4, b[p % 3]), 1e-5,
-                                  &mean, &inv);
+    const auto y = layer_norm_ref(plane, 1, 4, std::vector<double>(4, s[p % 3]),
+                                  std::vector<double>(4, b[p % 3]), 1e-5, &mean, &inv);
     want.insert(want.end(), y.begin(), y.end());
   }
   expect_close(values(in), want, 1e-5);
 
   // LRN, size 3 over 3 channels at one position: channel c sees c-1..c+1.
-  auto lrn = run("LRN", {make(F32, {1, 3, 1, 1}, {1, 2, 3})},
-                 {attr_i("size", 3), attr_f("alpha", 0.3f), attr_f("beta", 0.5f), attr_f("bias", 2.0f)}, 1, 13)[0];
-  expect_close(values(lrn), {1 / std::sqrt(2 + 0.1 * 5), 2 / std::sqrt(2 + 0.1 * 14), 3 / std::sqrt(2 + 0.1 * 13)},
-               1e-6);
+  auto lrn =
+      run("LRN", {make(F32, {1, 3, 1, 1}, {1, 2, 3})},
+          {attr_i("size", 3), attr_f("alpha", 0.3f), attr_f("beta", 0.5f), attr_f("bias", 2.0f)}, 1,
+          13)[0];
+  expect_close(
+      values(lrn),
+      {1 / std::sqrt(2 + 0.1 * 5), 2 / std::sqrt(2 + 0.1 * 14), 3 / std::sqrt(2 + 0.1 * 13)}, 1e-6);
 
   // MVN over axes [0, 2, 3] of [2, 2, 1, 2]: per channel.
   const std::vector<double> mv = {1, 3, 10, 10, 5, 7, 10, 14};
   auto mvn = run("MeanVarianceNormalization", {make(F32, {2, 2, 1, 2}, mv)}, {}, 1, 13)[0];
   const double sd0 = std::sqrt(5.0), sd1 = std::sqrt(3.0);
-  expect_close(values(mvn), {-3 / sd0, -1 / sd0, -1 / sd1, -1 / sd1, 1 / sd0, 3 / sd0, -1 / sd1, 3 / sd1}, 1e-6);
+  expect_close(values(mvn),
+               {-3 / sd0, -1 / sd0, -1 / sd1, -1 / sd1, 1 / sd0, 3 / sd0, -1 / sd1, 3 / sd1}, 1e-6);
 }
 
 }  // namespace

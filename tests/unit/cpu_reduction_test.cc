@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "base/error.h"
-#include "runtime/tensor.h"
 #include "runtime/plan/plan.pb.h"
+#include "runtime/tensor.h"
 
 // Defined in cpu_nn_test.cc.
 namespace ampc::rt::cpu::optest {
@@ -69,11 +69,16 @@ std::vector<double> ref_reduce(const std::vector<double>& x, const std::vector<i
       mn = std::min(mn, v);
     }
     for (double v : g) {
-      if (kind == "prod") acc *= v;
-      else if (kind == "l1") acc += std::abs(v);
-      else if (kind == "l2" || kind == "sumsquare") acc += v * v;
-      else if (kind == "logsumexp") acc += std::exp(v - mx);
-      else acc += v;
+      if (kind == "prod")
+        acc *= v;
+      else if (kind == "l1")
+        acc += std::abs(v);
+      else if (kind == "l2" || kind == "sumsquare")
+        acc += v * v;
+      else if (kind == "logsumexp")
+        acc += std::exp(v - mx);
+      else
+        acc += v;
     }
     if (kind == "mean") acc /= static_cast<double>(g.size());
     if (kind == "max") acc = mx;
@@ -100,7 +105,8 @@ TEST(CpuReduction, ReduceSumAxesInputKeepdimsAndNoop) {
   auto all = run("ReduceSum", {x}, {}, 1, 13)[0];
   EXPECT_EQ(all.shape(), (std::vector<int64_t>{1, 1, 1}));
   expect_close(values(all), ref_reduce(xv, dims, {}, "sum"), 1e-5);
-  auto noop = run("ReduceSum", {x, make(I64, {0}, {})}, {attr_i("noop_with_empty_axes", 1)}, 1, 13)[0];
+  auto noop =
+      run("ReduceSum", {x, make(I64, {0}, {})}, {attr_i("noop_with_empty_axes", 1)}, 1, 13)[0];
   EXPECT_EQ(noop.shape(), dims);
   EXPECT_EQ(values(noop), values(x));
 }
@@ -110,21 +116,30 @@ TEST(CpuReduction, EveryKindOverSeveralAxesMatchesReference) {
   auto xv = pseudo_random(120, 2);
   for (auto& v : xv) v += 1.5;  // positive: log and prod stay tame
   const Tensor x = make(DType::kFloat64, dims, xv);
-  const std::vector<std::pair<std::string, std::string>> kinds = {
-      {"ReduceSum", "sum"}, {"ReduceMean", "mean"},   {"ReduceProd", "prod"},
-      {"ReduceMax", "max"}, {"ReduceMin", "min"},     {"ReduceL1", "l1"},
-      {"ReduceL2", "l2"},   {"ReduceLogSum", "logsum"}, {"ReduceLogSumExp", "logsumexp"},
-      {"ReduceSumSquare", "sumsquare"}};
+  const std::vector<std::pair<std::string, std::string>> kinds = {{"ReduceSum", "sum"},
+                                                                  {"ReduceMean", "mean"},
+                                                                  {"ReduceProd", "prod"},
+                                                                  {"ReduceMax", "max"},
+                                                                  {"ReduceMin", "min"},
+                                                                  {"ReduceL1", "l1"},
+                                                                  {"ReduceL2", "l2"},
+                                                                  {"ReduceLogSum", "logsum"},
+                                                                  {"ReduceLogSumExp", "logsumexp"},
+                                                                  {"ReduceSumSquare", "sumsquare"}};
   // Contiguous, leading, trailing, and split axes (the last needs a permutation).
-  const std::vector<std::vector<int64_t>> axis_sets = {{1, 2}, {0}, {3}, {0, 2}, {1, 3}, {0, 1, 2, 3}};
+  const std::vector<std::vector<int64_t>> axis_sets = {{1, 2}, {0},    {3},
+                                                       {0, 2}, {1, 3}, {0, 1, 2, 3}};
   for (const auto& [op, kind] : kinds) {
     for (const auto& axes : axis_sets) {
       // Before opset 18 (13 for ReduceSum) the axes are an attribute.
-      const auto y = op == "ReduceSum" ? run(op, {x, make(I64, {static_cast<int64_t>(axes.size())},
-                                                          std::vector<double>(axes.begin(), axes.end()))},
-                                             {attr_i("keepdims", 0)}, 1, 13)[0]
-                                       : run(op, {x}, {attr_ints("axes", axes), attr_i("keepdims", 0)}, 1, 13)[0];
-      SCOPED_TRACE(op + " over " + std::to_string(axes.size()) + " axes starting at " + std::to_string(axes[0]));
+      const auto y = op == "ReduceSum"
+                         ? run(op,
+                               {x, make(I64, {static_cast<int64_t>(axes.size())},
+                                        std::vector<double>(axes.begin(), axes.end()))},
+                               {attr_i("keepdims", 0)}, 1, 13)[0]
+                         : run(op, {x}, {attr_ints("axes", axes), attr_i("keepdims", 0)}, 1, 13)[0];
+      SCOPED_TRACE(op + " over " + std::to_string(axes.size()) + " axes starting at " +
+                   std::to_string(axes[0]));
       expect_close(values(y), ref_reduce(xv, dims, axes, kind), 1e-12);
     }
   }
@@ -134,15 +149,18 @@ TEST(CpuReduction, IntegerAndSixteenBitReductions) {
   const Tensor xi = make(I64, {2, 3}, {1, -7, 3, 4, 5, 6});
   EXPECT_EQ(values(run("ReduceSum", {xi, make(I64, {1}, {1})}, {attr_i("keepdims", 0)}, 1, 13)[0]),
             (std::vector<double>{-3, 15}));
-  EXPECT_EQ(values(run("ReduceMax", {make(DType::kInt32, {2, 3}, {1, -7, 3, 4, 5, 6})}, {attr_ints("axes", {0})}, 1, 13)[0]),
+  EXPECT_EQ(values(run("ReduceMax", {make(DType::kInt32, {2, 3}, {1, -7, 3, 4, 5, 6})},
+                       {attr_ints("axes", {0})}, 1, 13)[0]),
             (std::vector<double>{4, 5, 6}));
-  auto u8 = run("ReduceMin", {make(DType::kUInt8, {4}, {9, 200, 3, 77})}, {attr_i("keepdims", 0)}, 1, 13)[0];
+  auto u8 = run("ReduceMin", {make(DType::kUInt8, {4}, {9, 200, 3, 77})}, {attr_i("keepdims", 0)},
+                1, 13)[0];
   EXPECT_EQ(u8.dtype(), DType::kUInt8);
   EXPECT_EQ(values(u8), (std::vector<double>{3}));
   // fp16: summed in fp32 and rounded once (1 + 2^-11 four times = 1 + 2^-9: exact in fp16;
   // summing in fp16 would lose every 2^-11 term).
   const double tiny = 1.0 / 2048;
-  auto h = run("ReduceSum", {make(DType::kFloat16, {5}, {1, tiny, tiny, tiny, tiny})}, {attr_i("keepdims", 0)}, 1, 13)[0];
+  auto h = run("ReduceSum", {make(DType::kFloat16, {5}, {1, tiny, tiny, tiny, tiny})},
+               {attr_i("keepdims", 0)}, 1, 13)[0];
   EXPECT_EQ(h.dtype(), DType::kFloat16);
   EXPECT_EQ(values(h), (std::vector<double>{1 + 4 * tiny}));
   auto b = run("ReduceSumSquare", {make(DType::kBFloat16, {2}, {3, 4})}, {}, 1, 13)[0];
@@ -152,7 +170,8 @@ TEST(CpuReduction, IntegerAndSixteenBitReductions) {
 
 TEST(CpuReduction, MaxAndMinPropagateNan) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  auto y = run("ReduceMax", {make(F32, {2, 2}, {1, nan, nan, 2})}, {attr_ints("axes", {1})}, 1, 13)[0];
+  auto y =
+      run("ReduceMax", {make(F32, {2, 2}, {1, nan, nan, 2})}, {attr_ints("axes", {1})}, 1, 13)[0];
   EXPECT_TRUE(std::isnan(values(y)[0]));
   EXPECT_TRUE(std::isnan(values(y)[1]));
 }
@@ -163,18 +182,22 @@ TEST(CpuReduction, ArgMaxArgMin) {
   EXPECT_EQ(a.dtype(), I64);
   EXPECT_EQ(a.shape(), (std::vector<int64_t>{2, 1}));
   EXPECT_EQ(values(a), (std::vector<double>{1, 0}));
-  auto last = run("ArgMax", {x}, {attr_i("axis", -1), attr_i("keepdims", 0), attr_i("select_last_index", 1)}, 1, 13)[0];
+  auto last =
+      run("ArgMax", {x},
+          {attr_i("axis", -1), attr_i("keepdims", 0), attr_i("select_last_index", 1)}, 1, 13)[0];
   EXPECT_EQ(last.shape(), (std::vector<int64_t>{2}));
   EXPECT_EQ(values(last), (std::vector<double>{2, 2}));
   auto mn = run("ArgMin", {x}, {attr_i("axis", 0)}, 1, 13)[0];
   EXPECT_EQ(mn.shape(), (std::vector<int64_t>{1, 3}));
   EXPECT_EQ(values(mn), (std::vector<double>{0, 1, 0}));
-  EXPECT_EQ(values(run("ArgMin", {make(DType::kInt32, {3}, {4, -2, -2})}, {attr_i("select_last_index", 1)}, 1, 13)[0]),
+  EXPECT_EQ(values(run("ArgMin", {make(DType::kInt32, {3}, {4, -2, -2})},
+                       {attr_i("select_last_index", 1)}, 1, 13)[0]),
             (std::vector<double>{2}));
 }
 
 // softmax / log-softmax of x [outer, n, inner] along n, in double.
-std::vector<double> ref_softmax(const std::vector<double>& x, int64_t outer, int64_t n, int64_t inner, bool log) {
+std::vector<double> ref_softmax(const std::vector<double>& x, int64_t outer, int64_t n,
+                                int64_t inner, bool log) {
   std::vector<double> y(x.size());
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t i = 0; i < inner; ++i) {
@@ -192,9 +215,11 @@ std::vector<double> ref_softmax(const std::vector<double>& x, int64_t outer, int
 TEST(CpuReduction, SoftmaxAlongOneAxisFromOpset13) {
   const auto xv = pseudo_random(2 * 3 * 4, 10);
   const Tensor x = make(F32, {2, 3, 4}, xv);
-  expect_close(values(run("Softmax", {x}, {attr_i("axis", 1)}, 1, 13)[0]), ref_softmax(xv, 2, 3, 4, false), 1e-6);
+  expect_close(values(run("Softmax", {x}, {attr_i("axis", 1)}, 1, 13)[0]),
+               ref_softmax(xv, 2, 3, 4, false), 1e-6);
   expect_close(values(run("Softmax", {x}, {}, 1, 13)[0]), ref_softmax(xv, 6, 4, 1, false), 1e-6);
-  expect_close(values(run("LogSoftmax", {x}, {attr_i("axis", 0)}, 1, 13)[0]), ref_softmax(xv, 1, 2, 12, true), 1e-6);
+  expect_close(values(run("LogSoftmax", {x}, {attr_i("axis", 0)}, 1, 13)[0]),
+               ref_softmax(xv, 1, 2, 12, true), 1e-6);
 }
 
 TEST(CpuReduction, SoftmaxCoercesTo2dBeforeOpset13) {
@@ -202,7 +227,8 @@ TEST(CpuReduction, SoftmaxCoercesTo2dBeforeOpset13) {
   const Tensor x = make(F32, {2, 3, 4}, xv);
   // Default axis 1: rows of 3 * 4.
   expect_close(values(run("Softmax", {x}, {}, 1, 11)[0]), ref_softmax(xv, 2, 12, 1, false), 1e-6);
-  expect_close(values(run("LogSoftmax", {x}, {attr_i("axis", -1)}, 1, 11)[0]), ref_softmax(xv, 6, 4, 1, true), 1e-6);
+  expect_close(values(run("LogSoftmax", {x}, {attr_i("axis", -1)}, 1, 11)[0]),
+               ref_softmax(xv, 6, 4, 1, true), 1e-6);
   auto h = run("Hardmax", {make(F32, {2, 2, 2}, {1, 3, 3, 0, 2, 2, 2, 2})}, {}, 1, 11)[0];
   EXPECT_EQ(values(h), (std::vector<double>{0, 1, 0, 0, 1, 0, 0, 0}));
 }
@@ -221,12 +247,13 @@ TEST(CpuReduction, SoftmaxHalfRoundsFloatResultOnce) {
   auto yf = run("Softmax", {make(F32, {3, 16}, values(xh))}, {}, 1, 13)[0];
   ASSERT_EQ(yh.dtype(), DType::kFloat16);
   const auto h = values(yh), f = values(yf);
-  for (size_t i = 0; i < h.size(); ++i) EXPECT_EQ(h[i], half_to_float(float_to_half(static_cast<float>(f[i]))));
+  for (size_t i = 0; i < h.size(); ++i)
+    EXPECT_EQ(h[i], half_to_float(float_to_half(static_cast<float>(f[i]))));
 }
 
 // -sum(w[t] * log_softmax(x)[t]) / sum(w[t]) over non-ignored targets of x [n, c, d].
-double ref_sce_mean(const std::vector<double>& x, const std::vector<int64_t>& t, int64_t n, int64_t c, int64_t d,
-                    const std::vector<double>& w, int64_t ignore) {
+double ref_sce_mean(const std::vector<double>& x, const std::vector<int64_t>& t, int64_t n,
+                    int64_t c, int64_t d, const std::vector<double>& w, int64_t ignore) {
   const auto lp = ref_softmax(x, n, c, d, true);
   double num = 0, den = 0;
   for (int64_t i = 0; i < n; ++i)
@@ -249,7 +276,8 @@ TEST(CpuReduction, SoftmaxCrossEntropyMeanWithIgnoreIndexAndWeights) {
   EXPECT_EQ(plain[0].shape(), (std::vector<int64_t>{}));
   expect_close(values(plain[0]), {ref_sce_mean(xv, t, 4, 5, 1, {}, -100)}, 1e-6);
   expect_close(values(plain[1]), ref_softmax(xv, 4, 5, 1, true), 1e-6);
-  auto weighted = run("SoftmaxCrossEntropyLoss", {x, target, make(F32, {5}, w)}, {attr_i("ignore_index", -100)}, 1, 13);
+  auto weighted = run("SoftmaxCrossEntropyLoss", {x, target, make(F32, {5}, w)},
+                      {attr_i("ignore_index", -100)}, 1, 13);
   expect_close(values(weighted[0]), {ref_sce_mean(xv, t, 4, 5, 1, w, -100)}, 1e-6);
 }
 
@@ -257,26 +285,31 @@ TEST(CpuReduction, SoftmaxCrossEntropyNdNoReduction) {
   // scores [2, 3, 2, 2], targets [2, 2, 2]: per-position losses.
   const auto xv = pseudo_random(24, 21);
   const std::vector<double> tv = {0, 1, 2, 1, 2, 2, 0, 0};
-  auto out = run("SoftmaxCrossEntropyLoss", {make(F32, {2, 3, 2, 2}, xv), make(DType::kInt32, {2, 2, 2}, tv)},
+  auto out = run("SoftmaxCrossEntropyLoss",
+                 {make(F32, {2, 3, 2, 2}, xv), make(DType::kInt32, {2, 2, 2}, tv)},
                  {attr_s("reduction", "none")}, 1, 13)[0];
   EXPECT_EQ(out.shape(), (std::vector<int64_t>{2, 2, 2}));
   const auto lp = ref_softmax(xv, 2, 3, 4, true);
   std::vector<double> want;
   for (int i = 0; i < 2; ++i)
-    for (int j = 0; j < 4; ++j) want.push_back(-lp[(i * 3 + static_cast<int>(tv[i * 4 + j])) * 4 + j]);
+    for (int j = 0; j < 4; ++j)
+      want.push_back(-lp[(i * 3 + static_cast<int>(tv[i * 4 + j])) * 4 + j]);
   expect_close(values(out), want, 1e-6);
 }
 
 TEST(CpuReduction, NegativeLogLikelihoodSumAndErrors) {
   const Tensor logp = make(F32, {2, 3}, {-1, -2, -3, -4, -5, -6});
-  auto s = run("NegativeLogLikelihoodLoss", {logp, make(I64, {2}, {2, 0}), make(F32, {3}, {1, 1, 0.5})},
-               {attr_s("reduction", "sum")}, 1, 13)[0];
+  auto s =
+      run("NegativeLogLikelihoodLoss", {logp, make(I64, {2}, {2, 0}), make(F32, {3}, {1, 1, 0.5})},
+          {attr_s("reduction", "sum")}, 1, 13)[0];
   expect_close(values(s), {3 * 0.5 + 4}, 1e-6);
-  auto m = run("NegativeLogLikelihoodLoss", {logp, make(I64, {2}, {2, 1})}, {attr_i("ignore_index", 1)}, 1, 13)[0];
+  auto m = run("NegativeLogLikelihoodLoss", {logp, make(I64, {2}, {2, 1})},
+               {attr_i("ignore_index", 1)}, 1, 13)[0];
   expect_close(values(m), {3}, 1e-6);
   EXPECT_THAT(run_error("NegativeLogLikelihoodLoss", {logp, make(I64, {2}, {3, 0})}, {}, 1, 13),
               HasSubstr("target 3 at position 0 is not a class index in [0, 3)"));
-  EXPECT_THAT(run_error("NegativeLogLikelihoodLoss", {logp, make(I64, {2}, {0, 0})}, {attr_s("reduction", "avg")}, 1, 13),
+  EXPECT_THAT(run_error("NegativeLogLikelihoodLoss", {logp, make(I64, {2}, {0, 0})},
+                        {attr_s("reduction", "avg")}, 1, 13),
               HasSubstr("attribute 'reduction' value 'avg' is not supported"));
 }
 

@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   ampc::cli::add_compile_command(app);
   ampc::cli::add_run_command(app);
   ampc::cli::add_inspect_command(app);
+  ampc::cli::add_bench_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -87,7 +87,8 @@ V min_of(V a, V b) {
 void pow_op(OpContext& ctx) {
   const Tensor& x = ctx.in(0);
   const Tensor& y = ctx.in(1);
-  const auto shape = broadcast_or_fail(ctx, {&x, &y});
+  const Shape y_shape = second_operand_shape(ctx);
+  const auto shape = broadcast_or_fail(ctx, {x.shape(), y_shape});
   if (!kc::visit_dtype<kNumeric>(y.dtype(), [](auto) {})) ctx.unsupported_dtype(1);
   dispatch<kNumeric>(ctx, 0, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -96,12 +97,12 @@ void pow_op(OpContext& ctx) {
     Tensor& out = ctx.output(0, x.dtype(), shape);
     if (std::is_integral_v<M> && is_float(y.dtype())) {
       const Tensor e = cast_tensor(ctx, y, DType::kFloat64);
-      kc::binary_map(x.data<T>(), x.shape(), e.data<double>(), e.shape(), out.data<T>(), shape,
+      kc::binary_map(x.data<T>(), x.shape(), e.data<double>(), y_shape, out.data<T>(), shape,
                      [](M a, double b) { return std::pow(static_cast<double>(a), b); });
       return;
     }
     const Tensor e = cast_tensor(ctx, y, dtype_of<W>());
-    kc::binary_map(x.data<T>(), x.shape(), e.data<W>(), e.shape(), out.data<T>(), shape,
+    kc::binary_map(x.data<T>(), x.shape(), e.data<W>(), y_shape, out.data<T>(), shape,
                    [](M a, W b) {
                      if constexpr (std::is_floating_point_v<M>) {
                        return std::pow(a, b);
@@ -116,22 +117,24 @@ void pow_op(OpContext& ctx) {
 template <unsigned Set, typename F>
 void variadic_op(OpContext& ctx, F f, bool mean) {
   std::vector<const Tensor*> inputs;
+  std::vector<Shape> shapes;
   for (int i = 0; i < ctx.num_inputs(); ++i) {
     inputs.push_back(&ctx.in(i));
+    shapes.push_back(ctx.in(i).shape());
     require_same_dtype(ctx, 0, i);
   }
   if (inputs.empty()) ctx.fail("needs at least one input");
-  const auto shape = broadcast_or_fail(ctx, inputs);
+  const auto shape = broadcast_or_fail(ctx, shapes);
   dispatch<Set>(ctx, 0, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using M = opmath_t<T>;
     std::vector<M> acc(static_cast<size_t>(numel_of(shape)));
     const Tensor& first = *inputs[0];
-    kc::binary_map(first.data<T>(), first.shape(), first.data<T>(), first.shape(), acc.data(), shape,
-                   [](M a, M) { return a; });
+    kc::binary_map(first.data<T>(), first.shape(), first.data<T>(), first.shape(), acc.data(),
+                   shape, [](M a, M) { return a; });
     for (size_t i = 1; i < inputs.size(); ++i) {
-      kc::binary_map(acc.data(), shape, inputs[i]->data<T>(), inputs[i]->shape(), acc.data(),
-                     shape, f);
+      kc::binary_map(acc.data(), shape, inputs[i]->data<T>(), inputs[i]->shape(), acc.data(), shape,
+                     f);
     }
     Tensor& y = ctx.output(0, first.dtype(), shape);
     const M n = static_cast<M>(inputs.size());
@@ -159,8 +162,8 @@ void prelu_op(OpContext& ctx) {
   dispatch<kc::kSignedNumeric>(ctx, 0, [&](auto tag) {
     using T = typename decltype(tag)::type;
     Tensor& y = ctx.output(0, x.dtype(), x.shape());
-    kc::binary_map(x.data<T>(), x.shape(), ctx.in(1).data<T>(), slope_shape, y.data<T>(),
-                   x.shape(), [](auto a, auto s) { return a < 0 ? decltype(a)(s * a) : a; });
+    kc::binary_map(x.data<T>(), x.shape(), ctx.in(1).data<T>(), slope_shape, y.data<T>(), x.shape(),
+                   [](auto a, auto s) { return a < 0 ? decltype(a)(s * a) : a; });
   });
 }
 
@@ -181,16 +184,20 @@ void register_arithmetic(OpRegistry& r) {
   });
   r.add("Pow", pow_op);
   r.add("Sum", [](OpContext& ctx) {
-    variadic_op<kFloats>(ctx, [](auto a, auto b) { return a + b; }, false);
+    variadic_op<kFloats>(
+        ctx, [](auto a, auto b) { return a + b; }, false);
   });
   r.add("Mean", [](OpContext& ctx) {
-    variadic_op<kFloats>(ctx, [](auto a, auto b) { return a + b; }, true);
+    variadic_op<kFloats>(
+        ctx, [](auto a, auto b) { return a + b; }, true);
   });
   r.add("Max", [](OpContext& ctx) {
-    variadic_op<kNumeric>(ctx, [](auto a, auto b) { return max_of(a, b); }, false);
+    variadic_op<kNumeric>(
+        ctx, [](auto a, auto b) { return max_of(a, b); }, false);
   });
   r.add("Min", [](OpContext& ctx) {
-    variadic_op<kNumeric>(ctx, [](auto a, auto b) { return min_of(a, b); }, false);
+    variadic_op<kNumeric>(
+        ctx, [](auto a, auto b) { return min_of(a, b); }, false);
   });
   r.add("PRelu", prelu_op);
 }

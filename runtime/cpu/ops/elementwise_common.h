@@ -24,8 +24,12 @@ void dispatch(const OpContext& ctx, int i, F&& f) {
   if (!kc::visit_dtype<Set>(ctx.in(i).dtype(), f)) ctx.unsupported_dtype(i);
 }
 
-// The numpy broadcast of the shapes of `inputs`, or a failure naming them.
-std::vector<int64_t> broadcast_or_fail(const OpContext& ctx, const std::vector<const Tensor*>& inputs);
+// The numpy broadcast of `shapes`, or a failure naming them.
+std::vector<int64_t> broadcast_or_fail(const OpContext& ctx, const std::vector<kc::Shape>& shapes);
+
+// The shape input 1 of a binary operator broadcasts with: its own, except before opset 7 with
+// broadcast=1 and an axis, where its dimensions line up with input 0's from that axis.
+kc::Shape second_operand_shape(const OpContext& ctx);
 
 // Fails unless inputs a and b have the same element type.
 void require_same_dtype(const OpContext& ctx, int a, int b);
@@ -51,12 +55,13 @@ void binary_op(OpContext& ctx, F f) {
   const Tensor& a = ctx.in(0);
   const Tensor& b = ctx.in(1);
   require_same_dtype(ctx, 0, 1);
-  const auto shape = broadcast_or_fail(ctx, {&a, &b});
+  const kc::Shape b_shape = second_operand_shape(ctx);
+  const auto shape = broadcast_or_fail(ctx, {a.shape(), b_shape});
   dispatch<Set>(ctx, 0, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using Out = std::conditional_t<OutBool, bool, T>;
     Tensor& y = ctx.output(0, OutBool ? DType::kBool : a.dtype(), shape);
-    kc::binary_map(a.data<T>(), a.shape(), b.data<T>(), b.shape(), y.data<Out>(), shape, f);
+    kc::binary_map(a.data<T>(), a.shape(), b.data<T>(), b_shape, y.data<Out>(), shape, f);
   });
 }
 

@@ -1,4 +1,5 @@
 // Type conversion and selection: Cast, CastLike, Identity, Where, Clip, Dropout.
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -70,13 +71,30 @@ void cast_op(OpContext& ctx, DType to) {
   }
 }
 
+// Cast's `to`: a TensorProto.DataType code, or before opset 6 its name ("FLOAT").
+DType cast_target(const OpContext& ctx) {
+  for (const auto& a : ctx.step().attributes()) {
+    if (a.name() != "to" || a.value_case() != plan::Attribute::kS) continue;
+    std::string name = a.s();
+    for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    const auto t = dtype_from_name(name);
+    if (!t) ctx.fail("attribute 'to' value '" + a.s() + "' is not a known element type");
+    return *t;
+  }
+  const int64_t to = ctx.attr_int("to");
+  if (!dtype_is_known(static_cast<int32_t>(to))) {
+    ctx.fail("attribute 'to' value " + std::to_string(to) + " is not a known element type");
+  }
+  return static_cast<DType>(to);
+}
+
 void where_op(OpContext& ctx) {
   const Tensor& c = ctx.in(0);
   const Tensor& x = ctx.in(1);
   const Tensor& y = ctx.in(2);
   if (c.dtype() != DType::kBool) ctx.unsupported_dtype(0);
   require_same_dtype(ctx, 1, 2);
-  const auto shape = broadcast_or_fail(ctx, {&c, &x, &y});
+  const auto shape = broadcast_or_fail(ctx, {c.shape(), x.shape(), y.shape()});
   dispatch<kAllTypes>(ctx, 1, [&](auto tag) {
     using T = typename decltype(tag)::type;
     Tensor& out = ctx.output(0, x.dtype(), shape);
@@ -138,8 +156,8 @@ void dropout_op(OpContext& ctx) {
   const DType mask_type = ctx.opset() >= 10 ? DType::kBool : x.dtype();
   std::vector<bool> keep(static_cast<size_t>(x.numel()), true);
   if (training) {
-    const uint64_t seed = ctx.has_attr("seed") ? static_cast<uint64_t>(ctx.attr_int("seed"))
-                                               : std::random_device{}();
+    const uint64_t seed =
+        ctx.has_attr("seed") ? static_cast<uint64_t>(ctx.attr_int("seed")) : std::random_device{}();
     std::mt19937_64 gen(seed);
     std::uniform_real_distribution<double> u(0.0, 1.0);
     for (size_t i = 0; i < keep.size(); ++i) keep[i] = u(gen) >= ratio;
@@ -185,13 +203,7 @@ Tensor cast_tensor(const OpContext& ctx, const Tensor& t, DType to) {
 }
 
 void register_elementwise_convert(OpRegistry& r) {
-  r.add("Cast", [](OpContext& ctx) {
-    const int64_t to = ctx.attr_int("to");
-    if (!dtype_is_known(static_cast<int32_t>(to))) {
-      ctx.fail("attribute 'to' value " + std::to_string(to) + " is not a known element type");
-    }
-    cast_op(ctx, static_cast<DType>(to));
-  });
+  r.add("Cast", [](OpContext& ctx) { cast_op(ctx, cast_target(ctx)); });
   r.add("CastLike", [](OpContext& ctx) { cast_op(ctx, ctx.in(1).dtype()); });
   r.add("Identity", [](OpContext& ctx) { ctx.set_output(0, ctx.in(0)); });
   r.add("Where", where_op);

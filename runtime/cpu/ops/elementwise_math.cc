@@ -65,7 +65,8 @@ void register_math(OpRegistry& r) {
 void register_activations(OpRegistry& r) {
   add_unary<kFloats>(r, "Sigmoid", [](auto x) { return decltype(x)(1) / (1 + std::exp(-x)); });
   // Relu keeps NaN (as torch does); integer types are allowed from opset 14.
-  add_unary<kSignedNumeric>(r, "Relu", [](auto x) { return x < decltype(x)(0) ? decltype(x)(0) : x; });
+  add_unary<kSignedNumeric>(r, "Relu",
+                            [](auto x) { return x < decltype(x)(0) ? decltype(x)(0) : x; });
   add_unary<kFloats>(r, "Softsign", [](auto x) { return x / (1 + std::abs(x)); });
   add_unary<kFloats>(r, "Softplus", [](auto x) {
     return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));
@@ -80,7 +81,8 @@ void register_activations(OpRegistry& r) {
   });
   r.add("Elu", [](OpContext& ctx) {
     const float alpha = ctx.attr_float("alpha", 1.0f);
-    unary_op<kFloats>(ctx, [alpha](auto x) { return x < 0 ? decltype(x)(alpha) * std::expm1(x) : x; });
+    unary_op<kFloats>(ctx,
+                      [alpha](auto x) { return x < 0 ? decltype(x)(alpha) * std::expm1(x) : x; });
   });
   r.add("Selu", [](OpContext& ctx) {
     const float alpha = ctx.attr_float("alpha", 1.67326319217681884765625f);

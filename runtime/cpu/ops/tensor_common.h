@@ -34,12 +34,18 @@ int64_t normalize_axis(const OpContext& ctx, int64_t axis, int64_t rank);
 template <typename F>
 void visit_storage(DType t, F&& f) {
   switch (t == DType::kString ? 0 : dtype_size(t)) {
-    case 0: return f(kc::Tag<std::string>{});
-    case 1: return f(kc::Tag<uint8_t>{});
-    case 2: return f(kc::Tag<uint16_t>{});
-    case 4: return f(kc::Tag<uint32_t>{});
-    case 8: return f(kc::Tag<uint64_t>{});
-    default: throw Error("internal: element type " + std::string(dtype_name(t)) + " cannot be moved");
+    case 0:
+      return f(kc::Tag<std::string>{});
+    case 1:
+      return f(kc::Tag<uint8_t>{});
+    case 2:
+      return f(kc::Tag<uint16_t>{});
+    case 4:
+      return f(kc::Tag<uint32_t>{});
+    case 8:
+      return f(kc::Tag<uint64_t>{});
+    default:
+      throw Error("internal: element type " + std::string(dtype_name(t)) + " cannot be moved");
   }
 }
 

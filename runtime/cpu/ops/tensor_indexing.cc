@@ -12,7 +12,8 @@ namespace {
 // Index i of an axis of size dim, negative counted from the end; fails outside [-dim, dim).
 int64_t fix_index(const OpContext& ctx, int64_t i, int64_t dim) {
   if (i < -dim || i >= dim) {
-    ctx.fail("index " + std::to_string(i) + " is out of range for an axis of size " + std::to_string(dim));
+    ctx.fail("index " + std::to_string(i) + " is out of range for an axis of size " +
+             std::to_string(dim));
   }
   return i < 0 ? i + dim : i;
 }
@@ -44,8 +45,8 @@ void gather_op(OpContext& ctx) {
 
 // For each element of `indices` (flat k), the flat offset into `data` of the element whose
 // coordinate along `axis` is replaced by indices[k].
-std::vector<int64_t> element_offsets(const OpContext& ctx, const Tensor& data, const Tensor& indices,
-                                     int64_t axis) {
+std::vector<int64_t> element_offsets(const OpContext& ctx, const Tensor& data,
+                                     const Tensor& indices, int64_t axis) {
   if (indices.rank() != data.rank()) ctx.fail("indices must have the rank of the data");
   const std::vector<int64_t> idx = ints_of(ctx, 1);
   const Shape strides = kc::contiguous_strides(data.shape());
@@ -93,20 +94,34 @@ void apply_update(T& dst, const T& src, int reduction) {
     }
     const auto a = kc::load(dst), b = kc::load(src);
     switch (reduction) {
-      case 1: dst = kc::store<T>(a + b); break;
-      case 2: dst = kc::store<T>(a * b); break;
-      case 3: dst = kc::store<T>(std::max(a, b)); break;
-      default: dst = kc::store<T>(std::min(a, b)); break;
+      case 1:
+        dst = kc::store<T>(a + b);
+        break;
+      case 2:
+        dst = kc::store<T>(a * b);
+        break;
+      case 3:
+        dst = kc::store<T>(std::max(a, b));
+        break;
+      default:
+        dst = kc::store<T>(std::min(a, b));
+        break;
     }
   }
 }
 
 int reduction_of(const OpContext& ctx) {
   const std::string r = ctx.attr_string("reduction", "none");
-  const int code = r == "none" ? 0 : r == "add" ? 1 : r == "mul" ? 2 : r == "max" ? 3 : r == "min" ? 4 : -1;
+  const int code = r == "none"  ? 0
+                   : r == "add" ? 1
+                   : r == "mul" ? 2
+                   : r == "max" ? 3
+                   : r == "min" ? 4
+                                : -1;
   if (code < 0) ctx.fail("attribute 'reduction' value '" + r + "' is not supported");
   if (code > 0 && (ctx.in(0).dtype() == DType::kString || ctx.in(0).dtype() == DType::kBool)) {
-    ctx.fail("reduction '" + r + "' is not supported for element type " + std::string(dtype_name(ctx.in(0).dtype())));
+    ctx.fail("reduction '" + r + "' is not supported for element type " +
+             std::string(dtype_name(ctx.in(0).dtype())));
   }
   return code;
 }
@@ -161,11 +176,13 @@ struct NdIndex {
   int64_t slice = 1;
 };
 
-NdIndex nd_index(const OpContext& ctx, const Tensor& data, const Tensor& indices, int64_t batch_dims) {
+NdIndex nd_index(const OpContext& ctx, const Tensor& data, const Tensor& indices,
+                 int64_t batch_dims) {
   if (indices.rank() < 1) ctx.fail("indices must have rank >= 1");
   const int64_t k = indices.dim(indices.rank() - 1);
   const int64_t b = batch_dims;
-  if (b < 0 || b >= indices.rank() || b + k > data.rank()) ctx.fail("indices do not fit the data rank");
+  if (b < 0 || b >= indices.rank() || b + k > data.rank())
+    ctx.fail("indices do not fit the data rank");
   for (int64_t d = 0; d < b; ++d) {
     if (indices.dim(d) != data.dim(d)) ctx.fail("batch dimensions of data and indices differ");
   }
@@ -174,11 +191,14 @@ NdIndex nd_index(const OpContext& ctx, const Tensor& data, const Tensor& indices
   NdIndex r;
   r.slice = product(data.shape(), static_cast<size_t>(b + k), data.shape().size());
   const int64_t batch_size = product(data.shape(), static_cast<size_t>(b), data.shape().size());
-  const int64_t tuples = k ? static_cast<int64_t>(idx.size()) / k : product(indices.shape(), 0, indices.shape().size() - 1);
-  const int64_t per_batch = tuples / std::max<int64_t>(1, product(indices.shape(), 0, static_cast<size_t>(b)));
+  const int64_t tuples = k ? static_cast<int64_t>(idx.size()) / k
+                           : product(indices.shape(), 0, indices.shape().size() - 1);
+  const int64_t per_batch =
+      tuples / std::max<int64_t>(1, product(indices.shape(), 0, static_cast<size_t>(b)));
   for (int64_t t = 0; t < tuples; ++t) {
     int64_t off = (per_batch ? t / per_batch : 0) * batch_size;
-    for (int64_t j = 0; j < k; ++j) off += fix_index(ctx, idx[t * k + j], data.dim(b + j)) * strides[b + j];
+    for (int64_t j = 0; j < k; ++j)
+      off += fix_index(ctx, idx[t * k + j], data.dim(b + j)) * strides[b + j];
     r.offsets.push_back(off);
   }
   return r;
@@ -190,7 +210,8 @@ void gather_nd_op(OpContext& ctx) {
   const int64_t b = ctx.attr_int("batch_dims", 0);
   const NdIndex nd = nd_index(ctx, x, indices, b);
   Shape shape(indices.shape().begin(), indices.shape().end() - 1);
-  shape.insert(shape.end(), x.shape().begin() + b + indices.dim(indices.rank() - 1), x.shape().end());
+  shape.insert(shape.end(), x.shape().begin() + b + indices.dim(indices.rank() - 1),
+               x.shape().end());
   Tensor& y = ctx.output(0, x.dtype(), shape);
   visit_storage(x.dtype(), [&](auto tag) {
     using U = typename decltype(tag)::type;
@@ -208,14 +229,16 @@ void scatter_nd_op(OpContext& ctx) {
   if (updates.dtype() != x.dtype()) ctx.fail("updates must have the element type of data");
   const int reduction = reduction_of(ctx);
   const NdIndex nd = nd_index(ctx, x, ctx.in(1), 0);
-  if (updates.numel() != static_cast<int64_t>(nd.offsets.size()) * nd.slice) ctx.fail("updates have the wrong shape");
+  if (updates.numel() != static_cast<int64_t>(nd.offsets.size()) * nd.slice)
+    ctx.fail("updates have the wrong shape");
   Tensor y = x;
   visit_elements(ctx, 0, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* u = elements<T>(updates);
     T* dst = elements<T>(y);
     for (size_t t = 0; t < nd.offsets.size(); ++t) {
-      for (int64_t i = 0; i < nd.slice; ++i) apply_update(dst[nd.offsets[t] + i], u[t * nd.slice + i], reduction);
+      for (int64_t i = 0; i < nd.slice; ++i)
+        apply_update(dst[nd.offsets[t] + i], u[t * nd.slice + i], reduction);
     }
   });
   ctx.set_output(0, std::move(y));
@@ -267,7 +290,8 @@ void one_hot_op(OpContext& ctx) {
 void compress_op(OpContext& ctx) {
   const Tensor& x = ctx.in(0);
   const Tensor& cond = ctx.in(1);
-  if (cond.dtype() != DType::kBool || cond.rank() != 1) ctx.fail("condition must be a 1-D bool tensor");
+  if (cond.dtype() != DType::kBool || cond.rank() != 1)
+    ctx.fail("condition must be a 1-D bool tensor");
   const bool has_axis = ctx.has_attr("axis");
   const int64_t axis = has_axis ? normalize_axis(ctx, ctx.attr_int("axis"), x.rank()) : 0;
   const Shape view = has_axis ? x.shape() : Shape{x.numel()};

@@ -26,7 +26,9 @@ void transpose_op(OpContext& ctx) {
 
 void concat_op(OpContext& ctx) {
   const Tensor& first = ctx.in(0);
-  const int64_t axis = normalize_axis(ctx, ctx.attr_int("axis"), first.rank());
+  // The axis is required from opset 4; before, it defaulted to 1.
+  const int64_t axis = normalize_axis(
+      ctx, ctx.opset() < 4 ? ctx.attr_int("axis", 1) : ctx.attr_int("axis"), first.rank());
   Shape shape = first.shape();
   shape[axis] = 0;
   for (int i = 0; i < ctx.num_inputs(); ++i) {
@@ -34,7 +36,9 @@ void concat_op(OpContext& ctx) {
     if (t.dtype() != first.dtype()) ctx.fail("inputs have different element types");
     bool ok = t.rank() == first.rank();
     for (int64_t d = 0; ok && d < t.rank(); ++d) ok = d == axis || t.dim(d) == first.dim(d);
-    if (!ok) ctx.fail("input shapes " + shape_str(first.shape()) + " and " + shape_str(t.shape()) + " do not concatenate");
+    if (!ok)
+      ctx.fail("input shapes " + shape_str(first.shape()) + " and " + shape_str(t.shape()) +
+               " do not concatenate");
     shape[axis] += t.dim(axis);
   }
   Tensor& y = ctx.output(0, first.dtype(), shape);
@@ -42,7 +46,8 @@ void concat_op(OpContext& ctx) {
   int64_t offset = 0;
   for (int i = 0; i < ctx.num_inputs(); ++i) {
     const Tensor& t = ctx.in(i);
-    copy_strided(t, 0, kc::contiguous_strides(t.shape()), y, offset * out_strides[axis], out_strides, t.shape());
+    copy_strided(t, 0, kc::contiguous_strides(t.shape()), y, offset * out_strides[axis],
+                 out_strides, t.shape());
     offset += t.dim(axis);
   }
 }
@@ -61,7 +66,8 @@ void split_op(OpContext& ctx) {
   if (split.empty()) {
     const int64_t parts = ctx.attr_int("num_outputs", n);
     const int64_t chunk = (dim + parts - 1) / parts;  // the last part may be smaller (opset 18)
-    for (int64_t i = 0; i < parts; ++i) split.push_back(std::max<int64_t>(0, std::min(chunk, dim - i * chunk)));
+    for (int64_t i = 0; i < parts; ++i)
+      split.push_back(std::max<int64_t>(0, std::min(chunk, dim - i * chunk)));
   }
   int64_t total = 0;
   for (int64_t s : split) total += s;
@@ -75,7 +81,8 @@ void split_op(OpContext& ctx) {
     Shape shape = x.shape();
     shape[axis] = split[i];
     Tensor& y = ctx.output(static_cast<int>(i), x.dtype(), shape);
-    copy_strided(x, offset * in_strides[axis], in_strides, y, 0, kc::contiguous_strides(shape), shape);
+    copy_strided(x, offset * in_strides[axis], in_strides, y, 0, kc::contiguous_strides(shape),
+                 shape);
     offset += split[i];
   }
 }
@@ -97,7 +104,8 @@ void slice_op(OpContext& ctx) {
     for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
   }
   if (steps.empty()) steps.assign(starts.size(), 1);
-  if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size()) {
+  if (ends.size() != starts.size() || axes.size() != starts.size() ||
+      steps.size() != starts.size()) {
     ctx.fail("starts, ends, axes and steps have different lengths");
   }
   Shape shape = x.shape();
@@ -138,16 +146,19 @@ Shape broadcast_strides(const Shape& in_shape, const Shape& out_shape) {
 void expand_op(OpContext& ctx) {
   const Tensor& x = ctx.in(0);
   const auto shape = kc::broadcast_shapes({x.shape(), ints_of(ctx, 1)});
-  if (!shape) ctx.fail("cannot expand " + shape_str(x.shape()) + " to " + shape_str(ints_of(ctx, 1)));
+  if (!shape)
+    ctx.fail("cannot expand " + shape_str(x.shape()) + " to " + shape_str(ints_of(ctx, 1)));
   Tensor& y = ctx.output(0, x.dtype(), *shape);
-  copy_strided(x, 0, broadcast_strides(x.shape(), *shape), y, 0, kc::contiguous_strides(*shape), *shape);
+  copy_strided(x, 0, broadcast_strides(x.shape(), *shape), y, 0, kc::contiguous_strides(*shape),
+               *shape);
 }
 
 // Tile: the input viewed as [1, d0, 1, d1, ...] broadcast to [r0, d0, r1, d1, ...].
 void tile_op(OpContext& ctx) {
   const Tensor& x = ctx.in(0);
   const auto repeats = ints_of(ctx, 1);
-  if (static_cast<int64_t>(repeats.size()) != x.rank()) ctx.fail("repeats must have one entry per input dimension");
+  if (static_cast<int64_t>(repeats.size()) != x.rank())
+    ctx.fail("repeats must have one entry per input dimension");
   const Shape in_strides = kc::contiguous_strides(x.shape());
   Shape view, strides, out_shape;
   for (int64_t d = 0; d < x.rank(); ++d) {
@@ -177,17 +188,22 @@ int64_t pad_source(int64_t o, int64_t before, int64_t dim, int mode) {
 void pad_op(OpContext& ctx) {
   const Tensor& x = ctx.in(0);
   const std::string mode_name = ctx.attr_string("mode", "constant");
-  const int mode = mode_name == "constant" ? 0 : mode_name == "edge" ? 1 : mode_name == "reflect" ? 2 : -1;
+  const int mode = mode_name == "constant"  ? 0
+                   : mode_name == "edge"    ? 1
+                   : mode_name == "reflect" ? 2
+                                            : -1;
   if (mode < 0) ctx.fail("attribute 'mode' value '" + mode_name + "' is not supported");
   const int64_t rank = x.rank();
-  std::vector<int64_t> pads = ctx.opset() < 11 ? ctx.attr_ints(ctx.opset() < 2 ? "paddings" : "pads") : ints_of(ctx, 1);
+  std::vector<int64_t> pads =
+      ctx.opset() < 11 ? ctx.attr_ints(ctx.opset() < 2 ? "paddings" : "pads") : ints_of(ctx, 1);
   std::vector<int64_t> axes;
   if (ctx.opset() >= 18 && ctx.input(3)) axes = ints_of(ctx, 3);
   if (axes.empty()) {
     for (int64_t i = 0; i < rank; ++i) axes.push_back(i);
   }
   const int64_t na = static_cast<int64_t>(axes.size());
-  if (static_cast<int64_t>(pads.size()) != 2 * na) ctx.fail("pads must have 2 entries per padded axis");
+  if (static_cast<int64_t>(pads.size()) != 2 * na)
+    ctx.fail("pads must have 2 entries per padded axis");
   std::vector<int64_t> before(rank, 0), after(rank, 0);
   for (int64_t i = 0; i < na; ++i) {
     const int64_t a = normalize_axis(ctx, axes[i], rank);
@@ -198,7 +214,8 @@ void pad_op(OpContext& ctx) {
   for (int64_t d = 0; d < rank; ++d) {
     shape[d] = x.dim(d) + before[d] + after[d];
     if (shape[d] < 0) ctx.fail("pads remove more than the whole axis " + std::to_string(d));
-    if (mode != 0 && x.dim(d) == 0 && shape[d] > 0) ctx.fail("cannot " + mode_name + "-pad an empty axis");
+    if (mode != 0 && x.dim(d) == 0 && shape[d] > 0)
+      ctx.fail("cannot " + mode_name + "-pad an empty axis");
   }
   // Per-dimension source tables, then one gather over the output.
   std::vector<std::vector<int64_t>> src(rank);

@@ -29,7 +29,8 @@ void copy_strided(const Tensor& src, int64_t src_offset, const Shape& src_stride
   });
 }
 
-Tensor transpose_view(const Tensor& src, const Shape& view_shape, const std::vector<int64_t>& perm) {
+Tensor transpose_view(const Tensor& src, const Shape& view_shape,
+                      const std::vector<int64_t>& perm) {
   const Shape in_strides = kc::contiguous_strides(view_shape);
   Shape out_shape, strides;
   for (int64_t p : perm) {

@@ -28,7 +28,8 @@ void reshape_op(OpContext& ctx) {
   int64_t known = 1, infer = -1;
   for (size_t i = 0; i < req.size(); ++i) {
     if (req[i] == 0 && !allowzero) {
-      if (static_cast<int64_t>(i) >= x.rank()) ctx.fail("shape entry 0 at " + std::to_string(i) + " has no input dimension");
+      if (static_cast<int64_t>(i) >= x.rank())
+        ctx.fail("shape entry 0 at " + std::to_string(i) + " has no input dimension");
       req[i] = x.dim(static_cast<int64_t>(i));
     }
     if (req[i] == -1) {
@@ -53,10 +54,12 @@ void flatten_op(OpContext& ctx) {
   const Tensor& x = ctx.in(0);
   int64_t axis = ctx.attr_int("axis", 1);
   if (axis < 0) axis += x.rank();
-  if (axis < 0 || axis > x.rank()) ctx.fail("axis out of range for rank " + std::to_string(x.rank()));
+  if (axis < 0 || axis > x.rank())
+    ctx.fail("axis out of range for rank " + std::to_string(x.rank()));
   int64_t outer = 1;
   for (int64_t i = 0; i < axis; ++i) outer *= x.dim(i);
-  reshaped(ctx, {outer, outer ? x.numel() / outer : numel_of({x.shape().begin() + axis, x.shape().end()})});
+  reshaped(ctx, {outer, outer ? x.numel() / outer
+                              : numel_of({x.shape().begin() + axis, x.shape().end()})});
 }
 
 std::vector<int64_t> axes_of(const OpContext& ctx) {
@@ -70,7 +73,8 @@ void squeeze_op(OpContext& ctx) {
   const auto axes = axes_of(ctx);
   for (int64_t a : axes) {
     a = normalize_axis(ctx, a, x.rank());
-    if (x.dim(a) != 1) ctx.fail("cannot squeeze axis " + std::to_string(a) + " of size " + std::to_string(x.dim(a)));
+    if (x.dim(a) != 1)
+      ctx.fail("cannot squeeze axis " + std::to_string(a) + " of size " + std::to_string(x.dim(a)));
     drop[a] = true;
   }
   Shape shape;
@@ -116,7 +120,8 @@ void constant_of_shape_op(OpContext& ctx) {
   if (!value) {
     value = Tensor(DType::kFloat32, {1});
   }
-  if (value->numel() != 1 || value->dtype() == DType::kString) ctx.fail("attribute 'value' must hold one number");
+  if (value->numel() != 1 || value->dtype() == DType::kString)
+    ctx.fail("attribute 'value' must hold one number");
   Tensor y(value->dtype(), shape);
   const size_t w = dtype_size(y.dtype());
   auto* dst = static_cast<uint8_t*>(y.raw());
@@ -126,7 +131,8 @@ void constant_of_shape_op(OpContext& ctx) {
 
 void range_op(OpContext& ctx) {
   for (int i : {1, 2}) {
-    if (ctx.in(i).dtype() != ctx.in(0).dtype()) ctx.fail("start, limit and delta must have one type");
+    if (ctx.in(i).dtype() != ctx.in(0).dtype())
+      ctx.fail("start, limit and delta must have one type");
   }
   if (!kc::visit_dtype<kc::kFloats | kc::kSigned>(ctx.in(0).dtype(), [&](auto tag) {
         using T = typename decltype(tag)::type;
@@ -135,12 +141,14 @@ void range_op(OpContext& ctx) {
         const M limit = kc::load(ctx.in(1).data<T>()[0]);
         const M delta = kc::load(ctx.in(2).data<T>()[0]);
         if (delta == M(0)) ctx.fail("delta is zero");
-        const double span = (static_cast<double>(limit) - static_cast<double>(start)) / static_cast<double>(delta);
+        const double span =
+            (static_cast<double>(limit) - static_cast<double>(start)) / static_cast<double>(delta);
         const int64_t n = std::max<int64_t>(0, static_cast<int64_t>(std::ceil(span)));
         Tensor& y = ctx.output(0, ctx.in(0).dtype(), {n});
         // Repeated addition, as the ONNX function body and numpy's arange for floats do.
         M v = start;
-        for (int64_t i = 0; i < n; ++i, v = static_cast<M>(v + delta)) y.data<T>()[i] = kc::store<T>(v);
+        for (int64_t i = 0; i < n; ++i, v = static_cast<M>(v + delta))
+          y.data<T>()[i] = kc::store<T>(v);
       })) {
     ctx.unsupported_dtype(0);
   }

@@ -24,7 +24,8 @@ void top_k_op(OpContext& ctx) {
   const bool largest = ctx.attr_int("largest", 1) != 0;
   const bool sorted = ctx.attr_int("sorted", 1) != 0;
   const AxisView v(x.shape(), axis);
-  if (k < 0 || k > v.dim) ctx.fail("k = " + std::to_string(k) + " is outside [0, " + std::to_string(v.dim) + "]");
+  if (k < 0 || k > v.dim)
+    ctx.fail("k = " + std::to_string(k) + " is outside [0, " + std::to_string(v.dim) + "]");
   Shape shape = x.shape();
   shape[axis] = k;
   if (!kc::visit_dtype<kc::kNumeric>(x.dtype(), [&](auto tag) {
@@ -42,7 +43,8 @@ void top_k_op(OpContext& ctx) {
         };
         for (int64_t o = 0; o < v.outer; ++o) {
           for (int64_t i = 0; i < v.inner; ++i) {
-            for (int64_t j = 0; j < v.dim; ++j) line[j] = kc::load(in[(o * v.dim + j) * v.inner + i]);
+            for (int64_t j = 0; j < v.dim; ++j)
+              line[j] = kc::load(in[(o * v.dim + j) * v.inner + i]);
             std::iota(order.begin(), order.end(), 0);
             std::partial_sort(order.begin(), order.begin() + k, order.end(), before);
             if (!sorted) std::sort(order.begin(), order.begin() + k);
@@ -115,12 +117,15 @@ void non_zero_op(OpContext& ctx) {
 void reverse_sequence_op(OpContext& ctx) {
   const Tensor& x = ctx.in(0);
   const auto lens = ints_of(ctx, 1);
-  const int64_t time_axis = ctx.attr_int("time_axis", 0), batch_axis = ctx.attr_int("batch_axis", 1);
-  if (x.rank() < 2 || !((time_axis == 0 && batch_axis == 1) || (time_axis == 1 && batch_axis == 0))) {
+  const int64_t time_axis = ctx.attr_int("time_axis", 0),
+                batch_axis = ctx.attr_int("batch_axis", 1);
+  if (x.rank() < 2 ||
+      !((time_axis == 0 && batch_axis == 1) || (time_axis == 1 && batch_axis == 0))) {
     ctx.fail("time_axis and batch_axis must be 0 and 1 in some order");
   }
   const int64_t batch = x.dim(batch_axis), steps = x.dim(time_axis);
-  if (static_cast<int64_t>(lens.size()) != batch) ctx.fail("sequence_lens must have one entry per batch");
+  if (static_cast<int64_t>(lens.size()) != batch)
+    ctx.fail("sequence_lens must have one entry per batch");
   const Shape strides = kc::contiguous_strides(x.shape());
   const int64_t inner = strides[1];
   Tensor y = x;

@@ -1,0 +1,160 @@
+#!/usr/bin/env python3
+"""Forward latency of the example models: ampc (CPU) vs PyTorch, same thread count.
+
+Run with Debian's Python, which has torch and onnx, after building ampc:
+
+    /usr/bin/python3 scripts/bench_forward.py [--ampc build/tools/ampc/ampc] [--threads 2]
+
+For each model and batch size the script exports the module at that batch
+(models/export_models.py) into a temporary folder, times the PyTorch module's forward
+(training mode, as exported, under torch.no_grad()) and `ampc bench` on the exported model,
+both on the same inputs, and prints one table. Not a test: nothing passes or fails.
+"""
+import os
+
+# Machine-specific OpenBLAS overrides would make the two sides incomparable (torch links its
+# own BLAS, ampc OpenBLAS): this process and its children run without them.
+UNSET = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+for _name in UNSET:
+    os.environ.pop(_name, None)
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import platform  # noqa: E402
+import statistics  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "models"))
+import export_models  # noqa: E402
+
+TARGET_S = 1.0  # timed seconds per side and case, roughly
+
+
+def cpu_model():
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or "unknown"
+
+
+def quantiles(ms):
+    q = statistics.quantiles(ms, n=10, method="inclusive")
+    return statistics.median(ms), q[0], q[-1]
+
+
+def iterations_for(seconds_per_iteration, lo, hi):
+    return max(lo, min(hi, int(TARGET_S / max(seconds_per_iteration, 1e-6))))
+
+
+def time_torch(module, inputs, warmup):
+    with torch.no_grad():
+        loss = module(*inputs)
+        start = time.perf_counter()
+        for _ in range(warmup):
+            module(*inputs)
+        n = iterations_for((time.perf_counter() - start) / max(warmup, 1), 20, 5000)
+        ms = []
+        for _ in range(n):
+            start = time.perf_counter()
+            module(*inputs)
+            ms.append((time.perf_counter() - start) * 1e3)
+    return float(loss), n, quantiles(ms)
+
+
+def ampc(args, argv, threads):
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
+    for name in UNSET:
+        env.pop(name, None)
+    out = subprocess.run([args.ampc] + argv, env=env, check=True, capture_output=True, text=True)
+    return out.stdout
+
+
+def time_ampc(args, model_path, feeds, warmup):
+    base = ["bench", model_path, "--format", "json"]
+    for name, path in feeds.items():
+        base += ["--input", f"{name}={path}"]
+    probe = json.loads(ampc(args, base + ["--warmup", "1", "--iterations", "5"], args.threads))
+    n = iterations_for(probe["median_ms"] / 1e3, 20, 5000)
+    r = json.loads(ampc(args, base + ["--warmup", str(warmup), "--iterations", str(n)],
+                        args.threads))
+    return n, (r["median_ms"], r["p10_ms"], r["p90_ms"])
+
+
+def ampc_loss(args, model_path, feeds, out_dir):
+    argv = ["run", model_path, "--output-dir", out_dir]
+    for name, path in feeds.items():
+        argv += ["--input", f"{name}={path}"]
+    ampc(args, argv, args.threads)
+    return float(np.load(os.path.join(out_dir, "loss.npy")))
+
+
+def bench_case(args, name, batch, tmp):
+    case_dir = os.path.join(tmp, f"{name}_b{batch}")
+    os.makedirs(case_dir)
+    model_path = os.path.join(case_dir, f"{name}.onnx")
+    export_models.export(name, model_path, batch)
+    inputs = export_models.example_inputs(name, batch)
+    feeds = {}
+    for input_name, t in inputs.items():
+        feeds[input_name] = os.path.join(case_dir, f"{input_name}.npy")
+        np.save(feeds[input_name], t.numpy())
+    module = export_models.build(name).train()  # the exported weights and mode
+    torch_loss, torch_n, torch_ms = time_torch(module, tuple(inputs.values()), args.warmup)
+    ampc_n, ampc_ms = time_ampc(args, model_path, feeds, args.warmup)
+    loss = ampc_loss(args, model_path, feeds, case_dir)
+    return {"model": name, "batch": batch, "ampc": ampc_ms, "ampc_n": ampc_n,
+            "torch": torch_ms, "torch_n": torch_n,
+            "loss_diff": abs(loss - torch_loss) / max(abs(torch_loss), 1e-12)}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--ampc", default=os.path.join(ROOT, "build", "tools", "ampc", "ampc"),
+                    help="the ampc binary (default: build/tools/ampc/ampc)")
+    ap.add_argument("--threads", type=int, default=2, help="threads for both sides (default 2)")
+    ap.add_argument("--batches", default="1,64", help="comma-separated batch sizes")
+    ap.add_argument("--models", default="mlp,cnn,gpt", help="comma-separated model names")
+    ap.add_argument("--warmup", type=int, default=20, help="untimed iterations per side")
+    args = ap.parse_args()
+    if not os.access(args.ampc, os.X_OK):
+        sys.exit(f"no ampc binary at {args.ampc}: build it first, or pass --ampc")
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+
+    print(f"machine: {os.cpu_count()} CPUs, {cpu_model()}; torch {torch.__version__}; "
+          f"{args.threads} threads per side (torch.set_num_threads; ampc: OMP_NUM_THREADS and "
+          f"OPENBLAS_NUM_THREADS)")
+    print(f"unset for both sides: {', '.join(UNSET)}")
+    print("forward = the exported graph (forward + mean cross-entropy loss), training mode, "
+          "no gradients; latency = median over timed iterations, [p10, p90] in brackets\n")
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="ampc_bench_") as tmp:
+        for name in args.models.split(","):
+            for batch in (int(b) for b in args.batches.split(",")):
+                rows.append(bench_case(args, name, batch, tmp))
+                r = rows[-1]
+                print(f"  {name} batch {batch}: ampc {r['ampc'][0]:.3f} ms ({r['ampc_n']} it), "
+                      f"torch {r['torch'][0]:.3f} ms ({r['torch_n']} it)", file=sys.stderr)
+
+    print("| model | batch | ampc ms [p10, p90] | torch ms [p10, p90] | torch/ampc | "
+          "loss rel. diff |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for r in rows:
+        a, t = r["ampc"], r["torch"]
+        print(f"| {r['model']} | {r['batch']} | {a[0]:.3f} [{a[1]:.3f}, {a[2]:.3f}] | "
+              f"{t[0]:.3f} [{t[1]:.3f}, {t[2]:.3f}] | {t[0] / a[0]:.2f} | "
+              f"{r['loss_diff']:.1e} |")
+    print("\ntorch/ampc > 1: ampc is faster. loss rel. diff: |ampc - torch| / |torch| of the "
+          "loss on the benchmark inputs (a sanity check that both ran the same computation).")
+
+
+if __name__ == "__main__":
+    main()
