@@ -4,6 +4,7 @@
 
 #include "compiler/ir/verifier.h"
 #include "compiler/plan_emit.h"
+#include "passes/constant_folding.h"
 #include "passes/dead_code_elimination.h"
 
 namespace ampc::compiler {
@@ -19,6 +20,7 @@ std::string shape_spec(const std::vector<int64_t>& dims) {
 
 plan::Plan compile_model(ir::Model& model, const CompileOptions& options, const std::string& model_name) {
   // Cleanup.
+  passes::fold_constants(model);
   passes::eliminate_dead_code(model);
   ir::verify(model, {.require_static_inputs = options.import.require_static_inputs});
 

@@ -1,5 +1,5 @@
-// Removes nodes whose results reach no graph output. ONNX operators have no side effects,
-// so a node nobody reads can go.
+// Removes nodes whose results reach no graph output, and initializers nobody reads. ONNX
+// operators have no side effects, so a node nobody reads can go.
 #pragma once
 
 #include "compiler/ir/graph.h"

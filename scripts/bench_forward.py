@@ -71,6 +71,7 @@ def time_torch(module, inputs, warmup):
 
 def ampc(args, argv, threads):
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
+    env.update(kv.split("=", 1) for kv in args.ampc_env)
     for name in UNSET:
         env.pop(name, None)
     out = subprocess.run([args.ampc] + argv, env=env, check=True, capture_output=True, text=True)
@@ -123,6 +124,8 @@ def main():
     ap.add_argument("--batches", default="1,64", help="comma-separated batch sizes")
     ap.add_argument("--models", default="mlp,cnn,gpt", help="comma-separated model names")
     ap.add_argument("--warmup", type=int, default=20, help="untimed iterations per side")
+    ap.add_argument("--ampc-env", action="append", default=[], metavar="NAME=VALUE",
+                    help="extra environment for ampc (repeatable), e.g. OMP_WAIT_POLICY=passive")
     args = ap.parse_args()
     if not os.access(args.ampc, os.X_OK):
         sys.exit(f"no ampc binary at {args.ampc}: build it first, or pass --ampc")
@@ -133,6 +136,9 @@ def main():
           f"{args.threads} threads per side (torch.set_num_threads; ampc: OMP_NUM_THREADS and "
           f"OPENBLAS_NUM_THREADS)")
     print(f"unset for both sides: {', '.join(UNSET)}")
+    if args.ampc_env:
+        print(f"extra environment for ampc: {' '.join(args.ampc_env)}")
+    print("load average before: %.2f %.2f %.2f" % os.getloadavg())
     print("forward = the exported graph (forward + mean cross-entropy loss), training mode, "
           "no gradients; latency = median over timed iterations, [p10, p90] in brackets\n")
     rows = []
@@ -144,6 +150,7 @@ def main():
                 print(f"  {name} batch {batch}: ampc {r['ampc'][0]:.3f} ms ({r['ampc_n']} it), "
                       f"torch {r['torch'][0]:.3f} ms ({r['torch_n']} it)", file=sys.stderr)
 
+    print("load average after: %.2f %.2f %.2f\n" % os.getloadavg())
     print("| model | batch | ampc ms [p10, p90] | torch ms [p10, p90] | torch/ampc | "
           "loss rel. diff |")
     print("|---|---:|---:|---:|---:|---:|")

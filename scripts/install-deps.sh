@@ -21,6 +21,10 @@ for p in "${packages[@]}"; do
 done
 
 if ((${#missing[@]})); then
+  if [[ $(id -u) -ne 0 ]]; then
+    echo "missing Debian packages (run as root to install them): ${missing[*]}" >&2
+    exit 1
+  fi
   echo "installing: ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq

@@ -19,28 +19,42 @@ inline void kernel_index(const ConvGeom& g, int64_t kk, int64_t* k0, int64_t* k1
   *k0 = kk / (g.kernel[2] * g.kernel[1]);
 }
 
-// One row of im2col for one image: dst[cols] <- the taps of kernel offset (k0, k1, k2).
+// The column range of the last dimension that reads inside the image, per kernel offset.
+struct RowTaps {
+  int64_t k0, k1, k2, off2, lo, hi;
+};
+
+inline RowTaps row_taps(const ConvGeom& g, int64_t kk) {
+  RowTaps t;
+  kernel_index(g, kk, &t.k0, &t.k1, &t.k2);
+  t.off2 = t.k2 * g.dilation[2] - g.pad[2];
+  valid_cols(g.cols[2], g.image[2], g.stride[2], t.off2, &t.lo, &t.hi);
+  return t;
+}
+
+// One row of im2col for one image: dst[cols] <- the taps of kernel offset t. Short rows
+// use plain loops: library calls cost more than they save on a few elements.
 template <typename T>
-void im2col_row(const ConvGeom& g, const T* src, int64_t k0, int64_t k1, int64_t k2, T* dst) {
-  const int64_t off2 = k2 * g.dilation[2] - g.pad[2];
-  int64_t lo, hi;
-  valid_cols(g.cols[2], g.image[2], g.stride[2], off2, &lo, &hi);
+void im2col_row(const ConvGeom& g, const T* src, const RowTaps& t, T* dst) {
+  const int64_t w = g.cols[2], s2 = g.stride[2];
   for (int64_t o0 = 0; o0 < g.cols[0]; ++o0) {
-    const int64_t i0 = o0 * g.stride[0] - g.pad[0] + k0 * g.dilation[0];
-    for (int64_t o1 = 0; o1 < g.cols[1]; ++o1, dst += g.cols[2]) {
-      const int64_t i1 = o1 * g.stride[1] - g.pad[1] + k1 * g.dilation[1];
+    const int64_t i0 = o0 * g.stride[0] - g.pad[0] + t.k0 * g.dilation[0];
+    for (int64_t o1 = 0; o1 < g.cols[1]; ++o1, dst += w) {
+      const int64_t i1 = o1 * g.stride[1] - g.pad[1] + t.k1 * g.dilation[1];
       if (i0 < 0 || i0 >= g.image[0] || i1 < 0 || i1 >= g.image[1]) {
-        std::fill(dst, dst + g.cols[2], T(0));
+        for (int64_t o2 = 0; o2 < w; ++o2) dst[o2] = T(0);
         continue;
       }
       const T* s = src + (i0 * g.image[1] + i1) * g.image[2];
-      std::fill(dst, dst + lo, T(0));
-      if (g.stride[2] == 1) {
-        if (hi > lo) std::memcpy(dst + lo, s + off2 + lo, sizeof(T) * (hi - lo));
+      if (s2 == 1 && w >= 16) {
+        std::fill(dst, dst + t.lo, T(0));
+        if (t.hi > t.lo) std::memcpy(dst + t.lo, s + t.off2 + t.lo, sizeof(T) * (t.hi - t.lo));
+        std::fill(dst + t.hi, dst + w, T(0));
       } else {
-        for (int64_t o2 = lo; o2 < hi; ++o2) dst[o2] = s[o2 * g.stride[2] + off2];
+        for (int64_t o2 = 0; o2 < w; ++o2) {
+          dst[o2] = o2 >= t.lo && o2 < t.hi ? s[o2 * s2 + t.off2] : T(0);
+        }
       }
-      std::fill(dst + hi, dst + g.cols[2], T(0));
     }
   }
 }
@@ -53,11 +67,10 @@ void im2col(const ConvGeom& g, const T* x, int64_t channels, int64_t batch, T* c
   const int64_t rows = channels * k, ld = batch * p;
 #pragma omp parallel for if (rows * ld > (1 << 16))
   for (int64_t r = 0; r < rows; ++r) {
-    int64_t k0, k1, k2;
-    kernel_index(g, r % k, &k0, &k1, &k2);
+    const RowTaps t = row_taps(g, r % k);
     const int64_t c = r / k;
     for (int64_t b = 0; b < batch; ++b) {
-      im2col_row(g, x + (b * channels + c) * img, k0, k1, k2, col + r * ld + b * p);
+      im2col_row(g, x + (b * channels + c) * img, t, col + r * ld + b * p);
     }
   }
 }
@@ -69,19 +82,15 @@ void col2im(const ConvGeom& g, const T* col, int64_t channels, T* y) {
   for (int64_t c = 0; c < channels; ++c) {
     T* plane = y + c * img;
     for (int64_t kk = 0; kk < k; ++kk) {
-      int64_t k0, k1, k2;
-      kernel_index(g, kk, &k0, &k1, &k2);
-      const int64_t off2 = k2 * g.dilation[2] - g.pad[2];
-      int64_t lo, hi;
-      valid_cols(g.cols[2], g.image[2], g.stride[2], off2, &lo, &hi);
+      const RowTaps t = row_taps(g, kk);
       const T* src = col + (c * k + kk) * p;
       for (int64_t o0 = 0; o0 < g.cols[0]; ++o0) {
-        const int64_t i0 = o0 * g.stride[0] - g.pad[0] + k0 * g.dilation[0];
+        const int64_t i0 = o0 * g.stride[0] - g.pad[0] + t.k0 * g.dilation[0];
         for (int64_t o1 = 0; o1 < g.cols[1]; ++o1, src += g.cols[2]) {
-          const int64_t i1 = o1 * g.stride[1] - g.pad[1] + k1 * g.dilation[1];
+          const int64_t i1 = o1 * g.stride[1] - g.pad[1] + t.k1 * g.dilation[1];
           if (i0 < 0 || i0 >= g.image[0] || i1 < 0 || i1 >= g.image[1]) continue;
           T* d = plane + (i0 * g.image[1] + i1) * g.image[2];
-          for (int64_t o2 = lo; o2 < hi; ++o2) d[o2 * g.stride[2] + off2] += src[o2];
+          for (int64_t o2 = t.lo; o2 < t.hi; ++o2) d[o2 * g.stride[2] + t.off2] += src[o2];
         }
       }
     }

@@ -13,9 +13,11 @@ constexpr int64_t kParallelWork = 1 << 16;
 template <typename T>
 void moments(const T* v, int64_t len, T* mean, T* var) {
   T s = 0;
+#pragma omp simd reduction(+ : s)
   for (int64_t i = 0; i < len; ++i) s += v[i];
   const T m = len ? s / static_cast<T>(len) : T(0);
   T q = 0;
+#pragma omp simd reduction(+ : q)
   for (int64_t i = 0; i < len; ++i) q += (v[i] - m) * (v[i] - m);
   *mean = m;
   *var = len ? q / static_cast<T>(len) : T(0);
@@ -45,12 +47,14 @@ void channel_moments(const T* x, int64_t n, int64_t c, int64_t spatial, T* mean,
     T s = 0;
     for (int64_t i = 0; i < n; ++i) {
       const T* xp = x + (i * c + ch) * spatial;
+#pragma omp simd reduction(+ : s)
       for (int64_t j = 0; j < spatial; ++j) s += xp[j];
     }
     const T m = count ? s / static_cast<T>(count) : T(0);
     T q = 0;
     for (int64_t i = 0; i < n; ++i) {
       const T* xp = x + (i * c + ch) * spatial;
+#pragma omp simd reduction(+ : q)
       for (int64_t j = 0; j < spatial; ++j) q += (xp[j] - m) * (xp[j] - m);
     }
     mean[ch] = m;

@@ -9,52 +9,61 @@
 namespace ampc::kernels::cpu {
 namespace {
 
-// exp for the fp32 math of softmax, four lanes at a time (GCC vector extensions, so it is
-// vectorised whatever the target flags): Cody-Waite range reduction and Cephes' degree-6
-// polynomial (within 2 ulp). Underflows to 0 below -87.3 (where exp is subnormal); NaN
-// stays NaN.
+// exp for the fp32 math of softmax, on GCC vector extensions so that it is vectorised
+// whatever the target flags: Cody-Waite range reduction and Cephes' degree-6 polynomial
+// (within 2 ulp). Underflows to 0 below -87.3 (where exp is subnormal); NaN stays NaN.
 typedef float V4 __attribute__((vector_size(16)));
 typedef int32_t V4i __attribute__((vector_size(16)));
-
-inline V4 exp4(V4 x) {
-  const V4 lo = V4{} - 87.33654f, hi = V4{} + 88.72283f, magic = V4{} + 12582912.0f;
-  V4 c = x < lo ? lo : x;
+typedef float V8 __attribute__((vector_size(32)));
+typedef int32_t V8i __attribute__((vector_size(32)));
+// exp over the lanes of *v (in place: a 32-byte vector passed by value would change the
+// ABI of code built without AVX).
+template <typename V, typename Vi>
+__attribute__((always_inline)) inline void expv(V* v) {
+  const V x = *v;
+  const V lo = V{} - 87.33654f, hi = V{} + 88.72283f, magic = V{} + 12582912.0f;
+  V c = x < lo ? lo : x;
   c = c > hi ? hi : c;
-  const V4 n = (c * 1.44269504088896341f + magic) - magic;  // round to integer
-  V4 r = c - n * 0.693359375f;
+  const V n = (c * 1.44269504088896341f + magic) - magic;  // round to integer
+  V r = c - n * 0.693359375f;
   r = r - n * -2.12194440e-4f;
-  V4 p = V4{} + 1.9875691500e-4f;
+  V p = V{} + 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;
   p = p * r + 8.3334519073e-3f;
   p = p * r + 4.1665795894e-2f;
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
-  const V4i bits = (__builtin_convertvector(n, V4i) + 127) << 23;  // 2^n
-  V4 scale;
+  const Vi bits = (__builtin_convertvector(n, Vi) + 127) << 23;  // 2^n
+  V scale;
   std::memcpy(&scale, &bits, sizeof(scale));
-  V4 y = (p * r * r + r + 1.0f) * scale;
-  y = x < lo ? V4{} : y;
-  return x != x ? x : y;
+  V y = (p * r * r + r + 1.0f) * scale;
+  y = x < lo ? V{} : y;
+  *v = x != x ? x : y;
 }
-
 // y[j] = exp(x[j] - sub[j]) (sub == null: exp(x[j] - m)); returns the sum of y.
-float exp_sub(const float* x, const float* sub, float m, int64_t n, float* y) {
-  V4 acc{}, a, b = V4{} + m;
+template <typename V, typename Vi>
+__attribute__((always_inline)) inline float exp_sub_impl(const float* x, const float* sub,
+                                                         float m, int64_t n, float* y) {
+  constexpr int W = sizeof(V) / sizeof(float);
+  V acc{}, a, b = V{} + m;
   int64_t j = 0;
-  for (; j + 4 <= n; j += 4) {
+  for (; j + W <= n; j += W) {
     std::memcpy(&a, x + j, sizeof(a));
     if (sub) std::memcpy(&b, sub + j, sizeof(b));
-    const V4 e = exp4(a - b);
+    V e = a - b;
+    expv<V, Vi>(&e);
     std::memcpy(y + j, &e, sizeof(e));
     acc += e;
   }
-  float s = (acc[0] + acc[1]) + (acc[2] + acc[3]);
-  if (j < n) {  // the last 1 to 3 elements
-    a = V4{};
-    b = V4{} + m;
+  float s = 0;
+  for (int l = 0; l < W; ++l) s += acc[l];
+  if (j < n) {  // the last few elements
+    a = V{};
+    b = V{} + m;
     std::memcpy(&a, x + j, sizeof(float) * (n - j));
     if (sub) std::memcpy(&b, sub + j, sizeof(float) * (n - j));
-    const V4 e = exp4(a - b);
+    V e = a - b;
+    expv<V, Vi>(&e);
     for (int64_t l = 0; l < n - j; ++l) {
       y[j + l] = e[l];
       s += e[l];
@@ -62,6 +71,19 @@ float exp_sub(const float* x, const float* sub, float m, int64_t n, float* y) {
   }
   return s;
 }
+__attribute__((target("avx2,fma"))) float exp_sub_avx2(const float* x, const float* sub,
+                                                        float m, int64_t n, float* y) {
+  return exp_sub_impl<V8, V8i>(x, sub, m, n, y);
+}
+float exp_sub_sse(const float* x, const float* sub, float m, int64_t n, float* y) {
+  return exp_sub_impl<V4, V4i>(x, sub, m, n, y);
+}
+// Eight lanes with AVX2 + FMA where the CPU has them (the build targets plain x86-64).
+float exp_sub(const float* x, const float* sub, float m, int64_t n, float* y) {
+  static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return avx2 ? exp_sub_avx2(x, sub, m, n, y) : exp_sub_sse(x, sub, m, n, y);
+}
+
 double exp_sub(const double* x, const double* sub, double m, int64_t n, double* y) {
   double s = 0;
   for (int64_t j = 0; j < n; ++j) {

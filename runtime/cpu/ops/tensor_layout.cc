@@ -121,11 +121,11 @@ void slice_op(OpContext& ctx) {
     if (step > 0) {
       s = std::clamp<int64_t>(s, 0, dim);
       e = std::clamp<int64_t>(e, 0, dim);
-      shape[a] = e > s ? (e - s + step - 1) / step : 0;
+      shape[a] = e > s ? (e - s - 1) / step + 1 : 0;
     } else {
       s = std::clamp<int64_t>(s, 0, dim - 1);
       e = std::clamp<int64_t>(e, -1, dim - 1);
-      shape[a] = s > e ? (s - e - step - 1) / -step : 0;
+      shape[a] = s > e ? (s - e - 1) / -step + 1 : 0;
     }
     if (shape[a] > 0) offset += s * in_strides[a];
     strides[a] = in_strides[a] * step;
@@ -239,20 +239,31 @@ void pad_op(OpContext& ctx) {
         const T* in = x.data<T>();
         T* out = y.data<T>();
         const int64_t n = y.numel();
-        std::vector<int64_t> idx(rank, 0);
-        for (int64_t k = 0; k < n; ++k) {
+        if (rank == 0) {
+          out[0] = in[0];
+          return;
+        }
+        const int64_t last = shape[rank - 1];
+        const int64_t rows = last ? n / last : 0;
+        const std::vector<int64_t>& inner = src[rank - 1];
+        auto run_row = [&](int64_t r) {
           int64_t off = 0;
           bool pad = false;
-          for (int64_t d = 0; d < rank; ++d) {
-            const int64_t s = src[d][idx[d]];
+          for (int64_t d = rank - 1, rest = r; d-- > 0;) {
+            const int64_t s = src[d][rest % shape[d]];
+            rest /= shape[d];
             pad = pad || s < 0;
             off += s;
           }
-          out[k] = pad ? value : in[off];
-          for (int64_t d = rank; d-- > 0;) {
-            if (++idx[d] < shape[d]) break;
-            idx[d] = 0;
-          }
+          T* o = out + r * last;
+          for (int64_t j = 0; j < last; ++j)
+            o[j] = pad || inner[j] < 0 ? value : in[off + inner[j]];
+        };
+        if (n < kc::kParallelThreshold) {
+          for (int64_t r = 0; r < rows; ++r) run_row(r);
+        } else {
+#pragma omp parallel for schedule(static)
+          for (int64_t r = 0; r < rows; ++r) run_row(r);
         }
       })) {
     ctx.unsupported_dtype(0);

@@ -34,15 +34,19 @@ void top_k_op(OpContext& ctx) {
         Tensor& values = ctx.output(0, x.dtype(), shape);
         Tensor& indices = ctx.output(1, DType::kInt64, shape);
         const T* in = x.data<T>();
-        std::vector<int64_t> order(static_cast<size_t>(v.dim));
-        std::vector<M> line(static_cast<size_t>(v.dim));
-        // Ties keep the lower index first, as ONNX's reference does.
-        auto before = [&](int64_t a, int64_t b) {
-          if (line[a] != line[b]) return largest ? line[a] > line[b] : line[a] < line[b];
-          return a < b;
-        };
-        for (int64_t o = 0; o < v.outer; ++o) {
-          for (int64_t i = 0; i < v.inner; ++i) {
+        const int64_t lines = v.outer * v.inner;
+#pragma omp parallel if (x.numel() >= kc::kParallelThreshold && lines > 1)
+        {
+          std::vector<int64_t> order(static_cast<size_t>(v.dim));
+          std::vector<M> line(static_cast<size_t>(v.dim));
+          // Ties keep the lower index first, as ONNX's reference does.
+          auto before = [&](int64_t a, int64_t b) {
+            if (line[a] != line[b]) return largest ? line[a] > line[b] : line[a] < line[b];
+            return a < b;
+          };
+#pragma omp for schedule(static)
+          for (int64_t l = 0; l < lines; ++l) {
+            const int64_t o = l / v.inner, i = l % v.inner;
             for (int64_t j = 0; j < v.dim; ++j)
               line[j] = kc::load(in[(o * v.dim + j) * v.inner + i]);
             std::iota(order.begin(), order.end(), 0);
@@ -74,17 +78,18 @@ void cum_sum_op(OpContext& ctx) {
         Tensor& y = ctx.output(0, x.dtype(), x.shape());
         const T* in = x.data<T>();
         T* out = y.data<T>();
-        for (int64_t o = 0; o < v.outer; ++o) {
-          for (int64_t i = 0; i < v.inner; ++i) {
-            M acc = 0;
-            for (int64_t s = 0; s < v.dim; ++s) {
-              const int64_t j = reverse ? v.dim - 1 - s : s;
-              const int64_t at = (o * v.dim + j) * v.inner + i;
-              const M val = kc::load(in[at]);
-              if (!exclusive) acc = static_cast<M>(acc + val);
-              out[at] = kc::store<T>(acc);
-              if (exclusive) acc = static_cast<M>(acc + val);
-            }
+        const int64_t lines = v.outer * v.inner;
+#pragma omp parallel for schedule(static) if (x.numel() >= kc::kParallelThreshold)
+        for (int64_t l = 0; l < lines; ++l) {
+          const int64_t o = l / v.inner, i = l % v.inner;
+          M acc = 0;
+          for (int64_t s = 0; s < v.dim; ++s) {
+            const int64_t j = reverse ? v.dim - 1 - s : s;
+            const int64_t at = (o * v.dim + j) * v.inner + i;
+            const M val = kc::load(in[at]);
+            if (!exclusive) acc = static_cast<M>(acc + val);
+            out[at] = kc::store<T>(acc);
+            if (exclusive) acc = static_cast<M>(acc + val);
           }
         }
       })) {
