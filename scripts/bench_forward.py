@@ -10,31 +10,25 @@ For each model and batch size the script exports the module at that batch
 (training mode, as exported, under torch.no_grad()) and `ampc bench` on the exported model,
 both on the same inputs, and prints one table. Not a test: nothing passes or fails.
 """
+import argparse
+import json
 import os
-
-# Machine-specific OpenBLAS overrides would make the two sides incomparable (torch links its
-# own BLAS, ampc OpenBLAS): this process and its children run without them.
-UNSET = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
-for _name in UNSET:
-    os.environ.pop(_name, None)
-
-import argparse  # noqa: E402
-import json  # noqa: E402
-import platform  # noqa: E402
-import statistics  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "models"))
-import export_models  # noqa: E402
+# Machine-specific OpenBLAS overrides would make the two sides incomparable: this process
+# and its children (ampc) run without them. The environment is settled in main() before
+# torch, numpy and export_models are imported, since OpenBLAS and libgomp read it at load.
+UNSET = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+np = torch = export_models = None  # imported in main()
 
-TARGET_S = 1.0  # timed seconds per side and case, roughly
+TARGET_S = 2.0  # timed seconds per side and case, roughly (at least 20 iterations)
 
 
 def cpu_model():
@@ -69,12 +63,9 @@ def time_torch(module, inputs, warmup):
     return float(loss), n, quantiles(ms)
 
 
-def ampc(args, argv, threads):
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
-    env.update(kv.split("=", 1) for kv in args.ampc_env)
-    for name in UNSET:
-        env.pop(name, None)
-    out = subprocess.run([args.ampc] + argv, env=env, check=True, capture_output=True, text=True)
+def ampc(args, argv):
+    """Runs ampc in this process's environment (see main) and returns its stdout."""
+    out = subprocess.run([args.ampc] + argv, check=True, capture_output=True, text=True)
     return out.stdout
 
 
@@ -82,10 +73,9 @@ def time_ampc(args, model_path, feeds, warmup):
     base = ["bench", model_path, "--format", "json"]
     for name, path in feeds.items():
         base += ["--input", f"{name}={path}"]
-    probe = json.loads(ampc(args, base + ["--warmup", "1", "--iterations", "5"], args.threads))
+    probe = json.loads(ampc(args, base + ["--warmup", "1", "--iterations", "5"]))
     n = iterations_for(probe["median_ms"] / 1e3, 20, 5000)
-    r = json.loads(ampc(args, base + ["--warmup", str(warmup), "--iterations", str(n)],
-                        args.threads))
+    r = json.loads(ampc(args, base + ["--warmup", str(warmup), "--iterations", str(n)]))
     return n, (r["median_ms"], r["p10_ms"], r["p90_ms"])
 
 
@@ -93,7 +83,7 @@ def ampc_loss(args, model_path, feeds, out_dir):
     argv = ["run", model_path, "--output-dir", out_dir]
     for name, path in feeds.items():
         argv += ["--input", f"{name}={path}"]
-    ampc(args, argv, args.threads)
+    ampc(args, argv)
     return float(np.load(os.path.join(out_dir, "loss.npy")))
 
 
@@ -116,7 +106,7 @@ def bench_case(args, name, batch, tmp):
             "loss_diff": abs(loss - torch_loss) / max(abs(torch_loss), 1e-12)}
 
 
-def main():
+def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ampc", default=os.path.join(ROOT, "build", "tools", "ampc", "ampc"),
                     help="the ampc binary (default: build/tools/ampc/ampc)")
@@ -124,20 +114,34 @@ def main():
     ap.add_argument("--batches", default="1,64", help="comma-separated batch sizes")
     ap.add_argument("--models", default="mlp,cnn,gpt", help="comma-separated model names")
     ap.add_argument("--warmup", type=int, default=20, help="untimed iterations per side")
-    ap.add_argument("--ampc-env", action="append", default=[], metavar="NAME=VALUE",
-                    help="extra environment for ampc (repeatable), e.g. OMP_WAIT_POLICY=passive")
-    args = ap.parse_args()
+    ap.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                    help="extra environment for both sides (repeatable), "
+                         "e.g. OMP_WAIT_POLICY=passive")
+    return ap.parse_args()
+
+
+def main():
+    args = parse_args()
     if not os.access(args.ampc, os.X_OK):
         sys.exit(f"no ampc binary at {args.ampc}: build it first, or pass --ampc")
+    for name in UNSET:
+        os.environ.pop(name, None)
+    threads = str(args.threads)
+    os.environ.update(OMP_NUM_THREADS=threads, OPENBLAS_NUM_THREADS=threads)
+    os.environ.update(kv.split("=", 1) for kv in args.env)
+    global np, torch, export_models
+    import numpy as np
+    import torch
+    import export_models
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
 
     print(f"machine: {os.cpu_count()} CPUs, {cpu_model()}; torch {torch.__version__}; "
-          f"{args.threads} threads per side (torch.set_num_threads; ampc: OMP_NUM_THREADS and "
-          f"OPENBLAS_NUM_THREADS)")
+          f"{args.threads} threads per side (OMP_NUM_THREADS, OPENBLAS_NUM_THREADS, and "
+          f"torch.set_num_threads)")
     print(f"unset for both sides: {', '.join(UNSET)}")
-    if args.ampc_env:
-        print(f"extra environment for ampc: {' '.join(args.ampc_env)}")
+    if args.env:
+        print(f"extra environment for both sides: {' '.join(args.env)}")
     print("load average before: %.2f %.2f %.2f" % os.getloadavg())
     print("forward = the exported graph (forward + mean cross-entropy loss), training mode, "
           "no gradients; latency = median over timed iterations, [p10, p90] in brackets\n")

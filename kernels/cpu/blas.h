@@ -1,4 +1,5 @@
-// Row-major GEMM through OpenBLAS: C = alpha * op(A) * op(B) + beta * C.
+// Row-major GEMM through OpenBLAS: C = alpha * op(A) * op(B) + beta * C. OpenBLAS runs
+// single-threaded; large products are split across the OpenMP threads (see blas.cc).
 // k == 0 is allowed (C = beta * C).
 #pragma once
 
@@ -6,9 +7,10 @@
 
 namespace ampc::kernels::cpu {
 
-void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
-           const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
-void dgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t lda,
-           const double* b, int64_t ldb, double beta, double* c, int64_t ldc);
+void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+void dgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
+           const double* a, int64_t lda, const double* b, int64_t ldb, double beta, double* c,
+           int64_t ldc);
 
 }  // namespace ampc::kernels::cpu

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "kernels/cpu/matmul.h"
@@ -65,7 +66,7 @@ template <typename T>
 void im2col(const ConvGeom& g, const T* x, int64_t channels, int64_t batch, T* col) {
   const int64_t k = g.kernel_size(), p = g.cols_size(), img = g.image_size();
   const int64_t rows = channels * k, ld = batch * p;
-#pragma omp parallel for if (rows * ld > (1 << 16))
+#pragma omp parallel for if (rows * ld > (1 << 18))
   for (int64_t r = 0; r < rows; ++r) {
     const RowTaps t = row_taps(g, r % k);
     const int64_t c = r / k;
@@ -78,7 +79,7 @@ void im2col(const ConvGeom& g, const T* x, int64_t channels, int64_t batch, T* c
 template <typename T>
 void col2im(const ConvGeom& g, const T* col, int64_t channels, T* y) {
   const int64_t k = g.kernel_size(), p = g.cols_size(), img = g.image_size();
-#pragma omp parallel for if (channels * k * p > (1 << 16))
+#pragma omp parallel for if (channels * k * p > (1 << 18))
   for (int64_t c = 0; c < channels; ++c) {
     T* plane = y + c * img;
     for (int64_t kk = 0; kk < k; ++kk) {
@@ -97,44 +98,118 @@ void col2im(const ConvGeom& g, const T* col, int64_t channels, T* y) {
   }
 }
 
+// Convolution with stride 1 everywhere: the input is copied once into a zero-padded buffer
+// of extent P[d] = cols[d] + (kernel[d] - 1) * dilation[d]. Then the column row of a
+// kernel offset is one contiguous slice of each padded image: output position (o0, o1, o2)
+// reads padded index v + offset with v = (o0 * P1 + o1) * P2 + o2, computed for every v up
+// to the last real output (the positions with o1 >= cols1 or o2 >= cols2 are computed and
+// dropped). Rows of short length (small images) thus cost one copy each instead of one per
+// output row.
+template <typename T>
+void conv_forward_unit_stride(const ConvGeom& g, const T* x, const T* w, const T* bias, T* y,
+                              int64_t n, int64_t c, int64_t m, int64_t group) {
+  int64_t P[3];
+  for (int d = 0; d < 3; ++d) P[d] = g.cols[d] + (g.kernel[d] - 1) * g.dilation[d];
+  const int64_t padded = P[0] * P[1] * P[2], img = g.image_size(), k = g.kernel_size();
+  const int64_t p = g.cols_size();
+  const int64_t len = ((g.cols[0] - 1) * P[1] + (g.cols[1] - 1)) * P[2] + g.cols[2];
+  const int64_t cg = c / group, mg = m / group;
+  const int64_t chunk =
+      std::clamp<int64_t>(kMaxColElements / std::max<int64_t>(c * k * len, 1), 1, n);
+  const auto xp = std::make_unique_for_overwrite<T[]>(chunk * c * padded);
+  const auto col = std::make_unique_for_overwrite<T[]>(c * k * chunk * len);
+  const auto out = std::make_unique_for_overwrite<T[]>(m * chunk * len);
+  const int64_t copy2 = std::max<int64_t>(0, std::min(g.image[2], P[2] - g.pad[2]));
+  for (int64_t n0 = 0; n0 < n; n0 += chunk) {
+    const int64_t nb = std::min(chunk, n - n0), ld = nb * len;
+#pragma omp parallel for if (nb * c * padded > (1 << 18))
+    for (int64_t plane = 0; plane < nb * c; ++plane) {
+      T* dst = xp.get() + plane * padded;
+      const T* src = x + (n0 * c + plane) * img;
+      std::fill(dst, dst + padded, T(0));
+      for (int64_t i0 = 0; i0 < g.image[0] && i0 + g.pad[0] < P[0]; ++i0) {
+        for (int64_t i1 = 0; i1 < g.image[1] && i1 + g.pad[1] < P[1]; ++i1) {
+          std::copy(src + (i0 * g.image[1] + i1) * g.image[2],
+                    src + (i0 * g.image[1] + i1) * g.image[2] + copy2,
+                    dst + ((i0 + g.pad[0]) * P[1] + i1 + g.pad[1]) * P[2] + g.pad[2]);
+        }
+      }
+    }
+#pragma omp parallel for if (c * k * ld > (1 << 18))
+    for (int64_t r = 0; r < c * k; ++r) {
+      int64_t k0, k1, k2;
+      kernel_index(g, r % k, &k0, &k1, &k2);
+      const int64_t off =
+          (k0 * g.dilation[0] * P[1] + k1 * g.dilation[1]) * P[2] + k2 * g.dilation[2];
+      for (int64_t b = 0; b < nb; ++b) {
+        const T* src = xp.get() + (b * c + r / k) * padded + off;
+        std::copy(src, src + len, col.get() + r * ld + b * len);
+      }
+    }
+    for (int64_t gi = 0; gi < group; ++gi) {
+      gemm(false, false, mg, ld, cg * k, T(1), w + gi * mg * cg * k, cg * k,
+           col.get() + gi * cg * k * ld, ld, T(0), out.get() + gi * mg * ld, ld);
+    }
+#pragma omp parallel for collapse(2) if (m * ld > (1 << 18))
+    for (int64_t b = 0; b < nb; ++b) {
+      for (int64_t mi = 0; mi < m; ++mi) {
+        const T* src = out.get() + mi * ld + b * len;
+        T* dst = y + ((n0 + b) * m + mi) * p;
+        const T bv = bias ? bias[mi] : T(0);
+        for (int64_t o0 = 0; o0 < g.cols[0]; ++o0) {
+          for (int64_t o1 = 0; o1 < g.cols[1]; ++o1, dst += g.cols[2]) {
+            const T* row = src + (o0 * P[1] + o1) * P[2];
+            for (int64_t o2 = 0; o2 < g.cols[2]; ++o2) dst[o2] = row[o2] + bv;
+          }
+        }
+      }
+    }
+  }
+}
+
 template <typename T>
 void conv_forward(const ConvGeom& g, const T* x, const T* w, const T* bias, T* y, int64_t n,
                   int64_t c, int64_t m, int64_t group) {
   const int64_t k = g.kernel_size(), p = g.cols_size(), img = g.image_size();
   const int64_t cg = c / group, mg = m / group;
-  bool pointwise = k == 1 && img == p;
-  for (int d = 0; d < 3; ++d) pointwise = pointwise && g.stride[d] == 1 && g.pad[d] == 0;
+  bool unit_stride = true, no_pad = true;
+  for (int d = 0; d < 3; ++d) {
+    unit_stride = unit_stride && g.stride[d] == 1;
+    no_pad = no_pad && g.pad[d] == 0;
+  }
+  const bool pointwise = k == 1 && img == p && unit_stride && no_pad;
+  if (unit_stride && !pointwise) return conv_forward_unit_stride(g, x, w, bias, y, n, c, m, group);
   // Small images are batched into one GEMM per group: [mg, cg*k] x [cg*k, nb*p].
   const int64_t per_image = std::max<int64_t>(c * k * p, 1);
   const int64_t chunk = pointwise ? 1 : std::clamp<int64_t>(kMaxColElements / per_image, 1, n);
-  std::vector<T> col(pointwise ? 0 : c * k * chunk * p);
-  std::vector<T> tmp(chunk > 1 ? m * chunk * p : 0);
+  const auto col = std::make_unique_for_overwrite<T[]>(pointwise ? 0 : c * k * chunk * p);
+  const auto tmp = std::make_unique_for_overwrite<T[]>(chunk > 1 ? m * chunk * p : 0);
   for (int64_t n0 = 0; n0 < n; n0 += chunk) {
     const int64_t nb = std::min(chunk, n - n0);
     const int64_t ld = nb * p;
     const T* colp = x + n0 * c * img;
     if (!pointwise) {
-      im2col(g, x + n0 * c * img, c, nb, col.data());
-      colp = col.data();
+      im2col(g, x + n0 * c * img, c, nb, col.get());
+      colp = col.get();
     }
-    T* out = nb == 1 ? y + n0 * m * p : tmp.data();
+    T* out = nb == 1 ? y + n0 * m * p : tmp.get();
     for (int64_t gi = 0; gi < group; ++gi) {
       gemm(false, false, mg, ld, cg * k, T(1), w + gi * mg * cg * k, cg * k,
            colp + gi * cg * k * ld, ld, T(0), out + gi * mg * ld, ld);
     }
     if (nb == 1) {
       if (!bias) continue;
-#pragma omp parallel for if (m * p > (1 << 16))
+#pragma omp parallel for if (m * p > (1 << 18))
       for (int64_t mi = 0; mi < m; ++mi) {
         T* row = out + mi * p;
         for (int64_t j = 0; j < p; ++j) row[j] += bias[mi];
       }
       continue;
     }
-#pragma omp parallel for collapse(2) if (m * ld > (1 << 16))
+#pragma omp parallel for collapse(2) if (m * ld > (1 << 18))
     for (int64_t b = 0; b < nb; ++b) {
       for (int64_t mi = 0; mi < m; ++mi) {
-        const T* src = tmp.data() + mi * ld + b * p;
+        const T* src = tmp.get() + mi * ld + b * p;
         T* dst = y + ((n0 + b) * m + mi) * p;
         const T bv = bias ? bias[mi] : T(0);
         for (int64_t j = 0; j < p; ++j) dst[j] = src[j] + bv;
@@ -148,7 +223,7 @@ void conv_transpose(const ConvGeom& g, const T* x, const T* w, const T* bias, T*
                     int64_t c, int64_t m, int64_t group) {
   const int64_t k = g.kernel_size(), p = g.cols_size(), img = g.image_size();
   const int64_t cg = c / group, mg = m / group;
-  std::vector<T> col(mg * k * p);
+  const auto col = std::make_unique_for_overwrite<T[]>(mg * k * p);
   for (int64_t i = 0; i < n; ++i) {
     T* yi = y + i * m * img;
     for (int64_t mi = 0; mi < m; ++mi) {
@@ -157,18 +232,18 @@ void conv_transpose(const ConvGeom& g, const T* x, const T* w, const T* bias, T*
     for (int64_t gi = 0; gi < group; ++gi) {
       // col[mg*k, p] = w_g^T [mg*k, cg] x x_g [cg, p]; w_g is [cg, mg*k].
       gemm(true, false, mg * k, p, cg, T(1), w + gi * cg * mg * k, mg * k,
-           x + (i * c + gi * cg) * p, p, T(0), col.data(), p);
-      col2im(g, col.data(), mg, yi + gi * mg * img);
+           x + (i * c + gi * cg) * p, p, T(0), col.get(), p);
+      col2im(g, col.get(), mg, yi + gi * mg * img);
     }
   }
 }
 
-#define AMPC_INSTANTIATE(T)                                                                      \
-  template void im2col<T>(const ConvGeom&, const T*, int64_t, int64_t, T*);                      \
-  template void col2im<T>(const ConvGeom&, const T*, int64_t, T*);                               \
-  template void conv_forward<T>(const ConvGeom&, const T*, const T*, const T*, T*, int64_t,      \
-                                int64_t, int64_t, int64_t);                                      \
-  template void conv_transpose<T>(const ConvGeom&, const T*, const T*, const T*, T*, int64_t,    \
+#define AMPC_INSTANTIATE(T)                                                                   \
+  template void im2col<T>(const ConvGeom&, const T*, int64_t, int64_t, T*);                   \
+  template void col2im<T>(const ConvGeom&, const T*, int64_t, T*);                            \
+  template void conv_forward<T>(const ConvGeom&, const T*, const T*, const T*, T*, int64_t,   \
+                                int64_t, int64_t, int64_t);                                   \
+  template void conv_transpose<T>(const ConvGeom&, const T*, const T*, const T*, T*, int64_t, \
                                   int64_t, int64_t, int64_t);
 AMPC_INSTANTIATE(float)
 AMPC_INSTANTIATE(double)

@@ -47,31 +47,24 @@ inline void binary_row(const A* a, int64_t sa, const B* b, int64_t sb, Out* y, i
   }
 }
 
-// y[out_shape] = f(a broadcast, b broadcast).
+// y[out_shape] = f(a broadcast, b broadcast). The work is a list of rows over the innermost
+// (collapsed) dimension; a fully collapsed walk is cut into chunks so threads can share it.
 template <typename A, typename B, typename Out, typename F>
 void binary_map(const A* a, const Shape& a_shape, const B* b, const Shape& b_shape, Out* y,
                 const Shape& out_shape, F f) {
   const BroadcastPlan p = make_broadcast_plan(out_shape, {a_shape, b_shape});
   if (p.numel == 0) return;
-  const int64_t n = p.inner();
   const int64_t sa = p.strides[0].back(), sb = p.strides[1].back();
-  if (p.shape.size() == 1) {
-    parallel_range(n, [&](int64_t begin, int64_t end) {
-      binary_row(a + begin * sa, sa, b + begin * sb, sb, y + begin, end - begin, f);
-    });
-    return;
-  }
-  const int64_t rows = p.rows();
-  auto run_row = [&](int64_t r) {
-    int64_t off[2];
-    p.row_offsets(r, off);
-    binary_row(a + off[0], sa, b + off[1], sb, y + r * n, n, f);
-  };
-  if (p.numel < kParallelThreshold) {
-    for (int64_t r = 0; r < rows; ++r) run_row(r);
-  } else {
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < rows; ++r) run_row(r);
+  const bool flat = p.shape.size() == 1;
+  constexpr int64_t kChunk = 8192;
+  const int64_t n = flat ? std::min(kChunk, p.inner()) : p.inner();
+  const int64_t rows = flat ? (p.inner() + kChunk - 1) / kChunk : p.rows();
+#pragma omp parallel for schedule(static) if (p.numel >= kParallelThreshold)
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t off[2] = {r * n * sa, r * n * sb};
+    if (!flat) p.row_offsets(r, off);
+    const int64_t len = std::min(n, p.numel - r * n);
+    binary_row(a + off[0], sa, b + off[1], sb, y + r * n, len, f);
   }
 }
 

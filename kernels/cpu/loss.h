@@ -16,8 +16,7 @@ enum class LossReduction { kNone, kSum, kMean };
 // not ignored (out is then unspecified).
 // Instantiated for T in {float, double} and L in {int32_t, int64_t}.
 template <typename T, typename L>
-int64_t nll_loss(const T* logp, const L* target, int64_t n, int64_t c, int64_t d,
-                 const T* weight, bool has_ignore, int64_t ignore_index, LossReduction reduction,
-                 T* out);
+int64_t nll_loss(const T* logp, const L* target, int64_t n, int64_t c, int64_t d, const T* weight,
+                 bool has_ignore, int64_t ignore_index, LossReduction reduction, T* out);
 
 }  // namespace ampc::kernels::cpu

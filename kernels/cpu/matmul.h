@@ -16,8 +16,8 @@ inline void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, fl
 }
 
 inline void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
-                 const double* a, int64_t lda, const double* b, int64_t ldb, double beta,
-                 double* c, int64_t ldc) {
+                 const double* a, int64_t lda, const double* b, int64_t ldb, double beta, double* c,
+                 int64_t ldc) {
   dgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 

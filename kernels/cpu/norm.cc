@@ -7,7 +7,7 @@
 namespace ampc::kernels::cpu {
 namespace {
 
-constexpr int64_t kParallelWork = 1 << 16;
+constexpr int64_t kParallelWork = 1 << 17;
 
 // Mean and biased variance of v[0..len) (two passes).
 template <typename T>
@@ -63,8 +63,8 @@ void channel_moments(const T* x, int64_t n, int64_t c, int64_t spatial, T* mean,
 }
 
 template <typename T>
-void layer_norm(const T* x, int64_t rows, int64_t cols, const T* scale, const T* bias, T eps,
-                T* y, T* mean, T* inv_std) {
+void layer_norm(const T* x, int64_t rows, int64_t cols, const T* scale, const T* bias, T eps, T* y,
+                T* mean, T* inv_std) {
 #pragma omp parallel for if (rows > 1 && rows * cols > kParallelWork)
   for (int64_t r = 0; r < rows; ++r) {
     const T* xr = x + r * cols;
@@ -85,8 +85,8 @@ void layer_norm(const T* x, int64_t rows, int64_t cols, const T* scale, const T*
 }
 
 template <typename T>
-void instance_norm(const T* x, int64_t n, int64_t c, int64_t spatial, const T* scale,
-                   const T* bias, T eps, T* y) {
+void instance_norm(const T* x, int64_t n, int64_t c, int64_t spatial, const T* scale, const T* bias,
+                   T eps, T* y) {
 #pragma omp parallel for if (n * c > 1 && n * c * spatial > kParallelWork)
   for (int64_t p = 0; p < n * c; ++p) {
     const T* xp = x + p * spatial;
@@ -100,8 +100,8 @@ void instance_norm(const T* x, int64_t n, int64_t c, int64_t spatial, const T* s
 }
 
 template <typename T>
-void lrn(const T* x, int64_t n, int64_t c, int64_t spatial, int64_t size, T alpha, T beta,
-         T bias, T* y) {
+void lrn(const T* x, int64_t n, int64_t c, int64_t spatial, int64_t size, T alpha, T beta, T bias,
+         T* y) {
   const int64_t before = (size - 1) / 2, after = size - 1 - before;
   const T coef = alpha / static_cast<T>(size);
 #pragma omp parallel for collapse(2) if (n * c * spatial > kParallelWork)
@@ -161,13 +161,13 @@ void mean_variance_norm(const T* x, const std::vector<int64_t>& dims,
   }
 }
 
-#define AMPC_INSTANTIATE(T)                                                                      \
-  template void channel_affine<T>(const T*, int64_t, int64_t, int64_t, const T*, const T*, T*);  \
-  template void channel_moments<T>(const T*, int64_t, int64_t, int64_t, T*, T*);                 \
-  template void layer_norm<T>(const T*, int64_t, int64_t, const T*, const T*, T, T*, T*, T*);    \
+#define AMPC_INSTANTIATE(T)                                                                       \
+  template void channel_affine<T>(const T*, int64_t, int64_t, int64_t, const T*, const T*, T*);   \
+  template void channel_moments<T>(const T*, int64_t, int64_t, int64_t, T*, T*);                  \
+  template void layer_norm<T>(const T*, int64_t, int64_t, const T*, const T*, T, T*, T*, T*);     \
   template void instance_norm<T>(const T*, int64_t, int64_t, int64_t, const T*, const T*, T, T*); \
-  template void lrn<T>(const T*, int64_t, int64_t, int64_t, int64_t, T, T, T, T*);               \
-  template void mean_variance_norm<T>(const T*, const std::vector<int64_t>&,                     \
+  template void lrn<T>(const T*, int64_t, int64_t, int64_t, int64_t, T, T, T, T*);                \
+  template void mean_variance_norm<T>(const T*, const std::vector<int64_t>&,                      \
                                       const std::vector<bool>&, T, T*);
 AMPC_INSTANTIATE(float)
 AMPC_INSTANTIATE(double)

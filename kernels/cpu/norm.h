@@ -20,19 +20,19 @@ void channel_moments(const T* x, int64_t n, int64_t c, int64_t spatial, T* mean,
 // y = normalised * scale[col] + bias[col] (scale, bias may be null: 1 and 0).
 // mean and inv_std ([rows], may be null) receive the statistics: inv_std = 1/sqrt(var + eps).
 template <typename T>
-void layer_norm(const T* x, int64_t rows, int64_t cols, const T* scale, const T* bias, T eps,
-                T* y, T* mean, T* inv_std);
+void layer_norm(const T* x, int64_t rows, int64_t cols, const T* scale, const T* bias, T eps, T* y,
+                T* mean, T* inv_std);
 
 // Each (n, c) plane normalised, then scaled by scale[c] and shifted by bias[c].
 template <typename T>
-void instance_norm(const T* x, int64_t n, int64_t c, int64_t spatial, const T* scale,
-                   const T* bias, T eps, T* y);
+void instance_norm(const T* x, int64_t n, int64_t c, int64_t spatial, const T* scale, const T* bias,
+                   T eps, T* y);
 
 // Local response normalisation across channels:
 // y = x / (bias + alpha / size * sum of x^2 over channels [c - (size-1)/2, c + size/2])^beta.
 template <typename T>
-void lrn(const T* x, int64_t n, int64_t c, int64_t spatial, int64_t size, T alpha, T beta,
-         T bias, T* y);
+void lrn(const T* x, int64_t n, int64_t c, int64_t spatial, int64_t size, T alpha, T beta, T bias,
+         T* y);
 
 // y = (x - mean) / (sqrt(mean(x^2) - mean^2) + eps), statistics over the flagged axes.
 template <typename T>

@@ -7,7 +7,7 @@
 namespace ampc::kernels::cpu {
 namespace {
 
-constexpr int64_t kParallelWork = 1 << 17;
+constexpr int64_t kParallelWork = 1 << 18;
 
 // The taps t in [0, k) whose position start + t * dilation lies in [lo_bound, hi_bound).
 inline void tap_range(int64_t start, int64_t k, int64_t dilation, int64_t lo_bound,
@@ -120,8 +120,8 @@ void avg_pool(const ConvGeom& g, const T* x, int64_t planes, T* y, bool count_in
     for (int d = 0; d < 3; ++d) {
       int64_t lo = w.lo[d], hi = w.hi[d];
       if (count_include_pad) {
-        tap_range(w.start[d], g.kernel[d], g.dilation[d], -g.pad[d], g.image[d] + g.pad_end[d],
-                  &lo, &hi);
+        tap_range(w.start[d], g.kernel[d], g.dilation[d], -g.pad[d], g.image[d] + g.pad_end[d], &lo,
+                  &hi);
       }
       count *= hi - lo;
     }
@@ -150,8 +150,7 @@ void lp_pool(const ConvGeom& g, const T* x, int64_t planes, T* y, int64_t p) {
 template void max_pool<float>(const ConvGeom&, const float*, int64_t, float*, int64_t*, bool);
 template void max_pool<double>(const ConvGeom&, const double*, int64_t, double*, int64_t*, bool);
 template void max_pool<int8_t>(const ConvGeom&, const int8_t*, int64_t, int8_t*, int64_t*, bool);
-template void max_pool<uint8_t>(const ConvGeom&, const uint8_t*, int64_t, uint8_t*, int64_t*,
-                                bool);
+template void max_pool<uint8_t>(const ConvGeom&, const uint8_t*, int64_t, uint8_t*, int64_t*, bool);
 template void avg_pool<float>(const ConvGeom&, const float*, int64_t, float*, bool);
 template void avg_pool<double>(const ConvGeom&, const double*, int64_t, double*, bool);
 template void lp_pool<float>(const ConvGeom&, const float*, int64_t, float*, int64_t);

@@ -89,7 +89,7 @@ struct Min {
   static T finish(T a, int64_t) { return a; }
 };
 
-constexpr int64_t kParallelWork = 1 << 16;
+constexpr int64_t kParallelWork = 1 << 18;
 
 template <typename R, typename T>
 void reduce_with(const T* x, int64_t outer, int64_t n, int64_t inner, T* y) {
@@ -138,16 +138,26 @@ void log_sum_exp(const T* x, int64_t outer, int64_t n, int64_t inner, T* y) {
 template <typename T>
 void reduce_axis(ReduceKind kind, const T* x, int64_t outer, int64_t n, int64_t inner, T* y) {
   switch (kind) {
-    case ReduceKind::kSum: return reduce_with<Sum<T>>(x, outer, n, inner, y);
-    case ReduceKind::kMean: return reduce_with<Mean<T>>(x, outer, n, inner, y);
-    case ReduceKind::kProd: return reduce_with<Prod<T>>(x, outer, n, inner, y);
-    case ReduceKind::kMax: return reduce_with<Max<T>>(x, outer, n, inner, y);
-    case ReduceKind::kMin: return reduce_with<Min<T>>(x, outer, n, inner, y);
-    case ReduceKind::kL1: return reduce_with<L1<T>>(x, outer, n, inner, y);
-    case ReduceKind::kL2: return reduce_with<L2<T>>(x, outer, n, inner, y);
-    case ReduceKind::kLogSum: return reduce_with<LogSum<T>>(x, outer, n, inner, y);
-    case ReduceKind::kSumSquare: return reduce_with<SumSquare<T>>(x, outer, n, inner, y);
-    case ReduceKind::kLogSumExp: return log_sum_exp(x, outer, n, inner, y);
+    case ReduceKind::kSum:
+      return reduce_with<Sum<T>>(x, outer, n, inner, y);
+    case ReduceKind::kMean:
+      return reduce_with<Mean<T>>(x, outer, n, inner, y);
+    case ReduceKind::kProd:
+      return reduce_with<Prod<T>>(x, outer, n, inner, y);
+    case ReduceKind::kMax:
+      return reduce_with<Max<T>>(x, outer, n, inner, y);
+    case ReduceKind::kMin:
+      return reduce_with<Min<T>>(x, outer, n, inner, y);
+    case ReduceKind::kL1:
+      return reduce_with<L1<T>>(x, outer, n, inner, y);
+    case ReduceKind::kL2:
+      return reduce_with<L2<T>>(x, outer, n, inner, y);
+    case ReduceKind::kLogSum:
+      return reduce_with<LogSum<T>>(x, outer, n, inner, y);
+    case ReduceKind::kSumSquare:
+      return reduce_with<SumSquare<T>>(x, outer, n, inner, y);
+    case ReduceKind::kLogSumExp:
+      return log_sum_exp(x, outer, n, inner, y);
   }
 }
 
@@ -197,8 +207,8 @@ void reduce(ReduceKind kind, const T* x, const std::vector<int64_t>& dims,
 }
 
 template <typename T>
-void arg_reduce(const T* x, int64_t outer, int64_t n, int64_t inner, bool is_max,
-                bool select_last, int64_t* y) {
+void arg_reduce(const T* x, int64_t outer, int64_t n, int64_t inner, bool is_max, bool select_last,
+                int64_t* y) {
 #pragma omp parallel for if (outer > 1 && outer * n * inner > kParallelWork)
   for (int64_t o = 0; o < outer; ++o) {
     for (int64_t i = 0; i < inner; ++i) {
@@ -251,14 +261,13 @@ void permute_copy(const T* x, const std::vector<int64_t>& dims, const std::vecto
   }
 }
 
-#define AMPC_INSTANTIATE_REDUCE(T)                                                            \
-  template void reduce<T>(ReduceKind, const T*, const std::vector<int64_t>&,                  \
-                          const std::vector<bool>&, T*);                                      \
+#define AMPC_INSTANTIATE_REDUCE(T)                                           \
+  template void reduce<T>(ReduceKind, const T*, const std::vector<int64_t>&, \
+                          const std::vector<bool>&, T*);                     \
   template void reduce_axis<T>(ReduceKind, const T*, int64_t, int64_t, int64_t, T*);
-#define AMPC_INSTANTIATE_ARG(T)                                                              \
-  template void arg_reduce<T>(const T*, int64_t, int64_t, int64_t, bool, bool, int64_t*);    \
-  template void permute_copy<T>(const T*, const std::vector<int64_t>&, const std::vector<int>&, \
-                                T*);
+#define AMPC_INSTANTIATE_ARG(T)                                                           \
+  template void arg_reduce<T>(const T*, int64_t, int64_t, int64_t, bool, bool, int64_t*); \
+  template void permute_copy<T>(const T*, const std::vector<int64_t>&, const std::vector<int>&, T*);
 AMPC_INSTANTIATE_REDUCE(float)
 AMPC_INSTANTIATE_REDUCE(double)
 AMPC_INSTANTIATE_REDUCE(int8_t)

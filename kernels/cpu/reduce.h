@@ -24,8 +24,8 @@ void reduce_axis(ReduceKind kind, const T* x, int64_t outer, int64_t n, int64_t 
 // the first one, or with select_last the last one. y is [outer, inner]. Instantiated for
 // float, double and every integer type.
 template <typename T>
-void arg_reduce(const T* x, int64_t outer, int64_t n, int64_t inner, bool is_max,
-                bool select_last, int64_t* y);
+void arg_reduce(const T* x, int64_t outer, int64_t n, int64_t inner, bool is_max, bool select_last,
+                int64_t* y);
 
 // out = x with its axes permuted: out dims[i] = dims[perm[i]].
 template <typename T>

@@ -42,8 +42,8 @@ __attribute__((always_inline)) inline void expv(V* v) {
 }
 // y[j] = exp(x[j] - sub[j]) (sub == null: exp(x[j] - m)); returns the sum of y.
 template <typename V, typename Vi>
-__attribute__((always_inline)) inline float exp_sub_impl(const float* x, const float* sub,
-                                                         float m, int64_t n, float* y) {
+__attribute__((always_inline)) inline float exp_sub_impl(const float* x, const float* sub, float m,
+                                                         int64_t n, float* y) {
   constexpr int W = sizeof(V) / sizeof(float);
   V acc{}, a, b = V{} + m;
   int64_t j = 0;
@@ -71,8 +71,8 @@ __attribute__((always_inline)) inline float exp_sub_impl(const float* x, const f
   }
   return s;
 }
-__attribute__((target("avx2,fma"))) float exp_sub_avx2(const float* x, const float* sub,
-                                                        float m, int64_t n, float* y) {
+__attribute__((target("avx2,fma"))) float exp_sub_avx2(const float* x, const float* sub, float m,
+                                                       int64_t n, float* y) {
   return exp_sub_impl<V8, V8i>(x, sub, m, n, y);
 }
 float exp_sub_sse(const float* x, const float* sub, float m, int64_t n, float* y) {
@@ -93,11 +93,18 @@ double exp_sub(const double* x, const double* sub, double m, int64_t n, double* 
   return s;
 }
 
+// Eight independent running maxima: no loop-carried dependency on one register.
 template <typename T>
 T row_max(const T* x, int64_t n) {
-  T m = x[0];
-#pragma omp simd reduction(max : m)
-  for (int64_t j = 1; j < n; ++j) m = std::max(m, x[j]);
+  T acc[8];
+  for (int l = 0; l < 8; ++l) acc[l] = x[0];
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    for (int l = 0; l < 8; ++l) acc[l] = x[j + l] > acc[l] ? x[j + l] : acc[l];
+  }
+  T m = acc[0];
+  for (int l = 1; l < 8; ++l) m = acc[l] > m ? acc[l] : m;
+  for (; j < n; ++j) m = x[j] > m ? x[j] : m;
   return m;
 }
 
@@ -167,7 +174,7 @@ void softmax_strided(SoftmaxKind kind, const T* x, int64_t n, int64_t inner, T* 
 template <typename T>
 void softmax(SoftmaxKind kind, const T* x, int64_t outer, int64_t n, int64_t inner, T* y) {
   if (inner == 1) {
-#pragma omp parallel if (outer > 1 && outer * n > (1 << 16))
+#pragma omp parallel if (outer > 1 && outer * n > (1 << 17))
     {
       std::vector<T> scratch(kind == SoftmaxKind::kLogSoftmax ? n : 0);
 #pragma omp for
@@ -177,7 +184,7 @@ void softmax(SoftmaxKind kind, const T* x, int64_t outer, int64_t n, int64_t inn
     }
     return;
   }
-#pragma omp parallel for if (outer > 1 && outer * n * inner > (1 << 16))
+#pragma omp parallel for if (outer > 1 && outer * n * inner > (1 << 17))
   for (int64_t o = 0; o < outer; ++o) {
     softmax_strided(kind, x + o * n * inner, n, inner, y + o * n * inner);
   }

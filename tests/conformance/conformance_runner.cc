@@ -111,6 +111,12 @@ CaseResult unsupported(const std::string& message, const std::string& what) {
 
 // The unsupported op named in a message like "node 'x' (Foo): ..." or "... operator 'Foo'".
 std::string op_in_message(const std::string& message) {
+  for (const char* kind : {"has sequence type", "has optional type", "has map type", "has sparse"}) {
+    if (message.find(kind) != std::string::npos) return "non-tensor types";
+  }
+  if (message.find("--input-shape") != std::string::npos) {
+    return "test data input has another rank than the model declares";
+  }
   std::smatch m;
   if (std::regex_search(message, m, std::regex(R"(\((?:[\w.]+\.)?(\w+)\))"))) return m[1];
   return message.substr(0, 60);

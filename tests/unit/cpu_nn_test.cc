@@ -282,6 +282,35 @@ TEST(CpuNn, GemmAllAttributes) {
   expect_close(values(y), want, 1e-6);
 }
 
+TEST(CpuNn, LargeGemmsSplitAcrossThreadsMatchReference) {
+  // Over 2^20 multiply-adds: split into row blocks (tall C) or column blocks (wide C).
+  for (const auto& [m, n] : std::vector<std::pair<int64_t, int64_t>>{{300, 70}, {70, 300}}) {
+    for (int ta = 0; ta < 2; ++ta) {
+      for (int tb = 0; tb < 2; ++tb) {
+        const int64_t k = 60;
+        const auto av = pseudo_random(m * k, 7), bv = pseudo_random(k * n, 8),
+                   cv = pseudo_random(n, 9);
+        auto y = run("Gemm",
+                     {make(F32, ta ? std::vector<int64_t>{k, m} : std::vector<int64_t>{m, k}, av),
+                      make(F32, tb ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n}, bv),
+                      make(F32, {n}, cv)},
+                     {attr_i("transA", ta), attr_i("transB", tb), attr_f("beta", 0.5f)}, 1, 13)[0];
+        std::vector<double> want(m * n);
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < n; ++j) {
+            double s = 0.5 * cv[j];
+            for (int64_t q = 0; q < k; ++q)
+              s += av[ta ? q * m + i : i * k + q] * bv[tb ? j * k + q : q * n + j];
+            want[i * n + j] = s;
+          }
+        SCOPED_TRACE("m " + std::to_string(m) + " transA " + std::to_string(ta) + " transB " +
+                     std::to_string(tb));
+        expect_close(values(y), want, 1e-5);
+      }
+    }
+  }
+}
+
 TEST(CpuNn, GemmBiasShapesAndNoBias) {
   const Tensor a = make(F32, {2, 2}, {1, 2, 3, 4});
   const Tensor eye = make(F32, {2, 2}, {1, 0, 0, 1});

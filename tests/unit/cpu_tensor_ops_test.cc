@@ -2,6 +2,7 @@
 // steps, checked against values computed by hand.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
 #include <string>
 #include <vector>
@@ -127,6 +128,30 @@ TEST(CpuTensorOps, TransposeConcatSplit) {
   EXPECT_EQ(fv(even[2]), (std::vector<float>{2, 5}));
 }
 
+TEST(CpuTensorOps, TransposeMatchesTheIndexFormulaForEveryPermutation) {
+  const Shape dims{3, 40, 5, 36};  // large enough for tiles and threads
+  const Tensor x = iota(dims);
+  std::vector<int64_t> perm{0, 1, 2, 3};
+  do {
+    const auto y = run("Transpose", {&x}, 1, [&](plan::Step& s) { set_ints(s, "perm", perm); });
+    const Shape in_strides{40 * 5 * 36, 5 * 36, 36, 1};
+    int64_t k = 0;
+    bool ok = true;
+    for (int64_t a = 0; a < dims[perm[0]]; ++a) {
+      for (int64_t b = 0; b < dims[perm[1]]; ++b) {
+        for (int64_t c = 0; c < dims[perm[2]]; ++c) {
+          for (int64_t d = 0; d < dims[perm[3]]; ++d, ++k) {
+            const int64_t src = a * in_strides[perm[0]] + b * in_strides[perm[1]] +
+                                c * in_strides[perm[2]] + d * in_strides[perm[3]];
+            ok = ok && y[0].data<float>()[k] == static_cast<float>(src);
+          }
+        }
+      }
+    }
+    EXPECT_TRUE(ok) << perm[0] << perm[1] << perm[2] << perm[3];
+  } while (std::next_permutation(perm.begin(), perm.end()));
+}
+
 TEST(CpuTensorOps, SliceClampsAndStepsBackwards) {
   const Tensor x = iota({3, 5});
   const Tensor starts = ints({-1, 100}), ends = ints({-100, 0}), axes = ints({1, 0}),
@@ -141,6 +166,8 @@ TEST(CpuTensorOps, SliceClampsAndStepsBackwards) {
     set_ints(s, "axes", {1});
   };
   EXPECT_EQ(run("Slice", {&x}, 1, attrs, 9)[0].shape(), (Shape{3, 4}));
+  const Tensor s1 = ints({0}), e1 = ints({INT64_MAX}), a1 = ints({1}), st1 = ints({INT64_MAX / 2});
+  EXPECT_EQ(fv(run("Slice", {&x, &s1, &e1, &a1, &st1})[0]), (std::vector<float>{0, 5, 10}));
   const Tensor s2 = ints({3}), e2 = ints({1});
   EXPECT_EQ(run("Slice", {&x, &s2, &e2})[0].shape(), (Shape{0, 5}));
 }
@@ -171,6 +198,21 @@ TEST(CpuTensorOps, ExpandTileAndPadModes) {
   } catch (const Error& err) {
     EXPECT_NE(std::string(err.what()).find("attribute 'mode' value 'xyz' is not supported"),
               std::string::npos);
+  }
+}
+
+TEST(CpuTensorOps, LargeReflectPadMatchesTheIndexFormula) {
+  const Tensor x = iota({300, 200});
+  const Tensor pads = ints({2, 1, 3, 2});
+  const auto y =
+      run("Pad", {&x, &pads}, 1, [](plan::Step& s) { set_string(s, "mode", "reflect"); });
+  ASSERT_EQ(y[0].shape(), (Shape{305, 203}));
+  auto reflect = [](int64_t i, int64_t n) { return i < 0 ? -i : (i >= n ? 2 * (n - 1) - i : i); };
+  for (int64_t r = 0; r < 305; r += 7) {
+    for (int64_t c = 0; c < 203; c += 5) {
+      const float want = static_cast<float>(reflect(r - 2, 300) * 200 + reflect(c - 1, 200));
+      ASSERT_EQ(y[0].data<float>()[r * 203 + c], want) << r << "," << c;
+    }
   }
 }
 
@@ -304,6 +346,34 @@ TEST(CpuTensorOps, EinsumCommonForms) {
   EXPECT_EQ(fv(run("Einsum", {&u, &v}, 1, eq("i,j->ij"))[0]),
             (std::vector<float>{1, 10, 100, 2, 20, 200}));
   EXPECT_EQ(fv(run("Einsum", {&a}, 1, eq("...ij->...ji"))[0])[1], 3);
+}
+
+// Float contractions take the BLAS path, integer ones the index loops: they must agree.
+TEST(CpuTensorOps, EinsumGemmPathAgreesWithTheLoops) {
+  struct Case {
+    const char* eq;
+    Shape a, b;
+  };
+  const std::vector<Case> cases = {{"bhqd,bhkd->bhqk", {2, 3, 4, 5}, {2, 3, 6, 5}},
+                                   {"ik,kj->ji", {3, 4}, {4, 5}},
+                                   {"ij,jk", {2, 3}, {3, 4}},
+                                   {"ij,ij->", {3, 4}, {3, 4}},
+                                   {"abc,cd->dba", {2, 3, 4}, {4, 2}},
+                                   {"...ij,...jk->...ik", {2, 2, 3}, {2, 3, 2}}};
+  for (const auto& c : cases) {
+    const Tensor fa = iota(c.a), fb = iota(c.b);
+    Tensor ia(DType::kInt64, c.a), ib(DType::kInt64, c.b);
+    for (int64_t i = 0; i < ia.numel(); ++i) ia.data<int64_t>()[i] = i;
+    for (int64_t i = 0; i < ib.numel(); ++i) ib.data<int64_t>()[i] = i;
+    auto eq = [&](plan::Step& s) { set_string(s, "equation", c.eq); };
+    const auto f = run("Einsum", {&fa, &fb}, 1, eq);
+    const auto n = run("Einsum", {&ia, &ib}, 1, eq);
+    ASSERT_EQ(f[0].shape(), n[0].shape()) << c.eq;
+    for (int64_t i = 0; i < f[0].numel(); ++i) {
+      ASSERT_EQ(f[0].data<float>()[i], static_cast<float>(n[0].data<int64_t>()[i]))
+          << c.eq << " " << i;
+    }
+  }
 }
 
 TEST(CpuTensorOps, StringTensorsMoveThroughLayoutOps) {

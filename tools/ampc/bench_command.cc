@@ -90,34 +90,49 @@ double quantile(const std::vector<double>& sorted, double q) {
   return sorted[lo] + (pos - static_cast<double>(lo)) * (sorted[hi] - sorted[lo]);
 }
 
+// Time of one op type (node empty, steps summed) or of one step (node: its first source node).
 struct OpTime {
   std::string op;
+  std::string node;
   int steps = 0;  // per forward pass
   double ms = 0;  // per forward pass
 };
+
+constexpr int kSlowestSteps = 5;
 
 struct Result {
   int steps = 0;
   double compile_ms = 0;   // 0 for a plan
   std::vector<double> ms;  // per timed iteration, sorted
   double iterations_per_s = 0;
-  std::vector<OpTime> ops;  // --profile: most expensive first
+  std::vector<OpTime> ops;      // --profile: per op type, most expensive first
+  std::vector<OpTime> slowest;  // --profile: the kSlowestSteps most expensive steps
 };
 
-// Step times summed per op type and divided by the number of forward passes.
-std::vector<OpTime> by_op_type(const plan::Plan& p, const std::vector<double>& step_seconds,
-                               int iterations) {
+void sort_by_time(std::vector<OpTime>& times) {
+  std::sort(times.begin(), times.end(),
+            [](const OpTime& a, const OpTime& b) { return a.ms > b.ms; });
+}
+
+// Fills r.ops and r.slowest from the summed time of each step over `iterations` passes.
+void attribute(const plan::Plan& p, const std::vector<double>& step_seconds, int iterations,
+               Result& r) {
   std::map<std::string, OpTime> by_op;
+  std::vector<OpTime> steps;
   for (int i = 0; i < p.steps_size(); ++i) {
-    OpTime& t = by_op[p.steps(i).op()];
-    t.op = p.steps(i).op();
+    const auto& s = p.steps(i);
+    const double ms = step_seconds[i] * 1e3 / iterations;
+    steps.push_back({s.op(), s.source_nodes_size() ? s.source_nodes(0) : "?", 1, ms});
+    OpTime& t = by_op[s.op()];
+    t.op = s.op();
     t.steps += 1;
-    t.ms += step_seconds[i] * 1e3 / iterations;
+    t.ms += ms;
   }
-  std::vector<OpTime> ops;
-  for (const auto& [name, t] : by_op) ops.push_back(t);
-  std::sort(ops.begin(), ops.end(), [](const OpTime& a, const OpTime& b) { return a.ms > b.ms; });
-  return ops;
+  for (const auto& [name, t] : by_op) r.ops.push_back(t);
+  sort_by_time(r.ops);
+  sort_by_time(steps);
+  steps.resize(std::min<size_t>(steps.size(), kSlowestSteps));
+  r.slowest = steps;
 }
 
 Result measure(rt::cpu::Executor& executor, const std::map<std::string, rt::Tensor>& feeds,
@@ -137,7 +152,7 @@ Result measure(rt::cpu::Executor& executor, const std::map<std::string, rt::Tens
   r.iterations_per_s = args.iterations * 1e3 / ms_since(total_start);
   executor.set_step_hook(nullptr);
   std::sort(r.ms.begin(), r.ms.end());
-  if (args.profile) r.ops = by_op_type(executor.plan(), step_seconds, args.iterations);
+  if (args.profile) attribute(executor.plan(), step_seconds, args.iterations, r);
   return r;
 }
 
@@ -158,6 +173,9 @@ void print_json(const BenchArgs& args, const Result& r) {
     j["profile"] = nlohmann::json::array();
     for (const auto& t : r.ops)
       j["profile"].push_back({{"op", t.op}, {"steps", t.steps}, {"ms", t.ms}});
+    j["slowest_steps"] = nlohmann::json::array();
+    for (const auto& t : r.slowest)
+      j["slowest_steps"].push_back({{"op", t.op}, {"node", t.node}, {"ms", t.ms}});
   }
   std::cout << j.dump(2) << '\n';
 }
@@ -180,6 +198,11 @@ void print_text(const BenchArgs& args, const Result& r) {
               << t.steps << " steps " << std::setw(9) << std::setprecision(4) << t.ms << " ms "
               << std::setw(6) << std::setprecision(1) << (step_ms > 0 ? 100 * t.ms / step_ms : 0)
               << " %\n";
+  }
+  std::cout << "  slowest steps:\n";
+  for (const auto& t : r.slowest) {
+    std::cout << "    " << std::setw(9) << std::setprecision(4) << t.ms << " ms  " << t.op << " '"
+              << t.node << "'\n";
   }
 }
 

@@ -1,5 +1,4 @@
-// Binary and variadic elementwise operators with numpy broadcasting: arithmetic, comparisons,
-// logic, bit shifts.
+// Binary arithmetic with numpy broadcasting: Add, Sub, Mul, Div, Mod, Pow, PRelu.
 #include <cmath>
 #include <type_traits>
 
@@ -8,16 +7,9 @@
 namespace ampc::rt::cpu {
 namespace {
 
-using kc::kBoolType;
-using kc::kFloats;
 using kc::kNumeric;
 using kc::opmath_t;
 using kc::Shape;
-
-template <unsigned Set, bool OutBool = false, typename F>
-void add_binary(OpRegistry& r, const char* name, F f) {
-  r.add(name, [f](OpContext& ctx) { binary_op<Set, OutBool>(ctx, f); });
-}
 
 // Integer division truncates towards zero as in C; x / 0 gives 0 instead of a crash.
 template <typename V>
@@ -66,40 +58,27 @@ V int_pow(V a, int64_t e) {
   return result;
 }
 
-// NaN-propagating max/min (numpy maximum/minimum).
-template <typename V>
-V max_of(V a, V b) {
-  if constexpr (std::is_floating_point_v<V>) {
-    if (std::isnan(b)) return b;
-  }
-  return a < b ? b : a;
-}
-template <typename V>
-V min_of(V a, V b) {
-  if constexpr (std::is_floating_point_v<V>) {
-    if (std::isnan(b)) return b;
-  }
-  return b < a ? b : a;
-}
-
 // Pow: the exponent may have another type. It is converted to the base's opmath type for
 // float bases, and to int64 or double for integer bases; the result has the base's type.
+// Bases: the float types and signed integers (the spec's T is float and int32/int64).
 void pow_op(OpContext& ctx) {
   const Tensor& x = ctx.in(0);
   const Tensor& y = ctx.in(1);
   const Shape y_shape = second_operand_shape(ctx);
   const auto shape = broadcast_or_fail(ctx, {x.shape(), y_shape});
   if (!kc::visit_dtype<kNumeric>(y.dtype(), [](auto) {})) ctx.unsupported_dtype(1);
-  dispatch<kNumeric>(ctx, 0, [&](auto tag) {
+  dispatch<kc::kSignedNumeric>(ctx, 0, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using M = opmath_t<T>;
     using W = std::conditional_t<std::is_floating_point_v<M>, M, int64_t>;
     Tensor& out = ctx.output(0, x.dtype(), shape);
-    if (std::is_integral_v<M> && is_float(y.dtype())) {
-      const Tensor e = cast_tensor(ctx, y, DType::kFloat64);
-      kc::binary_map(x.data<T>(), x.shape(), e.data<double>(), y_shape, out.data<T>(), shape,
-                     [](M a, double b) { return std::pow(static_cast<double>(a), b); });
-      return;
+    if constexpr (std::is_integral_v<M>) {
+      if (is_float(y.dtype())) {
+        const Tensor e = cast_tensor(ctx, y, DType::kFloat64);
+        kc::binary_map(x.data<T>(), x.shape(), e.data<double>(), y_shape, out.data<T>(), shape,
+                       [](M a, double b) { return std::pow(static_cast<double>(a), b); });
+        return;
+      }
     }
     const Tensor e = cast_tensor(ctx, y, dtype_of<W>());
     kc::binary_map(x.data<T>(), x.shape(), e.data<W>(), y_shape, out.data<T>(), shape,
@@ -110,39 +89,6 @@ void pow_op(OpContext& ctx) {
                        return int_pow<M>(a, b);
                      }
                    });
-  });
-}
-
-// Sum, Mean, Max, Min over any number of inputs: accumulated in opmath, rounded once.
-template <unsigned Set, typename F>
-void variadic_op(OpContext& ctx, F f, bool mean) {
-  std::vector<const Tensor*> inputs;
-  std::vector<Shape> shapes;
-  for (int i = 0; i < ctx.num_inputs(); ++i) {
-    inputs.push_back(&ctx.in(i));
-    shapes.push_back(ctx.in(i).shape());
-    require_same_dtype(ctx, 0, i);
-  }
-  if (inputs.empty()) ctx.fail("needs at least one input");
-  const auto shape = broadcast_or_fail(ctx, shapes);
-  dispatch<Set>(ctx, 0, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    using M = opmath_t<T>;
-    std::vector<M> acc(static_cast<size_t>(numel_of(shape)));
-    const Tensor& first = *inputs[0];
-    kc::binary_map(first.data<T>(), first.shape(), first.data<T>(), first.shape(), acc.data(),
-                   shape, [](M a, M) { return a; });
-    for (size_t i = 1; i < inputs.size(); ++i) {
-      kc::binary_map(acc.data(), shape, inputs[i]->data<T>(), inputs[i]->shape(), acc.data(), shape,
-                     f);
-    }
-    Tensor& y = ctx.output(0, first.dtype(), shape);
-    const M n = static_cast<M>(inputs.size());
-    if (mean) {
-      kc::unary_map(acc.data(), y.data<T>(), y.numel(), [n](M v) { return v / n; });
-    } else {
-      kc::unary_map(acc.data(), y.data<T>(), y.numel(), [](M v) { return v; });
-    }
   });
 }
 
@@ -183,53 +129,13 @@ void register_arithmetic(OpRegistry& r) {
     binary_op<kNumeric>(ctx, [c_fmod](auto a, auto b) { return mod(a, b, c_fmod); });
   });
   r.add("Pow", pow_op);
-  r.add("Sum", [](OpContext& ctx) {
-    variadic_op<kFloats>(
-        ctx, [](auto a, auto b) { return a + b; }, false);
-  });
-  r.add("Mean", [](OpContext& ctx) {
-    variadic_op<kFloats>(
-        ctx, [](auto a, auto b) { return a + b; }, true);
-  });
-  r.add("Max", [](OpContext& ctx) {
-    variadic_op<kNumeric>(
-        ctx, [](auto a, auto b) { return max_of(a, b); }, false);
-  });
-  r.add("Min", [](OpContext& ctx) {
-    variadic_op<kNumeric>(
-        ctx, [](auto a, auto b) { return min_of(a, b); }, false);
-  });
   r.add("PRelu", prelu_op);
-}
-
-void register_logic(OpRegistry& r) {
-  add_binary<kc::kAllTypes, true>(r, "Equal", [](auto a, auto b) { return a == b; });
-  add_binary<kNumeric, true>(r, "Less", [](auto a, auto b) { return a < b; });
-  add_binary<kNumeric, true>(r, "LessOrEqual", [](auto a, auto b) { return a <= b; });
-  add_binary<kNumeric, true>(r, "Greater", [](auto a, auto b) { return a > b; });
-  add_binary<kNumeric, true>(r, "GreaterOrEqual", [](auto a, auto b) { return a >= b; });
-  add_binary<kBoolType>(r, "And", [](bool a, bool b) { return a && b; });
-  add_binary<kBoolType>(r, "Or", [](bool a, bool b) { return a || b; });
-  add_binary<kBoolType>(r, "Xor", [](bool a, bool b) { return a != b; });
-  r.add("BitShift", [](OpContext& ctx) {
-    const std::string dir = ctx.attr_string("direction", "");
-    if (dir != "LEFT" && dir != "RIGHT") {
-      ctx.fail("attribute 'direction' value '" + dir + "' is not supported");
-    }
-    const bool left = dir == "LEFT";
-    binary_op<kc::kUnsigned>(ctx, [left](auto a, auto b) {
-      using V = decltype(a);
-      if (b >= sizeof(V) * 8) return V(0);
-      return static_cast<V>(left ? a << b : a >> b);
-    });
-  });
 }
 
 }  // namespace
 
 void register_elementwise_binary(OpRegistry& r) {
   register_arithmetic(r);
-  register_logic(r);
 }
 
 }  // namespace ampc::rt::cpu

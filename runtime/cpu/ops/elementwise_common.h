@@ -14,9 +14,11 @@ namespace ampc::rt::cpu {
 namespace kc = ampc::kernels::cpu;
 
 // The registration functions of the elementwise files; register_elementwise_ops calls them.
-void register_elementwise_math(OpRegistry& r);     // elementwise_math.cc: unary math, activations
-void register_elementwise_binary(OpRegistry& r);   // elementwise_binary.cc: arithmetic, logic
-void register_elementwise_convert(OpRegistry& r);  // elementwise_convert.cc: Cast, Where, Clip...
+void register_elementwise_math(OpRegistry& r);      // elementwise_math.cc: unary math, activations
+void register_elementwise_binary(OpRegistry& r);    // elementwise_binary.cc: arithmetic
+void register_elementwise_compare(OpRegistry& r);   // elementwise_compare.cc: comparisons, logic
+void register_elementwise_variadic(OpRegistry& r);  // elementwise_variadic.cc: Sum, Mean, Max, Min
+void register_elementwise_convert(OpRegistry& r);   // elementwise_convert.cc: Cast, Where, Clip...
 
 // Calls f(Tag<T>{}) for the type of input i, or fails with the unsupported-dtype error.
 template <unsigned Set, typename F>
@@ -63,6 +65,12 @@ void binary_op(OpContext& ctx, F f) {
     Tensor& y = ctx.output(0, OutBool ? DType::kBool : a.dtype(), shape);
     kc::binary_map(a.data<T>(), a.shape(), b.data<T>(), b_shape, y.data<Out>(), shape, f);
   });
+}
+
+// Registers `name` as binary_op<Set, OutBool> with f.
+template <unsigned Set, bool OutBool = false, typename F>
+void add_binary(OpRegistry& r, const char* name, F f) {
+  r.add(name, [f](OpContext& ctx) { binary_op<Set, OutBool>(ctx, f); });
 }
 
 }  // namespace ampc::rt::cpu

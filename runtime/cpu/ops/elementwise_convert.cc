@@ -49,20 +49,28 @@ Tensor cast_to_string(const OpContext& ctx, const Tensor& t) {
   return out;
 }
 
+// Integers are parsed as integers (exact beyond 2^53), everything else through double.
 Tensor cast_from_string(const OpContext& ctx, const Tensor& t, DType to) {
-  Tensor d(DType::kFloat64, t.shape());
+  const bool integral = is_integer(to);
+  Tensor parsed(integral ? DType::kInt64 : DType::kFloat64, t.shape());
   for (int64_t i = 0; i < t.numel(); ++i) {
     const std::string& s = t.strings()[i];
     char* end = nullptr;
-    d.data<double>()[i] = std::strtod(s.c_str(), &end);
+    if (integral) {
+      parsed.data<int64_t>()[i] = std::strtoll(s.c_str(), &end, 10);
+    } else {
+      parsed.data<double>()[i] = std::strtod(s.c_str(), &end);
+    }
     if (s.empty() || *end != '\0') ctx.fail("cannot convert string '" + s + "' to a number");
   }
-  return cast_tensor(ctx, d, to);
+  return cast_tensor(ctx, parsed, to);
 }
 
 void cast_op(OpContext& ctx, DType to) {
   const Tensor& x = ctx.in(0);
-  if (to == DType::kString) {
+  if (to == x.dtype()) {
+    ctx.set_output(0, x);
+  } else if (to == DType::kString) {
     ctx.set_output(0, cast_to_string(ctx, x));
   } else if (x.dtype() == DType::kString) {
     ctx.set_output(0, cast_from_string(ctx, x, to));
@@ -115,8 +123,8 @@ void clip_op(OpContext& ctx) {
       hi = std::numeric_limits<M>::infinity();
     }
     if (ctx.opset() < 11) {
-      lo = static_cast<M>(ctx.attr_float("min", static_cast<float>(lo)));
-      hi = static_cast<M>(ctx.attr_float("max", static_cast<float>(hi)));
+      if (ctx.has_attr("min")) lo = static_cast<M>(ctx.attr_float("min", 0.0f));
+      if (ctx.has_attr("max")) hi = static_cast<M>(ctx.attr_float("max", 0.0f));
     } else {
       for (int i : {1, 2}) {
         const Tensor* b = ctx.input(i);

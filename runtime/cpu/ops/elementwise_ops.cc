@@ -41,6 +41,8 @@ void require_same_dtype(const OpContext& ctx, int a, int b) {
 void register_elementwise_ops(OpRegistry& r) {
   register_elementwise_math(r);
   register_elementwise_binary(r);
+  register_elementwise_compare(r);
+  register_elementwise_variadic(r);
   register_elementwise_convert(r);
 }
 

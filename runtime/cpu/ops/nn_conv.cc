@@ -8,7 +8,9 @@ namespace {
 
 namespace k = kernels::cpu;
 
-int64_t floor_div2(int64_t a) { return a >= 0 ? a / 2 : -((-a + 1) / 2); }
+int64_t floor_div2(int64_t a) {
+  return a >= 0 ? a / 2 : -((-a + 1) / 2);
+}
 
 void check_bias(const OpContext& ctx, const Tensor* b, int64_t m) {
   if (b && b->numel() != m) {
@@ -22,7 +24,8 @@ void conv(OpContext& ctx) {
   const Tensor& w = ctx.in(1);
   const Tensor* b = ctx.input(2);
   check_spatial_rank(ctx, x.rank());
-  if (w.rank() != x.rank()) ctx.fail("weight " + w.type_str() + " does not match X " + x.type_str());
+  if (w.rank() != x.rank())
+    ctx.fail("weight " + w.type_str() + " does not match X " + x.type_str());
   const int64_t n = x.dim(0), c = x.dim(1), m = w.dim(0), group = ctx.attr_int("group", 1);
   if (group <= 0 || c != w.dim(1) * group || m % group != 0) {
     ctx.fail("channels of X " + x.type_str() + " and W " + w.type_str() + " do not fit group " +
@@ -62,8 +65,8 @@ k::ConvGeom conv_transpose_geometry(const OpContext& ctx, const std::vector<int6
       auto_pad != "SAME_LOWER") {
     ctx.fail("attribute 'auto_pad' value '" + auto_pad + "' is not supported");
   }
-  if (strides.size() != n || dilations.size() != n || out_pad.size() != n ||
-      pads.size() != 2 * n || (!out_shape.empty() && out_shape.size() != n)) {
+  if (strides.size() != n || dilations.size() != n || out_pad.size() != n || pads.size() != 2 * n ||
+      (!out_shape.empty() && out_shape.size() != n)) {
     ctx.fail("strides, dilations, output_padding, pads or output_shape do not match the " +
              std::to_string(n) + " spatial dimensions of the input");
   }
@@ -101,7 +104,8 @@ void conv_transpose(OpContext& ctx) {
   const Tensor& w = ctx.in(1);
   const Tensor* b = ctx.input(2);
   check_spatial_rank(ctx, x.rank());
-  if (w.rank() != x.rank()) ctx.fail("weight " + w.type_str() + " does not match X " + x.type_str());
+  if (w.rank() != x.rank())
+    ctx.fail("weight " + w.type_str() + " does not match X " + x.type_str());
   const int64_t n = x.dim(0), c = x.dim(1), group = ctx.attr_int("group", 1);
   if (group <= 0 || c != w.dim(0) || c % group != 0) {
     ctx.fail("channels of X " + x.type_str() + " and W " + w.type_str() + " do not fit group " +
@@ -119,8 +123,8 @@ void conv_transpose(OpContext& ctx) {
   for (size_t i = 0; i < in.size(); ++i) shape.push_back(g.image[geom_slot(i, in.size())]);
   Tensor& y = ctx.output(0, x.dtype(), shape);
   if (y.numel() == 0) return;
-  k::conv_transpose(g, x.data<T>(), w.data<T>(), b ? b->data<T>() : nullptr, y.data<T>(), n, c,
-                    m, group);
+  k::conv_transpose(g, x.data<T>(), w.data<T>(), b ? b->data<T>() : nullptr, y.data<T>(), n, c, m,
+                    group);
 }
 
 void conv_transpose_op(OpContext& ctx) {

@@ -10,9 +10,10 @@ namespace {
 
 namespace k = kernels::cpu;
 
-// Below this many multiply-adds OpenBLAS runs a GEMM on the calling thread, so independent
-// batch entries may run in parallel without oversubscribing.
+// Batch entries smaller than this many multiply-adds run in parallel (each GEMM then runs on
+// its own thread) when together they are worth a parallel region.
 constexpr int64_t kSmallGemm = 1 << 18;
+constexpr int64_t kParallelWork = 1 << 20;
 
 // c[m, n] = a[m, kk] x b[kk, n], row-major and contiguous.
 template <typename T>
@@ -44,7 +45,8 @@ void matmul(OpContext& ctx) {
   for (size_t i = 0; i < rb; ++i) b_dim[rank - rb + i] = bs[i];
   for (size_t i = 0; i < rank; ++i) {
     if (a_dim[i] != b_dim[i] && a_dim[i] != 1 && b_dim[i] != 1) {
-      ctx.fail("batch dimensions of " + a.type_str() + " and " + b.type_str() + " do not broadcast");
+      ctx.fail("batch dimensions of " + a.type_str() + " and " + b.type_str() +
+               " do not broadcast");
     }
     batch[i] = a_dim[i] == 1 ? b_dim[i] : a_dim[i];
   }
@@ -76,7 +78,7 @@ void matmul(OpContext& ctx) {
       idx[d] = 0;
     }
   }
-#pragma omp parallel for if (nb > 1 && m * n * kk < kSmallGemm)
+#pragma omp parallel for if (m * n * kk < kSmallGemm && nb * m * n * kk >= kParallelWork)
   for (int64_t j = 0; j < nb; ++j) mm(m, n, kk, ap + a_off[j], bp + b_off[j], yp + j * m * n);
 }
 
@@ -105,7 +107,8 @@ void gemm(OpContext& ctx) {
   // C broadcast into y: y[i, j] = C[i * row_step + j * col_step].
   if (c && c->numel() > 0) {
     if (c->rank() > 2) ctx.fail("C of rank " + std::to_string(c->rank()) + " is not allowed");
-    const int64_t cm = c->rank() == 2 ? c->dim(0) : 1, cn = c->rank() >= 1 ? c->dim(c->rank() - 1) : 1;
+    const int64_t cm = c->rank() == 2 ? c->dim(0) : 1,
+                  cn = c->rank() >= 1 ? c->dim(c->rank() - 1) : 1;
     if ((cm != 1 && cm != m) || (cn != 1 && cn != n)) {
       ctx.fail("C " + c->type_str() + " does not broadcast to [" + std::to_string(m) + "," +
                std::to_string(n) + "]");

@@ -84,7 +84,8 @@ void layer_norm(OpContext& ctx) {
   const int64_t rank = x.rank();
   const size_t axis = static_cast<size_t>(normalize_axis(ctx, ctx.attr_int("axis", -1), rank));
   const std::vector<int64_t> norm_shape(x.shape().begin() + axis, x.shape().end());
-  const int64_t rows = product(x.shape(), 0, axis), cols = product(norm_shape, 0, norm_shape.size());
+  const int64_t rows = product(x.shape(), 0, axis),
+                cols = product(norm_shape, 0, norm_shape.size());
   const std::vector<T> scale = expand_to<T>(ctx, ctx.in(1), norm_shape);
   std::vector<T> bias;
   if (ctx.input(2)) bias = expand_to<T>(ctx, *ctx.input(2), norm_shape);
@@ -101,8 +102,8 @@ void layer_norm(OpContext& ctx) {
   Tensor* stats[2] = {&mean, &inv_std};
   for (int i = 0; i < 2; ++i) {
     if (!ctx.has_output(1 + i)) continue;
-    ctx.set_output(1 + i, stash == dtype_of<T>() ? std::move(*stats[i])
-                                                 : convert_float(*stats[i], stash));
+    ctx.set_output(1 + i,
+                   stash == dtype_of<T>() ? std::move(*stats[i]) : convert_float(*stats[i], stash));
   }
 }
 
@@ -114,7 +115,8 @@ void lrn(OpContext& ctx) {
   if (size <= 0) ctx.fail("attribute 'size' must be positive");
   Tensor& y = ctx.output(0, x.dtype(), x.shape());
   k::lrn(x.data<T>(), x.dim(0), x.dim(1), product(x.shape(), 2, x.shape().size()), size,
-         static_cast<T>(ctx.attr_float("alpha", 1e-4f)), static_cast<T>(ctx.attr_float("beta", 0.75f)),
+         static_cast<T>(ctx.attr_float("alpha", 1e-4f)),
+         static_cast<T>(ctx.attr_float("beta", 0.75f)),
          static_cast<T>(ctx.attr_float("bias", 1.0f)), y.data<T>());
 }
 
@@ -122,7 +124,8 @@ template <typename T>
 void mean_variance_norm(OpContext& ctx) {
   const Tensor& x = ctx.in(0);
   std::vector<bool> reduced(x.rank(), false);
-  for (int64_t a : ctx.attr_ints("axes", {0, 2, 3})) reduced[normalize_axis(ctx, a, x.rank())] = true;
+  for (int64_t a : ctx.attr_ints("axes", {0, 2, 3}))
+    reduced[normalize_axis(ctx, a, x.rank())] = true;
   Tensor& y = ctx.output(0, x.dtype(), x.shape());
   k::mean_variance_norm(x.data<T>(), x.shape(), reduced, T(1e-9), y.data<T>());
 }
@@ -130,15 +133,19 @@ void mean_variance_norm(OpContext& ctx) {
 }  // namespace
 
 void register_norm_ops(OpRegistry& r) {
-  add_widened(r, "BatchNormalization",
-              [](OpContext& ctx) { dispatch_float(ctx, [&](auto t) { batch_norm<decltype(t)>(ctx); }); },
-              {0, 3, 4, 3, 4});
-  add_widened(r, "InstanceNormalization",
-              [](OpContext& ctx) { dispatch_float(ctx, [&](auto t) { instance_norm<decltype(t)>(ctx); }); });
-  add_widened(r, "LayerNormalization",
-              [](OpContext& ctx) { dispatch_float(ctx, [&](auto t) { layer_norm<decltype(t)>(ctx); }); },
-              {0, -1, -1});
-  add_widened(r, "LRN", [](OpContext& ctx) { dispatch_float(ctx, [&](auto t) { lrn<decltype(t)>(ctx); }); });
+  add_widened(
+      r, "BatchNormalization",
+      [](OpContext& ctx) { dispatch_float(ctx, [&](auto t) { batch_norm<decltype(t)>(ctx); }); },
+      {0, 3, 4, 3, 4});
+  add_widened(r, "InstanceNormalization", [](OpContext& ctx) {
+    dispatch_float(ctx, [&](auto t) { instance_norm<decltype(t)>(ctx); });
+  });
+  add_widened(
+      r, "LayerNormalization",
+      [](OpContext& ctx) { dispatch_float(ctx, [&](auto t) { layer_norm<decltype(t)>(ctx); }); },
+      {0, -1, -1});
+  add_widened(r, "LRN",
+              [](OpContext& ctx) { dispatch_float(ctx, [&](auto t) { lrn<decltype(t)>(ctx); }); });
   add_widened(r, "MeanVarianceNormalization", [](OpContext& ctx) {
     dispatch_float(ctx, [&](auto t) { mean_variance_norm<decltype(t)>(ctx); });
   });

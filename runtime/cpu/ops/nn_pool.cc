@@ -38,9 +38,11 @@ void pool(OpContext& ctx) {
   Tensor& y = ctx.output(0, x.dtype(), shape);
   const int64_t planes = x.dim(0) * x.dim(1);
   if constexpr (kind == Pool::kMax) {
-    int64_t* indices = ctx.has_output(1) ? ctx.output(1, DType::kInt64, shape).data<int64_t>() : nullptr;
+    int64_t* indices =
+        ctx.has_output(1) ? ctx.output(1, DType::kInt64, shape).data<int64_t>() : nullptr;
     if (y.numel() == 0) return;
-    k::max_pool(g, x.data<T>(), planes, y.data<T>(), indices, ctx.attr_int("storage_order", 0) == 1);
+    k::max_pool(g, x.data<T>(), planes, y.data<T>(), indices,
+                ctx.attr_int("storage_order", 0) == 1);
   } else if constexpr (kind == Pool::kAvg) {
     if (y.numel() == 0) return;
     k::avg_pool(g, x.data<T>(), planes, y.data<T>(), ctx.attr_int("count_include_pad", 0) != 0);
@@ -95,7 +97,8 @@ void max_unpool(OpContext& ctx) {
   const Tensor& x = ctx.in(0);
   const Tensor& ind = ctx.in(1);
   if (ind.dtype() != DType::kInt64) ctx.unsupported_dtype(1);
-  if (ind.shape() != x.shape()) ctx.fail("I " + ind.type_str() + " does not match X " + x.type_str());
+  if (ind.shape() != x.shape())
+    ctx.fail("I " + ind.type_str() + " does not match X " + x.type_str());
   check_spatial_rank(ctx, x.rank());
   const size_t n = x.shape().size() - 2;
   const auto kernel = ctx.attr_ints("kernel_shape");

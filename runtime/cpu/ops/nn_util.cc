@@ -77,7 +77,8 @@ void run_widened(OpContext& ctx, OpFn op, const std::vector<int>& out_like) {
   }
   std::vector<Tensor> results(ctx.num_outputs());
   std::vector<Tensor*> outputs(ctx.num_outputs());
-  for (int i = 0; i < ctx.num_outputs(); ++i) outputs[i] = ctx.has_output(i) ? &results[i] : nullptr;
+  for (int i = 0; i < ctx.num_outputs(); ++i)
+    outputs[i] = ctx.has_output(i) ? &results[i] : nullptr;
   OpContext inner(ctx.step(), std::move(inputs), std::move(outputs));
   op(inner);
 
@@ -85,8 +86,7 @@ void run_widened(OpContext& ctx, OpFn op, const std::vector<int>& out_like) {
     if (!ctx.has_output(i)) continue;
     const int like = i < static_cast<int>(out_like.size()) ? out_like[i] : 0;
     const Tensor* src = like >= 0 ? ctx.input(like) : nullptr;
-    if (src && results[i].dtype() == compute && is_float(src->dtype()) &&
-        src->dtype() != compute) {
+    if (src && results[i].dtype() == compute && is_float(src->dtype()) && src->dtype() != compute) {
       ctx.set_output(i, convert_float(results[i], src->dtype()));
     } else {
       ctx.set_output(i, std::move(results[i]));
@@ -95,9 +95,8 @@ void run_widened(OpContext& ctx, OpFn op, const std::vector<int>& out_like) {
 }
 
 void add_widened(OpRegistry& r, const std::string& name, OpFn op, std::vector<int> out_like) {
-  r.add(name, [op, out_like = std::move(out_like)](OpContext& ctx) {
-    run_widened(ctx, op, out_like);
-  });
+  r.add(name,
+        [op, out_like = std::move(out_like)](OpContext& ctx) { run_widened(ctx, op, out_like); });
 }
 
 int64_t normalize_axis(const OpContext& ctx, int64_t axis, int64_t rank) {
@@ -158,7 +157,9 @@ template std::vector<float> expand_to<float>(const OpContext&, const Tensor&,
 template std::vector<double> expand_to<double>(const OpContext&, const Tensor&,
                                                const std::vector<int64_t>&);
 
-int geom_slot(size_t i, size_t n) { return static_cast<int>(3 - n + i); }
+int geom_slot(size_t i, size_t n) {
+  return static_cast<int>(3 - n + i);
+}
 
 std::vector<int64_t> geom_cols(const kernels::cpu::ConvGeom& g, size_t n) {
   std::vector<int64_t> out;
@@ -182,8 +183,7 @@ kernels::cpu::ConvGeom window_geometry(const OpContext& ctx, const std::vector<i
   auto pads = ctx.attr_ints("pads", std::vector<int64_t>(2 * n, 0));
   const std::string auto_pad = ctx.attr_string("auto_pad", "NOTSET");
   const bool ceil_mode = ceil_mode_attr && ctx.attr_int("ceil_mode", 0) != 0;
-  if (kernel.size() != n || strides.size() != n || dilations.size() != n ||
-      pads.size() != 2 * n) {
+  if (kernel.size() != n || strides.size() != n || dilations.size() != n || pads.size() != 2 * n) {
     ctx.fail("kernel_shape, strides, dilations or pads do not match the " + std::to_string(n) +
              " spatial dimensions of the input");
   }

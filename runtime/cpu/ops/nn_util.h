@@ -19,12 +19,12 @@ namespace ampc::rt::cpu::nn {
 
 // Sub-families, registered by register_nn_ops (nn_ops.cc) and register_reduction_ops
 // (reduction_ops.cc).
-void register_matmul_ops(OpRegistry& r);  // nn_matmul.cc: MatMul, Gemm
-void register_conv_ops(OpRegistry& r);  // nn_conv.cc: Conv, ConvTranspose
-void register_pool_ops(OpRegistry& r);  // nn_pool.cc: *Pool, MaxUnpool
-void register_norm_ops(OpRegistry& r);  // nn_norm.cc: normalisation layers
+void register_matmul_ops(OpRegistry& r);   // nn_matmul.cc: MatMul, Gemm
+void register_conv_ops(OpRegistry& r);     // nn_conv.cc: Conv, ConvTranspose
+void register_pool_ops(OpRegistry& r);     // nn_pool.cc: *Pool, MaxUnpool
+void register_norm_ops(OpRegistry& r);     // nn_norm.cc: normalisation layers
 void register_softmax_ops(OpRegistry& r);  // reduction_softmax.cc: (Log)Softmax, Hardmax
-void register_loss_ops(OpRegistry& r);  // reduction_loss.cc: NLL and SCE losses
+void register_loss_ops(OpRegistry& r);     // reduction_loss.cc: NLL and SCE losses
 
 using OpFn = void (*)(OpContext&);
 

@@ -45,8 +45,8 @@ void nll(OpContext& ctx) {
     }
     logp = log_prob.data<T>();
   }
-  Tensor& loss = ctx.output(0, x.dtype(),
-                            reduction == k::LossReduction::kNone ? target_shape : std::vector<int64_t>{});
+  Tensor& loss = ctx.output(
+      0, x.dtype(), reduction == k::LossReduction::kNone ? target_shape : std::vector<int64_t>{});
   const bool has_ignore = ctx.has_attr("ignore_index");
   const int64_t ignore = ctx.attr_int("ignore_index", 0);
   const T* w = weight ? weight->data<T>() : nullptr;
@@ -58,8 +58,8 @@ void nll(OpContext& ctx) {
   };
   if (!dispatch<int64_t, int32_t>(target.dtype(), run)) ctx.unsupported_dtype(1);
   if (bad >= 0) {
-    const int64_t label = target.dtype() == DType::kInt64 ? target.data<int64_t>()[bad]
-                                                          : target.data<int32_t>()[bad];
+    const int64_t label =
+        target.dtype() == DType::kInt64 ? target.data<int64_t>()[bad] : target.data<int32_t>()[bad];
     ctx.fail("target " + std::to_string(label) + " at position " + std::to_string(bad) +
              " is not a class index in [0, " + std::to_string(c) + ")");
   }

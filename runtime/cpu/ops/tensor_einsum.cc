@@ -5,6 +5,8 @@
 #include <cctype>
 #include <map>
 
+#include "kernels/cpu/blas.h"
+#include "runtime/cpu/ops/elementwise_common.h"
 #include "runtime/cpu/ops/tensor_common.h"
 
 namespace ampc::rt::cpu {
@@ -37,6 +39,84 @@ Labels parse_term(const OpContext& ctx, const std::string& term, int64_t rank,
   for (int64_t i = e; i > 0; --i) labels.push_back(256 + static_cast<int>(i - 1));
   for (char c : tail) labels.push_back(static_cast<unsigned char>(c));
   return labels;
+}
+
+bool has_label(const Labels& labels, int l) {
+  return std::find(labels.begin(), labels.end(), l) != labels.end();
+}
+
+int64_t dim_of(const OpContext& ctx, const std::vector<Labels>& in, int i, int l) {
+  const Labels& ls = in[static_cast<size_t>(i)];
+  return ctx.in(i).dim(std::find(ls.begin(), ls.end(), l) - ls.begin());
+}
+
+// Two float operands whose labels are each batch (both inputs and the output), m (first input
+// and output), n (second input and output) or k (both inputs, summed): a batched GEMM through
+// BLAS on transposed copies, in fp32 (fp64 for double) and rounded once to the input type.
+// False when the equation has another form (diagonals, broadcasting, one-sided sums).
+bool einsum_as_gemm(OpContext& ctx, const std::vector<Labels>& in, const Labels& out,
+                    const Shape& out_shape) {
+  if (in.size() != 2 || !is_float(ctx.in(0).dtype())) return false;
+  for (int i = 0; i < 2; ++i) {
+    for (int l : in[i]) {
+      if (std::count(in[i].begin(), in[i].end(), l) != 1) return false;
+      if (!has_label(in[1 - i], l) && !has_label(out, l)) return false;
+      if (has_label(in[1 - i], l) && dim_of(ctx, in, i, l) != dim_of(ctx, in, 1 - i, l))
+        return false;
+    }
+  }
+  Labels batch, m, n, k;
+  for (int l : out) {
+    const bool in_a = has_label(in[0], l), in_b = has_label(in[1], l);
+    (in_a && in_b ? batch : in_a ? m : n).push_back(l);
+  }
+  for (int l : in[0]) {
+    if (!has_label(out, l)) k.push_back(l);
+  }
+  // Permutes input i to the label order `order`; returns the product of each group's sizes.
+  auto arrange = [&](int i, std::vector<const Labels*> groups, std::vector<int64_t>* sizes) {
+    std::vector<int64_t> perm;
+    for (const Labels* g : groups) {
+      int64_t p = 1;
+      for (int l : *g) {
+        perm.push_back(std::find(in[i].begin(), in[i].end(), l) - in[i].begin());
+        p *= dim_of(ctx, in, i, l);
+      }
+      sizes->push_back(p);
+    }
+    const DType compute = ctx.in(i).dtype() == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
+    const Tensor converted = cast_tensor(ctx, ctx.in(i), compute);
+    return transpose_view(converted, converted.shape(), perm);
+  };
+  std::vector<int64_t> sa, sb;
+  const Tensor a = arrange(0, {&batch, &m, &k}, &sa);
+  const Tensor b = arrange(1, {&batch, &k, &n}, &sb);
+  const int64_t nb = sa[0], M = sa[1], K = sa[2], N = sb[2];
+  Shape c_shape;
+  for (const Labels* g : {&batch, &m, &n}) {
+    for (int l : *g)
+      c_shape.push_back(out_shape[std::find(out.begin(), out.end(), l) - out.begin()]);
+  }
+  Tensor c(a.dtype(), c_shape);
+  for (int64_t i = 0; i < nb; ++i) {
+    if (a.dtype() == DType::kFloat64) {
+      kc::dgemm(false, false, M, N, K, 1.0, a.data<double>() + i * M * K, K,
+                b.data<double>() + i * K * N, N, 0.0, c.data<double>() + i * M * N, N);
+    } else {
+      kc::sgemm(false, false, M, N, K, 1.0f, a.data<float>() + i * M * K, K,
+                b.data<float>() + i * K * N, N, 0.0f, c.data<float>() + i * M * N, N);
+    }
+  }
+  Labels c_labels = batch;
+  c_labels.insert(c_labels.end(), m.begin(), m.end());
+  c_labels.insert(c_labels.end(), n.begin(), n.end());
+  std::vector<int64_t> perm;
+  for (int l : out)
+    perm.push_back(std::find(c_labels.begin(), c_labels.end(), l) - c_labels.begin());
+  Tensor y = transpose_view(c, c_shape, perm);
+  ctx.set_output(
+      0, y.dtype() == ctx.in(0).dtype() ? std::move(y) : cast_tensor(ctx, y, ctx.in(0).dtype()));
+  return true;
 }
 
 void einsum_op(OpContext& ctx) {
@@ -107,6 +187,7 @@ void einsum_op(OpContext& ctx) {
   }
   out_shape.assign(loop_shape.begin(),
                    loop_shape.begin() + static_cast<int64_t>(out_labels.size()));
+  if (einsum_as_gemm(ctx, in_labels, out_labels, out_shape)) return;
   // Per input, the stride of each loop label (summed over repeated labels; 0 when broadcast).
   std::vector<Shape> strides;
   for (size_t i = 0; i < in_labels.size(); ++i) {
