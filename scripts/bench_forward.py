@@ -4,6 +4,7 @@
 Run with Debian's Python, which has torch and onnx, after building ampc:
 
     /usr/bin/python3 scripts/bench_forward.py [--ampc build/tools/ampc/ampc] [--threads 2]
+        [--env OMP_WAIT_POLICY=passive]   # see docs/benchmarks.md
 
 For each model and batch size the script exports the module at that batch
 (models/export_models.py) into a temporary folder, times the PyTorch module's forward
@@ -65,7 +66,9 @@ def time_torch(module, inputs, warmup):
 
 def ampc(args, argv):
     """Runs ampc in this process's environment (see main) and returns its stdout."""
-    out = subprocess.run([args.ampc] + argv, check=True, capture_output=True, text=True)
+    out = subprocess.run([args.ampc] + argv, capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.exit(f"{' '.join([args.ampc] + argv)} failed:\n{out.stderr}")
     return out.stdout
 
 

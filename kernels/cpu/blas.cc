@@ -4,51 +4,14 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <cctype>
-#include <cstdlib>
-#include <string>
-
-// OpenBLAS (Debian builds it with DYNAMIC_ARCH) picks its kernels from the CPUID family and
-// model. Virtual machines that report a generic model ("Intel Xeon Processor") make it fall
-// back to its Prescott (SSE3) kernels, 3-4x slower than the AVX2 / AVX-512 ones the CPU
-// has. These internal entry points let the choice be redone; weak, so that another BLAS
-// still links (the fix is then skipped).
-extern "C" {
-char* openblas_get_corename(void) __attribute__((weak));
-void gotoblas_dynamic_init(void) __attribute__((weak));
-void gotoblas_dynamic_quit(void) __attribute__((weak));
-}
 
 namespace ampc::kernels::cpu {
 namespace {
-
-// When the user did not choose (OPENBLAS_CORETYPE unset), the CPU has AVX2 and OpenBLAS
-// picked a pre-AVX2 core, select again through OpenBLAS's own feature-based fallback: an
-// unknown core name makes it choose by AVX-512 / AVX2 / AVX support (with the OS checks).
-// Runs once, at program start, before any BLAS call.
-bool choose_blas_kernels() {
-  if (!openblas_get_corename || !gotoblas_dynamic_init || !gotoblas_dynamic_quit) return false;
-  if (std::getenv("OPENBLAS_CORETYPE") || !__builtin_cpu_supports("avx2")) return false;
-  std::string core = openblas_get_corename();
-  for (char& ch : core) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  for (const char* old : {"unknown", "katmai", "coppermine", "northwood", "prescott", "banias",
-                          "atom", "core2", "penryn", "dunnington", "nehalem", "sandybridge"}) {
-    if (core == old) {
-      setenv("OPENBLAS_CORETYPE", "ampc-feature-detect", 1);
-      gotoblas_dynamic_quit();
-      gotoblas_dynamic_init();
-      unsetenv("OPENBLAS_CORETYPE");
-      return true;
-    }
-  }
-  return false;
-}
 
 // One thread pool: OpenBLAS runs single-threaded and large GEMMs are split across the
 // OpenMP threads the rest of the backend uses. OpenBLAS's own (pthreads) workers spin after
 // each call and would fight the OpenMP workers for the same cores.
 bool configure_blas() {
-  choose_blas_kernels();
   openblas_set_num_threads(1);
   return true;
 }

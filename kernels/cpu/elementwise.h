@@ -13,8 +13,8 @@ namespace ampc::kernels::cpu {
 
 // Splits [0, n) into chunks run in parallel when n is large: fn(begin, end).
 template <typename Fn>
-void parallel_range(int64_t n, Fn&& fn, int64_t threshold = kParallelThreshold) {
-  if (n < threshold) {
+void parallel_range(int64_t n, Fn&& fn) {
+  if (n < kParallelThreshold) {
     fn(int64_t{0}, n);
     return;
   }
@@ -68,29 +68,30 @@ void binary_map(const A* a, const Shape& a_shape, const B* b, const Shape& b_sha
   }
 }
 
-// y[out_shape] = f(a, b, c), all three broadcast (Where).
+// y[out_shape] = f(a, b, c), all three broadcast (Where); rows as in binary_map.
 template <typename A, typename B, typename C, typename Out, typename F>
 void ternary_map(const A* a, const Shape& a_shape, const B* b, const Shape& b_shape, const C* c,
                  const Shape& c_shape, Out* y, const Shape& out_shape, F f) {
   const BroadcastPlan p = make_broadcast_plan(out_shape, {a_shape, b_shape, c_shape});
   if (p.numel == 0) return;
-  const int64_t n = p.inner();
   const int64_t sa = p.strides[0].back(), sb = p.strides[1].back(), sc = p.strides[2].back();
-  auto run_rows = [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      int64_t off[3];
-      p.row_offsets(r, off);
-      const A* ar = a + off[0];
-      const B* br = b + off[1];
-      const C* cr = c + off[2];
-      Out* yr = y + r * n;
-      for (int64_t i = 0; i < n; ++i) {
-        yr[i] = store<Out>(f(load(ar[i * sa]), load(br[i * sb]), load(cr[i * sc])));
-      }
+  const bool flat = p.shape.size() == 1;
+  constexpr int64_t kChunk = 8192;
+  const int64_t n = flat ? std::min(kChunk, p.inner()) : p.inner();
+  const int64_t rows = flat ? (p.inner() + kChunk - 1) / kChunk : p.rows();
+#pragma omp parallel for schedule(static) if (p.numel >= kParallelThreshold)
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t off[3] = {r * n * sa, r * n * sb, r * n * sc};
+    if (!flat) p.row_offsets(r, off);
+    const A* ar = a + off[0];
+    const B* br = b + off[1];
+    const C* cr = c + off[2];
+    Out* yr = y + r * n;
+    const int64_t len = std::min(n, p.numel - r * n);
+    for (int64_t i = 0; i < len; ++i) {
+      yr[i] = store<Out>(f(load(ar[i * sa]), load(br[i * sb]), load(cr[i * sc])));
     }
-  };
-  parallel_range(p.rows(), run_rows,
-                 std::max<int64_t>(1, kParallelThreshold / std::max<int64_t>(n, 1)));
+  }
 }
 
 }  // namespace ampc::kernels::cpu

@@ -153,6 +153,18 @@ TEST(CpuElementwise, IntegerDivTruncatesAndModFollowsTheSignRule) {
   EXPECT_EQ(values<float>(f[0]), (std::vector<float>{-1.5f, 1.5f}));
 }
 
+TEST(CpuElementwise, IntegerArithmeticWrapsAroundLikeNumpy) {
+  const Tensor a = make<int32_t>({2}, {INT32_MAX, INT32_MIN});
+  const Tensor one = make<int32_t>({}, {1});
+  const Tensor minus_one = make<int32_t>({}, {-1});
+  EXPECT_EQ(values<int32_t>(run_op("Add", {&a, &one})[0]),
+            (std::vector<int32_t>{INT32_MIN, INT32_MIN + 1}));
+  EXPECT_EQ(values<int32_t>(run_op("Div", {&a, &minus_one})[0]),
+            (std::vector<int32_t>{-INT32_MAX, INT32_MIN}));
+  const Tensor u = make<uint16_t>({1}, {65535});
+  EXPECT_EQ(values<uint16_t>(run_op("Mul", {&u, &u})[0]), (std::vector<uint16_t>{1}));
+}
+
 TEST(CpuElementwise, PowMixesBaseAndExponentTypes) {
   const Tensor xi = make<int32_t>({3}, {2, 3, -2});
   const Tensor ef = make<float>({3}, {3.0f, 0.5f, 2.0f});
@@ -229,6 +241,30 @@ TEST(CpuElementwise, WhereBroadcastsAllThreeInputs) {
   const auto out = run_op("Where", {&c, &x, &y});
   EXPECT_EQ(out[0].shape(), (std::vector<int64_t>{2, 3}));
   EXPECT_EQ(values<float>(out[0]), (std::vector<float>{1, 2, 3, -1, -1, -1}));
+}
+
+TEST(CpuElementwise, LargeWhereSplitsRowsAndChunksCorrectly) {
+  std::vector<bool> cv(300 * 200);
+  std::vector<float> xv(300 * 200);
+  for (size_t i = 0; i < cv.size(); ++i) {
+    cv[i] = i % 3 == 0;
+    xv[i] = static_cast<float>(i);
+  }
+  Tensor c(DType::kBool, {300, 200});
+  for (size_t i = 0; i < cv.size(); ++i) c.data<bool>()[i] = cv[i];
+  const Tensor x = make<float>({300, 200}, xv);
+  const Tensor y = make<float>({300, 1}, std::vector<float>(300, -1.0f));
+  Tensor row(DType::kBool, {200});
+  for (int64_t i = 0; i < 200; ++i) row.data<bool>()[i] = i % 2 == 0;
+  const auto flat = values<float>(run_op("Where", {&c, &x, &x})[0]);
+  EXPECT_EQ(flat, xv);
+  const auto mixed = run_op("Where", {&c, &x, &y});  // y broadcasts [300,1] -> [300,200]
+  EXPECT_EQ(mixed[0].shape(), (std::vector<int64_t>{300, 200}));
+  const auto rows = values<float>(run_op("Where", {&row, &x, &y})[0]);
+  for (size_t i = 0; i < xv.size(); i += 113) {
+    EXPECT_EQ(mixed[0].data<float>()[i], cv[i] ? xv[i] : -1.0f) << i;
+    EXPECT_EQ(rows[i], i % 2 == 0 ? xv[i] : -1.0f) << i;
+  }
 }
 
 TEST(CpuElementwise, ClipTakesAttributesBeforeOpset11AndOptionalInputsAfter) {

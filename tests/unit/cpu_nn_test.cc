@@ -328,6 +328,24 @@ TEST(CpuNn, GemmBiasShapesAndNoBias) {
               HasSubstr("does not broadcast"));
 }
 
+TEST(CpuNn, MatMulIntegerAndConvIntegerSubtractZeroPoints) {
+  // (A - 2) x (B - [1, 0]) with A, B uint8; per-column zero point of B: B - zp = [[0, 2], [2, 4]].
+  auto y =
+      run("MatMulInteger",
+          {make(DType::kUInt8, {2, 2}, {11, 7, 3, 5}), make(DType::kUInt8, {2, 2}, {1, 2, 3, 4}),
+           make(DType::kUInt8, {}, {2}), make(DType::kUInt8, {2}, {1, 0})},
+          {}, 1, 10)[0];
+  EXPECT_EQ(y.dtype(), DType::kInt32);
+  EXPECT_EQ(values(y),
+            (std::vector<double>{9 * 0 + 5 * 2, 9 * 2 + 5 * 4, 1 * 0 + 3 * 2, 1 * 2 + 3 * 4}));
+  auto c = run("ConvInteger",
+               {make(DType::kUInt8, {1, 1, 2, 2}, {5, 6, 7, 8}),
+                make(DType::kUInt8, {1, 1, 2, 2}, {1, 1, 1, 2}), make(DType::kUInt8, {}, {5})},
+               {}, 1, 10)[0];
+  EXPECT_EQ(c.dtype(), DType::kInt32);
+  EXPECT_EQ(values(c), (std::vector<double>{0 + 1 + 2 + 3 * 2}));
+}
+
 // ---------------------------------------------------------------------------------------
 // Conv and ConvTranspose against direct loops
 

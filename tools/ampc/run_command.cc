@@ -59,7 +59,8 @@ void run_run(const RunArgs& args) {
     if (first_format.empty()) first_format = is_npy(file) ? "npy" : "pb";
   }
   plan::Plan p;
-  if (plan::looks_like_plan(args.model)) {
+  // By content, and by name so that a plan cut short before its magic still reads as one.
+  if (plan::looks_like_plan(args.model) || fs::path(args.model).extension() == ".plan") {
     if (!args.input_shapes.empty()) throw Error("--input-shape applies to ONNX models; a plan's shapes are fixed");
     p = plan::load_plan(args.model);
   } else {

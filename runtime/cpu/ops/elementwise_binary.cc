@@ -1,5 +1,6 @@
 // Binary arithmetic with numpy broadcasting: Add, Sub, Mul, Div, Mod, Pow, PRelu.
 #include <cmath>
+#include <functional>
 #include <type_traits>
 
 #include "runtime/cpu/ops/elementwise_common.h"
@@ -11,12 +12,24 @@ using kc::kNumeric;
 using kc::opmath_t;
 using kc::Shape;
 
+// Integer +, -, * wrap around as numpy's do: computed in an unsigned type (where C++ defines
+// the wrap) at least as wide as unsigned int, so small types are not promoted to signed int.
+template <typename V, typename Op>
+V wrapping(V a, V b, Op op) {
+  if constexpr (std::is_integral_v<V>) {
+    using U = std::conditional_t<(sizeof(V) < sizeof(unsigned)), unsigned, std::make_unsigned_t<V>>;
+    return static_cast<V>(op(static_cast<U>(a), static_cast<U>(b)));
+  } else {
+    return op(a, b);
+  }
+}
+
 // Integer division truncates towards zero as in C; x / 0 gives 0 instead of a crash.
 template <typename V>
 V int_div(V a, V b) {
   if (b == 0) return 0;
   if constexpr (std::is_signed_v<V>) {
-    if (b == -1) return static_cast<V>(-a);  // also avoids the INT_MIN / -1 trap
+    if (b == -1) return wrapping(V(0), a, std::minus<>());  // also avoids the INT_MIN / -1 trap
   }
   return static_cast<V>(a / b);
 }
@@ -51,8 +64,8 @@ V int_pow(V a, int64_t e) {
   }
   V result = 1;
   while (e) {
-    if (e & 1) result = static_cast<V>(result * a);
-    a = static_cast<V>(a * a);
+    if (e & 1) result = wrapping(result, a, std::multiplies<>());
+    a = wrapping(a, a, std::multiplies<>());
     e >>= 1;
   }
   return result;
@@ -114,9 +127,10 @@ void prelu_op(OpContext& ctx) {
 }
 
 void register_arithmetic(OpRegistry& r) {
-  add_binary<kNumeric>(r, "Add", [](auto a, auto b) { return a + b; });
-  add_binary<kNumeric>(r, "Sub", [](auto a, auto b) { return a - b; });
-  add_binary<kNumeric>(r, "Mul", [](auto a, auto b) { return a * b; });
+  add_binary<kNumeric>(r, "Add", [](auto a, auto b) { return wrapping(a, b, std::plus<>()); });
+  add_binary<kNumeric>(r, "Sub", [](auto a, auto b) { return wrapping(a, b, std::minus<>()); });
+  add_binary<kNumeric>(r, "Mul",
+                       [](auto a, auto b) { return wrapping(a, b, std::multiplies<>()); });
   add_binary<kNumeric>(r, "Div", [](auto a, auto b) {
     if constexpr (std::is_floating_point_v<decltype(a)>) {
       return a / b;

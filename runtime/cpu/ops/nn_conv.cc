@@ -18,11 +18,10 @@ void check_bias(const OpContext& ctx, const Tensor* b, int64_t m) {
   }
 }
 
+}  // namespace
+
 template <typename T>
-void conv(OpContext& ctx) {
-  const Tensor& x = ctx.in(0);
-  const Tensor& w = ctx.in(1);
-  const Tensor* b = ctx.input(2);
+Tensor conv_of(const OpContext& ctx, const Tensor& x, const Tensor& w, const Tensor* b) {
   check_spatial_rank(ctx, x.rank());
   if (w.rank() != x.rank())
     ctx.fail("weight " + w.type_str() + " does not match X " + x.type_str());
@@ -40,14 +39,21 @@ void conv(OpContext& ctx) {
   }
   std::vector<int64_t> shape = {n, m};
   for (int64_t d : geom_cols(g, in.size())) shape.push_back(d);
-  Tensor& y = ctx.output(0, x.dtype(), shape);
-  if (y.numel() == 0) return;
+  Tensor y(dtype_of<T>(), shape);
+  if (y.numel() == 0) return y;
   k::conv_forward(g, x.data<T>(), w.data<T>(), b ? b->data<T>() : nullptr, y.data<T>(), n, c, m,
                   group);
+  return y;
 }
+template Tensor conv_of<float>(const OpContext&, const Tensor&, const Tensor&, const Tensor*);
+template Tensor conv_of<double>(const OpContext&, const Tensor&, const Tensor&, const Tensor*);
+
+namespace {
 
 void conv_op(OpContext& ctx) {
-  dispatch_float(ctx, [&](auto tag) { conv<decltype(tag)>(ctx); });
+  dispatch_float(ctx, [&](auto tag) {
+    ctx.set_output(0, conv_of<decltype(tag)>(ctx, ctx.in(0), ctx.in(1), ctx.input(2)));
+  });
 }
 
 // Output sizes and padding of ConvTranspose; the geometry's image side is the output.

@@ -25,10 +25,10 @@ void mm(int64_t m, int64_t n, int64_t kk, const T* a, const T* b, T* c) {
   }
 }
 
+}  // namespace
+
 template <typename T>
-void matmul(OpContext& ctx) {
-  const Tensor& a = ctx.in(0);
-  const Tensor& b = ctx.in(1);
+Tensor matmul_of(const OpContext& ctx, const Tensor& a, const Tensor& b) {
   std::vector<int64_t> as = a.shape(), bs = b.shape();
   if (as.empty() || bs.empty()) ctx.fail("inputs of rank 0 are not allowed");
   const bool a_vec = as.size() == 1, b_vec = bs.size() == 1;
@@ -53,14 +53,15 @@ void matmul(OpContext& ctx) {
   std::vector<int64_t> out_shape = batch;
   if (!a_vec) out_shape.push_back(m);
   if (!b_vec) out_shape.push_back(n);
-  Tensor& y = ctx.output(0, a.dtype(), out_shape);
+  Tensor y(dtype_of<T>(), out_shape);
   const int64_t nb = product(batch, 0, rank);
-  if (nb == 0 || m == 0 || n == 0) return;
+  if (nb == 0 || m == 0 || n == 0) return y;
   const T* ap = a.data<T>();
   const T* bp = b.data<T>();
   T* yp = y.data<T>();
   if (product(b_dim, 0, rank) == 1 && product(a_dim, 0, rank) == nb) {
-    return mm(nb * m, n, kk, ap, bp, yp);  // one B for all: stack the A matrices
+    mm(nb * m, n, kk, ap, bp, yp);  // one B for all: stack the A matrices
+    return y;
   }
   // Matrix offsets of every batch entry (0 stride along broadcast dimensions).
   std::vector<int64_t> a_off(nb), b_off(nb);
@@ -80,10 +81,17 @@ void matmul(OpContext& ctx) {
   }
 #pragma omp parallel for if (m * n * kk < kSmallGemm && nb * m * n * kk >= kParallelWork)
   for (int64_t j = 0; j < nb; ++j) mm(m, n, kk, ap + a_off[j], bp + b_off[j], yp + j * m * n);
+  return y;
 }
+template Tensor matmul_of<float>(const OpContext&, const Tensor&, const Tensor&);
+template Tensor matmul_of<double>(const OpContext&, const Tensor&, const Tensor&);
+
+namespace {
 
 void matmul_op(OpContext& ctx) {
-  auto run = [&](auto tag) { matmul<decltype(tag)>(ctx); };
+  auto run = [&](auto tag) {
+    ctx.set_output(0, matmul_of<decltype(tag)>(ctx, ctx.in(0), ctx.in(1)));
+  };
   if (!dispatch<float, double, int32_t, int64_t, uint32_t, uint64_t>(ctx.in(0).dtype(), run)) {
     ctx.unsupported_dtype(0);
   }

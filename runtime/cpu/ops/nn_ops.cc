@@ -11,6 +11,7 @@ void register_nn_ops(OpRegistry& r) {
   nn::register_conv_ops(r);
   nn::register_pool_ops(r);
   nn::register_norm_ops(r);
+  nn::register_integer_ops(r);
 }
 
 }  // namespace ampc::rt::cpu

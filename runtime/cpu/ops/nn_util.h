@@ -25,6 +25,15 @@ void register_pool_ops(OpRegistry& r);     // nn_pool.cc: *Pool, MaxUnpool
 void register_norm_ops(OpRegistry& r);     // nn_norm.cc: normalisation layers
 void register_softmax_ops(OpRegistry& r);  // reduction_softmax.cc: (Log)Softmax, Hardmax
 void register_loss_ops(OpRegistry& r);     // reduction_loss.cc: NLL and SCE losses
+void register_integer_ops(OpRegistry& r);  // nn_integer.cc: MatMulInteger, ConvInteger
+
+// The products themselves, for ops built on them (T = float or double; defined in
+// nn_matmul.cc and nn_conv.cc): MatMul of a and b with numpy semantics, and Conv of x with
+// w and optional bias b under the step's attributes.
+template <typename T>
+Tensor matmul_of(const OpContext& ctx, const Tensor& a, const Tensor& b);
+template <typename T>
+Tensor conv_of(const OpContext& ctx, const Tensor& x, const Tensor& w, const Tensor* b);
 
 using OpFn = void (*)(OpContext&);
 
@@ -70,11 +79,11 @@ std::vector<T> expand_to(const OpContext& ctx, const Tensor& src,
 // when ceil_mode_attr, ceil_mode. image = input, cols = output.
 kernels::cpu::ConvGeom window_geometry(const OpContext& ctx, const std::vector<int64_t>& in,
                                        std::vector<int64_t> kernel, bool ceil_mode_attr);
-// Puts the dims of one spatial axis i of n (1 to 3) into the geometry's last n slots.
+// The ConvGeom slot of spatial axis i of n (1 to 3): n axes use the last n slots.
 int geom_slot(size_t i, size_t n);
 // The output (cols) spatial sizes of the last n slots.
 std::vector<int64_t> geom_cols(const kernels::cpu::ConvGeom& g, size_t n);
-// Fails unless the op has 1 to 3 spatial dimensions.
+// Fails unless an input of this rank ([N, C, spatial...]) has 1 to 3 spatial dimensions.
 void check_spatial_rank(const OpContext& ctx, int64_t rank);
 
 }  // namespace ampc::rt::cpu::nn
