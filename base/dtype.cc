@@ -39,8 +39,12 @@ const DTypeInfo& info(DType t) {
 
 }  // namespace
 
-size_t dtype_size(DType t) { return info(t).size; }
-std::string_view dtype_name(DType t) { return info(t).name; }
+size_t dtype_size(DType t) {
+  return info(t).size;
+}
+std::string_view dtype_name(DType t) {
+  return info(t).name;
+}
 
 std::optional<DType> dtype_from_name(std::string_view name) {
   for (const auto& i : kInfo) {
@@ -51,7 +55,9 @@ std::optional<DType> dtype_from_name(std::string_view name) {
   return std::nullopt;
 }
 
-bool dtype_is_known(int32_t code) { return code > 0 && code < static_cast<int32_t>(kInfo.size()); }
+bool dtype_is_known(int32_t code) {
+  return code > 0 && code < static_cast<int32_t>(kInfo.size());
+}
 
 bool is_float(DType t) {
   return t == DType::kFloat32 || t == DType::kFloat16 || t == DType::kBFloat16 ||

@@ -46,9 +46,11 @@ inline Half float_to_half(float f) {
   const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
   const uint32_t abs = u & 0x7fffffffu;
   if (abs >= 0x7f800000u) {  // inf or nan (keep nan quiet and non-zero)
-    return {static_cast<uint16_t>(sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u | ((abs >> 13) & 0x3ffu) : 0))};
+    return {static_cast<uint16_t>(sign | 0x7c00u |
+                                  (abs > 0x7f800000u ? 0x200u | ((abs >> 13) & 0x3ffu) : 0))};
   }
-  if (abs >= 0x477ff000u) return {static_cast<uint16_t>(sign | 0x7c00u)};  // rounds to >= 65520: inf
+  if (abs >= 0x477ff000u)
+    return {static_cast<uint16_t>(sign | 0x7c00u)};  // rounds to >= 65520: inf
   if (abs < 0x38800000u) {
     // Result is subnormal or zero: scale so the integer part is the half mantissa.
     // Adding 0.5f in fp32 would double-round; do it with integers instead.
@@ -67,11 +69,14 @@ inline Half float_to_half(float f) {
   return {static_cast<uint16_t>(sign | ((rounded - 0x38000000u) >> 13))};
 }
 
-inline float bf16_to_float(BFloat16 b) { return bits_float(static_cast<uint32_t>(b.bits) << 16); }
+inline float bf16_to_float(BFloat16 b) {
+  return bits_float(static_cast<uint32_t>(b.bits) << 16);
+}
 
 inline BFloat16 float_to_bf16(float f) {
   const uint32_t u = float_bits(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return {static_cast<uint16_t>((u >> 16) | 0x40u)};  // quiet nan
+  if ((u & 0x7fffffffu) > 0x7f800000u)
+    return {static_cast<uint16_t>((u >> 16) | 0x40u)};  // quiet nan
   const uint32_t rounded = u + 0x7fffu + ((u >> 16) & 1u);
   return {static_cast<uint16_t>(rounded >> 16)};
 }

@@ -18,7 +18,8 @@ std::string shape_spec(const std::vector<int64_t>& dims) {
 
 }  // namespace
 
-plan::Plan compile_model(ir::Model& model, const CompileOptions& options, const std::string& model_name) {
+plan::Plan compile_model(ir::Model& model, const CompileOptions& options,
+                         const std::string& model_name) {
   // Cleanup.
   passes::fold_constants(model);
   passes::eliminate_dead_code(model);
@@ -27,7 +28,8 @@ plan::Plan compile_model(ir::Model& model, const CompileOptions& options, const 
   // Lowering: one step per node.
   EmitOptions emit;
   emit.model_name = model_name;
-  for (const auto& [name, dims] : options.import.input_shapes) emit.recorded_options["input-shape." + name] = shape_spec(dims);
+  for (const auto& [name, dims] : options.import.input_shapes)
+    emit.recorded_options["input-shape." + name] = shape_spec(dims);
   return emit_plan(model, emit);
 }
 

@@ -14,7 +14,8 @@ struct CompileOptions {
 };
 
 // Runs the passes over `model` (in place) and emits the plan.
-plan::Plan compile_model(ir::Model& model, const CompileOptions& options, const std::string& model_name);
+plan::Plan compile_model(ir::Model& model, const CompileOptions& options,
+                         const std::string& model_name);
 
 // load_model + compile_model.
 plan::Plan compile_file(const std::string& model_path, const CompileOptions& options);

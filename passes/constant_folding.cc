@@ -11,9 +11,13 @@ namespace {
 
 using ir::Tensor;
 
-const Tensor* constant_of(const ir::Value* v) { return v && v->initializer ? v->initializer.get() : nullptr; }
+const Tensor* constant_of(const ir::Value* v) {
+  return v && v->initializer ? v->initializer.get() : nullptr;
+}
 
-bool is_int(DType t) { return t == DType::kInt64 || t == DType::kInt32; }
+bool is_int(DType t) {
+  return t == DType::kInt64 || t == DType::kInt32;
+}
 
 std::vector<int64_t> int_values(const Tensor& t) {
   std::vector<int64_t> out(static_cast<size_t>(t.numel()));
@@ -45,7 +49,9 @@ Tensor int_tensor(DType dtype, std::vector<int64_t> dims, const std::vector<int6
   return t;
 }
 
-int64_t norm_axis(int64_t axis, int64_t rank) { return axis < 0 ? axis + rank : axis; }
+int64_t norm_axis(int64_t axis, int64_t rank) {
+  return axis < 0 ? axis + rank : axis;
+}
 
 // Axes from the attribute (older opsets) or the second input (opset 13+).
 std::optional<std::vector<int64_t>> axes_of(const ir::Node& n) {
@@ -66,7 +72,8 @@ std::optional<Tensor> evaluate(const ir::Node& n) {
     const auto* value = n.attr("value");
     if (value && value->kind == ir::AttrKind::kTensor) return value->t;
     if (const auto* a = n.attr("value_int")) return int_tensor(DType::kInt64, {}, {a->i});
-    if (const auto* a = n.attr("value_ints")) return int_tensor(DType::kInt64, {static_cast<int64_t>(a->ints.size())}, a->ints);
+    if (const auto* a = n.attr("value_ints"))
+      return int_tensor(DType::kInt64, {static_cast<int64_t>(a->ints.size())}, a->ints);
     return std::nullopt;
   }
   if (op == "Shape") {
@@ -77,7 +84,8 @@ std::optional<Tensor> evaluate(const ir::Node& n) {
     int64_t end = n.attr("end") ? n.attr("end")->i : rank;
     start = std::clamp(norm_axis(start, rank), int64_t{0}, rank);
     end = std::clamp(norm_axis(end, rank), int64_t{0}, rank);
-    std::vector<int64_t> dims(type.shape->begin() + start, type.shape->begin() + std::max(start, end));
+    std::vector<int64_t> dims(type.shape->begin() + start,
+                              type.shape->begin() + std::max(start, end));
     return int_tensor(DType::kInt64, {static_cast<int64_t>(dims.size())}, dims);
   }
   // Everything else needs all (present) inputs constant, and integer data.
@@ -131,7 +139,8 @@ std::optional<Tensor> evaluate(const ir::Node& n) {
       for (const ir::Value* v : n.inputs) {
         const Tensor* in = constant_of(v);
         const size_t block = in->bytes.size() / static_cast<size_t>(std::max<int64_t>(outer, 1));
-        t.bytes.insert(t.bytes.end(), in->bytes.begin() + o * block, in->bytes.begin() + (o + 1) * block);
+        t.bytes.insert(t.bytes.end(), in->bytes.begin() + o * block,
+                       in->bytes.begin() + (o + 1) * block);
       }
     }
     return t;
@@ -150,7 +159,8 @@ std::optional<Tensor> evaluate(const ir::Node& n) {
       for (int64_t k : indices) {
         if (k < 0) k += x->dims[axis];
         if (k < 0 || k >= x->dims[axis]) return std::nullopt;  // the backend reports it
-        for (int64_t i = 0; i < inner; ++i) out.push_back(values[(o * x->dims[axis] + k) * inner + i]);
+        for (int64_t i = 0; i < inner; ++i)
+          out.push_back(values[(o * x->dims[axis] + k) * inner + i]);
       }
     }
     std::vector<int64_t> dims(x->dims.begin(), x->dims.begin() + axis);
@@ -204,7 +214,8 @@ int fold_constants(ir::Model& model, const ConstantFoldingOptions& options) {
     const std::string name = out->name;
     const ir::TensorType type{value->dtype, value->dims};
     if (out->type.dtype != DType::kUndefined && out->type.dtype != type.dtype) {
-      throw Error("node " + n->label() + " folds to " + type.str() + " but its output is typed " + out->type.str());
+      throw Error("node " + n->label() + " folds to " + type.str() + " but its output is typed " +
+                  out->type.str());
     }
     value->name = name;
     for (size_t k = 0; k < n->inputs.size(); ++k) {

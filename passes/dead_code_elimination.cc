@@ -19,7 +19,9 @@ int eliminate_dead_code(ir::Model& model, const DeadCodeOptions&) {
     }
   }
   // Initializers nobody reads (left over from folding, or unused in the model).
-  std::erase_if(g.initializers, [&](ir::Value* v) { return v->uses.empty() && !v->is_graph_input && !outputs.count(v); });
+  std::erase_if(g.initializers, [&](ir::Value* v) {
+    return v->uses.empty() && !v->is_graph_input && !outputs.count(v);
+  });
   std::erase_if(g.values, [&](const std::unique_ptr<ir::Value>& v) {
     return v->is_initializer() && v->uses.empty() && !v->is_graph_input && !outputs.count(v.get());
   });

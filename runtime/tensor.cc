@@ -32,6 +32,8 @@ void Tensor::reshape(std::vector<int64_t> shape) {
   shape_ = std::move(shape);
 }
 
-std::string Tensor::type_str() const { return std::string(dtype_name(dtype_)) + shape_str(shape_); }
+std::string Tensor::type_str() const {
+  return std::string(dtype_name(dtype_)) + shape_str(shape_);
+}
 
 }  // namespace ampc::rt

@@ -14,19 +14,58 @@ namespace ampc::rt {
 // C++ element type <-> DType.
 template <typename T>
 constexpr DType dtype_of();
-template <> constexpr DType dtype_of<float>() { return DType::kFloat32; }
-template <> constexpr DType dtype_of<double>() { return DType::kFloat64; }
-template <> constexpr DType dtype_of<int64_t>() { return DType::kInt64; }
-template <> constexpr DType dtype_of<int32_t>() { return DType::kInt32; }
-template <> constexpr DType dtype_of<int16_t>() { return DType::kInt16; }
-template <> constexpr DType dtype_of<int8_t>() { return DType::kInt8; }
-template <> constexpr DType dtype_of<uint64_t>() { return DType::kUInt64; }
-template <> constexpr DType dtype_of<uint32_t>() { return DType::kUInt32; }
-template <> constexpr DType dtype_of<uint16_t>() { return DType::kUInt16; }
-template <> constexpr DType dtype_of<uint8_t>() { return DType::kUInt8; }
-template <> constexpr DType dtype_of<bool>() { return DType::kBool; }
-template <> constexpr DType dtype_of<Half>() { return DType::kFloat16; }
-template <> constexpr DType dtype_of<BFloat16>() { return DType::kBFloat16; }
+template <>
+constexpr DType dtype_of<float>() {
+  return DType::kFloat32;
+}
+template <>
+constexpr DType dtype_of<double>() {
+  return DType::kFloat64;
+}
+template <>
+constexpr DType dtype_of<int64_t>() {
+  return DType::kInt64;
+}
+template <>
+constexpr DType dtype_of<int32_t>() {
+  return DType::kInt32;
+}
+template <>
+constexpr DType dtype_of<int16_t>() {
+  return DType::kInt16;
+}
+template <>
+constexpr DType dtype_of<int8_t>() {
+  return DType::kInt8;
+}
+template <>
+constexpr DType dtype_of<uint64_t>() {
+  return DType::kUInt64;
+}
+template <>
+constexpr DType dtype_of<uint32_t>() {
+  return DType::kUInt32;
+}
+template <>
+constexpr DType dtype_of<uint16_t>() {
+  return DType::kUInt16;
+}
+template <>
+constexpr DType dtype_of<uint8_t>() {
+  return DType::kUInt8;
+}
+template <>
+constexpr DType dtype_of<bool>() {
+  return DType::kBool;
+}
+template <>
+constexpr DType dtype_of<Half>() {
+  return DType::kFloat16;
+}
+template <>
+constexpr DType dtype_of<BFloat16>() {
+  return DType::kBFloat16;
+}
 
 int64_t numel_of(const std::vector<int64_t>& shape);
 std::string shape_str(const std::vector<int64_t>& shape);  // "[2,3]"

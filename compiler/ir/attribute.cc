@@ -54,16 +54,26 @@ Attribute Attribute::make_tensor(std::string name, Tensor v) {
 
 std::string_view attr_kind_name(AttrKind k) {
   switch (k) {
-    case AttrKind::kFloat: return "float";
-    case AttrKind::kInt: return "int";
-    case AttrKind::kString: return "string";
-    case AttrKind::kTensor: return "tensor";
-    case AttrKind::kGraph: return "graph";
-    case AttrKind::kFloats: return "floats";
-    case AttrKind::kInts: return "ints";
-    case AttrKind::kStrings: return "strings";
-    case AttrKind::kTensors: return "tensors";
-    case AttrKind::kGraphs: return "graphs";
+    case AttrKind::kFloat:
+      return "float";
+    case AttrKind::kInt:
+      return "int";
+    case AttrKind::kString:
+      return "string";
+    case AttrKind::kTensor:
+      return "tensor";
+    case AttrKind::kGraph:
+      return "graph";
+    case AttrKind::kFloats:
+      return "floats";
+    case AttrKind::kInts:
+      return "ints";
+    case AttrKind::kStrings:
+      return "strings";
+    case AttrKind::kTensors:
+      return "tensors";
+    case AttrKind::kGraphs:
+      return "graphs";
   }
   return "?";
 }

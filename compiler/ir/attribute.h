@@ -12,7 +12,18 @@ namespace ampc::ir {
 
 class Graph;
 
-enum class AttrKind { kFloat, kInt, kString, kTensor, kGraph, kFloats, kInts, kStrings, kTensors, kGraphs };
+enum class AttrKind {
+  kFloat,
+  kInt,
+  kString,
+  kTensor,
+  kGraph,
+  kFloats,
+  kInts,
+  kStrings,
+  kTensors,
+  kGraphs
+};
 
 struct Attribute {
   std::string name;

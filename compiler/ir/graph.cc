@@ -82,15 +82,21 @@ Node* Graph::add_node(std::string op_type, std::vector<Value*> node_inputs,
 void Graph::remove_node(Node* node) {
   for (Value* out : node->outputs) {
     if (!out) continue;
-    if (!out->uses.empty()) throw Error("internal: removing node " + node->label() + " whose output '" + out->name + "' is still used");
+    if (!out->uses.empty())
+      throw Error("internal: removing node " + node->label() + " whose output '" + out->name +
+                  "' is still used");
     for (Value* o : outputs) {
-      if (o == out) throw Error("internal: removing node " + node->label() + " that produces graph output '" + out->name + "'");
+      if (o == out)
+        throw Error("internal: removing node " + node->label() + " that produces graph output '" +
+                    out->name + "'");
     }
   }
   for (size_t i = 0; i < node->inputs.size(); ++i) {
     Value* in = node->inputs[i];
     if (!in) continue;
-    std::erase_if(in->uses, [&](const Use& u) { return u.node == node && u.input_index == static_cast<int>(i); });
+    std::erase_if(in->uses, [&](const Use& u) {
+      return u.node == node && u.input_index == static_cast<int>(i);
+    });
   }
   std::erase_if(values, [&](const std::unique_ptr<Value>& v) { return v->producer == node; });
   std::erase_if(nodes, [&](const std::unique_ptr<Node>& n) { return n.get() == node; });

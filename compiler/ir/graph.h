@@ -55,9 +55,9 @@ class Node {
  public:
   std::string name;
   std::string op_type;
-  std::string domain;                // "" is the default ONNX domain
-  std::vector<Value*> inputs;        // nullptr marks an omitted optional input
-  std::vector<Value*> outputs;       // nullptr marks an omitted optional output
+  std::string domain;                 // "" is the default ONNX domain
+  std::vector<Value*> inputs;         // nullptr marks an omitted optional input
+  std::vector<Value*> outputs;        // nullptr marks an omitted optional output
   std::vector<Attribute> attributes;  // in file order
   std::string doc_string;
   Graph* owner = nullptr;
@@ -71,7 +71,7 @@ class Graph {
  public:
   std::string name;
   std::string doc_string;
-  Graph* parent = nullptr;  // enclosing graph, for subgraphs
+  Graph* parent = nullptr;                   // enclosing graph, for subgraphs
   std::vector<std::unique_ptr<Node>> nodes;  // topological order
   std::vector<std::unique_ptr<Value>> values;
   std::vector<Value*> inputs;        // declared graph inputs, in order

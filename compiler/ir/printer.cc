@@ -36,9 +36,11 @@ class Printer {
   std::string str() const { return os_.str(); }
 
   void model(const Model& m) {
-    os_ << "model ir_version=" << m.ir_version << " producer=\"" << m.producer_name << ' ' << m.producer_version
-        << "\" domain=\"" << m.domain << "\" version=" << m.model_version << '\n';
-    for (const auto& o : m.opsets) os_ << "opset " << (o.domain.empty() ? "ai.onnx" : o.domain) << ' ' << o.version << '\n';
+    os_ << "model ir_version=" << m.ir_version << " producer=\"" << m.producer_name << ' '
+        << m.producer_version << "\" domain=\"" << m.domain << "\" version=" << m.model_version
+        << '\n';
+    for (const auto& o : m.opsets)
+      os_ << "opset " << (o.domain.empty() ? "ai.onnx" : o.domain) << ' ' << o.version << '\n';
     for (const auto& [k, v] : m.metadata) os_ << "meta " << k << "=\"" << v << "\"\n";
     if (!m.doc_string.empty()) os_ << "doc \"" << m.doc_string << "\"\n";
     graph(*m.graph, 0);
@@ -60,7 +62,8 @@ class Printer {
     }
     for (const Value* v : g.initializers) {
       indent(depth + 1);
-      os_ << "init " << v->name << ": " << v->type.str() << " = " << tensor_text(*v->initializer) << '\n';
+      os_ << "init " << v->name << ": " << v->type.str() << " = " << tensor_text(*v->initializer)
+          << '\n';
     }
     for (const auto& n : g.nodes) node(*n, depth + 1);
     for (const Value* v : g.outputs) {
@@ -82,7 +85,8 @@ class Printer {
       }
     }
     os_ << " = " << (n.domain.empty() ? "" : n.domain + ".") << n.op_type << '(';
-    for (size_t i = 0; i < n.inputs.size(); ++i) os_ << (i ? ", " : "") << (n.inputs[i] ? n.inputs[i]->name : "_");
+    for (size_t i = 0; i < n.inputs.size(); ++i)
+      os_ << (i ? ", " : "") << (n.inputs[i] ? n.inputs[i]->name : "_");
     os_ << ")";
     if (!n.name.empty()) os_ << " name=" << n.name;
     os_ << doc(n.doc_string) << '\n';
@@ -93,24 +97,35 @@ class Printer {
     indent(depth);
     os_ << '@' << a.name << ':' << attr_kind_name(a.kind) << " = ";
     switch (a.kind) {
-      case AttrKind::kFloat: os_ << float_text(a.f); break;
-      case AttrKind::kInt: os_ << a.i; break;
-      case AttrKind::kString: os_ << '"' << a.s << '"'; break;
-      case AttrKind::kTensor: os_ << tensor_text(a.t); break;
+      case AttrKind::kFloat:
+        os_ << float_text(a.f);
+        break;
+      case AttrKind::kInt:
+        os_ << a.i;
+        break;
+      case AttrKind::kString:
+        os_ << '"' << a.s << '"';
+        break;
+      case AttrKind::kTensor:
+        os_ << tensor_text(a.t);
+        break;
       case AttrKind::kFloats:
-        for (size_t i = 0; i < a.floats.size(); ++i) os_ << (i ? "," : "") << float_text(a.floats[i]);
+        for (size_t i = 0; i < a.floats.size(); ++i)
+          os_ << (i ? "," : "") << float_text(a.floats[i]);
         break;
       case AttrKind::kInts:
         for (size_t i = 0; i < a.ints.size(); ++i) os_ << (i ? "," : "") << a.ints[i];
         break;
       case AttrKind::kStrings:
-        for (size_t i = 0; i < a.strings.size(); ++i) os_ << (i ? "," : "") << '"' << a.strings[i] << '"';
+        for (size_t i = 0; i < a.strings.size(); ++i)
+          os_ << (i ? "," : "") << '"' << a.strings[i] << '"';
         break;
       case AttrKind::kTensors:
         for (const auto& t : a.tensors) os_ << '[' << tensor_text(t) << ']';
         break;
       case AttrKind::kGraph:
-      case AttrKind::kGraphs: break;
+      case AttrKind::kGraphs:
+        break;
     }
     os_ << doc(a.doc_string) << '\n';
     if (a.g) graph(*a.g, depth + 1);

@@ -8,7 +8,9 @@ int64_t shape_numel(const std::vector<int64_t>& dims) {
   return n;
 }
 
-int64_t Tensor::numel() const { return shape_numel(dims); }
+int64_t Tensor::numel() const {
+  return shape_numel(dims);
+}
 
 size_t Tensor::byte_size() const {
   if (dtype != DType::kString) return bytes.size();

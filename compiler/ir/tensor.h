@@ -15,8 +15,8 @@ struct Tensor {
   std::string name;
   DType dtype = DType::kUndefined;
   std::vector<int64_t> dims;
-  std::vector<uint8_t> bytes;         // numeric types: numel * dtype_size bytes
-  std::vector<std::string> strings;   // kString only
+  std::vector<uint8_t> bytes;        // numeric types: numel * dtype_size bytes
+  std::vector<std::string> strings;  // kString only
   std::string doc_string;
 
   int64_t numel() const;

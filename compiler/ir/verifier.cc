@@ -11,13 +11,22 @@ namespace ampc::ir {
 namespace {
 
 std::string type_string(DType t) {
-  static const std::map<DType, std::string> kOnnx = {
-      {DType::kFloat32, "float"},   {DType::kUInt8, "uint8"},      {DType::kInt8, "int8"},
-      {DType::kUInt16, "uint16"},   {DType::kInt16, "int16"},      {DType::kInt32, "int32"},
-      {DType::kInt64, "int64"},     {DType::kString, "string"},    {DType::kBool, "bool"},
-      {DType::kFloat16, "float16"}, {DType::kFloat64, "double"},   {DType::kUInt32, "uint32"},
-      {DType::kUInt64, "uint64"},   {DType::kComplex64, "complex64"},
-      {DType::kComplex128, "complex128"}, {DType::kBFloat16, "bfloat16"}};
+  static const std::map<DType, std::string> kOnnx = {{DType::kFloat32, "float"},
+                                                     {DType::kUInt8, "uint8"},
+                                                     {DType::kInt8, "int8"},
+                                                     {DType::kUInt16, "uint16"},
+                                                     {DType::kInt16, "int16"},
+                                                     {DType::kInt32, "int32"},
+                                                     {DType::kInt64, "int64"},
+                                                     {DType::kString, "string"},
+                                                     {DType::kBool, "bool"},
+                                                     {DType::kFloat16, "float16"},
+                                                     {DType::kFloat64, "double"},
+                                                     {DType::kUInt32, "uint32"},
+                                                     {DType::kUInt64, "uint64"},
+                                                     {DType::kComplex64, "complex64"},
+                                                     {DType::kComplex128, "complex128"},
+                                                     {DType::kBFloat16, "bfloat16"}};
   auto it = kOnnx.find(t);
   return it == kOnnx.end() ? "?" : "tensor(" + it->second + ")";
 }
@@ -42,9 +51,11 @@ class Verifier {
  private:
   void verify_graph(const Graph& g, std::set<const Value*> defined) {
     for (const auto& v : g.values) {
-      if (v->owner != &g) throw Error("value '" + v->name + "' is listed in a graph that does not own it");
+      if (v->owner != &g)
+        throw Error("value '" + v->name + "' is listed in a graph that does not own it");
       for (const Use& u : v->uses) {
-        if (!u.node || u.input_index < 0 || u.input_index >= static_cast<int>(u.node->inputs.size()) ||
+        if (!u.node || u.input_index < 0 ||
+            u.input_index >= static_cast<int>(u.node->inputs.size()) ||
             u.node->inputs[u.input_index] != v.get()) {
           throw Error("value '" + v->name + "' has a use that the node does not have");
         }
@@ -56,16 +67,20 @@ class Verifier {
       if (!v->is_graph_input) define(v, defined, "initializer");
     }
     for (const auto& n : g.nodes) {
-      if (n->owner != &g) throw Error("node " + n->label() + " is listed in a graph that does not own it");
+      if (n->owner != &g)
+        throw Error("node " + n->label() + " is listed in a graph that does not own it");
       for (size_t i = 0; i < n->inputs.size(); ++i) {
         const Value* v = n->inputs[i];
         if (!v) continue;
         if (!defined.count(v)) {
-          throw Error("node " + n->label() + ": input '" + v->name + "' is used before it is defined");
+          throw Error("node " + n->label() + ": input '" + v->name +
+                      "' is used before it is defined");
         }
         bool listed = false;
-        for (const Use& u : v->uses) listed |= (u.node == n.get() && u.input_index == static_cast<int>(i));
-        if (!listed) throw Error("node " + n->label() + ": input '" + v->name + "' does not list this use");
+        for (const Use& u : v->uses)
+          listed |= (u.node == n.get() && u.input_index == static_cast<int>(i));
+        if (!listed)
+          throw Error("node " + n->label() + ": input '" + v->name + "' does not list this use");
       }
       // Subgraphs see everything defined so far, the node's own outputs excepted.
       for (const auto& a : n->attributes) {
@@ -79,8 +94,8 @@ class Verifier {
           if (v->producer && v->producer != n.get()) {
             for (const Value* other : v->producer->outputs) {
               if (other == v) {
-                throw Error("value '" + v->name + "' has two producers: node " + n->label() + " and node " +
-                            v->producer->label());
+                throw Error("value '" + v->name + "' has two producers: node " + n->label() +
+                            " and node " + v->producer->label());
               }
             }
           }
@@ -99,13 +114,16 @@ class Verifier {
     }
   }
 
-  void verify_subgraph(const Graph& sub, const Graph& parent, const std::set<const Value*>& defined) {
-    if (sub.parent != &parent) throw Error("subgraph '" + sub.name + "' does not name its enclosing graph");
+  void verify_subgraph(const Graph& sub, const Graph& parent,
+                       const std::set<const Value*>& defined) {
+    if (sub.parent != &parent)
+      throw Error("subgraph '" + sub.name + "' does not name its enclosing graph");
     verify_graph(sub, defined);
   }
 
   static void define(const Value* v, std::set<const Value*>& defined, const std::string& what) {
-    if (!defined.insert(v).second) throw Error("value '" + v->name + "' is defined twice (again as " + what + ")");
+    if (!defined.insert(v).second)
+      throw Error("value '" + v->name + "' is defined twice (again as " + what + ")");
   }
 
   static void check_initializer(const Value& v) {
@@ -115,9 +133,11 @@ class Verifier {
                   " data but its value is typed " + v.type.str());
     }
     if (v.type.shape && *v.type.shape != t.dims) {
-      throw Error("initializer '" + v.name + "' holds data of another shape than its type " + v.type.str());
+      throw Error("initializer '" + v.name + "' holds data of another shape than its type " +
+                  v.type.str());
     }
-    if (t.dtype != DType::kString && t.bytes.size() != static_cast<size_t>(t.numel()) * dtype_size(t.dtype)) {
+    if (t.dtype != DType::kString &&
+        t.bytes.size() != static_cast<size_t>(t.numel()) * dtype_size(t.dtype)) {
       throw Error("initializer '" + v.name + "' has " + std::to_string(t.bytes.size()) +
                   " bytes of data for type " + v.type.str());
     }
@@ -128,7 +148,8 @@ class Verifier {
   void check_types(const Node& n) {
     auto version = model_.opset_version(n.domain);
     if (!version) throw Error("node " + n.label() + ": the model imports no opset for its domain");
-    const auto* schema = onnx::OpSchemaRegistry::Schema(n.op_type, static_cast<int>(*version), n.domain);
+    const auto* schema =
+        onnx::OpSchemaRegistry::Schema(n.op_type, static_cast<int>(*version), n.domain);
     if (!schema) return;  // custom ops of later passes carry their own checks
     std::map<std::string, std::pair<DType, std::string>> bound;
     auto check = [&](const std::vector<onnx::OpSchema::FormalParameter>& formals,
@@ -145,19 +166,24 @@ class Verifier {
         bool ok = false;
         for (const auto* t : allowed) ok |= (*t == ts);
         if (!ok) {
-          throw Error("node " + n.label() + ": " + side + " " + std::to_string(i) + " '" + actual[i]->name +
-                      "' has type " + ts + ", which the operator does not accept");
+          throw Error("node " + n.label() + ": " + side + " " + std::to_string(i) + " '" +
+                      actual[i]->name + "' has type " + ts +
+                      ", which the operator does not accept");
         }
         const auto& var = formal.GetTypeStr();
         bool constrained = false;
-        for (const auto& param : schema->typeConstraintParams()) constrained |= (param.type_param_str == var);
-        const bool homogeneous = formal.GetOption() != onnx::OpSchema::FormalParameterOption::Variadic ||
-                                 formal.GetIsHomogeneous();
+        for (const auto& param : schema->typeConstraintParams())
+          constrained |= (param.type_param_str == var);
+        const bool homogeneous =
+            formal.GetOption() != onnx::OpSchema::FormalParameterOption::Variadic ||
+            formal.GetIsHomogeneous();
         if (!constrained || !homogeneous) continue;
-        auto [it, fresh] = bound.emplace(var, std::make_pair(actual[i]->type.dtype, actual[i]->name));
+        auto [it, fresh] =
+            bound.emplace(var, std::make_pair(actual[i]->type.dtype, actual[i]->name));
         if (!fresh && it->second.first != actual[i]->type.dtype) {
           throw Error("node " + n.label() + ": '" + actual[i]->name + "' is " + ts + " but '" +
-                      it->second.second + "' is " + type_string(it->second.first) + " (both type " + var + ")");
+                      it->second.second + "' is " + type_string(it->second.first) + " (both type " +
+                      var + ")");
         }
       }
     };
@@ -171,6 +197,8 @@ class Verifier {
 
 }  // namespace
 
-void verify(const Model& model, const VerifyOptions& options) { Verifier(model, options).run(); }
+void verify(const Model& model, const VerifyOptions& options) {
+  Verifier(model, options).run();
+}
 
 }  // namespace ampc::ir

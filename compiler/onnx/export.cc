@@ -23,11 +23,26 @@ void export_attribute(const ir::Attribute& a, onnx::AttributeProto* out) {
   if (!a.doc_string.empty()) out->set_doc_string(a.doc_string);
   using AP = onnx::AttributeProto;
   switch (a.kind) {
-    case ir::AttrKind::kFloat: out->set_type(AP::FLOAT); out->set_f(a.f); break;
-    case ir::AttrKind::kInt: out->set_type(AP::INT); out->set_i(a.i); break;
-    case ir::AttrKind::kString: out->set_type(AP::STRING); out->set_s(a.s); break;
-    case ir::AttrKind::kTensor: out->set_type(AP::TENSOR); tensor_to_proto(a.t, out->mutable_t()); break;
-    case ir::AttrKind::kGraph: out->set_type(AP::GRAPH); export_graph(*a.g, out->mutable_g()); break;
+    case ir::AttrKind::kFloat:
+      out->set_type(AP::FLOAT);
+      out->set_f(a.f);
+      break;
+    case ir::AttrKind::kInt:
+      out->set_type(AP::INT);
+      out->set_i(a.i);
+      break;
+    case ir::AttrKind::kString:
+      out->set_type(AP::STRING);
+      out->set_s(a.s);
+      break;
+    case ir::AttrKind::kTensor:
+      out->set_type(AP::TENSOR);
+      tensor_to_proto(a.t, out->mutable_t());
+      break;
+    case ir::AttrKind::kGraph:
+      out->set_type(AP::GRAPH);
+      export_graph(*a.g, out->mutable_g());
+      break;
     case ir::AttrKind::kFloats:
       out->set_type(AP::FLOATS);
       for (float f : a.floats) out->add_floats(f);
@@ -55,7 +70,8 @@ void export_graph(const ir::Graph& g, onnx::GraphProto* out) {
   out->set_name(g.name);
   if (!g.doc_string.empty()) out->set_doc_string(g.doc_string);
   for (const ir::Value* v : g.inputs) value_info(*v, out->add_input());
-  for (const ir::Value* v : g.initializers) tensor_to_proto(*v->initializer, out->add_initializer());
+  for (const ir::Value* v : g.initializers)
+    tensor_to_proto(*v->initializer, out->add_initializer());
   for (const auto& n : g.nodes) {
     auto* np = out->add_node();
     for (const ir::Value* v : n->inputs) np->add_input(v ? v->name : "");

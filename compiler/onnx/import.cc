@@ -28,7 +28,8 @@ std::string node_label(const onnx::NodeProto& n, int index) {
 
 // Nodes in an order where every input is produced before it is read. ONNX requires files
 // to be sorted already; exporters occasionally are not, so sort stably instead of refusing.
-std::vector<int> topological_order(const onnx::GraphProto& g, const std::set<std::string>& available) {
+std::vector<int> topological_order(const onnx::GraphProto& g,
+                                   const std::set<std::string>& available) {
   const int n = g.node_size();
   std::unordered_map<std::string, int> producer;
   for (int i = 0; i < n; ++i) {
@@ -76,8 +77,8 @@ class Importer {
     g.name = gp.name();
     g.doc_string = gp.doc_string();
     if (gp.sparse_initializer_size() > 0) {
-      throw Error("graph '" + gp.name() + "': sparse initializer '" + gp.sparse_initializer(0).values().name() +
-                  "' is not supported");
+      throw Error("graph '" + gp.name() + "': sparse initializer '" +
+                  gp.sparse_initializer(0).values().name() + "' is not supported");
     }
     std::unordered_map<std::string, const onnx::ValueInfoProto*> infos;
     for (const auto& vi : gp.value_info()) infos[vi.name()] = &vi;
@@ -97,7 +98,8 @@ class Importer {
       if (!v || v->owner != &g || !v->is_graph_input || v->is_initializer()) {
         v = define(g, t.name(), "initializer");
       }
-      v->initializer = std::make_unique<ir::Tensor>(tensor_from_proto(t, "initializer '" + t.name() + "'"));
+      v->initializer =
+          std::make_unique<ir::Tensor>(tensor_from_proto(t, "initializer '" + t.name() + "'"));
       if (!v->is_graph_input) v->type = {v->initializer->dtype, v->initializer->dims};
       g.initializers.push_back(v);
       available.insert(t.name());
@@ -109,7 +111,8 @@ class Importer {
     for (const auto& out : gp.output()) {
       ir::Value* v = g.find_value(out.name());
       if (!v) {
-        throw Error("graph output '" + out.name() + "' is never produced (no node, input or initializer has that name)");
+        throw Error("graph output '" + out.name() +
+                    "' is never produced (no node, input or initializer has that name)");
       }
       if (v->type.dtype == DType::kUndefined) v->type = type_from_proto(out.type(), out.name());
       if (out.has_doc_string()) v->doc_string = out.doc_string();
@@ -131,9 +134,9 @@ class Importer {
     if (name.empty()) throw Error("graph '" + g.name + "': a " + what + " has an empty name");
     for (const auto& v : g.values) {
       if (v->name == name) {
-        throw Error("value '" + name + "' is defined twice (as " + what +
-                    " and earlier as " + (v->producer ? "output of " + v->producer->label()
-                                                      : std::string(v->is_graph_input ? "graph input" : "initializer")) +
+        throw Error("value '" + name + "' is defined twice (as " + what + " and earlier as " +
+                    (v->producer ? "output of " + v->producer->label()
+                                 : std::string(v->is_graph_input ? "graph input" : "initializer")) +
                     ")");
       }
     }
@@ -167,8 +170,9 @@ class Importer {
       }
       ir::Value* v = g.find_value(name);
       if (!v) {
-        throw Error(node_label(np, index) + ": input '" + name +
-                    "' has no producer (not a graph input, an initializer or an output of another node)");
+        throw Error(
+            node_label(np, index) + ": input '" + name +
+            "' has no producer (not a graph input, an initializer or an output of another node)");
       }
       inputs.push_back(v);
     }
@@ -179,26 +183,38 @@ class Importer {
         continue;
       }
       ir::Value* v = define(g, name, "output of " + node_label(np, index).substr(5));
-      if (auto it = infos.find(name); it != infos.end()) v->type = type_from_proto(it->second->type(), name);
+      if (auto it = infos.find(name); it != infos.end())
+        v->type = type_from_proto(it->second->type(), name);
       outputs.push_back(v);
     }
     ir::Node* node = g.add_node(np.op_type(), inputs, outputs, np.name(), np.domain());
     node->doc_string = np.doc_string();
-    for (const auto& ap : np.attribute()) node->attributes.push_back(import_attribute(ap, np, index, g));
+    for (const auto& ap : np.attribute())
+      node->attributes.push_back(import_attribute(ap, np, index, g));
   }
 
-  ir::Attribute import_attribute(const onnx::AttributeProto& ap, const onnx::NodeProto& np, int index,
-                                 ir::Graph& g) {
+  ir::Attribute import_attribute(const onnx::AttributeProto& ap, const onnx::NodeProto& np,
+                                 int index, ir::Graph& g) {
     const std::string what = node_label(np, index) + " attribute '" + ap.name() + "'";
-    if (!ap.ref_attr_name().empty()) throw Error(what + ": attribute references are only valid inside functions");
+    if (!ap.ref_attr_name().empty())
+      throw Error(what + ": attribute references are only valid inside functions");
     ir::Attribute a;
     a.name = ap.name();
     a.doc_string = ap.doc_string();
     using AP = onnx::AttributeProto;
     switch (ap.type()) {
-      case AP::FLOAT: a.kind = ir::AttrKind::kFloat; a.f = ap.f(); break;
-      case AP::INT: a.kind = ir::AttrKind::kInt; a.i = ap.i(); break;
-      case AP::STRING: a.kind = ir::AttrKind::kString; a.s = ap.s(); break;
+      case AP::FLOAT:
+        a.kind = ir::AttrKind::kFloat;
+        a.f = ap.f();
+        break;
+      case AP::INT:
+        a.kind = ir::AttrKind::kInt;
+        a.i = ap.i();
+        break;
+      case AP::STRING:
+        a.kind = ir::AttrKind::kString;
+        a.s = ap.s();
+        break;
       case AP::TENSOR:
         a.kind = ir::AttrKind::kTensor;
         a.t = tensor_from_proto(ap.t(), what);
@@ -207,9 +223,18 @@ class Importer {
         a.kind = ir::AttrKind::kGraph;
         a.g = subgraph(ap.g(), g);
         break;
-      case AP::FLOATS: a.kind = ir::AttrKind::kFloats; a.floats.assign(ap.floats().begin(), ap.floats().end()); break;
-      case AP::INTS: a.kind = ir::AttrKind::kInts; a.ints.assign(ap.ints().begin(), ap.ints().end()); break;
-      case AP::STRINGS: a.kind = ir::AttrKind::kStrings; a.strings.assign(ap.strings().begin(), ap.strings().end()); break;
+      case AP::FLOATS:
+        a.kind = ir::AttrKind::kFloats;
+        a.floats.assign(ap.floats().begin(), ap.floats().end());
+        break;
+      case AP::INTS:
+        a.kind = ir::AttrKind::kInts;
+        a.ints.assign(ap.ints().begin(), ap.ints().end());
+        break;
+      case AP::STRINGS:
+        a.kind = ir::AttrKind::kStrings;
+        a.strings.assign(ap.strings().begin(), ap.strings().end());
+        break;
       case AP::TENSORS:
         a.kind = ir::AttrKind::kTensors;
         for (const auto& t : ap.tensors()) a.tensors.push_back(tensor_from_proto(t, what));
@@ -219,10 +244,13 @@ class Importer {
         for (const auto& sg : ap.graphs()) a.graphs.push_back(subgraph(sg, g));
         break;
       case AP::SPARSE_TENSOR:
-      case AP::SPARSE_TENSORS: throw Error(what + ": sparse tensor attributes are not supported");
+      case AP::SPARSE_TENSORS:
+        throw Error(what + ": sparse tensor attributes are not supported");
       case AP::TYPE_PROTO:
-      case AP::TYPE_PROTOS: throw Error(what + ": type attributes are not supported");
-      default: throw Error(what + ": attribute has no type");
+      case AP::TYPE_PROTOS:
+        throw Error(what + ": type attributes are not supported");
+      default:
+        throw Error(what + ": attribute has no type");
     }
     return a;
   }

@@ -41,7 +41,8 @@ void parse_input_shape(const std::string& spec, ImportOptions& options) {
       used = 0;
     }
     if (used != part.size() || d < 0) {
-      throw Error("--input-shape '" + spec + "': '" + part + "' is not a dimension (a whole number >= 0)");
+      throw Error("--input-shape '" + spec + "': '" + part +
+                  "' is not a dimension (a whole number >= 0)");
     }
     dims.push_back(d);
   }
@@ -61,9 +62,11 @@ void apply_input_shapes(onnx::ModelProto& proto, const ImportOptions& options) {
       throw Error("--input-shape: input '" + name + "' is not a tensor");
     }
     auto* shape = input->mutable_type()->mutable_tensor_type()->mutable_shape();
-    if (input->type().tensor_type().has_shape() && shape->dim_size() != static_cast<int>(dims.size())) {
-      throw Error("--input-shape " + name + "=" + dims_spec(dims) + ": input '" + name + "' has rank " +
-                  std::to_string(shape->dim_size()) + ", not " + std::to_string(dims.size()));
+    if (input->type().tensor_type().has_shape() &&
+        shape->dim_size() != static_cast<int>(dims.size())) {
+      throw Error("--input-shape " + name + "=" + dims_spec(dims) + ": input '" + name +
+                  "' has rank " + std::to_string(shape->dim_size()) + ", not " +
+                  std::to_string(dims.size()));
     }
     shape->clear_dim();
     for (int64_t d : dims) shape->add_dim()->set_dim_value(d);
@@ -84,8 +87,9 @@ void require_static_inputs(const onnx::ModelProto& proto) {
     if (inits.count(in.name()) || !in.type().has_tensor_type()) continue;
     const auto& tt = in.type().tensor_type();
     if (!tt.has_shape()) {
-      throw Error("input '" + in.name() + "' has no shape (unknown rank); give it with --input-shape " +
-                  in.name() + "=D0xD1x...");
+      throw Error("input '" + in.name() +
+                  "' has no shape (unknown rank); give it with --input-shape " + in.name() +
+                  "=D0xD1x...");
     }
     std::vector<int64_t> suggestion;
     int dynamic = -1;

@@ -23,21 +23,42 @@ void append_as(const Src& values, std::vector<uint8_t>& bytes) {
 void typed_data(const onnx::TensorProto& t, DType dtype, std::vector<uint8_t>& bytes) {
   switch (dtype) {
     case DType::kFloat32:
-    case DType::kComplex64: append_as<decltype(t.float_data()), float>(t.float_data(), bytes); break;
+    case DType::kComplex64:
+      append_as<decltype(t.float_data()), float>(t.float_data(), bytes);
+      break;
     case DType::kFloat64:
-    case DType::kComplex128: append_as<decltype(t.double_data()), double>(t.double_data(), bytes); break;
-    case DType::kInt64: append_as<decltype(t.int64_data()), int64_t>(t.int64_data(), bytes); break;
-    case DType::kUInt32: append_as<decltype(t.uint64_data()), uint32_t>(t.uint64_data(), bytes); break;
-    case DType::kUInt64: append_as<decltype(t.uint64_data()), uint64_t>(t.uint64_data(), bytes); break;
-    case DType::kInt32: append_as<decltype(t.int32_data()), int32_t>(t.int32_data(), bytes); break;
-    case DType::kInt16: append_as<decltype(t.int32_data()), int16_t>(t.int32_data(), bytes); break;
+    case DType::kComplex128:
+      append_as<decltype(t.double_data()), double>(t.double_data(), bytes);
+      break;
+    case DType::kInt64:
+      append_as<decltype(t.int64_data()), int64_t>(t.int64_data(), bytes);
+      break;
+    case DType::kUInt32:
+      append_as<decltype(t.uint64_data()), uint32_t>(t.uint64_data(), bytes);
+      break;
+    case DType::kUInt64:
+      append_as<decltype(t.uint64_data()), uint64_t>(t.uint64_data(), bytes);
+      break;
+    case DType::kInt32:
+      append_as<decltype(t.int32_data()), int32_t>(t.int32_data(), bytes);
+      break;
+    case DType::kInt16:
+      append_as<decltype(t.int32_data()), int16_t>(t.int32_data(), bytes);
+      break;
     case DType::kUInt16:
     case DType::kFloat16:
-    case DType::kBFloat16: append_as<decltype(t.int32_data()), uint16_t>(t.int32_data(), bytes); break;
-    case DType::kInt8: append_as<decltype(t.int32_data()), int8_t>(t.int32_data(), bytes); break;
+    case DType::kBFloat16:
+      append_as<decltype(t.int32_data()), uint16_t>(t.int32_data(), bytes);
+      break;
+    case DType::kInt8:
+      append_as<decltype(t.int32_data()), int8_t>(t.int32_data(), bytes);
+      break;
     case DType::kUInt8:
-    case DType::kBool: append_as<decltype(t.int32_data()), uint8_t>(t.int32_data(), bytes); break;
-    default: break;
+    case DType::kBool:
+      append_as<decltype(t.int32_data()), uint8_t>(t.int32_data(), bytes);
+      break;
+    default:
+      break;
   }
 }
 
@@ -96,13 +117,25 @@ void tensor_to_proto(const ir::Tensor& t, onnx::TensorProto* out) {
 ir::TensorType type_from_proto(const onnx::TypeProto& t, const std::string& value_name) {
   const char* kind = nullptr;
   switch (t.value_case()) {
-    case onnx::TypeProto::kTensorType: break;
-    case onnx::TypeProto::kSequenceType: kind = "sequence"; break;
-    case onnx::TypeProto::kMapType: kind = "map"; break;
-    case onnx::TypeProto::kOptionalType: kind = "optional"; break;
-    case onnx::TypeProto::kSparseTensorType: kind = "sparse tensor"; break;
-    case onnx::TypeProto::VALUE_NOT_SET: return {};
-    default: kind = "non-tensor"; break;
+    case onnx::TypeProto::kTensorType:
+      break;
+    case onnx::TypeProto::kSequenceType:
+      kind = "sequence";
+      break;
+    case onnx::TypeProto::kMapType:
+      kind = "map";
+      break;
+    case onnx::TypeProto::kOptionalType:
+      kind = "optional";
+      break;
+    case onnx::TypeProto::kSparseTensorType:
+      kind = "sparse tensor";
+      break;
+    case onnx::TypeProto::VALUE_NOT_SET:
+      return {};
+    default:
+      kind = "non-tensor";
+      break;
   }
   if (kind) {
     throw Error("value '" + value_name + "' has " + kind +
@@ -112,7 +145,8 @@ ir::TensorType type_from_proto(const onnx::TypeProto& t, const std::string& valu
   const auto& tt = t.tensor_type();
   if (tt.elem_type() != 0) {
     if (!dtype_is_known(tt.elem_type())) {
-      throw Error("value '" + value_name + "' has unknown element type " + std::to_string(tt.elem_type()));
+      throw Error("value '" + value_name + "' has unknown element type " +
+                  std::to_string(tt.elem_type()));
     }
     out.dtype = static_cast<DType>(tt.elem_type());
   }

@@ -18,12 +18,14 @@ onnx::ModelProto read_model_proto(const std::string& path) {
 
   onnx::ModelProto proto;
   if (!proto.ParseFromString(bytes)) {
-    throw Error("'" + path + "' is not a valid ONNX model (protobuf parse failed: truncated or not ONNX)");
+    throw Error("'" + path +
+                "' is not a valid ONNX model (protobuf parse failed: truncated or not ONNX)");
   }
   // Protobuf accepts many byte strings that are not models (and files cut at a field
   // boundary); a model always names its IR version, an opset and a graph.
   if (proto.ir_version() <= 0 || proto.opset_import_size() == 0 || !proto.has_graph()) {
-    throw Error("'" + path + "' is not a valid ONNX model (missing ir_version, opset_import or graph)");
+    throw Error("'" + path +
+                "' is not a valid ONNX model (missing ir_version, opset_import or graph)");
   }
   return proto;
 }
@@ -72,7 +74,8 @@ void load_external(onnx::TensorProto& t, const fs::path& model_dir) {
   }
   const fs::path file = checked_location(t.name(), location, model_dir);
   std::ifstream in(file, std::ios::binary);
-  if (!in) throw Error("initializer '" + t.name() + "': cannot open external data '" + location + "'");
+  if (!in)
+    throw Error("initializer '" + t.name() + "': cannot open external data '" + location + "'");
   in.seekg(0, std::ios::end);
   const long long size = in.tellg();
   if (length < 0) length = size - offset;

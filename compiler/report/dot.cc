@@ -22,12 +22,18 @@ struct ColourClass {
 ColourClass colour_class(DType t) {
   switch (t) {
     case DType::kFloat32:
-    case DType::kFloat64: return {"fp32", "#9ecae1"};
-    case DType::kFloat16: return {"fp16", "#fdae6b"};
-    case DType::kBFloat16: return {"bf16", "#a1d99b"};
-    case DType::kBool: return {"bool", "#d9d9d9"};
-    case DType::kUndefined: return {"unknown", "#ffffff"};
-    default: return is_integer(t) ? ColourClass{"integer", "#bcbddc"} : ColourClass{"other", "#ffffff"};
+    case DType::kFloat64:
+      return {"fp32", "#9ecae1"};
+    case DType::kFloat16:
+      return {"fp16", "#fdae6b"};
+    case DType::kBFloat16:
+      return {"bf16", "#a1d99b"};
+    case DType::kBool:
+      return {"bool", "#d9d9d9"};
+    case DType::kUndefined:
+      return {"unknown", "#ffffff"};
+    default:
+      return is_integer(t) ? ColourClass{"integer", "#bcbddc"} : ColourClass{"other", "#ffffff"};
   }
 }
 
@@ -70,7 +76,8 @@ std::string to_dot(const ir::Model& model) {
     if (v->is_initializer()) continue;
     const std::string id = "in" + std::to_string(next_id++);
     source[v] = id;
-    os << "  " << id << " [shape=ellipse, style=filled, fillcolor=" << quote(colour_class(v->type.dtype).fill)
+    os << "  " << id
+       << " [shape=ellipse, style=filled, fillcolor=" << quote(colour_class(v->type.dtype).fill)
        << ", label=" << quote(v->name + "\n" + v->type.str()) << "];\n";
   }
   for (size_t i = 0; i < g.nodes.size(); ++i) {
@@ -97,12 +104,15 @@ std::string to_dot(const ir::Model& model) {
   for (size_t i = 0; i < g.outputs.size(); ++i) {
     const ir::Value* v = g.outputs[i];
     const std::string id = "out" + std::to_string(i);
-    os << "  " << id << " [shape=ellipse, style=filled, fillcolor=" << quote(colour_class(v->type.dtype).fill)
+    os << "  " << id
+       << " [shape=ellipse, style=filled, fillcolor=" << quote(colour_class(v->type.dtype).fill)
        << ", label=" << quote(v->name + "\n" + v->type.str()) << "];\n";
-    if (auto it = source.find(v); it != source.end()) os << "  " << it->second << " -> " << id << ";\n";
+    if (auto it = source.find(v); it != source.end())
+      os << "  " << it->second << " -> " << id << ";\n";
   }
   os << "  subgraph cluster_legend {\n    label=\"element type\"; fontsize=10;\n";
-  const DType legend[] = {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kInt64, DType::kBool};
+  const DType legend[] = {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kInt64,
+                          DType::kBool};
   for (DType t : legend) {
     const ColourClass cc = colour_class(t);
     os << "    legend_" << cc.label << " [shape=box, style=filled, fillcolor=" << quote(cc.fill)
@@ -115,7 +125,8 @@ std::string to_dot(const ir::Model& model) {
 void write_svg(const std::string& dot_text, const std::string& path) {
   const std::string tmp = temp_path_beside(path);
   const std::string command = "dot -Tsvg -o '" + tmp + "' 2>/dev/null";
-  if (path.find('\'') != std::string::npos) throw Error("--svg: file names with quotes are not supported");
+  if (path.find('\'') != std::string::npos)
+    throw Error("--svg: file names with quotes are not supported");
   FILE* pipe = ::popen(command.c_str(), "w");
   if (!pipe) throw Error("cannot run Graphviz 'dot'");
   std::fwrite(dot_text.data(), 1, dot_text.size(), pipe);

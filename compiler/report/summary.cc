@@ -35,7 +35,8 @@ nlohmann::ordered_json value_json(const ir::Value& v) {
   nlohmann::ordered_json j;
   j["name"] = v.name;
   j["dtype"] = dtype_name(v.type.dtype);
-  j["shape"] = v.type.shape ? nlohmann::ordered_json(*v.type.shape) : nlohmann::ordered_json(nullptr);
+  j["shape"] =
+      v.type.shape ? nlohmann::ordered_json(*v.type.shape) : nlohmann::ordered_json(nullptr);
   return j;
 }
 
@@ -66,11 +67,13 @@ nlohmann::ordered_json model_summary_json(const ir::Model& model) {
   j["ops"] = nlohmann::ordered_json::object();
   for (const auto& [op, n] : c.ops) j["ops"][op] = n;
   j["opsets"] = nlohmann::ordered_json::object();
-  for (const auto& o : model.opsets) j["opsets"][o.domain.empty() ? "ai.onnx" : o.domain] = o.version;
+  for (const auto& o : model.opsets)
+    j["opsets"][o.domain.empty() ? "ai.onnx" : o.domain] = o.version;
   j["nodes"] = c.nodes;
   j["subgraphs"] = c.subgraphs;
   j["ir_version"] = model.ir_version;
-  j["producer"] = model.producer_name + (model.producer_version.empty() ? "" : " " + model.producer_version);
+  j["producer"] =
+      model.producer_name + (model.producer_version.empty() ? "" : " " + model.producer_version);
   return j;
 }
 
@@ -78,25 +81,27 @@ std::string model_summary_text(const ir::Model& model, const std::string& title)
   const Counts c = count(model);
   std::ostringstream os;
   os << title << "\n";
-  os << "  producer      " << model.producer_name << ' ' << model.producer_version << ", IR version "
-     << model.ir_version << "\n  opsets        ";
+  os << "  producer      " << model.producer_name << ' ' << model.producer_version
+     << ", IR version " << model.ir_version << "\n  opsets        ";
   for (size_t i = 0; i < model.opsets.size(); ++i) {
-    os << (i ? ", " : "") << (model.opsets[i].domain.empty() ? "ai.onnx" : model.opsets[i].domain) << ' '
-       << model.opsets[i].version;
+    os << (i ? ", " : "") << (model.opsets[i].domain.empty() ? "ai.onnx" : model.opsets[i].domain)
+       << ' ' << model.opsets[i].version;
   }
   os << "\n  nodes         " << c.nodes;
   if (c.subgraphs > 0) os << " (in " << c.subgraphs + 1 << " graphs)";
   os << "\n  initializers  " << c.init_count << ", " << human_bytes(c.init_bytes) << "\n\n";
   os << "inputs\n";
   for (const ir::Value* v : model.graph->inputs) {
-    if (!v->is_initializer()) os << "  " << std::left << std::setw(24) << v->name << ' ' << v->type.str() << '\n';
+    if (!v->is_initializer())
+      os << "  " << std::left << std::setw(24) << v->name << ' ' << v->type.str() << '\n';
   }
   os << "outputs\n";
   for (const ir::Value* v : model.graph->outputs) {
     os << "  " << std::left << std::setw(24) << v->name << ' ' << v->type.str() << '\n';
   }
   os << "ops\n";
-  for (const auto& [op, n] : c.ops) os << "  " << std::left << std::setw(28) << op << std::right << std::setw(6) << n << '\n';
+  for (const auto& [op, n] : c.ops)
+    os << "  " << std::left << std::setw(28) << op << std::right << std::setw(6) << n << '\n';
   return os.str();
 }
 

@@ -32,14 +32,17 @@ Executor::Executor(plan::Plan plan) : plan_(std::move(plan)) {
   const auto& registry = OpRegistry::instance();
   values_.resize(plan_.buffers_size());
   for (const auto& b : plan_.buffers()) {
-    if (b.id() < 0 || b.id() >= plan_.buffers_size()) throw Error("plan buffer '" + b.name() + "' has a bad id");
-    if (b.role() == plan::CONSTANT || b.role() == plan::STATE) values_[b.id()] = tensor_from_data(b.initial());
+    if (b.id() < 0 || b.id() >= plan_.buffers_size())
+      throw Error("plan buffer '" + b.name() + "' has a bad id");
+    if (b.role() == plan::CONSTANT || b.role() == plan::STATE)
+      values_[b.id()] = tensor_from_data(b.initial());
   }
   std::vector<int> last_reader(plan_.buffers_size(), -1);
   for (int i = 0; i < plan_.steps_size(); ++i) {
     const auto& s = plan_.steps(i);
     const CpuOp* op = registry.find(s.op(), s.domain());
-    if (!op) throw Error(step_label(s) + ": the CPU backend has no kernel for operator '" + s.op() + "'");
+    if (!op)
+      throw Error(step_label(s) + ": the CPU backend has no kernel for operator '" + s.op() + "'");
     ops_.push_back(op);
     for (int id : s.inputs()) {
       if (id >= plan_.buffers_size()) throw Error(step_label(s) + ": bad buffer id in plan");
@@ -48,7 +51,8 @@ Executor::Executor(plan::Plan plan) : plan_(std::move(plan)) {
   }
   free_after_.resize(plan_.steps_size());
   for (int id = 0; id < plan_.buffers_size(); ++id) {
-    if (plan_.buffers(id).role() == plan::ACTIVATION && last_reader[id] >= 0) free_after_[last_reader[id]].push_back(id);
+    if (plan_.buffers(id).role() == plan::ACTIVATION && last_reader[id] >= 0)
+      free_after_[last_reader[id]].push_back(id);
   }
 }
 
@@ -61,12 +65,15 @@ std::map<std::string, Tensor> Executor::run(const std::map<std::string, Tensor>&
   for (const auto& binding : plan_.inputs()) {
     auto it = inputs.find(binding.name());
     const auto& buf = plan_.buffers(binding.buffer());
-    if (it == inputs.end()) throw Error("input '" + binding.name() + "' (" + buffer_type(buf) + ") is not given");
+    if (it == inputs.end())
+      throw Error("input '" + binding.name() + "' (" + buffer_type(buf) + ") is not given");
     const Tensor& t = it->second;
     const bool type_ok = static_cast<DType>(buf.dtype()) == t.dtype();
-    const bool shape_ok = !buf.shape_known() || std::vector<int64_t>(buf.shape().begin(), buf.shape().end()) == t.shape();
+    const bool shape_ok = !buf.shape_known() ||
+                          std::vector<int64_t>(buf.shape().begin(), buf.shape().end()) == t.shape();
     if (!type_ok || !shape_ok) {
-      throw Error("input '" + binding.name() + "' must be " + buffer_type(buf) + ", got " + t.type_str());
+      throw Error("input '" + binding.name() + "' must be " + buffer_type(buf) + ", got " +
+                  t.type_str());
     }
     values_[binding.buffer()] = t;
   }
@@ -84,7 +91,8 @@ std::map<std::string, Tensor> Executor::run(const std::map<std::string, Tensor>&
   for (const auto& binding : plan_.outputs()) outputs[binding.name()] = values_[binding.buffer()];
   for (int id = 0; id < plan_.buffers_size(); ++id) {
     const auto role = plan_.buffers(id).role();
-    if (role == plan::ACTIVATION || role == plan::OUTPUT || role == plan::INPUT) values_[id] = Tensor();
+    if (role == plan::ACTIVATION || role == plan::OUTPUT || role == plan::INPUT)
+      values_[id] = Tensor();
   }
   return outputs;
 }
@@ -98,7 +106,8 @@ void Executor::run_step(size_t index) {
       continue;
     }
     if (!values_[id].defined()) {
-      throw Error(step_label(s) + ": input buffer '" + plan_.buffers(id).name() + "' has no value yet");
+      throw Error(step_label(s) + ": input buffer '" + plan_.buffers(id).name() +
+                  "' has no value yet");
     }
     ins.push_back(&values_[id]);
   }
@@ -114,10 +123,11 @@ void Executor::run_step(size_t index) {
     const Tensor& t = values_[id];
     if (!t.defined()) throw Error(step_label(s) + ": output '" + buf.name() + "' was not produced");
     const bool dtype_ok = buf.dtype() == 0 || static_cast<DType>(buf.dtype()) == t.dtype();
-    const bool shape_ok = !buf.shape_known() || std::vector<int64_t>(buf.shape().begin(), buf.shape().end()) == t.shape();
+    const bool shape_ok = !buf.shape_known() ||
+                          std::vector<int64_t>(buf.shape().begin(), buf.shape().end()) == t.shape();
     if (!dtype_ok || !shape_ok) {
-      throw Error(step_label(s) + ": output '" + buf.name() + "' is " + t.type_str() + " but the plan expects " +
-                  buffer_type(buf));
+      throw Error(step_label(s) + ": output '" + buf.name() + "' is " + t.type_str() +
+                  " but the plan expects " + buffer_type(buf));
     }
   }
   for (int id : free_after_[index]) values_[id] = Tensor();

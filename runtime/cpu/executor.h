@@ -33,9 +33,9 @@ class Executor {
   void run_step(size_t index);
 
   plan::Plan plan_;
-  std::vector<const CpuOp*> ops_;                // per step
-  std::vector<std::vector<int>> free_after_;     // per step: activation buffers read for the last time
-  std::vector<Tensor> values_;                   // per buffer
+  std::vector<const CpuOp*> ops_;             // per step
+  std::vector<std::vector<int>> free_after_;  // per step: activation buffers read for the last time
+  std::vector<Tensor> values_;                // per buffer
   StepHook step_hook_;
 };
 

@@ -11,13 +11,11 @@ const Tensor& OpContext::in(int i) const {
 }
 
 Tensor& OpContext::output(int i, DType dtype, std::vector<int64_t> shape) {
-  static Tensor discard;
-  if (!has_output(i)) {
-    discard = Tensor(dtype, std::move(shape));
-    return discard;
-  }
-  *outputs_[i] = Tensor(dtype, std::move(shape));
-  return *outputs_[i];
+  // An omitted output still gets storage of its own (the op may write it), kept in a map
+  // so that references to several of them stay valid together.
+  Tensor& slot = has_output(i) ? *outputs_[i] : discarded_[i];
+  slot = Tensor(dtype, std::move(shape));
+  return slot;
 }
 
 void OpContext::set_output(int i, Tensor t) {
@@ -57,24 +55,29 @@ std::string OpContext::attr_string(const std::string& name, const std::string& f
   return a->s();
 }
 
-std::vector<int64_t> OpContext::attr_ints(const std::string& name, std::vector<int64_t> fallback) const {
+std::vector<int64_t> OpContext::attr_ints(const std::string& name,
+                                          std::vector<int64_t> fallback) const {
   const auto* a = find(name);
   if (!a) return fallback;
-  if (a->value_case() != plan::Attribute::kInts) fail("attribute '" + name + "' is not a list of ints");
+  if (a->value_case() != plan::Attribute::kInts)
+    fail("attribute '" + name + "' is not a list of ints");
   return {a->ints().v().begin(), a->ints().v().end()};
 }
 
-std::vector<float> OpContext::attr_floats(const std::string& name, std::vector<float> fallback) const {
+std::vector<float> OpContext::attr_floats(const std::string& name,
+                                          std::vector<float> fallback) const {
   const auto* a = find(name);
   if (!a) return fallback;
-  if (a->value_case() != plan::Attribute::kFloats) fail("attribute '" + name + "' is not a list of floats");
+  if (a->value_case() != plan::Attribute::kFloats)
+    fail("attribute '" + name + "' is not a list of floats");
   return {a->floats().v().begin(), a->floats().v().end()};
 }
 
 std::vector<std::string> OpContext::attr_strings(const std::string& name) const {
   const auto* a = find(name);
   if (!a) return {};
-  if (a->value_case() != plan::Attribute::kStrings) fail("attribute '" + name + "' is not a list of strings");
+  if (a->value_case() != plan::Attribute::kStrings)
+    fail("attribute '" + name + "' is not a list of strings");
   return {a->strings().v().begin(), a->strings().v().end()};
 }
 
@@ -87,10 +90,13 @@ std::optional<Tensor> OpContext::attr_tensor(const std::string& name) const {
 
 std::string OpContext::label() const {
   std::string who = step_.source_nodes_size() ? step_.source_nodes(0) : std::string("?");
-  return "node '" + who + "' (" + (step_.domain().empty() ? "" : step_.domain() + ".") + step_.op() + ")";
+  return "node '" + who + "' (" + (step_.domain().empty() ? "" : step_.domain() + ".") +
+         step_.op() + ")";
 }
 
-void OpContext::fail(const std::string& what) const { throw Error(label() + ": " + what); }
+void OpContext::fail(const std::string& what) const {
+  throw Error(label() + ": " + what);
+}
 
 void OpContext::unsupported_dtype(int input_index) const {
   const Tensor* t = input(input_index);
@@ -106,7 +112,8 @@ Tensor tensor_from_data(const plan::TensorData& data) {
     }
   } else {
     if (data.data().size() != t.nbytes()) {
-      throw Error("plan tensor data has " + std::to_string(data.data().size()) + " bytes for " + t.type_str());
+      throw Error("plan tensor data has " + std::to_string(data.data().size()) + " bytes for " +
+                  t.type_str());
     }
     std::memcpy(t.raw(), data.data().data(), t.nbytes());
   }

@@ -2,6 +2,7 @@
 // allocate its outputs once it has computed their shapes.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -57,6 +58,7 @@ class OpContext {
   const plan::Step& step_;
   std::vector<const Tensor*> inputs_;
   std::vector<Tensor*> outputs_;
+  std::map<int, Tensor> discarded_;  // storage for outputs the plan omits
 };
 
 // Converts plan tensor data into a runtime tensor.

@@ -15,7 +15,8 @@ const CpuOp* OpRegistry::find(const std::string& op, const std::string& domain) 
 
 std::vector<std::string> OpRegistry::names() const {
   std::vector<std::string> out;
-  for (const auto& [key, fn] : ops_) out.push_back(key.first.empty() ? key.second : key.first + "." + key.second);
+  for (const auto& [key, fn] : ops_)
+    out.push_back(key.first.empty() ? key.second : key.first + "." + key.second);
   return out;
 }
 

@@ -16,9 +16,10 @@ struct Descr {
 
 // NumPy dtype strings for the element types we exchange ('<' little-endian, '|' no order).
 constexpr Descr kDescr[] = {
-    {"<f4", DType::kFloat32}, {"<f8", DType::kFloat64}, {"<f2", DType::kFloat16}, {"<i8", DType::kInt64},
-    {"<i4", DType::kInt32},   {"<i2", DType::kInt16},   {"|i1", DType::kInt8},    {"<u8", DType::kUInt64},
-    {"<u4", DType::kUInt32},  {"<u2", DType::kUInt16},  {"|u1", DType::kUInt8},   {"|b1", DType::kBool},
+    {"<f4", DType::kFloat32}, {"<f8", DType::kFloat64}, {"<f2", DType::kFloat16},
+    {"<i8", DType::kInt64},   {"<i4", DType::kInt32},   {"<i2", DType::kInt16},
+    {"|i1", DType::kInt8},    {"<u8", DType::kUInt64},  {"<u4", DType::kUInt32},
+    {"<u2", DType::kUInt16},  {"|u1", DType::kUInt8},   {"|b1", DType::kBool},
 };
 
 }  // namespace
@@ -31,7 +32,8 @@ Tensor parse_npy(const std::string& bytes, const std::string& what) {
   size_t header_len = 0;
   size_t offset = 0;
   if (major == 1) {
-    header_len = static_cast<uint8_t>(bytes[8]) | (static_cast<size_t>(static_cast<uint8_t>(bytes[9])) << 8);
+    header_len =
+        static_cast<uint8_t>(bytes[8]) | (static_cast<size_t>(static_cast<uint8_t>(bytes[9])) << 8);
     offset = 10;
   } else if (major == 2 || major == 3) {
     if (bytes.size() < 12) throw Error(what + " is truncated");
@@ -45,13 +47,16 @@ Tensor parse_npy(const std::string& bytes, const std::string& what) {
   if (bytes.size() < offset + header_len) throw Error(what + " is truncated (header)");
   const std::string header = bytes.substr(offset, header_len);
   std::smatch m;
-  if (!std::regex_search(header, m, std::regex(R"('descr'\s*:\s*'([^']*)')"))) throw Error(what + ": no descr in header");
+  if (!std::regex_search(header, m, std::regex(R"('descr'\s*:\s*'([^']*)')")))
+    throw Error(what + ": no descr in header");
   const std::string descr = m[1];
   if (!std::regex_search(header, m, std::regex(R"('fortran_order'\s*:\s*(True|False))"))) {
     throw Error(what + ": no fortran_order in header");
   }
-  if (m[1] == "True") throw Error(what + ": Fortran-order arrays are not supported (save with np.ascontiguousarray)");
-  if (!std::regex_search(header, m, std::regex(R"('shape'\s*:\s*\(([^)]*)\))"))) throw Error(what + ": no shape in header");
+  if (m[1] == "True")
+    throw Error(what + ": Fortran-order arrays are not supported (save with np.ascontiguousarray)");
+  if (!std::regex_search(header, m, std::regex(R"('shape'\s*:\s*\(([^)]*)\))")))
+    throw Error(what + ": no shape in header");
   std::vector<int64_t> shape;
   const std::string dims = m[1];
   const std::regex number(R"(\d+)");
@@ -64,12 +69,13 @@ Tensor parse_npy(const std::string& bytes, const std::string& what) {
     if (alt[0] == '<') alt[0] = '=';
     if (descr == d.code || descr == alt) dtype = d.dtype;
   }
-  if (dtype == DType::kUndefined) throw Error(what + ": NumPy dtype '" + descr + "' is not supported");
+  if (dtype == DType::kUndefined)
+    throw Error(what + ": NumPy dtype '" + descr + "' is not supported");
   Tensor t(dtype, shape);
   const size_t data_at = offset + header_len;
   if (bytes.size() - data_at != t.nbytes()) {
-    throw Error(what + ": data has " + std::to_string(bytes.size() - data_at) + " bytes, " + t.type_str() + " needs " +
-                std::to_string(t.nbytes()));
+    throw Error(what + ": data has " + std::to_string(bytes.size() - data_at) + " bytes, " +
+                t.type_str() + " needs " + std::to_string(t.nbytes()));
   }
   std::memcpy(t.raw(), bytes.data() + data_at, t.nbytes());
   return t;
@@ -80,11 +86,16 @@ std::string serialize_npy(const Tensor& t) {
   for (const auto& d : kDescr) {
     if (d.dtype == t.dtype()) code = d.code;
   }
-  if (!code) throw Error("element type " + std::string(dtype_name(t.dtype())) + " cannot be written as .npy");
+  if (!code)
+    throw Error("element type " + std::string(dtype_name(t.dtype())) +
+                " cannot be written as .npy");
   std::string shape = "(";
-  for (size_t i = 0; i < t.shape().size(); ++i) shape += std::to_string(t.shape()[i]) + (t.shape().size() == 1 ? "," : (i + 1 < t.shape().size() ? ", " : ""));
+  for (size_t i = 0; i < t.shape().size(); ++i)
+    shape += std::to_string(t.shape()[i]) +
+             (t.shape().size() == 1 ? "," : (i + 1 < t.shape().size() ? ", " : ""));
   shape += ")";
-  std::string header = std::string("{'descr': '") + code + "', 'fortran_order': False, 'shape': " + shape + ", }";
+  std::string header =
+      std::string("{'descr': '") + code + "', 'fortran_order': False, 'shape': " + shape + ", }";
   // Pad with spaces so the data starts on a 64-byte boundary, ending in a newline.
   const size_t unpadded = 10 + header.size() + 1;
   header += std::string((64 - unpadded % 64) % 64, ' ') + "\n";
@@ -96,8 +107,12 @@ std::string serialize_npy(const Tensor& t) {
   return out;
 }
 
-Tensor read_npy(const std::string& path) { return parse_npy(read_file(path), "'" + path + "'"); }
+Tensor read_npy(const std::string& path) {
+  return parse_npy(read_file(path), "'" + path + "'");
+}
 
-void write_npy(const Tensor& t, const std::string& path) { write_file_atomically(path, serialize_npy(t)); }
+void write_npy(const Tensor& t, const std::string& path) {
+  write_file_atomically(path, serialize_npy(t));
+}
 
 }  // namespace ampc::rt::io

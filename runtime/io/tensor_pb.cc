@@ -24,8 +24,10 @@ void copy_field(const Src& field, Tensor& t) {
 }  // namespace
 
 Tensor tensor_from_onnx(const onnx::TensorProto& p, const std::string& what) {
-  if (!dtype_is_known(p.data_type())) throw Error(what + ": unknown element type " + std::to_string(p.data_type()));
-  if (p.data_location() == onnx::TensorProto::EXTERNAL) throw Error(what + ": external data is not supported here");
+  if (!dtype_is_known(p.data_type()))
+    throw Error(what + ": unknown element type " + std::to_string(p.data_type()));
+  if (p.data_location() == onnx::TensorProto::EXTERNAL)
+    throw Error(what + ": external data is not supported here");
   Tensor t(static_cast<DType>(p.data_type()), {p.dims().begin(), p.dims().end()});
   try {
     if (t.dtype() == DType::kString) {
@@ -33,25 +35,47 @@ Tensor tensor_from_onnx(const onnx::TensorProto& p, const std::string& what) {
       for (int i = 0; i < p.string_data_size(); ++i) t.strings()[i] = p.string_data(i);
     } else if (p.has_raw_data()) {
       if (p.raw_data().size() != t.nbytes()) {
-        throw Error("raw data has " + std::to_string(p.raw_data().size()) + " bytes for " + t.type_str());
+        throw Error("raw data has " + std::to_string(p.raw_data().size()) + " bytes for " +
+                    t.type_str());
       }
       std::memcpy(t.raw(), p.raw_data().data(), t.nbytes());
     } else {
       switch (t.dtype()) {
-        case DType::kFloat32: copy_field<float>(p.float_data(), t); break;
-        case DType::kFloat64: copy_field<double>(p.double_data(), t); break;
-        case DType::kInt64: copy_field<int64_t>(p.int64_data(), t); break;
-        case DType::kUInt64: copy_field<uint64_t>(p.uint64_data(), t); break;
-        case DType::kUInt32: copy_field<uint32_t>(p.uint64_data(), t); break;
-        case DType::kInt32: copy_field<int32_t>(p.int32_data(), t); break;
-        case DType::kInt16: copy_field<int16_t>(p.int32_data(), t); break;
-        case DType::kInt8: copy_field<int8_t>(p.int32_data(), t); break;
+        case DType::kFloat32:
+          copy_field<float>(p.float_data(), t);
+          break;
+        case DType::kFloat64:
+          copy_field<double>(p.double_data(), t);
+          break;
+        case DType::kInt64:
+          copy_field<int64_t>(p.int64_data(), t);
+          break;
+        case DType::kUInt64:
+          copy_field<uint64_t>(p.uint64_data(), t);
+          break;
+        case DType::kUInt32:
+          copy_field<uint32_t>(p.uint64_data(), t);
+          break;
+        case DType::kInt32:
+          copy_field<int32_t>(p.int32_data(), t);
+          break;
+        case DType::kInt16:
+          copy_field<int16_t>(p.int32_data(), t);
+          break;
+        case DType::kInt8:
+          copy_field<int8_t>(p.int32_data(), t);
+          break;
         case DType::kUInt16:
         case DType::kFloat16:
-        case DType::kBFloat16: copy_field<uint16_t>(p.int32_data(), t); break;
+        case DType::kBFloat16:
+          copy_field<uint16_t>(p.int32_data(), t);
+          break;
         case DType::kUInt8:
-        case DType::kBool: copy_field<uint8_t>(p.int32_data(), t); break;
-        default: throw Error("element type " + std::string(dtype_name(t.dtype())) + " is not supported");
+        case DType::kBool:
+          copy_field<uint8_t>(p.int32_data(), t);
+          break;
+        default:
+          throw Error("element type " + std::string(dtype_name(t.dtype())) + " is not supported");
       }
     }
   } catch (const Error& e) {
@@ -75,7 +99,8 @@ onnx::TensorProto tensor_to_onnx(const Tensor& t, const std::string& name) {
 
 Tensor read_tensor_pb(const std::string& path, std::string* name) {
   onnx::TensorProto p;
-  if (!p.ParseFromString(read_file(path))) throw Error("'" + path + "' is not an ONNX TensorProto file");
+  if (!p.ParseFromString(read_file(path)))
+    throw Error("'" + path + "' is not an ONNX TensorProto file");
   if (name) *name = p.name();
   return tensor_from_onnx(p, "'" + path + "'");
 }

@@ -79,9 +79,13 @@ Plan parse_plan(const std::string& bytes, const std::string& what) {
   return plan;
 }
 
-void save_plan(const Plan& plan, const std::string& path) { write_file_atomically(path, serialize_plan(plan)); }
+void save_plan(const Plan& plan, const std::string& path) {
+  write_file_atomically(path, serialize_plan(plan));
+}
 
-Plan load_plan(const std::string& path) { return parse_plan(read_file(path), "'" + path + "'"); }
+Plan load_plan(const std::string& path) {
+  return parse_plan(read_file(path), "'" + path + "'");
+}
 
 bool looks_like_plan(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

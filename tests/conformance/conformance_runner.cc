@@ -20,13 +20,14 @@ namespace fs = std::filesystem;
 namespace {
 
 // Ops whose outputs are random: ONNX's expected values cannot be reproduced bit for bit.
-const std::set<std::string> kRandomOps = {"Bernoulli", "RandomUniform", "RandomUniformLike", "RandomNormal",
-                                          "RandomNormalLike", "Multinomial"};
+const std::set<std::string> kRandomOps = {"Bernoulli",    "RandomUniform",    "RandomUniformLike",
+                                          "RandomNormal", "RandomNormalLike", "Multinomial"};
 
 // Cases whose expected data contradicts a rule ampc follows on purpose.
 const std::map<std::string, std::string> kKnownDeviations = {
     {"test_cast_FLOAT_to_BFLOAT16",
-     "ONNX 1.12's expected data truncates float to bfloat16; ampc rounds to nearest even, as PyTorch and CUDA do"},
+     "ONNX 1.12's expected data truncates float to bfloat16; ampc rounds to nearest even, as "
+     "PyTorch and CUDA do"},
 };
 
 std::vector<fs::path> sorted_files(const fs::path& dir, const std::string& prefix) {
@@ -36,7 +37,9 @@ std::vector<fs::path> sorted_files(const fs::path& dir, const std::string& prefi
   }
   // input_10.pb sorts after input_9.pb.
   std::sort(files.begin(), files.end(), [](const fs::path& a, const fs::path& b) {
-    auto num = [](const fs::path& p) { return std::stoi(std::regex_replace(p.stem().string(), std::regex("[^0-9]"), "")); };
+    auto num = [](const fs::path& p) {
+      return std::stoi(std::regex_replace(p.stem().string(), std::regex("[^0-9]"), ""));
+    };
     return num(a) < num(b);
   });
   return files;
@@ -49,20 +52,34 @@ double value_at(const rt::Tensor& t, int64_t i) {
 
 double as_double(const rt::Tensor& t, int64_t i) {
   switch (t.dtype()) {
-    case DType::kFloat32: return value_at<float>(t, i);
-    case DType::kFloat64: return value_at<double>(t, i);
-    case DType::kFloat16: return half_to_float(t.data<Half>()[i]);
-    case DType::kBFloat16: return bf16_to_float(t.data<BFloat16>()[i]);
-    case DType::kInt64: return value_at<int64_t>(t, i);
-    case DType::kInt32: return value_at<int32_t>(t, i);
-    case DType::kInt16: return value_at<int16_t>(t, i);
-    case DType::kInt8: return value_at<int8_t>(t, i);
-    case DType::kUInt64: return value_at<uint64_t>(t, i);
-    case DType::kUInt32: return value_at<uint32_t>(t, i);
-    case DType::kUInt16: return value_at<uint16_t>(t, i);
-    case DType::kUInt8: return value_at<uint8_t>(t, i);
-    case DType::kBool: return value_at<bool>(t, i);
-    default: throw Error("cannot compare element type " + std::string(dtype_name(t.dtype())));
+    case DType::kFloat32:
+      return value_at<float>(t, i);
+    case DType::kFloat64:
+      return value_at<double>(t, i);
+    case DType::kFloat16:
+      return half_to_float(t.data<Half>()[i]);
+    case DType::kBFloat16:
+      return bf16_to_float(t.data<BFloat16>()[i]);
+    case DType::kInt64:
+      return value_at<int64_t>(t, i);
+    case DType::kInt32:
+      return value_at<int32_t>(t, i);
+    case DType::kInt16:
+      return value_at<int16_t>(t, i);
+    case DType::kInt8:
+      return value_at<int8_t>(t, i);
+    case DType::kUInt64:
+      return value_at<uint64_t>(t, i);
+    case DType::kUInt32:
+      return value_at<uint32_t>(t, i);
+    case DType::kUInt16:
+      return value_at<uint16_t>(t, i);
+    case DType::kUInt8:
+      return value_at<uint8_t>(t, i);
+    case DType::kBool:
+      return value_at<bool>(t, i);
+    default:
+      throw Error("cannot compare element type " + std::string(dtype_name(t.dtype())));
   }
 }
 
@@ -71,8 +88,10 @@ std::string compare(const rt::Tensor& got, const rt::Tensor& want, const Toleran
   if (got.dtype() != want.dtype() || got.shape() != want.shape()) {
     return "got " + got.type_str() + ", expected " + want.type_str();
   }
-  if (want.dtype() == DType::kString) return got.strings() == want.strings() ? "" : "strings differ";
-  // Integer results must match exactly (int64 beyond 2^53 compared through double is close enough here).
+  if (want.dtype() == DType::kString)
+    return got.strings() == want.strings() ? "" : "strings differ";
+  // Integer results must match exactly (int64 beyond 2^53 compared through double is close enough
+  // here).
   const bool exact = !is_float(want.dtype());
   for (int64_t i = 0; i < want.numel(); ++i) {
     const double g = as_double(got, i);
@@ -98,9 +117,12 @@ rt::Tensor bf16_quirk(rt::Tensor t, DType declared) {
   return out;
 }
 
-rt::Tensor read_input(const std::string& path, const onnx::ModelProto& proto, const std::string& name) {
+rt::Tensor read_input(const std::string& path, const onnx::ModelProto& proto,
+                      const std::string& name) {
   for (const auto& in : proto.graph().input()) {
-    if (in.name() == name) return bf16_quirk(rt::io::read_tensor_pb(path), static_cast<DType>(in.type().tensor_type().elem_type()));
+    if (in.name() == name)
+      return bf16_quirk(rt::io::read_tensor_pb(path),
+                        static_cast<DType>(in.type().tensor_type().elem_type()));
   }
   return rt::io::read_tensor_pb(path);
 }
@@ -111,7 +133,8 @@ CaseResult unsupported(const std::string& message, const std::string& what) {
 
 // The unsupported op named in a message like "node 'x' (Foo): ..." or "... operator 'Foo'".
 std::string op_in_message(const std::string& message) {
-  for (const char* kind : {"has sequence type", "has optional type", "has map type", "has sparse"}) {
+  for (const char* kind :
+       {"has sequence type", "has optional type", "has map type", "has sparse"}) {
     if (message.find(kind) != std::string::npos) return "non-tensor types";
   }
   if (message.find("--input-shape") != std::string::npos) {
@@ -126,7 +149,8 @@ CaseResult run_case_unguarded(const std::string& case_dir, const Tolerance& tol)
   const fs::path dir(case_dir);
   std::vector<fs::path> data_sets;
   for (const auto& e : fs::directory_iterator(dir)) {
-    if (e.is_directory() && e.path().filename().string().rfind("test_data_set_", 0) == 0) data_sets.push_back(e.path());
+    if (e.is_directory() && e.path().filename().string().rfind("test_data_set_", 0) == 0)
+      data_sets.push_back(e.path());
   }
   std::sort(data_sets.begin(), data_sets.end());
   if (data_sets.empty()) return unsupported("no test data", "no test data");
@@ -140,8 +164,10 @@ CaseResult run_case_unguarded(const std::string& case_dir, const Tolerance& tol)
   try {
     proto = onnx_io::read_model_proto((dir / "model.onnx").string());
     for (const auto& n : proto.graph().node()) {
-      if (kRandomOps.count(n.op_type()) || (n.op_type() == "Dropout" && n.input_size() >= 3 && !n.input(2).empty())) {
-        return unsupported("random outputs cannot match the expected data", "random: " + n.op_type());
+      if (kRandomOps.count(n.op_type()) ||
+          (n.op_type() == "Dropout" && n.input_size() >= 3 && !n.input(2).empty())) {
+        return unsupported("random outputs cannot match the expected data",
+                           "random: " + n.op_type());
       }
     }
     // The graph inputs that data sets feed: those without an initializer, in order.
@@ -164,7 +190,8 @@ CaseResult run_case_unguarded(const std::string& case_dir, const Tolerance& tol)
     auto model = onnx_io::import_model(proto, options.import);
     auto plan = compiler::compile_model(*model, options, dir.filename().string());
     const auto missing = rt::cpu::missing_cpu_ops(plan);
-    if (!missing.empty()) return unsupported("no CPU kernel for " + missing[0], op_in_message(missing[0]));
+    if (!missing.empty())
+      return unsupported("no CPU kernel for " + missing[0], op_in_message(missing[0]));
     executor = std::make_unique<rt::cpu::Executor>(std::move(plan));
   } catch (const Error& e) {
     return unsupported(e.what(), op_in_message(e.what()));
@@ -181,17 +208,21 @@ CaseResult run_case_unguarded(const std::string& case_dir, const Tolerance& tol)
       got = executor->run(feeds);
     } catch (const Error& e) {
       const std::string msg = e.what();
-      if (msg.find("not supported") != std::string::npos) return unsupported(msg, op_in_message(msg));
+      if (msg.find("not supported") != std::string::npos)
+        return unsupported(msg, op_in_message(msg));
       return {Outcome::kFailed, msg, ""};
     }
     const auto outputs = sorted_files(set, "output_");
     const auto& bindings = executor->plan().outputs();
     for (size_t i = 0; i < outputs.size() && i < static_cast<size_t>(bindings.size()); ++i) {
-      const rt::Tensor want = bf16_quirk(rt::io::read_tensor_pb(outputs[i].string()),
-                                         static_cast<DType>(proto.graph().output(static_cast<int>(i)).type().tensor_type().elem_type()));
+      const rt::Tensor want = bf16_quirk(
+          rt::io::read_tensor_pb(outputs[i].string()),
+          static_cast<DType>(
+              proto.graph().output(static_cast<int>(i)).type().tensor_type().elem_type()));
       const std::string diff = compare(got.at(bindings[i].name()), want, tol);
       if (!diff.empty()) {
-        return {Outcome::kFailed, set.filename().string() + " output '" + bindings[i].name() + "': " + diff, ""};
+        return {Outcome::kFailed,
+                set.filename().string() + " output '" + bindings[i].name() + "': " + diff, ""};
       }
     }
   }

@@ -33,7 +33,8 @@ FolderResult run_folder(const std::string& folder) {
   const std::regex pattern(filter ? filter : ".*");
   std::vector<fs::path> cases;
   for (const auto& e : fs::directory_iterator(fs::path(AMPC_ONNX_TESTDATA) / folder)) {
-    if (e.is_directory() && std::regex_search(e.path().filename().string(), pattern)) cases.push_back(e.path());
+    if (e.is_directory() && std::regex_search(e.path().filename().string(), pattern))
+      cases.push_back(e.path());
   }
   std::sort(cases.begin(), cases.end());
   for (const auto& c : cases) {
@@ -41,7 +42,9 @@ FolderResult run_folder(const std::string& folder) {
     const auto res = ampc::conformance::run_case(c.string());
     ++r.total;
     switch (res.outcome) {
-      case Outcome::kPassed: ++r.passed; break;
+      case Outcome::kPassed:
+        ++r.passed;
+        break;
       case Outcome::kFailed:
         ++r.failed;
         r.failures.push_back(name + ": " + res.message);
@@ -52,12 +55,15 @@ FolderResult run_folder(const std::string& folder) {
         break;
     }
     if (verbose) {
-      const char* word = res.outcome == Outcome::kPassed ? "PASS" : res.outcome == Outcome::kFailed ? "FAIL" : "UNSUP";
+      const char* word = res.outcome == Outcome::kPassed   ? "PASS"
+                         : res.outcome == Outcome::kFailed ? "FAIL"
+                                                           : "UNSUP";
       std::cout << word << ' ' << name << (res.message.empty() ? "" : ": " + res.message) << '\n';
     }
   }
-  std::cout << folder << ": " << r.total << " cases, " << (r.total - r.unsupported) << " supported, " << r.passed
-            << " passed, " << r.failed << " failed, " << r.unsupported << " unsupported\n";
+  std::cout << folder << ": " << r.total << " cases, " << (r.total - r.unsupported)
+            << " supported, " << r.passed << " passed, " << r.failed << " failed, " << r.unsupported
+            << " unsupported\n";
   for (const auto& f : r.failures) std::cout << "  FAILED " << f << '\n';
   return r;
 }
@@ -66,8 +72,9 @@ void append_table(const std::string& folder, const FolderResult& r) {
   const char* path = std::getenv("AMPC_CONFORMANCE_TABLE");
   if (!path) return;
   std::ofstream out(path, std::ios::app);
-  out << "\n## " << folder << "\n\n" << r.total << " cases: " << (r.total - r.unsupported) << " supported, "
-      << r.passed << " passed, " << r.failed << " failed, " << r.unsupported << " unsupported.\n\n";
+  out << "\n## " << folder << "\n\n"
+      << r.total << " cases: " << (r.total - r.unsupported) << " supported, " << r.passed
+      << " passed, " << r.failed << " failed, " << r.unsupported << " unsupported.\n\n";
   if (r.unsupported_by_op.empty()) return;
   out << "| unsupported (op or feature) | cases |\n|---|---|\n";
   for (const auto& [op, cases] : r.unsupported_by_op) {
@@ -80,15 +87,25 @@ void append_table(const std::string& folder, const FolderResult& r) {
 void check_folder(const std::string& folder, bool all_must_be_supported) {
   const FolderResult r = run_folder(folder);
   append_table(folder, r);
-  EXPECT_EQ(r.failed, 0) << "supported cases that do not match ONNX's expected outputs in " << folder;
+  EXPECT_EQ(r.failed, 0) << "supported cases that do not match ONNX's expected outputs in "
+                         << folder;
   if (all_must_be_supported) {
-    for (const auto& [op, cases] : r.unsupported_by_op) ADD_FAILURE() << folder << ": unsupported " << op << " in " << cases[0];
+    for (const auto& [op, cases] : r.unsupported_by_op)
+      ADD_FAILURE() << folder << ": unsupported " << op << " in " << cases[0];
   }
 }
 
 }  // namespace
 
-TEST(Conformance, PytorchConverted) { check_folder("pytorch-converted", true); }
-TEST(Conformance, PytorchOperator) { check_folder("pytorch-operator", true); }
-TEST(Conformance, Node) { check_folder("node", false); }
-TEST(Conformance, Simple) { check_folder("simple", false); }
+TEST(Conformance, PytorchConverted) {
+  check_folder("pytorch-converted", true);
+}
+TEST(Conformance, PytorchOperator) {
+  check_folder("pytorch-operator", true);
+}
+TEST(Conformance, Node) {
+  check_folder("node", false);
+}
+TEST(Conformance, Simple) {
+  check_folder("simple", false);
+}

@@ -392,6 +392,24 @@ TEST(CpuElementwise, DropoutIsIdentityInInferenceAndSeededInTraining) {
   EXPECT_LT(kept, 850);
 }
 
+TEST(CpuElementwise, QuantizeRoundsHalfToEvenAndSaturates) {
+  const Tensor x = make<float>({4}, {-1.5f, 0.0f, 2.5f, 300.0f});
+  const Tensor one = make<float>({}, {1.0f});
+  EXPECT_EQ(values<uint8_t>(run_op("QuantizeLinear", {&x, &one})[0]),
+            (std::vector<uint8_t>{0, 0, 2, 255}));
+  const Tensor xs = make<float>({2}, {-3.0f, 3.0f});
+  const Tensor two = make<float>({}, {2.0f});
+  const Tensor zp = make<int8_t>({}, {-1});
+  EXPECT_EQ(values<int8_t>(run_op("QuantizeLinear", {&xs, &two, &zp})[0]),
+            (std::vector<int8_t>{-3, 1}));
+  const Tensor q = make<uint8_t>({2, 2}, {0, 255, 0, 255});
+  const Tensor scales = make<float>({2}, {0.5f, 1.0f});  // per row (axis 0)
+  const Tensor zps = make<uint8_t>({2}, {128, 0});
+  const auto d = run_op("DequantizeLinear", {&q, &scales, &zps}, 1,
+                        [](plan::Step& s) { set_int(s, "axis", 0); });
+  EXPECT_EQ(values<float>(d[0]), (std::vector<float>{-64.0f, 63.5f, 0.0f, 255.0f}));
+}
+
 TEST(CpuElementwise, UnsupportedTypesAndAttributeValuesFailClearly) {
   const Tensor i = make<int32_t>({1}, {4});
   try {

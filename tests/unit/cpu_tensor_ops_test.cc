@@ -282,6 +282,22 @@ TEST(CpuTensorOps, TopKOrdersAndBreaksTiesByIndex) {
   EXPECT_EQ(fv(low[0]), (std::vector<float>{1, 2, 0, 4}));
 }
 
+TEST(CpuTensorOps, UniqueElementsAndSlices) {
+  const Tensor x = make<int64_t>({6}, {2, 1, 2, 3, 1, 2});
+  const auto u = run("Unique", {&x}, 4, [](plan::Step& s) { set_int(s, "sorted", 0); });
+  EXPECT_EQ(values<int64_t>(u[0]), (std::vector<int64_t>{2, 1, 3}));
+  EXPECT_EQ(values<int64_t>(u[1]), (std::vector<int64_t>{0, 1, 3}));
+  EXPECT_EQ(values<int64_t>(u[2]), (std::vector<int64_t>{0, 1, 0, 2, 1, 0}));
+  EXPECT_EQ(values<int64_t>(u[3]), (std::vector<int64_t>{3, 2, 1}));
+  EXPECT_EQ(values<int64_t>(run("Unique", {&x}, 1)[0]), (std::vector<int64_t>{1, 2, 3}));
+  // Columns of [[1, 0, 1], [2, 5, 2]]: column 1 sorts first, columns 0 and 2 are equal.
+  const Tensor m = make<float>({2, 3}, {1, 0, 1, 2, 5, 2});
+  const auto c = run("Unique", {&m}, 4, [](plan::Step& s) { set_int(s, "axis", 1); });
+  EXPECT_EQ(c[0].shape(), (Shape{2, 2}));
+  EXPECT_EQ(fv(c[0]), (std::vector<float>{0, 1, 5, 2}));
+  EXPECT_EQ(values<int64_t>(c[2]), (std::vector<int64_t>{1, 0, 1}));
+}
+
 TEST(CpuTensorOps, CumSumExclusiveReverse) {
   const Tensor x = make<int32_t>({4}, {1, 2, 3, 4});
   const Tensor axis = make<int32_t>({}, {0});

@@ -20,7 +20,8 @@ void run_compile(const CompileArgs& args) {
   for (const auto& spec : args.input_shapes) onnx_io::parse_input_shape(spec, options.import);
   const plan::Plan p = compiler::compile_file(args.model, options);
   plan::save_plan(p, args.output);
-  std::cout << "wrote " << args.output << ": " << p.steps_size() << " steps, " << p.buffers_size() << " buffers\n";
+  std::cout << "wrote " << args.output << ": " << p.steps_size() << " steps, " << p.buffers_size()
+            << " buffers\n";
 }
 
 }  // namespace
@@ -30,7 +31,8 @@ void add_compile_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("compile", "Compile an ONNX model into an execution plan");
   cmd->add_option("model", args->model, "ONNX model (.onnx)")->required();
   cmd->add_option("-o,--output", args->output, "Plan file to write")->required();
-  cmd->add_option("--input-shape", args->input_shapes, "Fix an input's shape: NAME=D0xD1x... (repeatable)");
+  cmd->add_option("--input-shape", args->input_shapes,
+                  "Fix an input's shape: NAME=D0xD1x... (repeatable)");
   cmd->callback([args] { run_compile(*args); });
 }
 

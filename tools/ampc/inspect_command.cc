@@ -49,12 +49,16 @@ void run_inspect(const InspectArgs& args) {
 
 void add_inspect_command(CLI::App& app) {
   auto args = std::make_shared<InspectArgs>();
-  auto* cmd = app.add_subcommand("inspect", "Show a model's inputs, outputs, weights and operators");
+  auto* cmd =
+      app.add_subcommand("inspect", "Show a model's inputs, outputs, weights and operators");
   cmd->add_option("model", args->model, "ONNX model (.onnx)")->required();
-  cmd->add_option("--format", args->format, "Output format")->check(CLI::IsMember({"text", "json"}));
-  cmd->add_option("--dot", args->dot_file, "Write the graph as Graphviz DOT, nodes coloured by element type");
+  cmd->add_option("--format", args->format, "Output format")
+      ->check(CLI::IsMember({"text", "json"}));
+  cmd->add_option("--dot", args->dot_file,
+                  "Write the graph as Graphviz DOT, nodes coloured by element type");
   cmd->add_option("--svg", args->svg_file, "Render the graph to SVG through Graphviz");
-  cmd->add_option("--input-shape", args->input_shapes, "Fix an input's shape: NAME=D0xD1x... (repeatable)");
+  cmd->add_option("--input-shape", args->input_shapes,
+                  "Fix an input's shape: NAME=D0xD1x... (repeatable)");
   cmd->callback([args] { run_inspect(*args); });
 }
 

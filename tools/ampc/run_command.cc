@@ -23,7 +23,9 @@ struct RunArgs {
   std::vector<std::string> input_shapes;
 };
 
-bool is_npy(const std::string& path) { return fs::path(path).extension() == ".npy"; }
+bool is_npy(const std::string& path) {
+  return fs::path(path).extension() == ".npy";
+}
 
 rt::Tensor read_tensor(const std::string& path) {
   return is_npy(path) ? rt::io::read_npy(path) : rt::io::read_tensor_pb(path);
@@ -42,7 +44,8 @@ void print_summary(const std::string& name, const rt::Tensor& t) {
   std::cout << name << ": " << t.type_str();
   if (t.dtype() == DType::kFloat32 && t.numel() > 0) {
     std::cout << " = [";
-    for (int64_t i = 0; i < std::min<int64_t>(t.numel(), 8); ++i) std::cout << (i ? ", " : "") << t.data<float>()[i];
+    for (int64_t i = 0; i < std::min<int64_t>(t.numel(), 8); ++i)
+      std::cout << (i ? ", " : "") << t.data<float>()[i];
     std::cout << (t.numel() > 8 ? ", ...]" : "]");
   }
   std::cout << '\n';
@@ -53,7 +56,8 @@ void run_run(const RunArgs& args) {
   std::string first_format;
   for (const auto& spec : args.inputs) {
     const auto eq = spec.find('=');
-    if (eq == std::string::npos || eq == 0) throw Error("--input '" + spec + "': expected NAME=FILE (.npy or .pb)");
+    if (eq == std::string::npos || eq == 0)
+      throw Error("--input '" + spec + "': expected NAME=FILE (.npy or .pb)");
     const std::string file = spec.substr(eq + 1);
     feeds[spec.substr(0, eq)] = read_tensor(file);
     if (first_format.empty()) first_format = is_npy(file) ? "npy" : "pb";
@@ -61,7 +65,8 @@ void run_run(const RunArgs& args) {
   plan::Plan p;
   // By content, and by name so that a plan cut short before its magic still reads as one.
   if (plan::looks_like_plan(args.model) || fs::path(args.model).extension() == ".plan") {
-    if (!args.input_shapes.empty()) throw Error("--input-shape applies to ONNX models; a plan's shapes are fixed");
+    if (!args.input_shapes.empty())
+      throw Error("--input-shape applies to ONNX models; a plan's shapes are fixed");
     p = plan::load_plan(args.model);
   } else {
     compiler::CompileOptions options;
@@ -72,13 +77,15 @@ void run_run(const RunArgs& args) {
   }
   rt::cpu::Executor executor(std::move(p));
   const auto outputs = executor.run(feeds);
-  const std::string format = args.format.empty() ? (first_format.empty() ? "npy" : first_format) : args.format;
+  const std::string format =
+      args.format.empty() ? (first_format.empty() ? "npy" : first_format) : args.format;
   if (!args.output_dir.empty()) fs::create_directories(args.output_dir);
   for (const auto& binding : executor.plan().outputs()) {
     const rt::Tensor& t = outputs.at(binding.name());
     print_summary(binding.name(), t);
     if (args.output_dir.empty()) continue;
-    const std::string path = (fs::path(args.output_dir) / (file_stem(binding.name()) + "." + format)).string();
+    const std::string path =
+        (fs::path(args.output_dir) / (file_stem(binding.name()) + "." + format)).string();
     if (format == "npy") {
       rt::io::write_npy(t, path);
     } else {
@@ -93,11 +100,13 @@ void add_run_command(CLI::App& app) {
   auto args = std::make_shared<RunArgs>();
   auto* cmd = app.add_subcommand("run", "Run a model or plan once on the CPU");
   cmd->add_option("model", args->model, "ONNX model (.onnx) or plan (.plan)")->required();
-  cmd->add_option("--input", args->inputs, "NAME=FILE with FILE a .npy or ONNX TensorProto .pb (repeatable)");
+  cmd->add_option("--input", args->inputs,
+                  "NAME=FILE with FILE a .npy or ONNX TensorProto .pb (repeatable)");
   cmd->add_option("--output-dir", args->output_dir, "Write each output to DIR/NAME.npy or .pb");
   cmd->add_option("--format", args->format, "Output file format (default: that of the first input)")
       ->check(CLI::IsMember({"npy", "pb"}));
-  cmd->add_option("--input-shape", args->input_shapes, "Fix an input's shape: NAME=D0xD1x... (repeatable)");
+  cmd->add_option("--input-shape", args->input_shapes,
+                  "Fix an input's shape: NAME=D0xD1x... (repeatable)");
   cmd->callback([args] { run_run(*args); });
 }
 

@@ -21,12 +21,16 @@ void constant(OpContext& ctx) {
     auto& out = ctx.output(0, DType::kInt64, {static_cast<int64_t>(v.size())});
     std::copy(v.begin(), v.end(), out.data<int64_t>());
   } else {
-    ctx.fail("no supported value attribute (value, value_float(s), value_int(s)); sparse values are not supported");
+    ctx.fail(
+        "no supported value attribute (value, value_float(s), value_int(s)); sparse values are not "
+        "supported");
   }
 }
 
 }  // namespace
 
-void register_constant_ops(OpRegistry& r) { r.add("Constant", constant); }
+void register_constant_ops(OpRegistry& r) {
+  r.add("Constant", constant);
+}
 
 }  // namespace ampc::rt::cpu

@@ -18,6 +18,7 @@ void register_elementwise_math(OpRegistry& r);      // elementwise_math.cc: unar
 void register_elementwise_binary(OpRegistry& r);    // elementwise_binary.cc: arithmetic
 void register_elementwise_compare(OpRegistry& r);   // elementwise_compare.cc: comparisons, logic
 void register_elementwise_variadic(OpRegistry& r);  // elementwise_variadic.cc: Sum, Mean, Max, Min
+void register_elementwise_quantize(OpRegistry& r);  // elementwise_quantize.cc: (De)QuantizeLinear
 void register_elementwise_convert(OpRegistry& r);   // elementwise_convert.cc: Cast, Where, Clip...
 
 // Calls f(Tag<T>{}) for the type of input i, or fails with the unsupported-dtype error.

@@ -44,6 +44,7 @@ void register_elementwise_ops(OpRegistry& r) {
   register_elementwise_compare(r);
   register_elementwise_variadic(r);
   register_elementwise_convert(r);
+  register_elementwise_quantize(r);
 }
 
 }  // namespace ampc::rt::cpu

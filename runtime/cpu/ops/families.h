@@ -5,10 +5,12 @@ namespace ampc::rt::cpu {
 
 class OpRegistry;
 
-void register_constant_ops(OpRegistry& r);     // constant_ops.cc: Constant
-void register_elementwise_ops(OpRegistry& r);  // elementwise_ops.cc: unary/binary math, logic, Cast, Where, Clip...
-void register_tensor_ops(OpRegistry& r);       // tensor_ops.cc: shape, layout and indexing ops
-void register_nn_ops(OpRegistry& r);           // nn_ops.cc: MatMul, Gemm, Conv, pooling, normalisation
-void register_reduction_ops(OpRegistry& r);    // reduction_ops.cc: Reduce*, ArgMax/Min, Softmax, losses
+void register_constant_ops(OpRegistry& r);  // constant_ops.cc: Constant
+void register_elementwise_ops(
+    OpRegistry& r);  // elementwise_ops.cc: unary/binary math, logic, Cast, Where, Clip...
+void register_tensor_ops(OpRegistry& r);  // tensor_ops.cc: shape, layout and indexing ops
+void register_nn_ops(OpRegistry& r);      // nn_ops.cc: MatMul, Gemm, Conv, pooling, normalisation
+void register_reduction_ops(
+    OpRegistry& r);  // reduction_ops.cc: Reduce*, ArgMax/Min, Softmax, losses
 
 }  // namespace ampc::rt::cpu

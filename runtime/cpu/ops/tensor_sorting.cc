@@ -1,4 +1,4 @@
-// Operators along one axis with order: TopK, CumSum, ReverseSequence; and NonZero.
+// Operators along one axis with order: TopK, CumSum, ReverseSequence, Unique; and NonZero.
 #include <algorithm>
 #include <numeric>
 
@@ -150,9 +150,73 @@ void reverse_sequence_op(OpContext& ctx) {
   ctx.set_output(0, std::move(y));
 }
 
+// Unique: distinct elements (no axis: of the flattened input) or distinct slices along `axis`,
+// ascending (sorted=1, slices compared lexicographically) or in order of first occurrence;
+// with the first-occurrence indices, the inverse indices and the counts.
+void unique_op(OpContext& ctx) {
+  const Tensor& x = ctx.in(0);
+  const bool has_axis = ctx.has_attr("axis");
+  const int64_t axis = has_axis ? normalize_axis(ctx, ctx.attr_int("axis"), x.rank()) : 0;
+  const bool sorted = ctx.attr_int("sorted", 1) != 0;
+  const Shape view = has_axis ? x.shape() : Shape{x.numel()};
+  const AxisView v(view, axis);
+  if (!kc::visit_dtype<kc::kAllTypes>(x.dtype(), [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        using M = kc::opmath_t<T>;
+        const T* in = x.data<T>();
+        auto at = [&](int64_t j, int64_t k) {  // element k (over outer x inner) of slice j
+          return kc::load(in[((k / v.inner) * v.dim + j) * v.inner + k % v.inner]);
+        };
+        const int64_t width = v.outer * v.inner;
+        auto less = [&](int64_t a, int64_t b) {
+          for (int64_t k = 0; k < width; ++k) {
+            const M p = at(a, k), q = at(b, k);
+            if (p != q) return p < q;
+          }
+          return false;
+        };
+        std::vector<int64_t> order(static_cast<size_t>(v.dim));
+        std::iota(order.begin(), order.end(), 0);
+        std::stable_sort(order.begin(), order.end(), less);
+        // Groups of equal slices: first occurrence (stable sort keeps it first) and members.
+        std::vector<std::vector<int64_t>> groups;
+        for (size_t i = 0; i < order.size(); ++i) {
+          if (i == 0 || less(order[i - 1], order[i])) groups.emplace_back();
+          groups.back().push_back(order[i]);
+        }
+        if (!sorted) {
+          std::sort(groups.begin(), groups.end(),
+                    [](const auto& a, const auto& b) { return a.front() < b.front(); });
+        }
+        const int64_t g = static_cast<int64_t>(groups.size());
+        Shape y_shape = view;
+        y_shape[axis] = g;
+        // Local tensors: omitted outputs of OpContext::output share one scratch tensor.
+        Tensor y(x.dtype(), y_shape), first(DType::kInt64, {g}), inverse(DType::kInt64, {v.dim}),
+            counts(DType::kInt64, {g});
+        for (int64_t u = 0; u < g; ++u) {
+          const int64_t j = groups[u].front();
+          for (int64_t o = 0; o < v.outer; ++o) {
+            std::copy(in + (o * v.dim + j) * v.inner, in + (o * v.dim + j + 1) * v.inner,
+                      y.data<T>() + (o * g + u) * v.inner);
+          }
+          first.data<int64_t>()[u] = j;
+          counts.data<int64_t>()[u] = static_cast<int64_t>(groups[u].size());
+          for (int64_t member : groups[u]) inverse.data<int64_t>()[member] = u;
+        }
+        ctx.set_output(0, std::move(y));
+        ctx.set_output(1, std::move(first));
+        ctx.set_output(2, std::move(inverse));
+        ctx.set_output(3, std::move(counts));
+      })) {
+    ctx.unsupported_dtype(0);
+  }
+}
+
 }  // namespace
 
 void register_tensor_sorting(OpRegistry& r) {
+  r.add("Unique", unique_op);
   r.add("TopK", top_k_op);
   r.add("CumSum", cum_sum_op);
   r.add("NonZero", non_zero_op);
