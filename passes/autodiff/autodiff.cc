@@ -1,0 +1,129 @@
+#include "passes/autodiff/autodiff.h"
+
+#include <fnmatch.h>
+
+#include <map>
+#include <set>
+
+#include "base/error.h"
+#include "passes/autodiff/grad_builder.h"
+#include "passes/autodiff/gradient_registry.h"
+
+namespace ampc::passes {
+namespace {
+
+ir::Value* find_loss(const ir::Graph& g, const std::string& name) {
+  ir::Value* loss = nullptr;
+  if (name.empty()) {
+    if (g.outputs.size() != 1) {
+      throw Error("the model has " + std::to_string(g.outputs.size()) +
+                  " outputs; choose the loss with --loss NAME");
+    }
+    loss = g.outputs[0];
+  } else {
+    for (ir::Value* v : g.outputs) {
+      if (v->name == name) loss = v;
+    }
+    if (!loss) throw Error("--loss " + name + ": the model has no output of that name");
+  }
+  if (!is_float(loss->type.dtype) || !loss->type.is_static() ||
+      ir::shape_numel(*loss->type.shape) != 1) {
+    throw Error("loss '" + loss->name + "' must be a float scalar, not " + loss->type.str());
+  }
+  return loss;
+}
+
+bool frozen(const std::string& name, const std::vector<std::string>& patterns) {
+  for (const auto& p : patterns) {
+    if (fnmatch(p.c_str(), name.c_str(), 0) == 0) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::vector<ParameterGradient> differentiate(ir::Model& model, const AutodiffOptions& options) {
+  ir::Graph& g = *model.graph;
+  if (model.opset_version("").value_or(0) < 13) {
+    throw Error("training needs ONNX opset 13 or later in the default domain (the model has " +
+                std::to_string(model.opset_version("").value_or(0)) + ")");
+  }
+  ir::Value* loss = find_loss(g, options.loss);
+
+  // Values that depend on a trainable parameter (forward reachability).
+  std::set<const ir::Value*> depends;
+  std::vector<ir::Value*> params;
+  for (ir::Value* v : g.initializers) {
+    if (!v->is_graph_input && is_float(v->type.dtype) && !frozen(v->name, options.freeze)) {
+      params.push_back(v);
+      depends.insert(v);
+    }
+  }
+  const size_t forward_nodes = g.nodes.size();
+  for (size_t i = 0; i < forward_nodes; ++i) {
+    const ir::Node& n = *g.nodes[i];
+    bool any = false;
+    for (const ir::Value* in : n.inputs) any |= in && depends.count(in);
+    if (!any) continue;
+    for (const ir::Value* out : n.outputs) {
+      if (out && is_float(out->type.dtype)) depends.insert(out);
+    }
+  }
+  if (!depends.count(loss))
+    throw Error("loss '" + loss->name + "' does not depend on any trainable parameter");
+
+  // Backward sweep in reverse topological order, accumulating dL/dv.
+  std::map<const ir::Value*, ir::Value*> grad;
+  autodiff::GradBuilder seed_builder(g, "grad");
+  grad[loss] = seed_builder.filled(1.0, loss->type);
+  const auto& registry = autodiff::GradientRegistry::instance();
+  for (size_t i = forward_nodes; i-- > 0;) {
+    const ir::Node& n = *g.nodes[i];
+    std::vector<ir::Value*> out_grads;
+    bool any_out = false;
+    for (const ir::Value* out : n.outputs) {
+      auto it = out ? grad.find(out) : grad.end();
+      out_grads.push_back(it == grad.end() ? nullptr : it->second);
+      any_out |= it != grad.end();
+    }
+    std::vector<bool> needs;
+    bool any_in = false;
+    for (const ir::Value* in : n.inputs) {
+      needs.push_back(in && depends.count(in));
+      any_in |= needs.back();
+    }
+    if (!any_out || !any_in) continue;
+    for (const ir::Value* v : n.inputs) {
+      if (v && !v->type.is_static()) {
+        throw Error("training needs static shapes; value '" + v->name + "' read by node " +
+                    n.label() + " is " + v->type.str());
+      }
+    }
+    const autodiff::GradRule* rule =
+        registry.find(n.domain.empty() ? n.op_type : n.domain + "." + n.op_type);
+    if (!rule)
+      throw Error("no gradient rule for operator '" + n.op_type + "' (node " + n.label() + ")");
+    autodiff::GradBuilder builder(g, "grad/" + (n.name.empty() ? n.op_type : n.name));
+    autodiff::GradContext ctx(n, out_grads, needs, builder);
+    (*rule)(ctx);
+    for (size_t k = 0; k < n.inputs.size(); ++k) {
+      ir::Value* gk = ctx.input_grads()[k];
+      if (!gk || !needs[k]) continue;
+      if (gk->type.dtype != n.inputs[k]->type.dtype || gk->type.shape != n.inputs[k]->type.shape) {
+        throw Error("internal: gradient rule of " + n.label() + " made a " + gk->type.str() +
+                    " gradient for " + n.inputs[k]->type.str() + " input '" + n.inputs[k]->name +
+                    "'");
+      }
+      auto [it, fresh] = grad.emplace(n.inputs[k], gk);
+      if (!fresh) it->second = builder.add(it->second, gk);
+    }
+  }
+
+  std::vector<ParameterGradient> result;
+  for (ir::Value* p : params) {
+    if (auto it = grad.find(p); it != grad.end()) result.push_back({p, it->second});
+  }
+  return result;
+}
+
+}  // namespace ampc::passes

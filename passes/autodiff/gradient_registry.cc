@@ -1,0 +1,38 @@
+#include "passes/autodiff/gradient_registry.h"
+
+#include "base/error.h"
+
+namespace ampc::passes::autodiff {
+
+int64_t GradContext::attr_int(const std::string& name, int64_t fallback) const {
+  const auto* a = node_.attr(name);
+  return a ? a->i : fallback;
+}
+
+float GradContext::attr_float(const std::string& name, float fallback) const {
+  const auto* a = node_.attr(name);
+  return a ? a->f : fallback;
+}
+
+void GradContext::fail(const std::string& what) const {
+  throw Error("gradient of node " + node_.label() + ": " + what);
+}
+
+const GradRule* GradientRegistry::find(const std::string& op_type) const {
+  auto it = rules_.find(op_type);
+  return it == rules_.end() ? nullptr : &it->second;
+}
+
+const GradientRegistry& GradientRegistry::instance() {
+  static const GradientRegistry registry = [] {
+    GradientRegistry r;
+    register_elementwise_gradients(r);
+    register_linear_gradients(r);
+    register_shape_gradients(r);
+    register_reduce_gradients(r);
+    return r;
+  }();
+  return registry;
+}
+
+}  // namespace ampc::passes::autodiff

@@ -1,0 +1,72 @@
+// Gradient rules, keyed by op type, one file per op family (rules_*.cc). A rule reads the
+// forward node and the gradients of its outputs, and sets the gradients of the inputs that
+// need one, building them from standard ONNX ops where one exists.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "compiler/ir/graph.h"
+#include "passes/autodiff/grad_builder.h"
+
+namespace ampc::passes::autodiff {
+
+class GradContext {
+ public:
+  GradContext(const ir::Node& node, std::vector<ir::Value*> output_grads, std::vector<bool> needs,
+              GradBuilder& builder)
+      : node_(node),
+        output_grads_(std::move(output_grads)),
+        needs_(std::move(needs)),
+        input_grads_(node.inputs.size(), nullptr),
+        b(builder) {}
+
+  const ir::Node& node() const { return node_; }
+  ir::Value* input(size_t i) const { return i < node_.inputs.size() ? node_.inputs[i] : nullptr; }
+  ir::Value* output(size_t i) const {
+    return i < node_.outputs.size() ? node_.outputs[i] : nullptr;
+  }
+  // dL/d(output i), or null when no gradient reaches that output.
+  ir::Value* output_grad(size_t i) const {
+    return i < output_grads_.size() ? output_grads_[i] : nullptr;
+  }
+  // Whether input i needs a gradient (it leads back to a trainable parameter).
+  bool needs(size_t i) const { return i < needs_.size() && needs_[i]; }
+  void set_input_grad(size_t i, ir::Value* grad) { input_grads_.at(i) = grad; }
+  const std::vector<ir::Value*>& input_grads() const { return input_grads_; }
+
+  int64_t attr_int(const std::string& name, int64_t fallback) const;
+  float attr_float(const std::string& name, float fallback) const;
+  [[noreturn]] void fail(const std::string& what) const;
+
+ private:
+  const ir::Node& node_;
+  std::vector<ir::Value*> output_grads_;
+  std::vector<bool> needs_;
+  std::vector<ir::Value*> input_grads_;
+
+ public:
+  GradBuilder& b;
+};
+
+using GradRule = std::function<void(GradContext&)>;
+
+class GradientRegistry {
+ public:
+  void add(const std::string& op_type, GradRule rule) { rules_[op_type] = std::move(rule); }
+  const GradRule* find(const std::string& op_type) const;
+  static const GradientRegistry& instance();
+
+ private:
+  std::map<std::string, GradRule> rules_;
+};
+
+// One per family file.
+void register_elementwise_gradients(GradientRegistry& r);  // rules_elementwise.cc
+void register_linear_gradients(GradientRegistry& r);       // rules_linear.cc: MatMul, Gemm
+void register_shape_gradients(GradientRegistry& r);   // rules_shape.cc: Reshape, Transpose, ...
+void register_reduce_gradients(GradientRegistry& r);  // rules_reduce.cc: ReduceSum, ReduceMean
+
+}  // namespace ampc::passes::autodiff
