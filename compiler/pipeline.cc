@@ -6,6 +6,7 @@
 #include "compiler/plan_emit.h"
 #include "passes/constant_folding.h"
 #include "passes/dead_code_elimination.h"
+#include "passes/running_statistics.h"
 
 namespace ampc::compiler {
 namespace {
@@ -20,6 +21,13 @@ std::string shape_spec(const std::vector<int64_t>& dims) {
 
 plan::Plan compile_model(ir::Model& model, const CompileOptions& options,
                          const std::string& model_name) {
+  // Training: backward graph, optimizer step, running statistics as state.
+  if (options.train) {
+    const auto gradients = passes::differentiate(model, options.autodiff);
+    passes::add_optimizer(model, gradients, options.optimizer);
+    passes::add_running_statistics_updates(model);
+  }
+
   // Cleanup.
   passes::fold_constants(model);
   passes::eliminate_dead_code(model);

@@ -1,5 +1,6 @@
 #include "compiler/plan_emit.h"
 
+#include <set>
 #include <unordered_map>
 
 #include "base/error.h"
@@ -85,7 +86,9 @@ plan::Plan emit_plan(const ir::Model& model, const EmitOptions& options) {
   for (const ir::Value* v : g.inputs) {
     if (!v->is_initializer()) add_buffer(v, plan::INPUT);
   }
-  for (const ir::Value* v : g.initializers) add_buffer(v, plan::CONSTANT);
+  std::set<const ir::Value*> state;
+  for (const auto& u : model.state_updates) state.insert(u.target);
+  for (const ir::Value* v : g.initializers) add_buffer(v, state.count(v) ? plan::STATE : plan::CONSTANT);
   for (const auto& vp : g.values) {
     const ir::Value* v = vp.get();
     if (id.count(v)) continue;
@@ -110,6 +113,11 @@ plan::Plan emit_plan(const ir::Model& model, const EmitOptions& options) {
     auto* b = p.add_inputs();
     b->set_name(v->name);
     b->set_buffer(id.at(v));
+  }
+  for (const auto& u : model.state_updates) {
+    auto* su = p.add_state_updates();
+    su->set_state(id.at(u.target));
+    su->set_source(id.at(u.source));
   }
   for (const ir::Value* v : g.outputs) {
     auto* b = p.add_outputs();

@@ -7,6 +7,10 @@ namespace ampc::passes {
 int eliminate_dead_code(ir::Model& model, const DeadCodeOptions&) {
   ir::Graph& g = *model.graph;
   std::set<const ir::Value*> outputs(g.outputs.begin(), g.outputs.end());
+  for (const auto& u : model.state_updates) {
+    outputs.insert(u.source);
+    outputs.insert(u.target);
+  }
   int removed = 0;
   // Walk backwards so a chain of dead nodes goes in one sweep.
   for (size_t i = g.nodes.size(); i-- > 0;) {

@@ -46,6 +46,9 @@ class Value {
   std::vector<Use> uses;
   bool is_graph_input = false;
   std::unique_ptr<Tensor> initializer;  // constant data when the value is an initializer
+  // An initializer of the source model (a parameter candidate for training), as opposed
+  // to constants that passes create (folded Constant nodes, gradient seeds, ...).
+  bool from_model = false;
   std::string doc_string;
 
   bool is_initializer() const { return initializer != nullptr; }
@@ -110,6 +113,14 @@ class Model {
   std::string doc_string;
   std::vector<std::pair<std::string, std::string>> metadata;
   std::unique_ptr<Graph> graph = std::make_unique<Graph>();
+  // Training: after each step, `target` (an initializer: parameter or optimizer state)
+  // takes the value of `source` (as ONNX's TrainingInfoProto update_binding). Sources are
+  // live like graph outputs.
+  struct StateUpdate {
+    Value* target;
+    Value* source;
+  };
+  std::vector<StateUpdate> state_updates;
 
   // The opset version imported for a domain ("" and "ai.onnx" are the same); nullopt if none.
   std::optional<int64_t> opset_version(std::string_view op_domain) const;

@@ -6,6 +6,7 @@
 #include "base/error.h"
 #include "base/file_util.h"
 #include "compiler/onnx/proto_convert.h"
+#include "passes/autodiff/ampc_schemas.h"
 
 namespace ampc::onnx_io {
 namespace {
@@ -124,6 +125,7 @@ void save_model(const ir::Model& model, const std::string& path) {
 }
 
 void check_model(const onnx::ModelProto& proto) {
+  passes::autodiff::register_ampc_schemas();
   try {
     onnx::checker::check_model(proto);
     onnx::ModelProto copy = proto;

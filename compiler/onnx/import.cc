@@ -12,6 +12,7 @@
 #include "compiler/onnx/known_domains.h"
 #include "compiler/onnx/proto_convert.h"
 #include "compiler/onnx/read_model.h"
+#include "passes/autodiff/ampc_schemas.h"
 
 namespace ampc::onnx_io {
 namespace {
@@ -101,6 +102,7 @@ class Importer {
       v->initializer =
           std::make_unique<ir::Tensor>(tensor_from_proto(t, "initializer '" + t.name() + "'"));
       if (!v->is_graph_input) v->type = {v->initializer->dtype, v->initializer->dims};
+      v->from_model = true;
       g.initializers.push_back(v);
       available.insert(t.name());
     }
@@ -268,6 +270,7 @@ class Importer {
 }  // namespace
 
 std::unique_ptr<ir::Model> import_model(onnx::ModelProto& proto, const ImportOptions& options) {
+  passes::autodiff::register_ampc_schemas();
   if (proto.functions_size() > 0) {
     throw Error("model-local function '" + proto.functions(0).name() + "' is not supported");
   }

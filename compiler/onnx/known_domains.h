@@ -1,4 +1,5 @@
-// Operator domains ampc understands: ONNX's own, and (later) its own "ampc" domain.
+// Operator domains ampc understands: ONNX's own, and its own "ampc" domain (gradient ops,
+// passes/autodiff/ampc_schemas.h).
 #pragma once
 
 #include <string_view>
@@ -7,7 +8,7 @@ namespace ampc::onnx_io {
 
 inline bool is_known_domain(std::string_view domain) {
   return domain.empty() || domain == "ai.onnx" || domain == "ai.onnx.ml" ||
-         domain == "ai.onnx.preview.training";
+         domain == "ai.onnx.preview.training" || domain == "ampc";
 }
 
 }  // namespace ampc::onnx_io

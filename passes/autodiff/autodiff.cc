@@ -6,6 +6,7 @@
 #include <set>
 
 #include "base/error.h"
+#include "passes/autodiff/ampc_schemas.h"
 #include "passes/autodiff/grad_builder.h"
 #include "passes/autodiff/gradient_registry.h"
 
@@ -54,7 +55,7 @@ std::vector<ParameterGradient> differentiate(ir::Model& model, const AutodiffOpt
   std::set<const ir::Value*> depends;
   std::vector<ir::Value*> params;
   for (ir::Value* v : g.initializers) {
-    if (!v->is_graph_input && is_float(v->type.dtype) && !frozen(v->name, options.freeze)) {
+    if (v->from_model && !v->is_graph_input && is_float(v->type.dtype) && !frozen(v->name, options.freeze)) {
       params.push_back(v);
       depends.insert(v);
     }
@@ -117,6 +118,15 @@ std::vector<ParameterGradient> differentiate(ir::Model& model, const AutodiffOpt
       auto [it, fresh] = grad.emplace(n.inputs[k], gk);
       if (!fresh) it->second = builder.add(it->second, gk);
     }
+  }
+
+  // Gradient ops of ampc's own domain need its schemas and an opset import.
+  for (size_t i = forward_nodes; i < g.nodes.size(); ++i) {
+    if (g.nodes[i]->domain != autodiff::kAmpcDomain) continue;
+    autodiff::register_ampc_schemas();
+    if (!model.opset_version(autodiff::kAmpcDomain))
+      model.opsets.push_back({autodiff::kAmpcDomain, autodiff::kAmpcDomainVersion});
+    break;
   }
 
   std::vector<ParameterGradient> result;

@@ -20,7 +20,8 @@ struct ParameterGradient {
   ir::Value* gradient;
 };
 
-// Trainable parameters: float initializers that are not graph inputs, minus frozen ones.
+// Trainable parameters: float initializers of the source model (Value::from_model) that are
+// not graph inputs, minus frozen ones.
 // Returns one entry per parameter that the loss depends on, in initializer order.
 std::vector<ParameterGradient> differentiate(ir::Model& model, const AutodiffOptions& options);
 

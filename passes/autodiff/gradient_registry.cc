@@ -30,6 +30,9 @@ const GradientRegistry& GradientRegistry::instance() {
     register_linear_gradients(r);
     register_shape_gradients(r);
     register_reduce_gradients(r);
+    register_index_gradients(r);
+    register_softmax_gradients(r);
+    register_nn_gradients(r);
     return r;
   }();
   return registry;

@@ -68,5 +68,8 @@ void register_elementwise_gradients(GradientRegistry& r);  // rules_elementwise.
 void register_linear_gradients(GradientRegistry& r);       // rules_linear.cc: MatMul, Gemm
 void register_shape_gradients(GradientRegistry& r);   // rules_shape.cc: Reshape, Transpose, ...
 void register_reduce_gradients(GradientRegistry& r);  // rules_reduce.cc: ReduceSum, ReduceMean
+void register_index_gradients(GradientRegistry& r);    // rules_index.cc: Gather, Concat, Slice, Where, ...
+void register_softmax_gradients(GradientRegistry& r);  // rules_softmax.cc: Softmax, LogSoftmax, losses
+void register_nn_gradients(GradientRegistry& r);       // rules_nn.cc: Conv, pooling, normalisation
 
 }  // namespace ampc::passes::autodiff

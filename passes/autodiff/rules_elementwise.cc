@@ -1,5 +1,7 @@
 // Gradients of elementwise ops (numpy broadcasting: each input gradient is summed back to
 // the input's shape).
+#include <cstring>
+
 #include "passes/autodiff/gradient_registry.h"
 
 namespace ampc::passes::autodiff {
@@ -93,6 +95,87 @@ void register_unary(GradientRegistry& r) {
   });
 }
 
+// Clip: dy where min < x < max (min and max are constant bounds).
+void clip(GradContext& c) {
+  if (c.needs(1) || c.needs(2)) c.fail("the bounds of Clip must be constant");
+  const auto t = c.input(0)->type;
+  const ir::TensorType mask_type{DType::kBool, t.shape};
+  Value* inside = nullptr;
+  auto both = [&](Value* m) { return inside ? c.b.op("And", {inside, m}, mask_type) : m; };
+  if (c.input(1)) inside = both(c.b.op("Greater", {c.input(0), c.input(1)}, mask_type));
+  if (c.input(2)) inside = both(c.b.op("Less", {c.input(0), c.input(2)}, mask_type));
+  if (!inside) return c.set_input_grad(0, c.output_grad(0));
+  c.set_input_grad(0, c.b.op("Where", {inside, c.output_grad(0), c.b.scalar(0.0, t.dtype)}, t));
+}
+
+// The single value of a constant input, or `fallback` when the input is omitted.
+double const_scalar(GradContext& c, size_t i, double fallback) {
+  const Value* v = c.input(i);
+  if (!v) return fallback;
+  if (!v->initializer || v->initializer->numel() != 1)
+    c.fail("input " + std::to_string(i) + " must be a constant scalar for training");
+  const ir::Tensor& t = *v->initializer;
+  switch (t.dtype) {
+    case DType::kBool:
+      return t.bytes[0] != 0;
+    case DType::kFloat32: {
+      float f;
+      std::memcpy(&f, t.bytes.data(), 4);
+      return f;
+    }
+    case DType::kFloat64: {
+      double d;
+      std::memcpy(&d, t.bytes.data(), 8);
+      return d;
+    }
+    default:
+      c.fail("input " + std::to_string(i) + " has an unsupported type for training");
+  }
+}
+
+// Dropout: the identity in inference mode; in training mode dy * mask / (1 - ratio).
+void dropout(GradContext& c) {
+  const bool training = const_scalar(c, 2, 0.0) != 0.0;
+  const double ratio = const_scalar(c, 1, 0.5);
+  if (!training || ratio == 0.0) return c.set_input_grad(0, c.output_grad(0));
+  if (!c.output(1)) c.fail("training-mode Dropout needs its mask output for the gradient");
+  const auto t = c.input(0)->type;
+  Value* mask = c.b.op("Cast", {c.output(1)}, t,
+                       attrs(ir::Attribute::make_int("to", static_cast<int64_t>(t.dtype))));
+  Value* scaled = c.b.mul(mask, c.b.scalar(1.0 / (1.0 - ratio), t.dtype));
+  unary(c, scaled);
+}
+
+// x > 0, elementwise.
+Value* positive(GradContext& c) {
+  const auto t = c.input(0)->type;
+  return c.b.op("Greater", {c.input(0), c.b.scalar(0.0, t.dtype)}, {DType::kBool, t.shape});
+}
+
+void register_activations(GradientRegistry& r) {
+  // As PyTorch: the slope at x = 0 is that of the negative side.
+  r.add("LeakyRelu", [](GradContext& c) {  // dy where x > 0, alpha dy elsewhere
+    const auto t = c.input(0)->type;
+    Value* scaled = c.b.mul(c.output_grad(0), c.b.scalar(c.attr_float("alpha", 0.01f), t.dtype));
+    c.set_input_grad(0, c.b.op("Where", {positive(c), c.output_grad(0), scaled}, t));
+  });
+  r.add("Elu", [](GradContext& c) {  // dy where x > 0, dy (y + alpha) elsewhere
+    const auto t = c.input(0)->type;
+    Value* y_alpha =
+        c.b.op("Add", {c.output(0), c.b.scalar(c.attr_float("alpha", 1.0f), t.dtype)}, t);
+    Value* local = c.b.op("Where", {positive(c), c.b.scalar(1.0, t.dtype), y_alpha}, t);
+    unary(c, local);
+  });
+  r.add("Clip", clip);
+  r.add("Cast", [](GradContext& c) {  // the gradient cast back to the input's type
+    const auto t = c.input(0)->type;
+    c.set_input_grad(0,
+                     c.b.op("Cast", {c.output_grad(0)}, t,
+                            attrs(ir::Attribute::make_int("to", static_cast<int64_t>(t.dtype)))));
+  });
+  r.add("Dropout", dropout);
+}
+
 }  // namespace
 
 void register_elementwise_gradients(GradientRegistry& r) {
@@ -102,6 +185,7 @@ void register_elementwise_gradients(GradientRegistry& r) {
   r.add("Div", div);
   r.add("Pow", pow);
   register_unary(r);
+  register_activations(r);
 }
 
 }  // namespace ampc::passes::autodiff

@@ -49,6 +49,8 @@ Executor::Executor(plan::Plan plan) : plan_(std::move(plan)) {
       if (id >= 0) last_reader[id] = i;
     }
   }
+  // Sources of state updates live until the end of the step, when they become the state.
+  for (const auto& u : plan_.state_updates()) last_reader[u.source()] = -1;
   free_after_.resize(plan_.steps_size());
   for (int id = 0; id < plan_.buffers_size(); ++id) {
     if (plan_.buffers(id).role() == plan::ACTIVATION && last_reader[id] >= 0)
@@ -89,12 +91,21 @@ std::map<std::string, Tensor> Executor::run(const std::map<std::string, Tensor>&
   }
   std::map<std::string, Tensor> outputs;
   for (const auto& binding : plan_.outputs()) outputs[binding.name()] = values_[binding.buffer()];
+  for (const auto& u : plan_.state_updates()) values_[u.state()] = std::move(values_[u.source()]);
   for (int id = 0; id < plan_.buffers_size(); ++id) {
     const auto role = plan_.buffers(id).role();
     if (role == plan::ACTIVATION || role == plan::OUTPUT || role == plan::INPUT)
       values_[id] = Tensor();
   }
   return outputs;
+}
+
+std::map<std::string, Tensor> Executor::state() const {
+  std::map<std::string, Tensor> out;
+  for (const auto& b : plan_.buffers()) {
+    if (b.role() == plan::STATE) out[b.name()] = values_[b.id()];
+  }
+  return out;
 }
 
 void Executor::run_step(size_t index) {

@@ -23,6 +23,8 @@ class Executor {
   std::map<std::string, Tensor> run(const std::map<std::string, Tensor>& inputs);
 
   const plan::Plan& plan() const { return plan_; }
+  // The current value of every STATE buffer (parameters, optimizer state), by name.
+  std::map<std::string, Tensor> state() const;
 
   // Profiling: when set, run() times every step and reports its index and wall-clock
   // seconds to the hook. Unset (the default), steps are not timed.

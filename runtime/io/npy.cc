@@ -24,7 +24,7 @@ constexpr Descr kDescr[] = {
 
 }  // namespace
 
-Tensor parse_npy(const std::string& bytes, const std::string& what) {
+NpyHeader parse_npy_header(std::string_view bytes, const std::string& what) {
   if (bytes.size() < 10 || std::memcmp(bytes.data(), "\x93NUMPY", 6) != 0) {
     throw Error(what + " is not a .npy file");
   }
@@ -45,7 +45,7 @@ Tensor parse_npy(const std::string& bytes, const std::string& what) {
     throw Error(what + ": .npy format version " + std::to_string(major) + " is not supported");
   }
   if (bytes.size() < offset + header_len) throw Error(what + " is truncated (header)");
-  const std::string header = bytes.substr(offset, header_len);
+  const std::string header(bytes.substr(offset, header_len));
   std::smatch m;
   if (!std::regex_search(header, m, std::regex(R"('descr'\s*:\s*'([^']*)')")))
     throw Error(what + ": no descr in header");
@@ -57,27 +57,37 @@ Tensor parse_npy(const std::string& bytes, const std::string& what) {
     throw Error(what + ": Fortran-order arrays are not supported (save with np.ascontiguousarray)");
   if (!std::regex_search(header, m, std::regex(R"('shape'\s*:\s*\(([^)]*)\))")))
     throw Error(what + ": no shape in header");
-  std::vector<int64_t> shape;
+  NpyHeader h;
   const std::string dims = m[1];
   const std::regex number(R"(\d+)");
   for (std::sregex_iterator it(dims.begin(), dims.end(), number), end; it != end; ++it) {
-    shape.push_back(std::stoll(it->str()));
+    h.shape.push_back(std::stoll(it->str()));
   }
-  DType dtype = DType::kUndefined;
   for (const auto& d : kDescr) {
     std::string alt = d.code;
     if (alt[0] == '<') alt[0] = '=';
-    if (descr == d.code || descr == alt) dtype = d.dtype;
+    if (descr == d.code || descr == alt) h.dtype = d.dtype;
   }
-  if (dtype == DType::kUndefined)
+  if (h.dtype == DType::kUndefined)
     throw Error(what + ": NumPy dtype '" + descr + "' is not supported");
-  Tensor t(dtype, shape);
-  const size_t data_at = offset + header_len;
-  if (bytes.size() - data_at != t.nbytes()) {
-    throw Error(what + ": data has " + std::to_string(bytes.size() - data_at) + " bytes, " +
-                t.type_str() + " needs " + std::to_string(t.nbytes()));
+  h.data_offset = offset + header_len;
+  h.data_bytes = dtype_size(h.dtype);
+  for (int64_t d : h.shape) {
+    if (__builtin_mul_overflow(h.data_bytes, static_cast<size_t>(d), &h.data_bytes))
+      throw Error(what + ": shape " + shape_str(h.shape) + " is too large");
   }
-  std::memcpy(t.raw(), bytes.data() + data_at, t.nbytes());
+  if (bytes.size() - h.data_offset != h.data_bytes) {
+    throw Error(what + ": data has " + std::to_string(bytes.size() - h.data_offset) + " bytes, " +
+                std::string(dtype_name(h.dtype)) + shape_str(h.shape) + " needs " +
+                std::to_string(h.data_bytes));
+  }
+  return h;
+}
+
+Tensor parse_npy(const std::string& bytes, const std::string& what) {
+  const NpyHeader h = parse_npy_header(bytes, what);
+  Tensor t(h.dtype, h.shape);
+  std::memcpy(t.raw(), bytes.data() + h.data_offset, h.data_bytes);
   return t;
 }
 

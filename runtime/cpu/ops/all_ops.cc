@@ -11,6 +11,7 @@ void register_all_cpu_ops(OpRegistry& r) {
   register_tensor_ops(r);
   register_nn_ops(r);
   register_reduction_ops(r);
+  register_grad_ops(r);
 }
 
 }  // namespace ampc::rt::cpu

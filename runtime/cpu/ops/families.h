@@ -12,5 +12,6 @@ void register_tensor_ops(OpRegistry& r);  // tensor_ops.cc: shape, layout and in
 void register_nn_ops(OpRegistry& r);      // nn_ops.cc: MatMul, Gemm, Conv, pooling, normalisation
 void register_reduction_ops(
     OpRegistry& r);  // reduction_ops.cc: Reduce*, ArgMax/Min, Softmax, losses
+void register_grad_ops(OpRegistry& r);  // grad_ops.cc: gradient ops of the "ampc" domain
 
 }  // namespace ampc::rt::cpu

@@ -1,0 +1,253 @@
+// Gradients of ops that select, combine or repeat parts of tensors: Gather, Concat, Split,
+// Slice, Where, Expand, Tile, Pad. Selected elements send their gradient back to where they
+// came from (adding up where an element was read several times); padding gets none.
+#include <algorithm>
+#include <cstring>
+
+#include "passes/autodiff/gradient_registry.h"
+
+namespace ampc::passes::autodiff {
+namespace {
+
+using ir::Value;
+using Shape = std::vector<int64_t>;
+
+// The values of constant integer input i (an initializer), or `fallback` when it is omitted.
+std::vector<int64_t> const_ints(GradContext& c, size_t i, std::vector<int64_t> fallback = {}) {
+  const Value* v = c.input(i);
+  if (!v) return fallback;
+  if (!v->initializer) c.fail("input " + std::to_string(i) + " must be constant for training");
+  const ir::Tensor& t = *v->initializer;
+  std::vector<int64_t> out(static_cast<size_t>(t.numel()));
+  for (size_t k = 0; k < out.size(); ++k) {
+    if (t.dtype == DType::kInt64) {
+      std::memcpy(&out[k], t.bytes.data() + k * 8, 8);
+    } else if (t.dtype == DType::kInt32) {
+      int32_t x;
+      std::memcpy(&x, t.bytes.data() + k * 4, 4);
+      out[k] = x;
+    } else {
+      c.fail("input " + std::to_string(i) + " must be int32 or int64");
+    }
+  }
+  return out;
+}
+
+const Shape& shape_of(const Value* v) {
+  return *v->type.shape;
+}
+
+int64_t norm_axis(int64_t axis, size_t rank) {
+  return axis < 0 ? axis + static_cast<int64_t>(rank) : axis;
+}
+
+int64_t product(const Shape& s, size_t from, size_t to) {
+  int64_t p = 1;
+  for (size_t i = from; i < to; ++i) p *= s[i];
+  return p;
+}
+
+ir::Attribute axis_attr(int64_t axis) {
+  return ir::Attribute::make_int("axis", axis);
+}
+
+// data [.., K, ..] gathered along `axis` by indices I: dy [P, I, Q] is transposed to [I, P, Q]
+// and scatter-added (ScatterND, reduction add) into zeros [K, P, Q], so repeats add up.
+void gather(GradContext& c) {
+  const Shape& d = shape_of(c.input(0));
+  const auto axis = static_cast<size_t>(norm_axis(c.attr_int("axis", 0), d.size()));
+  const int64_t k = d[axis], p = product(d, 0, axis), q = product(d, axis + 1, d.size());
+  const int64_t n = ir::shape_numel(shape_of(c.input(1)));
+  const DType t = c.input(0)->type.dtype;
+
+  Value* idx = c.input(1);
+  if (idx->type.dtype != DType::kInt64) {
+    idx = c.b.op("Cast", {idx}, {DType::kInt64, idx->type.shape},
+                 attrs(ir::Attribute::make_int("to", static_cast<int64_t>(DType::kInt64))));
+  }
+  idx = c.b.reshape(idx, {n, 1});
+  Value* negative =
+      c.b.op("Less", {idx, c.b.scalar(0, DType::kInt64)}, {DType::kBool, Shape{n, 1}});
+  Value* wrapped =
+      c.b.op("Add", {idx, c.b.scalar(static_cast<double>(k), DType::kInt64)}, idx->type);
+  idx = c.b.op("Where", {negative, wrapped, idx}, idx->type);
+
+  Value* dy = c.b.reshape(c.output_grad(0), {p, n, q});
+  if (p > 1) {
+    dy = c.b.op("Transpose", {dy}, {t, Shape{n, p, q}},
+                attrs(ir::Attribute::make_ints("perm", {1, 0, 2})));
+  } else {
+    dy = c.b.reshape(dy, {n, p, q});
+  }
+  Value* dx = c.b.op("ScatterND", {c.b.filled(0.0, {t, Shape{k, p, q}}), idx, dy},
+                     {t, Shape{k, p, q}}, attrs(ir::Attribute::make_string("reduction", "add")));
+  if (p > 1) {
+    dx = c.b.op("Transpose", {dx}, {t, Shape{p, k, q}},
+                attrs(ir::Attribute::make_ints("perm", {1, 0, 2})));
+  }
+  c.set_input_grad(0, c.b.reshape(dx, d));
+}
+
+// Part [start, start + size) of `grad` along `axis`.
+Value* slice_axis(GradContext& c, Value* grad, int64_t axis, int64_t start, int64_t size) {
+  Shape s = shape_of(grad);
+  s[static_cast<size_t>(axis)] = size;
+  return c.b.op("Slice", {grad, c.b.ints({start}), c.b.ints({start + size}), c.b.ints({axis})},
+                {grad->type.dtype, s});
+}
+
+void concat(GradContext& c) {
+  const Shape& out = shape_of(c.output(0));
+  const int64_t axis = norm_axis(c.attr_int("axis", 0), out.size());
+  int64_t start = 0;
+  for (size_t i = 0; i < c.node().inputs.size(); ++i) {
+    const int64_t size = shape_of(c.input(i))[static_cast<size_t>(axis)];
+    if (c.needs(i)) c.set_input_grad(i, slice_axis(c, c.output_grad(0), axis, start, size));
+    start += size;
+  }
+}
+
+// The output gradients side by side, zeros for outputs that get none.
+void split(GradContext& c) {
+  const int64_t axis = norm_axis(c.attr_int("axis", 0), shape_of(c.input(0)).size());
+  std::vector<Value*> parts;
+  for (size_t i = 0; i < c.node().outputs.size(); ++i) {
+    Value* g = c.output_grad(i);
+    parts.push_back(g ? g : c.b.filled(0.0, c.output(i)->type));
+  }
+  c.set_input_grad(0, c.b.op("Concat", parts, c.input(0)->type, attrs(axis_attr(axis))));
+}
+
+// Slice: the effective start, step and count of each axis (ONNX clamping rules); the
+// gradient is padded back with zeros (unit steps) or scattered to the flat positions read.
+void slice(GradContext& c) {
+  const Shape& in = shape_of(c.input(0));
+  const auto rank = in.size();
+  const auto starts = const_ints(c, 1), ends = const_ints(c, 2);
+  std::vector<int64_t> axes = const_ints(c, 3), steps = const_ints(c, 4);
+  if (axes.empty())
+    for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
+  if (steps.empty()) steps.assign(starts.size(), 1);
+  Shape first(rank, 0), step(rank, 1), count = in;
+  for (size_t i = 0; i < axes.size(); ++i) {
+    const auto a = static_cast<size_t>(norm_axis(axes[i], rank));
+    const int64_t dim = in[a], st = steps[i];
+    int64_t s = starts[i] < 0 ? starts[i] + dim : starts[i];
+    int64_t e = ends[i] < 0 ? ends[i] + dim : ends[i];
+    if (st > 0) {
+      s = std::clamp<int64_t>(s, 0, dim);
+      e = std::clamp<int64_t>(e, 0, dim);
+    } else {
+      s = std::clamp<int64_t>(s, 0, dim - 1);
+      e = std::clamp<int64_t>(e, -1, dim - 1);
+    }
+    const int64_t n = st > 0 ? (e - s + st - 1) / st : (s - e - st - 1) / -st;
+    first[a] = s;
+    step[a] = st;
+    count[a] = std::max<int64_t>(n, 0);
+  }
+  Value* dy = c.output_grad(0);
+  bool unit = true;
+  for (int64_t st : step) unit &= st == 1;
+  if (unit) {
+    Shape pads(2 * rank);
+    for (size_t a = 0; a < rank; ++a) {
+      pads[a] = first[a];
+      pads[a + rank] = in[a] - first[a] - count[a];
+    }
+    c.set_input_grad(0, c.b.op("Pad", {dy, c.b.ints(pads)}, c.input(0)->type));
+    return;
+  }
+  // Flat position in the input of each output element, in output order.
+  std::vector<int64_t> flat{0};
+  for (size_t a = 0; a < rank; ++a) {
+    std::vector<int64_t> next;
+    for (int64_t base : flat)
+      for (int64_t j = 0; j < count[a]; ++j) next.push_back(base * in[a] + first[a] + j * step[a]);
+    flat = std::move(next);
+  }
+  const auto n = static_cast<int64_t>(flat.size());
+  const int64_t total = ir::shape_numel(in);
+  const DType t = c.input(0)->type.dtype;
+  Value* dx = c.b.op("ScatterElements",
+                     {c.b.filled(0.0, {t, Shape{total}}), c.b.ints(flat), c.b.reshape(dy, {n})},
+                     {t, Shape{total}}, attrs(axis_attr(0)));
+  c.set_input_grad(0, c.b.reshape(dx, in));
+}
+
+void where(GradContext& c) {
+  Value* dy = c.output_grad(0);
+  Value* zero = c.b.scalar(0.0, dy->type.dtype);
+  if (c.needs(1)) {
+    Value* g = c.b.op("Where", {c.input(0), dy, zero}, dy->type);
+    c.set_input_grad(1, c.b.reduce_to(g, c.input(1)->type));
+  }
+  if (c.needs(2)) {
+    Value* g = c.b.op("Where", {c.input(0), zero, dy}, dy->type);
+    c.set_input_grad(2, c.b.reduce_to(g, c.input(2)->type));
+  }
+}
+
+// Tile: dy viewed as [r0, d0, r1, d1, ...] and summed over the repeats.
+void tile(GradContext& c) {
+  const Shape& in = shape_of(c.input(0));
+  const auto repeats = const_ints(c, 1);
+  Shape split_shape, axes;
+  for (size_t a = 0; a < in.size(); ++a) {
+    axes.push_back(static_cast<int64_t>(split_shape.size()));
+    split_shape.push_back(repeats[a]);
+    split_shape.push_back(in[a]);
+  }
+  Value* dy = c.b.reshape(c.output_grad(0), split_shape);
+  c.set_input_grad(0, c.b.op("ReduceSum", {dy, c.b.ints(axes)}, c.input(0)->type,
+                             attrs(ir::Attribute::make_int("keepdims", 0))));
+}
+
+// Pad (constant mode, pads >= 0): the gradient is the middle part of dy; a trainable
+// constant value gets the sum over the padding.
+void pad(GradContext& c) {
+  const auto* mode = c.node().attr("mode");
+  if (mode && mode->s != "constant") c.fail("only constant padding is differentiable");
+  const Shape& in = shape_of(c.input(0));
+  const auto rank = in.size();
+  const auto pads = const_ints(c, 1);
+  std::vector<int64_t> axes = const_ints(c, 3);
+  if (axes.empty())
+    for (size_t a = 0; a < rank; ++a) axes.push_back(static_cast<int64_t>(a));
+  Shape starts, ends;
+  for (size_t i = 0; i < axes.size(); ++i) {
+    const auto a = static_cast<size_t>(norm_axis(axes[i], rank));
+    if (pads[i] < 0 || pads[i + axes.size()] < 0) c.fail("negative pads are not differentiable");
+    starts.push_back(pads[i]);
+    ends.push_back(pads[i] + in[a]);
+  }
+  Value* dy = c.output_grad(0);
+  Value* inner =
+      c.b.op("Slice", {dy, c.b.ints(starts), c.b.ints(ends), c.b.ints(axes)}, c.input(0)->type);
+  if (c.needs(0)) c.set_input_grad(0, inner);
+  if (c.needs(2)) {
+    const ir::TensorType scalar{dy->type.dtype, Shape{}};
+    auto total = [&](Value* v) {
+      return c.b.op("ReduceSum", {v}, scalar, attrs(ir::Attribute::make_int("keepdims", 0)));
+    };
+    Value* g = c.b.op("Sub", {total(dy), total(inner)}, scalar);
+    c.set_input_grad(2, c.b.reshape(g, shape_of(c.input(2))));
+  }
+}
+
+}  // namespace
+
+void register_index_gradients(GradientRegistry& r) {
+  r.add("Gather", gather);
+  r.add("Concat", concat);
+  r.add("Split", split);
+  r.add("Slice", slice);
+  r.add("Where", where);
+  r.add("Expand", [](GradContext& c) {
+    c.set_input_grad(0, c.b.reduce_to(c.output_grad(0), c.input(0)->type));
+  });
+  r.add("Tile", tile);
+  r.add("Pad", pad);
+}
+
+}  // namespace ampc::passes::autodiff

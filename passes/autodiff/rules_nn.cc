@@ -1,0 +1,222 @@
+// Gradients of Conv, the pooling ops and the normalisation layers. Conv, MaxPool and
+// AveragePool use the gradient ops of the "ampc" domain (ampc_schemas.h) with the forward
+// node's attributes, auto_pad resolved into explicit pads; GlobalAveragePool,
+// BatchNormalization and LayerNormalization are built from standard ops.
+#include "passes/autodiff/ampc_schemas.h"
+#include "passes/autodiff/gradient_registry.h"
+
+namespace ampc::passes::autodiff {
+namespace {
+
+using ir::Attribute;
+using ir::TensorType;
+using ir::Value;
+using Shape = std::vector<int64_t>;
+
+Shape ints_attr(GradContext& c, const char* name, Shape fallback) {
+  const Attribute* a = c.node().attr(name);
+  return a ? a->ints : fallback;
+}
+
+// The forward node's window attributes for input X (spatial sizes `in`) and kernel, with
+// auto_pad turned into explicit pads.
+std::vector<Attribute> window_attrs(GradContext& c, const Shape& in, const Shape& kernel) {
+  const size_t n = in.size();
+  const Shape strides = ints_attr(c, "strides", Shape(n, 1));
+  const Shape dilations = ints_attr(c, "dilations", Shape(n, 1));
+  Shape pads = ints_attr(c, "pads", Shape(2 * n, 0));
+  const Attribute* ap = c.node().attr("auto_pad");
+  const std::string auto_pad = ap ? ap->s : "NOTSET";
+  if (strides.size() != n || dilations.size() != n || pads.size() != 2 * n || kernel.size() != n)
+    c.fail("kernel_shape, strides, dilations or pads do not match the input");
+  for (size_t i = 0; i < n; ++i) {
+    if (auto_pad == "VALID") {
+      pads[i] = pads[i + n] = 0;
+    } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+      const int64_t out = (in[i] + strides[i] - 1) / strides[i];
+      const int64_t eff = (kernel[i] - 1) * dilations[i] + 1;
+      const int64_t total = std::max<int64_t>(0, (out - 1) * strides[i] + eff - in[i]);
+      pads[i] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      pads[i + n] = total - pads[i];
+    } else if (auto_pad != "NOTSET") {
+      c.fail("auto_pad '" + auto_pad + "' is not supported");
+    }
+  }
+  return attrs(Attribute::make_ints("kernel_shape", kernel),
+               Attribute::make_ints("strides", strides),
+               Attribute::make_ints("dilations", dilations), Attribute::make_ints("pads", pads));
+}
+
+Shape spatial(const Value* v, size_t from = 2) {
+  const Shape& s = *v->type.shape;
+  return Shape(s.begin() + static_cast<std::ptrdiff_t>(from), s.end());
+}
+
+void conv(GradContext& c) {
+  Value* x = c.input(0);
+  Value* w = c.input(1);
+  if (x->type.shape->size() < 3) c.fail("Conv needs at least one spatial dimension");
+  auto a = window_attrs(c, spatial(x), spatial(w));
+  a.push_back(Attribute::make_int("group", c.attr_int("group", 1)));
+  const int64_t m = (*w->type.shape)[0];
+  auto grads = c.b.op_n("ConvGrad", {c.output_grad(0), x, w},
+                        {x->type, w->type, {w->type.dtype, Shape{m}}}, std::move(a), kAmpcDomain);
+  for (size_t i = 0; i < 3; ++i) {
+    if (c.needs(i)) c.set_input_grad(i, grads[i]);
+  }
+}
+
+void pool(GradContext& c, bool max) {
+  if (c.output_grad(1)) c.fail("MaxPool's Indices output has no gradient");
+  Value* x = c.input(0);
+  auto a = window_attrs(c, spatial(x), ints_attr(c, "kernel_shape", {}));
+  a.push_back(Attribute::make_int("ceil_mode", c.attr_int("ceil_mode", 0)));
+  if (!max)
+    a.push_back(Attribute::make_int("count_include_pad", c.attr_int("count_include_pad", 0)));
+  c.set_input_grad(0, c.b.op(max ? "MaxPoolGrad" : "AveragePoolGrad", {c.output_grad(0), x},
+                             x->type, std::move(a), kAmpcDomain));
+}
+
+void global_average_pool(GradContext& c) {
+  const TensorType& t = c.input(0)->type;
+  double count = 1;
+  for (int64_t d : spatial(c.input(0))) count *= static_cast<double>(d);
+  Value* dy = c.output_grad(0);
+  Value* share = c.b.op("Div", {dy, c.b.scalar(count, t.dtype)}, dy->type);
+  c.set_input_grad(0, c.b.op("Expand", {share, c.b.ints(*t.shape)}, t));
+}
+
+// Statistics over `axes` of x (shape kept, size-1 on the reduced axes).
+struct Moments {
+  GradBuilder& b;
+  const TensorType x_type;
+  Shape axes;
+  Shape kept;
+  double count = 1;
+
+  Moments(GradBuilder& builder, const TensorType& t, Shape reduce) : b(builder), x_type(t) {
+    kept = *t.shape;
+    for (int64_t a : reduce) {
+      count *= static_cast<double>(kept[static_cast<size_t>(a)]);
+      kept[static_cast<size_t>(a)] = 1;
+    }
+    axes = std::move(reduce);
+  }
+  Value* sum(Value* v) {
+    return b.op("ReduceSum", {v, b.ints(axes)}, {x_type.dtype, kept},
+                attrs(Attribute::make_int("keepdims", 1)));
+  }
+  Value* mean(Value* v) {
+    return b.op("Div", {sum(v), b.scalar(count, x_type.dtype)}, {x_type.dtype, kept});
+  }
+  Value* full(const std::string& op, Value* l, Value* r) { return b.op(op, {l, r}, x_type); }
+  // 1 / sqrt(var + eps) of the biased variance about `mu`; sets *centred = x - mu.
+  Value* inv_std(Value* x, Value* mu, double eps, Value** centred) {
+    *centred = full("Sub", x, mu);
+    Value* var = mean(full("Mul", *centred, *centred));
+    Value* shifted = b.op("Add", {var, b.scalar(eps, x_type.dtype)}, var->type);
+    Value* root = b.op("Sqrt", {shifted}, var->type);
+    return b.op("Div", {b.scalar(1.0, x_type.dtype), root}, var->type);
+  }
+  // dX of y = xhat * g-scale given g = dY * scale: inv * (g - mean(g) - xhat * mean(g xhat)).
+  Value* normalized_grad(Value* g, Value* xhat, Value* inv) {
+    Value* gm = mean(g);
+    Value* gx = mean(full("Mul", g, xhat));
+    Value* centred = full("Sub", full("Sub", g, gm), full("Mul", xhat, gx));
+    return full("Mul", centred, inv);
+  }
+};
+
+// [C] -> [1, C, 1, ...] to broadcast against an [N, C, ...] tensor.
+Value* per_channel(GradBuilder& b, Value* v, size_t rank) {
+  Shape s(rank, 1);
+  s[1] = (*v->type.shape)[0];
+  return b.reshape(v, s);
+}
+
+void batch_norm(GradContext& c) {
+  GradBuilder& b = c.b;
+  for (size_t i = 1; i < 3; ++i) {
+    if (c.output_grad(i)) c.fail("the running mean and variance outputs have no gradient");
+  }
+  Value* x = c.input(0);
+  const size_t rank = x->type.shape->size();
+  const double eps = c.attr_float("epsilon", 1e-5f);
+  // Before opset 14 there is no training_mode: the optional outputs select training.
+  const bool training = c.node().attr("training_mode") ? c.attr_int("training_mode", 0) != 0
+                                                       : c.node().outputs.size() > 1;
+  Shape axes = {0};
+  for (size_t i = 2; i < rank; ++i) axes.push_back(static_cast<int64_t>(i));
+  Moments m(b, x->type, axes);
+  Value* dy = c.output_grad(0);
+  Value* scale = per_channel(b, c.input(1), rank);
+  Value* centred = nullptr;
+  Value* inv = nullptr;
+  if (training) {
+    inv = m.inv_std(x, m.mean(x), eps, &centred);
+  } else {
+    Value* var = per_channel(b, c.input(4), rank);
+    centred = m.full("Sub", x, per_channel(b, c.input(3), rank));
+    Value* shifted = b.op("Add", {var, b.scalar(eps, var->type.dtype)}, var->type);
+    inv = b.op("Div", {b.scalar(1.0, var->type.dtype), b.op("Sqrt", {shifted}, var->type)},
+               var->type);
+  }
+  Value* xhat = m.full("Mul", centred, inv);
+  auto channel = [&](Value* v, size_t input) {
+    return b.reshape(m.sum(v), *c.input(input)->type.shape);
+  };
+  if (c.needs(2)) c.set_input_grad(2, channel(dy, 2));
+  if (c.needs(1)) c.set_input_grad(1, channel(m.full("Mul", dy, xhat), 1));
+  Value* g = m.full("Mul", dy, scale);  // dL/dxhat
+  if (c.needs(0)) {
+    c.set_input_grad(0, training ? m.normalized_grad(g, xhat, inv) : m.full("Mul", g, inv));
+  }
+  if (training) return;  // the statistics come from x; input mean and var only feed running stats
+  if (c.needs(3))
+    c.set_input_grad(3, b.op("Neg", {channel(m.full("Mul", g, inv), 3)}, c.input(3)->type));
+  if (c.needs(4)) {  // dxhat/dvar = -xhat * inv^2 / 2
+    Value* half_inv2 =
+        b.op("Mul", {b.op("Mul", {inv, inv}, inv->type), b.scalar(-0.5, x->type.dtype)}, inv->type);
+    c.set_input_grad(4, channel(m.full("Mul", m.full("Mul", g, xhat), half_inv2), 4));
+  }
+}
+
+void layer_norm(GradContext& c) {
+  GradBuilder& b = c.b;
+  if (c.output_grad(1) || c.output_grad(2))
+    c.fail("the Mean and InvStdDev outputs have no gradient");
+  Value* x = c.input(0);
+  const auto rank = static_cast<int64_t>(x->type.shape->size());
+  int64_t axis = c.attr_int("axis", -1);
+  if (axis < 0) axis += rank;
+  Shape axes;
+  for (int64_t i = axis; i < rank; ++i) axes.push_back(i);
+  Moments m(b, x->type, axes);
+  Value* centred = nullptr;
+  // The forward node's Mean and InvStdDev when it has them (in x's type), else recomputed.
+  auto saved = [&](size_t i) {
+    Value* v = c.output(i);
+    return v && v->type.dtype == x->type.dtype ? v : nullptr;
+  };
+  Value* mu = saved(1) ? saved(1) : m.mean(x);
+  Value* inv = saved(2) ? saved(2) : m.inv_std(x, mu, c.attr_float("epsilon", 1e-5f), &centred);
+  if (!centred) centred = m.full("Sub", x, mu);
+  Value* xhat = m.full("Mul", centred, inv);
+  Value* dy = c.output_grad(0);
+  if (c.needs(2)) c.set_input_grad(2, b.reduce_to(dy, c.input(2)->type));
+  if (c.needs(1)) c.set_input_grad(1, b.reduce_to(m.full("Mul", dy, xhat), c.input(1)->type));
+  if (c.needs(0)) c.set_input_grad(0, m.normalized_grad(m.full("Mul", dy, c.input(1)), xhat, inv));
+}
+
+}  // namespace
+
+void register_nn_gradients(GradientRegistry& r) {
+  r.add("Conv", conv);
+  r.add("MaxPool", [](GradContext& c) { pool(c, true); });
+  r.add("AveragePool", [](GradContext& c) { pool(c, false); });
+  r.add("GlobalAveragePool", global_average_pool);
+  r.add("BatchNormalization", batch_norm);
+  r.add("LayerNormalization", layer_norm);
+}
+
+}  // namespace ampc::passes::autodiff

@@ -1,0 +1,128 @@
+// Gradients of Softmax and LogSoftmax (opset 13: along one axis) and of the losses built on
+// them, SoftmaxCrossEntropyLoss and NegativeLogLikelihoodLoss (ONNX definitions: per-element
+// loss -w[t] * logp[t]; ignored labels weigh 0; mean divides by the sum of the weights).
+#include "passes/autodiff/gradient_registry.h"
+
+namespace ampc::passes::autodiff {
+namespace {
+
+using ir::Value;
+using Shape = std::vector<int64_t>;
+
+ir::Attribute keepdims(int64_t k) {
+  return ir::Attribute::make_int("keepdims", k);
+}
+
+Value* cast(GradContext& c, Value* v, DType to) {
+  if (v->type.dtype == to) return v;
+  return c.b.op("Cast", {v}, {to, v->type.shape},
+                attrs(ir::Attribute::make_int("to", static_cast<int64_t>(to))));
+}
+
+// sum of v along `axis`, kept as a size-1 axis.
+Value* sum_axis(GradContext& c, Value* v, int64_t axis) {
+  Shape s = *v->type.shape;
+  s[static_cast<size_t>(axis)] = 1;
+  return c.b.op("ReduceSum", {v, c.b.ints({axis})}, {v->type.dtype, s}, attrs(keepdims(1)));
+}
+
+int64_t softmax_axis(GradContext& c) {
+  const int64_t axis = c.attr_int("axis", -1);
+  return axis < 0 ? axis + static_cast<int64_t>(c.input(0)->type.shape->size()) : axis;
+}
+
+// dx = y * (dy - sum(dy * y))
+void softmax(GradContext& c) {
+  Value* y = c.output(0);
+  Value* dy = c.output_grad(0);
+  Value* s = sum_axis(c, c.b.mul(dy, y), softmax_axis(c));
+  Value* centred = c.b.op("Sub", {dy, s}, dy->type);
+  c.set_input_grad(0, c.b.mul(centred, y));
+}
+
+// x = log-probabilities (y = LogSoftmax(x)): dx = dy - exp(y) * sum(dy)
+Value* log_softmax_grad(GradContext& c, Value* y, Value* dy, int64_t axis) {
+  Value* p = c.b.op("Exp", {y}, y->type);
+  return c.b.op("Sub", {dy, c.b.mul(p, sum_axis(c, dy, axis))}, dy->type);
+}
+
+// NegativeLogLikelihoodLoss / SoftmaxCrossEntropyLoss with x [N, C, d...], labels [N, d...]:
+// returns dL/dx through the loss output, i.e. -g * onehot(label) with
+// g = dL/dloss_i * w_i (/ sum of w for mean), or null when the loss output has no gradient.
+Value* loss_grad(GradContext& c) {
+  if (c.needs(2)) c.fail("class weights must be constant");
+  Value* dloss = c.output_grad(0);
+  if (!dloss) return nullptr;
+  Value* x = c.input(0);
+  const Shape& xs = *x->type.shape;
+  const DType t = x->type.dtype;
+  const int64_t classes = xs[1];
+  Value* labels = cast(c, c.input(1), DType::kInt64);
+  const Shape& ls = *labels->type.shape;
+  const ir::TensorType per_label{t, ls};
+
+  // w_i: class weight of each label, 0 where the label is ignored.
+  Value* keep = nullptr;
+  if (c.node().attr("ignore_index")) {
+    Value* ignore = c.b.scalar(static_cast<double>(c.attr_int("ignore_index", 0)), DType::kInt64);
+    Value* ignored = c.b.op("Equal", {labels, ignore}, {DType::kBool, ls});
+    keep = c.b.op("Not", {ignored}, {DType::kBool, ls});
+    labels = c.b.op("Where", {keep, labels, c.b.scalar(0, DType::kInt64)}, labels->type);
+  }
+  Value* w = nullptr;
+  if (c.input(2)) w = c.b.op("Gather", {c.input(2), labels}, per_label, attrs());
+  if (keep) w = w ? c.b.mul(w, cast(c, keep, t)) : cast(c, keep, t);
+  if (!w) w = c.b.filled(1.0, per_label);
+
+  const std::string reduction = c.node().attr("reduction") ? c.node().attr("reduction")->s : "mean";
+  Value* g = c.b.mul(w, dloss);  // dloss: per label (none) or a scalar
+  if (reduction == "mean") {
+    Value* total = c.b.op("ReduceSum", {w}, {t, Shape{}}, attrs(keepdims(0)));
+    g = c.b.op("Div", {g, total}, g->type);
+  } else if (reduction != "none" && reduction != "sum") {
+    c.fail("unknown reduction '" + reduction + "'");
+  }
+
+  // onehot [N, C, d...] = (labels [N, 1, d...] == arange(C) [1, C, 1...])
+  Shape unsq = ls;
+  unsq.insert(unsq.begin() + 1, 1);
+  Shape range_shape(xs.size(), 1);
+  range_shape[1] = classes;
+  std::vector<int64_t> range(static_cast<size_t>(classes));
+  for (int64_t k = 0; k < classes; ++k) range[static_cast<size_t>(k)] = k;
+  Value* onehot =
+      c.b.op("Equal", {c.b.reshape(labels, unsq), c.b.reshape(c.b.ints(range), range_shape)},
+             {DType::kBool, xs});
+  Value* picked = c.b.op("Where", {onehot, c.b.reshape(g, unsq), c.b.scalar(0.0, t)}, x->type);
+  return c.b.op("Neg", {picked}, x->type);
+}
+
+void nll_loss(GradContext& c) {
+  if (Value* dx = loss_grad(c)) c.set_input_grad(0, dx);
+}
+
+// Through log_prob = LogSoftmax(scores, axis 1): the loss's gradient plus that of output 1.
+void softmax_cross_entropy(GradContext& c) {
+  Value* dlogp = loss_grad(c);
+  if (Value* d1 = c.output_grad(1)) dlogp = dlogp ? c.b.add(dlogp, d1) : d1;
+  if (!dlogp) return;
+  Value* logp = c.output(1);
+  if (!logp) {
+    logp = c.b.op("LogSoftmax", {c.input(0)}, c.input(0)->type,
+                  attrs(ir::Attribute::make_int("axis", 1)));
+  }
+  c.set_input_grad(0, log_softmax_grad(c, logp, dlogp, 1));
+}
+
+}  // namespace
+
+void register_softmax_gradients(GradientRegistry& r) {
+  r.add("Softmax", softmax);
+  r.add("LogSoftmax", [](GradContext& c) {
+    c.set_input_grad(0, log_softmax_grad(c, c.output(0), c.output_grad(0), softmax_axis(c)));
+  });
+  r.add("NegativeLogLikelihoodLoss", nll_loss);
+  r.add("SoftmaxCrossEntropyLoss", softmax_cross_entropy);
+}
+
+}  // namespace ampc::passes::autodiff
