@@ -21,15 +21,18 @@ std::string shape_spec(const std::vector<int64_t>& dims) {
 
 plan::Plan compile_model(ir::Model& model, const CompileOptions& options,
                          const std::string& model_name) {
+  // Constants first: gradient rules need constant shapes, axes and slice bounds.
+  passes::fold_constants(model);
+
   // Training: backward graph, optimizer step, running statistics as state.
   if (options.train) {
     const auto gradients = passes::differentiate(model, options.autodiff);
     passes::add_optimizer(model, gradients, options.optimizer);
     passes::add_running_statistics_updates(model);
+    passes::fold_constants(model);
   }
 
   // Cleanup.
-  passes::fold_constants(model);
   passes::eliminate_dead_code(model);
   ir::verify(model, {.require_static_inputs = options.import.require_static_inputs});
 

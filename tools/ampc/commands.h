@@ -8,6 +8,7 @@ namespace ampc::cli {
 void add_inspect_command(CLI::App& app);
 void add_compile_command(CLI::App& app);
 void add_run_command(CLI::App& app);
+void add_train_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 
 }  // namespace ampc::cli

@@ -11,6 +11,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("ampc 0.1.0"));
   ampc::cli::add_compile_command(app);
   ampc::cli::add_run_command(app);
+  ampc::cli::add_train_command(app);
   ampc::cli::add_inspect_command(app);
   ampc::cli::add_bench_command(app);
   try {

@@ -1,0 +1,31 @@
+#include "tools/ampc/training_options.h"
+
+#include <cstdio>
+
+#include "base/error.h"
+
+namespace ampc::cli {
+
+void add_training_options(CLI::App* cmd, compiler::CompileOptions& o, TrainingOptions& extra) {
+  cmd->add_option("--loss", o.autodiff.loss,
+                  "The graph output to minimise (default: the only output)");
+  cmd->add_option("--freeze", o.autodiff.freeze,
+                  "Parameters not to train (glob pattern, repeatable)");
+  cmd->add_option("--optimizer", o.optimizer.kind, "sgd | adam | adamw")
+      ->check(CLI::IsMember({"sgd", "adam", "adamw"}));
+  cmd->add_option("--lr", o.optimizer.lr, "Learning rate");
+  cmd->add_option("--momentum", o.optimizer.momentum, "SGD momentum");
+  cmd->add_flag("--nesterov", o.optimizer.nesterov, "SGD Nesterov momentum");
+  cmd->add_option("--weight-decay", o.optimizer.weight_decay, "Weight decay");
+  cmd->add_option("--betas", extra.betas, "Adam betas B1,B2");
+  cmd->add_option("--eps", o.optimizer.eps, "Adam epsilon");
+}
+
+void finish_training_options(compiler::CompileOptions& o, const TrainingOptions& extra) {
+  if (extra.betas.empty()) return;
+  if (std::sscanf(extra.betas.c_str(), "%lf,%lf", &o.optimizer.beta1, &o.optimizer.beta2) != 2) {
+    throw Error("--betas '" + extra.betas + "': expected B1,B2 (for example 0.9,0.999)");
+  }
+}
+
+}  // namespace ampc::cli

@@ -1,0 +1,19 @@
+// The training options `ampc compile --train` and `ampc train` share.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+
+#include "compiler/pipeline.h"
+
+namespace ampc::cli {
+
+struct TrainingOptions {
+  std::string betas;  // "B1,B2"
+};
+
+void add_training_options(CLI::App* cmd, compiler::CompileOptions& options, TrainingOptions& extra);
+// Applies what CLI11 could not parse directly (--betas).
+void finish_training_options(compiler::CompileOptions& options, const TrainingOptions& extra);
+
+}  // namespace ampc::cli
