@@ -19,6 +19,7 @@
 #include "base/half.h"
 #include "runtime/io/npy.h"
 #include "runtime/tensor.h"
+#include "tests/support/temp_dir.h"
 
 namespace ampc::rt::io {
 namespace {
@@ -27,23 +28,7 @@ using ::testing::ElementsAre;
 using ::testing::ElementsAreArray;
 using ::testing::HasSubstr;
 
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "ampc_npy_test_XXXXXX").string();
-    if (!::mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp failed");
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using ampc::test::TempDir;
 
 // Runs a Python program (numpy imported as np, the temp folder as `d`) with Debian's Python
 // and returns its stdout; fails the test when it does not exit 0.

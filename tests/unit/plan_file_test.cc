@@ -18,6 +18,7 @@
 
 #include "base/error.h"
 #include "runtime/plan/plan_file.h"
+#include "tests/support/temp_dir.h"
 
 namespace ampc::plan {
 namespace {
@@ -27,22 +28,7 @@ using ::testing::Not;
 
 constexpr size_t kHeaderSize = 28;  // magic 8 + version 4 + size 8 + checksum 8
 
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "ampc_plan_test_XXXXXX").string();
-    if (!::mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp failed");
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  fs::path path_;
-};
+using ampc::test::TempDir;
 
 std::string read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
