@@ -19,6 +19,7 @@
 #include "compiler/pipeline.h"
 #include "runtime/cpu/executor.h"
 #include "runtime/io/npy.h"
+#include "tests/support/temp_dir.h"
 
 namespace ampc {
 namespace {
@@ -27,22 +28,7 @@ namespace fs = std::filesystem;
 constexpr double kRtol = 1e-5;
 constexpr double kAtol = 1e-6;
 
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "ampc_oracle_test_XXXXXX").string();
-    if (!::mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp failed");
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using ampc::test::TempDir;
 
 struct Expected {
   double loss64 = NAN;  // PyTorch in float64: the reference

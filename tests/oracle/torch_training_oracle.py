@@ -1,0 +1,77 @@
+"""PyTorch oracle for training steps of the example models.
+
+For each model (models/{mlp,cnn,gpt}.onnx) and optimizer, trains the functional rebuild of
+torch_forward_oracle.py in float64 for 3 steps on the model's first batch with
+torch.optim (SGD with momentum, AdamW) and writes the trainable parameters afterwards:
+
+    OUT/<model>_<input>.npy            the batch (as the forward oracle writes it)
+    OUT/<model>.<optimizer>/<param>.npy      each trained parameter, trained in float64
+    OUT/<model>.<optimizer>.f32/<param>.npy  the same trained by PyTorch in float32
+
+The float32 run tells how far float32 arithmetic alone moves the result: parameters whose
+true gradient is zero (a conv bias before BatchNorm, an attention key bias) get Adam
+updates of pure rounding noise, so there the float32 results differ from the float64 ones
+in PyTorch itself as much as in ampc.
+
+Trainable: every float initializer that reaches the loss through a gradient (BatchNorm
+running statistics are updated, not trained, and are not compared here).
+
+    /usr/bin/python3 tests/oracle/torch_training_oracle.py --models-dir models --out DIR
+"""
+import argparse
+import os
+import sys
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import torch_forward_oracle as fwd  # noqa: E402
+
+STEPS = 3
+# name: (torch optimizer, keyword arguments) — ampc's tests compile with the same values.
+OPTIMIZERS = {
+    "sgd": (torch.optim.SGD, {"lr": 0.1, "momentum": 0.9}),
+    "adamw": (torch.optim.AdamW, {"lr": 1e-3, "weight_decay": 0.01}),
+}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models-dir", required=True)
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    os.makedirs(args.out, exist_ok=True)
+    for name, (data_file, members, batch) in fwd.DATA.items():
+        weights = fwd.initializers(os.path.join(args.models_dir, name + ".onnx"))
+        npz = np.load(os.path.join(args.models_dir, "data", data_file))
+        inputs = []
+        for graph_input, member in members:
+            a = np.ascontiguousarray(npz[member][:batch])
+            np.save(os.path.join(args.out, f"{name}_{graph_input}.npy"), a)
+            inputs.append(torch.from_numpy(a))
+        for opt_name, (opt_class, kwargs) in OPTIMIZERS.items():
+            for dtype, suffix in ((torch.float64, ""), (torch.float32, ".f32")):
+                train(name, weights, inputs, opt_class, kwargs, dtype,
+                      os.path.join(args.out, f"{name}.{opt_name}{suffix}"))
+
+
+def train(name, weights, inputs, opt_class, kwargs, dtype, folder):
+    p = fwd.params(weights, dtype)
+    ins = [t.to(dtype) if t.is_floating_point() else t for t in inputs]
+    trainable = {k: v.requires_grad_() for k, v in p.items()
+                 if v.is_floating_point() and "running_" not in k}
+    opt = opt_class(list(trainable.values()), **kwargs)
+    for _ in range(STEPS):
+        opt.zero_grad()
+        fwd.LOSS[name](p, *ins).backward()
+        opt.step()
+    os.makedirs(folder, exist_ok=True)
+    for k, v in trainable.items():
+        if v.grad is None:  # does not reach the loss: not trained by either side
+            continue
+        np.save(os.path.join(folder, k + ".npy"), v.detach().to(torch.float64).numpy())
+
+if __name__ == "__main__":
+    main()
