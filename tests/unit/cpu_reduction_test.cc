@@ -14,20 +14,7 @@
 #include "runtime/plan/plan.pb.h"
 #include "runtime/tensor.h"
 
-// Defined in cpu_nn_test.cc.
-namespace ampc::rt::cpu::optest {
-plan::Attribute attr_i(const std::string& name, int64_t v);
-plan::Attribute attr_s(const std::string& name, const std::string& v);
-plan::Attribute attr_ints(const std::string& name, const std::vector<int64_t>& v);
-Tensor make(DType dtype, const std::vector<int64_t>& shape, const std::vector<double>& v);
-std::vector<double> values(const Tensor& t);
-std::vector<Tensor> run(const std::string& op, const std::vector<Tensor>& inputs,
-                        const std::vector<plan::Attribute>& attrs, int num_outputs, int64_t opset);
-std::string run_error(const std::string& op, const std::vector<Tensor>& inputs,
-                      const std::vector<plan::Attribute>& attrs, int num_outputs, int64_t opset);
-std::vector<double> pseudo_random(size_t n, uint32_t seed);
-void expect_close(const std::vector<double>& got, const std::vector<double>& want, double tol);
-}  // namespace ampc::rt::cpu::optest
+#include "tests/unit/op_test_helpers.h"
 
 namespace ampc::rt::cpu {
 namespace {

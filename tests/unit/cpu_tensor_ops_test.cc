@@ -8,16 +8,7 @@
 #include <vector>
 
 #include "runtime/cpu/op_registry.h"
-
-namespace ampc::rt::cpu::testing {
-// Defined in cpu_elementwise_test.cc (same executable).
-using AttrFn = std::function<void(plan::Step&)>;
-void set_int(plan::Step& s, const std::string& name, int64_t v);
-void set_ints(plan::Step& s, const std::string& name, const std::vector<int64_t>& v);
-void set_string(plan::Step& s, const std::string& name, const std::string& v);
-std::vector<Tensor> run_op(const std::string& op, const std::vector<const Tensor*>& inputs,
-                           int num_outputs, const AttrFn& attrs, int64_t opset);
-}  // namespace ampc::rt::cpu::testing
+#include "tests/unit/step_test_helpers.h"
 
 namespace ampc::rt::cpu {
 namespace {
