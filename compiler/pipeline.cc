@@ -1,9 +1,14 @@
 #include "compiler/pipeline.h"
 
 #include <filesystem>
+#include <set>
 
+#include "base/error.h"
 #include "compiler/ir/verifier.h"
+#include "compiler/onnx/export.h"
+#include "compiler/onnx/export_training.h"
 #include "compiler/plan_emit.h"
+#include "passes/autodiff/gradient_op.h"
 #include "passes/constant_folding.h"
 #include "passes/dead_code_elimination.h"
 #include "passes/running_statistics.h"
@@ -17,20 +22,46 @@ std::string shape_spec(const std::vector<int64_t>& dims) {
   return s;
 }
 
+// Backward graph, optimizer step, running statistics as state; or, for a model that came
+// in ONNX's training format, its own training step.
+void add_training_step(ir::Model& model, const CompileOptions& options) {
+  if (!model.state_updates.empty()) {
+    if (options.optimizer_options_given) {
+      throw Error(
+          "the model already holds its training step (ONNX training format): "
+          "--optimizer, --lr, --momentum, --nesterov, --weight-decay, --betas, --eps, "
+          "--loss and --freeze cannot change it");
+    }
+    return;
+  }
+  const auto gradients = passes::differentiate(model, options.autodiff);
+  passes::add_optimizer(model, gradients, options.optimizer);
+  passes::add_running_statistics_updates(model);
+  passes::fold_constants(model);
+}
+
+// The training step in ONNX's training format without the data of the plan's STATE
+// buffers (their initial values are in the plan already).
+std::string training_model_bytes(const ir::Model& model, const plan::Plan& p) {
+  onnx::ModelProto proto = onnx_io::export_training_model(model);
+  std::set<std::string> state;
+  for (const auto& b : p.buffers()) {
+    if (b.role() == plan::STATE) state.insert(b.name());
+  }
+  onnx_io::drop_initializer_data(proto, state);
+  return onnx_io::serialize_model(proto);
+}
+
 }  // namespace
 
 plan::Plan compile_model(ir::Model& model, const CompileOptions& options,
                          const std::string& model_name) {
   // Constants first: gradient rules need constant shapes, axes and slice bounds.
   passes::fold_constants(model);
+  // ai.onnx.preview.training Gradient nodes become the gradient graph they stand for.
+  if (passes::expand_gradient_ops(model) > 0) passes::fold_constants(model);
 
-  // Training: backward graph, optimizer step, running statistics as state.
-  if (options.train) {
-    const auto gradients = passes::differentiate(model, options.autodiff);
-    passes::add_optimizer(model, gradients, options.optimizer);
-    passes::add_running_statistics_updates(model);
-    passes::fold_constants(model);
-  }
+  if (options.train) add_training_step(model, options);
 
   // Cleanup.
   passes::eliminate_dead_code(model);
@@ -41,11 +72,20 @@ plan::Plan compile_model(ir::Model& model, const CompileOptions& options,
   emit.model_name = model_name;
   for (const auto& [name, dims] : options.import.input_shapes)
     emit.recorded_options["input-shape." + name] = shape_spec(dims);
-  return emit_plan(model, emit);
+  plan::Plan p = emit_plan(model, emit);
+  if (options.train) p.set_training_model(training_model_bytes(model, p));
+  return p;
+}
+
+std::unique_ptr<ir::Model> load_for_compile(const std::string& model_path,
+                                            const CompileOptions& options) {
+  onnx_io::ImportOptions import = options.import;
+  import.training = options.train;
+  return onnx_io::load_model(model_path, import);
 }
 
 plan::Plan compile_file(const std::string& model_path, const CompileOptions& options) {
-  auto model = onnx_io::load_model(model_path, options.import);
+  auto model = load_for_compile(model_path, options);
   return compile_model(*model, options, std::filesystem::path(model_path).stem().string());
 }
 

@@ -1,6 +1,7 @@
 // The compile pipeline: every pass, in order, in one function (pipeline.cc).
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include "compiler/ir/graph.h"
@@ -14,16 +15,27 @@ namespace ampc::compiler {
 struct CompileOptions {
   onnx_io::ImportOptions import;
   // Training: differentiate the loss and add the optimizer step; otherwise a forward plan.
+  // A model in ONNX's training format (it has state updates once imported) already holds
+  // its training step, which is used as it is.
   bool train = false;
   passes::AutodiffOptions autodiff;
   passes::OptimizerOptions optimizer;
+  // Whether the caller chose autodiff or optimizer options (the CLI: any of --optimizer,
+  // --lr, --momentum, --nesterov, --weight-decay, --betas, --eps, --loss, --freeze). They
+  // cannot apply to a model in training format, so that is an error.
+  bool optimizer_options_given = false;
 };
 
-// Runs the passes over `model` (in place) and emits the plan.
+// Runs the passes over `model` (in place) and emits the plan. For training, the plan embeds
+// the training step in ONNX's training format (Plan.training_model, see plan.proto).
 plan::Plan compile_model(ir::Model& model, const CompileOptions& options,
                          const std::string& model_name);
 
-// load_model + compile_model.
+// load_model with the import options `options` implies (training format when training).
+std::unique_ptr<ir::Model> load_for_compile(const std::string& model_path,
+                                            const CompileOptions& options);
+
+// load_for_compile + compile_model.
 plan::Plan compile_file(const std::string& model_path, const CompileOptions& options);
 
 }  // namespace ampc::compiler

@@ -9,7 +9,9 @@ digits_images.npz   x float32 [1797, 1, 8, 8],    y int64 [1797]    (for cnn)
 seqtask.npz         tokens int64 [2048, 32], targets int64 [2048, 32] (for gpt, seed 0)
 
 The digits come from sklearn.datasets.load_digits(), which ships inside Debian's
-python3-sklearn. Files are what np.savez_compressed writes (a zip of deflated .npy
+python3-sklearn, in a fixed random order (seed 0): sklearn's order groups the writers, so
+its last samples are a different population, and `ampc train --holdout F` holds out the
+last share of the file. Files are what np.savez_compressed writes (a zip of deflated .npy
 members), except that the zip timestamps are fixed so reruns give identical bytes.
 """
 import argparse
@@ -25,6 +27,7 @@ import seqtask  # noqa: E402
 
 SEQTASK_N = 2048
 SEQTASK_SEED = 0
+DIGITS_SEED = 0
 
 
 def save_npz(path, **arrays):
@@ -47,8 +50,9 @@ def main():
     os.makedirs(args.out, exist_ok=True)
 
     digits = load_digits()
-    x = (digits.data / 16.0).astype(np.float32)  # pixel values are 0..16
-    y = digits.target.astype(np.int64)
+    order = np.random.default_rng(DIGITS_SEED).permutation(len(digits.target))
+    x = (digits.data[order] / 16.0).astype(np.float32)  # pixel values are 0..16
+    y = digits.target[order].astype(np.int64)
     save_npz(os.path.join(args.out, "digits.npz"), x=x, y=y)
     save_npz(os.path.join(args.out, "digits_images.npz"), x=x.reshape(-1, 1, 8, 8), y=y)
 

@@ -12,6 +12,7 @@
 #include "compiler/onnx/known_domains.h"
 #include "compiler/onnx/proto_convert.h"
 #include "compiler/onnx/read_model.h"
+#include "compiler/onnx/training_info.h"
 #include "passes/autodiff/ampc_schemas.h"
 
 namespace ampc::onnx_io {
@@ -267,6 +268,44 @@ class Importer {
   const ir::Model& model_;
 };
 
+// Replaces a model in training format by its combined training graph (training_info.h)
+// whose outputs are the main graph's only (the update sources stay alive as state update
+// sources); returns the update_binding (target, source) pairs.
+std::vector<std::pair<std::string, std::string>> take_training_graph(onnx::ModelProto& proto) {
+  check_training_info(proto);
+  std::vector<std::pair<std::string, std::string>> bindings;
+  for (const auto& b : proto.training_info(0).update_binding())
+    bindings.emplace_back(b.key(), b.value());
+  const int main_outputs = proto.graph().output_size();
+  proto = combined_training_model(proto);
+  auto* outputs = proto.mutable_graph()->mutable_output();
+  for (int i = main_outputs; i < outputs->size(); ++i)
+    *proto.mutable_graph()->add_value_info() = outputs->Get(i);
+  outputs->DeleteSubrange(main_outputs, outputs->size() - main_outputs);
+  return bindings;
+}
+
+void add_state_updates(ir::Model& model,
+                       const std::vector<std::pair<std::string, std::string>>& bindings) {
+  for (const auto& [key, value] : bindings) {
+    ir::Value* target = model.graph->find_value(key);
+    ir::Value* source = model.graph->find_value(value);
+    if (!target || !target->is_initializer()) {
+      throw Error("training_info update_binding '" + key + "' <- '" + value + "': '" + key +
+                  "' is not an initializer");
+    }
+    if (!source) {
+      throw Error("training_info update_binding '" + key + "' <- '" + value +
+                  "': no value of that name");
+    }
+    if (source->type.dtype != DType::kUndefined && source->type.dtype != target->type.dtype) {
+      throw Error("training_info update_binding '" + key + "' <- '" + value + "': " +
+                  target->type.str() + " initializer bound to a " + source->type.str() + " value");
+    }
+    model.state_updates.push_back({target, source});
+  }
+}
+
 }  // namespace
 
 std::unique_ptr<ir::Model> import_model(onnx::ModelProto& proto, const ImportOptions& options) {
@@ -274,8 +313,11 @@ std::unique_ptr<ir::Model> import_model(onnx::ModelProto& proto, const ImportOpt
   if (proto.functions_size() > 0) {
     throw Error("model-local function '" + proto.functions(0).name() + "' is not supported");
   }
-  if (proto.training_info_size() > 0) {
-    throw Error("models with TrainingInfoProto are not supported yet");
+  std::vector<std::pair<std::string, std::string>> bindings;
+  if (proto.training_info_size() > 0 && options.training) {
+    bindings = take_training_graph(proto);
+  } else {
+    proto.clear_training_info();
   }
   apply_input_shapes(proto, options);
   if (options.require_static_inputs) require_static_inputs(proto);
@@ -306,6 +348,7 @@ std::unique_ptr<ir::Model> import_model(onnx::ModelProto& proto, const ImportOpt
   for (const auto& kv : proto.metadata_props()) model->metadata.emplace_back(kv.key(), kv.value());
 
   Importer(*model).import_graph(proto.graph(), *model->graph);
+  add_state_updates(*model, bindings);
   ir::verify(*model, {.require_static_inputs = options.require_static_inputs});
   return model;
 }

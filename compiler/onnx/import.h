@@ -23,6 +23,10 @@ struct ImportOptions {
   // Graph inputs must end up fully static; the compiler always wants this. Round-trip tools
   // that only look at a graph may relax it.
   bool require_static_inputs = true;
+  // ONNX's training format (training_info): when true, the combined training graph (main
+  // graph then algorithm) is imported and update_binding becomes Model::state_updates; when
+  // false, only the main graph (inference) is imported and training_info is ignored.
+  bool training = false;
 };
 
 std::unique_ptr<ir::Model> load_model(const std::string& path, const ImportOptions& options = {});

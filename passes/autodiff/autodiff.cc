@@ -43,23 +43,10 @@ bool frozen(const std::string& name, const std::vector<std::string>& patterns) {
 
 }  // namespace
 
-std::vector<ParameterGradient> differentiate(ir::Model& model, const AutodiffOptions& options) {
-  ir::Graph& g = *model.graph;
-  if (model.opset_version("").value_or(0) < 13) {
-    throw Error("training needs ONNX opset 13 or later in the default domain (the model has " +
-                std::to_string(model.opset_version("").value_or(0)) + ")");
-  }
-  ir::Value* loss = find_loss(g, options.loss);
-
-  // Values that depend on a trainable parameter (forward reachability).
-  std::set<const ir::Value*> depends;
-  std::vector<ir::Value*> params;
-  for (ir::Value* v : g.initializers) {
-    if (v->from_model && !v->is_graph_input && is_float(v->type.dtype) && !frozen(v->name, options.freeze)) {
-      params.push_back(v);
-      depends.insert(v);
-    }
-  }
+std::vector<ir::Value*> gradients_of(ir::Graph& g, ir::Value* y, ir::Value* seed,
+                                     const std::vector<ir::Value*>& xs) {
+  // Values that depend on one of xs (forward reachability).
+  std::set<const ir::Value*> depends(xs.begin(), xs.end());
   const size_t forward_nodes = g.nodes.size();
   for (size_t i = 0; i < forward_nodes; ++i) {
     const ir::Node& n = *g.nodes[i];
@@ -70,13 +57,12 @@ std::vector<ParameterGradient> differentiate(ir::Model& model, const AutodiffOpt
       if (out && is_float(out->type.dtype)) depends.insert(out);
     }
   }
-  if (!depends.count(loss))
-    throw Error("loss '" + loss->name + "' does not depend on any trainable parameter");
+  std::vector<ir::Value*> result(xs.size(), nullptr);
+  if (!depends.count(y)) return result;
 
-  // Backward sweep in reverse topological order, accumulating dL/dv.
+  // Backward sweep in reverse topological order, accumulating dy/dv.
   std::map<const ir::Value*, ir::Value*> grad;
-  autodiff::GradBuilder seed_builder(g, "grad");
-  grad[loss] = seed_builder.filled(1.0, loss->type);
+  grad[y] = seed;
   const auto& registry = autodiff::GradientRegistry::instance();
   for (size_t i = forward_nodes; i-- > 0;) {
     const ir::Node& n = *g.nodes[i];
@@ -96,7 +82,7 @@ std::vector<ParameterGradient> differentiate(ir::Model& model, const AutodiffOpt
     if (!any_out || !any_in) continue;
     for (const ir::Value* v : n.inputs) {
       if (v && !v->type.is_static()) {
-        throw Error("training needs static shapes; value '" + v->name + "' read by node " +
+        throw Error("differentiation needs static shapes; value '" + v->name + "' read by node " +
                     n.label() + " is " + v->type.str());
       }
     }
@@ -119,20 +105,49 @@ std::vector<ParameterGradient> differentiate(ir::Model& model, const AutodiffOpt
       if (!fresh) it->second = builder.add(it->second, gk);
     }
   }
+  for (size_t i = 0; i < xs.size(); ++i) {
+    if (auto it = grad.find(xs[i]); it != grad.end()) result[i] = it->second;
+  }
+  return result;
+}
 
-  // Gradient ops of ampc's own domain need its schemas and an opset import.
-  for (size_t i = forward_nodes; i < g.nodes.size(); ++i) {
+void import_ampc_domain_if_used(ir::Model& model, size_t first_node) {
+  const ir::Graph& g = *model.graph;
+  for (size_t i = first_node; i < g.nodes.size(); ++i) {
     if (g.nodes[i]->domain != autodiff::kAmpcDomain) continue;
     autodiff::register_ampc_schemas();
     if (!model.opset_version(autodiff::kAmpcDomain))
       model.opsets.push_back({autodiff::kAmpcDomain, autodiff::kAmpcDomainVersion});
-    break;
+    return;
   }
+}
+
+std::vector<ParameterGradient> differentiate(ir::Model& model, const AutodiffOptions& options) {
+  ir::Graph& g = *model.graph;
+  if (model.opset_version("").value_or(0) < 13) {
+    throw Error("training needs ONNX opset 13 or later in the default domain (the model has " +
+                std::to_string(model.opset_version("").value_or(0)) + ")");
+  }
+  ir::Value* loss = find_loss(g, options.loss);
+
+  std::vector<ir::Value*> params;
+  for (ir::Value* v : g.initializers) {
+    if (v->from_model && !v->is_graph_input && is_float(v->type.dtype) &&
+        !frozen(v->name, options.freeze))
+      params.push_back(v);
+  }
+  const size_t forward_nodes = g.nodes.size();
+  autodiff::GradBuilder seed_builder(g, "grad");
+  const std::vector<ir::Value*> grads =
+      gradients_of(g, loss, seed_builder.filled(1.0, loss->type), params);
+  import_ampc_domain_if_used(model, forward_nodes);
 
   std::vector<ParameterGradient> result;
-  for (ir::Value* p : params) {
-    if (auto it = grad.find(p); it != grad.end()) result.push_back({p, it->second});
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (grads[i]) result.push_back({params[i], grads[i]});
   }
+  if (result.empty())
+    throw Error("loss '" + loss->name + "' does not depend on any trainable parameter");
   return result;
 }
 

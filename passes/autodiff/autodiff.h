@@ -25,4 +25,16 @@ struct ParameterGradient {
 // Returns one entry per parameter that the loss depends on, in initializer order.
 std::vector<ParameterGradient> differentiate(ir::Model& model, const AutodiffOptions& options);
 
+// The reverse sweep that differentiate() and the Gradient op expansion (gradient_op.h)
+// share: appends to `g` the nodes that compute, for each x of `xs`, the gradient of y with
+// respect to x given `seed` as y's gradient (a value of y's type; ones for dy/dx). Only the
+// nodes `g` has when called are differentiated. The entry of an x that y does not depend on
+// is null.
+std::vector<ir::Value*> gradients_of(ir::Graph& g, ir::Value* y, ir::Value* seed,
+                                     const std::vector<ir::Value*>& xs);
+
+// Gradient ops of ampc's own domain need its schemas and an opset import: adds both when a
+// node from `first_node` on is of that domain.
+void import_ampc_domain_if_used(ir::Model& model, size_t first_node);
+
 }  // namespace ampc::passes

@@ -1,7 +1,10 @@
-// Gradients of Conv, the pooling ops and the normalisation layers. Conv, MaxPool and
-// AveragePool use the gradient ops of the "ampc" domain (ampc_schemas.h) with the forward
-// node's attributes, auto_pad resolved into explicit pads; GlobalAveragePool,
-// BatchNormalization and LayerNormalization are built from standard ops.
+// Gradients of Conv, ConvTranspose, the pooling ops and the normalisation layers. Conv,
+// MaxPool, AveragePool and ConvTranspose's weights use the gradient ops of the "ampc"
+// domain (ampc_schemas.h) with the forward node's attributes, auto_pad resolved into
+// explicit pads; GlobalAveragePool, BatchNormalization and LayerNormalization are built
+// from standard ops.
+#include <algorithm>
+
 #include "passes/autodiff/ampc_schemas.h"
 #include "passes/autodiff/gradient_registry.h"
 
@@ -63,6 +66,69 @@ void conv(GradContext& c) {
                         {x->type, w->type, {w->type.dtype, Shape{m}}}, std::move(a), kAmpcDomain);
   for (size_t i = 0; i < 3; ++i) {
     if (c.needs(i)) c.set_input_grad(i, grads[i]);
+  }
+}
+
+// ConvTranspose: Y[co, i s + k d - pb] += X[ci, i] W[ci, co, k] within each group. So dX
+// is the Conv of dY with W (same strides, dilations, group; begin pads pb, end pads that
+// make X's size), dW is ConvGrad's weight gradient for that Conv with the roles of X and dY
+// swapped, and dB sums dY over the batch and the spatial axes.
+void conv_transpose(GradContext& c) {
+  Value* x = c.input(0);
+  Value* w = c.input(1);
+  Value* dy = c.output_grad(0);
+  const Shape in = spatial(x), kernel = spatial(w), out = spatial(c.output(0));
+  const size_t n = in.size();
+  if (n == 0) c.fail("ConvTranspose needs at least one spatial dimension");
+  const Shape strides = ints_attr(c, "strides", Shape(n, 1));
+  const Shape dilations = ints_attr(c, "dilations", Shape(n, 1));
+  const Shape out_pad = ints_attr(c, "output_padding", Shape(n, 0));
+  const Shape explicit_pads = ints_attr(c, "pads", Shape(2 * n, 0));
+  if (strides.size() != n || dilations.size() != n || out_pad.size() != n ||
+      explicit_pads.size() != 2 * n || kernel.size() != n)
+    c.fail("strides, dilations, output_padding or pads do not match the input");
+  const Attribute* ap = c.node().attr("auto_pad");
+  const std::string auto_pad = ap ? ap->s : "NOTSET";
+  const bool output_shape = c.node().attr("output_shape") != nullptr;
+  Shape pads(2 * n);
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t reach = strides[i] * (in[i] - 1) + (kernel[i] - 1) * dilations[i] + 1;
+    // Begin pad as the ONNX definition derives it (total = reach + output_padding - out).
+    const int64_t total = reach + out_pad[i] - out[i];
+    int64_t begin = explicit_pads[i];
+    if (auto_pad == "VALID") {
+      begin = 0;
+    } else if (auto_pad == "SAME_UPPER") {
+      begin = total / 2;
+    } else if (auto_pad == "SAME_LOWER" || output_shape) {
+      begin = total - total / 2;
+    } else if (auto_pad != "NOTSET") {
+      c.fail("auto_pad '" + auto_pad + "' is not supported");
+    }
+    // Output positions past the last window (output_padding) take no part in dX.
+    const int64_t end = reach - out[i] - begin;
+    if (begin < 0 || end <= -strides[i]) c.fail("this ConvTranspose padding is not differentiable");
+    pads[i] = begin;
+    pads[i + n] = std::max<int64_t>(end, 0);
+  }
+  auto window = [&] {
+    return attrs(Attribute::make_ints("kernel_shape", kernel),
+                 Attribute::make_ints("strides", strides),
+                 Attribute::make_ints("dilations", dilations), Attribute::make_ints("pads", pads),
+                 Attribute::make_int("group", c.attr_int("group", 1)));
+  };
+  if (c.needs(0)) c.set_input_grad(0, c.b.op("Conv", {dy, w}, x->type, window()));
+  if (c.needs(1)) {
+    const int64_t m = (*w->type.shape)[0];
+    auto grads = c.b.op_n("ConvGrad", {x, dy, w}, {dy->type, w->type, {w->type.dtype, Shape{m}}},
+                          window(), kAmpcDomain);
+    c.set_input_grad(1, grads[1]);
+  }
+  if (c.needs(2)) {
+    Shape axes = {0};
+    for (size_t i = 0; i < n; ++i) axes.push_back(static_cast<int64_t>(i + 2));
+    c.set_input_grad(2, c.b.op("ReduceSum", {dy, c.b.ints(axes)}, c.input(2)->type,
+                               attrs(Attribute::make_int("keepdims", 0))));
   }
 }
 
@@ -212,6 +278,7 @@ void layer_norm(GradContext& c) {
 
 void register_nn_gradients(GradientRegistry& r) {
   r.add("Conv", conv);
+  r.add("ConvTranspose", conv_transpose);
   r.add("MaxPool", [](GradContext& c) { pool(c, true); });
   r.add("AveragePool", [](GradContext& c) { pool(c, false); });
   r.add("GlobalAveragePool", global_average_pool);

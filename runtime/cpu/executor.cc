@@ -12,6 +12,13 @@ std::string step_label(const plan::Step& s) {
          (s.domain().empty() ? "" : s.domain() + ".") + s.op() + ")";
 }
 
+// SplitMix64's finaliser: a well-mixed 64-bit key from a structured one.
+uint64_t mix(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
 std::string buffer_type(const plan::Buffer& b) {
   return std::string(dtype_name(static_cast<DType>(b.dtype()))) +
          (b.shape_known() ? shape_str({b.shape().begin(), b.shape().end()}) : "[*]");
@@ -89,6 +96,7 @@ std::map<std::string, Tensor> Executor::run(const std::map<std::string, Tensor>&
     step_hook_(static_cast<int>(i),
                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
+  ++runs_done_;
   std::map<std::string, Tensor> outputs;
   for (const auto& binding : plan_.outputs()) outputs[binding.name()] = values_[binding.buffer()];
   for (const auto& u : plan_.state_updates()) values_[u.state()] = std::move(values_[u.source()]);
@@ -108,6 +116,22 @@ std::map<std::string, Tensor> Executor::state() const {
   return out;
 }
 
+void Executor::load_state(const std::map<std::string, Tensor>& values) {
+  std::vector<std::pair<int, const Tensor*>> updates;
+  for (const auto& b : plan_.buffers()) {
+    if (b.role() != plan::STATE) continue;
+    auto it = values.find(b.name());
+    if (it == values.end()) throw Error("no value for state '" + b.name() + "'");
+    const Tensor& t = it->second;
+    const std::vector<int64_t> shape(b.shape().begin(), b.shape().end());
+    if (static_cast<DType>(b.dtype()) != t.dtype() || (b.shape_known() && shape != t.shape())) {
+      throw Error("state '" + b.name() + "' must be " + buffer_type(b) + ", got " + t.type_str());
+    }
+    updates.emplace_back(b.id(), &t);
+  }
+  for (const auto& [id, t] : updates) values_[id] = *t;
+}
+
 void Executor::run_step(size_t index) {
   const auto& s = plan_.steps(static_cast<int>(index));
   std::vector<const Tensor*> ins;
@@ -125,6 +149,7 @@ void Executor::run_step(size_t index) {
   std::vector<Tensor*> outs;
   for (int id : s.outputs()) outs.push_back(id >= 0 ? &values_[id] : nullptr);
   OpContext ctx(s, std::move(ins), std::move(outs));
+  ctx.set_random_key(mix(mix(seed_ ^ mix(static_cast<uint64_t>(runs_done_))) + index));
   (*ops_[index])(ctx);
   // The plan's static types are a contract with later passes (memory planning, CUDA);
   // a kernel that disagrees is a bug worth stopping for.

@@ -25,6 +25,19 @@ class Executor {
   const plan::Plan& plan() const { return plan_; }
   // The current value of every STATE buffer (parameters, optimizer state), by name.
   std::map<std::string, Tensor> state() const;
+  // Sets every STATE buffer to values[its name] (resuming from a checkpoint); other names are
+  // ignored. Throws ampc::Error, naming the buffer, when a value is missing or has another
+  // element type or shape; then no state has changed.
+  void load_state(const std::map<std::string, Tensor>& values);
+
+  // Randomness of ops without a seed attribute (training-mode Dropout): a function of `seed`,
+  // the number of runs done (the training step; 0 at construction) and the plan step, so the
+  // same seed gives the same masks, and a resumed run (runs_done = steps done) the same masks
+  // as an uninterrupted one.
+  void set_random_state(uint64_t seed, int64_t runs_done) {
+    seed_ = seed;
+    runs_done_ = runs_done;
+  }
 
   // Profiling: when set, run() times every step and reports its index and wall-clock
   // seconds to the hook. Unset (the default), steps are not timed.
@@ -39,6 +52,8 @@ class Executor {
   std::vector<std::vector<int>> free_after_;  // per step: activation buffers read for the last time
   std::vector<Tensor> values_;                // per buffer
   StepHook step_hook_;
+  uint64_t seed_ = 0;
+  int64_t runs_done_ = 0;
 };
 
 // Every op the plan needs that the CPU backend lacks, as "Op (node 'n')" strings.

@@ -45,6 +45,12 @@ class OpContext {
   // A tensor-valued attribute as a runtime tensor; nullopt when absent.
   std::optional<Tensor> attr_tensor(const std::string& name) const;
 
+  // Randomness: ops without a seed of their own (training-mode Dropout) draw from a stream
+  // keyed by the executor's seed, the run (training step) and the step of the plan, so a
+  // training run is reproducible and resumes bit-exactly (see Executor::set_random_state).
+  uint64_t random_key() const { return random_key_; }
+  void set_random_key(uint64_t key) { random_key_ = key; }
+
   // "'node' (Op)": how messages name this step.
   std::string label() const;
   // Throws ampc::Error "<label>: <what>".
@@ -59,6 +65,7 @@ class OpContext {
   std::vector<const Tensor*> inputs_;
   std::vector<Tensor*> outputs_;
   std::map<int, Tensor> discarded_;  // storage for outputs the plan omits
+  uint64_t random_key_ = 0;
 };
 
 // Converts plan tensor data into a runtime tensor.

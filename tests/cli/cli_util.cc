@@ -5,6 +5,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <fstream>
 #include <sstream>
@@ -94,6 +97,22 @@ std::vector<std::string> list_dir(const fs::path& dir) {
   for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
   std::sort(names.begin(), names.end());
   return names;
+}
+
+std::string expect_success(const std::vector<std::string>& args) {
+  const RunResult r = run_ampc(args);
+  EXPECT_EQ(r.term_signal, 0) << "crashed";
+  EXPECT_EQ(r.exit_code, 0) << "stderr:\n" << r.err;
+  return r.out;
+}
+
+std::string expect_user_error(const std::vector<std::string>& args) {
+  const RunResult r = run_ampc(args);
+  EXPECT_EQ(r.term_signal, 0) << "crashed";
+  EXPECT_EQ(r.exit_code, 1) << "stdout:\n" << r.out << "stderr:\n" << r.err;
+  EXPECT_THAT(r.err, ::testing::StartsWith("ampc: error: "));
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "stderr:\n" << r.err;
+  return r.err;
 }
 
 }  // namespace ampc::testing

@@ -19,6 +19,12 @@ struct RunResult {
 // Runs AMPC_BINARY with `args` (no shell), stdin from /dev/null, capturing both streams.
 RunResult run_ampc(const std::vector<std::string>& args);
 
+// Runs ampc expecting success (no crash, exit 0); returns stdout.
+std::string expect_success(const std::vector<std::string>& args);
+// Runs ampc expecting a user error: exit 1 and exactly one stderr line "ampc: error: ...";
+// returns stderr.
+std::string expect_user_error(const std::vector<std::string>& args);
+
 // A fresh directory under the system temp folder, removed with everything in it.
 class TempDir {
  public:

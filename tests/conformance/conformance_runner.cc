@@ -30,6 +30,22 @@ const std::map<std::string, std::string> kKnownDeviations = {
      "PyTorch and CUDA do"},
 };
 
+// ONNX 1.12's test_adam_multiple computes its expected outputs with epsilon 1e-2 but its
+// Adam node does not carry that attribute, so a correct kernel uses the default 1e-6 and
+// misses them (onnx/onnx issue 7749). Repaired as ONNX itself later repaired the model.
+void repair_model(const std::string& name, onnx::ModelProto& proto) {
+  if (name != "test_adam_multiple") return;
+  for (auto& n : *proto.mutable_graph()->mutable_node()) {
+    bool has_epsilon = false;
+    for (const auto& a : n.attribute()) has_epsilon |= a.name() == "epsilon";
+    if (n.op_type() != "Adam" || has_epsilon) continue;
+    auto* a = n.add_attribute();
+    a->set_name("epsilon");
+    a->set_type(onnx::AttributeProto::FLOAT);
+    a->set_f(1e-2f);
+  }
+}
+
 std::vector<fs::path> sorted_files(const fs::path& dir, const std::string& prefix) {
   std::vector<fs::path> files;
   for (const auto& e : fs::directory_iterator(dir)) {
@@ -163,6 +179,7 @@ CaseResult run_case_unguarded(const std::string& case_dir, const Tolerance& tol)
   std::vector<std::string> input_names;
   try {
     proto = onnx_io::read_model_proto((dir / "model.onnx").string());
+    repair_model(dir.filename().string(), proto);
     for (const auto& n : proto.graph().node()) {
       if (kRandomOps.count(n.op_type()) ||
           (n.op_type() == "Dropout" && n.input_size() >= 3 && !n.input(2).empty())) {

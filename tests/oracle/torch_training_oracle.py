@@ -8,6 +8,12 @@ torch.optim (SGD with momentum, AdamW) and writes the trainable parameters after
     OUT/<model>.<optimizer>/<param>.npy      each trained parameter, trained in float64
     OUT/<model>.<optimizer>.f32/<param>.npy  the same trained by PyTorch in float32
 
+With --gradients it writes, instead of trained parameters, the loss and every trainable
+parameter's gradient at the initial parameters, on the same batch:
+
+    OUT/<model>.loss.npy, OUT/<model>.loss.f32.npy    the loss (0-d, float64)
+    OUT/<model>.grad/<param>.npy, OUT/<model>.grad.f32/<param>.npy   each gradient
+
 The float32 run tells how far float32 arithmetic alone moves the result: parameters whose
 true gradient is zero (a conv bias before BatchNorm, an attention key bias) get Adam
 updates of pure rounding noise, so there the float32 results differ from the float64 ones
@@ -17,6 +23,7 @@ Trainable: every float initializer that reaches the loss through a gradient (Bat
 running statistics are updated, not trained, and are not compared here).
 
     /usr/bin/python3 tests/oracle/torch_training_oracle.py --models-dir models --out DIR
+        [--gradients] [MODEL...]
 """
 import argparse
 import os
@@ -40,10 +47,14 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models-dir", required=True)
     ap.add_argument("--out", required=True)
+    ap.add_argument("--gradients", action="store_true",
+                    help="write the loss and the gradients instead of trained parameters")
+    ap.add_argument("names", nargs="*", default=list(fwd.DATA), help="models (default: all)")
     args = ap.parse_args()
     torch.set_num_threads(1)
     os.makedirs(args.out, exist_ok=True)
-    for name, (data_file, members, batch) in fwd.DATA.items():
+    for name in args.names:
+        data_file, members, batch = fwd.DATA[name]
         weights = fwd.initializers(os.path.join(args.models_dir, name + ".onnx"))
         npz = np.load(os.path.join(args.models_dir, "data", data_file))
         inputs = []
@@ -51,27 +62,52 @@ def main():
             a = np.ascontiguousarray(npz[member][:batch])
             np.save(os.path.join(args.out, f"{name}_{graph_input}.npy"), a)
             inputs.append(torch.from_numpy(a))
+        if args.gradients:
+            for dtype, suffix in ((torch.float64, ""), (torch.float32, ".f32")):
+                gradients(name, weights, inputs, dtype, args.out, suffix)
+            continue
         for opt_name, (opt_class, kwargs) in OPTIMIZERS.items():
             for dtype, suffix in ((torch.float64, ""), (torch.float32, ".f32")):
                 train(name, weights, inputs, opt_class, kwargs, dtype,
                       os.path.join(args.out, f"{name}.{opt_name}{suffix}"))
 
 
-def train(name, weights, inputs, opt_class, kwargs, dtype, folder):
+def setup(weights, inputs, dtype):
+    """Parameters and inputs in `dtype`, and the trainable parameters (requiring grad)."""
     p = fwd.params(weights, dtype)
     ins = [t.to(dtype) if t.is_floating_point() else t for t in inputs]
     trainable = {k: v.requires_grad_() for k, v in p.items()
                  if v.is_floating_point() and "running_" not in k}
+    return p, ins, trainable
+
+
+def save_reached(trainable, folder, value):
+    """Writes value(param) as float64 for each parameter that reaches the loss."""
+    os.makedirs(folder, exist_ok=True)
+    for k, v in trainable.items():
+        if v.grad is None:  # does not reach the loss: not trained by either side
+            continue
+        np.save(os.path.join(folder, k + ".npy"), value(v).detach().to(torch.float64).numpy())
+
+
+def train(name, weights, inputs, opt_class, kwargs, dtype, folder):
+    p, ins, trainable = setup(weights, inputs, dtype)
     opt = opt_class(list(trainable.values()), **kwargs)
     for _ in range(STEPS):
         opt.zero_grad()
         fwd.LOSS[name](p, *ins).backward()
         opt.step()
-    os.makedirs(folder, exist_ok=True)
-    for k, v in trainable.items():
-        if v.grad is None:  # does not reach the loss: not trained by either side
-            continue
-        np.save(os.path.join(folder, k + ".npy"), v.detach().to(torch.float64).numpy())
+    save_reached(trainable, folder, lambda v: v)
+
+
+def gradients(name, weights, inputs, dtype, out, suffix):
+    p, ins, trainable = setup(weights, inputs, dtype)
+    loss = fwd.LOSS[name](p, *ins)
+    loss.backward()
+    np.save(os.path.join(out, f"{name}.loss{suffix}.npy"),
+            loss.detach().to(torch.float64).numpy())
+    save_reached(trainable, os.path.join(out, f"{name}.grad{suffix}"), lambda v: v.grad)
+
 
 if __name__ == "__main__":
     main()

@@ -6,60 +6,32 @@
 // own float32 run is further than that from float64 (parameters whose true gradient is zero
 // get Adam updates of pure rounding noise), at most twice PyTorch's float32 error.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <algorithm>
-#include <cmath>
-#include <cstdlib>
 #include <filesystem>
-#include <map>
 #include <string>
-#include <vector>
 
 #include "compiler/pipeline.h"
 #include "runtime/cpu/executor.h"
 #include "runtime/io/npy.h"
+#include "tests/oracle/oracle_util.h"
 #include "tests/support/temp_dir.h"
 
 namespace ampc {
 namespace {
 namespace fs = std::filesystem;
 
+using oracle::Model;
+using oracle::relative_error;
+
 constexpr double kMaxRelativeError = 1e-4;
 constexpr int kSteps = 3;
-
-struct Model {
-  const char* name;
-  std::vector<const char*> inputs;
-};
-
-const Model kModels[] = {{"mlp", {"x", "y"}}, {"cnn", {"x", "y"}}, {"gpt", {"tokens", "targets"}}};
-
-double as_double(const rt::Tensor& t, int64_t i) {
-  return t.dtype() == DType::kFloat64 ? t.data<double>()[i] : t.data<float>()[i];
-}
-
-// ||got - want|| / ||want||
-double relative_error(const rt::Tensor& got, const rt::Tensor& want) {
-  double diff = 0, norm = 0;
-  for (int64_t i = 0; i < want.numel(); ++i) {
-    const double w = as_double(want, i);
-    diff += (as_double(got, i) - w) * (as_double(got, i) - w);
-    norm += w * w;
-  }
-  return std::sqrt(diff / norm);
-}
 
 class TorchTrainingOracle : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new test::TempDir();
-    const std::string src = AMPC_SOURCE_DIR;
-    const std::string cmd = "/usr/bin/python3 '" + src +
-                            "/tests/oracle/torch_training_oracle.py' --models-dir '" + src +
-                            "/models' --out '" + dir_->path().string() + "'";
-    const int status = std::system(cmd.c_str());
-    script_ok_ = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    script_ok_ = oracle::run_training_oracle(dir_->path());
   }
   static void TearDownTestSuite() { delete dir_; }
 
@@ -73,11 +45,7 @@ class TorchTrainingOracle : public ::testing::Test {
     compile.optimizer = options;
     rt::cpu::Executor exec(compiler::compile_file(
         std::string(AMPC_SOURCE_DIR) + "/models/" + model.name + ".onnx", compile));
-    std::map<std::string, rt::Tensor> batch;
-    for (const char* in : model.inputs) {
-      batch[in] =
-          rt::io::read_npy((dir_->path() / (std::string(model.name) + "_" + in + ".npy")).string());
-    }
+    const auto batch = oracle::read_batch(model, dir_->path());
     for (int s = 0; s < kSteps; ++s) exec.run(batch);
     const auto state = exec.state();
     int compared = 0;
@@ -109,7 +77,7 @@ TEST_F(TorchTrainingOracle, SgdWithMomentumThreeSteps) {
   o.kind = "sgd";
   o.lr = 0.1;
   o.momentum = 0.9;
-  for (const Model& m : kModels) check(m, "sgd", o);
+  for (const Model& m : oracle::example_models()) check(m, "sgd", o);
 }
 
 TEST_F(TorchTrainingOracle, AdamWThreeSteps) {
@@ -117,7 +85,7 @@ TEST_F(TorchTrainingOracle, AdamWThreeSteps) {
   o.kind = "adamw";
   o.lr = 1e-3;
   o.weight_decay = 0.01;
-  for (const Model& m : kModels) check(m, "adamw", o);
+  for (const Model& m : oracle::example_models()) check(m, "adamw", o);
 }
 
 }  // namespace

@@ -20,32 +20,15 @@ using P = const std::vector<ir::Value*>&;
 using ir::Attribute;
 using ir::Value;
 
-Value* int_const(GradBuilder& g, const std::vector<int64_t>& v, const Shape& s) {
-  return g.reshape(g.ints(v), s);
-}
-
 Value* f64_const(GradBuilder& g, const std::vector<int64_t>& v) {  // small exact values
   return g.op("Cast", {g.ints(v)}, f64({static_cast<int64_t>(v.size())}),
               attrs(Attribute::make_int("to", static_cast<int64_t>(DType::kFloat64))));
 }
 
-Value* bool_scalar(GradBuilder& g, bool b) {
-  ir::Graph& graph = g.graph();
-  const std::string name = "fwd/bool_" + std::to_string(graph.initializers.size());
-  Value* v = graph.add_value(name, {DType::kBool, Shape{}});
-  auto t = std::make_unique<ir::Tensor>();
-  t->name = name;
-  t->dtype = DType::kBool;
-  t->bytes = {static_cast<uint8_t>(b)};
-  v->initializer = std::move(t);
-  graph.initializers.push_back(v);
-  return v;
-}
-
 TEST(AutodiffFdIndex, Gather) {
   // Embedding: repeated and negative indices add up.
   check({"Gather_embedding", {{5, 3}}, {2, 4, 3}, [](GradBuilder& g, P p) {
-           Value* idx = int_const(g, {1, 4, 1, 0, -1, 2, 1, 1}, {2, 4});
+           Value* idx = int_tensor(g, {1, 4, 1, 0, -1, 2, 1, 1}, {2, 4});
            return g.op("Gather", {p[0], idx}, f64({2, 4, 3}));
          }});
   check({"Gather_axis1", {{2, 4, 3}}, {2, 3, 3}, [](GradBuilder& g, P p) {
@@ -53,7 +36,7 @@ TEST(AutodiffFdIndex, Gather) {
                        attrs(Attribute::make_int("axis", 1)));
          }});
   check({"Gather_last_axis", {{2, 3}}, {2, 2, 2}, [](GradBuilder& g, P p) {
-           return g.op("Gather", {p[0], int_const(g, {0, 2, 2, 2}, {2, 2})}, f64({2, 2, 2}),
+           return g.op("Gather", {p[0], int_tensor(g, {0, 2, 2, 2}, {2, 2})}, f64({2, 2, 2}),
                        attrs(Attribute::make_int("axis", -1)));
          }});
   check({"Gather_int32_indices", {{4, 2}}, {3, 2}, [](GradBuilder& g, P p) {
@@ -62,7 +45,7 @@ TEST(AutodiffFdIndex, Gather) {
            return g.op("Gather", {p[0], idx}, f64({3, 2}));
          }});
   check({"Gather_scalar_index", {{3, 4}}, {4}, [](GradBuilder& g, P p) {
-           return g.op("Gather", {p[0], int_const(g, {2}, {})}, f64({4}));
+           return g.op("Gather", {p[0], int_tensor(g, {2}, {})}, f64({4}));
          }});
 }
 
@@ -108,7 +91,7 @@ TEST(AutodiffFdIndex, Slice) {
 
 TEST(AutodiffFdIndex, WhereExpandTilePad) {
   check({"Where_broadcast", {{2, 3}, {3}}, {2, 3}, [](GradBuilder& g, P p) {
-           Value* c = g.op("Less", {int_const(g, {0, 1, 1, 0, 0, 1}, {2, 3}), g.ints({1})},
+           Value* c = g.op("Less", {int_tensor(g, {0, 1, 1, 0, 0, 1}, {2, 3}), g.ints({1})},
                            {DType::kBool, Shape{2, 3}});
            return g.op("Where", {c, p[0], p[1]}, f64({2, 3}));
          }});
@@ -163,7 +146,7 @@ Case loss_case(const LossCase& l) {
   std::string name = l.op + "_" + l.reduction + (l.ignore ? "_ignore" : "") +
                      (l.weights ? "_weights" : "") + (l.nd ? "_nd" : "");
   return {name, {x}, out, [l, labels, out](GradBuilder& g, P p) {
-            std::vector<Value*> in{p[0], int_const(g, {2, 0, 1, 2}, labels)};
+            std::vector<Value*> in{p[0], int_tensor(g, {2, 0, 1, 2}, labels)};
             if (l.weights) in.push_back(f64_const(g, {3, 1, 2}));
             std::vector<Attribute> a = attrs(Attribute::make_string("reduction", l.reduction));
             if (l.ignore) a.push_back(Attribute::make_int("ignore_index", 2));

@@ -1,7 +1,12 @@
-// `ampc compile MODEL.onnx -o MODEL.plan`: run the pipeline and write the plan file.
+// `ampc compile MODEL.onnx -o MODEL.plan`: run the pipeline and write the plan file; with
+// --train --emit-onnx FILE also the compiled training step in ONNX's training format.
+#include <filesystem>
 #include <iostream>
 
 #include "base/error.h"
+#include "base/file_util.h"
+#include "compiler/onnx/export.h"
+#include "compiler/onnx/export_training.h"
 #include "compiler/pipeline.h"
 #include "runtime/plan/plan_file.h"
 #include "tools/ampc/commands.h"
@@ -13,6 +18,7 @@ namespace {
 struct CompileArgs {
   std::string model;
   std::string output;
+  std::string emit_onnx;
   std::vector<std::string> input_shapes;
   compiler::CompileOptions options;
   TrainingOptions training;
@@ -22,10 +28,20 @@ void run_compile(const CompileArgs& args) {
   compiler::CompileOptions options = args.options;
   for (const auto& spec : args.input_shapes) onnx_io::parse_input_shape(spec, options.import);
   finish_training_options(options, args.training);
-  const plan::Plan p = compiler::compile_file(args.model, options);
+  auto model = compiler::load_for_compile(args.model, options);
+  const plan::Plan p =
+      compiler::compile_model(*model, options, std::filesystem::path(args.model).stem().string());
+  // Exported before anything is written, so that a failure leaves no file behind.
+  std::string onnx_bytes;
+  if (!args.emit_onnx.empty())
+    onnx_bytes = onnx_io::serialize_model(onnx_io::export_training_model(*model));
   plan::save_plan(p, args.output);
   std::cout << "wrote " << args.output << ": " << p.steps_size() << " steps, " << p.buffers_size()
             << " buffers\n";
+  if (!args.emit_onnx.empty()) {
+    write_file_atomically(args.emit_onnx, onnx_bytes);
+    std::cout << "wrote " << args.emit_onnx << ": the training step in ONNX training format\n";
+  }
 }
 
 }  // namespace
@@ -37,8 +53,13 @@ void add_compile_command(CLI::App& app) {
   cmd->add_option("-o,--output", args->output, "Plan file to write")->required();
   cmd->add_option("--input-shape", args->input_shapes,
                   "Fix an input's shape: NAME=D0xD1x... (repeatable)");
-  cmd->add_flag("--train", args->options.train,
-                "Compile the training step: backward graph and optimizer (see the options below)");
+  auto* train = cmd->add_flag(
+      "--train", args->options.train,
+      "Compile the training step: backward graph and optimizer (see the options below)");
+  cmd->add_option("--emit-onnx", args->emit_onnx,
+                  "Also write the compiled training step as an ONNX model in training format "
+                  "(TrainingInfoProto); needs --train")
+      ->needs(train);
   add_training_options(cmd, args->options, args->training);
   cmd->callback([args] { run_compile(*args); });
 }

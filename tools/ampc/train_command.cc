@@ -11,8 +11,12 @@
 #include "compiler/pipeline.h"
 #include "runtime/cpu/executor.h"
 #include "runtime/data/batcher.h"
+#include "runtime/io/checkpoint.h"
 #include "runtime/plan/plan_file.h"
 #include "tools/ampc/commands.h"
+#include "tools/ampc/evaluate.h"
+#include "tools/ampc/plan_inputs.h"
+#include "tools/ampc/progress.h"
 #include "tools/ampc/training_options.h"
 
 namespace ampc::cli {
@@ -26,6 +30,11 @@ struct TrainArgs {
   uint64_t seed = 0;
   std::string log_file;
   int64_t log_every = 10;
+  std::string eval_data;
+  double holdout = 0;
+  std::string checkpoint;
+  int64_t checkpoint_every = 0;
+  std::string resume;
   std::vector<std::string> input_shapes;
   compiler::CompileOptions compile;
   TrainingOptions training;
@@ -52,29 +61,54 @@ float scalar_of(const rt::Tensor& t) {
   throw Error("the loss is " + t.type_str() + ", not an fp32/fp64 scalar");
 }
 
+// The training data and the held-out data (--eval DATA, or the last --holdout share of
+// --data; none when neither is given).
+std::pair<rt::data::Dataset, std::optional<rt::data::Dataset>> open_data(const TrainArgs& args) {
+  rt::data::Dataset data = rt::data::Dataset::open(args.data);
+  if (!args.eval_data.empty()) return {data, rt::data::Dataset::open(args.eval_data)};
+  if (args.holdout <= 0) return {data, std::nullopt};
+  const auto held = static_cast<int64_t>(std::llround(args.holdout * data.samples()));
+  if (held < 1 || held >= data.samples()) {
+    throw Error("--holdout " + std::to_string(args.holdout) + " of " +
+                std::to_string(data.samples()) + " samples leaves no training or no held-out data");
+  }
+  auto [train, eval] = rt::data::split(data, data.samples() - held);
+  return {train, eval};
+}
+
 void run_train(TrainArgs& args) {
   if (args.steps <= 0) throw Error("--steps must be at least 1");
+  if (!args.eval_data.empty() && args.holdout > 0)
+    throw Error("--eval and --holdout both name held-out data; give one");
+  if (args.checkpoint_every > 0 && args.checkpoint.empty())
+    throw Error("--checkpoint-every needs --checkpoint FILE");
   rt::cpu::Executor executor(training_plan(args));
   const auto& p = executor.plan();
-
-  // Inputs and batch size from the plan; the data is checked before the first step.
-  std::map<std::string, rt::data::InputSpec> specs;
-  int64_t batch = -1;
-  for (const auto& binding : p.inputs()) {
-    const auto& b = p.buffers(binding.buffer());
-    if (!b.shape_known() || b.shape_size() == 0) {
-      throw Error("input '" + binding.name() + "' needs a static shape with a batch axis");
-    }
-    specs[binding.name()] = {static_cast<DType>(b.dtype()),
-                             {b.shape().begin() + 1, b.shape().end()}};
-    if (batch >= 0 && batch != b.shape(0))
-      throw Error("inputs disagree on the batch size (first axis)");
-    batch = b.shape(0);
-  }
-  rt::data::Batcher batcher(rt::data::Dataset::open(args.data), specs,
-                            {.batch_size = batch, .shuffle = args.shuffle, .seed = args.seed});
   if (p.outputs_size() < 1) throw Error("the plan has no output to report as the loss");
   const std::string loss_name = p.outputs(0).name();
+
+  // Everything is checked before the first step: data against the plan's inputs, the
+  // checkpoint against its state, and that checkpoints can be written at all.
+  const PlanInputs inputs = plan_inputs(p);
+  auto [train_data, eval_data] = open_data(args);
+  rt::data::Batcher batcher(
+      train_data, inputs.specs,
+      {.batch_size = inputs.batch, .shuffle = args.shuffle, .seed = args.seed});
+  rt::io::TrainingProgress progress;
+  if (!args.resume.empty()) {
+    const auto ckpt = rt::io::read_checkpoint(args.resume);
+    try {
+      executor.load_state(ckpt.initializers);
+    } catch (const Error& e) {
+      throw Error("--resume " + args.resume + " does not fit this plan: " + e.what());
+    }
+    progress = ckpt.progress;
+    batcher.set_position(progress.data_position);
+    std::cerr << "resumed from " << args.resume << " after step " << progress.step << '\n';
+  }
+  // Dropout masks follow the seed and the step, so a resumed run draws the same ones.
+  executor.set_random_state(args.seed, progress.step);
+  if (!args.checkpoint.empty()) rt::io::model_with_state(p, executor.state());
   float lr = static_cast<float>(args.compile.optimizer.lr);
   for (const auto& [name, t] : executor.state()) {
     if (name == "optimizer.lr") lr = scalar_of(t);
@@ -85,11 +119,10 @@ void run_train(TrainArgs& args) {
     log.open(args.log_file, std::ios::trunc);
     if (!log) throw Error("cannot write '" + args.log_file + "'");
   }
-  const bool terminal = ::isatty(STDERR_FILENO);
+  const int64_t first = progress.step, last = progress.step + args.steps;
+  Progress bar(first, last, args.log_every, inputs.batch, ::isatty(STDERR_FILENO));
   const auto start = std::chrono::steady_clock::now();
-  double loss_sum = 0;
-  int64_t loss_count = 0;
-  for (int64_t step = 1; step <= args.steps; ++step) {
+  for (int64_t step = first + 1; step <= last; ++step) {
     const auto t0 = std::chrono::steady_clock::now();
     const auto outputs = executor.run(batcher.next());
     const double seconds =
@@ -97,8 +130,7 @@ void run_train(TrainArgs& args) {
     const float loss = scalar_of(outputs.at(loss_name));
     if (!std::isfinite(loss))
       throw Error("step " + std::to_string(step) + ": the loss is " + std::to_string(loss));
-    loss_sum += loss;
-    ++loss_count;
+    progress = {step, batcher.position()};
     if (log.is_open()) {
       nlohmann::ordered_json j = {{"step", step},
                                   {"loss", loss},
@@ -106,19 +138,23 @@ void run_train(TrainArgs& args) {
                                   {"scale", 1.0},
                                   {"skipped", false},
                                   {"grad_norm", nullptr},
-                                  {"samples_per_s", seconds > 0 ? batch / seconds : 0.0}};
-      log << j.dump() << '\n';
+                                  {"samples_per_s", seconds > 0 ? inputs.batch / seconds : 0.0}};
+      log << j.dump() << '\n' << std::flush;
     }
-    if (step % args.log_every == 0 || step == args.steps) {
-      const double elapsed =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      std::cerr << (terminal ? "\r" : "") << "step " << step << "/" << args.steps << "  loss "
-                << loss_sum / static_cast<double>(loss_count) << "  "
-                << static_cast<int64_t>(step * batch / elapsed) << " samples/s"
-                << (terminal && step != args.steps ? "" : "\n") << std::flush;
-      loss_sum = 0;
-      loss_count = 0;
-    }
+    bar.step_done(step, loss);
+    const bool save_now = args.checkpoint_every > 0 && (step - first) % args.checkpoint_every == 0;
+    if (!args.checkpoint.empty() && (save_now || step == last))
+      rt::io::write_checkpoint(p, executor.state(), progress, args.checkpoint);
+  }
+  bar.finish();
+  const double wall =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("trained %lld steps in %.2f s (%.0f samples/s)\n", static_cast<long long>(args.steps),
+              wall, static_cast<double>(args.steps * inputs.batch) / wall);
+  if (!args.checkpoint.empty()) std::printf("checkpoint: %s\n", args.checkpoint.c_str());
+  if (eval_data) {
+    std::printf("held-out: %s\n",
+                describe(evaluate(p, executor.state(), loss_name, *eval_data)).c_str());
   }
 }
 
@@ -135,12 +171,24 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--data", args->data,
                   ".npz file or folder of .npy files, one array per graph input")
       ->required();
-  cmd->add_option("--steps", args->steps, "Optimizer steps");
+  cmd->add_option("--steps", args->steps, "Optimizer steps to run (after --resume: more steps)");
   cmd->add_flag("--shuffle", args->shuffle, "Shuffle every epoch (reproducibly, see --seed)");
-  cmd->add_option("--seed", args->seed, "Shuffle seed");
+  cmd->add_option("--seed", args->seed, "Seed of the shuffle and of dropout masks");
   cmd->add_option("--log", args->log_file, "Write one JSON object per step to this .jsonl file");
-  cmd->add_option("--log-every", args->log_every, "Progress line every K steps")
+  cmd->add_option("--log-every", args->log_every,
+                  "Progress line every K steps (when stderr is not a terminal)")
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--eval", args->eval_data,
+                  "Held-out data (.npz or .npy folder): loss and accuracy after training");
+  cmd->add_option("--holdout", args->holdout,
+                  "Hold out this share of --data (its last samples) for evaluation, e.g. 0.2")
+      ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--checkpoint", args->checkpoint,
+                  "Write an ONNX checkpoint (trained model + optimizer state) here at the end");
+  cmd->add_option("--checkpoint-every", args->checkpoint_every, "... and every K steps")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--resume", args->resume,
+                  "Continue from a checkpoint of the same plan (state and data position)");
   cmd->add_option("--input-shape", args->input_shapes,
                   "Fix an input's shape: NAME=D0xD1x... (repeatable)");
   add_training_options(cmd, o, args->training);

@@ -5,8 +5,18 @@
 #include "base/error.h"
 
 namespace ampc::cli {
+namespace {
+
+// Every option add_training_options defines: they describe the training step ampc builds,
+// so none may be given for a model that brings its own (ONNX training format).
+const char* const kTrainingOptionNames[] = {"--loss",         "--freeze",   "--optimizer",
+                                            "--lr",           "--momentum", "--nesterov",
+                                            "--weight-decay", "--betas",    "--eps"};
+
+}  // namespace
 
 void add_training_options(CLI::App* cmd, compiler::CompileOptions& o, TrainingOptions& extra) {
+  extra.command = cmd;
   cmd->add_option("--loss", o.autodiff.loss,
                   "The graph output to minimise (default: the only output)");
   cmd->add_option("--freeze", o.autodiff.freeze,
@@ -22,6 +32,10 @@ void add_training_options(CLI::App* cmd, compiler::CompileOptions& o, TrainingOp
 }
 
 void finish_training_options(compiler::CompileOptions& o, const TrainingOptions& extra) {
+  if (extra.command) {
+    for (const char* name : kTrainingOptionNames)
+      o.optimizer_options_given |= extra.command->count(name) > 0;
+  }
   if (extra.betas.empty()) return;
   if (std::sscanf(extra.betas.c_str(), "%lf,%lf", &o.optimizer.beta1, &o.optimizer.beta2) != 2) {
     throw Error("--betas '" + extra.betas + "': expected B1,B2 (for example 0.9,0.999)");

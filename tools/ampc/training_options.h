@@ -9,11 +9,13 @@
 namespace ampc::cli {
 
 struct TrainingOptions {
-  std::string betas;  // "B1,B2"
+  std::string betas;                  // "B1,B2"
+  const CLI::App* command = nullptr;  // set by add_training_options: what was given
 };
 
 void add_training_options(CLI::App* cmd, compiler::CompileOptions& options, TrainingOptions& extra);
-// Applies what CLI11 could not parse directly (--betas).
+// Applies what CLI11 could not parse directly (--betas) and sets
+// options.optimizer_options_given when any option of add_training_options was given.
 void finish_training_options(compiler::CompileOptions& options, const TrainingOptions& extra);
 
 }  // namespace ampc::cli

@@ -12,6 +12,7 @@ void register_all_cpu_ops(OpRegistry& r) {
   register_nn_ops(r);
   register_reduction_ops(r);
   register_grad_ops(r);
+  register_training_optimizer_ops(r);
 }
 
 }  // namespace ampc::rt::cpu

@@ -142,7 +142,9 @@ void clip_op(OpContext& ctx) {
 
 // Dropout: the identity (mask all true) unless training_mode (opset 12+) is true and the
 // ratio positive; then elements are zeroed with probability ratio by a generator seeded from
-// the `seed` attribute (random when absent) and the rest scaled by 1 / (1 - ratio).
+// the `seed` attribute and the rest scaled by 1 / (1 - ratio). Without a seed (PyTorch's
+// export never writes one) the generator is keyed by the executor's random state: a new
+// mask every training step, reproducible and resumable (OpContext::random_key).
 void dropout_op(OpContext& ctx) {
   const Tensor& x = ctx.in(0);
   double ratio = ctx.attr_float("ratio", 0.5f);
@@ -165,7 +167,7 @@ void dropout_op(OpContext& ctx) {
   std::vector<bool> keep(static_cast<size_t>(x.numel()), true);
   if (training) {
     const uint64_t seed =
-        ctx.has_attr("seed") ? static_cast<uint64_t>(ctx.attr_int("seed")) : std::random_device{}();
+        ctx.has_attr("seed") ? static_cast<uint64_t>(ctx.attr_int("seed")) : ctx.random_key();
     std::mt19937_64 gen(seed);
     std::uniform_real_distribution<double> u(0.0, 1.0);
     for (size_t i = 0; i < keep.size(); ++i) keep[i] = u(gen) >= ratio;

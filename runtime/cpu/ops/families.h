@@ -13,5 +13,7 @@ void register_nn_ops(OpRegistry& r);      // nn_ops.cc: MatMul, Gemm, Conv, pool
 void register_reduction_ops(
     OpRegistry& r);  // reduction_ops.cc: Reduce*, ArgMax/Min, Softmax, losses
 void register_grad_ops(OpRegistry& r);  // grad_ops.cc: gradient ops of the "ampc" domain
+// training_optimizers.cc: Adagrad, Momentum, Adam of "ai.onnx.preview.training"
+void register_training_optimizer_ops(OpRegistry& r);
 
 }  // namespace ampc::rt::cpu

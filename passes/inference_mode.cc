@@ -1,0 +1,64 @@
+#include "passes/inference_mode.h"
+
+#include <algorithm>
+
+#include "base/error.h"
+
+namespace ampc::passes {
+namespace {
+
+bool is_graph_output(const ir::Graph& g, const ir::Value* v) {
+  return std::find(g.outputs.begin(), g.outputs.end(), v) != g.outputs.end();
+}
+
+// Removes the outputs of `n` from index `first` on; they must be unread.
+void drop_outputs_from(ir::Graph& g, ir::Node& n, size_t first) {
+  for (size_t k = first; k < n.outputs.size(); ++k) {
+    ir::Value* v = n.outputs[k];
+    if (!v) continue;
+    if (!v->uses.empty() || is_graph_output(g, v)) {
+      throw Error("node " + n.label() + ": output '" + v->name +
+                  "' only exists in training mode but is read; the model cannot be evaluated");
+    }
+    std::erase_if(g.values, [v](const std::unique_ptr<ir::Value>& p) { return p.get() == v; });
+  }
+  if (n.outputs.size() > first)
+    n.outputs.erase(n.outputs.begin() + static_cast<std::ptrdiff_t>(first), n.outputs.end());
+}
+
+void drop_input(ir::Node& n, size_t k) {
+  ir::Value* v = n.inputs[k];
+  if (!v) return;
+  std::erase_if(v->uses, [&](const ir::Use& u) {
+    return u.node == &n && u.input_index == static_cast<int>(k);
+  });
+  n.inputs[k] = nullptr;
+  while (!n.inputs.empty() && !n.inputs.back()) n.inputs.pop_back();
+}
+
+}  // namespace
+
+int set_inference_mode(ir::Model& model) {
+  ir::Graph& g = *model.graph;
+  int changed = 0;
+  for (const auto& node : g.nodes) {
+    ir::Node& n = *node;
+    if (!n.domain.empty()) continue;
+    if (n.op_type == "BatchNormalization") {
+      auto it = std::find_if(n.attributes.begin(), n.attributes.end(),
+                             [](const ir::Attribute& a) { return a.name == "training_mode"; });
+      if (it == n.attributes.end() || it->i == 0) continue;
+      n.attributes.erase(it);  // the default, 0, is inference mode
+      drop_outputs_from(g, n, 1);
+      ++changed;
+    } else if (n.op_type == "Dropout" && n.inputs.size() > 2 && n.inputs[2]) {
+      // An omitted training_mode input means inference mode (opset 12+).
+      drop_input(n, 2);
+      drop_outputs_from(g, n, 1);
+      ++changed;
+    }
+  }
+  return changed;
+}
+
+}  // namespace ampc::passes

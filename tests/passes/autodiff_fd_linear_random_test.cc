@@ -1,0 +1,77 @@
+// Gradient rules of MatMul and Gemm (rules_linear.cc) against finite differences in fp64,
+// on random sizes from a seeded generator: MatMul with batch dims broadcast on both sides
+// and 1-D operands; Gemm with every transA/transB, random alpha and beta, and C absent or of
+// every shape that broadcasts to the output.
+#include <gtest/gtest.h>
+
+#include "tests/passes/fd_check.h"
+
+namespace ampc {
+namespace {
+
+using namespace ampc::fd;  // NOLINT: the test speaks the harness vocabulary
+
+using ir::Attribute;
+using passes::autodiff::attrs;
+using passes::autodiff::GradBuilder;
+using P = const std::vector<ir::Value*>&;
+
+Shape cat(Shape a, const Shape& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+Case matmul(const Shape& a, const Shape& b, const Shape& out) {
+  return {"MatMul_" + str(a) + "_" + str(b), {a, b}, out, [out](GradBuilder& g, P p) {
+            return g.op("MatMul", {p[0], p[1]}, f64(out));
+          }};
+}
+
+TEST(AutodiffFdLinearRandom, MatMulBatchedBroadcast) {
+  Random rnd(21);
+  for (int k = 0; k < 12; ++k) {
+    const Shape batch = rnd.shape(rnd.uniform(1, 2), 1, 3);
+    const auto [ba, bb] = rnd.broadcast_pair(batch);
+    const int64_t m = rnd.uniform(1, 3), n = rnd.uniform(1, 3), kk = rnd.uniform(1, 3);
+    check(matmul(cat(ba, {m, kk}), cat(bb, {kk, n}), cat(batch, {m, n})));
+  }
+}
+
+TEST(AutodiffFdLinearRandom, MatMulVectors) {
+  Random rnd(22);
+  for (int k = 0; k < 4; ++k) {
+    const Shape batch = rnd.shape(rnd.uniform(0, 2), 1, 3);
+    const int64_t m = rnd.uniform(1, 3), n = rnd.uniform(1, 3), kk = rnd.uniform(2, 4);
+    check(matmul({kk}, cat(batch, {kk, n}), cat(batch, {n})));  // vector @ batched matrix
+    check(matmul(cat(batch, {m, kk}), {kk}, cat(batch, {m})));  // batched matrix @ vector
+  }
+  check(matmul({3}, {3}, {}));  // dot product
+}
+
+TEST(AutodiffFdLinearRandom, Gemm) {
+  Random rnd(23);
+  const int64_t m = 2, n = 3;
+  const std::vector<Shape> c_shapes = {{}, {n}, {m, 1}, {1, n}, {m, n}};
+  for (int k = 0; k < 16; ++k) {
+    const bool ta = (k & 1) != 0, tb = (k & 2) != 0;
+    const int64_t kk = rnd.uniform(1, 3);
+    const auto alpha = static_cast<float>(rnd.real(-2.0, 2.0));
+    const auto beta = static_cast<float>(rnd.real(-2.0, 2.0));
+    const bool has_c = k % 8 != 0;
+    const Shape c = rnd.pick(c_shapes);
+    std::vector<Shape> params = {ta ? Shape{kk, m} : Shape{m, kk},
+                                 tb ? Shape{n, kk} : Shape{kk, n}};
+    if (has_c) params.push_back(c);
+    const std::string name = "Gemm_t" + std::to_string(ta) + std::to_string(tb) + "_k" +
+                             std::to_string(kk) + (has_c ? "_C" + str(c) : "_noC");
+    check({name, params, {m, n}, [=](GradBuilder& g, P p) {
+             auto a = attrs(Attribute::make_float("alpha", alpha),
+                            Attribute::make_int("transA", ta), Attribute::make_int("transB", tb));
+             if (k % 3 != 0) a.push_back(Attribute::make_float("beta", beta));  // else beta = 1
+             return g.op("Gemm", p, f64({m, n}), std::move(a));
+           }});
+  }
+}
+
+}  // namespace
+}  // namespace ampc

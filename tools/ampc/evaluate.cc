@@ -1,0 +1,143 @@
+#include "tools/ampc/evaluate.h"
+
+#include <cstdio>
+
+#include "base/error.h"
+#include "compiler/onnx/import.h"
+#include "compiler/pipeline.h"
+#include "passes/inference_mode.h"
+#include "runtime/cpu/executor.h"
+#include "runtime/io/checkpoint.h"
+#include "tools/ampc/plan_inputs.h"
+
+namespace ampc::cli {
+namespace {
+
+constexpr const char* kScoresOutput = "ampc.eval.scores";
+constexpr const char* kLabelsOutput = "ampc.eval.labels";
+
+// The classification loss node behind the loss output, if any.
+const ir::Node* classification_loss(const ir::Value* loss) {
+  const ir::Node* n = loss->producer;
+  while (n && n->domain.empty() && (n->op_type == "Identity" || n->op_type == "Cast")) {
+    n = n->inputs.empty() || !n->inputs[0] ? nullptr : n->inputs[0]->producer;
+  }
+  if (!n || !n->domain.empty()) return nullptr;
+  if (n->op_type != "SoftmaxCrossEntropyLoss" && n->op_type != "NegativeLogLikelihoodLoss")
+    return nullptr;
+  return n->inputs.size() >= 2 && n->inputs[0] && n->inputs[1] ? n : nullptr;
+}
+
+// Exposes `v` as an extra graph output named `name` (through an Identity, so the value
+// keeps its name and may also be a graph input).
+void add_output(ir::Graph& g, ir::Value* v, const std::string& name) {
+  ir::Value* out = g.add_value(name, v->type);
+  g.add_node("Identity", {v}, {out}, name);
+  g.outputs.push_back(out);
+}
+
+template <typename T>
+double at(const rt::Tensor& t, int64_t i) {
+  return static_cast<double>(t.data<T>()[i]);
+}
+
+double score_at(const rt::Tensor& t, int64_t i) {
+  return t.dtype() == DType::kFloat64 ? at<double>(t, i) : at<float>(t, i);
+}
+
+int64_t label_at(const rt::Tensor& t, int64_t i) {
+  return t.dtype() == DType::kInt32 ? t.data<int32_t>()[i] : t.data<int64_t>()[i];
+}
+
+// Counts positions whose arg-max over axis 1 of `scores` [N, C, d...] equals `labels`
+// [N, d...], skipping labels equal to ignore_index.
+void count_correct(const rt::Tensor& scores, const rt::Tensor& labels,
+                   std::optional<int64_t> ignore_index, int64_t& correct, int64_t& labelled) {
+  if (scores.rank() < 2 || labels.rank() != scores.rank() - 1 ||
+      (scores.dtype() != DType::kFloat32 && scores.dtype() != DType::kFloat64) ||
+      (labels.dtype() != DType::kInt64 && labels.dtype() != DType::kInt32)) {
+    throw Error("accuracy: scores " + scores.type_str() + " and labels " + labels.type_str() +
+                " are not a classification's [N,C,...] and [N,...]");
+  }
+  const int64_t n = scores.dim(0), c = scores.dim(1), inner = scores.numel() / (n * c);
+  for (int64_t b = 0; b < n; ++b) {
+    for (int64_t k = 0; k < inner; ++k) {
+      const int64_t label = label_at(labels, b * inner + k);
+      if (ignore_index && label == *ignore_index) continue;
+      int64_t best = 0;
+      for (int64_t j = 1; j < c; ++j) {
+        if (score_at(scores, (b * c + j) * inner + k) >
+            score_at(scores, (b * c + best) * inner + k))
+          best = j;
+      }
+      ++labelled;
+      correct += best == label;
+    }
+  }
+}
+
+double scalar(const rt::Tensor& t) {
+  if (t.numel() != 1) throw Error("the loss is " + t.type_str() + ", not a scalar");
+  return score_at(t, 0);
+}
+
+}  // namespace
+
+EvalResult evaluate(const plan::Plan& training_plan, const std::map<std::string, rt::Tensor>& state,
+                    const std::string& loss_name, const rt::data::Dataset& data) {
+  onnx::ModelProto proto = rt::io::model_with_state(training_plan, state);
+  proto.clear_training_info();  // the inference graph only
+  auto model = onnx_io::import_model(proto);
+  passes::set_inference_mode(*model);
+  ir::Graph& g = *model->graph;
+
+  ir::Value* loss = nullptr;
+  for (ir::Value* v : g.outputs) loss = v->name == loss_name ? v : loss;
+  if (!loss) throw Error("evaluation: the model has no output '" + loss_name + "'");
+  std::optional<int64_t> ignore_index;
+  const ir::Node* classifier = classification_loss(loss);
+  if (classifier) {
+    if (const auto* a = classifier->attr("ignore_index")) ignore_index = a->i;
+    add_output(g, classifier->inputs[0], kScoresOutput);
+    add_output(g, classifier->inputs[1], kLabelsOutput);
+  }
+  compiler::CompileOptions options;
+  rt::cpu::Executor exec(compiler::compile_model(*model, options, training_plan.model_name()));
+
+  const PlanInputs inputs = plan_inputs(exec.plan());
+  rt::data::Batcher batcher(data, inputs.specs, {.batch_size = inputs.batch});
+  EvalResult r;
+  int64_t correct = 0;
+  const int64_t batches = batcher.batches_per_epoch();
+  for (int64_t k = 0; k < batches; ++k) {
+    const auto out = exec.run(batcher.batch(k));
+    r.loss += scalar(out.at(loss_name)) / static_cast<double>(batches);
+    if (classifier) {
+      count_correct(out.at(kScoresOutput), out.at(kLabelsOutput), ignore_index, correct,
+                    r.labelled);
+    }
+  }
+  r.samples = batches * inputs.batch;
+  r.unused_samples = data.samples() - r.samples;
+  if (classifier && r.labelled > 0)
+    r.accuracy = static_cast<double>(correct) / static_cast<double>(r.labelled);
+  return r;
+}
+
+std::string describe(const EvalResult& r) {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "%lld samples: loss %.4f", static_cast<long long>(r.samples),
+                r.loss);
+  std::string s = buf;
+  if (r.accuracy) {
+    std::snprintf(buf, sizeof buf, ", accuracy %.2f%%", 100.0 * *r.accuracy);
+    s += buf;
+  }
+  if (r.unused_samples > 0) {
+    s += " (" + std::to_string(r.unused_samples) +
+         " samples after the last whole batch not evaluated)";
+  }
+  return s;
+}
+
+}  // namespace ampc::cli
