@@ -121,6 +121,29 @@ TEST(Train, ResumeIsBitExact) {
   EXPECT_EQ(log.front()["step"], 21);
 }
 
+// A model in ONNX's training format (`ampc compile --emit-onnx`) trains as it is, bit for bit
+// like the original model compiled with the same options.
+TEST(Train, TrainsAModelInOnnxTrainingFormat) {
+  TempDir dir;
+  const auto data = source_path("models/data/digits.npz");
+  expect_success({"compile", source_path("models/mlp.onnx").string(), "--train", "--optimizer",
+                  "adamw", "--lr", "1e-3", "-o", (dir / "mlp.plan").string(), "--emit-onnx",
+                  (dir / "mlp.train.onnx").string()});
+  expect_success(with(mlp_train(data, 5), {"--checkpoint", (dir / "direct.onnx").string()}));
+  expect_success({"train", (dir / "mlp.train.onnx").string(), "--data", data.string(), "--steps",
+                  "5", "--shuffle", "--seed", "3", "--checkpoint",
+                  (dir / "emitted.onnx").string()});
+  const auto direct = rt::io::read_checkpoint((dir / "direct.onnx").string());
+  const auto emitted = rt::io::read_checkpoint((dir / "emitted.onnx").string());
+  int compared = 0;
+  for (const auto& [name, want] : direct.initializers) {
+    ASSERT_TRUE(emitted.initializers.count(name)) << name;
+    EXPECT_EQ(bytes_of(emitted.initializers.at(name)), bytes_of(want)) << name;
+    ++compared;
+  }
+  EXPECT_EQ(compared, static_cast<int>(emitted.initializers.size()));
+}
+
 TEST(Train, CheckpointIsAnInferenceModelWithTrainedWeights) {
   TempDir dir;
   expect_success(with(mlp_train(source_path("models/data/digits.npz"), 100),
