@@ -9,8 +9,11 @@
 #include "compiler/onnx/export_training.h"
 #include "compiler/plan_emit.h"
 #include "passes/autodiff/gradient_op.h"
+#include "passes/cast_cleanup.h"
+#include "passes/common_subexpression.h"
 #include "passes/constant_folding.h"
 #include "passes/dead_code_elimination.h"
+#include "passes/grad_clipping.h"
 #include "passes/running_statistics.h"
 
 namespace ampc::compiler {
@@ -30,12 +33,22 @@ void add_training_step(ir::Model& model, const CompileOptions& options) {
       throw Error(
           "the model already holds its training step (ONNX training format): "
           "--optimizer, --lr, --momentum, --nesterov, --weight-decay, --betas, --eps, "
-          "--loss and --freeze cannot change it");
+          "--loss, --freeze and the loss-scaling options cannot change it");
     }
     return;
   }
-  const auto gradients = passes::differentiate(model, options.autodiff);
-  passes::add_optimizer(model, gradients, options.optimizer);
+  // Loss scaling around the backward (amp-semantics.md section 3): seed it with the scale,
+  // unscale and check, clip, skip the optimizer's updates on found_inf, update the scale.
+  passes::LossScaleOptions scaling_options = options.loss_scale;
+  scaling_options.precision = options.autocast.precision;  // picks the default mode
+  const passes::LossScaleConfig scaling = passes::resolve_loss_scale(scaling_options);
+  const passes::LossScaleState scale = passes::add_loss_scale_state(model, scaling);
+  auto gradients = passes::differentiate(model, options.autodiff, scale.scale);
+  ir::Value* found_inf = passes::unscale_and_check(model, scale, gradients, scaling);
+  passes::clip_gradients(model, gradients, scaling.options.clip_grad_norm,
+                         scaling.options.log_grad_norm);
+  passes::add_optimizer(model, gradients, options.optimizer, found_inf);
+  passes::add_scale_update(model, scale, found_inf, scaling);
   passes::add_running_statistics_updates(model);
   passes::fold_constants(model);
 }
@@ -54,14 +67,36 @@ std::string training_model_bytes(const ir::Model& model, const plan::Plan& p) {
 
 }  // namespace
 
+passes::AutocastReport autocast_forward(ir::Model& model, const passes::AutocastOptions& options) {
+  passes::AutocastReport report = passes::apply_autocast(model, options);
+  if (options.precision == passes::Precision::kFP32) return report;
+  passes::cleanup_casts(model);
+  passes::eliminate_common_subexpressions(model);
+  passes::eliminate_dead_code(model);
+  std::set<std::string> live;
+  for (const auto& n : model.graph->nodes) live.insert(n->name);
+  std::erase_if(report.casts, [&](const auto& c) { return !live.count(c.node); });
+  return report;
+}
+
 plan::Plan compile_model(ir::Model& model, const CompileOptions& options,
-                         const std::string& model_name) {
+                         const std::string& model_name, passes::AutocastReport* autocast_report) {
   // Constants first: gradient rules need constant shapes, axes and slice bounds.
   passes::fold_constants(model);
   // ai.onnx.preview.training Gradient nodes become the gradient graph they stand for.
   if (passes::expand_gradient_ops(model) > 0) passes::fold_constants(model);
 
+  // Mixed precision on the forward graph, before differentiation (amp-semantics.md 2).
+  const bool mixed = options.autocast.precision != passes::Precision::kFP32;
+  passes::AutocastReport autocast = autocast_forward(model, options.autocast);
+  if (autocast_report) *autocast_report = std::move(autocast);
+
   if (options.train) add_training_step(model, options);
+  // The backward of a Cast is a Cast back: fold the pairs it makes, merge duplicates.
+  if (mixed && options.train) {
+    passes::cleanup_casts(model);
+    passes::eliminate_common_subexpressions(model);
+  }
 
   // Cleanup.
   passes::eliminate_dead_code(model);
@@ -72,6 +107,8 @@ plan::Plan compile_model(ir::Model& model, const CompileOptions& options,
   emit.model_name = model_name;
   for (const auto& [name, dims] : options.import.input_shapes)
     emit.recorded_options["input-shape." + name] = shape_spec(dims);
+  if (mixed)
+    emit.recorded_options["precision"] = passes::precision_name(options.autocast.precision);
   plan::Plan p = emit_plan(model, emit);
   if (options.train) p.set_training_model(training_model_bytes(model, p));
   return p;

@@ -6,7 +6,9 @@
 
 #include "compiler/ir/graph.h"
 #include "compiler/onnx/import.h"
+#include "passes/autocast.h"
 #include "passes/autodiff/autodiff.h"
+#include "passes/loss_scaling.h"
 #include "passes/optimizer.h"
 #include "runtime/plan/plan.pb.h"
 
@@ -20,6 +22,11 @@ struct CompileOptions {
   bool train = false;
   passes::AutodiffOptions autodiff;
   passes::OptimizerOptions optimizer;
+  // Loss scaling, non-finite skip-step and gradient clipping (passes/loss_scaling.h).
+  passes::LossScaleOptions loss_scale;
+  // Mixed precision: autocast of the forward graph (passes/autocast.h); fp32 leaves the
+  // graph as it is.
+  passes::AutocastOptions autocast;
   // Whether the caller chose autodiff or optimizer options (the CLI: any of --optimizer,
   // --lr, --momentum, --nesterov, --weight-decay, --betas, --eps, --loss, --freeze). They
   // cannot apply to a model in training format, so that is an error.
@@ -28,8 +35,14 @@ struct CompileOptions {
 
 // Runs the passes over `model` (in place) and emits the plan. For training, the plan embeds
 // the training step in ONNX's training format (Plan.training_model, see plan.proto).
+// When `autocast_report` is given, it receives what autocast decided (empty for fp32).
 plan::Plan compile_model(ir::Model& model, const CompileOptions& options,
-                         const std::string& model_name);
+                         const std::string& model_name,
+                         passes::AutocastReport* autocast_report = nullptr);
+
+// The mixed-precision part of compile_model: autocast of the forward graph, then cast
+// folding, CSE and dead-code elimination. The report lists only the Casts that survive.
+passes::AutocastReport autocast_forward(ir::Model& model, const passes::AutocastOptions& options);
 
 // load_model with the import options `options` implies (training format when training).
 std::unique_ptr<ir::Model> load_for_compile(const std::string& model_path,

@@ -10,13 +10,27 @@ using autodiff::GradBuilder;
 using ir::Value;
 
 // A state initializer of the given type, zero or filled with `value`.
-Value* state(GradBuilder& b, ir::Model& model, const std::string& name, double value, const ir::TensorType& type) {
-  if (model.graph->find_value(name)) throw Error("cannot add optimizer state '" + name + "': the name is taken");
+Value* state(GradBuilder& b, ir::Model& model, const std::string& name, double value,
+             const ir::TensorType& type) {
+  if (model.graph->find_value(name))
+    throw Error("cannot add optimizer state '" + name + "': the name is taken");
   Value* v = b.filled(value, type);
   v->name = name;
   v->initializer->name = name;
   return v;
 }
+
+// Records `target <- source`, or `target <- Where(found_inf, target, source)` when the step
+// may be skipped: Where copies the old bits unchanged, whatever the new value (inf, NaN).
+struct Updates {
+  ir::Model& model;
+  GradBuilder& b;
+  Value* found_inf;
+  void add(Value* target, Value* source) {
+    if (found_inf) source = b.op("Where", {found_inf, target, source}, target->type);
+    model.state_updates.push_back({target, source});
+  }
+};
 
 struct Ops {
   GradBuilder& b;
@@ -28,7 +42,8 @@ struct Ops {
   Value* c(double v, DType t) { return b.scalar(v, t); }
 };
 
-void sgd(ir::Model& model, GradBuilder& b, Value* lr, const ParameterGradient& pg, const OptimizerOptions& o) {
+void sgd(ir::Model& model, GradBuilder& b, Updates& u, Value* lr, const ParameterGradient& pg,
+         const OptimizerOptions& o) {
   Ops f{b};
   Value* p = pg.parameter;
   const DType t = p->type.dtype;
@@ -39,14 +54,14 @@ void sgd(ir::Model& model, GradBuilder& b, Value* lr, const ParameterGradient& p
     // step buf = d, as torch's clone does).
     Value* buf = state(b, model, p->name + ".momentum_buffer", 0.0, p->type);
     Value* buf_new = f.add(f.mul(buf, f.c(o.momentum, t)), d);
-    model.state_updates.push_back({buf, buf_new});
+    u.add(buf, buf_new);
     d = o.nesterov ? f.add(d, f.mul(buf_new, f.c(o.momentum, t))) : buf_new;
   }
-  model.state_updates.push_back({p, f.sub(p, f.mul(d, lr))});
+  u.add(p, f.sub(p, f.mul(d, lr)));
 }
 
-void adam(ir::Model& model, GradBuilder& b, Value* lr, Value* step, const ParameterGradient& pg,
-          const OptimizerOptions& o) {
+void adam(ir::Model& model, GradBuilder& b, Updates& u, Value* lr, Value* step,
+          const ParameterGradient& pg, const OptimizerOptions& o) {
   Ops f{b};
   Value* p = pg.parameter;
   const DType t = p->type.dtype;
@@ -69,21 +84,25 @@ void adam(ir::Model& model, GradBuilder& b, Value* lr, Value* step, const Parame
   Value* bc2 = f.sub(f.c(1.0, t), b.op("Pow", {f.c(o.beta2, t), step}, step->type));
   Value* denom = f.add(f.div(f.sqrt(v_new), f.sqrt(bc2)), f.c(o.eps, t));
   Value* update = f.mul(f.div(m_new, denom), f.div(lr, bc1));
-  model.state_updates.push_back({m, m_new});
-  model.state_updates.push_back({v, v_new});
-  model.state_updates.push_back({p, f.sub(p0, update)});
+  u.add(m, m_new);
+  u.add(v, v_new);
+  u.add(p, f.sub(p0, update));
 }
 
 }  // namespace
 
-void add_optimizer(ir::Model& model, const std::vector<ParameterGradient>& gradients, const OptimizerOptions& o) {
+void add_optimizer(ir::Model& model, const std::vector<ParameterGradient>& gradients,
+                   const OptimizerOptions& o, Value* found_inf) {
   if (o.kind != "sgd" && o.kind != "adam" && o.kind != "adamw") {
     throw Error("--optimizer " + o.kind + ": expected sgd, adam or adamw");
   }
-  if (gradients.empty()) throw Error("the loss depends on no trainable parameter: nothing to optimize");
+  if (gradients.empty())
+    throw Error("the loss depends on no trainable parameter: nothing to optimize");
   GradBuilder b(*model.graph, "optimizer");
+  Updates u{model, b, found_inf};
   for (const auto& pg : gradients) {
-    if (pg.parameter->type.dtype != DType::kFloat32 && pg.parameter->type.dtype != DType::kFloat64) {
+    if (pg.parameter->type.dtype != DType::kFloat32 &&
+        pg.parameter->type.dtype != DType::kFloat64) {
       throw Error("parameter '" + pg.parameter->name + "' is " + pg.parameter->type.str() +
                   "; parameters must be fp32 (or fp64) masters");
     }
@@ -91,15 +110,15 @@ void add_optimizer(ir::Model& model, const std::vector<ParameterGradient>& gradi
   const DType t = gradients[0].parameter->type.dtype;
   Value* lr = state(b, model, "optimizer.lr", o.lr, {t, std::vector<int64_t>{}});
   if (o.kind == "sgd") {
-    for (const auto& pg : gradients) sgd(model, b, lr, pg, o);
+    for (const auto& pg : gradients) sgd(model, b, u, lr, pg, o);
     return;
   }
   // The step counter advances once per optimizer step (PyTorch keeps one per parameter;
   // they are always equal).
   Value* step = state(b, model, "optimizer.step", 0.0, {t, std::vector<int64_t>{}});
   Value* step_new = b.op("Add", {step, b.scalar(1.0, t)}, step->type);
-  model.state_updates.push_back({step, step_new});
-  for (const auto& pg : gradients) adam(model, b, lr, step_new, pg, o);
+  u.add(step, step_new);
+  for (const auto& pg : gradients) adam(model, b, u, lr, step_new, pg, o);
 }
 
 }  // namespace ampc::passes

@@ -2,6 +2,10 @@
 // and of its optimizer state, with PyTorch's formulas (SGD with momentum / nesterov /
 // weight decay; Adam; AdamW). Learning rate, moments and the step counter are state
 // initializers; each new value is recorded as a state update of the model.
+//
+// Skip-step (loss scaling, passes/loss_scaling.h): with `found_inf` (a bool scalar), every
+// state update is Where(found_inf, old, new), so a step with non-finite gradients leaves
+// parameters, moments and the step counter with their exact bits, decided inside the plan.
 #pragma once
 
 #include <string>
@@ -24,6 +28,6 @@ struct OptimizerOptions {
 };
 
 void add_optimizer(ir::Model& model, const std::vector<ParameterGradient>& gradients,
-                   const OptimizerOptions& options);
+                   const OptimizerOptions& options, ir::Value* found_inf = nullptr);
 
 }  // namespace ampc::passes

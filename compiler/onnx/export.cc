@@ -7,7 +7,7 @@
 #include "base/file_util.h"
 #include "compiler/onnx/proto_convert.h"
 #include "compiler/onnx/training_info.h"
-#include "passes/autodiff/ampc_schemas.h"
+#include "passes/amp_schemas.h"
 
 namespace ampc::onnx_io {
 
@@ -138,7 +138,7 @@ void save_model(const ir::Model& model, const std::string& path) {
 }
 
 void check_model(const onnx::ModelProto& proto) {
-  passes::autodiff::register_ampc_schemas();
+  passes::register_amp_schemas();  // the whole "ampc" domain
   try {
     onnx::checker::check_model(proto);
     onnx::ShapeInferenceOptions strict(/*check_type=*/true, /*error_mode=*/1, /*data_prop=*/false);

@@ -13,7 +13,7 @@
 #include "compiler/onnx/proto_convert.h"
 #include "compiler/onnx/read_model.h"
 #include "compiler/onnx/training_info.h"
-#include "passes/autodiff/ampc_schemas.h"
+#include "passes/amp_schemas.h"
 
 namespace ampc::onnx_io {
 namespace {
@@ -309,7 +309,7 @@ void add_state_updates(ir::Model& model,
 }  // namespace
 
 std::unique_ptr<ir::Model> import_model(onnx::ModelProto& proto, const ImportOptions& options) {
-  passes::autodiff::register_ampc_schemas();
+  passes::register_amp_schemas();  // the whole "ampc" domain
   if (proto.functions_size() > 0) {
     throw Error("model-local function '" + proto.functions(0).name() + "' is not supported");
   }

@@ -10,6 +10,7 @@
 
 #include "base/dtype.h"
 #include "base/half.h"
+#include "kernels/cpu/half_convert.h"
 
 namespace ampc::kernels::cpu {
 
@@ -35,7 +36,7 @@ constexpr bool is_float_v = std::is_floating_point_v<opmath_t<T>>;
 template <typename T>
 inline opmath_t<T> load(T v) {
   if constexpr (std::is_same_v<T, Half>) {
-    return half_to_float(v);
+    return half_to_float_fast(v);  // = half_to_float, vectorisable
   } else if constexpr (std::is_same_v<T, BFloat16>) {
     return bf16_to_float(v);
   } else {
@@ -68,7 +69,7 @@ inline T store(V v) {
       f = static_cast<float>(v);
     }
     if constexpr (std::is_same_v<T, Half>) {
-      return float_to_half(f);
+      return float_to_half_fast(f);  // = float_to_half, vectorisable
     } else {
       return float_to_bf16(f);
     }

@@ -41,6 +41,24 @@ bool frozen(const std::string& name, const std::vector<std::string>& patterns) {
   return false;
 }
 
+// The gradient of the loss to start the backward from: ones, or `seed` in the loss's
+// element type and shape.
+ir::Value* loss_seed(ir::Graph& g, ir::Value* loss, ir::Value* seed) {
+  autodiff::GradBuilder b(g, "grad");
+  if (!seed) return b.filled(1.0, loss->type);
+  if (!is_float(seed->type.dtype) || !seed->type.is_static() ||
+      ir::shape_numel(*seed->type.shape) != 1) {
+    throw Error("internal: the backward's seed '" + seed->name + "' is not a float scalar");
+  }
+  if (seed->type.dtype != loss->type.dtype) {
+    seed = b.op(
+        "Cast", {seed}, {loss->type.dtype, seed->type.shape},
+        autodiff::attrs(ir::Attribute::make_int("to", static_cast<int64_t>(loss->type.dtype))));
+  }
+  if (seed->type.shape != loss->type.shape) seed = b.reshape(seed, *loss->type.shape);
+  return seed;
+}
+
 }  // namespace
 
 std::vector<ir::Value*> gradients_of(ir::Graph& g, ir::Value* y, ir::Value* seed,
@@ -122,7 +140,8 @@ void import_ampc_domain_if_used(ir::Model& model, size_t first_node) {
   }
 }
 
-std::vector<ParameterGradient> differentiate(ir::Model& model, const AutodiffOptions& options) {
+std::vector<ParameterGradient> differentiate(ir::Model& model, const AutodiffOptions& options,
+                                             ir::Value* seed_value) {
   ir::Graph& g = *model.graph;
   if (model.opset_version("").value_or(0) < 13) {
     throw Error("training needs ONNX opset 13 or later in the default domain (the model has " +
@@ -137,9 +156,8 @@ std::vector<ParameterGradient> differentiate(ir::Model& model, const AutodiffOpt
       params.push_back(v);
   }
   const size_t forward_nodes = g.nodes.size();
-  autodiff::GradBuilder seed_builder(g, "grad");
-  const std::vector<ir::Value*> grads =
-      gradients_of(g, loss, seed_builder.filled(1.0, loss->type), params);
+  ir::Value* seed = loss_seed(g, loss, seed_value);
+  const std::vector<ir::Value*> grads = gradients_of(g, loss, seed, params);
   import_ampc_domain_if_used(model, forward_nodes);
 
   std::vector<ParameterGradient> result;

@@ -23,7 +23,10 @@ struct ParameterGradient {
 // Trainable parameters: float initializers of the source model (Value::from_model) that are
 // not graph inputs, minus frozen ones.
 // Returns one entry per parameter that the loss depends on, in initializer order.
-std::vector<ParameterGradient> differentiate(ir::Model& model, const AutodiffOptions& options);
+// `seed`, a float scalar of the graph, seeds the backward instead of 1 (the loss scale:
+// every gradient is then seed times the true one); it is cast and reshaped to the loss's type.
+std::vector<ParameterGradient> differentiate(ir::Model& model, const AutodiffOptions& options,
+                                             ir::Value* seed = nullptr);
 
 // The reverse sweep that differentiate() and the Gradient op expansion (gradient_op.h)
 // share: appends to `g` the nodes that compute, for each x of `xs`, the gradient of y with

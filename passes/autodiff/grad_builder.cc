@@ -130,4 +130,10 @@ ir::Value* GradBuilder::mul(ir::Value* a, ir::Value* b) {
   return op("Mul", {a, b}, a->type);
 }
 
+ir::Value* GradBuilder::cast(ir::Value* x, DType to) {
+  if (x->type.dtype == to) return x;
+  return op("Cast", {x}, {to, x->type.shape},
+            attrs(ir::Attribute::make_int("to", static_cast<int64_t>(to))));
+}
+
 }  // namespace ampc::passes::autodiff

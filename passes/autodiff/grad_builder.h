@@ -39,6 +39,8 @@ class GradBuilder {
   ir::Value* reshape(ir::Value* x, const std::vector<int64_t>& shape);
   ir::Value* add(ir::Value* a, ir::Value* b);
   ir::Value* mul(ir::Value* a, ir::Value* b);
+  // `x` as `to` (a Cast node; x itself when it already has that type).
+  ir::Value* cast(ir::Value* x, DType to);
 
   ir::Graph& graph() { return graph_; }
 

@@ -205,7 +205,12 @@ void batch_norm(GradContext& c) {
   for (size_t i = 1; i < 3; ++i) {
     if (c.output_grad(i)) c.fail("the running mean and variance outputs have no gradient");
   }
-  Value* x = c.input(0);
+  // Mixed precision (opset 15): a 16-bit X with fp32 scale, bias and statistics is
+  // differentiated in the parameters' dtype, as PyTorch's fused backward computes in fp32,
+  // and dX is rounded once to X's dtype.
+  const DType x_dtype = c.input(0)->type.dtype;
+  const DType param_dtype = c.input(1)->type.dtype;
+  Value* x = b.cast(c.input(0), param_dtype);
   const size_t rank = x->type.shape->size();
   const double eps = c.attr_float("epsilon", 1e-5f);
   // Before opset 14 there is no training_mode: the optional outputs select training.
@@ -214,7 +219,7 @@ void batch_norm(GradContext& c) {
   Shape axes = {0};
   for (size_t i = 2; i < rank; ++i) axes.push_back(static_cast<int64_t>(i));
   Moments m(b, x->type, axes);
-  Value* dy = c.output_grad(0);
+  Value* dy = b.cast(c.output_grad(0), param_dtype);
   Value* scale = per_channel(b, c.input(1), rank);
   Value* centred = nullptr;
   Value* inv = nullptr;
@@ -235,7 +240,8 @@ void batch_norm(GradContext& c) {
   if (c.needs(1)) c.set_input_grad(1, channel(m.full("Mul", dy, xhat), 1));
   Value* g = m.full("Mul", dy, scale);  // dL/dxhat
   if (c.needs(0)) {
-    c.set_input_grad(0, training ? m.normalized_grad(g, xhat, inv) : m.full("Mul", g, inv));
+    c.set_input_grad(
+        0, b.cast(training ? m.normalized_grad(g, xhat, inv) : m.full("Mul", g, inv), x_dtype));
   }
   if (training) return;  // the statistics come from x; input mean and var only feed running stats
   if (c.needs(3))

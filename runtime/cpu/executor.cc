@@ -166,6 +166,14 @@ void Executor::run_step(size_t index) {
                   " but the plan expects " + buffer_type(buf));
     }
   }
+  if (step_observer_) {
+    auto tensors = [&](const auto& ids) {
+      std::vector<const Tensor*> ts;
+      for (int id : ids) ts.push_back(id >= 0 ? &values_[id] : nullptr);
+      return ts;
+    };
+    step_observer_(static_cast<int>(index), tensors(s.inputs()), tensors(s.outputs()));
+  }
   for (int id : free_after_[index]) values_[id] = Tensor();
 }
 

@@ -44,6 +44,13 @@ class Executor {
   using StepHook = std::function<void(int step, double seconds)>;
   void set_step_hook(StepHook hook) { step_hook_ = std::move(hook); }
 
+  // Diagnosis: when set, run() shows every step's input and output tensors (null where
+  // omitted) to the observer after the step ran; the observer may throw to stop the run
+  // (then no state update of that run is applied).
+  using StepObserver = std::function<void(int step, const std::vector<const Tensor*>& inputs,
+                                          const std::vector<const Tensor*>& outputs)>;
+  void set_step_observer(StepObserver observer) { step_observer_ = std::move(observer); }
+
  private:
   void run_step(size_t index);
 
@@ -52,6 +59,7 @@ class Executor {
   std::vector<std::vector<int>> free_after_;  // per step: activation buffers read for the last time
   std::vector<Tensor> values_;                // per buffer
   StepHook step_hook_;
+  StepObserver step_observer_;
   uint64_t seed_ = 0;
   int64_t runs_done_ = 0;
 };

@@ -13,7 +13,8 @@ class Progress {
   // Steps first_step+1 .. last_step will be reported; `batch` samples per step.
   Progress(int64_t first_step, int64_t last_step, int64_t every, int64_t batch, bool terminal);
   void step_done(int64_t step, double loss);
-  // Ends the bar's line on a terminal.
+  // Ends the bar's line on a terminal (at the end, or before other output; the bar then
+  // goes on on a new line).
   void finish();
 
  private:

@@ -3,13 +3,18 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "base/error.h"
 #include "compiler/pipeline.h"
+#include "passes/amp_schemas.h"
+#include "passes/loss_scaling.h"
 #include "runtime/cpu/executor.h"
+#include "runtime/cpu/nonfinite_search.h"
 #include "runtime/data/batcher.h"
 #include "runtime/io/checkpoint.h"
 #include "runtime/plan/plan_file.h"
@@ -35,6 +40,8 @@ struct TrainArgs {
   std::string checkpoint;
   int64_t checkpoint_every = 0;
   std::string resume;
+  int64_t max_consecutive_skips = 50;
+  bool find_nonfinite = false;
   std::vector<std::string> input_shapes;
   compiler::CompileOptions compile;
   TrainingOptions training;
@@ -53,6 +60,38 @@ plan::Plan training_plan(TrainArgs& args) {
   for (const auto& spec : args.input_shapes) onnx_io::parse_input_shape(spec, o.import);
   finish_training_options(o, args.training);
   return compiler::compile_file(args.model, o);
+}
+
+// The loss scaler's values the log reports (passes/loss_scaling.h), as plan outputs, so that
+// a step returns them with the loss instead of the trainer reading the whole state: the
+// scale the step used (state before its update), found_inf, the gradients' global norm.
+// Absent ones (no scaling, no check, no norm) stay unset.
+struct AmpOutputs {
+  std::string scale, found_inf, grad_norm;
+};
+
+AmpOutputs expose_amp_outputs(plan::Plan& p) {
+  AmpOutputs names;
+  auto expose = [&p](const char* name, std::string& out) {
+    for (auto& b : *p.mutable_buffers()) {
+      if (b.name() != name) continue;
+      // An activation would be freed after its last reader; an output lives to the end.
+      if (b.role() == plan::ACTIVATION) b.set_role(plan::OUTPUT);
+      bool bound = false;
+      for (const auto& o : p.outputs()) bound |= o.buffer() == b.id();
+      if (!bound) {
+        auto* o = p.add_outputs();
+        o->set_name(name);
+        o->set_buffer(b.id());
+      }
+      out = name;
+      return;
+    }
+  };
+  expose(passes::kScaleName, names.scale);
+  expose(passes::kFoundInfName, names.found_inf);
+  expose(passes::kGradNormName, names.grad_norm);
+  return names;
 }
 
 float scalar_of(const rt::Tensor& t) {
@@ -76,16 +115,69 @@ std::pair<rt::data::Dataset, std::optional<rt::data::Dataset>> open_data(const T
   return {train, eval};
 }
 
+// The loss scale after the last step (the state), when the plan scales the loss.
+std::optional<double> current_scale(const rt::cpu::Executor& executor) {
+  const auto state = executor.state();
+  if (auto it = state.find(passes::kScaleName); it != state.end()) return scalar_of(it->second);
+  for (const auto& b : executor.plan().buffers()) {  // a static scale is a constant
+    if (b.name() == passes::kScaleName && b.initial().dtype() == static_cast<int>(DType::kFloat32))
+      return scalar_of(rt::cpu::tensor_from_data(b.initial()));
+  }
+  return std::nullopt;
+}
+
+// The training guard: too many skipped steps in a row means the model produces non-finite
+// values that scaling cannot cure (a NaN in the forward, a diverged parameter...).
+std::string consecutive_skips_message(const rt::cpu::Executor& executor, int64_t step,
+                                      int64_t skips, float loss) {
+  char buf[64];
+  std::string m = std::to_string(skips) + " consecutive steps skipped (steps " +
+                  std::to_string(step - skips + 1) + " to " + std::to_string(step) +
+                  "): their gradients were not finite";
+  if (const auto s = current_scale(executor)) {
+    std::snprintf(buf, sizeof buf, "%g", *s);
+    m += "; the loss scale is now " + std::string(buf);
+  }
+  if (!std::isfinite(loss)) {
+    const char* what = std::isnan(loss) ? "nan" : (loss > 0 ? "inf" : "-inf");
+    m += std::string("; the loss itself is ") + what +
+         ", so the forward pass already produces non-finite values (check the data and the "
+         "learning rate)";
+  }
+  return m +
+         ". Stopping instead of training on; raise --max-consecutive-skips (0: no limit) "
+         "to go on regardless";
+}
+
+// Runs `batch` again from `state` with a check after every plan step and says where the
+// first non-finite value came from; leaves the executor as it found it (state and the
+// random stream of step `step`).
+std::string diagnose(rt::cpu::Executor& executor, const std::map<std::string, rt::Tensor>& state,
+                     const std::map<std::string, rt::Tensor>& batch, uint64_t seed, int64_t step) {
+  const auto now = executor.state();
+  executor.load_state(state);
+  executor.set_random_state(seed, step - 1);
+  const auto origin = rt::cpu::find_nonfinite_origin(executor, batch);
+  executor.load_state(now);
+  executor.set_random_state(seed, step);
+  return origin ? rt::cpu::describe(*origin)
+                : "no non-finite value when the step runs again (a transient overflow)";
+}
+
 void run_train(TrainArgs& args) {
+  // A model in training format (a checkpoint, --emit-onnx) may hold the loss scaler's ops.
+  passes::register_amp_schemas();
   if (args.steps <= 0) throw Error("--steps must be at least 1");
   if (!args.eval_data.empty() && args.holdout > 0)
     throw Error("--eval and --holdout both name held-out data; give one");
   if (args.checkpoint_every > 0 && args.checkpoint.empty())
     throw Error("--checkpoint-every needs --checkpoint FILE");
-  rt::cpu::Executor executor(training_plan(args));
+  plan::Plan compiled = training_plan(args);
+  if (compiled.outputs_size() < 1) throw Error("the plan has no output to report as the loss");
+  const std::string loss_name = compiled.outputs(0).name();
+  const AmpOutputs amp = expose_amp_outputs(compiled);
+  rt::cpu::Executor executor(std::move(compiled));
   const auto& p = executor.plan();
-  if (p.outputs_size() < 1) throw Error("the plan has no output to report as the loss");
-  const std::string loss_name = p.outputs(0).name();
 
   // Everything is checked before the first step: data against the plan's inputs, the
   // checkpoint against its state, and that checkpoints can be written at all.
@@ -122,24 +214,49 @@ void run_train(TrainArgs& args) {
   const int64_t first = progress.step, last = progress.step + args.steps;
   Progress bar(first, last, args.log_every, inputs.batch, ::isatty(STDERR_FILENO));
   const auto start = std::chrono::steady_clock::now();
+  int64_t skipped_steps = 0, consecutive_skips = 0;
   for (int64_t step = first + 1; step <= last; ++step) {
     const auto t0 = std::chrono::steady_clock::now();
-    const auto outputs = executor.run(batcher.next());
+    const auto batch = batcher.next();
+    std::map<std::string, rt::Tensor> before;  // --find-nonfinite re-runs a failing step
+    if (args.find_nonfinite) before = executor.state();
+    const auto outputs = executor.run(batch);
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const float loss = scalar_of(outputs.at(loss_name));
-    if (!std::isfinite(loss))
+    // With the non-finite check compiled in, the plan has already skipped such a step.
+    if (!std::isfinite(loss) && amp.found_inf.empty())
       throw Error("step " + std::to_string(step) + ": the loss is " + std::to_string(loss));
+    const bool skipped = !amp.found_inf.empty() && outputs.at(amp.found_inf).data<bool>()[0];
+    if (args.find_nonfinite && (skipped || !std::isfinite(loss))) {
+      bar.finish();  // end the bar's line; it goes on below
+      std::cerr << "step " << step << (skipped ? " skipped: " : ": ")
+                << diagnose(executor, before, batch, args.seed, step) << '\n';
+    }
+    const double scale = amp.scale.empty() ? 1.0 : scalar_of(outputs.at(amp.scale));
     progress = {step, batcher.position()};
     if (log.is_open()) {
+      nlohmann::ordered_json grad_norm = nullptr;
+      if (!amp.grad_norm.empty()) grad_norm = scalar_of(outputs.at(amp.grad_norm));
       nlohmann::ordered_json j = {{"step", step},
                                   {"loss", loss},
                                   {"lr", lr},
-                                  {"scale", 1.0},
-                                  {"skipped", false},
-                                  {"grad_norm", nullptr},
+                                  {"scale", scale},
+                                  {"skipped", skipped},
+                                  {"grad_norm", grad_norm},
                                   {"samples_per_s", seconds > 0 ? inputs.batch / seconds : 0.0}};
       log << j.dump() << '\n' << std::flush;
+    }
+    skipped_steps += skipped;
+    consecutive_skips = skipped ? consecutive_skips + 1 : 0;
+    if (args.max_consecutive_skips > 0 && consecutive_skips >= args.max_consecutive_skips) {
+      // Skipped steps left the parameters as they were, so running the last batch again
+      // from the current state shows where the values stop being finite.
+      std::string why = diagnose(executor, executor.state(), batch, args.seed, step);
+      for (size_t k; (k = why.find("\n  ")) != std::string::npos;)
+        why.replace(k, 3, why[k - 1] == ':' ? " " : "; ");
+      throw Error(consecutive_skips_message(executor, step, consecutive_skips, loss) +
+                  ". Diagnosis (the last batch run again): " + why);
     }
     bar.step_done(step, loss);
     const bool save_now = args.checkpoint_every > 0 && (step - first) % args.checkpoint_every == 0;
@@ -151,6 +268,12 @@ void run_train(TrainArgs& args) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("trained %lld steps in %.2f s (%.0f samples/s)\n", static_cast<long long>(args.steps),
               wall, static_cast<double>(args.steps * inputs.batch) / wall);
+  if (!amp.found_inf.empty()) {
+    std::printf("loss scaling: %lld of %lld steps skipped (non-finite gradients)",
+                static_cast<long long>(skipped_steps), static_cast<long long>(args.steps));
+    if (const auto s = current_scale(executor)) std::printf(", final scale %g", *s);
+    std::printf("\n");
+  }
   if (!args.checkpoint.empty()) std::printf("checkpoint: %s\n", args.checkpoint.c_str());
   if (eval_data) {
     std::printf("held-out: %s\n",
@@ -191,6 +314,13 @@ void add_train_command(CLI::App& app) {
                   "Continue from a checkpoint of the same plan (state and data position)");
   cmd->add_option("--input-shape", args->input_shapes,
                   "Fix an input's shape: NAME=D0xD1x... (repeatable)");
+  cmd->add_flag("--find-nonfinite", args->find_nonfinite,
+                "Run every skipped step again with a check after each plan step and name the "
+                "ONNX node that first produced a NaN or infinity");
+  cmd->add_option("--max-consecutive-skips", args->max_consecutive_skips,
+                  "Stop with an explanation after K steps in a row skipped for non-finite "
+                  "gradients (default 50; 0: never)")
+      ->check(CLI::NonNegativeNumber);
   add_training_options(cmd, o, args->training);
   cmd->callback([args] { run_train(*args); });
 }

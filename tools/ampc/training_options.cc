@@ -12,6 +12,10 @@ namespace {
 const char* const kTrainingOptionNames[] = {"--loss",         "--freeze",   "--optimizer",
                                             "--lr",           "--momentum", "--nesterov",
                                             "--weight-decay", "--betas",    "--eps"};
+// The loss scaler's options (passes/loss_scaling.h), part of the same training step.
+const char* const kLossScaleOptionNames[] = {
+    "--loss-scale", "--init-scale", "--growth-factor",  "--backoff-factor", "--growth-interval",
+    "--min-scale",  "--max-scale",  "--skip-nonfinite", "--clip-grad-norm", "--log-grad-norm"};
 
 }  // namespace
 
@@ -29,12 +33,49 @@ void add_training_options(CLI::App* cmd, compiler::CompileOptions& o, TrainingOp
   cmd->add_option("--weight-decay", o.optimizer.weight_decay, "Weight decay");
   cmd->add_option("--betas", extra.betas, "Adam betas B1,B2");
   cmd->add_option("--eps", o.optimizer.eps, "Adam epsilon");
+  auto& ls = o.loss_scale;
+  cmd->add_option("--loss-scale", ls.mode,
+                  "dynamic | static:S | none (default: dynamic for fp16, none for bf16 and fp32)");
+  cmd->add_option("--init-scale", ls.init_scale, "Initial dynamic loss scale (default 65536)");
+  cmd->add_option("--growth-factor", ls.growth_factor,
+                  "Scale factor after --growth-interval steps without overflow (default 2)");
+  cmd->add_option("--backoff-factor", ls.backoff_factor,
+                  "Scale factor after a step with non-finite gradients (default 0.5)");
+  cmd->add_option("--growth-interval", ls.growth_interval,
+                  "Steps without overflow before the scale grows (default 2000)");
+  cmd->add_option("--min-scale", extra.min_scale, "Lower bound of the dynamic loss scale");
+  cmd->add_option("--max-scale", extra.max_scale, "Upper bound of the dynamic loss scale");
+  cmd->add_flag("--skip-nonfinite", ls.skip_nonfinite,
+                "Skip steps with non-finite gradients even without loss scaling");
+  cmd->add_option("--clip-grad-norm", ls.clip_grad_norm,
+                  "Clip the gradients' global 2-norm to this value (after unscaling)");
+  cmd->add_flag("--log-grad-norm", ls.log_grad_norm,
+                "Compute the gradients' global norm every step (the log's grad_norm)");
+  // Mixed precision (autocast of the forward graph): also for a forward plan without
+  // --train, so these are not in kTrainingOptionNames.
+  auto& ac = o.autocast;
+  // Checked by passes::parse_precision (an ampc error naming the value).
+  cmd->add_option("--precision", extra.precision, "fp32 | fp16 | bf16 (default fp32)");
+  cmd->add_option("--allow", ac.allow, "Op type to compute in the low precision (repeatable)");
+  cmd->add_option("--deny", ac.deny, "Op type to compute in fp32 (repeatable)");
+  cmd->add_option("--follow", ac.follow,
+                  "Op type to compute in the dtype of its inputs (repeatable)");
+  cmd->add_option("--keep-fp32", ac.keep_fp32,
+                  "Nodes to compute in fp32: node-name glob pattern (repeatable)");
+  cmd->add_option("--policy", ac.policy_file,
+                  "JSON file of precision overrides: {\"allow\": [...], \"deny\": [...], "
+                  "\"follow\": [...], \"keep_fp32\": [...]}");
 }
 
 void finish_training_options(compiler::CompileOptions& o, const TrainingOptions& extra) {
+  o.autocast.precision = passes::parse_precision(extra.precision);
   if (extra.command) {
     for (const char* name : kTrainingOptionNames)
       o.optimizer_options_given |= extra.command->count(name) > 0;
+    for (const char* name : kLossScaleOptionNames)
+      o.optimizer_options_given |= extra.command->count(name) > 0;
+    if (extra.command->count("--min-scale")) o.loss_scale.min_scale = extra.min_scale;
+    if (extra.command->count("--max-scale")) o.loss_scale.max_scale = extra.max_scale;
   }
   if (extra.betas.empty()) return;
   if (std::sscanf(extra.betas.c_str(), "%lf,%lf", &o.optimizer.beta1, &o.optimizer.beta2) != 2) {

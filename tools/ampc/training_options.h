@@ -9,8 +9,10 @@
 namespace ampc::cli {
 
 struct TrainingOptions {
-  std::string betas;                  // "B1,B2"
-  const CLI::App* command = nullptr;  // set by add_training_options: what was given
+  std::string betas;                    // "B1,B2"
+  std::string precision = "fp32";       // --precision fp32|fp16|bf16
+  double min_scale = 0, max_scale = 0;  // --min-scale / --max-scale when given
+  const CLI::App* command = nullptr;    // set by add_training_options: what was given
 };
 
 void add_training_options(CLI::App* cmd, compiler::CompileOptions& options, TrainingOptions& extra);

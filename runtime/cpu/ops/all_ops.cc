@@ -13,6 +13,7 @@ void register_all_cpu_ops(OpRegistry& r) {
   register_reduction_ops(r);
   register_grad_ops(r);
   register_training_optimizer_ops(r);
+  register_amp_ops(r);
 }
 
 }  // namespace ampc::rt::cpu

@@ -15,5 +15,6 @@ void register_reduction_ops(
 void register_grad_ops(OpRegistry& r);  // grad_ops.cc: gradient ops of the "ampc" domain
 // training_optimizers.cc: Adagrad, Momentum, Adam of "ai.onnx.preview.training"
 void register_training_optimizer_ops(OpRegistry& r);
+void register_amp_ops(OpRegistry& r);  // amp_ops.cc: loss-scaler ops of the "ampc" domain
 
 }  // namespace ampc::rt::cpu

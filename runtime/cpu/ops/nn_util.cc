@@ -2,59 +2,27 @@
 
 #include <cmath>
 
+#include "kernels/cpu/elementwise.h"
 #include "runtime/cpu/op_registry.h"
 
 namespace ampc::rt::cpu::nn {
 
+namespace k = kernels::cpu;
+
 Tensor convert_float(const Tensor& t, DType to) {
   Tensor out(to, t.shape());
-  const int64_t n = t.numel();
-  // Read everything as fp32 (exact from 16-bit) or fp64, then store with one rounding.
-  auto read = [&](auto tag) {
-    using F = decltype(tag);
-    std::vector<F> v(static_cast<size_t>(n));
-    switch (t.dtype()) {
-      case DType::kFloat16:
-        for (int64_t i = 0; i < n; ++i) v[i] = half_to_float(t.data<Half>()[i]);
-        break;
-      case DType::kBFloat16:
-        for (int64_t i = 0; i < n; ++i) v[i] = bf16_to_float(t.data<BFloat16>()[i]);
-        break;
-      case DType::kFloat32:
-        for (int64_t i = 0; i < n; ++i) v[i] = static_cast<F>(t.data<float>()[i]);
-        break;
-      case DType::kFloat64:
-        for (int64_t i = 0; i < n; ++i) v[i] = static_cast<F>(t.data<double>()[i]);
-        break;
-      default:
-        throw Error("internal: convert_float from " + t.type_str());
-    }
-    return v;
-  };
-  switch (to) {
-    case DType::kFloat16: {
-      const auto v = read(float{});
-      for (int64_t i = 0; i < n; ++i) out.data<Half>()[i] = float_to_half(v[i]);
-      break;
-    }
-    case DType::kBFloat16: {
-      const auto v = read(float{});
-      for (int64_t i = 0; i < n; ++i) out.data<BFloat16>()[i] = float_to_bf16(v[i]);
-      break;
-    }
-    case DType::kFloat32: {
-      const auto v = read(float{});
-      std::copy(v.begin(), v.end(), out.data<float>());
-      break;
-    }
-    case DType::kFloat64: {
-      const auto v = read(double{});
-      std::copy(v.begin(), v.end(), out.data<double>());
-      break;
-    }
-    default:
-      throw Error("internal: convert_float to " + std::string(dtype_name(to)));
-  }
+  // One pass over the buffer (threaded when large): exact loads, one rounding at the store,
+  // also from fp64 to 16-bit (kernels::cpu::store rounds to odd first, so no double rounding).
+  bool to_ok = true;
+  const bool from_ok = k::visit_dtype<k::kFloats>(t.dtype(), [&](auto from_tag) {
+    using From = typename decltype(from_tag)::type;
+    to_ok = k::visit_dtype<k::kFloats>(to, [&](auto to_tag) {
+      using To = typename decltype(to_tag)::type;
+      k::unary_map(t.data<From>(), out.data<To>(), t.numel(), [](auto v) { return v; });
+    });
+  });
+  if (!from_ok) throw Error("internal: convert_float from " + t.type_str());
+  if (!to_ok) throw Error("internal: convert_float to " + std::string(dtype_name(to)));
   return out;
 }
 
@@ -80,6 +48,7 @@ void run_widened(OpContext& ctx, OpFn op, const std::vector<int>& out_like) {
   for (int i = 0; i < ctx.num_outputs(); ++i)
     outputs[i] = ctx.has_output(i) ? &results[i] : nullptr;
   OpContext inner(ctx.step(), std::move(inputs), std::move(outputs));
+  inner.set_random_key(ctx.random_key());
   op(inner);
 
   for (int i = 0; i < ctx.num_outputs(); ++i) {

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "runtime/cpu/ops/nn_util.h"
 #include "runtime/cpu/ops/tensor_common.h"
 
 namespace ampc::rt::cpu {
@@ -312,15 +313,26 @@ void compress_op(OpContext& ctx) {
   });
 }
 
+// Scatter with a reduction on 16-bit data accumulates in fp32 and rounds once per element
+// (amp-semantics.md section 1): an embedding gradient (ScatterND, add) with a repeated token
+// then equals its fp32 twin rounded, instead of rounding after every addition.
+template <nn::OpFn op>
+void scatter_accumulating_op(OpContext& ctx) {
+  const DType t = ctx.in(0).dtype();
+  const bool low = t == DType::kFloat16 || t == DType::kBFloat16;
+  if (low && ctx.attr_string("reduction", "none") != "none") return nn::run_widened(ctx, op);
+  op(ctx);
+}
+
 }  // namespace
 
 void register_tensor_indexing(OpRegistry& r) {
   r.add("Gather", gather_op);
   r.add("GatherElements", gather_elements_op);
   r.add("GatherND", gather_nd_op);
-  r.add("ScatterElements", scatter_elements_op);
+  r.add("ScatterElements", scatter_accumulating_op<scatter_elements_op>);
   r.add("Scatter", scatter_elements_op);
-  r.add("ScatterND", scatter_nd_op);
+  r.add("ScatterND", scatter_accumulating_op<scatter_nd_op>);
   r.add("OneHot", one_hot_op);
   r.add("Compress", compress_op);
 }

@@ -1,0 +1,381 @@
+#include "passes/autocast.h"
+
+#include <onnx/defs/schema.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "base/error.h"
+#include "passes/cast_cleanup.h"
+#include "passes/precision_policy.h"
+
+namespace ampc::passes {
+namespace {
+
+// The wider of two float dtypes; fp16 and bf16 meet in fp32 (neither holds the other).
+DType widest(DType a, DType b) {
+  if (a == b || b == DType::kUndefined) return a;
+  if (a == DType::kUndefined) return b;
+  if (a == DType::kFloat64 || b == DType::kFloat64) return DType::kFloat64;
+  return DType::kFloat32;
+}
+
+std::string_view onnx_type_str(DType t) {
+  switch (t) {
+    case DType::kFloat16:
+      return "tensor(float16)";
+    case DType::kBFloat16:
+      return "tensor(bfloat16)";
+    case DType::kFloat64:
+      return "tensor(double)";
+    default:
+      return "tensor(float)";
+  }
+}
+
+// The type string of formal input/output `i` ("T", "T1", or a fixed "tensor(int64)"); the
+// last formal parameter covers the rest when it is variadic.
+std::string formal_type(const std::vector<onnx::OpSchema::FormalParameter>& params, size_t i) {
+  if (params.empty()) return {};
+  if (i >= params.size() && params.back().GetOption() != onnx::OpSchema::Variadic) return {};
+  return params[std::min(i, params.size() - 1)].GetTypeStr();
+}
+
+const onnx::OpSchema::TypeConstraintParam* constraint(const onnx::OpSchema& s,
+                                                      const std::string& type_str) {
+  for (const auto& c : s.typeConstraintParams()) {
+    if (c.type_param_str == type_str) return &c;
+  }
+  return nullptr;
+}
+
+bool allows(const onnx::OpSchema& s, const std::string& type_str, DType t) {
+  const auto* c = constraint(s, type_str);
+  if (!c) return type_str == onnx_type_str(t);
+  return std::find(c->allowed_type_strs.begin(), c->allowed_type_strs.end(),
+                   std::string(onnx_type_str(t))) != c->allowed_type_strs.end();
+}
+
+int64_t static_numel(const ir::TensorType& t) {
+  if (!t.shape) return -1;
+  int64_t n = 1;
+  for (int64_t d : *t.shape) {
+    if (d < 0) return -1;
+    n *= d;
+  }
+  return n;
+}
+
+// Ops that only move elements: casting their input or their output is the same.
+bool is_layout_op(const std::string& op) {
+  return op == "Transpose" || op == "Reshape" || op == "Flatten" || op == "Squeeze" ||
+         op == "Unsqueeze" || op == "Identity";
+}
+
+// A constant of the compiler or the model's graph (not a parameter) with one element.
+bool is_weak_constant(const ir::Value& v) {
+  return v.is_initializer() && !v.from_model && v.initializer->numel() == 1;
+}
+
+class Autocaster {
+ public:
+  Autocaster(ir::Model& model, const AutocastOptions& options)
+      : model_(model),
+        g_(*model.graph),
+        policy_(options),
+        low_(precision_dtype(options.precision)) {
+    for (const auto& v : g_.values) names_.insert(v->name);
+    for (const auto& n : g_.nodes) names_.insert(n->name);
+    report_.precision = precision_name(options.precision);
+  }
+
+  AutocastReport run() {
+    std::vector<ir::Node*> original;
+    for (const auto& n : g_.nodes) original.push_back(n.get());
+    for (ir::Node* n : original) {
+      process(*n);
+      order_.push_back(n);
+    }
+    restore_outputs();
+    // Inserted Casts were appended to the graph; put every node where order_ says.
+    std::map<const ir::Node*, size_t> position;
+    for (size_t i = 0; i < order_.size(); ++i) position[order_[i]] = i;
+    std::stable_sort(g_.nodes.begin(), g_.nodes.end(), [&](const auto& a, const auto& b) {
+      return position.at(a.get()) < position.at(b.get());
+    });
+    return std::move(report_);
+  }
+
+ private:
+  std::string fresh(const std::string& base) {
+    std::string name = base;
+    for (int i = 1; names_.count(name); ++i) name = base + "_" + std::to_string(i);
+    names_.insert(name);
+    return name;
+  }
+
+  void set_input(ir::Node& n, size_t i, ir::Value* v) {
+    ir::Value* old = n.inputs[i];
+    std::erase_if(old->uses, [&](const ir::Use& u) {
+      return u.node == &n && u.input_index == static_cast<int>(i);
+    });
+    n.inputs[i] = v;
+    v->uses.push_back({&n, static_cast<int>(i)});
+  }
+
+  // `v` as dtype `to`: one Cast per (value, dtype), shared by every consumer, placed before
+  // its first consumer. Casting an inserted Cast's result back gives its source.
+  ir::Value* cast_to(ir::Value* v, DType to) {
+    if (v->type.dtype == to) return v;
+    if (auto s = source_.find(v); s != source_.end() && s->second->type.dtype == to)
+      return s->second;
+    auto key = std::make_pair(v, to);
+    if (auto it = cache_.find(key); it != cache_.end()) return it->second;
+    const std::string suffix = "_" + std::string(dtype_name(to));
+    ir::Value* out = g_.add_value(fresh(v->name + suffix), {to, v->type.shape});
+    ir::Node* c = g_.add_node("Cast", {v}, {out}, fresh("autocast/" + v->name + suffix));
+    c->attributes.push_back(ir::Attribute::make_int("to", static_cast<int64_t>(to)));
+    order_.push_back(c);
+    cache_[key] = out;
+    source_[out] = v;
+    record_cast(*c, *v, to);
+    return out;
+  }
+
+  void record_cast(const ir::Node& c, const ir::Value& v, DType to) {
+    const int64_t numel = static_numel(v.type);
+    const int64_t bytes =
+        numel < 0 ? -1 : numel * static_cast<int64_t>(dtype_size(v.type.dtype) + dtype_size(to));
+    report_.casts.push_back(
+        {c.name, v.name, v.type.dtype, to, numel, bytes, v.is_initializer() && v.from_model});
+  }
+
+  void set_output_dtype(ir::Value* v, DType t) {
+    if (v->type.dtype == t) return;
+    original_.try_emplace(v, v->type.dtype);
+    v->type.dtype = t;
+  }
+
+  void decide(const ir::Node& n, DType dtype, std::string rule) {
+    report_.nodes.push_back({n.label(), n.op_type, dtype, std::move(rule)});
+  }
+
+  // Whether `n` computes in the low dtype once autocast decides: an ALLOW op whose schema
+  // has the low dtype for its float inputs.
+  bool computes_low(const ir::Node& n) const {
+    if (policy_.classify(n).op_class != OpClass::kAllow) return false;
+    const auto version = model_.opset_version(n.domain);
+    const onnx::OpSchema* schema =
+        version ? onnx::OpSchemaRegistry::Schema(n.op_type, static_cast<int>(*version)) : nullptr;
+    if (!schema) return false;
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      const ir::Value* v = n.inputs[i];
+      if (v && is_float(v->type.dtype))
+        return allows(*schema, formal_type(schema->inputs(), i), low_);
+    }
+    return false;
+  }
+
+  // Whether every result of the layout op `n` is read only by ops that compute in the low
+  // dtype (directly or through further layout ops).
+  bool only_low_readers(const ir::Node& n) const {
+    for (const ir::Value* out : n.outputs) {
+      if (!out) continue;
+      if (out->uses.empty() || is_pinned_value(model_, out)) return false;
+      for (const ir::Use& u : out->uses) {
+        const bool layout =
+            is_layout_op(u.node->op_type) && policy_.classify(*u.node).op_class == OpClass::kFollow;
+        if (layout ? !only_low_readers(*u.node) : !computes_low(*u.node)) return false;
+      }
+    }
+    return true;
+  }
+
+  // KEEP: the node sees its inputs in the dtypes the model gave them.
+  void keep(ir::Node& n, std::string rule) {
+    if (n.op_type != "Cast") {  // a Cast reads any type and its result type is its `to`
+      for (size_t i = 0; i < n.inputs.size(); ++i) {
+        ir::Value* v = n.inputs[i];
+        if (!v) continue;
+        if (auto it = original_.find(v); it != original_.end())
+          set_input(n, i, cast_to(v, it->second));
+      }
+    }
+    const ir::Attribute* to = n.op_type == "Cast" ? n.attr("to") : nullptr;
+    decide(n, to ? static_cast<DType>(to->i) : DType::kUndefined, std::move(rule));
+  }
+
+  void process(ir::Node& n) {
+    PolicyDecision d = policy_.classify(n);
+    const auto version = model_.opset_version(n.domain);
+    const onnx::OpSchema* schema =
+        version ? onnx::OpSchemaRegistry::Schema(n.op_type, static_cast<int>(*version),
+                                                 n.domain == "ai.onnx" ? "" : n.domain)
+                : nullptr;
+    if (d.op_class == OpClass::kKeep) return keep(n, std::move(d.rule));
+    if (!schema) return keep(n, "KEEP (no schema)");
+
+    // The type parameter of the first float input whose type is a parameter: the inputs
+    // and outputs that share it are what the node computes in. Other float parameters
+    // (BatchNormalization's T1/T2, Dropout's ratio) keep their dtype.
+    std::string param;
+    // PyTorch's promotion rule: a one-element constant (a scale, an epsilon) does not
+    // widen a computation, so x_fp16 * 0.125 stays fp16; it is cast to the result instead.
+    DType current = DType::kUndefined, weak = DType::kUndefined;
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      const ir::Value* v = n.inputs[i];
+      if (!v || !is_float(v->type.dtype)) continue;
+      const std::string t = formal_type(schema->inputs(), i);
+      if (!constraint(*schema, t)) continue;
+      if (param.empty()) param = t;
+      if (t != param) continue;
+      if (is_weak_constant(*v)) {
+        weak = widest(weak, v->type.dtype);
+      } else {
+        current = widest(current, v->type.dtype);
+      }
+    }
+    if (param.empty()) return decide(n, DType::kUndefined, "KEEP (no float inputs)");
+    if (current == DType::kUndefined) current = weak;
+
+    DType target = current;
+    if (current == DType::kFloat64) {
+      d.rule += "; float64 left as it is";
+    } else if (d.op_class == OpClass::kAllow) {
+      target = low_;
+    } else if (d.op_class == OpClass::kDeny) {
+      target = DType::kFloat32;
+    }
+    if (d.op_class == OpClass::kFollow && target == DType::kFloat32 && is_layout_op(n.op_type) &&
+        only_low_readers(n)) {
+      // Casting before a pure data movement is the same as after it; done before, the Cast
+      // reads the parameter itself (a transposed weight): one Cast per parameter, and its
+      // backward hands the fp32 master an fp32 gradient.
+      target = low_;
+      d.rule += "; " + std::string(dtype_name(low_)) + ": only " + std::string(dtype_name(low_)) +
+                " ops read it";
+    }
+    if (n.op_type == "BatchNormalization" && *version < 15 && target != DType::kFloat64) {
+      target = DType::kFloat32;
+      d.rule = "fp32 (BatchNormalization below opset 15)";
+      if (!bn_noted_) {
+        report_.notes.push_back(
+            "opset " + std::to_string(*version) +
+            " < 15: BatchNormalization's scale/bias/mean/var must have X's type, so "
+            "BatchNormalization keeps X in fp32");
+        bn_noted_ = true;
+      }
+    }
+    if (!allows(*schema, param, target)) {
+      d.rule += "; fp32: opset " + std::to_string(*version) + " " + n.op_type + " has no " +
+                std::string(dtype_name(target));
+      target = DType::kFloat32;
+    }
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      ir::Value* v = n.inputs[i];
+      if (!v || !is_float(v->type.dtype) || formal_type(schema->inputs(), i) != param) continue;
+      if (v->type.dtype != target) set_input(n, i, cast_to(v, target));
+    }
+    for (size_t i = 0; i < n.outputs.size(); ++i) {
+      ir::Value* v = n.outputs[i];
+      if (v && is_float(v->type.dtype) && formal_type(schema->outputs(), i) == param)
+        set_output_dtype(v, target);
+    }
+    decide(n, target, std::move(d.rule));
+  }
+
+  // Graph outputs (the loss) and state-update sources keep the dtype the model gave them:
+  // the producer writes a new low value, and a Cast back up writes the original.
+  void restore_outputs() {
+    std::vector<ir::Value*> keep = g_.outputs;
+    for (const auto& u : model_.state_updates) keep.push_back(u.source);
+    for (ir::Value* v : keep) {
+      auto it = original_.find(v);
+      if (it == original_.end() || v->type.dtype == it->second || !v->producer) continue;
+      ir::Value* low =
+          g_.add_value(fresh(v->name + "_" + std::string(dtype_name(v->type.dtype))), v->type);
+      ir::Node* producer = v->producer;
+      producer->outputs[v->producer_output] = low;
+      low->producer = producer;
+      low->producer_output = v->producer_output;
+      low->uses = std::move(v->uses);
+      v->uses.clear();
+      for (const ir::Use& u : low->uses) u.node->inputs[u.input_index] = low;
+      v->type.dtype = it->second;
+      original_.erase(it);
+      ir::Node* c = g_.add_node("Cast", {low}, {v}, fresh("autocast/" + v->name + "_restore"));
+      c->attributes.push_back(ir::Attribute::make_int("to", static_cast<int64_t>(v->type.dtype)));
+      order_.push_back(c);
+      record_cast(*c, *low, v->type.dtype);
+    }
+  }
+
+  ir::Model& model_;
+  ir::Graph& g_;
+  PrecisionPolicy policy_;
+  DType low_;
+  AutocastReport report_;
+  std::set<std::string> names_;
+  std::vector<ir::Node*> order_;
+  std::map<std::pair<ir::Value*, DType>, ir::Value*> cache_;
+  std::map<ir::Value*, ir::Value*> source_;  // inserted Cast result -> the value it casts
+  std::map<ir::Value*, DType> original_;     // node results whose dtype the pass changed
+  bool bn_noted_ = false;
+};
+
+}  // namespace
+
+std::string_view precision_name(Precision p) {
+  switch (p) {
+    case Precision::kFP16:
+      return "fp16";
+    case Precision::kBF16:
+      return "bf16";
+    default:
+      return "fp32";
+  }
+}
+
+Precision parse_precision(std::string_view name) {
+  if (name == "fp32") return Precision::kFP32;
+  if (name == "fp16") return Precision::kFP16;
+  if (name == "bf16") return Precision::kBF16;
+  throw Error("unknown precision '" + std::string(name) + "' (expected fp32, fp16 or bf16)");
+}
+
+DType precision_dtype(Precision p) {
+  switch (p) {
+    case Precision::kFP16:
+      return DType::kFloat16;
+    case Precision::kBF16:
+      return DType::kBFloat16;
+    default:
+      return DType::kFloat32;
+  }
+}
+
+int64_t AutocastReport::total_cast_bytes() const {
+  int64_t total = 0;
+  for (const auto& c : casts) total += std::max<int64_t>(c.bytes_moved, 0);
+  return total;
+}
+
+AutocastReport apply_autocast(ir::Model& model, const AutocastOptions& options) {
+  // The policy is built (and overrides checked) even for fp32, so a bad --deny is an error
+  // whatever the precision.
+  Autocaster pass(model, options);
+  if (options.precision != Precision::kFP32 && !model.state_updates.empty()) {
+    throw Error("--precision " + std::string(precision_name(options.precision)) +
+                ": the model already holds its training step (ONNX training format); "
+                "autocast applies to a forward graph before differentiation");
+  }
+  if (options.precision == Precision::kFP32) {
+    AutocastReport r;
+    r.precision = "fp32";
+    return r;
+  }
+  return pass.run();
+}
+
+}  // namespace ampc::passes

@@ -1,0 +1,47 @@
+// The precision policy: which class each ONNX op of the default domain belongs to
+// (../shared/amp-semantics.md section 2, one table in precision_policy.cc), with the
+// user's overrides (--allow/--deny/--follow/--keep-fp32/--policy) applied on top.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "compiler/ir/graph.h"
+#include "passes/autocast.h"
+
+namespace ampc::passes {
+
+enum class OpClass {
+  kAllow,   // compute in the low dtype; float inputs cast down
+  kDeny,    // compute in fp32; float inputs cast up
+  kFollow,  // compute in the widest dtype of the float inputs
+  kKeep,    // untouched (explicit Casts, other domains, subgraph-carrying ops)
+};
+
+std::string_view op_class_name(OpClass c);  // "ALLOW", "DENY", "FOLLOW", "KEEP"
+
+struct PolicyDecision {
+  OpClass op_class;
+  std::string rule;  // why: "ALLOW (table)", "DENY (--deny MatMul)", "fp32 (--keep-fp32 'x*')"
+};
+
+class PrecisionPolicy {
+ public:
+  // Reads options.policy_file (if any) and checks every override: an op that is not an
+  // operator of the default ONNX domain, or one listed in two classes, is an ampc::Error
+  // naming it.
+  explicit PrecisionPolicy(const AutocastOptions& options);
+
+  // The class of a node; nodes pinned by a --keep-fp32 pattern are DENY with that rule.
+  PolicyDecision classify(const ir::Node& node) const;
+
+  // The class the table gives an op type of the default domain (no overrides).
+  static OpClass table_class(const std::string& op_type);
+
+ private:
+  std::map<std::string, PolicyDecision> overrides_;  // op type -> forced class and its rule
+  std::vector<std::string> keep_fp32_;
+};
+
+}  // namespace ampc::passes

@@ -1,0 +1,120 @@
+#include "runtime/cpu/nonfinite_search.h"
+
+#include <cmath>
+#include <cstdio>
+
+#include "base/error.h"
+#include "base/half.h"
+
+namespace ampc::rt::cpu {
+namespace {
+
+double element(const Tensor& t, int64_t i) {
+  switch (t.dtype()) {
+    case DType::kFloat32:
+      return t.data<float>()[i];
+    case DType::kFloat64:
+      return t.data<double>()[i];
+    case DType::kFloat16:
+      return half_to_float(t.data<Half>()[i]);
+    default:
+      return bf16_to_float(t.data<BFloat16>()[i]);
+  }
+}
+
+TensorMagnitude measure(const std::string& name, const Tensor& t) {
+  TensorMagnitude m{name, t.type_str()};
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    const double v = element(t, i);
+    if (std::isnan(v)) {
+      ++m.nan;
+    } else if (std::isinf(v)) {
+      ++m.inf;
+    } else {
+      m.max_abs = std::max(m.max_abs, std::abs(v));
+    }
+  }
+  return m;
+}
+
+std::string phase_of(const std::string& node) {
+  if (node.rfind("grad/", 0) == 0) return "backward";
+  if (node.rfind("optimizer/", 0) == 0 || node.rfind("amp/", 0) == 0) return "optimizer";
+  return "forward";
+}
+
+// Thrown by the observer to stop the run at the origin.
+struct Found {};
+
+}  // namespace
+
+std::optional<NonFiniteOrigin> find_nonfinite_origin(Executor& exec,
+                                                     const std::map<std::string, Tensor>& inputs) {
+  const plan::Plan& p = exec.plan();
+  for (const auto& [name, t] : inputs) {
+    if (!is_float(t.dtype())) continue;
+    const TensorMagnitude m = measure(name, t);
+    if (m.nan || m.inf) return NonFiniteOrigin{-1, "", "", "input", m, {}};
+  }
+  for (const auto& [name, t] : exec.state()) {
+    if (!is_float(t.dtype())) continue;
+    const TensorMagnitude m = measure(name, t);
+    if (m.nan || m.inf) return NonFiniteOrigin{-1, "", "", "state", m, {}};
+  }
+
+  std::optional<NonFiniteOrigin> origin;
+  exec.set_step_observer([&](int index, const std::vector<const Tensor*>& ins,
+                             const std::vector<const Tensor*>& outs) {
+    const plan::Step& s = p.steps(index);
+    std::vector<TensorMagnitude> in_m;
+    bool in_nan = false, in_nonfinite = false;
+    for (size_t k = 0; k < ins.size(); ++k) {
+      if (!ins[k] || !is_float(ins[k]->dtype())) continue;
+      in_m.push_back(measure(p.buffers(s.inputs(static_cast<int>(k))).name(), *ins[k]));
+      in_nan |= in_m.back().nan > 0;
+      in_nonfinite |= in_m.back().nan > 0 || in_m.back().inf > 0;
+    }
+    for (size_t k = 0; k < outs.size(); ++k) {
+      if (!outs[k] || !is_float(outs[k]->dtype())) continue;
+      const TensorMagnitude m = measure(p.buffers(s.outputs(static_cast<int>(k))).name(), *outs[k]);
+      const bool produced = (m.nan && !in_nan) || (m.inf && !in_nonfinite);
+      if (!produced) continue;
+      const std::string node = s.source_nodes_size() ? s.source_nodes(0) : "";
+      origin = NonFiniteOrigin{
+          index,          node, (s.domain().empty() ? "" : s.domain() + ".") + s.op(),
+          phase_of(node), m,    in_m};
+      throw Found{};
+    }
+  });
+  try {
+    exec.run(inputs);
+  } catch (const Found&) {
+  } catch (...) {
+    exec.set_step_observer(nullptr);
+    throw;
+  }
+  exec.set_step_observer(nullptr);
+  return origin;
+}
+
+std::string describe(const NonFiniteOrigin& o) {
+  auto magnitude = [](const TensorMagnitude& m) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "max |x| %.4g", m.max_abs);
+    std::string s = m.name + " " + m.type + ": " + buf;
+    if (m.nan) s += ", " + std::to_string(m.nan) + " NaN";
+    if (m.inf) s += ", " + std::to_string(m.inf) + " inf";
+    return s;
+  };
+  if (o.step < 0) {
+    return "the " + o.phase + " '" + o.value.name + "' already holds non-finite values (" +
+           magnitude(o.value) + ")";
+  }
+  std::string s = "first non-finite value: " + o.phase + " node '" + o.node + "' (" + o.op +
+                  ") produced " + magnitude(o.value);
+  s += o.inputs.empty() ? " from no float inputs" : " from inputs:";
+  for (const auto& in : o.inputs) s += "\n  " + magnitude(in);
+  return s;
+}
+
+}  // namespace ampc::rt::cpu

@@ -1,0 +1,167 @@
+// The loss scaler's CPU ops of the "ampc" domain (runtime/cpu/ops/amp_ops.cc) on hand-built
+// steps: UnscaleCheck (unscale + found_inf), UpdateScale (torch's _amp_update_scale_ rule
+// and ampc's bounds), ClipGradNorm (clip_grad_norm_), and their refusals.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "base/error.h"
+#include "runtime/cpu/op_registry.h"
+#include "tests/unit/op_test_helpers.h"
+
+namespace ampc::rt::cpu {
+namespace {
+
+using optest::attr_f;
+using optest::attr_i;
+using optest::make;
+using optest::values;
+
+std::vector<Tensor> run_amp(const std::string& op, const std::vector<Tensor>& inputs,
+                            const std::vector<plan::Attribute>& attrs, int num_outputs) {
+  plan::Step step;
+  step.set_op(op);
+  step.set_domain("ampc");
+  step.set_opset_version(1);
+  step.add_source_nodes("test_node");
+  for (const auto& a : attrs) *step.add_attributes() = a;
+  std::vector<const Tensor*> in;
+  for (const auto& t : inputs) in.push_back(&t);
+  std::vector<Tensor> out(num_outputs);
+  std::vector<Tensor*> out_ptrs;
+  for (auto& t : out) out_ptrs.push_back(&t);
+  const CpuOp* fn = OpRegistry::instance().find(op, "ampc");
+  if (!fn) throw Error("no CPU kernel for ampc." + op);
+  OpContext ctx(step, in, out_ptrs);
+  (*fn)(ctx);
+  return out;
+}
+
+Tensor f32(float v) {
+  return make(DType::kFloat32, {}, {v});
+}
+Tensor i32(int32_t v) {
+  return make(DType::kInt32, {}, {static_cast<double>(v)});
+}
+Tensor flag(bool v) {
+  Tensor t(DType::kBool, {});
+  t.data<bool>()[0] = v;
+  return t;
+}
+bool flag_of(const Tensor& t) {
+  return t.data<bool>()[0];
+}
+float f32_of(const Tensor& t) {
+  return t.data<float>()[0];
+}
+int32_t i32_of(const Tensor& t) {
+  return t.data<int32_t>()[0];
+}
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+TEST(UnscaleCheck, UnscalesEveryGradientAndReportsFinite) {
+  const float inv = static_cast<float>(1.0 / 65536.0);
+  const auto out = run_amp("UnscaleCheck",
+                           {f32(inv), make(DType::kFloat32, {2, 2}, {65536, -131072, 3, 0}),
+                            make(DType::kFloat64, {3}, {1, 2, 4})},
+                           {}, 3);
+  EXPECT_FALSE(flag_of(out[0]));
+  EXPECT_EQ(out[0].shape(), std::vector<int64_t>{});
+  EXPECT_EQ(values(out[1]), (std::vector<double>{1, -2, 3.0f * inv, 0}));
+  EXPECT_EQ(out[2].dtype(), DType::kFloat64);
+  EXPECT_EQ(values(out[2]), (std::vector<double>{inv, 2.0 * inv, 4.0 * inv}));
+}
+
+TEST(UnscaleCheck, FindsInfAndNanInAnyGradient) {
+  for (float bad : {kInf, -kInf, std::numeric_limits<float>::quiet_NaN()}) {
+    const auto out = run_amp(
+        "UnscaleCheck",
+        {f32(0.5f), make(DType::kFloat32, {2}, {1, 2}), make(DType::kFloat32, {3}, {1, bad, 3})},
+        {}, 3);
+    EXPECT_TRUE(flag_of(out[0])) << bad;
+    EXPECT_EQ(values(out[1]), (std::vector<double>{0.5, 1}));
+  }
+}
+
+TEST(UnscaleCheck, SixteenBitGradientsComputeInFp32AndRoundOnce) {
+  // 3 * (1/3 in fp32) rounds to 1.0 in fp16 once; a fp16 overflow value (65504 * 2) is inf.
+  const float third = static_cast<float>(1.0 / 3.0);
+  const auto out = run_amp(
+      "UnscaleCheck",
+      {f32(third), make(DType::kFloat16, {2}, {3, 6}), make(DType::kBFloat16, {1}, {3})}, {}, 3);
+  EXPECT_FALSE(flag_of(out[0]));
+  EXPECT_EQ(values(out[1]), (std::vector<double>{half_to_float(float_to_half(3 * third)),
+                                                 half_to_float(float_to_half(6 * third))}));
+  EXPECT_EQ(values(out[2]), (std::vector<double>{bf16_to_float(float_to_bf16(3 * third))}));
+  const auto inf16 = run_amp("UnscaleCheck", {f32(1), make(DType::kFloat16, {1}, {kInf})}, {}, 2);
+  EXPECT_TRUE(flag_of(inf16[0]));
+}
+
+TEST(UnscaleCheck, RefusesABadInvScaleOrOutputCount) {
+  EXPECT_THROW(run_amp("UnscaleCheck", {make(DType::kFloat64, {}, {1}), f32(1)}, {}, 2), Error);
+  EXPECT_THROW(run_amp("UnscaleCheck", {f32(1), f32(1)}, {}, 3), Error);
+}
+
+// One UpdateScale call with the given attributes.
+std::pair<float, int32_t> update(float scale, int32_t tracker, bool found_inf,
+                                 std::vector<plan::Attribute> attrs = {}) {
+  const auto out = run_amp("UpdateScale", {f32(scale), i32(tracker), flag(found_inf)}, attrs, 2);
+  return {f32_of(out[0]), i32_of(out[1])};
+}
+
+TEST(UpdateScale, FollowsTorchsRule) {
+  const std::vector<plan::Attribute> a = {attr_f("growth_factor", 2), attr_f("backoff_factor", 0.5),
+                                          attr_i("growth_interval", 3)};
+  EXPECT_EQ(update(65536, 0, false, a), std::make_pair(65536.0f, 1));
+  EXPECT_EQ(update(65536, 1, false, a), std::make_pair(65536.0f, 2));
+  EXPECT_EQ(update(65536, 2, false, a), std::make_pair(131072.0f, 0));  // grows, resets
+  EXPECT_EQ(update(65536, 2, true, a), std::make_pair(32768.0f, 0));    // backs off, resets
+  // A growth that overflows fp32 is not applied, but the tracker still resets.
+  EXPECT_EQ(update(std::ldexp(1.0f, 127), 2, false, a), std::make_pair(std::ldexp(1.0f, 127), 0));
+  // Defaults: 2, 0.5, 2000.
+  EXPECT_EQ(update(1024, 1998, false), std::make_pair(1024.0f, 1999));
+  EXPECT_EQ(update(1024, 1999, false), std::make_pair(2048.0f, 0));
+  EXPECT_EQ(update(1024, 1999, true), std::make_pair(512.0f, 0));
+  // torch has no floor: the scale keeps halving.
+  EXPECT_EQ(update(std::ldexp(1.0f, -149), 0, true).first, 0.0f);
+}
+
+TEST(UpdateScale, HonoursTheOptionalBounds) {
+  const std::vector<plan::Attribute> a = {attr_i("growth_interval", 1), attr_f("min_scale", 256),
+                                          attr_f("max_scale", 4096)};
+  EXPECT_EQ(update(256, 0, true, a), std::make_pair(256.0f, 0));
+  EXPECT_EQ(update(300, 0, true, a), std::make_pair(256.0f, 0));
+  EXPECT_EQ(update(4096, 0, false, a), std::make_pair(4096.0f, 0));
+  EXPECT_EQ(update(3000, 0, false, a), std::make_pair(4096.0f, 0));
+  EXPECT_EQ(update(1024, 0, false, a), std::make_pair(2048.0f, 0));
+}
+
+TEST(ClipGradNorm, ClipsLikeTorch) {
+  // Norms 5 and 12: total 13.
+  const auto out = run_amp("ClipGradNorm",
+                           {make(DType::kFloat32, {2}, {3, 4}), make(DType::kFloat64, {1}, {12})},
+                           {attr_f("max_norm", 6.5f)}, 3);
+  EXPECT_EQ(f32_of(out[0]), 13.0f);
+  const float coef = 6.5f / (13.0f + 1e-6f);
+  EXPECT_EQ(values(out[1]), (std::vector<double>{3 * coef, 4 * coef}));
+  EXPECT_EQ(values(out[2]), (std::vector<double>{12.0 * static_cast<double>(coef)}));
+  // Below the threshold the coefficient is clamped to 1: the gradients are unchanged.
+  const auto same =
+      run_amp("ClipGradNorm", {make(DType::kFloat32, {2}, {3, 4})}, {attr_f("max_norm", 100)}, 2);
+  EXPECT_EQ(values(same[1]), (std::vector<double>{3, 4}));
+}
+
+TEST(ClipGradNorm, MeasuresOnlyWithoutMaxNorm) {
+  const auto out =
+      run_amp("ClipGradNorm",
+              {make(DType::kFloat32, {2}, {3, 4}), make(DType::kFloat32, {1}, {12})}, {}, 1);
+  EXPECT_EQ(f32_of(out[0]), 13.0f);
+  EXPECT_THROW(run_amp("ClipGradNorm", {make(DType::kFloat32, {1}, {1})}, {}, 2), Error);
+  const auto inf = run_amp("ClipGradNorm", {make(DType::kFloat32, {1}, {kInf})}, {}, 1);
+  EXPECT_TRUE(std::isinf(f32_of(inf[0])));
+}
+
+}  // namespace
+}  // namespace ampc::rt::cpu
