@@ -3,10 +3,8 @@
 //   by 1e-7, so the gradient reaching the fp16 MatMul is about 1e-9, below fp16's smallest
 //   subnormal (5.96e-8). Without scaling it flushes to zero and the weights keep their exact
 //   bits; with dynamic scaling the model trains like fp32.
-// - Convergence: the mlp on the digits in fp16 and bf16 reaches the fp32 held-out accuracy
-//   within 2 points and a final training loss within 25% of fp32's over the same steps
-//   (the rounding model perturbs every step, so exact agreement is not expected; 600 steps
-//   of Adam leave all three runs near 99% held-out accuracy and a loss of a few 0.01).
+// - Convergence: mlp, cnn and gpt in fp16 and bf16 reach the fp32 result over the same steps
+//   (bounds at the test).
 // - `--find-nonfinite` names the node of a model built to overflow there, and the guard
 //   (--max-consecutive-skips) stops with that diagnosis.
 // - fp16 parameters without fp32 masters are refused, as torch refuses to unscale them.
@@ -195,14 +193,22 @@ onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]), sys.argv[1])
   EXPECT_FALSE(std::filesystem::exists(dir / "half.plan"));
 }
 
-// Held-out accuracy and the last 20 steps' mean loss of the mlp on the digits.
-std::pair<double, double> mlp_result(const TempDir& dir, const std::string& precision) {
-  const auto log = dir / (precision + ".jsonl");
-  const std::string out =
-      expect_success({"train", source_path("models/mlp.onnx").string(), "--data",
-                      source_path("models/data/digits.npz").string(), "--holdout", "0.2", "--steps",
-                      "600", "--optimizer", "adam", "--lr", "1e-3", "--shuffle", "--seed", "1",
-                      "--precision", precision, "--log", log.string()});
+struct TrainingRun {
+  const char* model;
+  const char* data;
+  const char* steps;
+  const char* lr;
+};
+
+// Held-out accuracy and the last 20 steps' mean training loss of `run` in `precision`.
+std::pair<double, double> train_result(const TempDir& dir, const TrainingRun& run,
+                                       const std::string& precision) {
+  const auto log = dir / (std::string(run.model) + "." + precision + ".jsonl");
+  const std::string out = expect_success(
+      {"train", source_path(std::string("models/") + run.model + ".onnx").string(), "--data",
+       source_path(std::string("models/data/") + run.data).string(), "--holdout", "0.2", "--steps",
+       run.steps, "--optimizer", "adam", "--lr", run.lr, "--shuffle", "--seed", "1", "--precision",
+       precision, "--log", log.string()});
   std::smatch m;
   EXPECT_TRUE(std::regex_search(out, m, std::regex("accuracy ([0-9.]+)%"))) << out;
   const auto lines = read_log(log);
@@ -212,14 +218,24 @@ std::pair<double, double> mlp_result(const TempDir& dir, const std::string& prec
   return {m.empty() ? 0.0 : std::stod(m[1]), last};
 }
 
-TEST(MixedPrecisionConvergence, MlpInFp16AndBf16ReachesTheFp32Result) {
+// fp16 and bf16 reach the fp32 result of the same run: held-out accuracy within 2 points
+// (3 for the gpt, whose accuracy is per token over a short run), mean training loss of the
+// last 20 steps within 25% (+0.01). The 16-bit rounding perturbs every step, so the
+// trajectories drift apart; these bounds are several times the drift measured with
+// scripts/bench_precision.py and far below the gap to an untrained model.
+TEST(MixedPrecisionConvergence, ExampleModelsInFp16AndBf16ReachTheFp32Result) {
   TempDir dir;
-  const auto [acc32, loss32] = mlp_result(dir, "fp32");
-  for (const std::string precision : {"fp16", "bf16"}) {
-    SCOPED_TRACE(precision);
-    const auto [acc, loss] = mlp_result(dir, precision);
-    EXPECT_GE(acc, acc32 - 2.0);
-    EXPECT_NEAR(loss, loss32, 0.25 * loss32 + 0.01);
+  const TrainingRun runs[] = {{"mlp", "digits.npz", "600", "1e-3"},
+                      {"cnn", "digits_images.npz", "300", "3e-3"},
+                      {"gpt", "seqtask.npz", "300", "3e-3"}};
+  for (const TrainingRun& run : runs) {
+    const auto [acc32, loss32] = train_result(dir, run, "fp32");
+    for (const std::string precision : {"fp16", "bf16"}) {
+      SCOPED_TRACE(std::string(run.model) + " in " + precision);
+      const auto [acc, loss] = train_result(dir, run, precision);
+      EXPECT_GE(acc, acc32 - (std::string(run.model) == "gpt" ? 3.0 : 2.0));
+      EXPECT_NEAR(loss, loss32, 0.25 * loss32 + 0.01);
+    }
   }
 }
 
