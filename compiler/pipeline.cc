@@ -13,6 +13,7 @@
 #include "passes/common_subexpression.h"
 #include "passes/constant_folding.h"
 #include "passes/dead_code_elimination.h"
+#include "passes/grad_accumulation.h"
 #include "passes/grad_clipping.h"
 #include "passes/running_statistics.h"
 
@@ -33,24 +34,31 @@ void add_training_step(ir::Model& model, const CompileOptions& options) {
       throw Error(
           "the model already holds its training step (ONNX training format): "
           "--optimizer, --lr, --momentum, --nesterov, --weight-decay, --betas, --eps, "
-          "--loss, --freeze and the loss-scaling options cannot change it");
+          "--loss, --freeze, --accum-steps and the loss-scaling options cannot change it");
     }
     return;
   }
   // Loss scaling around the backward (amp-semantics.md section 3): seed it with the scale,
   // unscale and check, clip, skip the optimizer's updates on found_inf, update the scale.
+  // With gradient accumulation the seed is scale / N, the gradients are summed over the N
+  // micro-batches, and the optimizer and the scale update apply on the last one only.
   passes::LossScaleOptions scaling_options = options.loss_scale;
   scaling_options.precision = options.autocast.precision;  // picks the default mode
   const passes::LossScaleConfig scaling = passes::resolve_loss_scale(scaling_options);
   const passes::LossScaleState scale = passes::add_loss_scale_state(model, scaling);
-  auto gradients = passes::differentiate(model, options.autodiff, scale.scale);
+  const passes::AccumulationState accum =
+      passes::add_accumulation_state(model, options.accum_steps, scale.scale);
+  auto gradients = passes::differentiate(model, options.autodiff, accum.seed);
+  passes::accumulate_gradients(model, gradients, accum);
   ir::Value* found_inf = passes::unscale_and_check(model, scale, gradients, scaling);
   passes::clip_gradients(model, gradients, scaling.options.clip_grad_norm,
                          scaling.options.log_grad_norm);
-  passes::add_optimizer(model, gradients, options.optimizer, found_inf);
-  passes::add_scale_update(model, scale, found_inf, scaling);
+  passes::add_optimizer(model, gradients, options.optimizer,
+                        passes::skip_predicate(model, found_inf, accum));
+  passes::add_scale_update(model, scale, found_inf, scaling, accum.last_micro);
   passes::add_running_statistics_updates(model);
   passes::fold_constants(model);
+  passes::add_micro_step_update(model, accum);  // after folding (grad_accumulation.h)
 }
 
 // The training step in ONNX's training format without the data of the plan's STATE
@@ -109,6 +117,19 @@ plan::Plan compile_model(ir::Model& model, const CompileOptions& options,
     emit.recorded_options["input-shape." + name] = shape_spec(dims);
   if (mixed)
     emit.recorded_options["precision"] = passes::precision_name(options.autocast.precision);
+  if (options.train) {
+    // The trainer reports these outputs as the loss (their sum, and each with several).
+    const auto& ad = options.autodiff;
+    std::string losses;
+    bool separable = true;  // a name with a comma is not recorded (the first output is then)
+    for (const auto& name : ad.losses.empty() ? std::vector<std::string>{ad.loss} : ad.losses) {
+      losses += (losses.empty() ? "" : ",") + name;
+      separable &= name.find(',') == std::string::npos;
+    }
+    if (!losses.empty() && separable) emit.recorded_options[kLossesOption] = losses;
+  }
+  // Autocast's decisions, recorded in the plan (moved into *autocast_report when given).
+  emit.autocast = autocast_report ? autocast_report : &autocast;
   plan::Plan p = emit_plan(model, emit);
   if (options.train) p.set_training_model(training_model_bytes(model, p));
   return p;

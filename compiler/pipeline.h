@@ -14,6 +14,10 @@
 
 namespace ampc::compiler {
 
+// The plan option (Plan.options) naming the loss outputs a training plan minimises, comma-
+// separated, when they were chosen (--loss); absent otherwise (the only output is the loss).
+inline constexpr const char* kLossesOption = "loss";
+
 struct CompileOptions {
   onnx_io::ImportOptions import;
   // Training: differentiate the loss and add the optimizer step; otherwise a forward plan.
@@ -24,11 +28,15 @@ struct CompileOptions {
   passes::OptimizerOptions optimizer;
   // Loss scaling, non-finite skip-step and gradient clipping (passes/loss_scaling.h).
   passes::LossScaleOptions loss_scale;
+  // Gradient accumulation: one optimizer step per this many runs of the plan
+  // (passes/grad_accumulation.h); 1 adds nothing to the graph.
+  int64_t accum_steps = 1;
   // Mixed precision: autocast of the forward graph (passes/autocast.h); fp32 leaves the
   // graph as it is.
   passes::AutocastOptions autocast;
   // Whether the caller chose autodiff or optimizer options (the CLI: any of --optimizer,
-  // --lr, --momentum, --nesterov, --weight-decay, --betas, --eps, --loss, --freeze). They
+  // --lr, --momentum, --nesterov, --weight-decay, --betas, --eps, --loss, --freeze,
+  // --accum-steps and the loss-scaling options). They
   // cannot apply to a model in training format, so that is an error.
   bool optimizer_options_given = false;
 };

@@ -56,6 +56,30 @@ std::string node_name(const ir::Node& n, size_t index) {
   return n.name.empty() ? "#" + std::to_string(index) : n.name;
 }
 
+// Plan.precision_decisions: autocast's decision for each node still in the graph. The report
+// names nodes by Node::label() and Casts by name; unnamed nodes are left out, as their label
+// ("#index") may have changed since autocast ran.
+void record_precision(const ir::Graph& g, const passes::AutocastReport& report, plan::Plan& p) {
+  std::unordered_map<std::string, const passes::AutocastReport::NodeDecision*> decided;
+  for (const auto& d : report.nodes) decided[d.node] = &d;
+  std::unordered_map<std::string, const passes::AutocastReport::InsertedCast*> casts;
+  for (const auto& c : report.casts) casts[c.node] = &c;
+  for (const auto& n : g.nodes) {
+    if (n->name.empty()) continue;
+    auto add = [&](DType dtype, const std::string& rule) {
+      auto* d = p.add_precision_decisions();
+      d->set_node(n->name);
+      d->set_compute_dtype(static_cast<int32_t>(dtype));
+      d->set_rule(rule);
+    };
+    if (auto it = decided.find(n->label()); it != decided.end()) {
+      add(it->second->compute_dtype, it->second->rule);
+    } else if (auto c = casts.find(n->name); c != casts.end() && n->op_type == "Cast") {
+      add(c->second->to, "cast inserted by autocast");
+    }
+  }
+}
+
 }  // namespace
 
 plan::Plan emit_plan(const ir::Model& model, const EmitOptions& options) {
@@ -88,7 +112,8 @@ plan::Plan emit_plan(const ir::Model& model, const EmitOptions& options) {
   }
   std::set<const ir::Value*> state;
   for (const auto& u : model.state_updates) state.insert(u.target);
-  for (const ir::Value* v : g.initializers) add_buffer(v, state.count(v) ? plan::STATE : plan::CONSTANT);
+  for (const ir::Value* v : g.initializers)
+    add_buffer(v, state.count(v) ? plan::STATE : plan::CONSTANT);
   for (const auto& vp : g.values) {
     const ir::Value* v = vp.get();
     if (id.count(v)) continue;
@@ -124,6 +149,7 @@ plan::Plan emit_plan(const ir::Model& model, const EmitOptions& options) {
     b->set_name(v->name);
     b->set_buffer(id.at(v));
   }
+  if (options.autocast) record_precision(g, *options.autocast, p);
   return p;
 }
 

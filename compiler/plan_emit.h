@@ -6,6 +6,7 @@
 #include <string>
 
 #include "compiler/ir/graph.h"
+#include "passes/autocast.h"
 #include "runtime/plan/plan.pb.h"
 
 namespace ampc::compiler {
@@ -14,6 +15,9 @@ struct EmitOptions {
   std::string model_name;
   // Recorded in the plan as the options it was compiled with.
   std::map<std::string, std::string> recorded_options;
+  // What autocast decided (compile_model's report), recorded as Plan.precision_decisions for
+  // the nodes and Casts still in the graph; null or empty for fp32.
+  const passes::AutocastReport* autocast = nullptr;
 };
 
 plan::Plan emit_plan(const ir::Model& model, const EmitOptions& options);

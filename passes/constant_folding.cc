@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <optional>
+#include <set>
 
 #include "base/error.h"
 
@@ -198,10 +199,17 @@ std::optional<Tensor> evaluate(const ir::Node& n) {
 
 int fold_constants(ir::Model& model, const ConstantFoldingOptions& options) {
   ir::Graph& g = *model.graph;
+  // Initializers that change: training state (a step counter read by `counter + 1`) and
+  // initializers that are also graph inputs (the caller may feed another value).
+  std::set<const ir::Value*> variable;
+  for (const auto& u : model.state_updates) variable.insert(u.target);
+  for (const ir::Value* v : g.inputs) variable.insert(v);
   int folded = 0;
   for (size_t i = 0; i < g.nodes.size();) {
     ir::Node* n = g.nodes[i].get();
-    std::optional<Tensor> value = evaluate(*n);
+    const bool reads_variable = std::any_of(n->inputs.begin(), n->inputs.end(),
+                                            [&](const ir::Value* v) { return variable.count(v); });
+    std::optional<Tensor> value = reads_variable ? std::nullopt : evaluate(*n);
     // A Constant always becomes an initializer (nothing is computed); computed results only
     // when small.
     if (!value || (n->op_type != "Constant" && value->numel() > options.max_elements)) {

@@ -153,7 +153,7 @@ Value* unscale_and_check(ir::Model& model, const LossScaleState& state,
 }
 
 void add_scale_update(ir::Model& model, const LossScaleState& state, Value* found_inf,
-                      const LossScaleConfig& c) {
+                      const LossScaleConfig& c, Value* apply) {
   if (c.mode != "dynamic") return;
   if (!found_inf || !state.scale || !state.growth_tracker)
     throw Error("internal: the scale update needs the scale, the growth tracker and found_inf");
@@ -169,8 +169,14 @@ void add_scale_update(ir::Model& model, const LossScaleState& state, Value* foun
     a.push_back(Attribute::make_float("max_scale", static_cast<float>(*o.max_scale)));
   const auto outs = b.op_n("UpdateScale", {state.scale, state.growth_tracker, found_inf},
                            {kF32Scalar, kI32Scalar}, std::move(a), autodiff::kAmpcDomain);
-  model.state_updates.push_back({state.scale, outs[0]});
-  model.state_updates.push_back({state.growth_tracker, outs[1]});
+  Value* scale = outs[0];
+  Value* tracker = outs[1];
+  if (apply) {  // micro-batches before the last of a step leave the scaler as it is
+    scale = b.op("Where", {apply, scale, state.scale}, kF32Scalar);
+    tracker = b.op("Where", {apply, tracker, state.growth_tracker}, kI32Scalar);
+  }
+  model.state_updates.push_back({state.scale, scale});
+  model.state_updates.push_back({state.growth_tracker, tracker});
 }
 
 }  // namespace ampc::passes

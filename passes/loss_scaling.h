@@ -8,7 +8,7 @@
 //
 // Order in the pipeline: add_loss_scale_state, differentiate (seed = the scale),
 // unscale_and_check, clip_gradients (grad_clipping.h), add_optimizer(found_inf),
-// add_scale_update.
+// add_scale_update. Gradient accumulation (grad_accumulation.h) fits in between.
 #pragma once
 
 #include <cstdint>
@@ -75,7 +75,9 @@ ir::Value* unscale_and_check(ir::Model& model, const LossScaleState& state,
                              const LossScaleConfig& config);
 
 // The scale update (dynamic mode only): amp.scale and amp.growth_tracker get state updates.
+// With `apply` (a bool scalar: the last micro-batch of an accumulated step), they keep
+// their bits when it is false.
 void add_scale_update(ir::Model& model, const LossScaleState& state, ir::Value* found_inf,
-                      const LossScaleConfig& config);
+                      const LossScaleConfig& config, ir::Value* apply = nullptr);
 
 }  // namespace ampc::passes

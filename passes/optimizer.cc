@@ -20,14 +20,14 @@ Value* state(GradBuilder& b, ir::Model& model, const std::string& name, double v
   return v;
 }
 
-// Records `target <- source`, or `target <- Where(found_inf, target, source)` when the step
+// Records `target <- source`, or `target <- Where(skip, target, source)` when the step
 // may be skipped: Where copies the old bits unchanged, whatever the new value (inf, NaN).
 struct Updates {
   ir::Model& model;
   GradBuilder& b;
-  Value* found_inf;
+  Value* skip;
   void add(Value* target, Value* source) {
-    if (found_inf) source = b.op("Where", {found_inf, target, source}, target->type);
+    if (skip) source = b.op("Where", {skip, target, source}, target->type);
     model.state_updates.push_back({target, source});
   }
 };
@@ -92,14 +92,14 @@ void adam(ir::Model& model, GradBuilder& b, Updates& u, Value* lr, Value* step,
 }  // namespace
 
 void add_optimizer(ir::Model& model, const std::vector<ParameterGradient>& gradients,
-                   const OptimizerOptions& o, Value* found_inf) {
+                   const OptimizerOptions& o, Value* skip) {
   if (o.kind != "sgd" && o.kind != "adam" && o.kind != "adamw") {
     throw Error("--optimizer " + o.kind + ": expected sgd, adam or adamw");
   }
   if (gradients.empty())
     throw Error("the loss depends on no trainable parameter: nothing to optimize");
   GradBuilder b(*model.graph, "optimizer");
-  Updates u{model, b, found_inf};
+  Updates u{model, b, skip};
   for (const auto& pg : gradients) {
     if (pg.parameter->type.dtype != DType::kFloat32 &&
         pg.parameter->type.dtype != DType::kFloat64) {

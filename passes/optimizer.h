@@ -3,9 +3,11 @@
 // weight decay; Adam; AdamW). Learning rate, moments and the step counter are state
 // initializers; each new value is recorded as a state update of the model.
 //
-// Skip-step (loss scaling, passes/loss_scaling.h): with `found_inf` (a bool scalar), every
-// state update is Where(found_inf, old, new), so a step with non-finite gradients leaves
-// parameters, moments and the step counter with their exact bits, decided inside the plan.
+// Skip-step (loss scaling, passes/loss_scaling.h): with `skip` (a bool scalar: found_inf,
+// or with gradient accumulation "not the last micro-batch or found_inf",
+// grad_accumulation.h), every state update is Where(skip, old, new), so a step with
+// non-finite gradients leaves parameters, moments and the step counter with their exact
+// bits, decided inside the plan.
 #pragma once
 
 #include <string>
@@ -28,6 +30,6 @@ struct OptimizerOptions {
 };
 
 void add_optimizer(ir::Model& model, const std::vector<ParameterGradient>& gradients,
-                   const OptimizerOptions& options, ir::Value* found_inf = nullptr);
+                   const OptimizerOptions& options, ir::Value* skip = nullptr);
 
 }  // namespace ampc::passes

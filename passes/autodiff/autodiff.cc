@@ -2,6 +2,7 @@
 
 #include <fnmatch.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -63,6 +64,11 @@ ir::Value* loss_seed(ir::Graph& g, ir::Value* loss, ir::Value* seed) {
 
 std::vector<ir::Value*> gradients_of(ir::Graph& g, ir::Value* y, ir::Value* seed,
                                      const std::vector<ir::Value*>& xs) {
+  return gradients_of(g, {{y, seed}}, xs);
+}
+
+std::vector<ir::Value*> gradients_of(ir::Graph& g, const std::vector<SeededOutput>& ys,
+                                     const std::vector<ir::Value*>& xs) {
   // Values that depend on one of xs (forward reachability).
   std::set<const ir::Value*> depends(xs.begin(), xs.end());
   const size_t forward_nodes = g.nodes.size();
@@ -76,11 +82,14 @@ std::vector<ir::Value*> gradients_of(ir::Graph& g, ir::Value* y, ir::Value* seed
     }
   }
   std::vector<ir::Value*> result(xs.size(), nullptr);
-  if (!depends.count(y)) return result;
-
-  // Backward sweep in reverse topological order, accumulating dy/dv.
+  // Backward sweep in reverse topological order, accumulating dy/dv. Every y starts with
+  // its seed; a y that another y depends on also receives that one's contributions.
   std::map<const ir::Value*, ir::Value*> grad;
-  grad[y] = seed;
+  for (const auto& [y, seed] : ys) {
+    if (depends.count(y) && !grad.emplace(y, seed).second)
+      throw Error("internal: output '" + y->name + "' is differentiated twice");
+  }
+  if (grad.empty()) return result;
   const auto& registry = autodiff::GradientRegistry::instance();
   for (size_t i = forward_nodes; i-- > 0;) {
     const ir::Node& n = *g.nodes[i];
@@ -147,7 +156,15 @@ std::vector<ParameterGradient> differentiate(ir::Model& model, const AutodiffOpt
     throw Error("training needs ONNX opset 13 or later in the default domain (the model has " +
                 std::to_string(model.opset_version("").value_or(0)) + ")");
   }
-  ir::Value* loss = find_loss(g, options.loss);
+  const std::vector<std::string> names =
+      options.losses.empty() ? std::vector<std::string>{options.loss} : options.losses;
+  std::vector<ir::Value*> losses;
+  for (const auto& name : names) {
+    ir::Value* loss = find_loss(g, name);
+    if (std::find(losses.begin(), losses.end(), loss) != losses.end())
+      throw Error("--loss " + loss->name + " is given twice");
+    losses.push_back(loss);
+  }
 
   std::vector<ir::Value*> params;
   for (ir::Value* v : g.initializers) {
@@ -156,8 +173,23 @@ std::vector<ParameterGradient> differentiate(ir::Model& model, const AutodiffOpt
       params.push_back(v);
   }
   const size_t forward_nodes = g.nodes.size();
-  ir::Value* seed = loss_seed(g, loss, seed_value);
-  const std::vector<ir::Value*> grads = gradients_of(g, loss, seed, params);
+  // Every loss alone must reach a parameter (torch's backward of several losses fails
+  // the same way when one does not require grad).
+  if (losses.size() > 1) {
+    std::set<const ir::Value*> depends(params.begin(), params.end());
+    for (const auto& n : g.nodes) {
+      bool any = false;
+      for (const ir::Value* in : n->inputs) any |= in && depends.count(in);
+      if (any) depends.insert(n->outputs.begin(), n->outputs.end());
+    }
+    for (ir::Value* loss : losses) {
+      if (!depends.count(loss))
+        throw Error("loss '" + loss->name + "' does not depend on any trainable parameter");
+    }
+  }
+  std::vector<SeededOutput> seeded;
+  for (ir::Value* loss : losses) seeded.push_back({loss, loss_seed(g, loss, seed_value)});
+  const std::vector<ir::Value*> grads = gradients_of(g, seeded, params);
   import_ampc_domain_if_used(model, forward_nodes);
 
   std::vector<ParameterGradient> result;
@@ -165,7 +197,7 @@ std::vector<ParameterGradient> differentiate(ir::Model& model, const AutodiffOpt
     if (grads[i]) result.push_back({params[i], grads[i]});
   }
   if (result.empty())
-    throw Error("loss '" + loss->name + "' does not depend on any trainable parameter");
+    throw Error("loss '" + losses[0]->name + "' does not depend on any trainable parameter");
   return result;
 }
 

@@ -1,6 +1,7 @@
-// Reverse-mode differentiation of a scalar loss with respect to the trainable parameters.
-// Gradient nodes are appended to the main graph; gradients of a value read several times
-// are summed. An op without a gradient rule is an error naming the op and the node.
+// Reverse-mode differentiation of a scalar loss (or of several: the gradients of their sum)
+// with respect to the trainable parameters. Gradient nodes are appended to the main graph;
+// gradients of a value read several times are summed. An op without a gradient rule is an
+// error naming the op and the node.
 #pragma once
 
 #include <string>
@@ -13,6 +14,10 @@ namespace ampc::passes {
 struct AutodiffOptions {
   std::string loss;                 // graph output to differentiate; empty: the only output
   std::vector<std::string> freeze;  // glob patterns (fnmatch) of parameters not to train
+  // Several losses (`--loss A --loss B`): when not empty, replaces `loss`; the gradients are
+  // those of the losses' sum, each loss seeded with the same seed. (The `= {}` lets
+  // designated initializers that omit it compile without -Wmissing-field-initializers.)
+  std::vector<std::string> losses = {};
 };
 
 struct ParameterGradient {
@@ -25,6 +30,8 @@ struct ParameterGradient {
 // Returns one entry per parameter that the loss depends on, in initializer order.
 // `seed`, a float scalar of the graph, seeds the backward instead of 1 (the loss scale:
 // every gradient is then seed times the true one); it is cast and reshaped to the loss's type.
+// With several losses every one is seeded with it. A loss named twice, or one that depends
+// on no trainable parameter, is an error.
 std::vector<ParameterGradient> differentiate(ir::Model& model, const AutodiffOptions& options,
                                              ir::Value* seed = nullptr);
 
@@ -34,6 +41,14 @@ std::vector<ParameterGradient> differentiate(ir::Model& model, const AutodiffOpt
 // nodes `g` has when called are differentiated. The entry of an x that y does not depend on
 // is null.
 std::vector<ir::Value*> gradients_of(ir::Graph& g, ir::Value* y, ir::Value* seed,
+                                     const std::vector<ir::Value*>& xs);
+
+// The same for the sum of several ys, each with its seed (pairs of y, seed).
+struct SeededOutput {
+  ir::Value* y;
+  ir::Value* seed;
+};
+std::vector<ir::Value*> gradients_of(ir::Graph& g, const std::vector<SeededOutput>& ys,
                                      const std::vector<ir::Value*>& xs);
 
 // Gradient ops of ampc's own domain need its schemas and an opset import: adds both when a

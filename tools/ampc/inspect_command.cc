@@ -1,5 +1,7 @@
 // `ampc inspect MODEL.onnx`: what is in a model; with --precision, the model as autocast
-// rewrites it, and with --precision-report what autocast decided per node.
+// rewrites it, and with --precision-report what autocast decided per node. On a plan, or on
+// an ONNX model without --precision (e.g. one `ampc compile --emit-onnx` wrote),
+// --precision-report reports what the compiler produced (compiler/report/plan_precision.h).
 #include <filesystem>
 #include <iostream>
 
@@ -7,10 +9,13 @@
 #include "base/file_util.h"
 #include "compiler/onnx/import.h"
 #include "compiler/pipeline.h"
+#include "compiler/plan_emit.h"
 #include "compiler/report/dot.h"
+#include "compiler/report/plan_precision.h"
 #include "compiler/report/precision_report.h"
 #include "compiler/report/summary.h"
 #include "passes/constant_folding.h"
+#include "runtime/plan/plan_file.h"
 #include "tools/ampc/commands.h"
 
 namespace ampc::cli {
@@ -27,14 +32,51 @@ struct InspectArgs {
   passes::AutocastOptions autocast;
 };
 
+void print_precision_report(const report::PrecisionReport& r, const InspectArgs& args) {
+  if (args.format == "json") {
+    std::cout << report::precision_report_json(r).dump(2) << '\n';
+  } else {
+    std::cout << report::precision_report_text(r, args.model);
+  }
+}
+
+bool autocast_options_given(const InspectArgs& args) {
+  const auto& a = args.autocast;
+  return !a.allow.empty() || !a.deny.empty() || !a.follow.empty() || !a.keep_fp32.empty() ||
+         !a.policy_file.empty();
+}
+
+// A plan: its precision was decided when it was compiled, so only the report applies.
+void inspect_plan(const InspectArgs& args) {
+  if (!args.precision_report)
+    throw Error("'" + args.model +
+                "' is a plan: `ampc inspect` shows a plan's --precision-report; the other views "
+                "need the ONNX model");
+  if (args.precision != "fp32" || autocast_options_given(args) || !args.input_shapes.empty() ||
+      !args.dot_file.empty() || !args.svg_file.empty())
+    throw Error(
+        "--precision, --allow, --deny, --follow, --keep-fp32, --policy, --input-shape, --dot "
+        "and --svg apply to ONNX models; a plan's were fixed when it was compiled");
+  print_precision_report(
+      report::plan_precision_report(plan::load_plan(args.model), report::PlanOrigin::kPlan), args);
+}
+
 void run_inspect(const InspectArgs& args) {
+  if (plan::looks_like_plan(args.model) || std::filesystem::path(args.model).extension() == ".plan")
+    return inspect_plan(args);
   onnx_io::ImportOptions options;
   for (const auto& spec : args.input_shapes) onnx_io::parse_input_shape(spec, options);
-  const auto model = onnx_io::load_model(args.model, options);
   passes::AutocastOptions autocast = args.autocast;
   autocast.precision = passes::parse_precision(args.precision);
-  if (args.precision_report && autocast.precision == passes::Precision::kFP32)
-    throw Error("--precision-report needs --precision fp16 or bf16");
+  const bool autocast_report =
+      args.precision_report && autocast.precision != passes::Precision::kFP32;
+  if (args.precision_report && !autocast_report && autocast_options_given(args))
+    throw Error(
+        "--allow, --deny, --follow, --keep-fp32 and --policy need --precision fp16 or bf16");
+  // Without --precision the report is of the model as it is, with its training step when it
+  // has one (a model ampc exported in ONNX's training format).
+  options.training = args.precision_report && !autocast_report;
+  const auto model = onnx_io::load_model(args.model, options);
   passes::AutocastReport precision;
   if (autocast.precision != passes::Precision::kFP32) {
     // As `ampc compile` does before autocast: shape arithmetic folded first.
@@ -55,12 +97,14 @@ void run_inspect(const InspectArgs& args) {
       }
     }
   }
-  if (args.precision_report) {
-    if (args.format == "json") {
-      std::cout << report::precision_report_json(precision).dump(2) << '\n';
-    } else {
-      std::cout << report::precision_report_text(precision, args.model);
-    }
+  if (autocast_report) {
+    print_precision_report(report::from_autocast(precision), args);
+  } else if (args.precision_report) {
+    passes::fold_constants(*model);
+    // Lowered as `ampc compile` would, so that steps read the buffers they would in a plan.
+    const plan::Plan lowered = compiler::emit_plan(*model, {});
+    print_precision_report(report::plan_precision_report(lowered, report::PlanOrigin::kModel),
+                           args);
   } else if (args.format == "json") {
     std::cout << report::model_summary_json(*model).dump(2) << '\n';
   } else {
@@ -74,7 +118,8 @@ void add_inspect_command(CLI::App& app) {
   auto args = std::make_shared<InspectArgs>();
   auto* cmd =
       app.add_subcommand("inspect", "Show a model's inputs, outputs, weights and operators");
-  cmd->add_option("model", args->model, "ONNX model (.onnx)")->required();
+  cmd->add_option("model", args->model, "ONNX model (.onnx), or a plan with --precision-report")
+      ->required();
   cmd->add_option("--format", args->format, "Output format")
       ->check(CLI::IsMember({"text", "json"}));
   cmd->add_option("--dot", args->dot_file,
@@ -85,8 +130,8 @@ void add_inspect_command(CLI::App& app) {
   cmd->add_option("--precision", args->precision,
                   "Show the model as autocast rewrites it for fp16 or bf16 (default fp32)");
   cmd->add_flag("--precision-report", args->precision_report,
-                "Every node's compute dtype and deciding rule, the inserted Casts and the "
-                "bytes they move per step");
+                "Every node's (a plan's: step's) compute dtype and deciding rule, the Casts and "
+                "the bytes they move per step, and the loss-scaling subgraph");
   cmd->add_option("--allow", args->autocast.allow, "Op type moved to ALLOW (repeatable)");
   cmd->add_option("--deny", args->autocast.deny, "Op type moved to DENY (repeatable)");
   cmd->add_option("--follow", args->autocast.follow, "Op type moved to FOLLOW (repeatable)");

@@ -8,10 +8,13 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
+#include <sstream>
 
 #include "base/error.h"
 #include "compiler/pipeline.h"
 #include "passes/amp_schemas.h"
+#include "passes/grad_accumulation.h"
 #include "passes/loss_scaling.h"
 #include "runtime/cpu/executor.h"
 #include "runtime/cpu/nonfinite_search.h"
@@ -100,6 +103,36 @@ float scalar_of(const rt::Tensor& t) {
   throw Error("the loss is " + t.type_str() + ", not an fp32/fp64 scalar");
 }
 
+// Micro-batches per optimizer step: 1 + the constant amp.last_micro_step of an accumulating
+// plan (passes/grad_accumulation.h), 1 without it.
+int64_t accum_steps_of(const plan::Plan& p) {
+  for (const auto& b : p.buffers()) {
+    if (b.name() == passes::kLastMicroStepName &&
+        b.initial().dtype() == static_cast<int>(DType::kInt64))
+      return 1 + rt::cpu::tensor_from_data(b.initial()).data<int64_t>()[0];
+  }
+  return 1;
+}
+
+// The outputs the plan minimises: those it was compiled with (--loss, recorded in the
+// plan's options), else its first output.
+std::vector<std::string> loss_names(const plan::Plan& p) {
+  std::set<std::string> outputs;
+  for (const auto& o : p.outputs()) outputs.insert(o.name());
+  for (const auto& option : p.options()) {
+    if (option.key() != compiler::kLossesOption) continue;
+    std::vector<std::string> names;
+    std::stringstream list(option.value());
+    for (std::string name; std::getline(list, name, ',');) {
+      if (!outputs.count(name))
+        throw Error("the plan's loss '" + name + "' is not one of its outputs");
+      names.push_back(name);
+    }
+    if (!names.empty()) return names;
+  }
+  return {p.outputs(0).name()};
+}
+
 // The training data and the held-out data (--eval DATA, or the last --holdout share of
 // --data; none when neither is given).
 std::pair<rt::data::Dataset, std::optional<rt::data::Dataset>> open_data(const TrainArgs& args) {
@@ -149,19 +182,48 @@ std::string consecutive_skips_message(const rt::cpu::Executor& executor, int64_t
          "to go on regardless";
 }
 
-// Runs `batch` again from `state` with a check after every plan step and says where the
-// first non-finite value came from; leaves the executor as it found it (state and the
-// random stream of step `step`).
-std::string diagnose(rt::cpu::Executor& executor, const std::map<std::string, rt::Tensor>& state,
-                     const std::map<std::string, rt::Tensor>& batch, uint64_t seed, int64_t step) {
+// Runs `batch` again from `state` (with the random stream of run `run`, counted from 0) with
+// a check after every plan step and says where the first non-finite value came from, or
+// nothing when none appears; leaves the executor as it found it (state, and the random
+// stream set to `runs_done`).
+std::optional<std::string> find_origin(rt::cpu::Executor& executor,
+                                       const std::map<std::string, rt::Tensor>& state,
+                                       const std::map<std::string, rt::Tensor>& batch,
+                                       uint64_t seed, int64_t run, int64_t runs_done) {
   const auto now = executor.state();
   executor.load_state(state);
-  executor.set_random_state(seed, step - 1);
+  executor.set_random_state(seed, run);
   const auto origin = rt::cpu::find_nonfinite_origin(executor, batch);
   executor.load_state(now);
-  executor.set_random_state(seed, step);
-  return origin ? rt::cpu::describe(*origin)
-                : "no non-finite value when the step runs again (a transient overflow)";
+  executor.set_random_state(seed, runs_done);
+  if (!origin) return std::nullopt;
+  return rt::cpu::describe(*origin);
+}
+
+constexpr const char* kTransient =
+    "no non-finite value when the step runs again (a transient overflow)";
+
+// One plan run of an optimizer step: its batch, and the state before it (--find-nonfinite).
+struct MicroBatch {
+  std::map<std::string, rt::Tensor> state_before, batch;
+};
+
+// find_origin over the micro-batches of optimizer step `step`, in order, each from its own
+// state or from `state` when given; the first origin found, naming the micro-batch when
+// there are several.
+std::string first_origin(rt::cpu::Executor& executor, const std::vector<MicroBatch>& runs,
+                         const std::map<std::string, rt::Tensor>* state, uint64_t seed,
+                         int64_t step) {
+  const auto n = static_cast<int64_t>(runs.size());
+  for (int64_t k = 0; k < n; ++k) {
+    const MicroBatch& r = runs[static_cast<size_t>(k)];
+    const auto origin = find_origin(executor, state ? *state : r.state_before, r.batch, seed,
+                                    (step - 1) * n + k, step * n);
+    if (!origin) continue;
+    if (n == 1) return *origin;
+    return "micro-batch " + std::to_string(k + 1) + " of " + std::to_string(n) + ": " + *origin;
+  }
+  return kTransient;
 }
 
 void run_train(TrainArgs& args) {
@@ -174,7 +236,10 @@ void run_train(TrainArgs& args) {
     throw Error("--checkpoint-every needs --checkpoint FILE");
   plan::Plan compiled = training_plan(args);
   if (compiled.outputs_size() < 1) throw Error("the plan has no output to report as the loss");
-  const std::string loss_name = compiled.outputs(0).name();
+  const std::vector<std::string> losses = loss_names(compiled);
+  const std::string& loss_name = losses[0];  // held-out evaluation reports the first loss
+  // One optimizer step is `accum` runs of the plan, one micro-batch each.
+  const int64_t accum = accum_steps_of(compiled);
   const AmpOutputs amp = expose_amp_outputs(compiled);
   rt::cpu::Executor executor(std::move(compiled));
   const auto& p = executor.plan();
@@ -199,7 +264,7 @@ void run_train(TrainArgs& args) {
     std::cerr << "resumed from " << args.resume << " after step " << progress.step << '\n';
   }
   // Dropout masks follow the seed and the step, so a resumed run draws the same ones.
-  executor.set_random_state(args.seed, progress.step);
+  executor.set_random_state(args.seed, progress.step * accum);
   if (!args.checkpoint.empty()) rt::io::model_with_state(p, executor.state());
   float lr = static_cast<float>(args.compile.optimizer.lr);
   for (const auto& [name, t] : executor.state()) {
@@ -212,18 +277,29 @@ void run_train(TrainArgs& args) {
     if (!log) throw Error("cannot write '" + args.log_file + "'");
   }
   const int64_t first = progress.step, last = progress.step + args.steps;
-  Progress bar(first, last, args.log_every, inputs.batch, ::isatty(STDERR_FILENO));
+  const int64_t step_samples = inputs.batch * accum;
+  Progress bar(first, last, args.log_every, step_samples, ::isatty(STDERR_FILENO));
   const auto start = std::chrono::steady_clock::now();
   int64_t skipped_steps = 0, consecutive_skips = 0;
   for (int64_t step = first + 1; step <= last; ++step) {
     const auto t0 = std::chrono::steady_clock::now();
-    const auto batch = batcher.next();
-    std::map<std::string, rt::Tensor> before;  // --find-nonfinite re-runs a failing step
-    if (args.find_nonfinite) before = executor.state();
-    const auto outputs = executor.run(batch);
+    // The step's micro-batches: the plan decides on the last one whether to step; the log
+    // reports the mean of the micro-batches' losses (each the sum of the losses).
+    std::vector<MicroBatch> runs;  // the step's batches (and states: --find-nonfinite)
+    std::map<std::string, rt::Tensor> outputs;
+    std::vector<double> loss_sums(losses.size(), 0.0);
+    for (int64_t k = 0; k < accum; ++k) {
+      MicroBatch& run = runs.emplace_back();
+      run.batch = batcher.next();
+      if (args.find_nonfinite) run.state_before = executor.state();
+      outputs = executor.run(run.batch);
+      for (size_t i = 0; i < losses.size(); ++i) loss_sums[i] += scalar_of(outputs.at(losses[i]));
+    }
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const float loss = scalar_of(outputs.at(loss_name));
+    double loss_total = 0;
+    for (double& l : loss_sums) loss_total += (l /= static_cast<double>(accum));
+    const auto loss = static_cast<float>(loss_total);
     // With the non-finite check compiled in, the plan has already skipped such a step.
     if (!std::isfinite(loss) && amp.found_inf.empty())
       throw Error("step " + std::to_string(step) + ": the loss is " + std::to_string(loss));
@@ -231,7 +307,7 @@ void run_train(TrainArgs& args) {
     if (args.find_nonfinite && (skipped || !std::isfinite(loss))) {
       bar.finish();  // end the bar's line; it goes on below
       std::cerr << "step " << step << (skipped ? " skipped: " : ": ")
-                << diagnose(executor, before, batch, args.seed, step) << '\n';
+                << first_origin(executor, runs, nullptr, args.seed, step) << '\n';
     }
     const double scale = amp.scale.empty() ? 1.0 : scalar_of(outputs.at(amp.scale));
     progress = {step, batcher.position()};
@@ -244,15 +320,22 @@ void run_train(TrainArgs& args) {
                                   {"scale", scale},
                                   {"skipped", skipped},
                                   {"grad_norm", grad_norm},
-                                  {"samples_per_s", seconds > 0 ? inputs.batch / seconds : 0.0}};
+                                  {"samples_per_s", seconds > 0 ? step_samples / seconds : 0.0}};
+      if (losses.size() > 1) {  // each loss (mean over the micro-batches); `loss` is their sum
+        nlohmann::ordered_json each = nlohmann::ordered_json::object();
+        for (size_t i = 0; i < losses.size(); ++i)
+          each[losses[i]] = static_cast<float>(loss_sums[i]);
+        j["losses"] = each;
+      }
       log << j.dump() << '\n' << std::flush;
     }
     skipped_steps += skipped;
     consecutive_skips = skipped ? consecutive_skips + 1 : 0;
     if (args.max_consecutive_skips > 0 && consecutive_skips >= args.max_consecutive_skips) {
-      // Skipped steps left the parameters as they were, so running the last batch again
+      // Skipped steps left the parameters as they were, so running the step's batches again
       // from the current state shows where the values stop being finite.
-      std::string why = diagnose(executor, executor.state(), batch, args.seed, step);
+      const auto now = executor.state();
+      std::string why = first_origin(executor, runs, &now, args.seed, step);
       for (size_t k; (k = why.find("\n  ")) != std::string::npos;)
         why.replace(k, 3, why[k - 1] == ':' ? " " : "; ");
       throw Error(consecutive_skips_message(executor, step, consecutive_skips, loss) +
@@ -267,7 +350,7 @@ void run_train(TrainArgs& args) {
   const double wall =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("trained %lld steps in %.2f s (%.0f samples/s)\n", static_cast<long long>(args.steps),
-              wall, static_cast<double>(args.steps * inputs.batch) / wall);
+              wall, static_cast<double>(args.steps * step_samples) / wall);
   if (!amp.found_inf.empty()) {
     std::printf("loss scaling: %lld of %lld steps skipped (non-finite gradients)",
                 static_cast<long long>(skipped_steps), static_cast<long long>(args.steps));
@@ -294,7 +377,9 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--data", args->data,
                   ".npz file or folder of .npy files, one array per graph input")
       ->required();
-  cmd->add_option("--steps", args->steps, "Optimizer steps to run (after --resume: more steps)");
+  cmd->add_option("--steps", args->steps,
+                  "Optimizer steps to run (after --resume: more steps); with --accum-steps N, N "
+                  "batches each");
   cmd->add_flag("--shuffle", args->shuffle, "Shuffle every epoch (reproducibly, see --seed)");
   cmd->add_option("--seed", args->seed, "Seed of the shuffle and of dropout masks");
   cmd->add_option("--log", args->log_file, "Write one JSON object per step to this .jsonl file");

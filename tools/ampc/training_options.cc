@@ -9,9 +9,9 @@ namespace {
 
 // Every option add_training_options defines: they describe the training step ampc builds,
 // so none may be given for a model that brings its own (ONNX training format).
-const char* const kTrainingOptionNames[] = {"--loss",         "--freeze",   "--optimizer",
-                                            "--lr",           "--momentum", "--nesterov",
-                                            "--weight-decay", "--betas",    "--eps"};
+const char* const kTrainingOptionNames[] = {
+    "--loss",     "--freeze",       "--optimizer", "--lr",  "--momentum",
+    "--nesterov", "--weight-decay", "--betas",     "--eps", "--accum-steps"};
 // The loss scaler's options (passes/loss_scaling.h), part of the same training step.
 const char* const kLossScaleOptionNames[] = {
     "--loss-scale", "--init-scale", "--growth-factor",  "--backoff-factor", "--growth-interval",
@@ -21,8 +21,12 @@ const char* const kLossScaleOptionNames[] = {
 
 void add_training_options(CLI::App* cmd, compiler::CompileOptions& o, TrainingOptions& extra) {
   extra.command = cmd;
-  cmd->add_option("--loss", o.autodiff.loss,
-                  "The graph output to minimise (default: the only output)");
+  cmd->add_option("--loss", o.autodiff.losses,
+                  "The graph output to minimise (default: the only output); repeatable: the "
+                  "sum of several losses");
+  cmd->add_option("--accum-steps", o.accum_steps,
+                  "Gradient accumulation: one optimizer step per N micro-batches (default 1)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--freeze", o.autodiff.freeze,
                   "Parameters not to train (glob pattern, repeatable)");
   cmd->add_option("--optimizer", o.optimizer.kind, "sgd | adam | adamw")

@@ -1,0 +1,248 @@
+#include "compiler/report/plan_precision.h"
+
+#include <cstring>
+#include <map>
+#include <set>
+
+#include "passes/loss_scaling.h"
+
+namespace ampc::report {
+namespace {
+
+DType dtype_of(const plan::Buffer& b) {
+  return static_cast<DType>(b.dtype());
+}
+
+bool is_low(DType t) {
+  return t == DType::kFloat16 || t == DType::kBFloat16;
+}
+
+bool is_onnx_op(const plan::Step& s, const char* op) {
+  return s.domain().empty() && s.op() == op;
+}
+
+// The loss scaler's ops (passes/amp_schemas.h).
+bool is_scaler_op(const plan::Step& s) {
+  return s.domain() == "ampc" &&
+         (s.op() == "UnscaleCheck" || s.op() == "UpdateScale" || s.op() == "ClipGradNorm");
+}
+
+std::string op_name(const plan::Step& s) {
+  return s.domain().empty() ? s.op() : s.domain() + "." + s.op();
+}
+
+std::string source_nodes(const plan::Step& s) {
+  std::string names;
+  for (const auto& n : s.source_nodes()) names += (names.empty() ? "" : ", ") + n;
+  return names;
+}
+
+// What a step computes in, from the buffers it touches: a Cast its target; otherwise a
+// 16-bit float input (autocast made it so), else the first float input, else the first
+// float output; kUndefined without floats (shape and integer ops).
+DType compute_dtype(const plan::Plan& p, const plan::Step& s) {
+  auto float_among = [&](const auto& ids) {
+    DType first = DType::kUndefined;
+    for (int32_t id : ids) {
+      if (id < 0) continue;
+      const DType t = dtype_of(p.buffers(id));
+      if (is_low(t)) return t;
+      if (is_float(t) && first == DType::kUndefined) first = t;
+    }
+    return first;
+  };
+  if (is_onnx_op(s, "Cast")) {
+    const DType to = s.outputs_size() ? dtype_of(p.buffers(s.outputs(0))) : DType::kUndefined;
+    return is_float(to) ? to : DType::kUndefined;
+  }
+  const DType in = float_among(s.inputs());
+  return in != DType::kUndefined ? in : float_among(s.outputs());
+}
+
+int64_t numel(const plan::Buffer& b) {
+  if (!b.shape_known()) return -1;
+  int64_t n = 1;
+  for (int64_t d : b.shape()) n *= d;
+  return n;
+}
+
+std::optional<double> scalar(const plan::Buffer& b) {
+  if (!b.has_initial()) return std::nullopt;
+  const std::string& data = b.initial().data();
+  auto read = [&]<typename T>(T) -> std::optional<double> {
+    if (data.size() != sizeof(T)) return std::nullopt;
+    T v;
+    std::memcpy(&v, data.data(), sizeof(T));
+    return static_cast<double>(v);
+  };
+  switch (static_cast<DType>(b.initial().dtype())) {
+    case DType::kFloat32:
+      return read(float{});
+    case DType::kFloat64:
+      return read(double{});
+    case DType::kInt32:
+      return read(int32_t{});
+    case DType::kInt64:
+      return read(int64_t{});
+    default:
+      return std::nullopt;
+  }
+}
+
+const plan::Attribute* attribute(const plan::Step& s, const std::string& name) {
+  for (const auto& a : s.attributes()) {
+    if (a.name() == name) return &a;
+  }
+  return nullptr;
+}
+
+std::optional<double> float_attribute(const plan::Step& s, const std::string& name) {
+  const plan::Attribute* a = attribute(s, name);
+  if (!a) return std::nullopt;
+  return a->has_f() ? std::optional<double>(a->f()) : std::optional<double>(a->i());
+}
+
+// The Casts, with their bytes per step as autocast counts them: numel x (in + out bytes).
+// An fp32 master weight is a STATE or CONSTANT buffer outside the loss scaler's amp.* values.
+void add_casts(const plan::Plan& p, PrecisionReport& r) {
+  for (const auto& s : p.steps()) {
+    if (!is_onnx_op(s, "Cast") || s.inputs_size() != 1 || s.outputs_size() != 1) continue;
+    const plan::Buffer& in = p.buffers(s.inputs(0));
+    const plan::Buffer& out = p.buffers(s.outputs(0));
+    const int64_t n = numel(in);
+    const int64_t bytes =
+        n < 0 ? -1 : n * static_cast<int64_t>(dtype_size(dtype_of(in)) + dtype_size(dtype_of(out)));
+    const bool parameter = (in.role() == plan::STATE || in.role() == plan::CONSTANT) &&
+                           in.name().rfind("amp.", 0) != 0;
+    r.casts.push_back(
+        {source_nodes(s), in.name(), dtype_of(in), dtype_of(out), n, bytes, parameter});
+  }
+}
+
+// The loss-scaling subgraph: the ampc ops, amp.scale and amp.growth_tracker, and the state
+// updates predicated on amp.found_inf. Fills `guards` with the skip-step's Where steps.
+std::optional<LossScalingReport> loss_scaling(const plan::Plan& p, std::set<int>& guards) {
+  LossScalingReport s;
+  std::set<int32_t> found_inf;
+  for (const auto& step : p.steps()) {
+    if (!is_scaler_op(step)) continue;
+    s.ops.push_back({source_nodes(step), op_name(step)});
+    if (step.op() == "UnscaleCheck" && step.outputs_size() > 0) {
+      found_inf.insert(step.outputs(0));
+      // Without a scale buffer (static scales fold into a constant inverse): 1/inv_scale.
+      if (step.inputs_size() > 0) {
+        if (auto inv = scalar(p.buffers(step.inputs(0))); inv && *inv != 1.0) {
+          s.mode = "static";
+          s.init_scale = 1.0 / *inv;
+        }
+      }
+    }
+    if (step.op() == "UpdateScale") {
+      s.growth_factor = float_attribute(step, "growth_factor");
+      s.backoff_factor = float_attribute(step, "backoff_factor");
+      if (const auto* a = attribute(step, "growth_interval")) s.growth_interval = a->i();
+      s.min_scale = float_attribute(step, "min_scale");
+      s.max_scale = float_attribute(step, "max_scale");
+    }
+    if (step.op() == "ClipGradNorm") {
+      s.grad_norm = true;
+      s.clip_grad_norm = float_attribute(step, "max_norm");
+    }
+  }
+  for (const auto& b : p.buffers()) {
+    if (b.name() == passes::kScaleName) {
+      s.mode = b.role() == plan::STATE ? "dynamic" : "static";
+      s.init_scale = scalar(b);
+    }
+    if (b.name() == passes::kGrowthTrackerName) {
+      if (auto v = scalar(b)) s.init_growth_tracker = static_cast<int64_t>(*v);
+    }
+  }
+  if (s.ops.empty() && s.mode.empty()) return std::nullopt;
+  if (s.mode.empty()) s.mode = "none";
+
+  std::map<int32_t, int> producer;
+  for (int i = 0; i < p.steps_size(); ++i) {
+    for (int32_t id : p.steps(i).outputs()) producer[id] = i;
+  }
+  s.state_updates = p.state_updates_size();
+  for (const auto& u : p.state_updates()) {
+    auto it = producer.find(u.source());
+    if (it == producer.end()) continue;
+    const plan::Step& w = p.steps(it->second);
+    if (is_onnx_op(w, "Where") && w.inputs_size() == 3 && found_inf.count(w.inputs(0))) {
+      s.guarded_states.push_back(p.buffers(u.state()).name());
+      guards.insert(it->second);
+    }
+  }
+  return s;
+}
+
+// Which pass made a step the compiler added ("" for none of them), by the prefix its builder gives
+// node names (passes/autodiff: "grad/", passes/optimizer: "optimizer/", passes/loss_scaling:
+// "amp/").
+std::string_view part_of_step(const plan::Step& s) {
+  const std::string first = s.source_nodes_size() ? s.source_nodes(0) : "";
+  if (first.starts_with("grad/")) return "backward";
+  if (first.starts_with("optimizer/")) return "optimizer";
+  if (first.starts_with("amp/")) return "loss scaling";
+  return "";
+}
+
+std::string recorded_option(const plan::Plan& p, const std::string& key) {
+  for (const auto& o : p.options()) {
+    if (o.key() == key) return o.value();
+  }
+  return "";
+}
+
+}  // namespace
+
+PrecisionReport plan_precision_report(const plan::Plan& p, PlanOrigin origin) {
+  PrecisionReport r;
+  r.source = origin == PlanOrigin::kPlan ? "plan" : "model";
+  // The precision it was compiled for, else the 16-bit dtype its buffers hold.
+  r.precision = recorded_option(p, "precision");
+  for (const auto& b : p.buffers()) {
+    if (!r.precision.empty()) break;
+    if (dtype_of(b) == DType::kFloat16) r.precision = "fp16";
+    if (dtype_of(b) == DType::kBFloat16) r.precision = "bf16";
+  }
+  if (r.precision.empty()) r.precision = "fp32";
+  const bool mixed = r.precision != "fp32";
+
+  std::set<int> guards;
+  r.loss_scaling = loss_scaling(p, guards);
+  add_casts(p, r);
+
+  std::map<std::string, const plan::PrecisionDecision*> decided;
+  for (const auto& d : p.precision_decisions()) decided[d.node()] = &d;
+  // Steps autocast did not decide: in a mixed plan, the backward, the optimizer and the
+  // scaler follow the dtypes of their inputs; an exported model says nothing of its rules.
+  auto undecided = [&](const plan::Step& s) -> std::string {
+    if (!mixed) return "no autocast";
+    if (origin == PlanOrigin::kModel) return "as exported";
+    const std::string_view part = part_of_step(s);
+    // A forward node without a record: unnamed, or a plan older than the records.
+    if (part.empty()) return "not recorded in the plan";
+    return "not autocast's: " + std::string(part) + ", follows its inputs";
+  };
+  for (int i = 0; i < p.steps_size(); ++i) {
+    const plan::Step& s = p.steps(i);
+    PrecisionReport::Node n{source_nodes(s), op_name(s), compute_dtype(p, s), undecided(s),
+                            origin == PlanOrigin::kPlan ? i : -1};
+    const auto d = s.source_nodes_size() == 1 ? decided.find(s.source_nodes(0)) : decided.end();
+    if (d != decided.end()) {
+      n.compute_dtype = static_cast<DType>(d->second->compute_dtype());
+      n.rule = d->second->rule();
+    } else if (is_scaler_op(s)) {
+      n.rule = "loss scaling";
+    } else if (guards.count(i)) {
+      n.rule = "skip-step: the old value when amp.found_inf";
+    }
+    r.nodes.push_back(std::move(n));
+  }
+  return r;
+}
+
+}  // namespace ampc::report
