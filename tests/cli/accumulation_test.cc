@@ -68,17 +68,6 @@ x[12:16] = 1e5
 np.savez(os.path.join(d, "overflow.npz"), x=x, t=rng.standard_normal((64, 3)).astype(np.float32))
 )";
 
-std::vector<nlohmann::json> read_log(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  std::vector<nlohmann::json> lines;
-  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
-  return lines;
-}
-
-std::string bytes_of(const rt::Tensor& t) {
-  return std::string(static_cast<const char*>(t.raw()), t.nbytes());
-}
-
 // max |a - b| / max |b| over the elements of two fp32 tensors.
 double relative_difference(const rt::Tensor& a, const rt::Tensor& b) {
   double diff = 0, norm = 0;

@@ -115,4 +115,11 @@ std::string expect_user_error(const std::vector<std::string>& args) {
   return r.err;
 }
 
+std::vector<nlohmann::json> read_log(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::vector<nlohmann::json> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
+  return lines;
+}
+
 }  // namespace ampc::testing

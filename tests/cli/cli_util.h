@@ -6,6 +6,7 @@
 #include <vector>
 
 #include <onnx/onnx_pb.h>
+#include <nlohmann/json.hpp>
 
 namespace ampc::testing {
 
@@ -46,6 +47,15 @@ std::string read_bytes(const std::filesystem::path& path);
 void write_bytes(const std::filesystem::path& path, const std::string& bytes);
 onnx::ModelProto read_proto(const std::filesystem::path& path);
 void write_proto(const onnx::ModelProto& proto, const std::filesystem::path& path);
+
+// The objects of a JSON-lines file (`ampc train --log`), one per line.
+std::vector<nlohmann::json> read_log(const std::filesystem::path& path);
+
+// The bytes of a tensor (anything with raw() and nbytes()), to compare values bit for bit.
+template <typename T>
+std::string bytes_of(const T& t) {
+  return std::string(static_cast<const char*>(t.raw()), t.nbytes());
+}
 
 // Names of the entries of a directory, sorted.
 std::vector<std::string> list_dir(const std::filesystem::path& dir);

@@ -17,13 +17,6 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-std::vector<nlohmann::json> read_log(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  std::vector<nlohmann::json> lines;
-  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
-  return lines;
-}
-
 // The first `steps` batches of the digits, with a NaN in one sample of each batch listed in
 // `bad` (1-based steps; batch size 32, file order).
 std::filesystem::path poisoned(const TempDir& dir, int steps, const std::string& bad) {

@@ -50,17 +50,6 @@ w_true = rng.standard_normal((16, 4)).astype(np.float32)
 np.savez(os.path.join(d, "underflow.npz"), x=x, t=(x @ w_true).astype(np.float32))
 )";
 
-std::vector<nlohmann::json> read_log(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  std::vector<nlohmann::json> lines;
-  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
-  return lines;
-}
-
-std::string bytes_of(const rt::Tensor& t) {
-  return std::string(static_cast<const char*>(t.raw()), t.nbytes());
-}
-
 class Underflow : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -226,8 +215,8 @@ std::pair<double, double> train_result(const TempDir& dir, const TrainingRun& ru
 TEST(MixedPrecisionConvergence, ExampleModelsInFp16AndBf16ReachTheFp32Result) {
   TempDir dir;
   const TrainingRun runs[] = {{"mlp", "digits.npz", "600", "1e-3"},
-                      {"cnn", "digits_images.npz", "300", "3e-3"},
-                      {"gpt", "seqtask.npz", "300", "3e-3"}};
+                              {"cnn", "digits_images.npz", "300", "3e-3"},
+                              {"gpt", "seqtask.npz", "300", "3e-3"}};
   for (const TrainingRun& run : runs) {
     const auto [acc32, loss32] = train_result(dir, run, "fp32");
     for (const std::string precision : {"fp16", "bf16"}) {

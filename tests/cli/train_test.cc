@@ -16,13 +16,6 @@ namespace ampc::testing {
 namespace {
 using ::testing::HasSubstr;
 
-std::vector<nlohmann::json> read_log(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  std::vector<nlohmann::json> lines;
-  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
-  return lines;
-}
-
 std::vector<std::string> mlp_train(const std::filesystem::path& data, int steps) {
   return {"train",
           source_path("models/mlp.onnx").string(),
@@ -37,10 +30,6 @@ std::vector<std::string> mlp_train(const std::filesystem::path& data, int steps)
           "--shuffle",
           "--seed",
           "3"};
-}
-
-std::string bytes_of(const rt::Tensor& t) {
-  return std::string(static_cast<const char*>(t.raw()), t.nbytes());
 }
 
 std::vector<std::string> with(std::vector<std::string> args, const std::vector<std::string>& more) {
