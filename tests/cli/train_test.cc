@@ -188,6 +188,12 @@ TEST(Train, RefusesContradictoryOptions) {
   EXPECT_THAT(
       expect_user_error(with(mlp_train(data, 5), {"--holdout", "0.2", "--eval", data.string()})),
       HasSubstr("give one"));
+  // A compiled plan cannot take options that would change the compiled step.
+  expect_success({"compile", source_path("models/mlp.onnx").string(), "--train", "-o",
+                  (dir / "mlp.plan").string()});
+  EXPECT_THAT(expect_user_error({"train", (dir / "mlp.plan").string(), "--data", data.string(),
+                                 "--lr", "0.1", "--precision", "fp16"}),
+              HasSubstr("--lr, --precision: '"));
   // A checkpoint of another model does not fit.
   expect_success({"train", source_path("models/cnn.onnx").string(), "--data",
                   source_path("models/data/digits_images.npz").string(), "--steps", "1",

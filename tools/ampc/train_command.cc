@@ -52,6 +52,15 @@ struct TrainArgs {
 
 plan::Plan training_plan(TrainArgs& args) {
   if (plan::looks_like_plan(args.model)) {
+    auto given = compile_options_given(args.training);
+    if (!args.input_shapes.empty()) given.push_back("--input-shape");
+    if (!given.empty()) {
+      std::string names;
+      for (const auto& n : given) names += (names.empty() ? "" : ", ") + n;
+      throw Error(names + ": '" + args.model +
+                  "' is compiled already, so these cannot change it; give them to `ampc "
+                  "compile`, or train the ONNX model");
+    }
     plan::Plan p = plan::load_plan(args.model);
     if (p.state_updates_size() == 0) {
       throw Error("'" + args.model + "' is a forward plan; compile it with `ampc compile --train`");

@@ -17,7 +17,23 @@ const char* const kLossScaleOptionNames[] = {
     "--loss-scale", "--init-scale", "--growth-factor",  "--backoff-factor", "--growth-interval",
     "--min-scale",  "--max-scale",  "--skip-nonfinite", "--clip-grad-norm", "--log-grad-norm"};
 
+// Autocast's options, which also shape the compiled step.
+const char* const kPrecisionOptionNames[] = {"--precision", "--allow",     "--deny",
+                                             "--follow",    "--keep-fp32", "--policy"};
+
 }  // namespace
+
+std::vector<std::string> compile_options_given(const TrainingOptions& extra) {
+  std::vector<std::string> given;
+  if (!extra.command) return given;
+  for (const auto* names : {&kTrainingOptionNames, &kLossScaleOptionNames}) {
+    for (const char* name : *names)
+      if (extra.command->count(name)) given.push_back(name);
+  }
+  for (const char* name : kPrecisionOptionNames)
+    if (extra.command->count(name)) given.push_back(name);
+  return given;
+}
 
 void add_training_options(CLI::App* cmd, compiler::CompileOptions& o, TrainingOptions& extra) {
   extra.command = cmd;

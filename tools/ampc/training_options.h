@@ -3,6 +3,7 @@
 
 #include <CLI/CLI.hpp>
 #include <string>
+#include <vector>
 
 #include "compiler/pipeline.h"
 
@@ -18,6 +19,9 @@ struct TrainingOptions {
 void add_training_options(CLI::App* cmd, compiler::CompileOptions& options, TrainingOptions& extra);
 // Applies what CLI11 could not parse directly (--betas) and sets
 // options.optimizer_options_given when any option of add_training_options was given.
+// The options of add_training_options that were given on the command line (they shape the
+// compiled step, so a plan that is already compiled cannot take them).
+std::vector<std::string> compile_options_given(const TrainingOptions& extra);
 void finish_training_options(compiler::CompileOptions& options, const TrainingOptions& extra);
 
 }  // namespace ampc::cli
