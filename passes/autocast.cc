@@ -7,6 +7,7 @@
 #include <set>
 
 #include "base/error.h"
+#include "passes/autodiff/ampc_schemas.h"
 #include "passes/cast_cleanup.h"
 #include "passes/precision_policy.h"
 
@@ -267,7 +268,12 @@ class Autocaster {
         bn_noted_ = true;
       }
     }
-    if (!allows(*schema, param, target)) {
+    if (target == DType::kBFloat16 && n.op_type == "Conv" && n.domain.empty() &&
+        !allows(*schema, param, target)) {
+      // ONNX's Conv has no bfloat16 in these opsets: ampc.Conv is the same op with it.
+      use_ampc_conv(n);
+      d.rule += "; as ampc.Conv (ONNX's Conv has no bf16)";
+    } else if (!allows(*schema, param, target)) {
       d.rule += "; fp32: opset " + std::to_string(*version) + " " + n.op_type + " has no " +
                 std::string(dtype_name(target));
       target = DType::kFloat32;
@@ -283,6 +289,13 @@ class Autocaster {
         set_output_dtype(v, target);
     }
     decide(n, target, std::move(d.rule));
+  }
+
+  void use_ampc_conv(ir::Node& n) {
+    autodiff::register_ampc_schemas();
+    n.domain = autodiff::kAmpcDomain;
+    if (!model_.opset_version(autodiff::kAmpcDomain))
+      model_.opsets.push_back({autodiff::kAmpcDomain, autodiff::kAmpcDomainVersion});
   }
 
   // Graph outputs (the loss) and state-update sources keep the dtype the model gave them:

@@ -56,6 +56,21 @@ OpSchema conv_grad() {
   return s;
 }
 
+// ONNX's Conv has no bfloat16 in the opsets libonnx 1.12 knows (up to 17); autocast uses
+// this op, the same Conv with bfloat16 allowed, for convolutions of bf16 plans.
+OpSchema conv() {
+  OpSchema s = base("Conv", "ONNX's Conv (opset 11 semantics), with bfloat16 allowed.");
+  s.Attr("group", "As ONNX Conv's.", AttributeProto::INT, static_cast<int64_t>(1))
+      .Input(0, "X", "Input.", "T")
+      .Input(1, "W", "Weights.", "T")
+      .Input(2, "B", "Bias.", "T", OpSchema::Optional)
+      .Output(0, "Y", "Output.", "T")
+      .TypeAndShapeInferenceFunction([](onnx::InferenceContext& ctx) {
+        onnx::OpSchemaRegistry::Schema("Conv", 11)->GetTypeAndShapeInferenceFunction()(ctx);
+      });
+  return s;
+}
+
 OpSchema pool_grad(const char* name, const char* doc) {
   OpSchema s = base(name, doc);
   s.Attr("ceil_mode", "As the forward op's.", AttributeProto::INT, static_cast<int64_t>(0))
@@ -73,6 +88,7 @@ void register_ampc_schemas() {
     onnx::OpSchemaRegistry::DomainToVersionRange::Instance().AddDomainToVersion(
         kAmpcDomain, kAmpcDomainVersion, kAmpcDomainVersion);
     onnx::RegisterSchema(conv_grad());
+    onnx::RegisterSchema(conv());
     onnx::RegisterSchema(pool_grad("MaxPoolGrad", "Gradient of MaxPool(X) given dY."));
     OpSchema avg = pool_grad("AveragePoolGrad", "Gradient of AveragePool(X) given dY.");
     avg.Attr("count_include_pad", "As the AveragePool's.", AttributeProto::INT,

@@ -141,6 +141,8 @@ void conv_transpose_op(OpContext& ctx) {
 
 void register_conv_ops(OpRegistry& r) {
   add_widened(r, "Conv", conv_op);
+  // ampc.Conv: the same op where bfloat16 is allowed (passes/autodiff/ampc_schemas.h).
+  add_widened(r, "Conv", conv_op, {}, "ampc");
   add_widened(r, "ConvTranspose", conv_transpose_op);
 }
 

@@ -63,9 +63,12 @@ void run_widened(OpContext& ctx, OpFn op, const std::vector<int>& out_like) {
   }
 }
 
-void add_widened(OpRegistry& r, const std::string& name, OpFn op, std::vector<int> out_like) {
-  r.add(name,
-        [op, out_like = std::move(out_like)](OpContext& ctx) { run_widened(ctx, op, out_like); });
+void add_widened(OpRegistry& r, const std::string& name, OpFn op, std::vector<int> out_like,
+                 const std::string& domain) {
+  r.add(
+      name,
+      [op, out_like = std::move(out_like)](OpContext& ctx) { run_widened(ctx, op, out_like); },
+      domain);
 }
 
 int64_t normalize_axis(const OpContext& ctx, int64_t axis, int64_t rank) {

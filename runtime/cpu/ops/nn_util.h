@@ -44,7 +44,8 @@ using OpFn = void (*)(OpContext&);
 // fp32 math, one rounding per stored value.
 void run_widened(OpContext& ctx, OpFn op, const std::vector<int>& out_like = {});
 // Registers `op` behind run_widened.
-void add_widened(OpRegistry& r, const std::string& name, OpFn op, std::vector<int> out_like = {});
+void add_widened(OpRegistry& r, const std::string& name, OpFn op, std::vector<int> out_like = {},
+                 const std::string& domain = "");
 
 // A copy of a float tensor (f16, bf16, f32, f64) in another float dtype.
 Tensor convert_float(const Tensor& t, DType to);
