@@ -7,7 +7,6 @@
 #include <limits>
 
 #include "base/error.h"
-#include "runtime/cpu/op_registry.h"
 #include "tests/unit/op_test_helpers.h"
 
 namespace ampc::rt::cpu {
@@ -20,22 +19,7 @@ using optest::values;
 
 std::vector<Tensor> run_amp(const std::string& op, const std::vector<Tensor>& inputs,
                             const std::vector<plan::Attribute>& attrs, int num_outputs) {
-  plan::Step step;
-  step.set_op(op);
-  step.set_domain("ampc");
-  step.set_opset_version(1);
-  step.add_source_nodes("test_node");
-  for (const auto& a : attrs) *step.add_attributes() = a;
-  std::vector<const Tensor*> in;
-  for (const auto& t : inputs) in.push_back(&t);
-  std::vector<Tensor> out(num_outputs);
-  std::vector<Tensor*> out_ptrs;
-  for (auto& t : out) out_ptrs.push_back(&t);
-  const CpuOp* fn = OpRegistry::instance().find(op, "ampc");
-  if (!fn) throw Error("no CPU kernel for ampc." + op);
-  OpContext ctx(step, in, out_ptrs);
-  (*fn)(ctx);
-  return out;
+  return optest::run(op, inputs, attrs, num_outputs, 1, "ampc");
 }
 
 Tensor f32(float v) {

@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "base/error.h"
-#include "runtime/cpu/op_registry.h"
 #include "tests/unit/op_test_helpers.h"
 
 namespace ampc::rt::cpu {
@@ -22,33 +21,16 @@ constexpr DType F64 = DType::kFloat64;
 constexpr DType I64 = DType::kInt64;
 
 // optest::run looks ops up in the default domain; these live in another one.
+constexpr const char* kDomain = "ai.onnx.preview.training";
+
 std::vector<Tensor> run_op(const std::string& op, const std::vector<Tensor>& inputs,
                            const std::vector<plan::Attribute>& attrs, int num_outputs) {
-  plan::Step step;
-  step.set_op(op);
-  step.set_opset_version(1);
-  step.add_source_nodes("test_node");
-  for (const auto& a : attrs) *step.add_attributes() = a;
-  std::vector<const Tensor*> in;
-  for (const auto& t : inputs) in.push_back(&t);
-  std::vector<Tensor> out(num_outputs);
-  std::vector<Tensor*> out_ptrs;
-  for (auto& t : out) out_ptrs.push_back(&t);
-  const CpuOp* fn = OpRegistry::instance().find(op, "ai.onnx.preview.training");
-  if (!fn) throw Error("no CPU kernel for " + op);
-  OpContext ctx(step, in, out_ptrs);
-  (*fn)(ctx);
-  return out;
+  return run(op, inputs, attrs, num_outputs, 1, kDomain);
 }
 
 std::string run_op_error(const std::string& op, const std::vector<Tensor>& inputs,
                          const std::vector<plan::Attribute>& attrs, int num_outputs) {
-  try {
-    run_op(op, inputs, attrs, num_outputs);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
+  return run_error(op, inputs, attrs, num_outputs, 1, kDomain);
 }
 
 Tensor scalar_r(DType dtype, double r) {

@@ -108,9 +108,11 @@ std::vector<double> values(const Tensor& t) {
 }
 
 std::vector<Tensor> run(const std::string& op, const std::vector<Tensor>& inputs,
-                        const std::vector<plan::Attribute>& attrs, int num_outputs, int64_t opset) {
+                        const std::vector<plan::Attribute>& attrs, int num_outputs, int64_t opset,
+                        const std::string& domain) {
   plan::Step step;
   step.set_op(op);
+  step.set_domain(domain);
   step.set_opset_version(opset);
   step.add_source_nodes("test_node");
   for (const auto& a : attrs) *step.add_attributes() = a;
@@ -119,17 +121,18 @@ std::vector<Tensor> run(const std::string& op, const std::vector<Tensor>& inputs
   std::vector<Tensor> out(num_outputs);
   std::vector<Tensor*> out_ptrs;
   for (auto& t : out) out_ptrs.push_back(&t);
-  const CpuOp* fn = OpRegistry::instance().find(op, "");
-  if (!fn) throw Error("no CPU kernel for " + op);
+  const CpuOp* fn = OpRegistry::instance().find(op, domain);
+  if (!fn) throw Error("no CPU kernel for " + (domain.empty() ? "" : domain + ".") + op);
   OpContext ctx(step, in, out_ptrs);
   (*fn)(ctx);
   return out;
 }
 
 std::string run_error(const std::string& op, const std::vector<Tensor>& inputs,
-                      const std::vector<plan::Attribute>& attrs, int num_outputs, int64_t opset) {
+                      const std::vector<plan::Attribute>& attrs, int num_outputs, int64_t opset,
+                      const std::string& domain) {
   try {
-    run(op, inputs, attrs, num_outputs, opset);
+    run(op, inputs, attrs, num_outputs, opset, domain);
   } catch (const Error& e) {
     return e.what();
   }

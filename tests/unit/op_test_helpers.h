@@ -17,10 +17,14 @@ plan::Attribute attr_s(const std::string& name, const std::string& v);
 plan::Attribute attr_ints(const std::string& name, const std::vector<int64_t>& v);
 Tensor make(DType dtype, const std::vector<int64_t>& shape, const std::vector<double>& v);
 std::vector<double> values(const Tensor& t);
+// Runs `op` of `domain` ("" = ONNX) through the CPU registry; undefined tensors are omitted
+// inputs. run_error returns the ampc::Error message ("(no error)" when it succeeds).
 std::vector<Tensor> run(const std::string& op, const std::vector<Tensor>& inputs,
-                        const std::vector<plan::Attribute>& attrs, int num_outputs, int64_t opset);
+                        const std::vector<plan::Attribute>& attrs, int num_outputs, int64_t opset,
+                        const std::string& domain = "");
 std::string run_error(const std::string& op, const std::vector<Tensor>& inputs,
-                      const std::vector<plan::Attribute>& attrs, int num_outputs, int64_t opset);
+                      const std::vector<plan::Attribute>& attrs, int num_outputs, int64_t opset,
+                      const std::string& domain = "");
 std::vector<double> pseudo_random(size_t n, uint32_t seed);
 void expect_close(const std::vector<double>& got, const std::vector<double>& want, double tol);
 
