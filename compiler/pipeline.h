@@ -18,6 +18,15 @@ namespace ampc::compiler {
 // separated, when they were chosen (--loss); absent otherwise (the only output is the loss).
 inline constexpr const char* kLossesOption = "loss";
 
+// Lowering of the final graph into the plan's steps.
+struct LoweringOptions {
+  // Elementwise fusion into generated kernels (passes/fusion.h); off: one step per node.
+  bool fuse = true;
+  // "cuda:sm_90", "cuda:sm_80" (PTX of every kernel stored in the plan) or "cpu" (none).
+  // Every plan runs on the CPU backend, which compiles its kernels for the host at load.
+  std::string target = "cuda:sm_90";
+};
+
 struct CompileOptions {
   onnx_io::ImportOptions import;
   // Training: differentiate the loss and add the optimizer step; otherwise a forward plan.
@@ -39,6 +48,7 @@ struct CompileOptions {
   // --accum-steps and the loss-scaling options). They
   // cannot apply to a model in training format, so that is an error.
   bool optimizer_options_given = false;
+  LoweringOptions lowering;
 };
 
 // Runs the passes over `model` (in place) and emits the plan. For training, the plan embeds

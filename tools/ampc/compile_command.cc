@@ -60,6 +60,12 @@ void add_compile_command(CLI::App& app) {
                   "Also write the compiled training step as an ONNX model in training format "
                   "(TrainingInfoProto); needs --train")
       ->needs(train);
+  cmd->add_option("--target", args->options.lowering.target,
+                  "cuda:sm_90 | cuda:sm_80 | cpu: the PTX the plan carries (default cuda:sm_90); "
+                  "every plan also runs on the CPU backend")
+      ->check(CLI::IsMember({"cuda:sm_90", "cuda:sm_80", "cpu"}));
+  cmd->add_flag("--no-fusion", [args](int64_t) { args->options.lowering.fuse = false; },
+                "One step per graph node: no fused kernels (for comparison and debugging)");
   add_training_options(cmd, args->options, args->training);
   cmd->callback([args] { run_compile(*args); });
 }
