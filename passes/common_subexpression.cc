@@ -107,7 +107,7 @@ int eliminate_common_subexpressions(ir::Model& model, const CseOptions&) {
     }
     duplicates.push_back(n);
   }
-  for (ir::Node* n : duplicates) g.remove_node(n);
+  g.remove_nodes(duplicates);
   return static_cast<int>(duplicates.size());
 }
 

@@ -11,23 +11,27 @@ int eliminate_dead_code(ir::Model& model, const DeadCodeOptions&) {
     outputs.insert(u.source);
     outputs.insert(u.target);
   }
-  int removed = 0;
-  // Walk backwards so a chain of dead nodes goes in one sweep.
+  // Walk backwards so a chain of dead nodes goes in one sweep: a dead node's uses of its
+  // inputs are dropped at once, the nodes themselves in one removal at the end.
+  std::vector<ir::Node*> dead;
   for (size_t i = g.nodes.size(); i-- > 0;) {
     ir::Node* n = g.nodes[i].get();
     bool live = false;
     for (const ir::Value* v : n->outputs) live |= v && (!v->uses.empty() || outputs.count(v));
-    if (!live) {
-      g.remove_node(n);
-      ++removed;
+    if (live) continue;
+    for (ir::Value* in : n->inputs) {
+      if (in) std::erase_if(in->uses, [&](const ir::Use& u) { return u.node == n; });
     }
+    dead.push_back(n);
   }
+  const int removed = static_cast<int>(dead.size());
+  g.remove_nodes(dead);
   // Initializers nobody reads (left over from folding, or unused in the model).
   std::erase_if(g.initializers, [&](ir::Value* v) {
     return v->uses.empty() && !v->is_graph_input && !outputs.count(v);
   });
-  std::erase_if(g.values, [&](const std::unique_ptr<ir::Value>& v) {
-    return v->is_initializer() && v->uses.empty() && !v->is_graph_input && !outputs.count(v.get());
+  g.erase_values_if([&](const ir::Value& v) {
+    return v.is_initializer() && v.uses.empty() && !v.is_graph_input && !outputs.count(&v);
   });
   return removed;
 }

@@ -19,7 +19,7 @@ Value* named(ir::Model& model, Value* v, const std::string& name) {
   if (model.graph->find_value(name))
     throw Error("cannot add gradient-accumulation value '" + name +
                 "': the model already has a value of that name");
-  v->name = name;
+  model.graph->rename_value(v, name);
   if (v->initializer) v->initializer->name = name;
   return v;
 }

@@ -36,7 +36,8 @@ ir::Value* clip_gradients(ir::Model& model, std::vector<ParameterGradient>& grad
     ir::Value* last = b.filled(0.0, outs[0]->type);
     if (model.graph->find_value(kLastGradNormName))
       throw Error(std::string("cannot add '") + kLastGradNormName + "': the name is taken");
-    last->name = last->initializer->name = kLastGradNormName;
+    model.graph->rename_value(last, kLastGradNormName);
+    last->initializer->name = kLastGradNormName;
     model.state_updates.push_back({last, outs[0]});
   }
   import_ampc_domain_if_used(model, first_node);

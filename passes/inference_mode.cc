@@ -20,7 +20,7 @@ void drop_outputs_from(ir::Graph& g, ir::Node& n, size_t first) {
       throw Error("node " + n.label() + ": output '" + v->name +
                   "' only exists in training mode but is read; the model cannot be evaluated");
     }
-    std::erase_if(g.values, [v](const std::unique_ptr<ir::Value>& p) { return p.get() == v; });
+    g.erase_values_if([v](const ir::Value& p) { return &p == v; });
   }
   if (n.outputs.size() > first)
     n.outputs.erase(n.outputs.begin() + static_cast<std::ptrdiff_t>(first), n.outputs.end());

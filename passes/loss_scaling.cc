@@ -50,7 +50,7 @@ void rename(ir::Model& model, Value* v, const std::string& name) {
   if (model.graph->find_value(name))
     throw Error("cannot name the loss scaler's '" + name +
                 "': the model already has a value of that name");
-  v->name = name;
+  model.graph->rename_value(v, name);
 }
 
 }  // namespace

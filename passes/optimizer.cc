@@ -15,7 +15,7 @@ Value* state(GradBuilder& b, ir::Model& model, const std::string& name, double v
   if (model.graph->find_value(name))
     throw Error("cannot add optimizer state '" + name + "': the name is taken");
   Value* v = b.filled(value, type);
-  v->name = name;
+  model.graph->rename_value(v, name);
   v->initializer->name = name;
   return v;
 }

@@ -1,5 +1,7 @@
 #include "compiler/ir/graph.h"
 
+#include <unordered_set>
+
 #include <sstream>
 
 #include "base/error.h"
@@ -53,6 +55,7 @@ Value* Graph::add_value(std::string value_name, TensorType type) {
   v->name = std::move(value_name);
   v->type = std::move(type);
   v->owner = this;
+  by_name_[v->name].push_back(v.get());
   values.push_back(std::move(v));
   return values.back().get();
 }
@@ -80,35 +83,57 @@ Node* Graph::add_node(std::string op_type, std::vector<Value*> node_inputs,
 }
 
 void Graph::remove_node(Node* node) {
-  for (Value* out : node->outputs) {
-    if (!out) continue;
-    if (!out->uses.empty())
-      throw Error("internal: removing node " + node->label() + " whose output '" + out->name +
-                  "' is still used");
-    for (Value* o : outputs) {
-      if (o == out)
+  remove_nodes({node});
+}
+
+void Graph::remove_nodes(const std::vector<Node*>& dead) {
+  std::unordered_set<const Node*> gone(dead.begin(), dead.end());
+  std::unordered_set<const Value*> graph_outputs(outputs.begin(), outputs.end());
+  for (Node* node : dead) {
+    for (Value* out : node->outputs) {
+      if (!out) continue;
+      for (const Use& u : out->uses) {
+        if (!gone.count(u.node))
+          throw Error("internal: removing node " + node->label() + " whose output '" + out->name +
+                      "' is still used");
+      }
+      if (graph_outputs.count(out))
         throw Error("internal: removing node " + node->label() + " that produces graph output '" +
                     out->name + "'");
     }
   }
-  for (size_t i = 0; i < node->inputs.size(); ++i) {
-    Value* in = node->inputs[i];
-    if (!in) continue;
-    std::erase_if(in->uses, [&](const Use& u) {
-      return u.node == node && u.input_index == static_cast<int>(i);
-    });
+  for (Node* node : dead) {
+    for (Value* in : node->inputs) {
+      if (in) std::erase_if(in->uses, [&](const Use& u) { return u.node == node; });
+    }
   }
-  std::erase_if(values, [&](const std::unique_ptr<Value>& v) { return v->producer == node; });
-  std::erase_if(nodes, [&](const std::unique_ptr<Node>& n) { return n.get() == node; });
+  erase_values_if([&](const Value& v) { return v.producer && gone.count(v.producer); });
+  std::erase_if(nodes, [&](const std::unique_ptr<Node>& n) { return gone.count(n.get()) > 0; });
 }
 
 Value* Graph::find_value(std::string_view value_name) const {
+  const std::string key(value_name);
   for (const Graph* g = this; g; g = g->parent) {
-    for (const auto& v : g->values) {
-      if (v->name == value_name) return v.get();
+    auto it = g->by_name_.find(key);
+    if (it == g->by_name_.end()) continue;
+    for (Value* v : it->second) {
+      if (v->name == value_name) return v;
     }
   }
   return nullptr;
+}
+
+void Graph::unindex(Value* value) {
+  auto it = by_name_.find(value->name);
+  if (it == by_name_.end()) return;
+  std::erase(it->second, value);
+  if (it->second.empty()) by_name_.erase(it);
+}
+
+void Graph::rename_value(Value* value, std::string new_name) {
+  unindex(value);
+  value->name = std::move(new_name);
+  by_name_[value->name].push_back(value);
 }
 
 std::optional<int64_t> Model::opset_version(std::string_view op_domain) const {

@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -89,11 +90,31 @@ class Graph {
   // Removes a node whose outputs nobody reads (and that are not graph outputs), with its
   // output values; unlinks its uses of its inputs.
   void remove_node(Node* node);
-  // A value of this graph or of an enclosing one, by name; null when absent.
+  // remove_node for several nodes at once, in one sweep over the graph (no output of one may
+  // be read by another node that stays).
+  void remove_nodes(const std::vector<Node*>& dead);
+  // A value of this graph or of an enclosing one, by name; null when absent. Indexed: values
+  // must be renamed through rename_value, not by assigning Value::name.
   Value* find_value(std::string_view value_name) const;
+  void rename_value(Value* value, std::string new_name);
+  // Removes the values (not used by any node) for which pred(const Value&) holds.
+  template <typename Pred>
+  void erase_values_if(Pred pred) {
+    std::erase_if(values, [&](const std::unique_ptr<Value>& v) {
+      if (!pred(static_cast<const Value&>(*v))) return false;
+      unindex(v.get());
+      return true;
+    });
+  }
   // Visits this graph and every nested subgraph, parents first.
   template <typename F>
   void for_each_graph(F&& f) const;
+
+ private:
+  void unindex(Value* value);
+  // Values by name, in the order they were added (names are not necessarily unique while a
+  // graph is being built); kept by add_value, rename_value and remove_node.
+  std::unordered_map<std::string, std::vector<Value*>> by_name_;
 };
 
 struct OpsetImport {
