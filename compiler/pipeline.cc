@@ -8,6 +8,8 @@
 #include "compiler/onnx/export.h"
 #include "compiler/onnx/export_training.h"
 #include "compiler/plan_emit.h"
+#include "compiler/plan_memory.h"
+#include "compiler/report/plan_precision.h"
 #include "passes/autodiff/gradient_op.h"
 #include "passes/cast_cleanup.h"
 #include "passes/common_subexpression.h"
@@ -61,16 +63,18 @@ void add_training_step(ir::Model& model, const CompileOptions& options) {
   passes::add_micro_step_update(model, accum);  // after folding (grad_accumulation.h)
 }
 
-// The training step in ONNX's training format without the data of the plan's STATE
-// buffers (their initial values are in the plan already).
-std::string training_model_bytes(const ir::Model& model, const plan::Plan& p) {
+// The training step in ONNX's training format without the data of the STATE buffers (their
+// initial values are in the plan already).
+std::string training_model_bytes(const ir::Model& model) {
   onnx::ModelProto proto = onnx_io::export_training_model(model);
   std::set<std::string> state;
-  for (const auto& b : p.buffers()) {
-    if (b.role() == plan::STATE) state.insert(b.name());
-  }
+  for (const auto& u : model.state_updates) state.insert(u.target->name);
   onnx_io::drop_initializer_data(proto, state);
   return onnx_io::serialize_model(proto);
+}
+
+int64_t node_count(const ir::Model& model) {
+  return static_cast<int64_t>(model.graph->nodes.size());
 }
 
 }  // namespace
@@ -89,16 +93,22 @@ passes::AutocastReport autocast_forward(ir::Model& model, const passes::Autocast
 
 plan::Plan compile_model(ir::Model& model, const CompileOptions& options,
                          const std::string& model_name, passes::AutocastReport* autocast_report) {
+  StageTimes* times = options.stage_times;
+  StageTimer stage(times, "constant folding");
   // Constants first: gradient rules need constant shapes, axes and slice bounds.
   passes::fold_constants(model);
   // ai.onnx.preview.training Gradient nodes become the gradient graph they stand for.
   if (passes::expand_gradient_ops(model) > 0) passes::fold_constants(model);
 
   // Mixed precision on the forward graph, before differentiation (amp-semantics.md 2).
+  stage.finish(node_count(model));
+  stage = StageTimer(times, "autocast");
   const bool mixed = options.autocast.precision != passes::Precision::kFP32;
   passes::AutocastReport autocast = autocast_forward(model, options.autocast);
   if (autocast_report) *autocast_report = std::move(autocast);
 
+  stage.finish(node_count(model));
+  stage = StageTimer(times, "training build");
   if (options.train) add_training_step(model, options);
   // The backward of a Cast is a Cast back: fold the pairs it makes, merge duplicates.
   if (mixed && options.train) {
@@ -106,11 +116,24 @@ plan::Plan compile_model(ir::Model& model, const CompileOptions& options,
     passes::eliminate_common_subexpressions(model);
   }
 
+  stage.finish(node_count(model));
+
   // Cleanup.
+  stage = StageTimer(times, "cleanup + verify");
   passes::eliminate_dead_code(model);
   ir::verify(model, {.require_static_inputs = options.import.require_static_inputs});
+  stage.finish(node_count(model));
 
-  // Lowering: one step per node.
+  // The training step as ONNX, before lowering folds GEMM epilogues (which are not ONNX).
+  stage = StageTimer(times, "training model export");
+  std::string training_model;
+  if (options.train) {
+    training_model = training_model_bytes(model);
+    if (options.training_onnx)
+      *options.training_onnx = onnx_io::serialize_model(onnx_io::export_training_model(model));
+  }
+  stage.finish(node_count(model));
+
   EmitOptions emit;
   emit.model_name = model_name;
   for (const auto& [name, dims] : options.import.input_shapes)
@@ -130,8 +153,36 @@ plan::Plan compile_model(ir::Model& model, const CompileOptions& options,
   }
   // Autocast's decisions, recorded in the plan (moved into *autocast_report when given).
   emit.autocast = autocast_report ? autocast_report : &autocast;
-  plan::Plan p = emit_plan(model, emit);
-  if (options.train) p.set_training_model(training_model_bytes(model, p));
+
+  // Lowering: GEMM epilogues and fused kernels (or one step per node), then the plan.
+  plan::Plan p;
+  if (!options.lowering.fuse) {
+    stage = StageTimer(times, "plan emission");
+    p = emit_plan(model, emit);
+    stage.finish(p.steps_size());
+  } else {
+    // The precision report names ONNX nodes: it is made from the graph lowered one step per
+    // node, before anything is folded or fused, and stored in the plan.
+    stage = StageTimer(times, "precision report");
+    const plan::Plan unfused = emit_plan(model, emit);
+    stage.finish(unfused.steps_size());
+    stage = StageTimer(times, "fusion + epilogues");
+    lower::Lowering lowering = lower::lower_graph(model, options.lowering);
+    stage.finish(static_cast<int64_t>(lowering.steps.size()));
+    stage = StageTimer(times, "kernel codegen (PTX)");
+    lower::attach_ptx(lowering, options.lowering.target);
+    stage.finish(static_cast<int64_t>(lowering.kernels.size()));
+    stage = StageTimer(times, "plan emission");
+    emit.lowering = &lowering;
+    p = emit_plan(model, emit);
+    p.set_precision_report(report::lowered_precision_report(unfused, p));
+    stage.finish(p.steps_size());
+  }
+  p.set_target(options.lowering.target);
+  stage = StageTimer(times, "memory plan");
+  plan_memory(p);
+  stage.finish(p.steps_size());
+  if (options.train) p.set_training_model(std::move(training_model));
   return p;
 }
 

@@ -5,7 +5,9 @@
 #include <string>
 
 #include "compiler/ir/graph.h"
+#include "compiler/lower/lowering.h"
 #include "compiler/onnx/import.h"
+#include "compiler/stage_timer.h"
 #include "passes/autocast.h"
 #include "passes/autodiff/autodiff.h"
 #include "passes/loss_scaling.h"
@@ -17,15 +19,6 @@ namespace ampc::compiler {
 // The plan option (Plan.options) naming the loss outputs a training plan minimises, comma-
 // separated, when they were chosen (--loss); absent otherwise (the only output is the loss).
 inline constexpr const char* kLossesOption = "loss";
-
-// Lowering of the final graph into the plan's steps.
-struct LoweringOptions {
-  // Elementwise fusion into generated kernels (passes/fusion.h); off: one step per node.
-  bool fuse = true;
-  // "cuda:sm_90", "cuda:sm_80" (PTX of every kernel stored in the plan) or "cpu" (none).
-  // Every plan runs on the CPU backend, which compiles its kernels for the host at load.
-  std::string target = "cuda:sm_90";
-};
 
 struct CompileOptions {
   onnx_io::ImportOptions import;
@@ -48,7 +41,13 @@ struct CompileOptions {
   // --accum-steps and the loss-scaling options). They
   // cannot apply to a model in training format, so that is an error.
   bool optimizer_options_given = false;
+  // Fusion and target of the plan's steps (compiler/lower/lowering.h).
   LoweringOptions lowering;
+  // When set, receives the time and node count of every pipeline stage (--time-passes).
+  StageTimes* stage_times = nullptr;
+  // When set (training), receives the compiled training step in ONNX's training format with
+  // all initializer data (what `--emit-onnx` writes), exported before lowering.
+  std::string* training_onnx = nullptr;
 };
 
 // Runs the passes over `model` (in place) and emits the plan. For training, the plan embeds

@@ -2,8 +2,10 @@
 
 #include <set>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "base/error.h"
+#include "passes/gemm_epilogue.h"
 
 namespace ampc::compiler {
 namespace {
@@ -93,6 +95,32 @@ plan::Plan emit_plan(const ir::Model& model, const EmitOptions& options) {
     o->set_value(v);
   }
 
+  // Values computed and consumed inside one fused kernel get no buffer.
+  std::unordered_set<const ir::Value*> internal;
+  if (options.lowering) {
+    // Likewise what passes between a GEMM and the work folded into its call.
+    for (const auto& f : options.lowering->folds) {
+      std::unordered_set<const ir::Value*> kept(f.outputs.begin(), f.outputs.end());
+      for (const ir::Node* n : f.folded) {
+        for (const ir::Value* v : n->outputs) {
+          if (v && !kept.count(v)) internal.insert(v);
+        }
+      }
+      for (const ir::Value* v : f.gemm->outputs) {
+        if (v && !kept.count(v)) internal.insert(v);
+      }
+    }
+    for (const auto& step : options.lowering->steps) {
+      std::unordered_set<const ir::Value*> stored;
+      for (const auto& k : step.segments) stored.insert(k.outputs.begin(), k.outputs.end());
+      for (const ir::Node* n : step.sources) {
+        for (const ir::Value* v : n->outputs) {
+          if (v && !stored.count(v)) internal.insert(v);
+        }
+      }
+    }
+  }
+
   std::unordered_map<const ir::Value*, int> id;
   auto add_buffer = [&](const ir::Value* v, plan::BufferRole role) {
     auto* b = p.add_buffers();
@@ -116,22 +144,63 @@ plan::Plan emit_plan(const ir::Model& model, const EmitOptions& options) {
     add_buffer(v, state.count(v) ? plan::STATE : plan::CONSTANT);
   for (const auto& vp : g.values) {
     const ir::Value* v = vp.get();
-    if (id.count(v)) continue;
+    if (id.count(v) || internal.count(v)) continue;
     bool is_output = false;
     for (const ir::Value* o : g.outputs) is_output |= (o == v);
     add_buffer(v, is_output ? plan::OUTPUT : plan::ACTIVATION);
   }
 
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
-    const ir::Node& n = *g.nodes[i];
+  std::unordered_map<const ir::Node*, size_t> position;
+  for (size_t i = 0; i < g.nodes.size(); ++i) position[g.nodes[i].get()] = i;
+  auto add_node_step = [&](const ir::Node& n, const passes::GemmFold* fold) {
     auto* s = p.add_steps();
     s->set_op(n.op_type);
     s->set_domain(n.domain);
     s->set_opset_version(model.opset_version(n.domain).value_or(0));
-    for (const ir::Value* v : n.inputs) s->add_inputs(v ? id.at(v) : -1);
-    for (const ir::Value* v : n.outputs) s->add_outputs(v ? id.at(v) : -1);
+    const std::vector<const ir::Value*> inputs =
+        fold ? fold->inputs : std::vector<const ir::Value*>(n.inputs.begin(), n.inputs.end());
+    const std::vector<const ir::Value*> outputs =
+        fold ? fold->outputs : std::vector<const ir::Value*>(n.outputs.begin(), n.outputs.end());
+    for (const ir::Value* v : inputs) s->add_inputs(v ? id.at(v) : -1);
+    for (const ir::Value* v : outputs) s->add_outputs(v ? id.at(v) : -1);
+    s->add_source_nodes(node_name(n, position.at(&n)));
     for (const auto& a : n.attributes) attribute(a, n, s->add_attributes());
-    s->add_source_nodes(node_name(n, i));
+    if (!fold) return;
+    // What the GEMM call does besides (passes/gemm_epilogue.h), and the nodes that was.
+    s->set_epilogue(fold->epilogue);
+    for (const auto& [flag, on] : {std::pair{passes::kTransAAttr, fold->trans_a},
+                                   std::pair{passes::kTransBAttr, fold->trans_b}}) {
+      if (!on) continue;
+      auto* a = s->add_attributes();
+      a->set_name(flag);
+      a->set_i(1);
+    }
+    for (const ir::Node* f : fold->folded) s->add_source_nodes(node_name(*f, position.at(f)));
+  };
+  if (!options.lowering) {
+    for (const auto& n : g.nodes) add_node_step(*n, nullptr);
+  } else {
+    for (const auto& k : options.lowering->kernels) *p.add_kernels() = k;
+    for (const auto& step : options.lowering->steps) {
+      if (step.node) {
+        add_node_step(*step.node,
+                      step.fold >= 0 ? &options.lowering->folds.at(step.fold) : nullptr);
+        continue;
+      }
+      auto* s = p.add_steps();
+      s->set_op(kFusedOp);
+      s->set_domain(kKernelDomain);
+      s->set_kernel(options.lowering->kernels.at(step.kernel).name());
+      for (const auto& k : step.segments) {
+        for (const ir::Value* v : k.inputs) s->add_inputs(id.at(v));
+        for (const ir::Value* v : k.outputs) s->add_outputs(id.at(v));
+      }
+      if (step.segments.size() > 1) s->set_segments(static_cast<int32_t>(step.segments.size()));
+      for (const ir::Node* n : step.sources) s->add_source_nodes(node_name(*n, position.at(n)));
+      // A guarded kernel writes its outputs into the state they update.
+      for (const auto& [out, state] : step.aliases)
+        p.mutable_buffers(id.at(out))->set_alias_of(1 + id.at(state));
+    }
   }
   for (const ir::Value* v : g.inputs) {
     if (v->is_initializer()) continue;

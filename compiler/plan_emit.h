@@ -1,15 +1,21 @@
-// IR -> plan: one buffer per value, one step per node (until fusion lands), constants with
-// their data, bindings for the graph's inputs and outputs, and each step's ONNX node name.
+// IR -> plan: one buffer per value (but those internal to a fused kernel), one step per
+// node or per fused kernel (compiler/lower), constants with their data, bindings for the
+// graph's inputs and outputs, and each step's ONNX node names.
 #pragma once
 
 #include <map>
 #include <string>
 
 #include "compiler/ir/graph.h"
+#include "compiler/lower/lowering.h"
 #include "passes/autocast.h"
 #include "runtime/plan/plan.pb.h"
 
 namespace ampc::compiler {
+
+// A fused kernel's step: op and domain (Step.kernel names its KernelDef).
+inline constexpr const char* kFusedOp = "FusedElementwise";
+inline constexpr const char* kKernelDomain = "ampc.kernel";
 
 struct EmitOptions {
   std::string model_name;
@@ -18,6 +24,8 @@ struct EmitOptions {
   // What autocast decided (compile_model's report), recorded as Plan.precision_decisions for
   // the nodes and Casts still in the graph; null or empty for fp32.
   const passes::AutocastReport* autocast = nullptr;
+  // The steps to emit and the kernels they run; null: one step per node, in graph order.
+  const lower::Lowering* lowering = nullptr;
 };
 
 plan::Plan emit_plan(const ir::Model& model, const EmitOptions& options);

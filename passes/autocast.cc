@@ -193,6 +193,26 @@ class Autocaster {
     return true;
   }
 
+  // Add(MatMul(x, W), b) with b a 1-D parameter: the bias of a linear layer as ONNX exports it
+  // for inputs of rank > 2. torch's linear is on the ALLOW list with its bias, so the bias
+  // is cast down with the weight instead of widening the sum to fp32 (which would leave
+  // every linear layer's output, and what follows it, in fp32).
+  bool is_linear_bias_add(const ir::Node& n) const {
+    if (n.op_type != "Add" || !n.domain.empty() || n.inputs.size() != 2) return false;
+    for (int k = 0; k < 2; ++k) {
+      const ir::Value* mm = n.inputs[k];
+      const ir::Value* b = n.inputs[1 - k];
+      if (!mm || !b || !mm->producer || mm->producer->op_type != "MatMul" ||
+          !mm->producer->domain.empty() || mm->type.dtype != low_)
+        continue;
+      if (b->is_initializer() && b->from_model && b->initializer->dims.size() == 1 &&
+          mm->type.is_static() && !mm->type.shape->empty() &&
+          b->initializer->dims[0] == mm->type.shape->back())
+        return true;
+    }
+    return false;
+  }
+
   // KEEP: the node sees its inputs in the dtypes the model gave them.
   void keep(ir::Node& n, std::string rule) {
     if (n.op_type != "Cast") {  // a Cast reads any type and its result type is its `to`
@@ -224,6 +244,7 @@ class Autocaster {
     // PyTorch's promotion rule: a one-element constant (a scale, an epsilon) does not
     // widen a computation, so x_fp16 * 0.125 stays fp16; it is cast to the result instead.
     DType current = DType::kUndefined, weak = DType::kUndefined;
+    const bool bias_add = is_linear_bias_add(n);
     for (size_t i = 0; i < n.inputs.size(); ++i) {
       const ir::Value* v = n.inputs[i];
       if (!v || !is_float(v->type.dtype)) continue;
@@ -231,7 +252,7 @@ class Autocaster {
       if (!constraint(*schema, t)) continue;
       if (param.empty()) param = t;
       if (t != param) continue;
-      if (is_weak_constant(*v)) {
+      if (is_weak_constant(*v) || (bias_add && v->is_initializer())) {
         weak = widest(weak, v->type.dtype);
       } else {
         current = widest(current, v->type.dtype);
@@ -239,6 +260,7 @@ class Autocaster {
     }
     if (param.empty()) return decide(n, DType::kUndefined, "KEEP (no float inputs)");
     if (current == DType::kUndefined) current = weak;
+    if (bias_add && current == low_) d.rule += "; bias of a linear layer: cast as torch's linear";
 
     DType target = current;
     if (current == DType::kFloat64) {

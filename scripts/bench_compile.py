@@ -48,7 +48,7 @@ def compile_once(ampc, model, plan, args):
     for m in re.finditer(r"^(\S[^\n]*?)\s+([0-9.]+)\s+(-?\d+)$", out, re.M):
         stages[m.group(1).strip()] = (float(m.group(2)), int(m.group(3)))
     total = float(re.search(r"^total\s+([0-9.]+)", out, re.M).group(1))
-    kernels = re.search(r"(\d+) kernels \((\d+) distinct\)", out)
+    kernels = re.search(r"(\d+) kernels \((\d+) distinct generated\)", out)
     return stages, total, kernels.groups() if kernels else ("-", "-")
 
 

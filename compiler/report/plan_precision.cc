@@ -3,6 +3,7 @@
 #include <cstring>
 #include <map>
 #include <set>
+#include <unordered_map>
 
 #include "passes/loss_scaling.h"
 
@@ -243,6 +244,24 @@ PrecisionReport plan_precision_report(const plan::Plan& p, PlanOrigin origin) {
     r.nodes.push_back(std::move(n));
   }
   return r;
+}
+
+std::string lowered_precision_report(const plan::Plan& unfused, const plan::Plan& lowered) {
+  std::unordered_map<std::string, int64_t> step_of;
+  for (int i = 0; i < lowered.steps_size(); ++i) {
+    for (const auto& node : lowered.steps(i).source_nodes()) step_of.emplace(node, i);
+  }
+  PrecisionReport r = plan_precision_report(unfused, PlanOrigin::kPlan);
+  for (auto& n : r.nodes) {
+    auto it = step_of.find(n.node);
+    n.step = it == step_of.end() ? -1 : it->second;
+  }
+  return precision_report_json(r).dump();
+}
+
+PrecisionReport precision_report_of_plan(const plan::Plan& plan) {
+  if (plan.precision_report().empty()) return plan_precision_report(plan, PlanOrigin::kPlan);
+  return precision_report_from_json(nlohmann::json::parse(plan.precision_report()));
 }
 
 }  // namespace ampc::report

@@ -17,4 +17,12 @@ enum class PlanOrigin {
 
 PrecisionReport plan_precision_report(const plan::Plan& plan, PlanOrigin origin);
 
+// The report of a lowered plan (fused kernels, folded GEMM epilogues), stored in it at compile
+// time (Plan.precision_report) as JSON: made from the same graph lowered one step per node
+// (`unfused`), with every node's step renumbered to the step of `lowered` that computes it.
+std::string lowered_precision_report(const plan::Plan& unfused, const plan::Plan& lowered);
+
+// A plan's report: the stored one when the plan has it, else plan_precision_report.
+PrecisionReport precision_report_of_plan(const plan::Plan& plan);
+
 }  // namespace ampc::report

@@ -1,7 +1,9 @@
 #include "compiler/report/precision_report.h"
 
 #include <sstream>
+
 #include <type_traits>
+#include "base/error.h"
 
 namespace ampc::report {
 namespace {
@@ -186,6 +188,68 @@ std::string precision_report_text(const PrecisionReport& r, const std::string& t
     o << "\nloss scaling: not in this step\n";
   }
   return o.str();
+}
+
+namespace {
+
+DType dtype_or_undefined(const std::string& name) {
+  if (name == "-") return DType::kUndefined;
+  if (auto t = dtype_from_name(name)) return *t;
+  throw Error("precision report: unknown dtype '" + name + "'");
+}
+
+template <typename T>
+std::optional<T> optional_of(const nlohmann::json& j) {
+  return j.is_null() ? std::nullopt : std::optional<T>(j.get<T>());
+}
+
+}  // namespace
+
+PrecisionReport precision_report_from_json(const nlohmann::json& j) {
+  try {
+    PrecisionReport r;
+    r.precision = j.at("precision").get<std::string>();
+    r.source = j.at("source").get<std::string>();
+    for (const auto& n : j.at("nodes")) {
+      r.nodes.push_back({n.at("node").get<std::string>(), n.at("op").get<std::string>(),
+                         dtype_or_undefined(n.at("compute_dtype").get<std::string>()),
+                         n.at("rule").get<std::string>(), n.value("step", int64_t{-1})});
+    }
+    for (const auto& c : j.at("casts")) {
+      PrecisionReport::Cast cast;
+      cast.node = c.at("node").get<std::string>();
+      cast.value = c.at("value").get<std::string>();
+      cast.from = dtype_or_undefined(c.at("from").get<std::string>());
+      cast.to = dtype_or_undefined(c.at("to").get<std::string>());
+      cast.numel = c.at("numel").get<int64_t>();
+      cast.bytes_moved = c.at("bytes_per_step").get<int64_t>();
+      cast.parameter = c.at("parameter").get<bool>();
+      r.casts.push_back(std::move(cast));
+    }
+    r.notes = j.at("notes").get<std::vector<std::string>>();
+    const auto& s = j.at("loss_scaling");
+    if (!s.is_null()) {
+      LossScalingReport l;
+      l.mode = s.at("mode").get<std::string>();
+      l.init_scale = optional_of<double>(s.at("init_scale"));
+      l.init_growth_tracker = optional_of<int64_t>(s.at("init_growth_tracker"));
+      l.growth_factor = optional_of<double>(s.at("growth_factor"));
+      l.backoff_factor = optional_of<double>(s.at("backoff_factor"));
+      l.growth_interval = optional_of<int64_t>(s.at("growth_interval"));
+      l.min_scale = optional_of<double>(s.at("min_scale"));
+      l.max_scale = optional_of<double>(s.at("max_scale"));
+      l.grad_norm = s.at("grad_norm").get<bool>();
+      l.clip_grad_norm = optional_of<double>(s.at("clip_grad_norm"));
+      for (const auto& op : s.at("ops"))
+        l.ops.push_back({op.at("node").get<std::string>(), op.at("op").get<std::string>()});
+      l.guarded_states = s.at("guarded_states").get<std::vector<std::string>>();
+      l.state_updates = s.at("state_updates").get<int64_t>();
+      r.loss_scaling = std::move(l);
+    }
+    return r;
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(std::string("precision report: ") + e.what());
+  }
 }
 
 }  // namespace ampc::report

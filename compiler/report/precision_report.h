@@ -64,5 +64,8 @@ PrecisionReport from_autocast(const passes::AutocastReport& report);
 // [{node, op}], guarded_updates, state_updates, guarded_states [..]}).
 nlohmann::ordered_json precision_report_json(const PrecisionReport& report);
 std::string precision_report_text(const PrecisionReport& report, const std::string& title);
+// The inverse of precision_report_json (totals are recomputed, not read). Throws ampc::Error
+// on JSON of another shape.
+PrecisionReport precision_report_from_json(const nlohmann::json& j);
 
 }  // namespace ampc::report

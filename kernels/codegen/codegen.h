@@ -20,6 +20,7 @@ using HostKernelFn = void (*)(void* const* operands, int64_t begin, int64_t end)
 
 // Host code for a set of kernels, compiled once for this machine (vectorised for its CPU).
 // Throws ampc::Error when a kernel uses an instruction the code generator does not know.
+// The entries live as long as this object; any number of threads may call them at once.
 class HostKernels {
  public:
   explicit HostKernels(const std::vector<const KernelDef*>& kernels);
@@ -38,6 +39,9 @@ class HostKernels {
 // PTX of one kernel for a CUDA architecture ("sm_80" or "sm_90"), libdevice linked for the
 // transcendental functions, NVVMReflect configured.
 TargetCode emit_ptx(const KernelDef& kernel, const std::string& sm);
+// emit_ptx for several kernels, on as many threads as the machine has (at most 16).
+std::vector<TargetCode> emit_ptx_all(const std::vector<const KernelDef*>& kernels,
+                                     const std::string& sm);
 
 // The kernel's LLVM IR as text (after optimisation), for `ampc inspect --show llvm`: for the
 // host when `sm` is empty, otherwise for that CUDA architecture.

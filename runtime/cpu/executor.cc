@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "base/error.h"
+#include "runtime/cpu/library_step.h"
 
 namespace ampc::rt::cpu {
 namespace {
@@ -30,7 +31,13 @@ std::vector<std::string> missing_cpu_ops(const plan::Plan& plan) {
   std::vector<std::string> missing;
   const auto& registry = OpRegistry::instance();
   for (const auto& s : plan.steps()) {
-    if (!registry.find(s.op(), s.domain())) missing.push_back(step_label(s));
+    if (is_kernel_step(s)) {
+      bool defined = false;
+      for (const auto& k : plan.kernels()) defined |= k.name() == s.kernel();
+      if (!defined) missing.push_back(step_label(s) + " (kernel '" + s.kernel() + "')");
+    } else if (!registry.find(s.op(), s.domain())) {
+      missing.push_back(step_label(s));
+    }
   }
   return missing;
 }
@@ -44,9 +51,20 @@ Executor::Executor(plan::Plan plan) : plan_(std::move(plan)) {
     if (b.role() == plan::CONSTANT || b.role() == plan::STATE)
       values_[b.id()] = tensor_from_data(b.initial());
   }
+  kernels_ = std::make_unique<KernelSteps>(plan_);
+  calls_.resize(plan_.steps_size());
+  slot_.resize(plan_.buffers_size());
+  for (int id = 0; id < plan_.buffers_size(); ++id) slot_[id] = id;
   std::vector<int> last_reader(plan_.buffers_size(), -1);
   for (int i = 0; i < plan_.steps_size(); ++i) {
     const auto& s = plan_.steps(i);
+    if (is_kernel_step(s)) {
+      calls_[i] = kernels_->resolve(plan_, s);
+      ops_.push_back(nullptr);
+      place_in_state(i);
+      for (int id : s.inputs()) last_reader[id] = i;
+      continue;
+    }
     const CpuOp* op = registry.find(s.op(), s.domain());
     if (!op)
       throw Error(step_label(s) + ": the CPU backend has no kernel for operator '" + s.op() + "'");
@@ -60,8 +78,35 @@ Executor::Executor(plan::Plan plan) : plan_(std::move(plan)) {
   for (const auto& u : plan_.state_updates()) last_reader[u.source()] = -1;
   free_after_.resize(plan_.steps_size());
   for (int id = 0; id < plan_.buffers_size(); ++id) {
-    if (plan_.buffers(id).role() == plan::ACTIVATION && last_reader[id] >= 0)
+    if (plan_.buffers(id).role() == plan::ACTIVATION && last_reader[id] >= 0 && slot(id) == id)
       free_after_[last_reader[id]].push_back(id);
+  }
+}
+
+Executor::~Executor() = default;
+
+// Outputs of kernel step `index` that alias the STATE buffer they update (alias_of, with the
+// matching state update) live in that state's slot: the kernel computes into it, and the
+// state update has nothing to copy. Other aliases (views, reuse) are the memory plan's
+// business; this backend gives such buffers storage of their own, which computes the same.
+void Executor::place_in_state(size_t index) {
+  const auto& s = plan_.steps(static_cast<int>(index));
+  for (int id : s.outputs()) {
+    const int target = plan_.buffers(id).alias_of() - 1;
+    if (target < 0 || target >= plan_.buffers_size() || plan_.buffers(target).role() != plan::STATE)
+      continue;
+    for (const auto& u : plan_.state_updates()) {
+      if (u.source() == id && u.state() == target) slot_[id] = target;
+    }
+  }
+  // A guarded kernel writes nothing when its guard is set: only outputs computed in place
+  // keep the right value then (the state's).
+  if (calls_[index].def->guard() == 0) return;
+  for (int id : s.outputs()) {
+    if (slot(id) == id) {
+      throw Error(step_label(s) + ": output '" + plan_.buffers(id).name() +
+                  "' of a guarded kernel does not alias the state it updates");
+    }
   }
 }
 
@@ -98,11 +143,14 @@ std::map<std::string, Tensor> Executor::run(const std::map<std::string, Tensor>&
   }
   ++runs_done_;
   std::map<std::string, Tensor> outputs;
-  for (const auto& binding : plan_.outputs()) outputs[binding.name()] = values_[binding.buffer()];
-  for (const auto& u : plan_.state_updates()) values_[u.state()] = std::move(values_[u.source()]);
+  for (const auto& binding : plan_.outputs())
+    outputs[binding.name()] = values_[slot(binding.buffer())];
+  for (const auto& u : plan_.state_updates()) {
+    if (slot(u.source()) != u.state()) values_[u.state()] = std::move(values_[u.source()]);
+  }
   for (int id = 0; id < plan_.buffers_size(); ++id) {
     const auto role = plan_.buffers(id).role();
-    if (role == plan::ACTIVATION || role == plan::OUTPUT || role == plan::INPUT)
+    if (slot(id) == id && (role == plan::ACTIVATION || role == plan::OUTPUT || role == plan::INPUT))
       values_[id] = Tensor();
   }
   return outputs;
@@ -140,23 +188,31 @@ void Executor::run_step(size_t index) {
       ins.push_back(nullptr);
       continue;
     }
-    if (!values_[id].defined()) {
+    if (!values_[slot(id)].defined()) {
       throw Error(step_label(s) + ": input buffer '" + plan_.buffers(id).name() +
                   "' has no value yet");
     }
-    ins.push_back(&values_[id]);
+    ins.push_back(&values_[slot(id)]);
   }
-  std::vector<Tensor*> outs;
-  for (int id : s.outputs()) outs.push_back(id >= 0 ? &values_[id] : nullptr);
-  OpContext ctx(s, std::move(ins), std::move(outs));
-  ctx.set_random_key(mix(mix(seed_ ^ mix(static_cast<uint64_t>(runs_done_))) + index));
-  (*ops_[index])(ctx);
+  if (ops_[index]) {
+    std::vector<Tensor*> outs;
+    for (int id : s.outputs()) outs.push_back(id >= 0 ? &values_[id] : nullptr);
+    if (has_folded_work(s)) {
+      run_library_step(*ops_[index], s, ins, outs);
+    } else {
+      OpContext ctx(s, std::move(ins), std::move(outs));
+      ctx.set_random_key(mix(mix(seed_ ^ mix(static_cast<uint64_t>(runs_done_))) + index));
+      (*ops_[index])(ctx);
+    }
+  } else {
+    run_kernel(index, ins);
+  }
   // The plan's static types are a contract with later passes (memory planning, CUDA);
   // a kernel that disagrees is a bug worth stopping for.
   for (int id : s.outputs()) {
     if (id < 0) continue;
     const auto& buf = plan_.buffers(id);
-    const Tensor& t = values_[id];
+    const Tensor& t = values_[slot(id)];
     if (!t.defined()) throw Error(step_label(s) + ": output '" + buf.name() + "' was not produced");
     const bool dtype_ok = buf.dtype() == 0 || static_cast<DType>(buf.dtype()) == t.dtype();
     const bool shape_ok = !buf.shape_known() ||
@@ -169,12 +225,27 @@ void Executor::run_step(size_t index) {
   if (step_observer_) {
     auto tensors = [&](const auto& ids) {
       std::vector<const Tensor*> ts;
-      for (int id : ids) ts.push_back(id >= 0 ? &values_[id] : nullptr);
+      for (int id : ids) ts.push_back(id >= 0 ? &values_[slot(id)] : nullptr);
       return ts;
     };
     step_observer_(static_cast<int>(index), tensors(s.inputs()), tensors(s.outputs()));
   }
   for (int id : free_after_[index]) values_[id] = Tensor();
+}
+
+// Outputs are allocated with the plan's static types, except those computed in place into
+// a state (which already holds the state's value: a guarded kernel may keep it).
+void Executor::run_kernel(size_t index, const std::vector<const Tensor*>& inputs) {
+  const auto& s = plan_.steps(static_cast<int>(index));
+  std::vector<Tensor*> outs;
+  for (int id : s.outputs()) {
+    if (slot(id) == id) {
+      const auto& b = plan_.buffers(id);
+      values_[id] = Tensor(static_cast<DType>(b.dtype()), {b.shape().begin(), b.shape().end()});
+    }
+    outs.push_back(&values_[slot(id)]);
+  }
+  run_kernel_step(calls_[index], step_label(s), inputs, outs);
 }
 
 }  // namespace ampc::rt::cpu

@@ -1,12 +1,16 @@
 // Runs a plan's steps in order on the CPU. Constant and state buffers are loaded once;
-// activations are freed after their last reader.
+// activations are freed after their last reader. Fused kernels (Plan.kernels) are compiled
+// for this machine at construction (kernel_step.h); a kernel output that aliases the STATE
+// buffer it updates (Buffer.alias_of) is computed in place into that state.
 #pragma once
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "runtime/cpu/kernel_step.h"
 #include "runtime/cpu/op_registry.h"
 #include "runtime/plan/plan.pb.h"
 #include "runtime/tensor.h"
@@ -17,6 +21,7 @@ class Executor {
  public:
   // Refuses (ampc::Error) a plan with a step the CPU backend cannot run, naming the op and node.
   explicit Executor(plan::Plan plan);
+  ~Executor();
 
   // Binds inputs by name (all of them, with the plan's types), runs every step, returns
   // the outputs by name.
@@ -53,9 +58,16 @@ class Executor {
 
  private:
   void run_step(size_t index);
+  void run_kernel(size_t index, const std::vector<const Tensor*>& inputs);
+  void place_in_state(size_t index);
+  // Where buffer `id` lives: its own slot, or the state it is computed into in place.
+  int slot(int id) const { return slot_[id]; }
 
   plan::Plan plan_;
-  std::vector<const CpuOp*> ops_;             // per step
+  std::vector<const CpuOp*> ops_;  // per step (null for kernel steps)
+  std::unique_ptr<KernelSteps> kernels_;
+  std::vector<KernelCall> calls_;             // per step (kernel steps only)
+  std::vector<int> slot_;                     // per buffer
   std::vector<std::vector<int>> free_after_;  // per step: activation buffers read for the last time
   std::vector<Tensor> values_;                // per buffer
   StepHook step_hook_;

@@ -79,10 +79,12 @@ std::optional<NonFiniteOrigin> find_nonfinite_origin(Executor& exec,
       const TensorMagnitude m = measure(p.buffers(s.outputs(static_cast<int>(k))).name(), *outs[k]);
       const bool produced = (m.nan && !in_nan) || (m.inf && !in_nonfinite);
       if (!produced) continue;
-      const std::string node = s.source_nodes_size() ? s.source_nodes(0) : "";
-      origin = NonFiniteOrigin{
-          index,          node, (s.domain().empty() ? "" : s.domain() + ".") + s.op(),
-          phase_of(node), m,    in_m};
+      // A fused kernel computes several nodes: all of them are named.
+      std::string node;
+      for (const auto& n : s.source_nodes()) node += (node.empty() ? "" : ", ") + n;
+      const std::string phase = phase_of(s.source_nodes_size() ? s.source_nodes(0) : "");
+      origin = NonFiniteOrigin{index, node, (s.domain().empty() ? "" : s.domain() + ".") + s.op(),
+                               phase, m,    in_m};
       throw Found{};
     }
   });
@@ -110,8 +112,9 @@ std::string describe(const NonFiniteOrigin& o) {
     return "the " + o.phase + " '" + o.value.name + "' already holds non-finite values (" +
            magnitude(o.value) + ")";
   }
-  std::string s = "first non-finite value: " + o.phase + " node '" + o.node + "' (" + o.op +
-                  ") produced " + magnitude(o.value);
+  const bool several = o.node.find(", ") != std::string::npos;  // a fused kernel's nodes
+  std::string s = "first non-finite value: " + o.phase + (several ? " nodes '" : " node '") +
+                  o.node + "' (" + o.op + ") produced " + magnitude(o.value);
   s += o.inputs.empty() ? " from no float inputs" : " from inputs:";
   for (const auto& in : o.inputs) s += "\n  " + magnitude(in);
   return s;

@@ -27,7 +27,9 @@ struct TensorMagnitude {
 struct NonFiniteOrigin {
   // Where: a plan step (step >= 0), or a graph input / state buffer (step == -1).
   int step = -1;
-  std::string node;       // the ONNX node the step computes ("" for an input or state)
+  // The ONNX node the step computes ("" for an input or state); a fused kernel's nodes,
+  // comma-separated (the search names steps: an unfused plan names the very node).
+  std::string node;
   std::string op;         // "Mul", "ampc.ConvGrad"
   std::string phase;      // "forward", "backward", "optimizer", "input", "state"
   TensorMagnitude value;  // the first non-finite output (or the input / state itself)

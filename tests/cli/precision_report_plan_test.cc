@@ -193,7 +193,10 @@ TEST(SourceReport, WithoutPrecisionEverythingIsFp32) {
 }
 
 TEST_F(PlanReport, Refusals) {
-  EXPECT_THAT(expect_user_error({"inspect", path("mlp16.plan")}), HasSubstr("is a plan"));
+  // Without --precision-report a plan shows its kernels and memory plan (plan_summary_test).
+  EXPECT_THAT(
+      expect_user_error({"inspect", path("mlp16.plan"), "--precision-report", "--kernel", "k"}),
+      HasSubstr("--kernel"));
   EXPECT_THAT(expect_user_error(
                   {"inspect", path("mlp16.plan"), "--precision-report", "--precision", "bf16"}),
               HasSubstr("--precision"));

@@ -1,7 +1,8 @@
 // find_nonfinite_origin on a model built to overflow at a known node (made with ONNX's
 // Python helper at test time): y = Exp(x * 100) overflows for x = 10 at node "exp_node",
 // while a Where that selects a -inf mask constant and the Softmax over it (finite) are not
-// reported; a NaN in the data is reported as the input's.
+// reported; a NaN in the data is reported as the input's. A fused plan's origin is the
+// kernel step, named by its nodes.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -60,7 +61,9 @@ class NonFiniteSearch : public ::testing::Test {
 };
 
 TEST_F(NonFiniteSearch, NamesTheNodeThatOverflows) {
-  Executor exec(compiler::compile_file(dir_ / "m.onnx", {}));
+  compiler::CompileOptions unfused;
+  unfused.lowering.fuse = false;
+  Executor exec(compiler::compile_file(dir_ / "m.onnx", unfused));
   const auto origin = find_nonfinite_origin(exec, {{"x", x({0.1f, 10.f, 0.2f, 0.3f})}});
   ASSERT_TRUE(origin.has_value());
   EXPECT_EQ(origin->node, "exp_node");
@@ -74,6 +77,19 @@ TEST_F(NonFiniteSearch, NamesTheNodeThatOverflows) {
   // The search leaves the executor usable: a normal run gives the same infinity.
   const Tensor y = exec.run({{"x", x({0.1f, 10.f, 0.2f, 0.3f})}}).at("y");
   EXPECT_TRUE(std::isinf(y.data<float>()[1]));
+}
+
+// In a fused plan the search names the kernel step, by all of its nodes.
+TEST_F(NonFiniteSearch, NamesTheNodesOfAFusedKernel) {
+  Executor exec(compiler::compile_file(dir_ / "m.onnx", {}));
+  const auto origin = find_nonfinite_origin(exec, {{"x", x({0.1f, 10.f, 0.2f, 0.3f})}});
+  ASSERT_TRUE(origin.has_value());
+  EXPECT_EQ(origin->node, "scale_node, exp_node, add_node");
+  EXPECT_EQ(origin->op, "ampc.kernel.FusedElementwise");
+  EXPECT_EQ(origin->phase, "forward");
+  EXPECT_EQ(origin->value.inf, 1);
+  EXPECT_THAT(describe(*origin),
+              HasSubstr("forward nodes 'scale_node, exp_node, add_node' (ampc.kernel."));
 }
 
 TEST_F(NonFiniteSearch, FiniteStepAndMaskConstantsAreNotReported) {

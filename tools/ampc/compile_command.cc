@@ -9,6 +9,7 @@
 #include "compiler/onnx/export_training.h"
 #include "compiler/pipeline.h"
 #include "runtime/plan/plan_file.h"
+#include "runtime/plan/plan_stats.h"
 #include "tools/ampc/commands.h"
 #include "tools/ampc/training_options.h"
 
@@ -22,22 +23,32 @@ struct CompileArgs {
   std::vector<std::string> input_shapes;
   compiler::CompileOptions options;
   TrainingOptions training;
+  bool time_passes = false;
 };
 
 void run_compile(const CompileArgs& args) {
   compiler::CompileOptions options = args.options;
   for (const auto& spec : args.input_shapes) onnx_io::parse_input_shape(spec, options.import);
   finish_training_options(options, args.training);
+  compiler::StageTimes times;
+  if (args.time_passes) options.stage_times = &times;
+  // Exported by the pipeline before lowering, written after the plan; nothing is written
+  // when compiling fails.
+  std::string onnx_bytes;
+  if (!args.emit_onnx.empty()) options.training_onnx = &onnx_bytes;
+  compiler::StageTimer import(options.stage_times, "import");
   auto model = compiler::load_for_compile(args.model, options);
+  import.finish(static_cast<int64_t>(model->graph->nodes.size()));
   const plan::Plan p =
       compiler::compile_model(*model, options, std::filesystem::path(args.model).stem().string());
-  // Exported before anything is written, so that a failure leaves no file behind.
-  std::string onnx_bytes;
-  if (!args.emit_onnx.empty())
-    onnx_bytes = onnx_io::serialize_model(onnx_io::export_training_model(*model));
+  compiler::StageTimer write(options.stage_times, "write plan");
   plan::save_plan(p, args.output);
-  std::cout << "wrote " << args.output << ": " << p.steps_size() << " steps, " << p.buffers_size()
-            << " buffers\n";
+  write.finish(p.steps_size());
+  std::cout << "wrote " << args.output << ": " << p.steps_size() << " steps, "
+            << plan::count_kernels(p) << " kernels (" << p.kernels_size()
+            << " distinct generated), " << p.buffers_size() << " buffers, target " << p.target()
+            << "\n";
+  if (args.time_passes) std::cout << compiler::format_stage_times(times);
   if (!args.emit_onnx.empty()) {
     write_file_atomically(args.emit_onnx, onnx_bytes);
     std::cout << "wrote " << args.emit_onnx << ": the training step in ONNX training format\n";
@@ -64,8 +75,11 @@ void add_compile_command(CLI::App& app) {
                   "cuda:sm_90 | cuda:sm_80 | cpu: the PTX the plan carries (default cuda:sm_90); "
                   "every plan also runs on the CPU backend")
       ->check(CLI::IsMember({"cuda:sm_90", "cuda:sm_80", "cpu"}));
-  cmd->add_flag("--no-fusion", [args](int64_t) { args->options.lowering.fuse = false; },
-                "One step per graph node: no fused kernels (for comparison and debugging)");
+  cmd->add_flag("--time-passes", args->time_passes,
+                "Print the time and node count of every pipeline stage");
+  cmd->add_flag(
+      "--no-fusion", [args](int64_t) { args->options.lowering.fuse = false; },
+      "One step per graph node: no fused kernels (for comparison and debugging)");
   add_training_options(cmd, args->options, args->training);
   cmd->callback([args] { run_compile(*args); });
 }

@@ -102,6 +102,7 @@ EvalResult evaluate(const plan::Plan& training_plan, const std::map<std::string,
     add_output(g, classifier->inputs[1], kLabelsOutput);
   }
   compiler::CompileOptions options;
+  options.lowering.target = "cpu";
   rt::cpu::Executor exec(compiler::compile_model(*model, options, training_plan.model_name()));
 
   const PlanInputs inputs = plan_inputs(exec.plan());

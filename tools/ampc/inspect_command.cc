@@ -2,6 +2,8 @@
 // rewrites it, and with --precision-report what autocast decided per node. On a plan, or on
 // an ONNX model without --precision (e.g. one `ampc compile --emit-onnx` wrote),
 // --precision-report reports what the compiler produced (compiler/report/plan_precision.h).
+// `ampc inspect PLAN`: its kernels and memory plan (compiler/report/plan_summary.h);
+// `--kernel NAME [--show ptx|llvm]` one fused kernel.
 #include <filesystem>
 #include <iostream>
 
@@ -12,8 +14,10 @@
 #include "compiler/plan_emit.h"
 #include "compiler/report/dot.h"
 #include "compiler/report/plan_precision.h"
+#include "compiler/report/plan_summary.h"
 #include "compiler/report/precision_report.h"
 #include "compiler/report/summary.h"
+#include "kernels/codegen/codegen.h"
 #include "passes/constant_folding.h"
 #include "runtime/plan/plan_file.h"
 #include "tools/ampc/commands.h"
@@ -30,6 +34,8 @@ struct InspectArgs {
   std::string precision = "fp32";
   bool precision_report = false;
   passes::AutocastOptions autocast;
+  std::string kernel;  // a plan's fused kernel to show
+  std::string show;    // "ptx", "llvm"; empty: its definition
 };
 
 void print_precision_report(const report::PrecisionReport& r, const InspectArgs& args) {
@@ -46,24 +52,47 @@ bool autocast_options_given(const InspectArgs& args) {
          !a.policy_file.empty();
 }
 
-// A plan: its precision was decided when it was compiled, so only the report applies.
+// One fused kernel of a plan: its definition, its PTX or its LLVM IR.
+void inspect_kernel(const plan::Plan& p, const InspectArgs& args) {
+  if (args.format == "json") throw Error("--kernel prints text only (no --format json)");
+  const kernels::KernelDef& def = report::find_kernel(p, args.kernel);
+  if (args.show == "ptx") {
+    std::cout << report::kernel_ptx(p, def);
+  } else if (args.show == "llvm") {
+    std::cout << kernels::codegen::llvm_ir_text(def, report::target_sm(p));
+  } else {
+    std::cout << report::kernel_def_text(p, def);
+  }
+}
+
+// A plan: its precision was decided when it was compiled, so only the report applies; else
+// its kernels and memory plan, or one kernel.
 void inspect_plan(const InspectArgs& args) {
-  if (!args.precision_report)
-    throw Error("'" + args.model +
-                "' is a plan: `ampc inspect` shows a plan's --precision-report; the other views "
-                "need the ONNX model");
   if (args.precision != "fp32" || autocast_options_given(args) || !args.input_shapes.empty() ||
       !args.dot_file.empty() || !args.svg_file.empty())
     throw Error(
         "--precision, --allow, --deny, --follow, --keep-fp32, --policy, --input-shape, --dot "
         "and --svg apply to ONNX models; a plan's were fixed when it was compiled");
-  print_precision_report(
-      report::plan_precision_report(plan::load_plan(args.model), report::PlanOrigin::kPlan), args);
+  if (args.precision_report && !args.kernel.empty())
+    throw Error("--kernel and --precision-report are separate views: give one");
+  if (!args.show.empty() && args.kernel.empty()) throw Error("--show needs --kernel NAME");
+  const plan::Plan p = plan::load_plan(args.model);
+  if (args.precision_report) {
+    print_precision_report(report::precision_report_of_plan(p), args);
+  } else if (!args.kernel.empty()) {
+    inspect_kernel(p, args);
+  } else if (args.format == "json") {
+    std::cout << report::plan_summary_json(p).dump(2) << '\n';
+  } else {
+    std::cout << report::plan_summary_text(p, args.model);
+  }
 }
 
 void run_inspect(const InspectArgs& args) {
   if (plan::looks_like_plan(args.model) || std::filesystem::path(args.model).extension() == ".plan")
     return inspect_plan(args);
+  if (!args.kernel.empty() || !args.show.empty())
+    throw Error("--kernel and --show apply to plans; '" + args.model + "' is an ONNX model");
   onnx_io::ImportOptions options;
   for (const auto& spec : args.input_shapes) onnx_io::parse_input_shape(spec, options);
   passes::AutocastOptions autocast = args.autocast;
@@ -118,7 +147,8 @@ void add_inspect_command(CLI::App& app) {
   auto args = std::make_shared<InspectArgs>();
   auto* cmd =
       app.add_subcommand("inspect", "Show a model's inputs, outputs, weights and operators");
-  cmd->add_option("model", args->model, "ONNX model (.onnx), or a plan with --precision-report")
+  cmd->add_option("model", args->model,
+                  "ONNX model (.onnx), or a plan: its kernels and memory plan")
       ->required();
   cmd->add_option("--format", args->format, "Output format")
       ->check(CLI::IsMember({"text", "json"}));
@@ -138,6 +168,11 @@ void add_inspect_command(CLI::App& app) {
   cmd->add_option("--keep-fp32", args->autocast.keep_fp32,
                   "Nodes pinned to fp32: node-name glob pattern (repeatable)");
   cmd->add_option("--policy", args->autocast.policy_file, "JSON file of precision overrides");
+  cmd->add_option("--kernel", args->kernel,
+                  "A plan's fused kernel to show: its definition, or with --show its code");
+  cmd->add_option("--show", args->show,
+                  "With --kernel: the PTX stored for the plan's target, or the LLVM IR")
+      ->check(CLI::IsMember({"ptx", "llvm"}));
   cmd->callback([args] { run_inspect(*args); });
 }
 

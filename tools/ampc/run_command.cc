@@ -70,6 +70,7 @@ void run_run(const RunArgs& args) {
     p = plan::load_plan(args.model);
   } else {
     compiler::CompileOptions options;
+    options.lowering.target = "cpu";  // run on the CPU backend
     for (const auto& spec : args.input_shapes) onnx_io::parse_input_shape(spec, options.import);
     // Unless told otherwise, an ONNX model is compiled for the shapes of the given inputs.
     for (const auto& [name, t] : feeds) options.import.input_shapes.emplace(name, t.shape());

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
@@ -71,6 +72,7 @@ plan::Plan training_plan(TrainArgs& args) {
   o.train = true;
   for (const auto& spec : args.input_shapes) onnx_io::parse_input_shape(spec, o.import);
   finish_training_options(o, args.training);
+  o.lowering.target = "cpu";  // trained here, on the CPU backend: no PTX to generate
   return compiler::compile_file(args.model, o);
 }
 
@@ -243,6 +245,12 @@ void run_train(TrainArgs& args) {
     throw Error("--eval and --holdout both name held-out data; give one");
   if (args.checkpoint_every > 0 && args.checkpoint.empty())
     throw Error("--checkpoint-every needs --checkpoint FILE");
+  // Diagnoses (--find-nonfinite, the consecutive-skips guard) of an ONNX model run on its
+  // training step compiled without fusion, where every step is one ONNX node, so the origin
+  // names that node; a .plan keeps its own steps (a fused kernel is named by its nodes).
+  TrainArgs unfused_args = args;
+  unfused_args.compile.lowering.fuse = false;
+  std::unique_ptr<rt::cpu::Executor> unfused;
   plan::Plan compiled = training_plan(args);
   if (compiled.outputs_size() < 1) throw Error("the plan has no output to report as the loss");
   const std::vector<std::string> losses = loss_names(compiled);
@@ -252,6 +260,11 @@ void run_train(TrainArgs& args) {
   const AmpOutputs amp = expose_amp_outputs(compiled);
   rt::cpu::Executor executor(std::move(compiled));
   const auto& p = executor.plan();
+  auto diagnosis = [&]() -> rt::cpu::Executor& {
+    if (plan::looks_like_plan(args.model) || !args.compile.lowering.fuse) return executor;
+    if (!unfused) unfused = std::make_unique<rt::cpu::Executor>(training_plan(unfused_args));
+    return *unfused;
+  };
 
   // Everything is checked before the first step: data against the plan's inputs, the
   // checkpoint against its state, and that checkpoints can be written at all.
@@ -316,7 +329,7 @@ void run_train(TrainArgs& args) {
     if (args.find_nonfinite && (skipped || !std::isfinite(loss))) {
       bar.finish();  // end the bar's line; it goes on below
       std::cerr << "step " << step << (skipped ? " skipped: " : ": ")
-                << first_origin(executor, runs, nullptr, args.seed, step) << '\n';
+                << first_origin(diagnosis(), runs, nullptr, args.seed, step) << '\n';
     }
     const double scale = amp.scale.empty() ? 1.0 : scalar_of(outputs.at(amp.scale));
     progress = {step, batcher.position()};
@@ -344,7 +357,7 @@ void run_train(TrainArgs& args) {
       // Skipped steps left the parameters as they were, so running the step's batches again
       // from the current state shows where the values stop being finite.
       const auto now = executor.state();
-      std::string why = first_origin(executor, runs, &now, args.seed, step);
+      std::string why = first_origin(diagnosis(), runs, &now, args.seed, step);
       for (size_t k; (k = why.find("\n  ")) != std::string::npos;)
         why.replace(k, 3, why[k - 1] == ':' ? " " : "; ");
       throw Error(consecutive_skips_message(executor, step, consecutive_skips, loss) +

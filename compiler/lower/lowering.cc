@@ -1,0 +1,126 @@
+#include "compiler/lower/lowering.h"
+
+#include <unordered_map>
+#include <unordered_set>
+
+#include "base/error.h"
+#include "kernels/codegen/codegen.h"
+#include "passes/fusion.h"
+
+namespace ampc::compiler::lower {
+namespace {
+
+namespace codegen = kernels::codegen;
+
+// The CUDA architecture of a target ("sm_90"), empty for "cpu".
+std::string cuda_arch(const std::string& target) {
+  if (target == "cpu") return "";
+  if (target == "cuda:sm_90" || target == "cuda:sm_80") return target.substr(5);
+  throw Error("unknown target '" + target + "': expected cuda:sm_90, cuda:sm_80 or cpu");
+}
+
+// The folds whose GEMM step, in the schedule, comes after everything its inputs need and
+// before every reader of its outputs (else the folded nodes simply run as steps of their
+// own), moved into out.folds; returns each kept GEMM's index there.
+std::unordered_map<const ir::Node*, int> kept_folds(const std::vector<passes::FusionStep>& schedule,
+                                                    std::vector<passes::GemmFold>& folds,
+                                                    Lowering& out) {
+  std::unordered_map<const ir::Node*, size_t> index;
+  for (size_t i = 0; i < schedule.size(); ++i) {
+    if (!schedule[i].fused()) index[schedule[i].node] = i;
+    for (const auto& g : schedule[i].segments) {
+      for (const ir::Node* n : g.nodes) index[n] = i;
+    }
+  }
+  std::unordered_map<const ir::Node*, int> kept;
+  for (auto& f : folds) {
+    const size_t at = index.at(f.gemm);
+    std::unordered_set<const ir::Node*> inside(f.folded.begin(), f.folded.end());
+    inside.insert(f.gemm);
+    bool ok = true;
+    for (const ir::Value* v : f.inputs)
+      ok &= !v || !v->producer || inside.count(v->producer) || index.at(v->producer) < at;
+    for (const ir::Value* v : f.outputs) {
+      for (const ir::Use& u : v->uses) ok &= inside.count(u.node) || index.at(u.node) > at;
+    }
+    if (!ok) continue;
+    kept[f.gemm] = static_cast<int>(out.folds.size());
+    out.folds.push_back(std::move(f));
+  }
+  return kept;
+}
+
+}  // namespace
+
+Lowering lower_graph(const ir::Model& model, const LoweringOptions& options) {
+  cuda_arch(options.target);  // refuses an unknown target before any work
+  Lowering out;
+  if (!options.fuse) {
+    for (const auto& n : model.graph->nodes) {
+      LoweredStep step;
+      step.node = n.get();
+      out.steps.push_back(std::move(step));
+    }
+    return out;
+  }
+  const KernelBuilder builder(model);
+  // Work the GEMM calls take over stays out of the elementwise groups.
+  std::vector<passes::GemmFold> folds = passes::find_gemm_folds(model);
+  std::unordered_set<const ir::Node*> foldable;
+  for (const auto& f : folds) foldable.insert(f.folded.begin(), f.folded.end());
+  passes::FusionOptions fusion;
+  fusion.structure_key = [&](const passes::FusionGroup& g) {
+    return codegen::structure_key(builder.build(g).def);
+  };
+  fusion.keep_unfused = [&](const ir::Node& n) { return foldable.count(&n) > 0; };
+  const std::vector<passes::FusionStep> schedule = passes::fuse_elementwise(model, fusion);
+  const std::unordered_map<const ir::Node*, int> fold_of = kept_folds(schedule, folds, out);
+  std::unordered_set<const ir::Node*> folded;
+  for (const auto& f : out.folds) folded.insert(f.folded.begin(), f.folded.end());
+  std::unordered_map<std::string, int> kernel_of_key;
+  for (const passes::FusionStep& fs : schedule) {
+    LoweredStep step;
+    if (!fs.fused()) {
+      if (folded.count(fs.node)) continue;  // runs inside its GEMM's step
+      step.node = fs.node;
+      if (auto it = fold_of.find(fs.node); it != fold_of.end()) step.fold = it->second;
+      out.steps.push_back(std::move(step));
+      continue;
+    }
+    std::string key;
+    for (const passes::FusionGroup& g : fs.segments) {
+      LoweredKernel k = builder.build(g);
+      std::string k_key = codegen::structure_key(k.def);
+      if (step.segments.empty()) {
+        key = std::move(k_key);
+      } else if (k_key != key) {
+        throw Error("internal: the segments of a multi-tensor kernel differ in structure (node " +
+                    g.nodes[0]->label() + ")");
+      }
+      step.sources.insert(step.sources.end(), g.nodes.begin(), g.nodes.end());
+      for (size_t o = 0; o < g.guarded_states.size(); ++o)
+        step.aliases.emplace_back(g.outputs[o], g.guarded_states[o]);
+      step.segments.push_back(std::move(k));
+    }
+    auto [it, added] = kernel_of_key.emplace(key, static_cast<int>(out.kernels.size()));
+    if (added) {
+      kernels::KernelDef def = step.segments[0].def;
+      def.set_name("fused_" + std::to_string(out.kernels.size()));
+      out.kernels.push_back(std::move(def));
+    }
+    step.kernel = it->second;
+    out.steps.push_back(std::move(step));
+  }
+  return out;
+}
+
+void attach_ptx(Lowering& lowering, const std::string& target) {
+  const std::string arch = cuda_arch(target);
+  if (arch.empty()) return;
+  std::vector<const kernels::KernelDef*> defs;
+  for (const auto& k : lowering.kernels) defs.push_back(&k);
+  std::vector<kernels::TargetCode> codes = codegen::emit_ptx_all(defs, arch);
+  for (size_t i = 0; i < codes.size(); ++i) *lowering.kernels[i].add_code() = std::move(codes[i]);
+}
+
+}  // namespace ampc::compiler::lower

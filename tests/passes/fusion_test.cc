@@ -1,0 +1,435 @@
+// Elementwise fusion (passes/fusion.h) and its lowering (compiler/lower) on small hand-built
+// graphs: a chain becomes one kernel, MatMul stays a step of its own, siblings share a
+// kernel, a merge that would make a cycle is refused, broadcast operands get strides,
+// independent groups of one structure become a multi-tensor step, and the skip-step guard
+// computes an optimizer update in place into its state (run on the CPU backend against the
+// unfused plan).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "compiler/ir/verifier.h"
+#include "compiler/lower/kernel_builder.h"
+#include "compiler/lower/lowering.h"
+#include "compiler/pipeline.h"
+#include "compiler/plan_emit.h"
+#include "kernels/codegen/codegen.h"
+#include "passes/fusion.h"
+#include "runtime/cpu/executor.h"
+
+namespace ampc {
+namespace {
+
+using passes::FusionStep;
+using Shape = std::vector<int64_t>;
+
+constexpr DType kF32 = DType::kFloat32;
+
+class Builder {
+ public:
+  Builder() { model.opsets = {{"", 17}}; }
+
+  ir::Value* input(const std::string& name, Shape shape, DType t = kF32) {
+    ir::Value* v = model.graph->add_value(name, {t, std::move(shape)});
+    v->is_graph_input = true;
+    model.graph->inputs.push_back(v);
+    return v;
+  }
+  // A one-element (or filled) initializer.
+  ir::Value* constant(const std::string& name, float value, Shape shape = {}) {
+    ir::Value* v = model.graph->add_value(name, {kF32, shape});
+    auto t = std::make_unique<ir::Tensor>();
+    t->name = name;
+    t->dtype = kF32;
+    t->dims = shape;
+    const int64_t n = ir::shape_numel(shape);
+    t->bytes.resize(static_cast<size_t>(n) * sizeof(float));
+    for (int64_t i = 0; i < n; ++i) std::memcpy(t->bytes.data() + i * sizeof(float), &value, 4);
+    v->initializer = std::move(t);
+    model.graph->initializers.push_back(v);
+    return v;
+  }
+  ir::Value* op(const std::string& type, std::vector<ir::Value*> in, Shape shape, DType t = kF32) {
+    ir::Value* out = model.graph->add_value(type + std::to_string(++count_), {t, std::move(shape)});
+    model.graph->add_node(type, std::move(in), {out}, type + "_" + std::to_string(count_));
+    return out;
+  }
+  void output(ir::Value* v) { model.graph->outputs.push_back(v); }
+
+  std::vector<FusionStep> fuse() {
+    ir::verify(model);
+    const compiler::lower::KernelBuilder kb(model);
+    passes::FusionOptions o;
+    o.structure_key = [&](const passes::FusionGroup& g) {
+      return kernels::codegen::structure_key(kb.build(g).def);
+    };
+    return passes::fuse_elementwise(model, o);
+  }
+  compiler::lower::LoweredKernel kernel(const passes::FusionGroup& g) {
+    return compiler::lower::KernelBuilder(model).build(g);
+  }
+
+  ir::Model model;
+
+ private:
+  int count_ = 0;
+};
+
+std::vector<std::string> ops_of(const FusionStep& s) {
+  std::vector<std::string> ops;
+  if (!s.fused()) return {s.node->op_type};
+  for (const auto& g : s.segments) {
+    for (const ir::Node* n : g.nodes) ops.push_back(n->op_type);
+  }
+  return ops;
+}
+
+std::vector<std::string> instrs(const kernels::KernelDef& k) {
+  std::vector<std::string> ops;
+  for (const auto& in : k.body()) ops.push_back(in.op());
+  return ops;
+}
+
+using Strings = std::vector<std::string>;
+
+// Every node once, each after the producers of its inputs.
+void expect_valid_schedule(const ir::Model& m, const std::vector<FusionStep>& steps) {
+  std::set<const ir::Node*> done;
+  size_t count = 0;
+  for (const auto& s : steps) {
+    std::vector<const ir::Node*> nodes;
+    if (!s.fused()) nodes.push_back(s.node);
+    for (const auto& g : s.segments) nodes.insert(nodes.end(), g.nodes.begin(), g.nodes.end());
+    for (const ir::Node* n : nodes) {
+      for (const ir::Value* v : n->inputs) {
+        if (v && v->producer) {
+          EXPECT_TRUE(done.count(v->producer)) << n->label() << " too early";
+        }
+      }
+      EXPECT_TRUE(done.insert(n).second) << n->label() << " twice";
+      ++count;
+    }
+  }
+  EXPECT_EQ(count, m.graph->nodes.size());
+}
+
+TEST(Fusion, ChainBecomesOneKernelWithConstants) {
+  Builder b;
+  ir::Value* x = b.input("x", {4, 8});
+  ir::Value* y = b.input("y", {4, 8});
+  ir::Value* out = b.op(
+      "Relu", {b.op("Add", {b.op("Mul", {x, b.constant("two", 2)}, {4, 8}), y}, {4, 8})}, {4, 8});
+  b.output(out);
+  const auto steps = b.fuse();
+  ASSERT_EQ(steps.size(), 1u);
+  ASSERT_TRUE(steps[0].fused());
+  ASSERT_EQ(steps[0].segments.size(), 1u);
+  const auto& g = steps[0].segments[0];
+  EXPECT_EQ(ops_of(steps[0]), (Strings{"Mul", "Add", "Relu"}));
+  EXPECT_TRUE(g.flat);
+  EXPECT_EQ(g.outputs, (std::vector<const ir::Value*>{out}));
+  const auto k = b.kernel(g);
+  // The scalar initializer is a constant of the kernel, not an operand.
+  EXPECT_EQ(k.inputs, (std::vector<const ir::Value*>{x, y}));
+  EXPECT_EQ(instrs(k.def), (Strings{"load", "const", "mul", "load", "add", "relu"}));
+  EXPECT_EQ(k.def.body(1).value(), 2.0);
+  EXPECT_TRUE(k.def.flat());
+  EXPECT_EQ(k.def.shape_size(), 0) << "a flat kernel is shape-generic";
+  EXPECT_EQ(k.def.outputs_size(), 1);
+  EXPECT_EQ(k.def.outputs(0), 5);
+}
+
+TEST(Fusion, NoFusionAcrossMatMul) {
+  Builder b;
+  ir::Value* x = b.input("x", {4, 4});
+  ir::Value* w = b.input("w", {4, 4});
+  ir::Value* a = b.op("Relu", {b.op("Mul", {x, x}, {4, 4})}, {4, 4});
+  ir::Value* m = b.op("MatMul", {a, w}, {4, 4});
+  b.output(b.op("Sigmoid", {b.op("Neg", {m}, {4, 4})}, {4, 4}));
+  const auto steps = b.fuse();
+  ASSERT_EQ(steps.size(), 3u);
+  EXPECT_EQ(ops_of(steps[0]), (Strings{"Mul", "Relu"}));
+  EXPECT_FALSE(steps[1].fused());
+  EXPECT_EQ(ops_of(steps[1]), (Strings{"MatMul"}));
+  EXPECT_EQ(ops_of(steps[2]), (Strings{"Neg", "Sigmoid"}));
+}
+
+TEST(Fusion, SiblingsReadingOneValueShareAKernel) {
+  Builder b;
+  ir::Value* x = b.input("x", {16});
+  ir::Value* e = b.op("Exp", {x}, {16});
+  ir::Value* n = b.op("Neg", {x}, {16});
+  b.output(e);
+  b.output(n);
+  const auto steps = b.fuse();
+  ASSERT_EQ(steps.size(), 1u);
+  ASSERT_TRUE(steps[0].fused());
+  const auto k = b.kernel(steps[0].segments[0]);
+  EXPECT_EQ(k.inputs, (std::vector<const ir::Value*>{x})) << "x is read once";
+  EXPECT_EQ(k.outputs, (std::vector<const ir::Value*>{e, n}));
+}
+
+TEST(Fusion, MergeThatWouldMakeACycleIsRefused) {
+  // Exp -> MatMul -> Add, and Exp -> Add: Exp and Add in one kernel would both feed and
+  // wait for the MatMul.
+  Builder b;
+  ir::Value* x = b.input("x", {4, 4});
+  ir::Value* w = b.input("w", {4, 4});
+  ir::Value* a = b.op("Exp", {x}, {4, 4});
+  ir::Value* m = b.op("MatMul", {a, w}, {4, 4});
+  b.output(b.op("Add", {a, m}, {4, 4}));
+  const auto steps = b.fuse();
+  expect_valid_schedule(b.model, steps);
+  ASSERT_EQ(steps.size(), 3u);
+  EXPECT_EQ(ops_of(steps[0]), (Strings{"Exp"}));
+  EXPECT_EQ(ops_of(steps[1]), (Strings{"MatMul"}));
+  EXPECT_EQ(ops_of(steps[2]), (Strings{"Add"}));
+}
+
+TEST(Fusion, GroupsDoNotFormACycleThroughAnotherGroup) {
+  // The loss (scalar Muls reading `tiny`) and the gradient seed are siblings; the forward
+  // Sub/Mul and the backward Muls/Add are siblings on `diff`. Both merges are fine alone,
+  // together they make a cycle: forward -> ReduceMean -> scalars -> Expand -> backward.
+  Builder b;
+  ir::Value* y = b.input("y", {8, 4});
+  ir::Value* t = b.input("t", {8, 4});
+  ir::Value* tiny = b.constant("tiny", 1e-7f);
+  ir::Value* one = b.constant("one", 1.0f);
+  ir::Value* diff = b.op("Sub", {y, t}, {8, 4});
+  ir::Value* sq = b.op("Mul", {diff, diff}, {8, 4});
+  ir::Value* mse = b.op("ReduceMean", {sq}, {});
+  b.model.graph->nodes.back()->attributes.push_back(ir::Attribute::make_int("keepdims", 0));
+  ir::Value* loss = b.op("Mul", {mse, tiny}, {});
+  ir::Value* seed = b.op("Mul", {one, tiny}, {});
+  ir::Value* dims = b.model.graph->add_value("dims", {DType::kInt64, Shape{2}});
+  auto dims_data = std::make_unique<ir::Tensor>();
+  dims_data->dtype = DType::kInt64;
+  dims_data->dims = {2};
+  const int64_t d[2] = {8, 4};
+  dims_data->bytes.resize(sizeof d);
+  std::memcpy(dims_data->bytes.data(), d, sizeof d);
+  dims->initializer = std::move(dims_data);
+  b.model.graph->initializers.push_back(dims);
+  ir::Value* e = b.op("Expand", {seed, dims}, {8, 4});
+  ir::Value* g =
+      b.op("Add", {b.op("Mul", {e, diff}, {8, 4}), b.op("Mul", {e, diff}, {8, 4})}, {8, 4});
+  b.output(loss);
+  b.output(g);
+  const auto steps = b.fuse();
+  expect_valid_schedule(b.model, steps);
+}
+
+TEST(Fusion, BroadcastOperandsGetStrides) {
+  Builder b;
+  ir::Value* x = b.input("x", {4, 8});
+  ir::Value* row = b.input("row", {8});
+  ir::Value* col = b.input("col", {4, 1});
+  ir::Value* s = b.input("s", {1});
+  b.output(b.op("Mul", {b.op("Add", {b.op("Sub", {x, row}, {4, 8}), col}, {4, 8}), s}, {4, 8}));
+  const auto steps = b.fuse();
+  ASSERT_EQ(steps.size(), 1u);
+  const auto& g = steps[0].segments[0];
+  EXPECT_FALSE(g.flat);
+  const auto k = b.kernel(g);
+  EXPECT_FALSE(k.def.flat());
+  EXPECT_EQ(Shape(k.def.shape().begin(), k.def.shape().end()), (Shape{4, 8}));
+  ASSERT_EQ(k.inputs, (std::vector<const ir::Value*>{x, row, col, s}));
+  auto strides = [&](int j) {
+    return Shape(k.def.inputs(j).strides().begin(), k.def.inputs(j).strides().end());
+  };
+  EXPECT_EQ(strides(0), Shape{}) << "full";
+  EXPECT_EQ(strides(1), (Shape{0, 1}));
+  EXPECT_EQ(strides(2), (Shape{1, 0}));
+  EXPECT_TRUE(k.def.inputs(3).scalar());
+  EXPECT_EQ(strides(3), Shape{});
+}
+
+TEST(Fusion, IndependentGroupsOfOneStructureFormAMultiTensorStep) {
+  Builder b;
+  ir::Value* lr = b.input("lr", {});
+  std::vector<ir::Value*> outs;
+  for (int64_t n : {4, 7, 5}) {
+    ir::Value* p = b.input("p" + std::to_string(n), {n});
+    ir::Value* g = b.input("g" + std::to_string(n), {n});
+    ir::Value* half = b.constant("half" + std::to_string(n), 0.5f);
+    outs.push_back(b.op("Sub", {p, b.op("Mul", {b.op("Mul", {g, half}, {n}), lr}, {n})}, {n}));
+    b.output(outs.back());
+  }
+  // Another structure, not merged with them.
+  ir::Value* q = b.input("q", {3});
+  b.output(b.op("Exp", {b.op("Neg", {q}, {3})}, {3}));
+  const auto steps = b.fuse();
+  ASSERT_EQ(steps.size(), 2u);
+  const FusionStep& multi = steps[0].segments.size() == 3 ? steps[0] : steps[1];
+  ASSERT_EQ(multi.segments.size(), 3u);
+  for (size_t k = 0; k < 3; ++k) EXPECT_EQ(multi.segments[k].outputs[0], outs[k]);
+
+  // Lowered: one kernel defined once; the plan step carries every segment's operands, with
+  // the learning rate in each.
+  const compiler::lower::Lowering lowered =
+      compiler::lower::lower_graph(b.model, {.fuse = true, .target = "cpu"});
+  ASSERT_EQ(lowered.kernels.size(), 2u);
+  compiler::EmitOptions emit;
+  emit.lowering = &lowered;
+  const plan::Plan p = compiler::emit_plan(b.model, emit);
+  int found = 0;
+  for (const auto& s : p.steps()) {
+    if (s.segments() != 3) continue;
+    ++found;
+    EXPECT_EQ(s.op(), "FusedElementwise");
+    EXPECT_EQ(s.domain(), "ampc.kernel");
+    EXPECT_EQ(s.inputs_size(), 9);
+    EXPECT_EQ(s.outputs_size(), 3);
+    EXPECT_EQ(s.source_nodes_size(), 9);
+    for (int seg = 0; seg < 3; ++seg) {
+      int lr_reads = 0;
+      for (int j = 0; j < 3; ++j) lr_reads += p.buffers(s.inputs(3 * seg + j)).name() == "lr";
+      EXPECT_EQ(lr_reads, 1) << "segment " << seg;
+    }
+  }
+  EXPECT_EQ(found, 1);
+  // Values inside a kernel have no buffer.
+  for (const auto& buf : p.buffers()) EXPECT_EQ(buf.name().rfind("Mul", 0), std::string::npos);
+
+  // The multi-tensor step computes what the unfused plan does.
+  rt::cpu::Executor fused(p);
+  rt::cpu::Executor unfused(compiler::emit_plan(b.model, {}));
+  std::map<std::string, rt::Tensor> feeds;
+  for (const ir::Value* v : b.model.graph->inputs) {
+    rt::Tensor t(kF32, *v->type.shape);
+    for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = 0.37f * static_cast<float>(i + 1);
+    feeds[v->name] = t;
+  }
+  const auto want = unfused.run(feeds);
+  const auto got = fused.run(feeds);
+  for (const auto& [name, t] : want) {
+    ASSERT_EQ(got.at(name).nbytes(), t.nbytes());
+    EXPECT_EQ(std::memcmp(got.at(name).raw(), t.raw(), t.nbytes()), 0) << name;
+  }
+}
+
+// An SGD-like update predicated on a skip flag: state <- Where(skip, state, state - lr * g).
+TEST(Fusion, GuardWritesTheUpdateInPlaceUnlessSkipped) {
+  Builder b;
+  ir::Value* skip = b.input("skip", {}, DType::kBool);
+  ir::Value* grad = b.input("grad", {6});
+  ir::Value* state = b.constant("w", 1.5f, {6});
+  ir::Value* lr = b.constant("lr", 0.25f);
+  ir::Value* updated = b.op("Sub", {state, b.op("Mul", {grad, lr}, {6})}, {6});
+  ir::Value* source = b.op("Where", {skip, state, updated}, {6});
+  b.model.state_updates.push_back({state, source});
+  ir::Value* loss = b.op("Neg", {b.op("Exp", {grad}, {6})}, {6});
+  b.output(loss);
+  const auto steps = b.fuse();
+  const passes::FusionGroup* guarded = nullptr;
+  for (const auto& s : steps) {
+    if (s.fused() && s.segments[0].guard) guarded = &s.segments[0];
+  }
+  ASSERT_NE(guarded, nullptr);
+  EXPECT_EQ(guarded->guard, skip);
+  EXPECT_EQ(guarded->guarded_states, (std::vector<const ir::Value*>{state}));
+  const auto k = b.kernel(*guarded);
+  EXPECT_EQ(k.def.guard(), 1 + static_cast<int>(std::find(k.inputs.begin(), k.inputs.end(), skip) -
+                                                k.inputs.begin()));
+  EXPECT_EQ(instrs(k.def), (Strings{"load", "const", "mul", "load", "sub"}))
+      << "the Where becomes the guard";
+
+  const compiler::lower::Lowering lowered =
+      compiler::lower::lower_graph(b.model, {.fuse = true, .target = "cpu"});
+  compiler::EmitOptions emit;
+  emit.lowering = &lowered;
+  const plan::Plan fused_plan = compiler::emit_plan(b.model, emit);
+  int aliased = 0;
+  for (const auto& buf : fused_plan.buffers()) {
+    if (!buf.alias_of()) continue;
+    ++aliased;
+    EXPECT_EQ(fused_plan.buffers(buf.alias_of() - 1).name(), "w");
+  }
+  EXPECT_EQ(aliased, 1);
+
+  rt::cpu::Executor fused(fused_plan);
+  rt::cpu::Executor unfused(compiler::emit_plan(b.model, {}));
+  rt::Tensor g(kF32, {6});
+  for (int i = 0; i < 6; ++i) g.data<float>()[i] = 0.5f * static_cast<float>(i) - 1.0f;
+  for (bool s : {false, true, false}) {
+    rt::Tensor flag(DType::kBool, {});
+    flag.data<bool>()[0] = s;
+    fused.run({{"skip", flag}, {"grad", g}});
+    unfused.run({{"skip", flag}, {"grad", g}});
+    const rt::Tensor& got = fused.state().at("w");
+    const rt::Tensor& want = unfused.state().at("w");
+    EXPECT_EQ(std::memcmp(got.raw(), want.raw(), want.nbytes()), 0) << "skip " << s;
+  }
+  EXPECT_EQ(fused.state().at("w").data<float>()[0], 1.5f + 2 * 0.25f) << "two steps applied";
+}
+
+TEST(Fusion, GuardIsNotUsedWhenTheStateIsReadLater) {
+  // The new value is also a graph output computed from the Where: the Where's result is
+  // read, so the update stays a plain Where.
+  Builder b;
+  ir::Value* skip = b.input("skip", {}, DType::kBool);
+  ir::Value* grad = b.input("grad", {6});
+  ir::Value* state = b.constant("w", 1.5f, {6});
+  ir::Value* source = b.op("Where", {skip, state, b.op("Sub", {state, grad}, {6})}, {6});
+  b.model.state_updates.push_back({state, source});
+  b.output(b.op("Sqrt", {b.op("Abs", {source}, {6})}, {6}));
+  for (const auto& s : b.fuse()) {
+    if (s.fused()) {
+      EXPECT_EQ(s.segments[0].guard, nullptr);
+    }
+  }
+}
+
+TEST(Fusion, NodesTheKernelsCannotExpressStayUnfused) {
+  Builder b;
+  ir::Value* x = b.input("x", {4});
+  ir::Value* i = b.input("i", {4}, DType::kInt64);
+  ir::Value* ia = b.op("Add", {i, i}, {4}, DType::kInt64);  // integer: not fusible
+  ir::Value* c = b.op("Cast", {ia}, {4});
+  b.model.graph->nodes.back()->attributes.push_back(
+      ir::Attribute::make_int("to", static_cast<int64_t>(kF32)));
+  b.output(b.op("Add", {b.op("Sin", {x}, {4}), c}, {4}));  // Sin: not in the instruction set
+  for (const auto& n : b.model.graph->nodes) {
+    EXPECT_EQ(passes::is_fusible(*n), n->op_type == "Add" && n->outputs[0]->type.dtype == kF32)
+        << n->label();
+  }
+}
+
+// A measurement, not a check: AMPC_FUSION_MODEL=model.onnx times the fusion of its fp16
+// training graph (e.g. a 48-layer gpt).
+TEST(Fusion, TimeOnALargeModel) {
+  const char* path = std::getenv("AMPC_FUSION_MODEL");
+  if (!path) GTEST_SKIP() << "set AMPC_FUSION_MODEL to time the fusion of a model";
+  compiler::CompileOptions o;
+  o.train = true;
+  o.optimizer.kind = "adam";
+  o.autocast.precision = passes::Precision::kFP16;
+  o.lowering.fuse = false;
+  auto model = compiler::load_for_compile(path, o);
+  compiler::compile_model(*model, o, "model");
+  const compiler::lower::KernelBuilder kb(*model);
+  passes::FusionOptions fo;
+  fo.structure_key = [&](const passes::FusionGroup& g) {
+    return kernels::codegen::structure_key(kb.build(g).def);
+  };
+  const auto start = std::chrono::steady_clock::now();
+  const auto steps = passes::fuse_elementwise(*model, fo);
+  const double fuse_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const auto lower_start = std::chrono::steady_clock::now();
+  const auto lowered = compiler::lower::lower_graph(*model, {.fuse = true, .target = "cpu"});
+  const double lower_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - lower_start).count();
+  std::cout << model->graph->nodes.size() << " nodes -> " << steps.size() << " steps: fusion "
+            << fuse_s << " s, whole lowering " << lower_s << " s, " << lowered.kernels.size()
+            << " distinct kernels\n";
+}
+
+}  // namespace
+}  // namespace ampc

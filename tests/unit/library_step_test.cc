@@ -1,0 +1,108 @@
+// GEMM steps with folded work (runtime/cpu/library_step.h): operand transposes and the BIAS,
+// RELU_BIAS and BGRADB epilogues, against a float64 reference computed here, and against the
+// unfolded operators bit for bit (16-bit included).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "runtime/cpu/library_step.h"
+#include "tests/unit/op_test_helpers.h"
+
+namespace ampc::rt::cpu {
+namespace {
+
+using namespace optest;
+
+std::vector<Tensor> run_folded(const std::string& op, const std::string& epilogue,
+                               const std::vector<Tensor>& inputs, int num_outputs,
+                               std::vector<plan::Attribute> attrs) {
+  plan::Step step;
+  step.set_op(op);
+  step.set_opset_version(17);
+  step.add_source_nodes("gemm");
+  step.set_epilogue(epilogue);
+  for (auto& a : attrs) *step.add_attributes() = a;
+  std::vector<const Tensor*> ins;
+  for (const auto& t : inputs) ins.push_back(&t);
+  std::vector<Tensor> outs(static_cast<size_t>(num_outputs));
+  std::vector<Tensor*> out_ptrs;
+  for (auto& t : outs) out_ptrs.push_back(&t);
+  EXPECT_TRUE(has_folded_work(step));
+  run_library_step(*OpRegistry::instance().find(op, ""), step, ins, out_ptrs);
+  return outs;
+}
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  return a.dtype() == b.dtype() && a.shape() == b.shape() &&
+         std::memcmp(a.raw(), b.raw(), a.numel() * dtype_size(a.dtype())) == 0;
+}
+
+TEST(LibraryStep, TransposedOperandsBiasAndReluMatchFloat64) {
+  // Y = relu(X^T W + b) with X given as [K, M] and ampc_trans_a.
+  const int64_t m = 3, k = 4, n = 5;
+  const auto xv = pseudo_random(k * m, 1), wv = pseudo_random(k * n, 2), bv = pseudo_random(n, 3);
+  const Tensor x = make(DType::kFloat32, {k, m}, xv);
+  const Tensor w = make(DType::kFloat32, {k, n}, wv);
+  const Tensor b = make(DType::kFloat32, {n}, bv);
+  const auto y = run_folded("MatMul", "RELU_BIAS", {x, w, b}, 1, {attr_i("ampc_trans_a", 1)});
+  std::vector<double> want(m * n);
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      double s = bv[j];
+      for (int64_t p = 0; p < k; ++p) s += xv[p * m + i] * wv[p * n + j];
+      want[i * n + j] = std::max(0.0, s);
+    }
+  }
+  ASSERT_EQ(y[0].shape(), (std::vector<int64_t>{m, n}));
+  expect_close(values(y[0]), want, 1e-5);
+}
+
+TEST(LibraryStep, EpiloguesEqualTheUnfoldedOperatorsBitForBit) {
+  for (DType t : {DType::kFloat32, DType::kFloat16, DType::kBFloat16}) {
+    SCOPED_TRACE(dtype_name(t));
+    const Tensor x = make(t, {2, 6, 4}, pseudo_random(48, 4));
+    const Tensor wt = make(t, {5, 4}, pseudo_random(20, 5));  // W^T, folded as ampc_trans_b
+    const Tensor b = make(t, {5}, pseudo_random(5, 6));
+    const auto folded =
+        run_folded("MatMul", "RELU_BIAS", {x, wt, b}, 1, {attr_i("ampc_trans_b", 1)});
+    const Tensor w = run("Transpose", {wt}, {attr_ints("perm", {1, 0})}, 1, 17)[0];
+    const Tensor mm = run("MatMul", {x, w}, {}, 1, 17)[0];
+    const Tensor biased = run("Add", {mm, b}, {}, 1, 17)[0];
+    const Tensor want = run("Relu", {biased}, {}, 1, 17)[0];
+    EXPECT_TRUE(same_bits(folded[0], want));
+  }
+}
+
+TEST(LibraryStep, BiasGradientIsTheColumnSumOfB) {
+  // dW = A^T dY (Gemm transA) with BGRADB: db = sum over the rows of dY.
+  const Tensor a = make(DType::kFloat32, {6, 3}, pseudo_random(18, 7));
+  const auto dyv = pseudo_random(24, 8);
+  const Tensor dy = make(DType::kFloat32, {6, 4}, dyv);
+  const auto out = run_folded("Gemm", "BGRADB", {a, dy}, 2, {attr_i("transA", 1)});
+  std::vector<double> want(4, 0.0);
+  for (int64_t i = 0; i < 6; ++i) {
+    for (int64_t j = 0; j < 4; ++j) want[j] += dyv[i * 4 + j];
+  }
+  ASSERT_EQ(out[1].shape(), (std::vector<int64_t>{4}));
+  expect_close(values(out[1]), want, 1e-6);
+  const Tensor sum =
+      run("ReduceSum", {dy}, {attr_ints("axes", {0}), attr_i("keepdims", 0)}, 1, 11)[0];
+  EXPECT_TRUE(same_bits(out[1], sum));
+  const Tensor dw = run("Gemm", {a, dy}, {attr_i("transA", 1)}, 1, 17)[0];
+  EXPECT_TRUE(same_bits(out[0], dw));
+}
+
+TEST(LibraryStep, UnknownEpilogueIsRefusedByName) {
+  const Tensor a = make(DType::kFloat32, {2, 2}, {1, 2, 3, 4});
+  try {
+    run_folded("MatMul", "DGELU_BGRAD", {a, a}, 1, {});
+    FAIL() << "no error";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("DGELU_BGRAD"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace ampc::rt::cpu
