@@ -271,22 +271,23 @@ std::vector<Case> cases() {
 
 INSTANTIATE_TEST_SUITE_P(Models, PlanMemoryTest, ::testing::ValuesIn(cases()), case_name);
 
-// Mixed precision halves the 16-bit activations, not the ones autocast keeps in fp32. gpt.onnx
-// is exported at batch 8, baked into its Reshape constants (models/README.md), so the
-// importer cannot compile it at batch 32 (--input-shape tokens=32x32 leaves the loss's input
-// [?,64]). At batch 8 the fp16 arena is about 0.72 (fused) and 0.84 (unfused) of the fp32
-// one: the rest of the peak is fp32 activations autocast keeps (the residual stream,
-// LayerNorm, GELU, softmax, the logits and the loss). The bound here only guards against
-// regressions; a batch-32 export (export_models.py --batch 32) gives 0.73 fused.
-TEST(PlanMemory, Fp16ArenaIsSmallerThanFp32) {
+// Mixed precision halves the 16-bit activations, not the ones autocast keeps in fp32 (the
+// residual stream, LayerNorm, softmax, the logits and the loss). gpt.onnx bakes batch 8 into
+// its Reshape constants, so batch 32 is its own export (models/gpt_b32.onnx). The issue's
+// target is 0.6; measured: 0.639 fused, 0.646 unfused (0.73 before linear-layer biases
+// computed low, docs/mixed-precision.md). The rest of the fp16 peak, at the start of the
+// backward, is what the decomposed backward keeps: three fp32 [B*T, vocab] tensors of the
+// cross-entropy gradient and three fp16 GELU terms per layer where torch keeps one tensor
+// each (docs/fused-plan.md, "Memory"). The bound guards what holds now.
+TEST(PlanMemory, Fp16ActivationsAtBatch32) {
   for (bool fuse : {true, false}) {
-    const int64_t fp32 = compile("gpt", Precision::kFP32, fuse).memory().arena_bytes();
-    const int64_t fp16 = compile("gpt", Precision::kFP16, fuse).memory().arena_bytes();
+    const int64_t fp32 = compile("gpt_b32", Precision::kFP32, fuse).memory().arena_bytes();
+    const int64_t fp16 = compile("gpt_b32", Precision::kFP16, fuse).memory().arena_bytes();
     const double ratio = static_cast<double>(fp16) / fp32;
-    std::printf("gpt batch 8 %s: arena fp16 %lld B / fp32 %lld B = %.3f\n",
+    std::printf("gpt batch 32 %s: arena fp16 %lld B / fp32 %lld B = %.3f\n",
                 fuse ? "fused" : "unfused", static_cast<long long>(fp16),
                 static_cast<long long>(fp32), ratio);
-    EXPECT_LT(ratio, 0.9);
+    EXPECT_LE(ratio, 0.65);
   }
 }
 
