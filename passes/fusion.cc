@@ -441,6 +441,7 @@ std::vector<FusionStep> Fuser::schedule() {
 
   // Multi-tensor candidates: the structure keys that occur more than once.
   std::vector<int> key_of(units, -1);
+  std::vector<int> units_of_key;  // per structure: how many units it has
   if (options_.structure_key) {
     std::map<std::string, std::vector<int>> by_key;
     for (int u = 0; u < units; ++u) {
@@ -459,6 +460,7 @@ std::vector<FusionStep> Fuser::schedule() {
     for (const auto& [key, us] : by_key) {
       if (us.size() < 2) continue;
       for (int u : us) key_of[u] = next;
+      units_of_key.push_back(static_cast<int>(us.size()));
       ++next;
     }
   }
@@ -492,7 +494,20 @@ std::vector<FusionStep> Fuser::schedule() {
       const int u = ready.top().second;
       ready.pop();
       if (key_of[u] >= 0) {
-        held[key_of[u]].push_back(u);
+        auto& waiting = held[key_of[u]];
+        waiting.push_back(u);
+        // Complete: every unit of the structure is ready, so it runs now. Waiting longer
+        // could only let a pass blocked on it (the forward on its weight casts) drain other
+        // ready work into the wrong place (backward work into the forward, with the memory
+        // its results keep).
+        if (static_cast<int>(waiting.size()) == units_of_key[key_of[u]]) {
+          std::vector<int> us = std::move(waiting);
+          held.erase(key_of[u]);
+          std::sort(us.begin(), us.end(),
+                    [&](int a, int b) { return unit_first[a] < unit_first[b]; });
+          steps.push_back(step_of(us));
+          for (int w : us) finish(w);
+        }
         continue;
       }
       steps.push_back(step_of({u}));
