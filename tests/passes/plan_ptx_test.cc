@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <ostream>
 #include <set>
 #include <string>
 
@@ -31,6 +32,11 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   std::string t = info.param.target.substr(5);  // "sm_90"
   return info.param.model + "_" + std::string(passes::precision_name(info.param.precision)) + "_" +
          t;
+}
+
+// How gtest prints a case (ctest lists it): "gpt fp16 cuda:sm_90".
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.model << ' ' << passes::precision_name(c.precision) << ' ' << c.target;
 }
 
 class PlanPtx : public ::testing::TestWithParam<Case> {};
