@@ -49,7 +49,9 @@ Value* log_softmax_grad(GradContext& c, Value* y, Value* dy, int64_t axis) {
 // NegativeLogLikelihoodLoss / SoftmaxCrossEntropyLoss with x [N, C, d...], labels [N, d...]:
 // returns dL/dx through the loss output, i.e. -g * onehot(label) with
 // g = dL/dloss_i * w_i (/ sum of w for mean), or null when the loss output has no gradient.
-Value* loss_grad(GradContext& c) {
+// When `row_weight` is given it receives g as [N, 1, d...]: the negated sum of the result
+// over the classes (every label picks exactly one class; an ignored one has g = 0).
+Value* loss_grad(GradContext& c, Value** row_weight = nullptr) {
   if (c.needs(2)) c.fail("class weights must be constant");
   Value* dloss = c.output_grad(0);
   if (!dloss) return nullptr;
@@ -93,7 +95,9 @@ Value* loss_grad(GradContext& c) {
   Value* onehot =
       c.b.op("Equal", {c.b.reshape(labels, unsq), c.b.reshape(c.b.ints(range), range_shape)},
              {DType::kBool, xs});
-  Value* picked = c.b.op("Where", {onehot, c.b.reshape(g, unsq), c.b.scalar(0.0, t)}, x->type);
+  Value* g_rows = c.b.reshape(g, unsq);
+  if (row_weight) *row_weight = g_rows;
+  Value* picked = c.b.op("Where", {onehot, g_rows, c.b.scalar(0.0, t)}, x->type);
   return c.b.op("Neg", {picked}, x->type);
 }
 
@@ -103,15 +107,22 @@ void nll_loss(GradContext& c) {
 
 // Through log_prob = LogSoftmax(scores, axis 1): the loss's gradient plus that of output 1.
 void softmax_cross_entropy(GradContext& c) {
-  Value* dlogp = loss_grad(c);
-  if (Value* d1 = c.output_grad(1)) dlogp = dlogp ? c.b.add(dlogp, d1) : d1;
+  Value* g_rows = nullptr;
+  Value* dlogp = loss_grad(c, &g_rows);
+  Value* d1 = c.output_grad(1);
+  if (d1) dlogp = dlogp ? c.b.add(dlogp, d1) : d1;
   if (!dlogp) return;
   Value* logp = c.output(1);
   if (!logp) {
     logp = c.b.op("LogSoftmax", {c.input(0)}, c.input(0)->type,
                   attrs(ir::Attribute::make_int("axis", 1)));
   }
-  c.set_input_grad(0, log_softmax_grad(c, logp, dlogp, 1));
+  if (d1) return c.set_input_grad(0, log_softmax_grad(c, logp, dlogp, 1));
+  // Through the loss only, sum(dlogp) over the classes is -g: dx = dlogp + exp(logp) * g,
+  // the same numbers as log_softmax_grad (a sum of zeros and one value is exact) without
+  // the [N, C] reduction, so dlogp never needs storing: the whole gradient is one kernel.
+  Value* p = c.b.op("Exp", {logp}, logp->type);
+  c.set_input_grad(0, c.b.op("Add", {dlogp, c.b.mul(p, g_rows)}, dlogp->type));
 }
 
 }  // namespace

@@ -274,9 +274,9 @@ INSTANTIATE_TEST_SUITE_P(Models, PlanMemoryTest, ::testing::ValuesIn(cases()), c
 // Mixed precision halves the 16-bit activations, not the ones autocast keeps in fp32 (the
 // residual stream, LayerNorm, softmax, the logits and the loss). gpt.onnx bakes batch 8 into
 // its Reshape constants, so batch 32 is its own export (models/gpt_b32.onnx). The issue's
-// target is 0.6; measured: 0.636 fused, 0.646 unfused (0.73 before linear-layer biases
+// target is 0.6; measured: 0.622 fused, 0.646 unfused (0.73 before linear-layer biases
 // computed low, docs/mixed-precision.md). The rest of the fp16 peak, at the start of the
-// backward, is what the decomposed backward keeps: three fp32 [B*T, vocab] tensors of the
+// backward, is what the decomposed backward keeps: two fp32 [B*T, vocab] tensors of the
 // cross-entropy gradient and three fp16 GELU terms per layer where torch keeps one tensor
 // each (docs/fused-plan.md, "Memory"). The bound guards what holds now.
 TEST(PlanMemory, Fp16ActivationsAtBatch32) {
@@ -287,7 +287,7 @@ TEST(PlanMemory, Fp16ActivationsAtBatch32) {
     std::printf("gpt batch 32 %s: arena fp16 %lld B / fp32 %lld B = %.3f\n",
                 fuse ? "fused" : "unfused", static_cast<long long>(fp16),
                 static_cast<long long>(fp32), ratio);
-    EXPECT_LE(ratio, 0.65);
+    EXPECT_LE(ratio, fuse ? 0.63 : 0.65);
   }
 }
 
