@@ -53,6 +53,7 @@ Executor::Executor(plan::Plan plan) : plan_(std::move(plan)) {
   }
   kernels_ = std::make_unique<KernelSteps>(plan_);
   calls_.resize(plan_.steps_size());
+  folded_.resize(plan_.steps_size());
   slot_.resize(plan_.buffers_size());
   for (int id = 0; id < plan_.buffers_size(); ++id) slot_[id] = id;
   std::vector<int> last_reader(plan_.buffers_size(), -1);
@@ -69,6 +70,7 @@ Executor::Executor(plan::Plan plan) : plan_(std::move(plan)) {
     if (!op)
       throw Error(step_label(s) + ": the CPU backend has no kernel for operator '" + s.op() + "'");
     ops_.push_back(op);
+    if (has_folded_work(s)) folded_[i] = std::make_unique<FoldedGemm>(*op, s, plan_);
     for (int id : s.inputs()) {
       if (id >= plan_.buffers_size()) throw Error(step_label(s) + ": bad buffer id in plan");
       if (id >= 0) last_reader[id] = i;
@@ -197,8 +199,8 @@ void Executor::run_step(size_t index) {
   if (ops_[index]) {
     std::vector<Tensor*> outs;
     for (int id : s.outputs()) outs.push_back(id >= 0 ? &values_[id] : nullptr);
-    if (has_folded_work(s)) {
-      run_library_step(*ops_[index], s, ins, outs);
+    if (folded_[index]) {
+      folded_[index]->run(ins, outs);
     } else {
       OpContext ctx(s, std::move(ins), std::move(outs));
       ctx.set_random_key(mix(mix(seed_ ^ mix(static_cast<uint64_t>(runs_done_))) + index));
@@ -245,7 +247,7 @@ void Executor::run_kernel(size_t index, const std::vector<const Tensor*>& inputs
     }
     outs.push_back(&values_[slot(id)]);
   }
-  run_kernel_step(calls_[index], step_label(s), inputs, outs);
+  run_kernel_step(calls_[index], inputs, outs);
 }
 
 }  // namespace ampc::rt::cpu

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "runtime/cpu/kernel_step.h"
+#include "runtime/cpu/library_step.h"
 #include "runtime/cpu/op_registry.h"
 #include "runtime/plan/plan.pb.h"
 #include "runtime/tensor.h"
@@ -21,6 +22,9 @@ class Executor {
  public:
   // Refuses (ampc::Error) a plan with a step the CPU backend cannot run, naming the op and node.
   explicit Executor(plan::Plan plan);
+  // Steps keep pointers into the plan: an executor stays where it was built.
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
   ~Executor();
 
   // Binds inputs by name (all of them, with the plan's types), runs every step, returns
@@ -66,8 +70,9 @@ class Executor {
   plan::Plan plan_;
   std::vector<const CpuOp*> ops_;  // per step (null for kernel steps)
   std::unique_ptr<KernelSteps> kernels_;
-  std::vector<KernelCall> calls_;             // per step (kernel steps only)
-  std::vector<int> slot_;                     // per buffer
+  std::vector<KernelCall> calls_;                    // per step (kernel steps only)
+  std::vector<std::unique_ptr<FoldedGemm>> folded_;  // per step (GEMMs with folded work)
+  std::vector<int> slot_;                            // per buffer
   std::vector<std::vector<int>> free_after_;  // per step: activation buffers read for the last time
   std::vector<Tensor> values_;                // per buffer
   StepHook step_hook_;

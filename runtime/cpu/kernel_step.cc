@@ -42,6 +42,7 @@ KernelCall KernelSteps::resolve(const plan::Plan& plan, const plan::Step& step) 
   const std::string label = "fused kernel step '" + step.kernel() + "' (node '" +
                             (step.source_nodes_size() ? step.source_nodes(0) : "?") + "')";
   KernelCall call;
+  call.label = label;
   for (const auto& k : plan.kernels()) {
     if (k.name() == step.kernel()) call.def = &k;
   }
@@ -78,10 +79,10 @@ KernelCall KernelSteps::resolve(const plan::Plan& plan, const plan::Step& step) 
   return call;
 }
 
-void run_kernel_step(const KernelCall& call, const std::string& label,
-                     const std::vector<const Tensor*>& inputs,
+void run_kernel_step(const KernelCall& call, const std::vector<const Tensor*>& inputs,
                      const std::vector<Tensor*>& outputs) {
   const KernelDef& def = *call.def;
+  const std::string& label = call.label;
   const int n_in = def.inputs_size(), n_out = def.outputs_size();
   int64_t shaped = 1;
   for (int64_t d : def.shape()) shaped *= d;

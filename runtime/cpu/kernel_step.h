@@ -22,6 +22,7 @@ struct KernelCall {
   kernels::codegen::HostKernelFn fn = nullptr;
   const kernels::KernelDef* def = nullptr;
   int segments = 1;
+  std::string label;  // how errors name the step (made once, at load)
 };
 
 class KernelSteps {
@@ -42,7 +43,7 @@ class KernelSteps {
 // Runs a resolved kernel step: `inputs` and `outputs` hold every segment's operands in
 // order; outputs are allocated (or, written in place, hold the state) by the caller. Checks
 // every operand's size against the kernel's iteration space first.
-void run_kernel_step(const KernelCall& call, const std::string& label,
-                     const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs);
+void run_kernel_step(const KernelCall& call, const std::vector<const Tensor*>& inputs,
+                     const std::vector<Tensor*>& outputs);
 
 }  // namespace ampc::rt::cpu

@@ -20,19 +20,11 @@ std::string label(const plan::Step& step) {
          step.op() + ")";
 }
 
-// Runs the registry's `op` on `inputs` into `out`, with the attributes given.
-void run_op(const plan::Step& parent, const std::string& op,
-            const std::vector<const Tensor*>& inputs, Tensor* out,
-            const std::vector<plan::Attribute>& attributes = {}) {
-  const CpuOp* fn = OpRegistry::instance().find(op, "");
-  if (!fn) throw Error(label(parent) + ": no CPU operator " + op + " for the folded work");
-  plan::Step s;
-  s.set_op(op);
-  s.set_opset_version(parent.opset_version());
-  s.add_source_nodes(parent.source_nodes_size() ? parent.source_nodes(0) : "?");
-  for (const auto& a : attributes) *s.add_attributes() = a;
-  OpContext ctx(s, inputs, {out});
-  (*fn)(ctx);
+plan::Attribute int_attr(const std::string& name, int64_t v) {
+  plan::Attribute a;
+  a.set_name(name);
+  a.set_i(v);
+  return a;
 }
 
 plan::Attribute ints_attr(const std::string& name, const std::vector<int64_t>& v) {
@@ -42,22 +34,12 @@ plan::Attribute ints_attr(const std::string& name, const std::vector<int64_t>& v
   return a;
 }
 
-plan::Attribute int_attr(const std::string& name, int64_t v) {
-  plan::Attribute a;
-  a.set_name(name);
-  a.set_i(v);
-  return a;
-}
-
-// The operand with its last two axes swapped.
-Tensor transposed(const plan::Step& step, const Tensor& x) {
-  if (x.rank() < 2) throw Error(label(step) + ": a transposed operand needs rank >= 2");
-  std::vector<int64_t> perm(static_cast<size_t>(x.rank()));
-  for (size_t i = 0; i < perm.size(); ++i) perm[i] = static_cast<int64_t>(i);
-  std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
-  Tensor t;
-  run_op(step, "Transpose", {&x}, &t, {ints_attr("perm", perm)});
-  return t;
+// 0, 1, ..., rank - 1, or with the last two swapped.
+std::vector<int64_t> axes(int64_t rank, bool swap_last_two) {
+  std::vector<int64_t> v(static_cast<size_t>(rank));
+  for (int64_t i = 0; i < rank; ++i) v[static_cast<size_t>(i)] = i;
+  if (swap_last_two && rank >= 2) std::swap(v[v.size() - 1], v[v.size() - 2]);
+  return v;
 }
 
 }  // namespace
@@ -66,53 +48,94 @@ bool has_folded_work(const plan::Step& step) {
   return !step.epilogue().empty() || flag(step, kTransA) || flag(step, kTransB);
 }
 
-void run_library_step(const CpuOp& op, const plan::Step& step,
-                      const std::vector<const Tensor*>& inputs,
-                      const std::vector<Tensor*>& outputs) {
+FoldedGemm::FoldedGemm(const CpuOp& op, const plan::Step& step, const plan::Plan& plan)
+    : op_(op), step_(step) {
   const std::string& epilogue = step.epilogue();
   const bool matmul = step.op() == "MatMul";
-  const bool bias_input = matmul && (epilogue == "BIAS" || epilogue == "RELU_BIAS");
-  const size_t core_inputs = matmul ? 2 : std::min<size_t>(inputs.size(), 3);
-  if (inputs.size() < core_inputs + (bias_input ? 1 : 0))
+  relu_ = epilogue == "RELU" || epilogue == "RELU_BIAS";
+  bias_input_ = matmul && (epilogue == "BIAS" || epilogue == "RELU_BIAS");
+  bgrad_ = epilogue == "BGRADB";
+  if (!epilogue.empty() && epilogue != "BIAS" && !relu_ && !bgrad_)
+    throw Error(label(step) + ": the CPU backend does not know epilogue '" + epilogue + "'");
+  core_inputs_ = matmul ? 2 : std::min<size_t>(static_cast<size_t>(step.inputs_size()), 3);
+  if (static_cast<size_t>(step.inputs_size()) < core_inputs_ + (bias_input_ ? 1 : 0))
     throw Error(label(step) + ": missing inputs for epilogue " + epilogue);
+  if (bgrad_ && step.outputs_size() < 2)
+    throw Error(label(step) + ": epilogue BGRADB needs a second output");
+  trans_a_ = flag(step, kTransA);
+  trans_b_ = flag(step, kTransB);
+  call_ = step;
+  call_.clear_epilogue();
+  call_.clear_inputs();
+  call_.clear_outputs();
+  call_.mutable_attributes()->Clear();
+  for (const auto& a : step.attributes()) {
+    if (a.name() != kTransA && a.name() != kTransB) *call_.add_attributes() = a;
+  }
+  // Permutations and reduced axes follow the operands' ranks, which the plan fixes.
+  auto rank = [&](int k) {
+    const int id = step.inputs(k);
+    if (id < 0 || !plan.buffers(id).shape_known())
+      throw Error(label(step) + ": a folded operand needs a static shape");
+    const int64_t r = plan.buffers(id).shape_size();
+    if (r < 2) throw Error(label(step) + ": a folded operand needs rank >= 2");
+    return r;
+  };
+  if (trans_a_) transpose_a_ = folded("Transpose", {ints_attr("perm", axes(rank(0), true))});
+  if (trans_b_) transpose_b_ = folded("Transpose", {ints_attr("perm", axes(rank(1), true))});
+  if (bias_input_) add_ = folded("Add", {});
+  if (relu_) relu_op_ = folded("Relu", {});
+  if (bgrad_) {
+    reduce_sum_ =
+        folded("ReduceSum", {ints_attr("axes", axes(rank(1) - 1, false)), int_attr("keepdims", 0)});
+  }
+}
+
+FoldedGemm::Folded FoldedGemm::folded(const std::string& op,
+                                      std::vector<plan::Attribute> attributes) const {
+  Folded f;
+  f.op = OpRegistry::instance().find(op, "");
+  if (!f.op) throw Error(label(step_) + ": no CPU operator " + op + " for the folded work");
+  f.step.set_op(op);
+  f.step.set_opset_version(step_.opset_version());
+  f.step.add_source_nodes(step_.source_nodes_size() ? step_.source_nodes(0) : "?");
+  for (auto& a : attributes) *f.step.add_attributes() = std::move(a);
+  return f;
+}
+
+void FoldedGemm::run_folded(const Folded& f, const std::vector<const Tensor*>& inputs,
+                            Tensor* out) const {
+  OpContext ctx(f.step, inputs, {out});
+  (*f.op)(ctx);
+}
+
+void FoldedGemm::run(const std::vector<const Tensor*>& inputs,
+                     const std::vector<Tensor*>& outputs) const {
   // Operands, transposed as the flags say.
   Tensor ta, tb;
-  std::vector<const Tensor*> core(inputs.begin(), inputs.begin() + core_inputs);
-  if (flag(step, kTransA)) core[0] = &(ta = transposed(step, *inputs[0]));
-  if (flag(step, kTransB)) core[1] = &(tb = transposed(step, *inputs[1]));
-  // The call itself, without the folded attributes.
-  plan::Step call = step;
-  call.clear_epilogue();
-  call.clear_inputs();
-  call.clear_outputs();
-  call.mutable_attributes()->Clear();
-  for (const auto& a : step.attributes()) {
-    if (a.name() != kTransA && a.name() != kTransB) *call.add_attributes() = a;
+  std::vector<const Tensor*> core(inputs.begin(), inputs.begin() + core_inputs_);
+  if (trans_a_) {
+    run_folded(transpose_a_, {inputs[0]}, &ta);
+    core[0] = &ta;
   }
-  const bool relu = epilogue == "RELU" || epilogue == "RELU_BIAS";
+  if (trans_b_) {
+    run_folded(transpose_b_, {inputs[1]}, &tb);
+    core[1] = &tb;
+  }
   Tensor product, biased;
   Tensor* y = outputs.at(0);
   {
-    OpContext ctx(call, core, {bias_input || relu ? &product : y});
-    op(ctx);
+    OpContext ctx(call_, core, {bias_input_ || relu_ ? &product : y});
+    op_(ctx);
   }
   const Tensor* last = &product;
-  if (bias_input) {
-    run_op(step, "Add", {&product, inputs[core_inputs]}, relu ? &biased : y);
+  if (bias_input_) {
+    run_folded(add_, {&product, inputs[core_inputs_]}, relu_ ? &biased : y);
     last = &biased;
   }
-  if (relu) run_op(step, "Relu", {last}, y);
-  if (epilogue == "BGRADB") {
-    // The bias gradient: the B operand (as given, untransposed) summed over its rows.
-    if (outputs.size() < 2 || !outputs[1])
-      throw Error(label(step) + ": epilogue BGRADB needs a second output");
-    const Tensor& b = *inputs[1];
-    std::vector<int64_t> axes;
-    for (int64_t i = 0; i + 1 < b.rank(); ++i) axes.push_back(i);
-    run_op(step, "ReduceSum", {&b}, outputs[1], {ints_attr("axes", axes), int_attr("keepdims", 0)});
-  } else if (!epilogue.empty() && epilogue != "BIAS" && !relu) {
-    throw Error(label(step) + ": the CPU backend does not know epilogue '" + epilogue + "'");
-  }
+  if (relu_) run_folded(relu_op_, {last}, y);
+  // The bias gradient: the B operand (as given, untransposed) summed over its rows.
+  if (bgrad_) run_folded(reduce_sum_, {inputs[1]}, outputs[1]);
 }
 
 }  // namespace ampc::rt::cpu

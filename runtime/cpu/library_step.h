@@ -5,18 +5,42 @@
 // before folding; the CUDA backend hands the same description to cuBLASLt.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "runtime/cpu/op_registry.h"
 
 namespace ampc::rt::cpu {
 
-// Whether the step carries folded work (then run it with run_library_step).
+// Whether the step carries folded work (then run it through a FoldedGemm).
 bool has_folded_work(const plan::Step& step);
 
-// Runs `op` (the step's MatMul or Gemm) with the step's transposes and epilogue.
-void run_library_step(const CpuOp& op, const plan::Step& step,
-                      const std::vector<const Tensor*>& inputs,
-                      const std::vector<Tensor*>& outputs);
+// A folded GEMM step, prepared when the plan is loaded: the call without the folded
+// attributes and the operators of the folded work. Throws ampc::Error, naming the node, for
+// an epilogue the CPU backend does not know.
+class FoldedGemm {
+ public:
+  // `op` is the step's MatMul or Gemm; `step` (a step of `plan`, whose buffers give the
+  // operands' ranks) must outlive this object.
+  FoldedGemm(const CpuOp& op, const plan::Step& step, const plan::Plan& plan);
+
+  void run(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs) const;
+
+ private:
+  // One folded operator with the step it runs as (attributes, opset, name for errors).
+  struct Folded {
+    const CpuOp* op = nullptr;
+    plan::Step step;
+  };
+  Folded folded(const std::string& op, std::vector<plan::Attribute> attributes) const;
+  void run_folded(const Folded& f, const std::vector<const Tensor*>& inputs, Tensor* out) const;
+
+  const CpuOp& op_;
+  const plan::Step& step_;
+  plan::Step call_;  // the GEMM itself
+  bool trans_a_ = false, trans_b_ = false, bias_input_ = false, relu_ = false, bgrad_ = false;
+  size_t core_inputs_ = 0;
+  Folded transpose_a_, transpose_b_, add_, relu_op_, reduce_sum_;
+};
 
 }  // namespace ampc::rt::cpu

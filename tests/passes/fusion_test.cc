@@ -6,10 +6,7 @@
 // unfused plan).
 #include <gtest/gtest.h>
 
-#include <chrono>
-#include <cstdlib>
 #include <cstring>
-#include <iostream>
 #include <set>
 #include <string>
 #include <vector>
@@ -399,36 +396,6 @@ TEST(Fusion, NodesTheKernelsCannotExpressStayUnfused) {
     EXPECT_EQ(passes::is_fusible(*n), n->op_type == "Add" && n->outputs[0]->type.dtype == kF32)
         << n->label();
   }
-}
-
-// A measurement, not a check: AMPC_FUSION_MODEL=model.onnx times the fusion of its fp16
-// training graph (e.g. a 48-layer gpt).
-TEST(Fusion, TimeOnALargeModel) {
-  const char* path = std::getenv("AMPC_FUSION_MODEL");
-  if (!path) GTEST_SKIP() << "set AMPC_FUSION_MODEL to time the fusion of a model";
-  compiler::CompileOptions o;
-  o.train = true;
-  o.optimizer.kind = "adam";
-  o.autocast.precision = passes::Precision::kFP16;
-  o.lowering.fuse = false;
-  auto model = compiler::load_for_compile(path, o);
-  compiler::compile_model(*model, o, "model");
-  const compiler::lower::KernelBuilder kb(*model);
-  passes::FusionOptions fo;
-  fo.structure_key = [&](const passes::FusionGroup& g) {
-    return kernels::codegen::structure_key(kb.build(g).def);
-  };
-  const auto start = std::chrono::steady_clock::now();
-  const auto steps = passes::fuse_elementwise(*model, fo);
-  const double fuse_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  const auto lower_start = std::chrono::steady_clock::now();
-  const auto lowered = compiler::lower::lower_graph(*model, {.fuse = true, .target = "cpu"});
-  const double lower_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - lower_start).count();
-  std::cout << model->graph->nodes.size() << " nodes -> " << steps.size() << " steps: fusion "
-            << fuse_s << " s, whole lowering " << lower_s << " s, " << lowered.kernels.size()
-            << " distinct kernels\n";
 }
 
 }  // namespace

@@ -196,8 +196,9 @@ TEST(MemoryPlan, RandomProblemsAreSafeAndBounded) {
 }
 
 // A training-shaped problem: forward activations kept for the backward, short-lived
-// temporaries, gradients; 30,000 buffers in all.
-TEST(MemoryPlan, ThirtyThousandBuffersInWellUnderASecond) {
+// temporaries, gradients; 30,000 buffers in all. The time is printed, not checked (timings
+// stay out of pass/fail tests): about 0.5 s on a loaded 2-core machine.
+TEST(MemoryPlan, ThirtyThousandBuffersNearTheBound) {
   std::mt19937 rng(7);
   const int32_t forward = 10000;
   std::vector<MemoryBuffer> b;
@@ -220,9 +221,10 @@ TEST(MemoryPlan, ThirtyThousandBuffersInWellUnderASecond) {
   std::printf("30000 buffers: %.3f s, arena %lld B, lower bound %lld B, ratio %.3f\n", seconds,
               static_cast<long long>(r.arena_bytes), static_cast<long long>(r.lower_bound_bytes),
               static_cast<double>(r.arena_bytes) / static_cast<double>(r.lower_bound_bytes));
-  // About 0.5 s on a 2-core machine at load 6 (Release build).
-  EXPECT_LT(seconds, 1.0);
   EXPECT_GE(r.arena_bytes, r.lower_bound_bytes);
+  // 1.14 measured: sizes drawn up to 4 MiB leave harder gaps than real plans, which the plan
+  // tests hold to 1.10.
+  EXPECT_LE(static_cast<double>(r.arena_bytes), 1.2 * static_cast<double>(r.lower_bound_bytes));
 }
 
 }  // namespace

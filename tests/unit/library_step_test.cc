@@ -18,19 +18,35 @@ using namespace optest;
 std::vector<Tensor> run_folded(const std::string& op, const std::string& epilogue,
                                const std::vector<Tensor>& inputs, int num_outputs,
                                std::vector<plan::Attribute> attrs) {
-  plan::Step step;
+  // A plan with the step and its input buffers (their shapes give the operands' ranks).
+  plan::Plan p;
+  plan::Step& step = *p.add_steps();
   step.set_op(op);
   step.set_opset_version(17);
   step.add_source_nodes("gemm");
   step.set_epilogue(epilogue);
   for (auto& a : attrs) *step.add_attributes() = a;
   std::vector<const Tensor*> ins;
-  for (const auto& t : inputs) ins.push_back(&t);
+  for (const auto& t : inputs) {
+    plan::Buffer& b = *p.add_buffers();
+    b.set_id(p.buffers_size() - 1);
+    b.set_dtype(static_cast<int32_t>(t.dtype()));
+    b.set_shape_known(true);
+    for (int64_t d : t.shape()) b.add_shape(d);
+    step.add_inputs(b.id());
+    ins.push_back(&t);
+  }
+  for (int o = 0; o < num_outputs; ++o) {
+    plan::Buffer& b = *p.add_buffers();
+    b.set_id(p.buffers_size() - 1);
+    step.add_outputs(b.id());
+  }
   std::vector<Tensor> outs(static_cast<size_t>(num_outputs));
   std::vector<Tensor*> out_ptrs;
   for (auto& t : outs) out_ptrs.push_back(&t);
   EXPECT_TRUE(has_folded_work(step));
-  run_library_step(*OpRegistry::instance().find(op, ""), step, ins, out_ptrs);
+  const FoldedGemm gemm(*OpRegistry::instance().find(op, ""), step, p);
+  gemm.run(ins, out_ptrs);
   return outs;
 }
 
