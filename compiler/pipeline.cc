@@ -17,6 +17,8 @@
 #include "passes/dead_code_elimination.h"
 #include "passes/grad_accumulation.h"
 #include "passes/grad_clipping.h"
+#include "passes/loss_log_prob.h"
+#include "passes/recompute_casts.h"
 #include "passes/running_statistics.h"
 
 namespace ampc::compiler {
@@ -50,6 +52,7 @@ void add_training_step(ir::Model& model, const CompileOptions& options) {
   const passes::LossScaleState scale = passes::add_loss_scale_state(model, scaling);
   const passes::AccumulationState accum =
       passes::add_accumulation_state(model, options.accum_steps, scale.scale);
+  passes::keep_loss_log_prob(model);
   auto gradients = passes::differentiate(model, options.autodiff, accum.seed);
   passes::accumulate_gradients(model, gradients, accum);
   ir::Value* found_inf = passes::unscale_and_check(model, scale, gradients, scaling);
@@ -153,6 +156,13 @@ plan::Plan compile_model(ir::Model& model, const CompileOptions& options,
   }
   // Autocast's decisions, recorded in the plan (moved into *autocast_report when given).
   emit.autocast = autocast_report ? autocast_report : &autocast;
+
+  // Memory: fp16 copies the backward reads again are cast again there, not kept.
+  if (mixed && options.train) {
+    stage = StageTimer(times, "recompute casts");
+    passes::recompute_casts(model);
+    stage.finish(node_count(model));
+  }
 
   // Lowering: GEMM epilogues and fused kernels (or one step per node), then the plan.
   plan::Plan p;

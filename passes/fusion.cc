@@ -310,6 +310,14 @@ void Fuser::merge_producers_into_consumers() {
 // parameters, they become multi-tensor kernels, and their outputs all stay guardable.
 void Fuser::merge_siblings() {
   constexpr int kWindow = 256;
+  // After CSE, two nodes computing the same thing from the same inputs are a deliberate
+  // recomputation (passes/recompute_casts.h), placed where it is read: never merged back.
+  auto repeats = [&](int a, int b) {
+    const Node* x = nodes_[a];
+    const Node* y = nodes_[b];
+    return x->op_type == y->op_type && x->inputs == y->inputs &&
+           x->outputs[0]->type == y->outputs[0]->type;
+  };
   auto visit = [&](const Value* v) {
     if (!v->type.is_static() || v->uses.size() < 2) return;
     int first = -1;
@@ -323,7 +331,9 @@ void Fuser::merge_siblings() {
         continue;
       }
       const int a = find(first), b = find(c);
-      if (a == b || std::abs(last_[a] - last_[b]) > kWindow || updates_[a] != updates_[b]) continue;
+      if (a == b || std::abs(last_[a] - last_[b]) > kWindow || updates_[a] != updates_[b] ||
+          repeats(first, c))
+        continue;
       try_merge(a, b);
     }
   };
@@ -547,6 +557,23 @@ bool is_fusible(const ir::Node& n) {
     if (!v || !v->type.is_static() || !broadcasts_to(*v->type.shape, shape)) return false;
   }
   return attributes_supported(n, it->second) && types_supported(n, it->second);
+}
+
+FusionGroup group_of_one(const ir::Node& node) {
+  FusionGroup group;
+  group.nodes = {&node};
+  group.shape = *node.outputs[0]->type.shape;
+  group.outputs = {node.outputs[0]};
+  std::unordered_set<const Value*> seen;
+  const int64_t count = numel(group.shape);
+  group.flat = true;
+  for (const Value* v : node.inputs) {
+    if (!v || !seen.insert(v).second) continue;
+    group.inputs.push_back(v);
+    const int64_t n = numel(*v->type.shape);
+    group.flat &= n == 1 || n == count;
+  }
+  return group;
 }
 
 std::vector<FusionStep> fuse_elementwise(const ir::Model& model, const FusionOptions& options) {

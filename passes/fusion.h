@@ -52,6 +52,11 @@ struct FusionOptions {
 // output shape to which every input broadcasts unidirectionally.
 bool is_fusible(const ir::Node& node);
 
+// The group of `node` alone (a fusible node; see is_fusible): how a CUDA target runs an
+// elementwise node that fusion left on its own, since the CUDA backend's elementwise ops are
+// the generated kernels.
+FusionGroup group_of_one(const ir::Node& node);
+
 // The schedule of every node of the model's graph, in an order valid for execution. A group
 // of one node that is not part of a multi-tensor step stays an unfused step.
 std::vector<FusionStep> fuse_elementwise(const ir::Model& model, const FusionOptions& options = {});

@@ -50,20 +50,52 @@ std::unordered_map<const ir::Node*, int> kept_folds(const std::vector<passes::Fu
   return kept;
 }
 
+// Kernels of equal structure are defined once: the index of `k`'s definition in out.kernels.
+int define_kernel(const LoweredKernel& k, const std::string& key,
+                  std::unordered_map<std::string, int>& kernel_of_key, Lowering& out) {
+  auto [it, added] = kernel_of_key.emplace(key, static_cast<int>(out.kernels.size()));
+  if (added) {
+    kernels::KernelDef def = k.def;
+    def.set_name("fused_" + std::to_string(out.kernels.size()));
+    out.kernels.push_back(std::move(def));
+  }
+  return it->second;
+}
+
+// An elementwise node on its own, as a kernel of one member: on CUDA targets every float and
+// bool elementwise op runs as generated code (the CUDA backend has no per-op kernels for them).
+LoweredStep single_kernel_step(const ir::Node& n, const KernelBuilder& builder,
+                               std::unordered_map<std::string, int>& kernel_of_key,
+                               Lowering& out) {
+  LoweredStep step;
+  LoweredKernel k = builder.build(passes::group_of_one(n));
+  step.kernel = define_kernel(k, codegen::structure_key(k.def), kernel_of_key, out);
+  step.sources.push_back(&n);
+  step.segments.push_back(std::move(k));
+  return step;
+}
+
 }  // namespace
 
 Lowering lower_graph(const ir::Model& model, const LoweringOptions& options) {
-  cuda_arch(options.target);  // refuses an unknown target before any work
+  // An unknown target is refused before any work; CUDA targets run every fusible node as a
+  // kernel, fused or not.
+  const bool cuda = !cuda_arch(options.target).empty();
   Lowering out;
+  const KernelBuilder builder(model);
+  std::unordered_map<std::string, int> kernel_of_key;
   if (!options.fuse) {
     for (const auto& n : model.graph->nodes) {
+      if (cuda && passes::is_fusible(*n)) {
+        out.steps.push_back(single_kernel_step(*n, builder, kernel_of_key, out));
+        continue;
+      }
       LoweredStep step;
       step.node = n.get();
       out.steps.push_back(std::move(step));
     }
     return out;
   }
-  const KernelBuilder builder(model);
   // Work the GEMM calls take over stays out of the elementwise groups.
   std::vector<passes::GemmFold> folds = passes::find_gemm_folds(model);
   std::unordered_set<const ir::Node*> foldable;
@@ -77,11 +109,14 @@ Lowering lower_graph(const ir::Model& model, const LoweringOptions& options) {
   const std::unordered_map<const ir::Node*, int> fold_of = kept_folds(schedule, folds, out);
   std::unordered_set<const ir::Node*> folded;
   for (const auto& f : out.folds) folded.insert(f.folded.begin(), f.folded.end());
-  std::unordered_map<std::string, int> kernel_of_key;
   for (const passes::FusionStep& fs : schedule) {
     LoweredStep step;
     if (!fs.fused()) {
       if (folded.count(fs.node)) continue;  // runs inside its GEMM's step
+      if (cuda && !fold_of.count(fs.node) && passes::is_fusible(*fs.node)) {
+        out.steps.push_back(single_kernel_step(*fs.node, builder, kernel_of_key, out));
+        continue;
+      }
       step.node = fs.node;
       if (auto it = fold_of.find(fs.node); it != fold_of.end()) step.fold = it->second;
       out.steps.push_back(std::move(step));
@@ -102,13 +137,7 @@ Lowering lower_graph(const ir::Model& model, const LoweringOptions& options) {
         step.aliases.emplace_back(g.outputs[o], g.guarded_states[o]);
       step.segments.push_back(std::move(k));
     }
-    auto [it, added] = kernel_of_key.emplace(key, static_cast<int>(out.kernels.size()));
-    if (added) {
-      kernels::KernelDef def = step.segments[0].def;
-      def.set_name("fused_" + std::to_string(out.kernels.size()));
-      out.kernels.push_back(std::move(def));
-    }
-    step.kernel = it->second;
+    step.kernel = define_kernel(step.segments[0], key, kernel_of_key, out);
     out.steps.push_back(std::move(step));
   }
   return out;

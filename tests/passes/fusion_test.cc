@@ -6,6 +6,7 @@
 // unfused plan).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <set>
 #include <string>
@@ -18,6 +19,7 @@
 #include "compiler/plan_emit.h"
 #include "kernels/codegen/codegen.h"
 #include "passes/fusion.h"
+#include "passes/recompute_casts.h"
 #include "runtime/cpu/executor.h"
 
 namespace ampc {
@@ -396,6 +398,68 @@ TEST(Fusion, NodesTheKernelsCannotExpressStayUnfused) {
     EXPECT_EQ(passes::is_fusible(*n), n->op_type == "Add" && n->outputs[0]->type.dtype == kF32)
         << n->label();
   }
+}
+
+// passes/recompute_casts.h: an fp16 copy read early and again much later, whose fp32 source
+// is read later still, is cast again just before the late reader; fusion keeps the two casts
+// apart (merged, the copy would be computed early and kept again).
+struct CastTwiceGraph {
+  ir::Value* x;         // fp32 activation
+  ir::Value* y;         // its fp16 copy
+  ir::Node* late_reader;
+};
+
+CastTwiceGraph cast_read_twice(Builder& b, bool source_read_late) {
+  constexpr DType kF16 = DType::kFloat16;
+  ir::Value* a = b.input("a", {4, 8});
+  ir::Value* x = b.op("Relu", {a}, {4, 8});
+  ir::Value* y = b.op("Cast", {x}, {4, 8}, kF16);
+  b.model.graph->nodes.back()->attributes.push_back(
+      ir::Attribute::make_int("to", static_cast<int64_t>(kF16)));
+  ir::Value* w = b.input("w", {8, 8}, kF16);
+  ir::Value* h = b.op("MatMul", {y, w}, {4, 8}, kF16);
+  for (int i = 0; i < 20; ++i) h = b.op("MatMul", {h, w}, {4, 8}, kF16);  // the gap
+  ir::Value* late = b.op("MatMul", {y, h}, {4, 8}, kF16);
+  ir::Node* late_reader = b.model.graph->nodes.back().get();
+  b.output(late);
+  if (source_read_late) b.output(b.op("Sigmoid", {x}, {4, 8}));
+  return {x, y, late_reader};
+}
+
+TEST(RecomputeCasts, LateReaderGetsACopyCastAgainBeforeIt) {
+  Builder b;
+  const CastTwiceGraph g = cast_read_twice(b, true);
+  ASSERT_EQ(passes::recompute_casts(b.model), 1);
+  ir::verify(b.model);
+  ir::Value* copy = g.late_reader->inputs[0];
+  ASSERT_NE(copy, g.y);
+  ASSERT_NE(copy->producer, nullptr);
+  EXPECT_EQ(copy->producer->op_type, "Cast");
+  EXPECT_EQ(copy->producer->inputs[0], g.x);
+  EXPECT_EQ(copy->type, g.y->type);
+  EXPECT_EQ(g.y->uses.size(), 1u);  // only the early reader keeps the first copy
+  // Placed right before its reader.
+  const auto& nodes = b.model.graph->nodes;
+  for (size_t i = 0; i + 1 < nodes.size(); ++i) {
+    if (nodes[i + 1].get() == g.late_reader) EXPECT_EQ(nodes[i].get(), copy->producer);
+  }
+  // Two separate steps in the schedule, each where it is read.
+  const auto steps = b.fuse();
+  expect_valid_schedule(b.model, steps);
+  int casts = 0;
+  for (const auto& s : steps) {
+    const Strings ops = ops_of(s);
+    casts += static_cast<int>(std::count(ops.begin(), ops.end(), "Cast"));
+    if (std::count(ops.begin(), ops.end(), "Cast") > 0) EXPECT_EQ(ops, Strings{"Cast"});
+  }
+  EXPECT_EQ(casts, 2);
+}
+
+TEST(RecomputeCasts, NothingWhenTheSourceWouldLiveLonger) {
+  Builder b;
+  const CastTwiceGraph g = cast_read_twice(b, false);  // x is not read after the gap
+  EXPECT_EQ(passes::recompute_casts(b.model), 0);
+  EXPECT_EQ(g.late_reader->inputs[0], g.y);
 }
 
 }  // namespace

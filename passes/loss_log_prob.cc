@@ -1,0 +1,26 @@
+#include "passes/loss_log_prob.h"
+
+namespace ampc::passes {
+
+int keep_loss_log_prob(ir::Model& model, const LossLogProbOptions&) {
+  ir::Graph& g = *model.graph;
+  int changed = 0;
+  for (const auto& node : g.nodes) {
+    ir::Node& n = *node;
+    if (n.op_type != "SoftmaxCrossEntropyLoss" || !(n.domain.empty() || n.domain == "ai.onnx"))
+      continue;
+    if (n.outputs.size() > 1 && n.outputs[1]) continue;
+    if (n.inputs.empty() || !n.inputs[0]) continue;
+    std::string name = n.outputs[0]->name + "_log_prob";
+    while (g.find_value(name)) name += "_";
+    ir::Value* log_prob = g.add_value(name, n.inputs[0]->type);
+    log_prob->producer = &n;
+    log_prob->producer_output = 1;
+    n.outputs.resize(2, nullptr);
+    n.outputs[1] = log_prob;
+    ++changed;
+  }
+  return changed;
+}
+
+}  // namespace ampc::passes
