@@ -6,6 +6,7 @@
 #include <map>
 #include <queue>
 #include <set>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -201,6 +202,10 @@ class Fuser {
   std::vector<int> first_, last_;
   std::vector<char> updates_;  // the group computes a state update's source
   std::vector<double> pos_;    // a topological order of the groups (see try_merge)
+  // After CSE, a node computing what an earlier node computes from the same inputs is a
+  // deliberate recomputation (passes/recompute_casts.h), placed where it is read: it joins
+  // neither its producers' groups nor its siblings' (either would compute it early again).
+  std::vector<char> recomputes_;
   // Built groups, by root.
   std::unordered_map<int, FusionGroup> groups_;
 };
@@ -220,9 +225,15 @@ void Fuser::index_graph() {
   updates_.resize(n);
   succs_.resize(n);
   pos_.resize(n);
+  recomputes_.resize(n);
+  std::set<std::tuple<std::string, std::vector<Value*>, std::string>> computed;
   for (size_t i = 0; i < n; ++i) {
     const Node& node = *nodes_[i];
     fusible_[i] = is_fusible(node) && !(options_.keep_unfused && options_.keep_unfused(node));
+    if (fusible_[i]) {  // is_fusible: one output
+      recomputes_[i] =
+          !computed.emplace(node.op_type, node.inputs, node.outputs[0]->type.str()).second;
+    }
     parent_[i] = static_cast<int>(i);
     members_[i] = {static_cast<int>(i)};
     first_[i] = last_[i] = static_cast<int>(i);
@@ -296,7 +307,7 @@ void Fuser::merge_producers_into_consumers() {
     if (!fusible_[i]) continue;
     const auto& shape = *nodes_[i]->outputs[0]->type.shape;
     for (int p : preds_[i]) {
-      if (!fusible_[p] || *nodes_[p]->outputs[0]->type.shape != shape) continue;
+      if (recomputes_[i] || !fusible_[p] || *nodes_[p]->outputs[0]->type.shape != shape) continue;
       const int a = find(p), b = find(static_cast<int>(i));
       if (a != b) try_merge(a, b);
     }
@@ -310,14 +321,6 @@ void Fuser::merge_producers_into_consumers() {
 // parameters, they become multi-tensor kernels, and their outputs all stay guardable.
 void Fuser::merge_siblings() {
   constexpr int kWindow = 256;
-  // After CSE, two nodes computing the same thing from the same inputs are a deliberate
-  // recomputation (passes/recompute_casts.h), placed where it is read: never merged back.
-  auto repeats = [&](int a, int b) {
-    const Node* x = nodes_[a];
-    const Node* y = nodes_[b];
-    return x->op_type == y->op_type && x->inputs == y->inputs &&
-           x->outputs[0]->type == y->outputs[0]->type;
-  };
   auto visit = [&](const Value* v) {
     if (!v->type.is_static() || v->uses.size() < 2) return;
     int first = -1;
@@ -332,7 +335,7 @@ void Fuser::merge_siblings() {
       }
       const int a = find(first), b = find(c);
       if (a == b || std::abs(last_[a] - last_[b]) > kWindow || updates_[a] != updates_[b] ||
-          repeats(first, c))
+          recomputes_[first] || recomputes_[c])
         continue;
       try_merge(a, b);
     }
