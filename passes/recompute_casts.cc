@@ -59,10 +59,10 @@ int recompute_casts(ir::Model& model, const RecomputeCastsOptions& options) {
   for (const Plan& plan : plans) {
     ir::Node& c = *plan.cast;
     ir::Value* y = c.outputs[0];
-    std::string name = y->name + "_recomputed";
+    std::string name = y->name + std::string(kRecomputedSuffix);
     while (g.find_value(name)) name += "_";
     ir::Value* copy = g.add_value(name, y->type);
-    ir::Node* again = g.add_node("Cast", {c.inputs[0]}, {copy}, c.name + "_recomputed", c.domain);
+    ir::Node* again = g.add_node("Cast", {c.inputs[0]}, {copy}, c.name + std::string(kRecomputedSuffix), c.domain);
     for (const ir::Attribute& a : c.attributes) {  // Cast's are integers ("to", "saturate")
       if (a.kind == ir::AttrKind::kInt) again->attributes.push_back(ir::Attribute::make_int(a.name, a.i));
     }

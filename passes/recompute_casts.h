@@ -7,9 +7,14 @@
 // and before lowering; fusion never merges a recomputation with the node it repeats.
 #pragma once
 
+#include <string_view>
+
 #include "compiler/ir/graph.h"
 
 namespace ampc::passes {
+
+// The suffix of a recomputed Cast's node and value names (reports recognise them by it).
+inline constexpr std::string_view kRecomputedSuffix = "_recomputed";
 
 struct RecomputeCastsOptions {
   // A cast is recomputed for the readers that come at least this many nodes after the

@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "passes/loss_scaling.h"
+#include "passes/recompute_casts.h"
 
 namespace ampc::report {
 namespace {
@@ -224,6 +225,9 @@ PrecisionReport plan_precision_report(const plan::Plan& p, PlanOrigin origin) {
     if (!mixed) return "no autocast";
     if (origin == PlanOrigin::kModel) return "as exported";
     const std::string_view part = part_of_step(s);
+    if (s.op() == "Cast" && s.source_nodes_size() == 1 &&
+        s.source_nodes(0).ends_with(passes::kRecomputedSuffix))
+      return "cast again before its backward readers (memory, passes/recompute_casts.h)";
     // A forward node without a record: unnamed, or a plan older than the records.
     if (part.empty()) return "not recorded in the plan";
     return "not autocast's: " + std::string(part) + ", follows its inputs";
