@@ -17,7 +17,9 @@
 #include "passes/dead_code_elimination.h"
 #include "passes/grad_accumulation.h"
 #include "passes/grad_clipping.h"
+#include "passes/half_inputs.h"
 #include "passes/loss_log_prob.h"
+#include "passes/range_stats.h"
 #include "passes/recompute_casts.h"
 #include "passes/running_statistics.h"
 
@@ -31,17 +33,24 @@ std::string shape_spec(const std::vector<int64_t>& dims) {
 }
 
 // Backward graph, optimizer step, running statistics as state; or, for a model that came
-// in ONNX's training format, its own training step.
-void add_training_step(ir::Model& model, const CompileOptions& options) {
+// in ONNX's training format, its own training step. Returns the tensors whose range
+// statistics were asked for (options.range_stats), added after the export.
+std::vector<passes::RangeStatsTarget> add_training_step(ir::Model& model,
+                                                        const CompileOptions& options) {
   if (!model.state_updates.empty()) {
+    if (options.range_stats.any())
+      throw Error(
+          "range statistics (--grad-stats) need a forward model, not one in ONNX's "
+          "training format");
     if (options.optimizer_options_given) {
       throw Error(
           "the model already holds its training step (ONNX training format): "
           "--optimizer, --lr, --momentum, --nesterov, --weight-decay, --betas, --eps, "
           "--loss, --freeze, --accum-steps and the loss-scaling options cannot change it");
     }
-    return;
+    return {};
   }
+  const size_t forward_nodes = model.graph->nodes.size();
   // Loss scaling around the backward (amp-semantics.md section 3): seed it with the scale,
   // unscale and check, clip, skip the optimizer's updates on found_inf, update the scale.
   // With gradient accumulation the seed is scale / N, the gradients are summed over the N
@@ -56,6 +65,7 @@ void add_training_step(ir::Model& model, const CompileOptions& options) {
   auto gradients = passes::differentiate(model, options.autodiff, accum.seed);
   passes::accumulate_gradients(model, gradients, accum);
   ir::Value* found_inf = passes::unscale_and_check(model, scale, gradients, scaling);
+  auto stats = passes::stats_targets(model, forward_nodes, gradients, options.range_stats);
   passes::clip_gradients(model, gradients, scaling.options.clip_grad_norm,
                          scaling.options.log_grad_norm);
   passes::add_optimizer(model, gradients, options.optimizer,
@@ -64,6 +74,7 @@ void add_training_step(ir::Model& model, const CompileOptions& options) {
   passes::add_running_statistics_updates(model);
   passes::fold_constants(model);
   passes::add_micro_step_update(model, accum);  // after folding (grad_accumulation.h)
+  return stats;
 }
 
 // The training step in ONNX's training format without the data of the STATE buffers (their
@@ -107,12 +118,19 @@ plan::Plan compile_model(ir::Model& model, const CompileOptions& options,
   stage.finish(node_count(model));
   stage = StageTimer(times, "autocast");
   const bool mixed = options.autocast.precision != passes::Precision::kFP32;
+  if (options.half_inputs) {
+    if (!mixed) throw Error("--half-inputs needs --precision fp16 or bf16");
+    passes::halve_float_inputs(model, options.autocast.precision == passes::Precision::kBF16
+                                          ? DType::kBFloat16
+                                          : DType::kFloat16);
+  }
   passes::AutocastReport autocast = autocast_forward(model, options.autocast);
   if (autocast_report) *autocast_report = std::move(autocast);
 
   stage.finish(node_count(model));
   stage = StageTimer(times, "training build");
-  if (options.train) add_training_step(model, options);
+  std::vector<passes::RangeStatsTarget> range_stats;
+  if (options.train) range_stats = add_training_step(model, options);
   // The backward of a Cast is a Cast back: fold the pairs it makes, merge duplicates.
   if (mixed && options.train) {
     passes::cleanup_casts(model);
@@ -136,6 +154,9 @@ plan::Plan compile_model(ir::Model& model, const CompileOptions& options,
       *options.training_onnx = onnx_io::serialize_model(onnx_io::export_training_model(model));
   }
   stage.finish(node_count(model));
+  // Range statistics (--grad-stats) after the export: the embedded training step (checkpoints,
+  // held-out evaluation) stays without them.
+  passes::add_range_stats(model, range_stats);
 
   EmitOptions emit;
   emit.model_name = model_name;

@@ -12,6 +12,7 @@
 #include "passes/autodiff/autodiff.h"
 #include "passes/loss_scaling.h"
 #include "passes/optimizer.h"
+#include "passes/range_stats.h"
 #include "runtime/plan/plan.pb.h"
 
 namespace ampc::compiler {
@@ -36,6 +37,11 @@ struct CompileOptions {
   // Mixed precision: autocast of the forward graph (passes/autocast.h); fp32 leaves the
   // graph as it is.
   passes::AutocastOptions autocast;
+  // fp16 range statistics of the gradients / activations as plan outputs
+  // (passes/range_stats.h, `ampc train --grad-stats`); none by default.
+  passes::RangeStatsOptions range_stats;
+  // --half-inputs: float32 data inputs become inputs of the low dtype (passes/half_inputs.h).
+  bool half_inputs = false;
   // Whether the caller chose autodiff or optimizer options (the CLI: any of --optimizer,
   // --lr, --momentum, --nesterov, --weight-decay, --betas, --eps, --loss, --freeze,
   // --accum-steps and the loss-scaling options). They

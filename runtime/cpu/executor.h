@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/backend.h"
 #include "runtime/cpu/kernel_step.h"
 #include "runtime/cpu/library_step.h"
 #include "runtime/cpu/op_registry.h"
@@ -18,32 +19,32 @@
 
 namespace ampc::rt::cpu {
 
-class Executor {
+class Executor : public Backend {
  public:
   // Refuses (ampc::Error) a plan with a step the CPU backend cannot run, naming the op and node.
   explicit Executor(plan::Plan plan);
   // Steps keep pointers into the plan: an executor stays where it was built.
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
-  ~Executor();
+  ~Executor() override;
 
   // Binds inputs by name (all of them, with the plan's types), runs every step, returns
   // the outputs by name.
-  std::map<std::string, Tensor> run(const std::map<std::string, Tensor>& inputs);
+  std::map<std::string, Tensor> run(const std::map<std::string, Tensor>& inputs) override;
 
-  const plan::Plan& plan() const { return plan_; }
+  const plan::Plan& plan() const override { return plan_; }
   // The current value of every STATE buffer (parameters, optimizer state), by name.
-  std::map<std::string, Tensor> state() const;
+  std::map<std::string, Tensor> state() const override;
   // Sets every STATE buffer to values[its name] (resuming from a checkpoint); other names are
   // ignored. Throws ampc::Error, naming the buffer, when a value is missing or has another
   // element type or shape; then no state has changed.
-  void load_state(const std::map<std::string, Tensor>& values);
+  void load_state(const std::map<std::string, Tensor>& values) override;
 
   // Randomness of ops without a seed attribute (training-mode Dropout): a function of `seed`,
   // the number of runs done (the training step; 0 at construction) and the plan step, so the
   // same seed gives the same masks, and a resumed run (runs_done = steps done) the same masks
   // as an uninterrupted one.
-  void set_random_state(uint64_t seed, int64_t runs_done) {
+  void set_random_state(uint64_t seed, int64_t runs_done) override {
     seed_ = seed;
     runs_done_ = runs_done;
   }

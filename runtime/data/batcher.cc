@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "base/error.h"
+#include "base/half.h"
 
 namespace ampc::rt::data {
 
@@ -19,6 +20,28 @@ std::vector<int64_t> shuffled_order(int64_t n, uint64_t seed, int64_t epoch) {
   }
   return order;
 }
+
+namespace {
+
+// Whether data of type `from` feeds an input of type `to` by rounding (--half-inputs).
+bool rounds_to(DType from, DType to) {
+  return from == DType::kFloat32 && (to == DType::kFloat16 || to == DType::kBFloat16);
+}
+
+// n fp32 values rounded to nearest even into fp16 or bf16 at `dst` (2 bytes each).
+void round_floats(const float* src, size_t n, DType to, uint8_t* dst) {
+  for (size_t k = 0; k < n; ++k) {
+    if (to == DType::kFloat16) {
+      const Half h = float_to_half(src[k]);
+      std::memcpy(dst + 2 * k, &h, 2);
+    } else {
+      const BFloat16 b = float_to_bf16(src[k]);
+      std::memcpy(dst + 2 * k, &b, 2);
+    }
+  }
+}
+
+}  // namespace
 
 Batcher::Batcher(Dataset data, std::map<std::string, InputSpec> inputs, BatchOptions options)
     : data_(std::move(data)), inputs_(std::move(inputs)), options_(options) {
@@ -36,7 +59,7 @@ Batcher::Batcher(Dataset data, std::map<std::string, InputSpec> inputs, BatchOpt
                   ", which holds: " + have);
     }
     const std::string found = std::string(dtype_name(a->dtype)) + shape_str(a->sample_shape());
-    if (a->dtype != spec.dtype) {
+    if (a->dtype != spec.dtype && !rounds_to(a->dtype, spec.dtype)) {
       throw Error("input '" + name + "' expects element type " +
                   std::string(dtype_name(spec.dtype)) + ", but array '" + name + "' in " + source +
                   " is " + std::string(dtype_name(a->dtype)));
@@ -83,6 +106,16 @@ std::map<std::string, Tensor> Batcher::batch(int64_t k) {
     shape.insert(shape.begin(), options_.batch_size);
     Tensor t(spec.dtype, std::move(shape));
     const size_t row = a.sample_bytes();
+    if (a.dtype != spec.dtype) {  // fp32 data for a 16-bit input (--half-inputs): rounded
+      const size_t n = row / sizeof(float);
+      for (size_t i = 0; i < idx.size(); ++i) {
+        const auto* src =
+            reinterpret_cast<const float*>(a.data + static_cast<size_t>(idx[i]) * row);
+        round_floats(src, n, spec.dtype, static_cast<uint8_t*>(t.raw()) + i * n * 2);
+      }
+      out.emplace(name, std::move(t));
+      continue;
+    }
     auto* dst = static_cast<uint8_t*>(t.raw());
     for (size_t i = 0; i < idx.size(); ++i) {
       std::memcpy(dst + i * row, a.data + static_cast<size_t>(idx[i]) * row, row);

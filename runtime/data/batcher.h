@@ -39,6 +39,8 @@ struct BatchOptions {
 
 class Batcher {
  public:
+  // fp32 arrays feed fp16 / bf16 inputs (a plan compiled with --half-inputs): batches are
+  // rounded to nearest even when they are prepared.
   // Throws ampc::Error, naming the input, for: no array of that name, another dtype,
   // another per-sample shape, fewer samples than the batch size. Arrays that no input
   // names are ignored.

@@ -10,5 +10,6 @@ void add_compile_command(CLI::App& app);
 void add_run_command(CLI::App& app);
 void add_train_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
+void add_report_command(CLI::App& app);
 
 }  // namespace ampc::cli

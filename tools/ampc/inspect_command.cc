@@ -21,6 +21,7 @@
 #include "passes/constant_folding.h"
 #include "runtime/plan/plan_file.h"
 #include "tools/ampc/commands.h"
+#include "tools/ampc/inspect_memory.h"
 
 namespace ampc::cli {
 namespace {
@@ -36,6 +37,7 @@ struct InspectArgs {
   passes::AutocastOptions autocast;
   std::string kernel;  // a plan's fused kernel to show
   std::string show;    // "ptx", "llvm"; empty: its definition
+  MemoryArgs memory;   // --memory, --device-memory, --optimizer
 };
 
 void print_precision_report(const report::PrecisionReport& r, const InspectArgs& args) {
@@ -89,6 +91,9 @@ void inspect_plan(const InspectArgs& args) {
 }
 
 void run_inspect(const InspectArgs& args) {
+  if (args.memory.memory)
+    return inspect_memory(args.model, args.memory, args.precision, args.input_shapes, args.format);
+  if (!args.memory.device_memory.empty()) throw Error("--device-memory needs --memory");
   if (plan::looks_like_plan(args.model) || std::filesystem::path(args.model).extension() == ".plan")
     return inspect_plan(args);
   if (!args.kernel.empty() || !args.show.empty())
@@ -173,6 +178,16 @@ void add_inspect_command(CLI::App& app) {
   cmd->add_option("--show", args->show,
                   "With --kernel: the PTX stored for the plan's target, or the LLVM IR")
       ->check(CLI::IsMember({"ptx", "llvm"}));
+  cmd->add_flag("--memory", args->memory.memory,
+                "Training memory by category, fp32 and 16-bit (--precision bf16: bf16) side "
+                "by side");
+  cmd->add_option("--device-memory", args->memory.device_memory,
+                  "With --memory: the largest batch that fits this size (80GiB, 141GB; "
+                  "repeatable), found by planning");
+  cmd->add_option("--optimizer", args->memory.optimizer,
+                  "With --memory on an ONNX model: the optimizer of the training step (default "
+                  "adam)")
+      ->check(CLI::IsMember({"sgd", "adam", "adamw"}));
   cmd->callback([args] { run_inspect(*args); });
 }
 

@@ -1,6 +1,7 @@
 #include "tools/ampc/plan_inputs.h"
 
 #include "base/error.h"
+#include "runtime/stats/range_stats_log.h"
 
 namespace ampc::cli {
 
@@ -8,6 +9,8 @@ PlanInputs plan_inputs(const plan::Plan& p) {
   PlanInputs result;
   result.batch = -1;
   for (const auto& binding : p.inputs()) {
+    // The range statistics' switch is the trainer's, not the data's.
+    if (binding.name() == rt::stats::kStatsEnabledInput) continue;
     const auto& b = p.buffers(binding.buffer());
     if (!b.shape_known() || b.shape_size() == 0) {
       throw Error("input '" + binding.name() + "' needs a static shape with a batch axis");

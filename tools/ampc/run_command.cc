@@ -1,4 +1,5 @@
-// `ampc run MODEL.onnx|MODEL.plan --input NAME=FILE ...`: one forward execution on the CPU.
+// `ampc run MODEL.onnx|MODEL.plan --input NAME=FILE ... [--device cpu|cuda[:N]]`: one forward
+// execution.
 #include <filesystem>
 #include <iomanip>
 #include <iostream>
@@ -10,6 +11,7 @@
 #include "runtime/io/tensor_pb.h"
 #include "runtime/plan/plan_file.h"
 #include "tools/ampc/commands.h"
+#include "tools/ampc/device_backend.h"
 
 namespace ampc::cli {
 namespace fs = std::filesystem;
@@ -21,6 +23,7 @@ struct RunArgs {
   std::string output_dir;
   std::string format;  // npy | pb; default: that of the first input
   std::vector<std::string> input_shapes;
+  std::string device = "cpu";  // --device cpu|cuda[:N]
 };
 
 bool is_npy(const std::string& path) {
@@ -62,6 +65,8 @@ void run_run(const RunArgs& args) {
     feeds[spec.substr(0, eq)] = read_tensor(file);
     if (first_format.empty()) first_format = is_npy(file) ? "npy" : "pb";
   }
+  const Device device = parse_device(args.device);
+  const std::string target = compile_target(device);  // a missing GPU is reported first
   plan::Plan p;
   // By content, and by name so that a plan cut short before its magic still reads as one.
   if (plan::looks_like_plan(args.model) || fs::path(args.model).extension() == ".plan") {
@@ -70,13 +75,14 @@ void run_run(const RunArgs& args) {
     p = plan::load_plan(args.model);
   } else {
     compiler::CompileOptions options;
-    options.lowering.target = "cpu";  // run on the CPU backend
+    options.lowering.target = target;  // the device's: no PTX for the CPU
     for (const auto& spec : args.input_shapes) onnx_io::parse_input_shape(spec, options.import);
     // Unless told otherwise, an ONNX model is compiled for the shapes of the given inputs.
     for (const auto& [name, t] : feeds) options.import.input_shapes.emplace(name, t.shape());
     p = compiler::compile_file(args.model, options);
   }
-  rt::cpu::Executor executor(std::move(p));
+  const std::unique_ptr<rt::Backend> backend = make_backend(std::move(p), device);
+  rt::Backend& executor = *backend;
   const auto outputs = executor.run(feeds);
   const std::string format =
       args.format.empty() ? (first_format.empty() ? "npy" : first_format) : args.format;
@@ -99,7 +105,7 @@ void run_run(const RunArgs& args) {
 
 void add_run_command(CLI::App& app) {
   auto args = std::make_shared<RunArgs>();
-  auto* cmd = app.add_subcommand("run", "Run a model or plan once on the CPU");
+  auto* cmd = app.add_subcommand("run", "Run a model or plan once (on the CPU, or --device cuda)");
   cmd->add_option("model", args->model, "ONNX model (.onnx) or plan (.plan)")->required();
   cmd->add_option("--input", args->inputs,
                   "NAME=FILE with FILE a .npy or ONNX TensorProto .pb (repeatable)");
@@ -108,6 +114,7 @@ void add_run_command(CLI::App& app) {
       ->check(CLI::IsMember({"npy", "pb"}));
   cmd->add_option("--input-shape", args->input_shapes,
                   "Fix an input's shape: NAME=D0xD1x... (repeatable)");
+  cmd->add_option("--device", args->device, "Where to run: cpu (default), cuda or cuda:N");
   cmd->callback([args] { run_run(*args); });
 }
 

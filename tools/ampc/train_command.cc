@@ -23,9 +23,12 @@
 #include "runtime/io/checkpoint.h"
 #include "runtime/plan/plan_file.h"
 #include "tools/ampc/commands.h"
+#include "tools/ampc/device_backend.h"
 #include "tools/ampc/evaluate.h"
+#include "tools/ampc/grad_stats_options.h"
 #include "tools/ampc/plan_inputs.h"
 #include "tools/ampc/progress.h"
+#include "tools/ampc/step_window.h"
 #include "tools/ampc/training_options.h"
 
 namespace ampc::cli {
@@ -47,6 +50,9 @@ struct TrainArgs {
   int64_t max_consecutive_skips = 50;
   bool find_nonfinite = false;
   std::vector<std::string> input_shapes;
+  std::string device = "cpu";  // --device cpu|cuda[:N]
+  std::string target = "cpu";  // what an ONNX model is compiled for (the device's)
+  GradStatsArgs grad_stats;    // --grad-stats, --grad-stats-every, --activation-stats
   compiler::CompileOptions compile;
   TrainingOptions training;
 };
@@ -72,7 +78,8 @@ plan::Plan training_plan(TrainArgs& args) {
   o.train = true;
   for (const auto& spec : args.input_shapes) onnx_io::parse_input_shape(spec, o.import);
   finish_training_options(o, args.training);
-  o.lowering.target = "cpu";  // trained here, on the CPU backend: no PTX to generate
+  o.range_stats = args.grad_stats.compile_options();
+  o.lowering.target = args.target;  // the device's: no PTX for the CPU
   return compiler::compile_file(args.model, o);
 }
 
@@ -160,7 +167,7 @@ std::pair<rt::data::Dataset, std::optional<rt::data::Dataset>> open_data(const T
 }
 
 // The loss scale after the last step (the state), when the plan scales the loss.
-std::optional<double> current_scale(const rt::cpu::Executor& executor) {
+std::optional<double> current_scale(const rt::Backend& executor) {
   const auto state = executor.state();
   if (auto it = state.find(passes::kScaleName); it != state.end()) return scalar_of(it->second);
   for (const auto& b : executor.plan().buffers()) {  // a static scale is a constant
@@ -172,8 +179,8 @@ std::optional<double> current_scale(const rt::cpu::Executor& executor) {
 
 // The training guard: too many skipped steps in a row means the model produces non-finite
 // values that scaling cannot cure (a NaN in the forward, a diverged parameter...).
-std::string consecutive_skips_message(const rt::cpu::Executor& executor, int64_t step,
-                                      int64_t skips, float loss) {
+std::string consecutive_skips_message(const rt::Backend& executor, int64_t step, int64_t skips,
+                                      float loss) {
   char buf[64];
   std::string m = std::to_string(skips) + " consecutive steps skipped (steps " +
                   std::to_string(step - skips + 1) + " to " + std::to_string(step) +
@@ -251,6 +258,8 @@ void run_train(TrainArgs& args) {
   TrainArgs unfused_args = args;
   unfused_args.compile.lowering.fuse = false;
   std::unique_ptr<rt::cpu::Executor> unfused;
+  const Device device = parse_device(args.device);
+  args.target = compile_target(device);  // a missing GPU is reported before compiling
   plan::Plan compiled = training_plan(args);
   if (compiled.outputs_size() < 1) throw Error("the plan has no output to report as the loss");
   const std::vector<std::string> losses = loss_names(compiled);
@@ -258,10 +267,20 @@ void run_train(TrainArgs& args) {
   // One optimizer step is `accum` runs of the plan, one micro-batch each.
   const int64_t accum = accum_steps_of(compiled);
   const AmpOutputs amp = expose_amp_outputs(compiled);
-  rt::cpu::Executor executor(std::move(compiled));
+  // On a GPU the steps up to the next log line or checkpoint run ahead: the host waits for
+  // the device once per window (step_window.h). The CPU and --find-nonfinite run one at a time.
+  const int64_t ahead = device.cuda && !args.find_nonfinite ? args.log_every : 1;
+  const std::unique_ptr<rt::Backend> backend =
+      make_backend(std::move(compiled), device, std::min<int64_t>(ahead * accum, 1024));
+  rt::Backend& executor = *backend;
   const auto& p = executor.plan();
+  // Diagnoses run on the CPU backend: this executor, or one made for them.
   auto diagnosis = [&]() -> rt::cpu::Executor& {
-    if (plan::looks_like_plan(args.model) || !args.compile.lowering.fuse) return executor;
+    if (plan::looks_like_plan(args.model) || !args.compile.lowering.fuse) {
+      if (auto* cpu = dynamic_cast<rt::cpu::Executor*>(&executor)) return *cpu;
+      if (!unfused) unfused = std::make_unique<rt::cpu::Executor>(executor.plan());
+      return *unfused;
+    }
     if (!unfused) unfused = std::make_unique<rt::cpu::Executor>(training_plan(unfused_args));
     return *unfused;
   };
@@ -269,6 +288,7 @@ void run_train(TrainArgs& args) {
   // Everything is checked before the first step: data against the plan's inputs, the
   // checkpoint against its state, and that checkpoints can be written at all.
   const PlanInputs inputs = plan_inputs(p);
+  GradStats grad_stats(p, args.grad_stats);
   auto [train_data, eval_data] = open_data(args);
   rt::data::Batcher batcher(
       train_data, inputs.specs,
@@ -303,6 +323,19 @@ void run_train(TrainArgs& args) {
   Progress bar(first, last, args.log_every, step_samples, ::isatty(STDERR_FILENO));
   const auto start = std::chrono::steady_clock::now();
   int64_t skipped_steps = 0, consecutive_skips = 0;
+  std::map<std::string, rt::Tensor> state_before;  // --find-nonfinite: before a micro-batch
+  StepWindow window(executor, batcher, accum, ahead,
+                    [&](std::map<std::string, rt::Tensor>& feeds, int64_t step, int64_t k) {
+                      grad_stats.feed(feeds, step, k == accum - 1);
+                      if (args.find_nonfinite) state_before = executor.state();
+                    });
+  // The last step of the window that starts at `step`: the next log line, checkpoint or end.
+  auto window_end = [&](int64_t step) {
+    auto next = [&](int64_t every) { return first + ((step - first - 1) / every + 1) * every; };
+    int64_t end = std::min(last, next(args.log_every));
+    if (args.checkpoint_every > 0) end = std::min(end, next(args.checkpoint_every));
+    return end;
+  };
   for (int64_t step = first + 1; step <= last; ++step) {
     const auto t0 = std::chrono::steady_clock::now();
     // The step's micro-batches: the plan decides on the last one whether to step; the log
@@ -312,13 +345,16 @@ void run_train(TrainArgs& args) {
     std::vector<double> loss_sums(losses.size(), 0.0);
     for (int64_t k = 0; k < accum; ++k) {
       MicroBatch& run = runs.emplace_back();
-      run.batch = batcher.next();
-      if (args.find_nonfinite) run.state_before = executor.state();
-      outputs = executor.run(run.batch);
+      StepWindow::Run done = window.next(step, k, window_end(step));
+      run.batch = std::move(done.batch);
+      if (args.find_nonfinite) run.state_before = std::move(state_before);
+      outputs = std::move(done.outputs);
       for (size_t i = 0; i < losses.size(); ++i) loss_sums[i] += scalar_of(outputs.at(losses[i]));
     }
     const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        ahead > 1 ? window.step_seconds()
+                  : std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    grad_stats.write(step, outputs);
     double loss_total = 0;
     for (double& l : loss_sums) loss_total += (l /= static_cast<double>(accum));
     const auto loss = static_cast<float>(loss_total);
@@ -332,7 +368,7 @@ void run_train(TrainArgs& args) {
                 << first_origin(diagnosis(), runs, nullptr, args.seed, step) << '\n';
     }
     const double scale = amp.scale.empty() ? 1.0 : scalar_of(outputs.at(amp.scale));
-    progress = {step, batcher.position()};
+    progress = {step, window.position()};
     if (log.is_open()) {
       nlohmann::ordered_json grad_norm = nullptr;
       if (!amp.grad_norm.empty()) grad_norm = scalar_of(outputs.at(amp.grad_norm));
@@ -379,6 +415,8 @@ void run_train(TrainArgs& args) {
     if (const auto s = current_scale(executor)) std::printf(", final scale %g", *s);
     std::printf("\n");
   }
+  if (const std::string d = device_summary(executor); !d.empty())
+    std::printf("device: %s\n", d.c_str());
   if (!args.checkpoint.empty()) std::printf("checkpoint: %s\n", args.checkpoint.c_str());
   if (eval_data) {
     std::printf("held-out: %s\n",
@@ -428,7 +466,10 @@ void add_train_command(CLI::App& app) {
                   "Stop with an explanation after K steps in a row skipped for non-finite "
                   "gradients (default 50; 0: never)")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--device", args->device,
+                  "Where to train: cpu (default), cuda or cuda:N (the GPU of that index)");
   add_training_options(cmd, o, args->training);
+  add_grad_stats_options(cmd, args->grad_stats);
   cmd->callback([args] { run_train(*args); });
 }
 

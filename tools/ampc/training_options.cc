@@ -18,8 +18,8 @@ const char* const kLossScaleOptionNames[] = {
     "--min-scale",  "--max-scale",  "--skip-nonfinite", "--clip-grad-norm", "--log-grad-norm"};
 
 // Autocast's options, which also shape the compiled step.
-const char* const kPrecisionOptionNames[] = {"--precision", "--allow",     "--deny",
-                                             "--follow",    "--keep-fp32", "--policy"};
+const char* const kPrecisionOptionNames[] = {"--precision", "--allow",  "--deny",       "--follow",
+                                             "--keep-fp32", "--policy", "--half-inputs"};
 
 }  // namespace
 
@@ -82,6 +82,9 @@ void add_training_options(CLI::App* cmd, compiler::CompileOptions& o, TrainingOp
                   "Op type to compute in the dtype of its inputs (repeatable)");
   cmd->add_option("--keep-fp32", ac.keep_fp32,
                   "Nodes to compute in fp32: node-name glob pattern (repeatable)");
+  cmd->add_flag("--half-inputs", o.half_inputs,
+                "Float data inputs in the low precision: batches are rounded when prepared, the "
+                "step reads half the input bytes (needs --precision fp16|bf16)");
   cmd->add_option("--policy", ac.policy_file,
                   "JSON file of precision overrides: {\"allow\": [...], \"deny\": [...], "
                   "\"follow\": [...], \"keep_fp32\": [...]}");

@@ -11,10 +11,11 @@ void register_elementwise_ops(
 void register_tensor_ops(OpRegistry& r);  // tensor_ops.cc: shape, layout and indexing ops
 void register_nn_ops(OpRegistry& r);      // nn_ops.cc: MatMul, Gemm, Conv, pooling, normalisation
 void register_reduction_ops(
-    OpRegistry& r);  // reduction_ops.cc: Reduce*, ArgMax/Min, Softmax, losses
+    OpRegistry& r);                     // reduction_ops.cc: Reduce*, ArgMax/Min, Softmax, losses
 void register_grad_ops(OpRegistry& r);  // grad_ops.cc: gradient ops of the "ampc" domain
 // training_optimizers.cc: Adagrad, Momentum, Adam of "ai.onnx.preview.training"
 void register_training_optimizer_ops(OpRegistry& r);
-void register_amp_ops(OpRegistry& r);  // amp_ops.cc: loss-scaler ops of the "ampc" domain
+void register_amp_ops(OpRegistry& r);          // amp_ops.cc: loss-scaler ops of the "ampc" domain
+void register_range_stats_ops(OpRegistry& r);  // range_stats_op.cc: ampc.RangeStats
 
 }  // namespace ampc::rt::cpu

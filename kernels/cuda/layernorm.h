@@ -1,0 +1,23 @@
+// LayerNormalization forward on the GPU: rows of x [rows, cols] (cols = the product of the
+// dimensions from `axis` on). CPU twin: kernels/twin/layernorm.h.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "base/dtype.h"
+
+namespace ampc::kernels::cuda {
+
+// y = (x - mean) * inv_std * scale + bias per row, inv_std = 1 / sqrt(biased var + epsilon)
+// (the CPU op: kernels/cpu/norm.cc). x and y: `x_dtype` (f32, f16, bf16). scale and bias:
+// `param_dtype` (f32, f16, bf16), `cols` values each (a broadcast scale/bias must be expanded by
+// the caller); either may be null (1 and 0). mean and inv_std (null when not wanted): `rows`
+// values of `stat_dtype` (the op's stash_type; f32, f16 or bf16). y may alias x. Asynchronous,
+// no workspace.
+void layer_norm(DType x_dtype, const void* x, int64_t rows, int64_t cols, DType param_dtype,
+                const void* scale, const void* bias, float epsilon, void* y, DType stat_dtype,
+                void* mean, void* inv_std, cudaStream_t stream);
+
+}  // namespace ampc::kernels::cuda

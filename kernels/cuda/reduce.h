@@ -1,0 +1,30 @@
+// ReduceSum, ReduceMean, ReduceProd, ReduceMax, ReduceMin, ReduceL1, ReduceL2, ReduceLogSum and
+// ReduceSumSquare on the GPU over any set of axes (the CPU op: kernels/cpu/reduce.cc).
+// CPU twin: kernels/twin/reduce.h.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "base/dtype.h"
+#include "kernels/shared/kernel_args.h"
+
+namespace ampc::kernels::cuda {
+
+using shared::ReduceOp;
+
+// Device workspace that reduce needs for these arguments.
+size_t reduce_workspace_bytes(ReduceOp op, DType dtype, int rank, const int64_t* dims,
+                              const bool* reduced);
+
+// y = the reduction of x (dims[0..rank), contiguous) over the axes with reduced[i] true; y holds
+// the kept dimensions in order (keepdims and noop_with_empty_axes are the caller's: an empty
+// axis set means reduce nothing here, so resolve "all axes" to all true). x and y: `dtype`
+// (f32, f16, bf16; fp32 accumulation, 16-bit results rounded once). rank <= 8.
+// Contiguous reduced axes use the [outer, n, inner] kernels, others a general strided kernel.
+void reduce(ReduceOp op, DType dtype, const void* x, void* y, int rank, const int64_t* dims,
+            const bool* reduced, void* workspace, cudaStream_t stream);
+
+}  // namespace ampc::kernels::cuda

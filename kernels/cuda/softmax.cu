@@ -1,0 +1,108 @@
+// Softmax / LogSoftmax kernels. inner == 1: a row per warp (n < 1024) or per block of 256 / 512
+// threads; three passes over the row (max, sum of exp, outputs) from registers when the row
+// fits (CachedRow), else from global memory; the reductions in rowwise_tree.h's order. inner > 1: a
+// thread per column walks its n rows in order (loads coalesced across the columns).
+#include "kernels/cuda/softmax.h"
+
+#include "kernels/shared/rowwise.h"
+#include "kernels/shared/rowwise_device.h"
+#include "kernels/shared/rowwise_dispatch.h"
+
+namespace ampc::kernels::cuda {
+namespace {
+
+namespace sh = kernels::shared;
+
+// One row from `src` (StreamedRow or CachedRow: the same values in the same order).
+template <int kThreads, typename T, typename Src>
+__device__ __forceinline__ void softmax_row(const Src& src, T* yr, float* smem, bool log_softmax) {
+  float m = src.fold(sh::kNegInf, [](float a, float v) { return sh::MaxCombine()(a, v); });
+  m = sh::block_tree(m, kThreads, smem, sh::MaxCombine());
+  float s = src.fold(0.0f, [m](float a, float v) { return sh::add(a, sh::exp_shifted(v, m)); });
+  s = sh::block_tree(s, kThreads, smem, sh::SumCombine());
+  if (log_softmax) {
+    const float log_s = sh::log_f(s);
+    src.for_each(
+        [&](int64_t j, float v) { sh::store_f(yr, j, sh::log_softmax_value(v, m, log_s)); });
+  } else {
+    const float inv = sh::softmax_inv_sum(s);
+    src.for_each([&](int64_t j, float v) { sh::store_f(yr, j, sh::softmax_value(v, m, inv)); });
+  }
+}
+
+template <typename T, int kThreads>
+__global__ void __launch_bounds__(sh::block_threads(kThreads))
+    softmax_rows(const T* x, T* y, int64_t outer, int64_t n, bool log_softmax) {
+  __shared__ float smem[sh::kWarpSize];
+  constexpr int kRows = kThreads == sh::kWarpSize ? sh::kRowsPerWarpBlock : 1;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kRows + threadIdx.x / kThreads;
+  if (row >= outer) return;  // whole warps only (kRows > 1 only for warp rows)
+  const int t = threadIdx.x % kThreads;
+  const sh::RowPlan plan{kThreads, sh::row_plan(n).vec};
+  // 512-thread rows (n >= 16384) never fit: not compiled there (it would cost registers).
+  if constexpr (kThreads != 512) {
+    if (sh::row_fits_cache(n, kThreads)) {  // uniform across the block
+      softmax_row<kThreads>(sh::CachedRow<T>(x + row * n, n, plan, t), y + row * n, smem,
+                            log_softmax);
+      return;
+    }
+  }
+  softmax_row<kThreads>(sh::StreamedRow<T>{x + row * n, n, plan, t}, y + row * n, smem,
+                        log_softmax);
+}
+
+template <typename T>
+__global__ void softmax_columns(const T* x, T* y, int64_t outer, int64_t n, int64_t inner,
+                                bool log_softmax) {
+  const int64_t id = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (id >= outer * inner) return;
+  const int64_t o = id / inner, i = id % inner;
+  const T* xc = x + o * n * inner + i;
+  T* yc = y + o * n * inner + i;
+  float m = sh::kNegInf, s = 0.0f;
+  for (int64_t r = 0; r < n; ++r) m = sh::MaxCombine()(m, sh::load_f(xc, r * inner));
+  for (int64_t r = 0; r < n; ++r) s = sh::add(s, sh::exp_shifted(sh::load_f(xc, r * inner), m));
+  const float f = log_softmax ? sh::log_f(s) : sh::softmax_inv_sum(s);
+  for (int64_t r = 0; r < n; ++r) {
+    const float v = sh::load_f(xc, r * inner);
+    sh::store_f(yc, r * inner,
+                log_softmax ? sh::log_softmax_value(v, m, f) : sh::softmax_value(v, m, f));
+  }
+}
+
+template <typename T>
+void launch(const T* x, T* y, int64_t outer, int64_t n, int64_t inner, bool log_softmax,
+            cudaStream_t stream) {
+  if (inner > 1) {
+    const unsigned blocks = sh::grid_of(sh::ceil_div(outer * inner, 256), "softmax");
+    softmax_columns<T><<<blocks, 256, 0, stream>>>(x, y, outer, n, inner, log_softmax);
+    return;
+  }
+  switch (sh::row_plan(n).threads) {
+    case 32:
+      softmax_rows<T, 32><<<sh::grid_of(sh::ceil_div(outer, sh::kRowsPerWarpBlock), "softmax"),
+                            32 * sh::kRowsPerWarpBlock, 0, stream>>>(x, y, outer, n, log_softmax);
+      break;
+    case 256:
+      softmax_rows<T, 256>
+          <<<sh::grid_of(outer, "softmax"), 256, 0, stream>>>(x, y, outer, n, log_softmax);
+      break;
+    default:
+      softmax_rows<T, 512>
+          <<<sh::grid_of(outer, "softmax"), 512, 0, stream>>>(x, y, outer, n, log_softmax);
+  }
+}
+
+}  // namespace
+
+void softmax(DType dtype, const void* x, void* y, int64_t outer, int64_t n, int64_t inner,
+             bool log_softmax, cudaStream_t stream) {
+  sh::dispatch_float_types(dtype, "softmax", [&](auto tag) {
+    using T = decltype(tag);
+    if (outer <= 0 || n <= 0 || inner <= 0) return;
+    launch(static_cast<const T*>(x), static_cast<T*>(y), outer, n, inner, log_softmax, stream);
+    sh::check_launch("softmax");
+  });
+}
+
+}  // namespace ampc::kernels::cuda

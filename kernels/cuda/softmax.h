@@ -1,0 +1,19 @@
+// Softmax and LogSoftmax on the GPU over the middle axis of x viewed as [outer, n, inner]
+// (the CPU op's layout, kernels/cpu/softmax.h). CPU twin: kernels/twin/softmax.h.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "base/dtype.h"
+
+namespace ampc::kernels::cuda {
+
+// y = softmax (or log_softmax) of x along n; x and y have element type `dtype` (f32, f16,
+// bf16; 16-bit values computed in fp32 and rounded once). y may alias x. Asynchronous on
+// `stream`, no workspace. Throws ampc::Error for other dtypes or a failed launch.
+void softmax(DType dtype, const void* x, void* y, int64_t outer, int64_t n, int64_t inner,
+             bool log_softmax, cudaStream_t stream);
+
+}  // namespace ampc::kernels::cuda

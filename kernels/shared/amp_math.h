@@ -1,0 +1,70 @@
+// The loss scaler's math (the CPU ops: runtime/cpu/ops/amp_ops.cc), shared by the CUDA kernels
+// (kernels/cuda/amp.cu) and their twin (kernels/twin/amp.cc).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/shared/hd.h"
+#include "kernels/shared/rowwise_fp.h"
+
+namespace ampc::kernels::shared {
+
+// Multi-tensor kernels: one block of kAmpThreads per chunk of kAmpChunk elements of a tensor.
+// ClipGradNorm's per-chunk sums of squares follow the row-reduction order (rowwise_tree.h)
+// with RowPlan{kAmpThreads, 1} over the chunk; a tensor's chunks are then added in order, and
+// the tensors' squared norms in order.
+constexpr int kAmpThreads = 256;
+constexpr int64_t kAmpChunk = 16384;
+constexpr int kAmpMaxTensorsPerLaunch = 48;  // keeps the kernel's by-value table < 4 KiB
+
+// UnscaleCheck on one element: the scaled product, and whether the input was not finite.
+template <typename M>
+AMPC_HD M unscale_value(M v, M inv_scale) {
+  return mul(v, inv_scale);
+}
+
+// ClipGradNorm: one element's square in double.
+AMPC_HD double add_square(double acc, double v) {
+  return add(acc, mul(v, v));
+}
+// A tensor's norm rounded to fp32 (torch.norm's result), squared back in double.
+AMPC_HD double norm_squared(double sum_sq) {
+  const double norm = static_cast<double>(static_cast<float>(sqrt_rn(sum_sq)));
+  return mul(norm, norm);
+}
+AMPC_HD float total_norm_of(double sum) {
+  return static_cast<float>(sqrt_rn(sum));
+}
+// min(max_norm / (total + 1e-6), 1) in fp32, with std::min's choice on NaN (keeps the NaN).
+AMPC_HD float clip_coef(float max_norm, float total) {
+  const float q = div(max_norm, add(total, 1e-6f));
+  return 1.0f < q ? 1.0f : q;
+}
+
+// UpdateScale (torch's _amp_update_scale_ and the optional bounds, with the CPU op's
+// double products and std::max / std::min choices).
+struct ScaleUpdate {
+  float scale;
+  int32_t tracker;
+};
+AMPC_HD ScaleUpdate update_scale_value(float scale, int32_t tracker, bool found_inf,
+                                       float growth_factor, float backoff_factor, int64_t interval,
+                                       bool has_min, float min_scale, bool has_max,
+                                       float max_scale) {
+  ScaleUpdate r{scale, 0};
+  if (found_inf) {
+    r.scale =
+        static_cast<float>(mul(static_cast<double>(scale), static_cast<double>(backoff_factor)));
+    if (has_min) r.scale = r.scale < min_scale ? min_scale : r.scale;
+  } else if (static_cast<int64_t>(tracker) + 1 == interval) {
+    const float grown =
+        static_cast<float>(mul(static_cast<double>(scale), static_cast<double>(growth_factor)));
+    if (is_finite(grown)) r.scale = grown;
+    if (has_max) r.scale = max_scale < r.scale ? max_scale : r.scale;
+  } else {
+    r.tracker = tracker + 1;
+  }
+  return r;
+}
+
+}  // namespace ampc::kernels::shared

@@ -1,0 +1,56 @@
+// Host side of BatchNormalization's kernels (kernels/cuda/batchnorm.cu) and twin
+// (kernels/twin/batchnorm.cc): the dtype dispatch and the training workspace's layout.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+#include "base/dtype.h"
+#include "base/error.h"
+#include "kernels/shared/batchnorm_math.h"
+#include "kernels/shared/elementwise_dispatch.h"
+
+namespace ampc::kernels::shared::bn {
+
+// The compute type for x's storage type: fp64 for f64 (the CPU op computes in double then),
+// fp32 otherwise.
+template <typename T>
+using MathOf = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+// Training workspace (byte offsets, 256-byte aligned; 8 bytes reserved per MathOf<T> value so
+// that the layout does not depend on the type): per channel and chunk the sums and the squared
+// deviations, then per channel the folded affine map a, b.
+struct Workspace {
+  int64_t splits, part_sum, part_sq, a, b, bytes;
+};
+
+inline Workspace workspace_layout(int64_t n, int64_t c, int64_t spatial) {
+  if (n < 0 || c < 0 || spatial < 0) throw Error("batch_norm: negative size");
+  Workspace w;
+  w.splits = stat_splits(n, c, spatial);
+  const int64_t part = (c * w.splits * 8 + 255) / 256 * 256;
+  const int64_t per_channel = (c * 8 + 255) / 256 * 256;
+  w.part_sum = 0;
+  w.part_sq = part;
+  w.a = 2 * part;
+  w.b = 2 * part + per_channel;
+  w.bytes = 2 * part + 2 * per_channel;
+  return w;
+}
+
+// f(TypeTag<X>, TypeTag<P>, TypeTag<S>) for x, scale/bias and statistics dtypes, each a float
+// type (f32, f64, f16, bf16).
+template <typename F>
+void visit_batch_norm(DType x, DType param, DType stat, F&& f) {
+  bool ok = visit_float(x, [&](auto xt) {
+    const bool p_ok = visit_float(param, [&](auto pt) {
+      if (!visit_float(stat, [&](auto st) { f(xt, pt, st); }))
+        unsupported("batch_norm statistics", stat);
+    });
+    if (!p_ok) unsupported("batch_norm scale/bias", param);
+  });
+  if (!ok) unsupported("batch_norm input", x);
+}
+
+}  // namespace ampc::kernels::shared::bn

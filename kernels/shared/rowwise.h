@@ -1,0 +1,77 @@
+// Per-element and per-row math of Softmax / LogSoftmax, LayerNormalization and
+// SoftmaxCrossEntropyLoss, shared by the CUDA kernels (kernels/cuda) and their twins
+// (kernels/twin). Each function is one step of the CPU op's formula (kernels/cpu/softmax.cc,
+// norm.cc, loss.cc) with its rounding steps spelled out (rowwise_fp.h).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/shared/hd.h"
+#include "kernels/shared/rowwise_fp.h"
+
+namespace ampc::kernels::shared {
+
+// Row maximum for the softmax shift: which of several NaNs or a NaN vs a number wins does not
+// matter, every output of such a row is NaN (exp(NaN) or inf - inf), as in the CPU op.
+struct MaxCombine {
+  AMPC_HD float operator()(float a, float b) const { return b > a ? b : a; }
+};
+struct SumCombine {
+  AMPC_HD float operator()(float a, float b) const { return add(a, b); }
+};
+struct DoubleSumCombine {
+  AMPC_HD double operator()(double a, double b) const { return add(a, b); }
+};
+
+constexpr float kNegInf = -__builtin_huge_valf();
+
+// exp(x - m), the softmax numerator, summed for the denominator.
+AMPC_HD float exp_shifted(float x, float m) {
+  return exp_f(sub(x, m));
+}
+AMPC_HD float softmax_value(float x, float m, float inv_sum) {
+  return mul(exp_shifted(x, m), inv_sum);
+}
+// (x - m) - log(sum): m + log(sum) first would lose the low bits of large inputs.
+AMPC_HD float log_softmax_value(float x, float m, float log_sum) {
+  return sub(sub(x, m), log_sum);
+}
+AMPC_HD float softmax_inv_sum(float sum) {
+  return div(1.0f, sum);
+}
+
+// LayerNormalization: two passes (mean, then the biased variance around it).
+AMPC_HD float mean_of(float sum, int64_t n) {
+  return n ? div(sum, static_cast<float>(n)) : 0.0f;
+}
+AMPC_HD float add_sq_dev(float acc, float x, float mean) {
+  const float d = sub(x, mean);
+  return add(acc, mul(d, d));
+}
+AMPC_HD float inv_std_of(float sq_dev_sum, int64_t n, float eps) {
+  const float var = n ? div(sq_dev_sum, static_cast<float>(n)) : 0.0f;
+  return div(1.0f, sqrt_rn(add(var, eps)));
+}
+// The CPU op's three branches: scale and bias, scale only, neither (plus bias when present).
+AMPC_HD float layer_norm_value(float x, float mean, float inv_std, const float* scale,
+                               const float* bias) {
+  const float t = mul(sub(x, mean), inv_std);
+  if (scale) return bias ? add(mul(t, *scale), *bias) : mul(t, *scale);
+  return add(t, bias ? *bias : 0.0f);
+}
+
+// SoftmaxCrossEntropyLoss at one position: -log_prob[label] * weight[label]. An ignored position
+// contributes loss 0 and weight 0 to the mean's denominator; an invalid label gives NaN.
+AMPC_HD float nll_value(float log_prob, float weight) {
+  return mul(-log_prob, weight);
+}
+AMPC_HD float quiet_nan() {
+  return from_bits(0x7fc00000u);
+}
+// 0: counts, 1: ignored, 2: invalid (outside [0, c)).
+AMPC_HD int label_status(int64_t label, int64_t c, bool has_ignore, int64_t ignore_index) {
+  if (has_ignore && label == ignore_index) return 1;
+  return label < 0 || label >= c ? 2 : 0;
+}
+
+}  // namespace ampc::kernels::shared

@@ -1,0 +1,280 @@
+// Scalar floating-point building blocks of the row-wise, reduction and AMP kernels, compiled by
+// nvcc (device) and g++ (their CPU twins) so that both compute the same bits:
+// - arithmetic with one explicit rounding per operation: nvcc contracts a * b + c into an FMA
+//   unless told otherwise, so device code goes through the __f*_rn intrinsics (never fused);
+//   fused steps are written as fma() on both sides (std::fma is correctly rounded too). The
+//   host side assumes no -ffp-contract=fast on an FMA target (the build targets plain x86-64);
+// - fp16 / bf16 <-> fp32 conversions bit-identical to base/half.h (round-to-nearest-even, NaN
+//   payload kept and quieted), so the device does not depend on cuda_fp16's NaN choices;
+// - exp and log built from those operations (within 2 ulp), so that softmax, log-softmax and
+//   cross-entropy give the same bits on both sides instead of two libraries' results.
+#pragma once
+
+#include <cstdint>
+
+#include "base/half.h"
+#include "kernels/shared/hd.h"
+
+#if !defined(__CUDA_ARCH__)
+#include <cmath>
+#include <cstring>
+#endif
+
+namespace ampc::kernels::shared {
+
+AMPC_HD uint32_t to_bits(float f) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(f);
+#else
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+#endif
+}
+AMPC_HD float from_bits(uint32_t u) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(u);
+#else
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+#endif
+}
+
+// fp32 arithmetic, one rounding each (never contracted).
+AMPC_HD float add(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+AMPC_HD float sub(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fsub_rn(a, b);
+#else
+  return a - b;
+#endif
+}
+AMPC_HD float mul(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+AMPC_HD float div(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fdiv_rn(a, b);
+#else
+  return a / b;
+#endif
+}
+AMPC_HD float sqrt_rn(float a) {
+#if defined(__CUDA_ARCH__)
+  return __fsqrt_rn(a);
+#else
+  return std::sqrt(a);
+#endif
+}
+AMPC_HD float fma_rn(float a, float b, float c) {
+#if defined(__CUDA_ARCH__)
+  return __fmaf_rn(a, b, c);
+#else
+  return std::fma(a, b, c);
+#endif
+}
+// Round to the nearest integer, ties to even (the default rounding mode on both sides).
+AMPC_HD float rint_f(float a) {
+#if defined(__CUDA_ARCH__)
+  return rintf(a);
+#else
+  return std::nearbyint(a);
+#endif
+}
+
+// fp64, for the AMP ops that accumulate in double as the CPU op does.
+AMPC_HD double add(double a, double b) {
+#if defined(__CUDA_ARCH__)
+  return __dadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+AMPC_HD double mul(double a, double b) {
+#if defined(__CUDA_ARCH__)
+  return __dmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+AMPC_HD double sqrt_rn(double a) {
+#if defined(__CUDA_ARCH__)
+  return __dsqrt_rn(a);
+#else
+  return std::sqrt(a);
+#endif
+}
+
+AMPC_HD bool is_nan(float v) {
+  return (to_bits(v) & 0x7fffffffu) > 0x7f800000u;
+}
+AMPC_HD bool is_finite(float v) {
+  return (to_bits(v) & 0x7f800000u) != 0x7f800000u;
+}
+AMPC_HD bool is_finite(double v) {
+  return v - v == 0.0;
+}  // inf - inf and NaN give NaN
+
+// base/half.h's conversions (half_to_float, float_to_half, ...), with the same branches.
+AMPC_HD float load_half(Half h) {
+  const uint32_t sign = static_cast<uint32_t>(h.bits & 0x8000u) << 16;
+  const uint32_t exp = (h.bits >> 10) & 0x1fu;
+  const uint32_t mant = h.bits & 0x3ffu;
+  if (exp == 0x1f) return from_bits(sign | 0x7f800000u | (mant << 13));
+  if (exp == 0) {
+    if (mant == 0) return from_bits(sign);
+    const float v = mul(static_cast<float>(mant), 5.9604644775390625e-08f);  // mant * 2^-24
+    return sign ? -v : v;
+  }
+  return from_bits(sign | ((exp + 112) << 23) | (mant << 13));
+}
+
+AMPC_HD Half round_half(float f) {
+  const uint32_t u = to_bits(f);
+  const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
+  const uint32_t abs = u & 0x7fffffffu;
+  if (abs >= 0x7f800000u) {
+    return {static_cast<uint16_t>(sign | 0x7c00u |
+                                  (abs > 0x7f800000u ? 0x200u | ((abs >> 13) & 0x3ffu) : 0))};
+  }
+  if (abs >= 0x477ff000u) return {static_cast<uint16_t>(sign | 0x7c00u)};
+  if (abs < 0x38800000u) {
+    if (abs < 0x33000000u) return {sign};
+    const uint32_t exp = abs >> 23;
+    const uint32_t mant = (abs & 0x7fffffu) | 0x800000u;
+    const uint32_t shift = 126 - exp;
+    const uint32_t kept = mant >> shift;
+    const uint32_t rem = mant & ((1u << shift) - 1);
+    const uint32_t halfway = 1u << (shift - 1);
+    const uint32_t r = kept + ((rem > halfway || (rem == halfway && (kept & 1))) ? 1 : 0);
+    return {static_cast<uint16_t>(sign | r)};
+  }
+  const uint32_t rounded = abs + 0xfffu + ((abs >> 13) & 1u);
+  return {static_cast<uint16_t>(sign | ((rounded - 0x38000000u) >> 13))};
+}
+
+AMPC_HD float load_bf16(BFloat16 b) {
+  return from_bits(static_cast<uint32_t>(b.bits) << 16);
+}
+
+AMPC_HD BFloat16 round_bf16(float f) {
+  const uint32_t u = to_bits(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return {static_cast<uint16_t>((u >> 16) | 0x40u)};
+  const uint32_t rounded = u + 0x7fffu + ((u >> 16) & 1u);
+  return {static_cast<uint16_t>(rounded >> 16)};
+}
+
+// Storage type <-> compute type ("opmath"): fp32 for f32 / f16 / bf16, fp64 for f64.
+template <typename T>
+struct Elem;
+template <>
+struct Elem<float> {
+  using Math = float;
+  AMPC_HD static float load(float v) { return v; }
+  AMPC_HD static float store(float v) { return v; }
+};
+template <>
+struct Elem<double> {
+  using Math = double;
+  AMPC_HD static double load(double v) { return v; }
+  AMPC_HD static double store(double v) { return v; }
+};
+template <>
+struct Elem<Half> {
+  using Math = float;
+  AMPC_HD static float load(Half v) { return load_half(v); }
+  AMPC_HD static Half store(float v) { return round_half(v); }
+};
+template <>
+struct Elem<BFloat16> {
+  using Math = float;
+  AMPC_HD static float load(BFloat16 v) { return load_bf16(v); }
+  AMPC_HD static BFloat16 store(float v) { return round_bf16(v); }
+};
+
+template <typename T>
+AMPC_HD float load_f(const T* p, int64_t i) {
+  return Elem<T>::load(p[i]);
+}
+template <typename T>
+AMPC_HD void store_f(T* p, int64_t i, float v) {
+  p[i] = Elem<T>::store(v);
+}
+
+// 2^n for n in [-252, 254] as two exact scalings (one alone overflows the exponent field).
+AMPC_HD float scale_pow2(float y, int n) {
+  const int a = n / 2, b = n - a;
+  return mul(mul(y, from_bits(static_cast<uint32_t>(a + 127) << 23)),
+             from_bits(static_cast<uint32_t>(b + 127) << 23));
+}
+
+// exp(x) in fp32: Cody-Waite reduction by ln 2 and Cephes' degree-6 polynomial (within 2 ulp,
+// as kernels/cpu/softmax.cc's). 0 below -87.33654 (as the CPU softmax), inf above 88.72283,
+// NaN stays NaN.
+AMPC_HD float exp_f(float x) {
+  if (is_nan(x)) return x;
+  if (x < -87.33654f) return 0.0f;
+  if (x > 88.72283f) return from_bits(0x7f800000u);
+  const float n = rint_f(mul(x, 1.44269504088896341f));
+  float r = fma_rn(n, -0.693359375f, x);  // ln 2 = 0.693359375 - 2.12194440e-4 (+ tiny)
+  r = fma_rn(n, 2.12194440e-4f, r);
+  float p = 1.9875691500e-4f;
+  p = fma_rn(p, r, 1.3981999507e-3f);
+  p = fma_rn(p, r, 8.3334519073e-3f);
+  p = fma_rn(p, r, 4.1665795894e-2f);
+  p = fma_rn(p, r, 1.6666665459e-1f);
+  p = fma_rn(p, r, 5.0000001201e-1f);
+  const float y = add(fma_rn(mul(p, r), r, r), 1.0f);  // 1 + r + p r^2
+  return scale_pow2(y, static_cast<int>(n));
+}
+
+// log(x) in fp32 (Cephes logf: mantissa in [sqrt(1/2), sqrt(2)), degree-8 polynomial, within
+// 2 ulp). log(0) = -inf, log(negative) = NaN, log(inf) = inf, NaN stays NaN; subnormal inputs
+// are scaled up first.
+AMPC_HD float log_f(float x) {
+  if (is_nan(x)) return x;
+  if (x < 0.0f) return from_bits(0x7fc00000u);
+  if (x == 0.0f) return from_bits(0xff800000u);
+  if (!is_finite(x)) return x;
+  int e = 0;
+  if (x < 1.17549435e-38f) {  // subnormal: times 2^25, exactly
+    x = mul(x, 33554432.0f);
+    e = -25;
+  }
+  const uint32_t u = to_bits(x);
+  e += static_cast<int>(u >> 23) - 126;
+  float m = from_bits((u & 0x007fffffu) | 0x3f000000u);  // in [0.5, 1)
+  if (m < 0.707106781186547524f) {
+    m = add(m, m);
+    e -= 1;
+  }
+  const float f = sub(m, 1.0f);  // exact (Sterbenz)
+  const float z = mul(f, f);
+  float p = 7.0376836292e-2f;
+  p = fma_rn(p, f, -1.1514610310e-1f);
+  p = fma_rn(p, f, 1.1676998740e-1f);
+  p = fma_rn(p, f, -1.2420140846e-1f);
+  p = fma_rn(p, f, 1.4249322787e-1f);
+  p = fma_rn(p, f, -1.6668057665e-1f);
+  p = fma_rn(p, f, 2.0000714765e-1f);
+  p = fma_rn(p, f, -2.4999993993e-1f);
+  p = fma_rn(p, f, 3.3333331174e-1f);
+  float y = mul(mul(p, f), z);  // f^3 P(f)
+  const float fe = static_cast<float>(e);
+  y = fma_rn(fe, -2.12194440e-4f, y);
+  y = fma_rn(z, -0.5f, y);
+  return fma_rn(fe, 0.693359375f, add(f, y));
+}
+
+}  // namespace ampc::kernels::shared

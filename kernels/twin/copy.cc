@@ -1,0 +1,72 @@
+// CPU twin of kernels/cuda/copy.cu: the same layouts (index_math.h) walked sequentially.
+#include "kernels/twin/copy.h"
+
+#include <cstring>
+#include <string>
+
+#include "kernels/shared/elementwise_dispatch.h"
+#include "kernels/shared/index_math.h"
+
+namespace ampc::kernels::twin {
+
+namespace sh = ampc::kernels::shared;
+using sh::dm::Dims;
+
+void strided_copy(DType dtype, const std::vector<int64_t>& shape, const void* src,
+                  int64_t src_offset, const std::vector<int64_t>& src_strides, void* dst,
+                  int64_t dst_offset, const std::vector<int64_t>& dst_strides) {
+  sh::visit_bits(dtype, "strided_copy", [&](auto tag) {
+    using U = typename decltype(tag)::type;
+    const sh::dm::Layout<2> l =
+        sh::dm::make_layout<2>(shape, {src_strides, dst_strides}, "strided_copy");
+    const U* s = static_cast<const U*>(src) + src_offset;
+    U* d = static_cast<U*>(dst) + dst_offset;
+    for (int64_t i = 0; i < l.numel; ++i) {
+      int64_t off[2];
+      sh::dm::layout_offsets(l, i, off);
+      d[off[1]] = s[off[0]];
+    }
+  });
+}
+
+void contiguous_copy(DType dtype, const void* src, void* dst, int64_t numel) {
+  sh::visit_bits(dtype, "contiguous_copy", [&](auto tag) {
+    using U = typename decltype(tag)::type;
+    if (numel > 0) std::memcpy(dst, src, static_cast<size_t>(numel) * sizeof(U));
+  });
+}
+
+void concat(DType dtype, const std::vector<const void*>& inputs,
+            const std::vector<int64_t>& axis_sizes, int64_t outer, int64_t inner, void* out) {
+  if (inputs.size() != axis_sizes.size())
+    throw Error("concat: " + std::to_string(inputs.size()) + " inputs but " +
+                std::to_string(axis_sizes.size()) + " axis sizes");
+  int64_t total = 0;
+  for (int64_t a : axis_sizes) total += a;
+  int64_t offset = 0;
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    const int64_t row = axis_sizes[k] * inner;
+    strided_copy(dtype, {outer, row}, inputs[k], 0, {row, 1}, out, offset * inner,
+                 {total * inner, 1});
+    offset += axis_sizes[k];
+  }
+}
+
+void split(DType dtype, const void* in, int64_t outer, int64_t inner,
+           const std::vector<int64_t>& axis_sizes, const std::vector<void*>& outputs) {
+  if (outputs.size() != axis_sizes.size())
+    throw Error("split: " + std::to_string(outputs.size()) + " outputs but " +
+                std::to_string(axis_sizes.size()) + " axis sizes");
+  int64_t total = 0;
+  for (int64_t a : axis_sizes) total += a;
+  int64_t offset = 0;
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    const int64_t row = axis_sizes[k] * inner;
+    if (outputs[k])
+      strided_copy(dtype, {outer, row}, in, offset * inner, {total * inner, 1}, outputs[k], 0,
+                   {row, 1});
+    offset += axis_sizes[k];
+  }
+}
+
+}  // namespace ampc::kernels::twin

@@ -1,0 +1,24 @@
+// CPU twin of kernels/cuda/cross_entropy.h (same arguments minus the stream, host pointers;
+// the workspace is host memory of softmax_cross_entropy_workspace_bytes), in the kernels'
+// partition and reduction order.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "base/dtype.h"
+#include "kernels/shared/kernel_args.h"
+
+namespace ampc::kernels::twin {
+
+using shared::CeReduction;
+
+size_t softmax_cross_entropy_workspace_bytes(int64_t n, int64_t c, int64_t d,
+                                             CeReduction reduction);
+
+void softmax_cross_entropy(DType dtype, const void* scores, DType label_dtype, const void* labels,
+                           int64_t n, int64_t c, int64_t d, DType weight_dtype, const void* weight,
+                           bool has_ignore_index, int64_t ignore_index, CeReduction reduction,
+                           void* loss, void* log_prob, void* workspace);
+
+}  // namespace ampc::kernels::twin

@@ -1,0 +1,16 @@
+// CPU twin of kernels/cuda/softmax.h: the same computation on host pointers, in the kernels'
+// partition and reduction order (kernels/shared/rowwise_tree.h), so that on a GPU machine the
+// kernel and the twin agree bit for bit; tests/unit/twin_rowwise_test.cc checks the twin
+// against the CPU op.
+#pragma once
+
+#include <cstdint>
+
+#include "base/dtype.h"
+
+namespace ampc::kernels::twin {
+
+void softmax(DType dtype, const void* x, void* y, int64_t outer, int64_t n, int64_t inner,
+             bool log_softmax);
+
+}  // namespace ampc::kernels::twin

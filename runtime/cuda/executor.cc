@@ -1,0 +1,305 @@
+#include "runtime/cuda/executor.h"
+
+#include <cstring>
+
+#include "base/error.h"
+#include "runtime/cuda/cuda_check.h"
+#include "runtime/cuda/op_builders.h"
+#include "runtime/cuda/ptx_library.h"
+#include "runtime/plan/plan_stats.h"
+
+namespace ampc::rt::cuda {
+namespace {
+
+constexpr int64_t kAlign = 256;
+
+int64_t align_up(int64_t n) {
+  return (n + kAlign - 1) / kAlign * kAlign;
+}
+
+std::string buffer_type(const plan::Buffer& b) {
+  return std::string(dtype_name(static_cast<DType>(b.dtype()))) +
+         shape_str({b.shape().begin(), b.shape().end()});
+}
+
+bool same_storage(const plan::Buffer& a, const plan::Buffer& b) {
+  return a.region() == b.region() && a.offset() == b.offset();
+}
+
+}  // namespace
+
+Executor::Resources::~Resources() {
+  if (pinned) (void)cudaFreeHost(pinned);
+  if (handles.dnn) (void)cudnnDestroy(handles.dnn);
+  if (handles.lt) (void)cublasLtDestroy(handles.lt);
+  if (stream) (void)cudaStreamDestroy(stream);
+}
+
+Executor::Executor(plan::Plan plan, ExecutorOptions options)
+    : plan_(std::move(plan)),
+      device_(open_device(options.device)),
+      depth_(std::max<int64_t>(1, options.pipeline_depth)) {
+  for (int i = 0; i < plan_.buffers_size(); ++i) {
+    if (plan_.buffers(i).id() != i)
+      throw Error("plan buffer '" + plan_.buffers(i).name() + "' has a bad id");
+  }
+  const std::vector<std::string> missing = missing_cuda_ops(plan_);
+  if (!missing.empty()) {
+    std::string list;
+    for (const auto& m : missing) list += (list.empty() ? "" : ", ") + m;
+    throw Error("the CUDA backend cannot run " + std::to_string(missing.size()) +
+                " step(s) of this plan: " + list + "; use --device cpu");
+  }
+  memory_ = std::make_unique<DeviceMemory>(plan_);
+  check(cudaStreamCreateWithFlags(&res_.stream, cudaStreamNonBlocking), "cudaStreamCreate");
+  check(cublasLtCreate(&res_.handles.lt), "cublasLtCreate");
+  check(cudnnCreate(&res_.handles.dnn), "cudnnCreate");
+  check(cudnnSetStream(res_.handles.dnn, res_.stream), "cudnnSetStream");
+  ptx_ = std::make_unique<PtxLibrary>(plan_, device_);
+  res_.handles.ptx = ptx_.get();
+  build_steps();
+  check_state_updates();
+  // An output is copied as soon as its step has written it: a buffer that the trainer made an
+  // output after compiling (found_inf, the scale...) may share arena storage with later ones.
+  output_copies_.resize(static_cast<size_t>(plan_.steps_size()));
+  for (int k = 0; k < plan_.outputs_size(); ++k) {
+    int writer = -1;
+    for (int i = 0; i < plan_.steps_size(); ++i) {
+      for (int id : plan_.steps(i).outputs()) writer = id == plan_.outputs(k).buffer() ? i : writer;
+    }
+    if (writer >= 0) {
+      output_copies_[static_cast<size_t>(writer)].push_back(k);
+    } else {
+      end_copies_.push_back(k);
+    }
+  }
+  memory_->allocate();
+  slot_outputs_ = align_up(memory_->input_bytes());
+  slot_bytes_ = slot_outputs_ + align_up(memory_->output_block_bytes());
+  if (slot_bytes_ > 0) {
+    check(cudaHostAlloc(reinterpret_cast<void**>(&res_.pinned),
+                        static_cast<size_t>(slot_bytes_ * depth_), cudaHostAllocDefault),
+          "cudaHostAlloc of the input and output staging");
+  }
+  // One eager run first: libraries finish their lazy set-up outside the capture, and a
+  // failing kernel is reported here with its step. It runs on zero inputs, so the state is
+  // put back afterwards.
+  const std::map<std::string, Tensor> initial = state();
+  enqueue_step(res_.stream);
+  check(cudaStreamSynchronize(res_.stream), "the first (eager) run of the plan on the device");
+  load_state(initial);
+  if (memory_->output_block_bytes() > 0) {  // error flags the zero inputs may have set
+    check(cudaMemsetAsync(memory_->output_block(), 0,
+                          static_cast<size_t>(memory_->output_block_bytes()), res_.stream),
+          "clearing the output block");
+    check(cudaStreamSynchronize(res_.stream), "clearing the output block");
+  }
+  graph_.capture(res_.stream, [this](cudaStream_t s) { enqueue_step(s); });
+  counters_ = Counters{};
+}
+
+Executor::~Executor() {
+  // Whatever is in flight finishes before the memory goes.
+  if (res_.stream) (void)cudaStreamSynchronize(res_.stream);
+}
+
+void Executor::build_steps() {
+  launches_.resize(static_cast<size_t>(plan_.steps_size()));
+  for (int i = 0; i < plan_.steps_size(); ++i) {
+    const plan::Step& s = plan_.steps(i);
+    // A view in its input's storage moves nothing.
+    if (plan::is_view_step(s) && s.inputs_size() >= 1 && s.outputs_size() >= 1 &&
+        s.inputs(0) >= 0 && s.outputs(0) >= 0 &&
+        same_storage(plan_.buffers(s.inputs(0)), plan_.buffers(s.outputs(0))))
+      continue;
+    StepContext ctx(plan_, i, *memory_, res_.handles, device_);
+    launches_[static_cast<size_t>(i)] = find_builder(s.domain(), s.op())(ctx);
+    ++launching_steps_;
+  }
+}
+
+// A guarded kernel (the skip-step) writes nothing when its guard is set, so each of its
+// outputs must live in the state it updates, as the CPU backend requires.
+void Executor::check_state_updates() const {
+  for (const auto& u : plan_.state_updates()) {
+    const auto& state = plan_.buffers(u.state());
+    const auto& source = plan_.buffers(u.source());
+    if (state.role() != plan::STATE)
+      throw Error("state update into '" + state.name() + "', which is not a STATE buffer");
+    if (state.dtype() != source.dtype() || memory_->bytes(u.state()) != memory_->bytes(u.source()))
+      throw Error("state update of '" + state.name() + "' from '" + source.name() +
+                  "' of another type");
+  }
+  for (const auto& s : plan_.steps()) {
+    if (s.domain() != "ampc.kernel" || s.op() != "FusedElementwise") continue;
+    const kernels::KernelDef* def = nullptr;
+    for (const auto& k : plan_.kernels()) {
+      if (k.name() == s.kernel()) def = &k;
+    }
+    if (!def || def->guard() == 0) continue;
+    for (int id : s.outputs()) {
+      bool in_place = false;
+      for (const auto& u : plan_.state_updates()) {
+        in_place |= u.source() == id && same_storage(plan_.buffers(id), plan_.buffers(u.state()));
+      }
+      if (!in_place) {
+        throw Error("fused kernel step '" + s.kernel() + "': output '" + plan_.buffers(id).name() +
+                    "' of a guarded kernel does not live in the state it updates");
+      }
+    }
+  }
+}
+
+// The whole step: every launch, each output copied into the output block once written (an
+// output that is a state before the state updates: it reports the value the step used, as on
+// the CPU), the state updates.
+void Executor::enqueue_step(cudaStream_t stream) const {
+  for (size_t i = 0; i < launches_.size(); ++i) {
+    if (launches_[i]) launches_[i](stream);
+    for (int k : output_copies_[i]) copy_output(k, stream);
+  }
+  for (int k : end_copies_) copy_output(k, stream);
+  for (const auto& u : plan_.state_updates()) {
+    void* dst = memory_->address(u.state());
+    const void* src = memory_->address(u.source());
+    const int64_t bytes = memory_->bytes(u.state());
+    if (dst == src || bytes == 0) continue;  // written in place (alias_of)
+    check(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToDevice, stream),
+          "updating state '" + plan_.buffers(u.state()).name() + "'");
+  }
+}
+
+void Executor::copy_output(int k, cudaStream_t stream) const {
+  const int id = plan_.outputs(k).buffer();
+  const int64_t bytes = memory_->bytes(id);
+  if (bytes == 0) return;
+  char* block = static_cast<char*>(memory_->output_block());
+  check(cudaMemcpyAsync(block + memory_->output_offset(k), memory_->address(id),
+                        static_cast<size_t>(bytes), cudaMemcpyDeviceToDevice, stream),
+        "copying output '" + plan_.outputs(k).name() + "'");
+}
+
+void Executor::sync() const {
+  check(cudaStreamSynchronize(res_.stream), "running the plan on the device");
+  ++counters_.host_syncs;
+}
+
+void Executor::submit(const std::map<std::string, Tensor>& inputs) {
+  for (const auto& [name, t] : inputs) {
+    bool known = false;
+    for (const auto& b : plan_.inputs()) known |= (b.name() == name);
+    if (!known) throw Error("the plan has no input named '" + name + "'");
+  }
+  std::vector<std::pair<const plan::Buffer*, const Tensor*>> bound;
+  for (const auto& binding : plan_.inputs()) {
+    auto it = inputs.find(binding.name());
+    const auto& buf = plan_.buffers(binding.buffer());
+    if (it == inputs.end())
+      throw Error("input '" + binding.name() + "' (" + buffer_type(buf) + ") is not given");
+    const Tensor& t = it->second;
+    if (static_cast<DType>(buf.dtype()) != t.dtype() ||
+        std::vector<int64_t>(buf.shape().begin(), buf.shape().end()) != t.shape()) {
+      throw Error("input '" + binding.name() + "' must be " + buffer_type(buf) + ", got " +
+                  t.type_str());
+    }
+    bound.emplace_back(&buf, &t);
+  }
+  if (pending_ == depth_) {  // every staging slot is in flight: wait for them
+    sync();
+    for (int64_t s = 0; s < pending_; ++s) ready_.push_back(outputs_of(s));
+    pending_ = 0;
+  }
+  char* slot = res_.pinned + pending_ * slot_bytes_;
+  for (const auto& [buf, t] : bound) {
+    if (buf->region() != plan::REGION_INPUTS)
+      throw Error("input '" + buf->name() + "' is not in the plan's input region");
+    std::memcpy(slot + buf->offset(), t->raw(), t->nbytes());
+  }
+  if (memory_->input_bytes() > 0) {
+    check(cudaMemcpyAsync(memory_->inputs(), slot, static_cast<size_t>(memory_->input_bytes()),
+                          cudaMemcpyHostToDevice, res_.stream),
+          "copying the inputs to the device");
+    ++counters_.async_copies;
+  }
+  graph_.launch(res_.stream);
+  ++counters_.graph_launches;
+  if (memory_->output_block_bytes() > 0) {
+    check(cudaMemcpyAsync(slot + slot_outputs_, memory_->output_block(),
+                          static_cast<size_t>(memory_->output_block_bytes()),
+                          cudaMemcpyDeviceToHost, res_.stream),
+          "copying the outputs from the device");
+    ++counters_.async_copies;
+  }
+  ++pending_;
+  ++counters_.steps;
+}
+
+std::map<std::string, Tensor> Executor::outputs_of(int64_t s) const {
+  const char* block = res_.pinned + s * slot_bytes_ + slot_outputs_;
+  if (const auto bad = memory_->flags_set(block); !bad.empty()) {
+    std::string steps;
+    for (const auto& b : bad) steps += (steps.empty() ? "" : ", ") + b;
+    throw Error(steps +
+                ": an index is out of range (the kernel clamped it; the CPU backend "
+                "refuses such an index)");
+  }
+  std::map<std::string, Tensor> out;
+  for (int k = 0; k < plan_.outputs_size(); ++k) {
+    const auto& b = plan_.buffers(plan_.outputs(k).buffer());
+    Tensor t(static_cast<DType>(b.dtype()), {b.shape().begin(), b.shape().end()});
+    if (t.nbytes() > 0) std::memcpy(t.raw(), block + memory_->output_offset(k), t.nbytes());
+    out[plan_.outputs(k).name()] = std::move(t);
+  }
+  return out;
+}
+
+std::vector<std::map<std::string, Tensor>> Executor::collect() {
+  if (pending_ > 0) {
+    sync();
+    for (int64_t s = 0; s < pending_; ++s) ready_.push_back(outputs_of(s));
+    pending_ = 0;
+  }
+  std::vector<std::map<std::string, Tensor>> out;
+  out.swap(ready_);
+  return out;
+}
+
+std::map<std::string, Tensor> Executor::run(const std::map<std::string, Tensor>& inputs) {
+  submit(inputs);
+  return collect().back();
+}
+
+std::map<std::string, Tensor> Executor::state() const {
+  sync();
+  std::map<std::string, Tensor> out;
+  for (const auto& b : plan_.buffers()) {
+    if (b.role() != plan::STATE) continue;
+    out[b.name()] = memory_->download(b.id());
+    ++counters_.host_syncs;  // a blocking copy
+  }
+  return out;
+}
+
+void Executor::load_state(const std::map<std::string, Tensor>& values) {
+  std::vector<std::pair<int, const Tensor*>> updates;
+  for (const auto& b : plan_.buffers()) {
+    if (b.role() != plan::STATE) continue;
+    auto it = values.find(b.name());
+    if (it == values.end()) throw Error("no value for state '" + b.name() + "'");
+    const Tensor& t = it->second;
+    if (static_cast<DType>(b.dtype()) != t.dtype() ||
+        std::vector<int64_t>(b.shape().begin(), b.shape().end()) != t.shape()) {
+      throw Error("state '" + b.name() + "' must be " + buffer_type(b) + ", got " + t.type_str());
+    }
+    updates.emplace_back(b.id(), &t);
+  }
+  sync();
+  for (const auto& [id, t] : updates) {
+    memory_->upload(id, *t);
+    ++counters_.host_syncs;
+  }
+  // Copies from pageable memory may return before the data lands (see DeviceMemory).
+  check(cudaDeviceSynchronize(), "uploading the state");
+}
+
+}  // namespace ampc::rt::cuda

@@ -1,0 +1,72 @@
+#include "runtime/cuda/op_builders.h"
+
+#include "runtime/cuda/cuda_check.h"
+#include "runtime/plan/plan_stats.h"
+
+namespace ampc::rt::cuda {
+namespace {
+
+std::string key(const std::string& domain, const std::string& op) {
+  return (domain.empty() ? std::string("ai.onnx") : domain) + "." + op;
+}
+
+Launch build_view(StepContext& ctx) {
+  // The memory plan puts a view in its input's storage, so nothing moves; when it does not,
+  // a view is the same bytes in another shape: one device-to-device copy.
+  const DevPtr in = ctx.in(0), out = ctx.out(0);
+  const int64_t bytes = ctx.out_numel(0) * static_cast<int64_t>(dtype_size(ctx.out_dtype(0)));
+  if (ctx.in_numel(0) != ctx.out_numel(0) || ctx.in_dtype(0) != ctx.out_dtype(0))
+    ctx.fail("a view's output must have its input's type and element count");
+  return [in, out, bytes](cudaStream_t stream) {
+    void* dst = out.get();
+    const void* src = in.get();
+    if (dst == src || bytes == 0) return;
+    check(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToDevice, stream),
+          "copying a view");
+  };
+}
+
+const BuilderTable& table() {
+  static const BuilderTable t = [] {
+    BuilderTable t;
+    t.add("ampc.kernel", "FusedElementwise", build_fused_kernel);
+    for (const char* op : {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"})
+      t.add("", op, build_view);
+    register_gemm_ops(t);
+    register_conv_ops(t);
+    register_nn_ops(t);
+    register_tensor_ops(t);
+    return t;
+  }();
+  return t;
+}
+
+}  // namespace
+
+void BuilderTable::add(const std::string& domain, const std::string& op, Builder b) {
+  entries_.emplace_back(key(domain, op), b);
+}
+
+Builder BuilderTable::find(const std::string& domain, const std::string& op) const {
+  const std::string k = key(domain, op);
+  for (const auto& [name, b] : entries_) {
+    if (name == k) return b;
+  }
+  return nullptr;
+}
+
+Builder find_builder(const std::string& domain, const std::string& op) {
+  return table().find(domain, op);
+}
+
+std::vector<std::string> missing_cuda_ops(const plan::Plan& plan) {
+  std::vector<std::string> missing;
+  for (const auto& s : plan.steps()) {
+    if (find_builder(s.domain(), s.op())) continue;
+    missing.push_back((s.domain().empty() ? "" : s.domain() + ".") + s.op() + " (node '" +
+                      (s.source_nodes_size() ? s.source_nodes(0) : std::string("?")) + "')");
+  }
+  return missing;
+}
+
+}  // namespace ampc::rt::cuda

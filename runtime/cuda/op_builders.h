@@ -1,0 +1,45 @@
+// The CUDA backend's operators: for each (domain, op) a builder that turns a plan step into
+// its Launch at load (step_context.h). One file per family registers its builders:
+//   fused_step.cc   generated kernels (ampc.kernel FusedElementwise)
+//   ops_gemm.cc     MatMul, Gemm through cuBLASLt (blas_lt.h)
+//   ops_conv.cc     Conv, ampc.ConvGrad through cuDNN (cudnn_conv.h)
+//   ops_nn.cc       softmax, LayerNormalization, SoftmaxCrossEntropyLoss, reductions, the
+//                   loss scaler's ops, ampc.RangeStats, pooling, BatchNormalization
+//                   (kernels/cuda)
+//   ops_tensor.cc   data movement, gather / scatter, integer and bool elementwise, Cast
+//                   (kernels/cuda)
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "runtime/cuda/step_context.h"
+
+namespace ampc::rt::cuda {
+
+using Builder = Launch (*)(StepContext&);
+
+// The builder of (domain, op); null when the CUDA backend has none.
+Builder find_builder(const std::string& domain, const std::string& op);
+
+// Every step of the plan the CUDA backend cannot run, as "Op (node 'n')" strings.
+std::vector<std::string> missing_cuda_ops(const plan::Plan& plan);
+
+// Registration, one call per family file.
+class BuilderTable {
+ public:
+  void add(const std::string& domain, const std::string& op, Builder b);
+  Builder find(const std::string& domain, const std::string& op) const;
+
+ private:
+  std::vector<std::pair<std::string, Builder>> entries_;  // key "domain.op"
+};
+void register_gemm_ops(BuilderTable& t);
+void register_conv_ops(BuilderTable& t);
+void register_nn_ops(BuilderTable& t);
+void register_tensor_ops(BuilderTable& t);
+
+Launch build_fused_kernel(StepContext& ctx);
+
+}  // namespace ampc::rt::cuda

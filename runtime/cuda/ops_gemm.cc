@@ -1,0 +1,235 @@
+// MatMul and Gemm steps through cuBLASLt (blas_lt.h), with what the compiler folded into
+// them (passes/gemm_epilogue.h; the CPU backend's runtime/cpu/library_step.h): operand
+// transposes (ampc_trans_a / ampc_trans_b) and the epilogues BIAS, RELU, RELU_BIAS, BGRADB.
+#include <array>
+#include <memory>
+
+#include "kernels/cuda/reduce.h"
+#include "runtime/cuda/blas_lt.h"
+#include "runtime/cuda/cuda_check.h"
+#include "runtime/cuda/op_builders.h"
+
+namespace ampc::rt::cuda {
+namespace {
+
+bool flag(const StepContext& ctx, const char* name) {
+  return ctx.attrs().attr_int(name, 0) != 0;
+}
+
+GemmEpilogue epilogue_of(const StepContext& ctx) {
+  const std::string& e = ctx.step().epilogue();
+  if (e.empty()) return GemmEpilogue::kNone;
+  if (e == "BIAS") return GemmEpilogue::kBias;
+  if (e == "RELU") return GemmEpilogue::kRelu;
+  if (e == "RELU_BIAS") return GemmEpilogue::kReluBias;
+  if (e == "BGRADB") return GemmEpilogue::kBiasGradB;
+  ctx.fail("the CUDA backend does not support the GEMM epilogue '" + e +
+           "' (BIAS, RELU, RELU_BIAS and BGRADB are)");
+}
+
+// A bias that adds the same n values to every row: [n], [1, n], [1, 1, n]...
+bool is_row_vector(const std::vector<int64_t>& shape, int64_t n) {
+  if (shape.empty() || shape.back() != n) return false;
+  for (size_t i = 0; i + 1 < shape.size(); ++i) {
+    if (shape[i] != 1) return false;
+  }
+  return true;
+}
+
+// The GEMM and, when cuBLASLt has no algorithm with the bias-gradient epilogue, the column
+// sums of B by the reduction kernel after a plain GEMM.
+struct GemmCall {
+  std::shared_ptr<LtMatmul> gemm;
+  DevPtr a, b, c, d, bias;
+  WorkspacePtr workspace;
+  bool reduce_b = false;
+  DType b_dtype = DType::kFloat32;
+  std::vector<int64_t> b_dims;
+  std::array<bool, 8> reduced{};  // every axis of B but the last
+
+  void operator()(cudaStream_t stream) const {
+    void* ws = workspace.get();
+    gemm->run(a.get(), b.get(), c.get(), d.get(), bias.get(), ws, stream);
+    if (!reduce_b) return;
+    kernels::cuda::reduce(kernels::cuda::ReduceOp::kSum, b_dtype, b.get(), bias.get(),
+                          static_cast<int>(b_dims.size()), b_dims.data(), reduced.data(), ws,
+                          stream);
+  }
+};
+
+// The step's GEMM once its shape is known: the epilogue's extra operand checked, the
+// heuristic queried (falling back for BGRADB), workspace reserved.
+Launch finish(StepContext& ctx, GemmShape s, DevPtr a, DevPtr b, DevPtr c, int bias_input) {
+  const std::string label = ctx.label();
+  GemmCall call;
+  call.a = a;
+  call.b = b;
+  call.c = c;
+  call.d = ctx.out(0);
+  if (ctx.out_dtype(0) != s.dtype) ctx.fail("the output's type differs from the operands'");
+  if (s.epilogue == GemmEpilogue::kBias || s.epilogue == GemmEpilogue::kReluBias) {
+    if (bias_input < 0) {
+      ctx.fail("epilogue " + ctx.step().epilogue() + " needs a bias");
+    }
+    if (!is_row_vector(ctx.in_shape(bias_input), s.n))
+      ctx.fail("the bias " + describe_buffer(ctx.input(bias_input)) +
+               " is not a row of the output's " + std::to_string(s.n) + " columns");
+    s.bias_dtype = ctx.in_dtype(bias_input);
+    call.bias = ctx.in(bias_input);
+  }
+  const int64_t plan_workspace = ctx.plan().memory().workspace_bytes();
+  if (plan_workspace <= 0) ctx.fail("the plan reserves no GEMM workspace");
+  if (s.epilogue == GemmEpilogue::kBiasGradB) {
+    if (!ctx.has_output(1)) ctx.fail("epilogue BGRADB needs a second output");
+    if (s.trans_b) ctx.fail("epilogue BGRADB with a transposed B is not supported");
+    if (ctx.out_numel(1) != s.n) {
+      ctx.fail("the bias gradient " + describe_buffer(ctx.output(1)) + " does not have " +
+               std::to_string(s.n) + " elements");
+    }
+    call.bias = ctx.out(1);
+    s.bias_dtype = ctx.out_dtype(1);
+    std::shared_ptr<LtMatmul> fused;
+    if (s.bias_dtype == s.dtype && s.batch == 1)
+      fused = std::make_shared<LtMatmul>(ctx.handles().lt, s, plan_workspace, label, false);
+    if (!fused || !fused->ok()) {
+      // Column sums of B by the reduction kernel, after the plain GEMM.
+      if (ctx.out_dtype(1) != ctx.in_dtype(1))
+        ctx.fail("the bias gradient's type differs from B's");
+      call.reduce_b = true;
+      call.b_dtype = ctx.in_dtype(1);
+      call.b_dims = ctx.in_shape(1);
+      if (call.b_dims.size() > call.reduced.size()) ctx.fail("B has too many dimensions");
+      for (size_t i = 0; i + 1 < call.b_dims.size(); ++i) call.reduced[i] = true;
+      const size_t need = kernels::cuda::reduce_workspace_bytes(
+          kernels::cuda::ReduceOp::kSum, call.b_dtype, static_cast<int>(call.b_dims.size()),
+          call.b_dims.data(), call.reduced.data());
+      s.epilogue = GemmEpilogue::kNone;
+      fused.reset();
+      call.workspace = ctx.workspace(std::max<int64_t>(static_cast<int64_t>(need), plan_workspace));
+    }
+    if (fused) {
+      call.gemm = fused;
+      call.workspace = ctx.workspace(plan_workspace);
+      return call;
+    }
+  }
+  call.gemm = std::make_shared<LtMatmul>(ctx.handles().lt, s, plan_workspace, label);
+  if (!call.reduce_b) call.workspace = ctx.workspace(plan_workspace);
+  return call;
+}
+
+Launch build_matmul(StepContext& ctx) {
+  ctx.require_dtype(0, {DType::kFloat32, DType::kFloat16, DType::kBFloat16});
+  if (ctx.in_dtype(1) != ctx.in_dtype(0)) ctx.fail("A and B have different element types");
+  GemmShape s;
+  s.dtype = ctx.in_dtype(0);
+  s.trans_a = flag(ctx, "ampc_trans_a");
+  s.trans_b = flag(ctx, "ampc_trans_b");
+  s.epilogue = epilogue_of(ctx);
+  const std::vector<int64_t> sa = ctx.in_shape(0), sb = ctx.in_shape(1);
+  const size_t ra = sa.size(), rb = sb.size();
+  if (ra == 0 || rb == 0) ctx.fail("MatMul of a scalar");
+  if ((s.trans_a && ra < 2) || (s.trans_b && rb < 2))
+    ctx.fail("a folded transpose needs rank >= 2");
+  if (ra == 1) {
+    s.m = 1;
+    s.k = sa[0];
+  } else {
+    s.m = s.trans_a ? sa[ra - 1] : sa[ra - 2];
+    s.k = s.trans_a ? sa[ra - 2] : sa[ra - 1];
+  }
+  const int64_t kb = rb == 1 ? sb[0] : (s.trans_b ? sb[rb - 1] : sb[rb - 2]);
+  s.n = rb == 1 ? 1 : (s.trans_b ? sb[rb - 2] : sb[rb - 1]);
+  if (kb != s.k) ctx.fail("inner dimensions differ: " + shape_str(sa) + " x " + shape_str(sb));
+  // Batch dimensions: numpy broadcasting, but each operand either has all of them or none.
+  const std::vector<int64_t> ba(sa.begin(), sa.end() - std::min<size_t>(ra, 2));
+  const std::vector<int64_t> bb(sb.begin(), sb.end() - std::min<size_t>(rb, 2));
+  const size_t rbatch = std::max(ba.size(), bb.size());
+  std::vector<int64_t> out_batch(rbatch, 1);
+  auto dim = [](const std::vector<int64_t>& v, size_t i, size_t r) {
+    return i + v.size() < r ? int64_t{1} : v[i + v.size() - r];
+  };
+  for (size_t i = 0; i < rbatch; ++i) {
+    const int64_t x = dim(ba, i, rbatch), y = dim(bb, i, rbatch);
+    if (x != y && x != 1 && y != 1) ctx.fail("batch dimensions do not broadcast");
+    out_batch[i] = std::max(x, y);
+  }
+  s.batch = numel_of(out_batch);
+  auto stride = [&](const std::vector<int64_t>& b, int64_t matrix, const char* name) -> int64_t {
+    if (numel_of(b) == 1) return 0;
+    for (size_t i = 0; i < rbatch; ++i) {
+      if (dim(b, i, rbatch) != out_batch[i]) {
+        ctx.fail(std::string("operand ") + name +
+                 " broadcasts over only some batch dimensions, which the CUDA backend's "
+                 "strided-batch GEMM does not support");
+      }
+    }
+    return matrix;
+  };
+  s.stride_a = stride(ba, s.m * s.k, "A");
+  s.stride_b = stride(bb, s.k * s.n, "B");
+  s.stride_d = s.m * s.n;
+  if (s.batch * s.m * s.n != ctx.out_numel(0))
+    ctx.fail("the output " + describe_buffer(ctx.output(0)) + " does not hold the product");
+  // One big GEMM when B is shared and A's rows follow each other: [batch * m, k] x [k, n].
+  if (s.batch > 1 && s.stride_b == 0 && s.stride_a != 0 && !s.trans_a) {
+    s.m *= s.batch;
+    s.batch = 1;
+    s.stride_a = s.stride_d = 0;
+  }
+  if (s.batch == 1) s.stride_a = s.stride_b = s.stride_d = 0;
+  const bool bias = s.epilogue == GemmEpilogue::kBias || s.epilogue == GemmEpilogue::kReluBias;
+  return finish(ctx, s, ctx.in(0), ctx.in(1), DevPtr{}, bias ? 2 : -1);
+}
+
+Launch build_gemm(StepContext& ctx) {
+  ctx.require_dtype(0, {DType::kFloat32, DType::kFloat16, DType::kBFloat16});
+  if (ctx.in_dtype(1) != ctx.in_dtype(0)) ctx.fail("A and B have different element types");
+  const auto& at = ctx.attrs();
+  GemmShape s;
+  s.dtype = ctx.in_dtype(0);
+  s.trans_a = (at.attr_int("transA", 0) != 0) != flag(ctx, "ampc_trans_a");
+  s.trans_b = (at.attr_int("transB", 0) != 0) != flag(ctx, "ampc_trans_b");
+  s.alpha = at.attr_float("alpha", 1.0f);
+  const float beta = at.attr_float("beta", 1.0f);
+  s.epilogue = epilogue_of(ctx);
+  const std::vector<int64_t> sa = ctx.in_shape(0), sb = ctx.in_shape(1);
+  if (sa.size() != 2 || sb.size() != 2) ctx.fail("Gemm operands must be matrices");
+  s.m = s.trans_a ? sa[1] : sa[0];
+  s.k = s.trans_a ? sa[0] : sa[1];
+  s.n = s.trans_b ? sb[0] : sb[1];
+  if ((s.trans_b ? sb[1] : sb[0]) != s.k) ctx.fail("inner dimensions differ");
+  if (ctx.out_numel(0) != s.m * s.n) ctx.fail("the output does not hold the product");
+  // The Gemm's own C: a full matrix scaled by beta, or a row added as the bias epilogue.
+  int bias_input = -1;
+  DevPtr c;
+  if (s.epilogue == GemmEpilogue::kBias) s.epilogue = GemmEpilogue::kNone;  // C is the bias
+  if (s.epilogue == GemmEpilogue::kReluBias) s.epilogue = GemmEpilogue::kRelu;
+  if (ctx.has_input(2) && beta != 0.0f) {
+    const std::vector<int64_t> sc = ctx.in_shape(2);
+    if (ctx.in_dtype(2) != s.dtype) ctx.fail("C's type differs from A's");
+    if (numel_of(sc) == s.m * s.n && (sc.size() == 2 || s.m == 1)) {
+      s.has_c = true;
+      s.beta = beta;
+      c = ctx.in(2);
+    } else if (is_row_vector(sc, s.n) && beta == 1.0f && s.epilogue != GemmEpilogue::kBiasGradB) {
+      s.epilogue =
+          s.epilogue == GemmEpilogue::kRelu ? GemmEpilogue::kReluBias : GemmEpilogue::kBias;
+      bias_input = 2;
+    } else {
+      ctx.fail("C " + describe_buffer(ctx.input(2)) + " with beta " + std::to_string(beta) +
+               " is not supported by the CUDA backend (a full [M, N] matrix, or a row of N "
+               "with beta 1)");
+    }
+  }
+  return finish(ctx, s, ctx.in(0), ctx.in(1), c, bias_input);
+}
+
+}  // namespace
+
+void register_gemm_ops(BuilderTable& t) {
+  t.add("", "MatMul", build_matmul);
+  t.add("", "Gemm", build_gemm);
+}
+
+}  // namespace ampc::rt::cuda

@@ -1,0 +1,415 @@
+// Softmax / LogSoftmax, LayerNormalization, SoftmaxCrossEntropyLoss, the Reduce* ops, the loss
+// scaler's ops (ampc UnscaleCheck, UpdateScale, ClipGradNorm), ampc.RangeStats, pooling and
+// BatchNormalization on the hand-written kernels (kernels/cuda), with the attributes read as
+// the CPU operators read them (runtime/cpu/ops).
+#include <array>
+#include <map>
+#include <memory>
+
+#include "kernels/cuda/amp.h"
+#include "kernels/cuda/batchnorm.h"
+#include "kernels/cuda/copy.h"
+#include "kernels/cuda/cross_entropy.h"
+#include "kernels/cuda/layernorm.h"
+#include "kernels/cuda/pool.h"
+#include "kernels/cuda/range_stats.h"
+#include "kernels/cuda/reduce.h"
+#include "kernels/cuda/softmax.h"
+#include "kernels/shared/range_stats.h"
+#include "runtime/cpu/ops/nn_util.h"
+#include "runtime/cuda/op_builders.h"
+
+namespace ampc::rt::cuda {
+namespace {
+
+namespace kc = kernels::cuda;
+
+constexpr std::initializer_list<DType> kFloats = {DType::kFloat32, DType::kFloat16,
+                                                  DType::kBFloat16};
+
+int64_t product(const std::vector<int64_t>& v, size_t begin, size_t end) {
+  int64_t p = 1;
+  for (size_t i = begin; i < end && i < v.size(); ++i) p *= v[i];
+  return p;
+}
+
+Launch build_softmax(StepContext& ctx) {
+  ctx.require_dtype(0, kFloats);
+  const std::vector<int64_t> dims = ctx.in_shape(0);
+  const auto rank = static_cast<int64_t>(dims.size());
+  const bool coerce_2d = ctx.attrs().opset() < 13;
+  int64_t axis_attr = ctx.attrs().attr_int("axis", coerce_2d ? 1 : -1);
+  if (coerce_2d && axis_attr < 0) axis_attr += rank;
+  const auto axis = static_cast<size_t>(
+      coerce_2d && axis_attr == rank ? rank
+                                     : cpu::nn::normalize_axis(ctx.attrs(), axis_attr, rank));
+  const int64_t outer = product(dims, 0, axis);
+  const int64_t n = coerce_2d ? product(dims, axis, dims.size()) : dims[axis];
+  const int64_t inner = coerce_2d ? 1 : product(dims, axis + 1, dims.size());
+  if (ctx.out_dtype(0) != ctx.in_dtype(0)) ctx.fail("the output's type differs from the input's");
+  const bool log = ctx.step().op() == "LogSoftmax";
+  const DType dtype = ctx.in_dtype(0);
+  const DevPtr x = ctx.in(0), y = ctx.out(0);
+  return [=](cudaStream_t stream) {
+    if (outer * n * inner == 0) return;
+    kc::softmax(dtype, x.get(), y.get(), outer, n, inner, log, stream);
+  };
+}
+
+Launch build_layer_norm(StepContext& ctx) {
+  ctx.require_dtype(0, kFloats);
+  const std::vector<int64_t> dims = ctx.in_shape(0);
+  const auto rank = static_cast<int64_t>(dims.size());
+  const auto axis = static_cast<size_t>(
+      cpu::nn::normalize_axis(ctx.attrs(), ctx.attrs().attr_int("axis", -1), rank));
+  const int64_t rows = product(dims, 0, axis), cols = product(dims, axis, dims.size());
+  ctx.require_dtype(1, kFloats);
+  if (ctx.in_numel(1) != cols || (ctx.has_input(2) && ctx.in_numel(2) != cols))
+    ctx.fail("scale and bias must have the normalised shape (broadcast ones are not supported)");
+  if (ctx.has_input(2) && ctx.in_dtype(2) != ctx.in_dtype(1))
+    ctx.fail("scale and bias have different element types");
+  const DType stash = static_cast<DType>(ctx.attrs().attr_int("stash_type", 1));
+  for (int k = 1; k <= 2; ++k) {
+    if (ctx.has_output(k) && (ctx.out_dtype(k) != stash || ctx.out_numel(k) != rows))
+      ctx.fail("output " + std::to_string(k) + " must hold one stash_type value per row");
+  }
+  const float eps = ctx.attrs().attr_float("epsilon", 1e-5f);
+  const DType xt = ctx.in_dtype(0), pt = ctx.in_dtype(1);
+  const DevPtr x = ctx.in(0), scale = ctx.in(1), bias = ctx.in(2), y = ctx.out(0),
+               mean = ctx.out(1), inv = ctx.out(2);
+  return [=](cudaStream_t stream) {
+    if (rows * cols == 0) return;
+    kc::layer_norm(xt, x.get(), rows, cols, pt, scale.get(), bias.get(), eps, y.get(), stash,
+                   mean.get(), inv.get(), stream);
+  };
+}
+
+Launch build_cross_entropy(StepContext& ctx) {
+  ctx.require_dtype(0, kFloats);
+  ctx.require_dtype(1, {DType::kInt32, DType::kInt64});
+  const std::vector<int64_t> s = ctx.in_shape(0);
+  if (s.size() < 2) ctx.fail("scores must have at least 2 dimensions");
+  const int64_t n = s[0], c = s[1], d = product(s, 2, s.size());
+  if (ctx.in_numel(1) != n * d) ctx.fail("labels do not fit the scores");
+  const std::string red = ctx.attrs().attr_string("reduction", "mean");
+  kc::CeReduction reduction;
+  if (red == "none") {
+    reduction = kc::CeReduction::kNone;
+  } else if (red == "sum") {
+    reduction = kc::CeReduction::kSum;
+  } else if (red == "mean") {
+    reduction = kc::CeReduction::kMean;
+  } else {
+    ctx.fail("reduction '" + red + "' is not supported");
+  }
+  const DType dtype = ctx.in_dtype(0), labels_t = ctx.in_dtype(1);
+  DType weight_t = DType::kFloat32;
+  if (ctx.has_input(2)) {
+    ctx.require_dtype(2, kFloats);
+    weight_t = ctx.in_dtype(2);
+    if (ctx.in_numel(2) != c) ctx.fail("weights must hold one value per class");
+  }
+  if (ctx.out_dtype(0) != dtype || (ctx.has_output(1) && ctx.out_dtype(1) != dtype))
+    ctx.fail("outputs must have the scores' type");
+  const bool has_ignore = ctx.attrs().has_attr("ignore_index");
+  const int64_t ignore = ctx.attrs().attr_int("ignore_index", 0);
+  const WorkspacePtr ws = ctx.workspace(
+      static_cast<int64_t>(kc::softmax_cross_entropy_workspace_bytes(n, c, d, reduction)));
+  const DevPtr scores = ctx.in(0), labels = ctx.in(1), weight = ctx.in(2), loss = ctx.out(0),
+               log_prob = ctx.out(1);
+  return [=](cudaStream_t stream) {
+    kc::softmax_cross_entropy(dtype, scores.get(), labels_t, labels.get(), n, c, d, weight_t,
+                              weight.get(), has_ignore, ignore, reduction, loss.get(),
+                              log_prob.get(), ws.get(), stream);
+  };
+}
+
+Launch build_reduce(StepContext& ctx) {
+  static const std::map<std::string, kc::ReduceOp> ops = {
+      {"ReduceSum", kc::ReduceOp::kSum},
+      {"ReduceMean", kc::ReduceOp::kMean},
+      {"ReduceProd", kc::ReduceOp::kProd},
+      {"ReduceMax", kc::ReduceOp::kMax},
+      {"ReduceMin", kc::ReduceOp::kMin},
+      {"ReduceL1", kc::ReduceOp::kL1},
+      {"ReduceL2", kc::ReduceOp::kL2},
+      {"ReduceLogSum", kc::ReduceOp::kLogSum},
+      {"ReduceSumSquare", kc::ReduceOp::kSumSquare}};
+  const kc::ReduceOp op = ops.at(ctx.step().op());
+  ctx.require_dtype(0, kFloats);
+  if (ctx.out_dtype(0) != ctx.in_dtype(0)) ctx.fail("the output's type differs from the input's");
+  const std::vector<int64_t> dims = ctx.in_shape(0);
+  const auto rank = static_cast<int64_t>(dims.size());
+  if (rank > 8) ctx.fail("more than 8 dimensions");
+  const std::vector<int64_t> axes =
+      ctx.has_input(1) ? ctx.constant_ints(1, "axes") : ctx.attrs().attr_ints("axes");
+  const DType dtype = ctx.in_dtype(0);
+  const DevPtr x = ctx.in(0), y = ctx.out(0);
+  const int64_t numel = ctx.in_numel(0);
+  if (axes.empty() && ctx.attrs().attr_int("noop_with_empty_axes", 0) != 0) {
+    return [=](cudaStream_t stream) {
+      if (numel > 0) kc::contiguous_copy(dtype, x.get(), y.get(), numel, stream);
+    };
+  }
+  std::array<bool, 8> reduced{};
+  for (int64_t i = 0; i < rank; ++i) reduced[static_cast<size_t>(i)] = axes.empty();
+  for (int64_t a : axes)
+    reduced[static_cast<size_t>(cpu::nn::normalize_axis(ctx.attrs(), a, rank))] = true;
+  const WorkspacePtr ws = ctx.workspace(static_cast<int64_t>(
+      kc::reduce_workspace_bytes(op, dtype, static_cast<int>(rank), dims.data(), reduced.data())));
+  const int64_t out_numel = ctx.out_numel(0);
+  return [=](cudaStream_t stream) {
+    if (out_numel == 0) return;
+    kc::reduce(op, dtype, x.get(), y.get(), static_cast<int>(dims.size()), dims.data(),
+               reduced.data(), ws.get(), stream);
+  };
+}
+
+// The gradients of a multi-tensor op: inputs [first, first + count), outputs likewise.
+struct TensorList {
+  std::vector<DType> dtypes;
+  std::vector<int64_t> numels;
+  std::vector<DevPtr> ins, outs;
+
+  std::vector<const void*> in_pointers() const {
+    std::vector<const void*> p;
+    for (const DevPtr& d : ins) p.push_back(d.get());
+    return p;
+  }
+  std::vector<void*> out_pointers() const {
+    std::vector<void*> p;
+    for (const DevPtr& d : outs) p.push_back(d.get());
+    return p;
+  }
+};
+
+TensorList tensor_list(const StepContext& ctx, int first_in, int first_out, int count) {
+  TensorList l;
+  for (int j = 0; j < count; ++j) {
+    ctx.require_dtype(first_in + j,
+                      {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16});
+    l.dtypes.push_back(ctx.in_dtype(first_in + j));
+    l.numels.push_back(ctx.in_numel(first_in + j));
+    l.ins.push_back(ctx.in(first_in + j));
+    if (first_out >= 0) {
+      if (ctx.out_dtype(first_out + j) != l.dtypes.back() ||
+          ctx.out_numel(first_out + j) != l.numels.back())
+        ctx.fail("output " + std::to_string(first_out + j) + " does not match its gradient");
+      l.outs.push_back(ctx.out(first_out + j));
+    }
+  }
+  return l;
+}
+
+Launch build_unscale_check(StepContext& ctx) {
+  const int n = ctx.num_inputs() - 1;
+  if (ctx.num_outputs() != n + 1) ctx.fail("needs found_inf and one output per gradient");
+  if (ctx.in_dtype(0) != DType::kFloat32 || ctx.in_numel(0) != 1)
+    ctx.fail("inv_scale must be an f32 scalar");
+  if (ctx.out_dtype(0) != DType::kBool || ctx.out_numel(0) != 1)
+    ctx.fail("found_inf must be a bool scalar");
+  auto l = std::make_shared<TensorList>(tensor_list(ctx, 1, 1, n));
+  const DevPtr inv = ctx.in(0), found = ctx.out(0);
+  return [=](cudaStream_t stream) {
+    const auto ins = l->in_pointers();
+    const auto outs = l->out_pointers();
+    kc::unscale_check(n, l->dtypes.data(), ins.data(), outs.data(), l->numels.data(), inv.get(),
+                      found.get(), stream);
+  };
+}
+
+Launch build_update_scale(StepContext& ctx) {
+  const auto& a = ctx.attrs();
+  if (ctx.in_dtype(0) != DType::kFloat32 || ctx.in_dtype(1) != DType::kInt32 ||
+      ctx.in_dtype(2) != DType::kBool || ctx.out_dtype(0) != DType::kFloat32 ||
+      ctx.out_dtype(1) != DType::kInt32)
+    ctx.fail("expects scale (f32), growth_tracker (i32), found_inf (bool)");
+  const float growth = a.attr_float("growth_factor", 2.0f);
+  const float backoff = a.attr_float("backoff_factor", 0.5f);
+  const int64_t interval = a.attr_int("growth_interval", 2000);
+  if (interval < 1) ctx.fail("growth_interval must be at least 1");
+  const bool has_min = a.has_attr("min_scale"), has_max = a.has_attr("max_scale");
+  const float min_scale = a.attr_float("min_scale", 0), max_scale = a.attr_float("max_scale", 0);
+  const DevPtr scale = ctx.in(0), tracker = ctx.in(1), found = ctx.in(2), new_scale = ctx.out(0),
+               new_tracker = ctx.out(1);
+  return [=](cudaStream_t stream) {
+    kc::update_scale(scale.get(), tracker.get(), found.get(), growth, backoff, interval, has_min,
+                     min_scale, has_max, max_scale, new_scale.get(), new_tracker.get(), stream);
+  };
+}
+
+Launch build_clip_grad_norm(StepContext& ctx) {
+  const int n = ctx.num_inputs();
+  const bool clip = ctx.attrs().has_attr("max_norm");
+  if (ctx.num_outputs() != (clip ? n + 1 : 1)) ctx.fail("unexpected number of outputs");
+  if (ctx.out_dtype(0) != DType::kFloat32) ctx.fail("the total norm must be f32");
+  auto l = std::make_shared<TensorList>(tensor_list(ctx, 0, clip ? 1 : -1, n));
+  const float max_norm = ctx.attrs().attr_float("max_norm", 0);
+  const WorkspacePtr ws =
+      ctx.workspace(static_cast<int64_t>(kc::clip_grad_norm_workspace_bytes(n, l->numels.data())));
+  const DevPtr total = ctx.out(0);
+  return [=](cudaStream_t stream) {
+    const auto ins = l->in_pointers();
+    auto outs = l->out_pointers();
+    kc::clip_grad_norm(n, l->dtypes.data(), ins.data(), clip ? outs.data() : nullptr,
+                       l->numels.data(), clip, max_norm, total.get(), ws.get(), stream);
+  };
+}
+
+// The CPU backend's window geometry for X's spatial dimensions.
+kc::PoolGeometry pool_geometry(const StepContext& ctx, const std::vector<int64_t>& x) {
+  cpu::nn::check_spatial_rank(ctx.attrs(), static_cast<int64_t>(x.size()));
+  if (!ctx.attrs().has_attr("kernel_shape")) ctx.fail("attribute 'kernel_shape' is required");
+  const std::vector<int64_t> in(x.begin() + 2, x.end());
+  const auto g = cpu::nn::window_geometry(ctx.attrs(), in, {}, true);
+  kc::PoolGeometry p;
+  for (int i = 0; i < 3; ++i) {
+    p.image[i] = g.image[i];
+    p.cols[i] = g.cols[i];
+    p.kernel[i] = g.kernel[i];
+    p.stride[i] = g.stride[i];
+    p.dilation[i] = g.dilation[i];
+    p.pad[i] = g.pad[i];
+    p.pad_end[i] = g.pad_end[i];
+  }
+  return p;
+}
+
+Launch build_pool(StepContext& ctx) {
+  const std::vector<int64_t> x = ctx.in_shape(0);
+  const kc::PoolGeometry g = pool_geometry(ctx, x);
+  const int64_t planes = x[0] * x[1];
+  const DType dtype = ctx.in_dtype(0);
+  if (ctx.out_dtype(0) != dtype) ctx.fail("the output's type differs from the input's");
+  const DevPtr in = ctx.in(0), out = ctx.out(0), indices = ctx.out(1);
+  if (ctx.step().op() == "MaxPool") {
+    if (ctx.has_output(1) && ctx.out_dtype(1) != DType::kInt64) ctx.fail("Indices must be int64");
+    const bool column_major = ctx.attrs().attr_int("storage_order", 0) == 1;
+    return [=](cudaStream_t stream) {
+      if (planes == 0) return;
+      kc::max_pool(dtype, g, planes, in.get(), out.get(), static_cast<int64_t*>(indices.get()),
+                   column_major, stream);
+    };
+  }
+  const bool include_pad = ctx.attrs().attr_int("count_include_pad", 0) != 0;
+  return [=](cudaStream_t stream) {
+    if (planes == 0) return;
+    kc::average_pool(dtype, g, planes, in.get(), out.get(), include_pad, stream);
+  };
+}
+
+Launch build_pool_grad(StepContext& ctx) {
+  // Inputs dY, X; output dX.
+  const std::vector<int64_t> x = ctx.in_shape(1);
+  const kc::PoolGeometry g = pool_geometry(ctx, x);
+  const int64_t planes = x[0] * x[1];
+  const DType dtype = ctx.in_dtype(1);
+  if (ctx.in_dtype(0) != dtype || ctx.out_dtype(0) != dtype)
+    ctx.fail("dY, X and dX must share a type");
+  const DevPtr dy = ctx.in(0), xp = ctx.in(1), dx = ctx.out(0);
+  if (ctx.step().op() == "MaxPoolGrad") {
+    return [=](cudaStream_t stream) {
+      if (planes == 0) return;
+      kc::max_pool_grad(dtype, g, planes, xp.get(), dy.get(), dx.get(), stream);
+    };
+  }
+  const bool include_pad = ctx.attrs().attr_int("count_include_pad", 0) != 0;
+  return [=](cudaStream_t stream) {
+    if (planes == 0) return;
+    kc::average_pool_grad(dtype, g, planes, dy.get(), dx.get(), include_pad, stream);
+  };
+}
+
+Launch build_global_average_pool(StepContext& ctx) {
+  const std::vector<int64_t> x = ctx.in_shape(0);
+  if (x.size() < 3) ctx.fail("input must have spatial dimensions");
+  const int64_t planes = x[0] * x[1], spatial = product(x, 2, x.size());
+  const DType dtype = ctx.in_dtype(0);
+  if (ctx.out_dtype(0) != dtype) ctx.fail("the output's type differs from the input's");
+  const DevPtr in = ctx.in(0), out = ctx.out(0);
+  return [=](cudaStream_t stream) {
+    if (planes == 0) return;
+    kc::global_average_pool(dtype, planes, spatial, in.get(), out.get(), stream);
+  };
+}
+
+Launch build_batch_norm(StepContext& ctx) {
+  const std::vector<int64_t> x = ctx.in_shape(0);
+  if (x.size() < 2) ctx.fail("X must have a channel dimension");
+  const int64_t n = x[0], c = x[1], spatial = product(x, 2, x.size());
+  const auto& a = ctx.attrs();
+  const bool training = a.opset() >= 14 ? a.attr_int("training_mode", 0) != 0
+                                        : ctx.has_output(1) || ctx.has_output(2);
+  const DType xt = ctx.in_dtype(0), pt = ctx.in_dtype(1), st = ctx.in_dtype(3);
+  if (ctx.in_dtype(2) != pt || ctx.in_dtype(4) != st) ctx.fail("scale/B or mean/var types differ");
+  for (int k = 1; k <= 4; ++k) {
+    if (ctx.in_numel(k) != c)
+      ctx.fail("input " + std::to_string(k) + " must hold one value per channel");
+  }
+  for (int k = 1; k <= 4; ++k) {
+    if (ctx.has_output(k) && (ctx.out_dtype(k) != st || ctx.out_numel(k) != c))
+      ctx.fail("output " + std::to_string(k) + " must hold one statistic per channel");
+  }
+  const float eps = a.attr_float("epsilon", 1e-5f), momentum = a.attr_float("momentum", 0.9f);
+  const DevPtr xp = ctx.in(0), scale = ctx.in(1), bias = ctx.in(2), mean = ctx.in(3),
+               var = ctx.in(4), y = ctx.out(0), rm = ctx.out(1), rv = ctx.out(2);
+  const bool saved = a.opset() < 14;
+  const DevPtr sm = saved ? ctx.out(3) : DevPtr{}, sv = saved ? ctx.out(4) : DevPtr{};
+  if (!training) {
+    return [=](cudaStream_t stream) {
+      if (n * c * spatial == 0) return;
+      kc::batch_norm_inference(xt, pt, st, xp.get(), n, c, spatial, scale.get(), bias.get(),
+                               mean.get(), var.get(), eps, y.get(), stream);
+    };
+  }
+  const WorkspacePtr ws =
+      ctx.workspace(static_cast<int64_t>(kc::batch_norm_training_workspace_bytes(n, c, spatial)));
+  return [=](cudaStream_t stream) {
+    kc::batch_norm_training(xt, pt, st, xp.get(), n, c, spatial, scale.get(), bias.get(),
+                            mean.get(), var.get(), eps, momentum, y.get(), rm.get(), rv.get(),
+                            sm.get(), sv.get(), ws.get(), stream);
+  };
+}
+
+// ampc.RangeStats(x, [enabled], [scale]) -> kSize doubles (runtime/cpu/ops/range_stats_op.cc);
+// `enabled` is read on the device, so a disabled step costs almost nothing.
+Launch build_range_stats(StepContext& ctx) {
+  ctx.require_dtype(0, kFloats);
+  if (ctx.has_input(1) && (ctx.in_dtype(1) != DType::kBool || ctx.in_numel(1) != 1))
+    ctx.fail("enabled must be a bool scalar");
+  if (ctx.has_input(2) && (ctx.in_dtype(2) != DType::kFloat32 || ctx.in_numel(2) != 1))
+    ctx.fail("scale must be an f32 scalar");
+  if (ctx.out_dtype(0) != DType::kFloat64 || ctx.out_numel(0) != kernels::range_stats::kSize)
+    ctx.fail("the output must hold the statistics' doubles");
+  const WorkspacePtr ws = ctx.workspace(kernels::range_stats::kWorkBytes);
+  const DType dtype = ctx.in_dtype(0);
+  const int64_t n = ctx.in_numel(0);
+  const DevPtr x = ctx.in(0), enabled = ctx.in(1), scale = ctx.in(2), out = ctx.out(0);
+  return [=](cudaStream_t stream) {
+    kc::range_stats(dtype, x.get(), n, enabled.get(), scale.get(), out.get(), ws.get(), stream);
+  };
+}
+
+}  // namespace
+
+void register_nn_ops(BuilderTable& t) {
+  t.add("ampc", "RangeStats", build_range_stats);
+  t.add("", "Softmax", build_softmax);
+  t.add("", "LogSoftmax", build_softmax);
+  t.add("", "LayerNormalization", build_layer_norm);
+  t.add("", "SoftmaxCrossEntropyLoss", build_cross_entropy);
+  for (const char* op : {"ReduceSum", "ReduceMean", "ReduceProd", "ReduceMax", "ReduceMin",
+                         "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceSumSquare"})
+    t.add("", op, build_reduce);
+  t.add("ampc", "UnscaleCheck", build_unscale_check);
+  t.add("ampc", "UpdateScale", build_update_scale);
+  t.add("ampc", "ClipGradNorm", build_clip_grad_norm);
+  t.add("", "MaxPool", build_pool);
+  t.add("", "AveragePool", build_pool);
+  t.add("ampc", "MaxPoolGrad", build_pool_grad);
+  t.add("ampc", "AveragePoolGrad", build_pool_grad);
+  t.add("", "GlobalAveragePool", build_global_average_pool);
+  t.add("", "BatchNormalization", build_batch_norm);
+}
+
+}  // namespace ampc::rt::cuda

@@ -1,0 +1,157 @@
+#include "runtime/stats/svg_plot.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+
+namespace ampc::rt::stats {
+namespace {
+
+constexpr int kLeft = 70, kRight = 20, kTop = 30, kBottom = 45;
+
+std::string num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f", v);
+  return buf;
+}
+
+std::string label_of(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.4g", v);
+  return buf;
+}
+
+std::string header(int w, int h, const std::string& title) {
+  return "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + std::to_string(w) + "\" height=\"" +
+         std::to_string(h) + "\" viewBox=\"0 0 " + std::to_string(w) + " " + std::to_string(h) +
+         "\" font-family=\"sans-serif\" font-size=\"11\">\n" +
+         "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n<text x=\"" +
+         std::to_string(w / 2) + "\" y=\"18\" text-anchor=\"middle\" font-size=\"13\">" +
+         xml_escape(title) + "</text>\n";
+}
+
+}  // namespace
+
+std::string xml_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+std::string chart_svg(const Chart& c) {
+  const double pw = c.width - kLeft - kRight, ph = c.height - kTop - kBottom;
+  auto ty = [&](double y) { return c.log2_y ? std::log2(y) : y; };
+  double x0 = std::numeric_limits<double>::infinity(), x1 = -x0, y0 = x0, y1 = -x0;
+  for (const auto& s : c.series) {
+    for (size_t i = 0; i < s.x.size() && i < s.y.size(); ++i) {
+      if (!std::isfinite(s.y[i]) || (c.log2_y && s.y[i] <= 0)) continue;
+      x0 = std::min(x0, s.x[i]);
+      x1 = std::max(x1, s.x[i]);
+      y0 = std::min(y0, ty(s.y[i]));
+      y1 = std::max(y1, ty(s.y[i]));
+    }
+  }
+  if (!(x0 <= x1)) x0 = 0, x1 = 1, y0 = 0, y1 = 1;
+  if (x1 == x0) x1 = x0 + 1;
+  if (y1 == y0) y0 -= 1, y1 += 1;
+  if (!c.log2_y) {
+    const double pad = 0.05 * (y1 - y0);
+    y0 -= pad;
+    y1 += pad;
+  }
+  auto px = [&](double x) { return kLeft + (x - x0) / (x1 - x0) * pw; };
+  auto py = [&](double y) { return kTop + (1 - (ty(y) - y0) / (y1 - y0)) * ph; };
+  std::string svg = header(c.width, c.height, c.title);
+  svg += "<rect x=\"" + num(kLeft) + "\" y=\"" + num(kTop) + "\" width=\"" + num(pw) +
+         "\" height=\"" + num(ph) + "\" fill=\"none\" stroke=\"black\"/>\n";
+  for (int i = 0; i <= 4; ++i) {  // ticks
+    const double fx = x0 + (x1 - x0) * i / 4, fy = y0 + (y1 - y0) * i / 4;
+    svg += "<text x=\"" + num(kLeft + pw * i / 4) + "\" y=\"" + num(kTop + ph + 15) +
+           "\" text-anchor=\"middle\">" + label_of(fx) + "</text>\n";
+    svg += "<text x=\"" + num(kLeft - 5) + "\" y=\"" + num(kTop + ph * (1 - i / 4.0) + 4) +
+           "\" text-anchor=\"end\">" +
+           (c.log2_y ? "2^" + label_of(std::round(fy * 10) / 10) : label_of(fy)) + "</text>\n";
+  }
+  svg += "<text x=\"" + num(kLeft + pw / 2) + "\" y=\"" + num(c.height - 8) +
+         "\" text-anchor=\"middle\">" + xml_escape(c.x_label) + "</text>\n";
+  svg += "<text x=\"14\" y=\"" + num(kTop + ph / 2) +
+         "\" text-anchor=\"middle\" transform=\"rotate(-90 14 " + num(kTop + ph / 2) + ")\">" +
+         xml_escape(c.y_label) + "</text>\n";
+  int legend = 0;
+  for (const auto& s : c.series) {
+    std::string pts;
+    for (size_t i = 0; i < s.x.size() && i < s.y.size(); ++i) {
+      if (!std::isfinite(s.y[i]) || (c.log2_y && s.y[i] <= 0)) continue;
+      if (s.points) {
+        svg += "<circle cx=\"" + num(px(s.x[i])) + "\" cy=\"" + num(py(s.y[i])) +
+               "\" r=\"3\" fill=\"" + s.color + "\"/>\n";
+      } else {
+        pts += num(px(s.x[i])) + "," + num(py(s.y[i])) + " ";
+      }
+    }
+    if (!pts.empty())
+      svg += "<polyline fill=\"none\" stroke=\"" + s.color + "\" stroke-width=\"1.5\" points=\"" +
+             pts + "\"/>\n";
+    svg += "<text x=\"" + num(kLeft + 8) + "\" y=\"" + num(kTop + 14 + 14 * legend++) +
+           "\" fill=\"" + s.color + "\">" + xml_escape(s.label) + "</text>\n";
+  }
+  return svg + "</svg>\n";
+}
+
+std::string log2_bars_svg(const std::string& title, const std::vector<Bar>& bars, double band_lo,
+                          double band_hi, const std::string& band_label) {
+  constexpr int kLabel = 260, kRow = 18;
+  const int width = 900, plot_w = width - kLabel - kRight;
+  const int height = kTop + kBottom + kRow * static_cast<int>(std::max<size_t>(bars.size(), 1));
+  double l0 = std::log2(band_lo), l1 = std::log2(band_hi);
+  for (const auto& b : bars) {
+    if (b.lo > 0) l0 = std::min(l0, std::log2(b.lo));
+    if (b.hi > 0) l1 = std::max(l1, std::log2(b.hi));
+  }
+  l0 = std::floor(l0) - 1;
+  l1 = std::ceil(l1) + 1;
+  auto px = [&](double v) { return kLabel + (std::log2(v) - l0) / (l1 - l0) * plot_w; };
+  std::string svg = header(width, height, title);
+  const double ph = height - kTop - kBottom;
+  svg += "<rect x=\"" + num(px(band_lo)) + "\" y=\"" + num(kTop) + "\" width=\"" +
+         num(px(band_hi) - px(band_lo)) + "\" height=\"" + num(ph) +
+         "\" fill=\"#dfefdf\"/>\n<text x=\"" + num(px(band_lo) + 4) + "\" y=\"" +
+         num(kTop + ph + 28) + "\" fill=\"#3a7a3a\">" + xml_escape(band_label) + "</text>\n";
+  for (int e = static_cast<int>(l0); e <= static_cast<int>(l1); e += 8) {
+    const double x = px(std::ldexp(1.0, e));
+    svg += "<line x1=\"" + num(x) + "\" y1=\"" + num(kTop) + "\" x2=\"" + num(x) + "\" y2=\"" +
+           num(kTop + ph) + "\" stroke=\"#ccc\"/>\n<text x=\"" + num(x) + "\" y=\"" +
+           num(kTop + ph + 14) + "\" text-anchor=\"middle\">2^" + std::to_string(e) + "</text>\n";
+  }
+  for (size_t i = 0; i < bars.size(); ++i) {
+    const Bar& b = bars[i];
+    const double y = kTop + kRow * static_cast<double>(i);
+    svg += "<text x=\"" + num(kLabel - 6) + "\" y=\"" + num(y + 13) + "\" text-anchor=\"end\">" +
+           xml_escape(b.label) + "</text>\n";
+    if (b.lo > 0 && b.hi >= b.lo)
+      svg += "<rect x=\"" + num(px(b.lo)) + "\" y=\"" + num(y + 4) + "\" width=\"" +
+             num(std::max(px(b.hi) - px(b.lo), 2.0)) + "\" height=\"" + num(kRow - 8) +
+             "\" fill=\"#4a6fb5\"/>\n";
+  }
+  return svg + "</svg>\n";
+}
+
+}  // namespace ampc::rt::stats
