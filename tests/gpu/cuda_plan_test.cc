@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <map>
@@ -29,6 +30,13 @@
 
 namespace ampc {
 namespace {
+
+// The checkout: AMPC_SOURCE_DIR from the environment when set (tests/gpu/run.sh sets it when
+// it runs executables built elsewhere, tests/gpu/bundle.sh), else where the test was built.
+std::string source_dir() {
+  const char* env = std::getenv("AMPC_SOURCE_DIR");
+  return env && *env ? env : AMPC_SOURCE_DIR;
+}
 
 constexpr int kSteps = 5;
 constexpr double kLr = 1e-3;
@@ -79,7 +87,7 @@ plan::Plan compile(const Case& c, double init_scale = 0) {
   o.autocast.precision = c.precision;
   if (init_scale > 0) o.loss_scale.init_scale = init_scale;
   o.lowering.target = device_target();
-  return compiler::compile_file(std::string(AMPC_SOURCE_DIR) + "/models/" + c.model + ".onnx", o);
+  return compiler::compile_file(source_dir() + "/models/" + c.model + ".onnx", o);
 }
 
 // The first kSteps batches of the model's data set, in file order.
@@ -93,8 +101,8 @@ std::vector<std::map<std::string, rt::Tensor>> batches(const Case& c, const plan
     batch = b.shape(0);
   }
   rt::data::Batcher batcher(
-      rt::data::Dataset::open(std::string(AMPC_SOURCE_DIR) + "/models/data/" + c.data + ".npz"),
-      specs, {.batch_size = batch});
+      rt::data::Dataset::open(source_dir() + "/models/data/" + c.data + ".npz"), specs,
+      {.batch_size = batch});
   std::vector<std::map<std::string, rt::Tensor>> out;
   for (int s = 0; s < kSteps; ++s) out.push_back(batcher.next());
   return out;
@@ -225,7 +233,7 @@ plan::Plan compile_for(const Case& c, const std::string& target) {
   o.optimizer.kind = "adam";
   o.autocast.precision = c.precision;
   o.lowering.target = target;
-  return compiler::compile_file(std::string(AMPC_SOURCE_DIR) + "/models/" + c.model + ".onnx", o);
+  return compiler::compile_file(source_dir() + "/models/" + c.model + ".onnx", o);
 }
 
 class CudaPlanLoad : public ::testing::TestWithParam<Case> {};

@@ -1,0 +1,198 @@
+#!/usr/bin/env bash
+# The GPU suite, one command on a machine with an NVIDIA GPU: every GPU gtest (the
+# gpu-labelled tests of tests/CMakeLists.txt: the hand-written kernels against their CPU
+# twins, whole mlp/cnn/gpt plans on the device against the CPU backend, the skip-step), then
+# the benchmark (scripts/bench_gpu.py: a 12-layer gpt and the cnn, ampc vs PyTorch eager fp32
+# and AMP), whose table comes last. Meant to finish in under 8 minutes on an H200 with 16 cores.
+#
+# Where the executables come from, first match wins:
+#   1. the bundle gpu-bundle/ampc-gpu.tar.xz (tests/gpu/bundle.sh, made on a Debian 12 machine
+#      with our build dependencies, carried here as an ignored path): unpacked to a temporary
+#      folder and used as it is, nothing is built. This is the way on the lent GPU machine,
+#      which has nvcc, CMake and torch but none of our libraries and no network.
+#   2. a machine with our build dependencies (Debian 12: scripts/install-deps.sh): builds
+#      ampc for sm_$arch in build-gpu (Release, only the targets needed), as before.
+#   3. otherwise: stops, saying to make the bundle first.
+# Usage: bash tests/gpu/run.sh [--no-bench] [--arch 90] [--bundle FILE] [--build]
+#   --build   ignore a bundle and build here
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+repo=$PWD
+start=$SECONDS
+bench=1
+arch=90
+bundle=gpu-bundle/ampc-gpu.tar.xz
+force_build=0
+while (($#)); do
+  case "$1" in
+    --no-bench) bench=0 ;;
+    --arch) arch="$2"; shift ;;
+    --bundle) bundle="$2"; shift ;;
+    --build) force_build=1 ;;
+    *) echo "usage: $0 [--no-bench] [--arch 80|90] [--bundle FILE] [--build]" >&2; exit 2 ;;
+  esac
+  shift
+done
+stamp() { echo "[run.sh $((SECONDS - start)) s] $*"; }
+die() { echo "run.sh: error: $*" >&2; exit 1; }
+
+# The Debian packages the build needs (scripts/install-deps.sh's list, less the Python and
+# graphviz ones the GPU suite does not use).
+build_packages=(cmake ninja-build libprotobuf-dev protobuf-compiler libonnx-dev libopenblas-dev
+                googletest libgtest-dev nlohmann-json3-dev libcli11-dev libzip-dev llvm-19-dev)
+can_build() {
+  [[ -x /usr/local/cuda/bin/nvcc ]] && command -v dpkg-query >/dev/null || return 1
+  local p missing=0
+  for p in "${build_packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing=1
+  done
+  ((missing == 0)) && return 0
+  # Missing packages are fine on Debian 12 as root: install-deps.sh installs them (apt).
+  grep -qs '^ID=debian' /etc/os-release && grep -qs '^VERSION_ID="12"' /etc/os-release &&
+    [[ $(id -u) -eq 0 ]]
+}
+
+if [[ -f $bundle && $force_build -eq 0 ]]; then
+  mode=bundle
+elif can_build; then
+  mode=build
+else
+  die "no bundle at $bundle, and this machine cannot build ampc (it needs Debian 12's
+  llvm-19-dev, libonnx-dev, libprotobuf-dev, googletest, OpenBLAS, CLI11, nlohmann-json and
+  libzip, and /usr/local/cuda/bin/nvcc). On a Debian 12 machine with them, run
+  'bash tests/gpu/bundle.sh' first: it writes gpu-bundle/ampc-gpu.tar.xz. Bring the folder
+  gpu-bundle along (with the device tool: carry [\"gpu-bundle\"]) and run this again."
+fi
+
+if command -v nvidia-smi >/dev/null; then nvidia-smi || true; else echo "nvidia-smi: not installed here"; fi
+py=python3  # the one with torch: the GPU image's python3; Debian's /usr/bin/python3 here
+$py -c "import torch" 2>/dev/null || py=/usr/bin/python3
+
+if [[ $mode == bundle ]]; then
+  tmp=$(mktemp -d "${TMPDIR:-/tmp}/ampc-gpu.XXXXXX")
+  trap 'rm -rf "$tmp"' EXIT
+  stamp "unpacking $bundle ($(($(stat -c %s "$bundle") / 1048576)) MiB)"
+  tar -xJf "$bundle" -C "$tmp"
+  root=$tmp/ampc-gpu
+  [[ -f $root/MANIFEST ]] || die "$bundle holds no ampc-gpu/MANIFEST: not a tests/gpu/bundle.sh archive"
+  manifest() { sed -n "s/^$1=//p" "$root/MANIFEST"; }
+  sed -n '/^[a-z_]*=/p' "$root/MANIFEST" | grep -v '^bundled_libs=' | sed 's/^/  bundle: /'
+  [[ $(manifest cuda_arch) == "$arch" ]] ||
+    echo "note: the bundle holds sm_$(manifest cuda_arch) code; --arch $arch does not rebuild it"
+
+  # cuBLASLt and cuDNN are not in the bundle (over 1 GB): the machine's own, from wherever
+  # they are (the loader's cache, CUDA's folders, or torch's pip packages nvidia-cublas and
+  # nvidia-cudnn-cu13 under site-packages). cuDNN 9 loads its engine libraries at run time
+  # from the folder of libcudnn.so.9, so the folders go on LD_LIBRARY_PATH (for ampc's
+  # processes only, through the wrappers' AMPC_GPU_LD_PATH).
+  read -r -a cuda_libs <<<"$(manifest cuda_libs)"
+  mapfile -t cuda_dirs < <($py - "${cuda_libs[@]}" <<'EOF'
+import glob, os, site, sys
+roots = [p for p in sys.path if os.path.isdir(p)]
+try:
+    roots += site.getsitepackages()
+except AttributeError:
+    pass
+fixed = ["/usr/local/cuda/lib64", "/usr/local/cuda/lib", "/usr/local/cuda/targets/x86_64-linux/lib"]
+found = []
+for name in sys.argv[1:]:
+    hits = [d for d in fixed if os.path.exists(os.path.join(d, name))]
+    for r in roots:
+        for pat in ("nvidia/*/lib", "nvidia/*/*/lib", "nvidia/lib"):
+            hits += [os.path.dirname(f) for f in glob.glob(os.path.join(r, pat, name))]
+    if hits:  # else the loader's cache may still have it: the ldd check below says
+        found.append(os.path.realpath(hits[0]))
+for d in dict.fromkeys(found):
+    print(d)
+EOF
+  )
+  AMPC_GPU_LD_PATH=$(IFS=:; echo "${cuda_dirs[*]}")
+  export AMPC_GPU_LD_PATH
+  # The bundle's libstdc++ (lib/cxx) only where the machine's is older than the build's.
+  missing_libs() {
+    local exe
+    for exe in "$root"/libexec/*; do
+      LD_LIBRARY_PATH="$root/lib${AMPC_GPU_LD_PATH:+:$AMPC_GPU_LD_PATH}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+        ldd "$exe" 2>&1 | grep -E 'not found|error|too short' | sed "s|^|  $(basename "$exe"): |" || true
+    done
+  }
+  # (A test on the captured text: grep -q in a pipe could end ldd early, and pipefail would
+  # then read the pipe as failed.)
+  cxx_re='GLIBCXX|CXXABI|GCC_[0-9]|libstdc\+\+|libgcc_s'
+  if [[ $(missing_libs) =~ $cxx_re ]]; then
+    AMPC_GPU_LD_PATH="$root/lib/cxx${AMPC_GPU_LD_PATH:+:$AMPC_GPU_LD_PATH}"
+    echo "note: using the bundle's libstdc++ (this machine's lacks $(manifest glibcxx_needed))"
+  fi
+  miss=$(missing_libs)
+  [[ -z $miss ]] || die "libraries the bundle's executables need are not found here
+  (cuBLASLt and cuDNN come from this machine: pip packages nvidia-cublas, nvidia-cudnn-cu13,
+  or /usr/local/cuda/lib64):
+$miss"
+  stamp "libraries: bundle + ${AMPC_GPU_LD_PATH:-(none)}"
+  # cuDNN and cuBLASLt versions where they are pip packages (the bundle's MANIFEST says
+  # which cuDNN the build saw; cuDNN 9 keeps its API within the major version).
+  $py - <<'EOF' || true
+from importlib import metadata
+for d in ("nvidia-cudnn-cu13", "nvidia-cublas", "nvidia-cublas-cu13"):
+    try:
+        print(f"  pip: {d} {metadata.version(d)}")
+    except metadata.PackageNotFoundError:
+        pass
+EOF
+  bin=$root/bin
+  read -r -a gpu_tests <<<"$(manifest gpu_tests)"
+  work=$tmp/work
+  # cuda_plan_test reads models/*.onnx and models/data/*.npz from AMPC_SOURCE_DIR (exported
+  # below): this checkout, not the folder the bundle was built in.
+else
+  bash scripts/install-deps.sh
+  jobs=$(nproc)
+  cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc -DAMPC_CUDA_ARCHITECTURES="$arch" >/dev/null
+  # The gpu-labelled tests (tests/CMakeLists.txt), ampc and the benchmark's driver.
+  mapfile -t gpu_tests < <(sed -n 's/^ *ampc_add_test(\([A-Za-z0-9_]*\) gpu\/.*/\1/p' tests/CMakeLists.txt)
+  stamp "building ampc cuda_plan_bench ${gpu_tests[*]} with -j$jobs"
+  ninja -C build-gpu -j "$jobs" ampc cuda_plan_bench "${gpu_tests[@]}" >build-gpu/build.log 2>&1 ||
+    { tail -40 build-gpu/build.log; die "the build failed (build-gpu/build.log)"; }
+  stamp "built"
+  bin=$repo/build-gpu/bin-gpu
+  mkdir -p "$bin"
+  ln -sf ../tools/ampc/ampc "$bin/ampc"
+  for t in cuda_plan_bench "${gpu_tests[@]}"; do ln -sf "../tests/$t" "$bin/$t"; done
+  work=$repo/build-gpu
+fi
+export AMPC_SOURCE_DIR=$repo  # for tests that read it at run time
+
+# Each gtest executable as a whole (one process per executable, not CTest's one per case:
+# one CUDA context each, and no CTestTestfile with this build's absolute paths needed). The
+# timeouts are CTest's (tests/CMakeLists.txt: cuda_plan_test 900 s, the others 120 s).
+status=0
+mkdir -p "$work"
+log=$work/gtest-gpu.log
+: >"$log"
+for t in "${gpu_tests[@]}"; do
+  limit=120
+  [[ $t == cuda_plan_test ]] && limit=900
+  stamp "$t"
+  rc=0
+  (cd "$work" && timeout "$limit" "$bin/$t" --gtest_color=no) 2>&1 | tee -a "$log" || rc=$?
+  ((rc == 0)) || { echo "run.sh: $t failed (exit status $rc)"; status=1; }
+done
+# gtest's summary lines: "[  SKIPPED ] N tests, listed below:" (each executable's cases
+# skip with "skipped: no CUDA device" without a GPU).
+skips=$(sed -n 's/^\[  SKIPPED \] \([0-9]*\) tests\{0,1\}, listed below:.*/\1/p' "$log" |
+  awk '{n += $1} END {print n + 0}')
+stamp "gtests done (status $status)"
+if ((skips)) && grep -q "skipped: no CUDA device" "$log"; then
+  echo "note: $skips GPU test cases skipped: this machine has no CUDA device"
+elif ((skips)); then
+  echo "note: $skips GPU test cases skipped"
+fi
+
+if ((bench)); then
+  # Nothing is printed after the benchmark: its table is the last thing in the log.
+  stamp "benchmark (scripts/bench_gpu.py with $($py -c 'import torch; print("torch", torch.__version__)'))"
+  PYTHONUNBUFFERED=1 $py scripts/bench_gpu.py --ampc "$bin/ampc" --bench "$bin/cuda_plan_bench" \
+    --work "$work/bench" || status=1
+fi
+exit "$status"
