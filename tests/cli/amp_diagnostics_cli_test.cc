@@ -14,7 +14,6 @@
 #include <sys/wait.h>
 
 #include <cmath>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -28,33 +27,6 @@ int python(const std::string& args) {
   const int status = std::system(("/usr/bin/python3 " + args).c_str());
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
-
-constexpr const char* kMakeUnderflowModel = R"(
-import sys, os, numpy as np, onnx
-from onnx import helper as h, TensorProto as T, numpy_helper as nh
-d = sys.argv[1]
-rng = np.random.default_rng(0)
-w0 = (rng.standard_normal((16, 4)) * 0.1).astype(np.float32)
-nodes = [
-    h.make_node("MatMul", ["x", "w"], ["y"], name="linear"),
-    h.make_node("Sub", ["y", "t"], ["diff"], name="residual"),
-    h.make_node("Mul", ["diff", "diff"], ["sq"], name="square"),
-    h.make_node("ReduceMean", ["sq"], ["mse"], name="mean", keepdims=0),
-    h.make_node("Constant", [], ["tiny"], name="tiny_factor",
-                value=nh.from_array(np.array(1e-7, np.float32))),
-    h.make_node("Mul", ["mse", "tiny"], ["loss"], name="tiny_loss"),
-]
-g = h.make_graph(nodes, "underflow",
-                 [h.make_tensor_value_info("x", T.FLOAT, [32, 16]),
-                  h.make_tensor_value_info("t", T.FLOAT, [32, 4])],
-                 [h.make_tensor_value_info("loss", T.FLOAT, [])],
-                 [nh.from_array(w0, "w")])
-m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
-onnx.save(m, os.path.join(d, "underflow.onnx"))
-x = rng.standard_normal((512, 16)).astype(np.float32)
-w_true = rng.standard_normal((16, 4)).astype(np.float32)
-np.savez(os.path.join(d, "underflow.npz"), x=x, t=(x @ w_true).astype(np.float32))
-)";
 
 // Checks an SVG document with Python's XML parser: root <svg>, at least `polylines`
 // polylines, and `points` points in the first one when >= 0.
@@ -128,8 +100,9 @@ TEST(GradStats, RefusedWhereTheyCannotApply) {
 class UnderflowReport : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::ofstream(dir_ / "make.py") << kMakeUnderflowModel;
-    ASSERT_EQ(python("'" + (dir_ / "make.py").string() + "' '" + dir_.path().string() + "'"), 0);
+    ASSERT_EQ(python("'" AMPC_SOURCE_DIR "/tests/cli/make_underflow_model.py' '" +
+                     dir_.path().string() + "'"),
+              0);
   }
   std::vector<double> train(const std::string& tag, const std::vector<std::string>& extra) {
     std::vector<std::string> args = {"train",       (dir_ / "underflow.onnx").string(),
