@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake ninja-build pkg-config
+  build-essential cmake ninja-build pkg-config ccache
   libprotobuf-dev protobuf-compiler libonnx-dev libonnx-testdata
   libopenblas-dev libgtest-dev googletest
   nlohmann-json3-dev libcli11-dev libzip-dev
