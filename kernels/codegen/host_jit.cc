@@ -1,22 +1,22 @@
-// The host back end: a plan's kernels in one module, optimised for this CPU (O2, vectorised)
-// and compiled once through ORC LLJIT. The C library's math functions are resolved from the
-// process, so they are the very ones the CPU ops call.
+// The host back end: a plan's kernels, optimised for this CPU (O2, vectorised), compiled to
+// object code on joined threads and linked into the process through ORC LLJIT. The C library's math
+// functions are resolved from the process, so they are the very ones the CPU ops call.
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
-#include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
 #include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/LegacyPassManager.h>
 #include <llvm/IR/Module.h>
+#include <llvm/Support/SmallVectorMemoryBuffer.h>
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
 
-#include <algorithm>
-#include <thread>
 #include <unordered_map>
 
 #include "base/error.h"
 #include "kernels/codegen/codegen.h"
 #include "kernels/codegen/ir_builder.h"
+#include "kernels/codegen/parallel_compile.h"
 
 namespace ampc::kernels::codegen {
 namespace {
@@ -40,6 +40,39 @@ llvm::orc::JITTargetMachineBuilder host_machine_builder() {
   return jtmb;
 }
 
+// Kernel names may be anything (even "exp"): the objects' symbols are numbered instead.
+std::string symbol_of(size_t kernel) {
+  return "ampc_kernel_" + std::to_string(kernel);
+}
+
+// One object file of host code for the kernels kernels[first], kernels[first + stride], ...,
+// each under the symbol symbol_of(i): built, optimised and compiled to machine code with a
+// context and a target machine of this call's own (neither may be shared between threads).
+std::unique_ptr<llvm::MemoryBuffer> compile_chunk(const std::vector<const KernelDef*>& kernels,
+                                                  size_t first, size_t stride,
+                                                  const llvm::orc::JITTargetMachineBuilder& jtmb,
+                                                  const llvm::DataLayout& layout) {
+  auto builder = jtmb;
+  auto machine = take(builder.createTargetMachine(), "LLVM host target");
+  llvm::LLVMContext context;
+  llvm::Module module("ampc_host_kernels", context);
+  module.setDataLayout(layout);
+  module.setTargetTriple(jtmb.getTargetTriple().str());
+  for (size_t i = first; i < kernels.size(); i += stride) {
+    add_kernel(module, *kernels[i], symbol_of(i), Target::kHost);
+  }
+  optimize_module(module, *machine, 2);
+  llvm::SmallVector<char, 0> object;
+  llvm::raw_svector_ostream out(object);
+  llvm::legacy::PassManager passes;
+  if (machine->addPassesToEmitFile(passes, out, nullptr, llvm::CodeGenFileType::ObjectFile)) {
+    throw Error("the host back end cannot emit object code");
+  }
+  passes.run(module);
+  return std::make_unique<llvm::SmallVectorMemoryBuffer>(std::move(object), "ampc_host_kernels",
+                                                         /*RequiresNullTerminator=*/false);
+}
+
 }  // namespace
 
 struct HostKernels::Impl {
@@ -50,67 +83,43 @@ struct HostKernels::Impl {
 HostKernels::HostKernels(const std::vector<const KernelDef*>& kernels)
     : impl_(std::make_unique<Impl>()) {
   if (kernels.empty()) return;
-  // The kernels go into `chunks` modules, optimised and compiled in parallel by the JIT's
-  // compile threads (one module per thread; each has its own LLVMContext).
-  const size_t threads = std::max(1u, std::min(16u, std::thread::hardware_concurrency()));
-  const size_t chunks = std::min(kernels.size(), threads);
+  for (const KernelDef* kernel : kernels) {
+    if (!impl_->entries.emplace(kernel->name(), nullptr).second) {
+      throw Error("two kernels are named '" + kernel->name() + "'");
+    }
+  }
+  // The JIT only links: it has no compile threads of its own, so it starts no thread and
+  // every task it runs, runs on this one. The kernels go into `chunks` modules that are
+  // optimised and compiled to object code in parallel by parallel_compile, whose threads are
+  // joined before it returns.
   auto jtmb = host_machine_builder();
-  impl_->jit = take(llvm::orc::LLJITBuilder()
-                        .setJITTargetMachineBuilder(jtmb)
-                        .setNumCompileThreads(chunks > 1 ? static_cast<unsigned>(chunks) : 0)
-                        .create(),
-                    "LLVM JIT");
+  impl_->jit =
+      take(llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(jtmb).create(), "LLVM JIT");
   llvm::orc::LLJIT& jit = *impl_->jit;
-  // The session reports errors of its worker threads here instead of printing them: those
-  // of compilation surface through the lookup below anyway, and those of the teardown (a
-  // resource tracker of a finished module going away while a worker winds down, when the
-  // process exits right after loading a plan) say nothing about the kernels.
-  jit.getExecutionSession().setErrorReporter(
-      [](llvm::Error error) { llvm::consumeError(std::move(error)); });
-  // Optimisation runs as the JIT's IR transform, on the thread compiling the module, with a
-  // target machine of its own (TargetMachine is not safe to share between threads).
-  jit.getIRTransformLayer().setTransform(
-      [jtmb](llvm::orc::ThreadSafeModule tsm, const llvm::orc::MaterializationResponsibility&)
-          -> llvm::Expected<llvm::orc::ThreadSafeModule> {
-        auto builder = jtmb;
-        auto machine = builder.createTargetMachine();
-        if (!machine) return machine.takeError();
-        tsm.withModuleDo([&](llvm::Module& m) { optimize_module(m, **machine, 2); });
-        return tsm;
-      });
   jit.getMainJITDylib().addGenerator(
       take(llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(
                jit.getDataLayout().getGlobalPrefix()),
            "LLVM process symbols"));
-  // Kernel names may be anything (even "exp"): the modules' symbols are numbered instead.
+  const size_t chunks = compile_threads(kernels.size());
+  std::vector<std::unique_ptr<llvm::MemoryBuffer>> objects(chunks);
+  parallel_compile(chunks, [&](size_t, size_t c) {
+    objects[c] = compile_chunk(kernels, c, chunks, jtmb, jit.getDataLayout());
+  });
+  for (auto& object : objects) check(jit.addObjectFile(std::move(object)), "LLVM JIT");
+  // One lookup of every entry links the objects.
   llvm::orc::SymbolLookupSet lookup;
-  std::vector<std::pair<std::string, llvm::orc::SymbolStringPtr>> symbols;
-  const std::string triple = jtmb.getTargetTriple().str();
-  for (size_t c = 0; c < chunks; ++c) {
-    auto context = std::make_unique<llvm::LLVMContext>();
-    auto module = std::make_unique<llvm::Module>("ampc_host_kernels", *context);
-    module->setDataLayout(jit.getDataLayout());
-    module->setTargetTriple(triple);
-    for (size_t i = c; i < kernels.size(); i += chunks) {
-      const std::string& name = kernels[i]->name();
-      if (!impl_->entries.emplace(name, nullptr).second) {
-        throw Error("two kernels are named '" + name + "'");
-      }
-      const std::string symbol = "ampc_kernel_" + std::to_string(i);
-      add_kernel(*module, *kernels[i], symbol, Target::kHost);
-      symbols.emplace_back(name, jit.mangleAndIntern(symbol));
-      lookup.add(symbols.back().second);
-    }
-    check(jit.addIRModule(llvm::orc::ThreadSafeModule(std::move(module), std::move(context))),
-          "LLVM JIT");
+  std::vector<llvm::orc::SymbolStringPtr> symbols;
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    symbols.push_back(jit.mangleAndIntern(symbol_of(i)));
+    lookup.add(symbols.back());
   }
-  // One lookup of every entry: the modules compile concurrently.
   const auto found =
       take(jit.getExecutionSession().lookup(
                llvm::orc::makeJITDylibSearchOrder(&jit.getMainJITDylib()), std::move(lookup)),
-           "LLVM JIT compilation");
-  for (const auto& [name, symbol] : symbols) {
-    impl_->entries[name] = found.lookup(symbol).getAddress().toPtr<HostKernelFn>();
+           "LLVM JIT link");
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    impl_->entries[kernels[i]->name()] =
+        found.lookup(symbols[i]).getAddress().toPtr<HostKernelFn>();
   }
 }
 

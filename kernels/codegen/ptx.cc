@@ -13,14 +13,12 @@
 #include <llvm/Target/TargetOptions.h>
 
 #include <algorithm>
-#include <atomic>
-#include <exception>
 #include <memory>
-#include <thread>
 
 #include "base/error.h"
 #include "kernels/codegen/codegen.h"
 #include "kernels/codegen/ir_builder.h"
+#include "kernels/codegen/parallel_compile.h"
 
 namespace ampc::kernels::codegen {
 namespace {
@@ -119,27 +117,12 @@ std::vector<TargetCode> emit_ptx_all(const std::vector<const KernelDef*>& kernel
   std::vector<TargetCode> codes(kernels.size());
   if (kernels.empty()) return codes;
   libdevice();  // read once, before the threads share it (and fail early without it)
-  const size_t threads = std::min<size_t>(
-      kernels.size(), std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 16));
-  std::atomic<size_t> next{0};
-  std::vector<std::exception_ptr> errors(threads);
-  auto work = [&](size_t t) {
-    try {
-      auto machine = nvptx_machine(sm);  // a TargetMachine is not shared across threads
-      for (size_t i = next++; i < kernels.size(); i = next++)
-        codes[i] = emit_with(*kernels[i], sm, *machine);
-    } catch (...) {
-      errors[t] = std::current_exception();
-      next = kernels.size();
-    }
-  };
-  std::vector<std::thread> pool;
-  for (size_t t = 1; t < threads; ++t) pool.emplace_back(work, t);
-  work(0);
-  for (auto& th : pool) th.join();
-  for (const auto& e : errors) {
-    if (e) std::rethrow_exception(e);
-  }
+  // One TargetMachine per worker: a TargetMachine is not shared across threads.
+  std::vector<std::unique_ptr<llvm::TargetMachine>> machines(compile_threads(kernels.size()));
+  parallel_compile(kernels.size(), [&](size_t worker, size_t i) {
+    if (!machines[worker]) machines[worker] = nvptx_machine(sm);
+    codes[i] = emit_with(*kernels[i], sm, *machines[worker]);
+  });
   return codes;
 }
 
