@@ -7,7 +7,7 @@
 #include "tools/ampc/omp_wait_policy.h"
 
 int main(int argc, char** argv) {
-  ampc::cli::ensure_passive_omp_wait(argv);
+  ampc::cli::ensure_passive_omp_wait(argc, argv);
   CLI::App app{"ampc: ahead-of-time mixed-precision compiler and trainer for ONNX models"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("ampc 0.1.0"));

@@ -8,8 +8,11 @@
 
 namespace ampc::cli {
 
-// When OMP_WAIT_POLICY is unset: sets it to "passive" and re-executes this program with
-// the same arguments (it returns only if that fails, and then ampc runs on unchanged).
-void ensure_passive_omp_wait(char** argv);
+// When OMP_WAIT_POLICY is unset and the command runs training or inference steps (`train`,
+// `run`, `bench`): sets it to "passive" and re-executes this program with the same arguments
+// (it returns only if that fails, and then ampc runs on unchanged). Other commands (compile,
+// inspect, report, --version) start once: the re-execution would double their start-up time
+// and they spend no time in parallel regions worth the difference.
+void ensure_passive_omp_wait(int argc, char** argv);
 
 }  // namespace ampc::cli
