@@ -5,7 +5,9 @@
 #   bash scripts/sanitize.sh thread  [ctest arguments...]   # TSan, build-tsan/
 #
 # Without ctest arguments the whole suite runs (-j of the core count); with them, only what
-# they select (e.g. `-R TrainTest` or `-L unit`). JOBS=N sets the build and test parallelism.
+# they select (e.g. `-R TrainTest` or `-L unit`). JOBS=N sets the build and test parallelism;
+# TARGETS="t1 t2" builds only those targets (e.g. TARGETS=codegen_threads_test with
+# -R codegen_threads).
 # Any report fails the test that caused it: errors are not recoverable
 # (-fno-sanitize-recover=all) and every report exits non-zero.
 # The CUDA backend is left out (AMPC_ENABLE_CUDA=OFF): nvcc's host code is not instrumented
@@ -37,7 +39,10 @@ cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAMPC_ENABLE_CU
   "${launcher[@]}" \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 $flags" \
   -DCMAKE_EXE_LINKER_FLAGS="$flags" -DCMAKE_SHARED_LINKER_FLAGS="$flags" >/dev/null
-cmake --build "$dir" -j "${JOBS:-$(nproc)}"
+# TARGETS="a b" builds only those targets (with the ctest arguments that select their tests).
+targets=()
+for t in ${TARGETS:-}; do targets+=(--target "$t"); done
+cmake --build "$dir" -j "${JOBS:-$(nproc)}" "${targets[@]}"
 
 supp=$PWD/scripts/sanitizer
 # Reports end the process with status 1 (never a silent log line); stacks are symbolized.
@@ -49,8 +54,8 @@ if [[ $mode == thread ]]; then
   # libgomp and OpenBLAS are not built with TSan: the synchronization of their thread teams
   # (futexes and spin loops inside the libraries) is invisible to it, and every parallel
   # loop would be reported as a race. With one OpenMP and one OpenBLAS thread those teams
-  # do not exist; what TSan checks is ampc's own threads (the executor's thread pool, the
-  # JIT compile pool, data loading). See scripts/sanitizer/README.md.
+  # do not exist; what TSan checks is ampc's own threads (the code generator's compile
+  # threads, kernels/codegen/parallel_compile.h, and the code that calls kernels from several). See scripts/sanitizer/README.md.
   export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 fi
 args=("$@")
