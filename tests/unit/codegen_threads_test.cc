@@ -1,9 +1,10 @@
 // The code generator's threads: parallel_compile joins every worker before it returns (also when
 // a task throws), host kernels compiled on those threads give the same results as one compiled
 // alone, and compiled entries may be called from many threads at once. Built normally in the
-// suite and, to find data races, under ThreadSanitizer: scripts/sanitize.sh thread -R
-// codegen_threads (a worker that outlived its work, as the JIT's detached compile threads once
-// did, shows up there and in `ampc` runs pinned to one core: tests/cli/exit_stability_test.cc).
+// suite and, to find data races, under ThreadSanitizer: TARGETS=codegen_threads_test
+// scripts/sanitize.sh thread -R CodegenThreads (a worker that outlived its work, as the JIT's
+// detached compile threads once did, shows up there and in `ampc` runs pinned to one core:
+// tests/cli/exit_stability_test.cc).
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -23,14 +24,14 @@ namespace {
 
 using namespace cgtest;  // NOLINT: the kernel builders
 
-TEST(ParallelCompile, RunsEveryTaskOnceAndJoins) {
+TEST(CodegenThreadsPool, RunsEveryTaskOnceAndJoins) {
   constexpr size_t kTasks = 100;
   std::vector<std::atomic<int>> runs(kTasks);
   parallel_compile(kTasks, [&](size_t, size_t task) { ++runs[task]; });
   for (size_t i = 0; i < kTasks; ++i) EXPECT_EQ(runs[i].load(), 1) << i;
 }
 
-TEST(ParallelCompile, RethrowsAfterJoiningAndStopsTakingTasks) {
+TEST(CodegenThreadsPool, RethrowsAfterJoiningAndStopsTakingTasks) {
   std::atomic<int> started{0};
   std::atomic<int> finished{0};
   EXPECT_THROW(parallel_compile(1000,
@@ -65,7 +66,7 @@ size_t thread_count() {
   return n;
 }
 
-TEST(HostKernels, LeavesNoThreadBehind) {
+TEST(CodegenThreadsHost, LeavesNoThreadBehind) {
   std::vector<KernelDef> defs;
   for (int k = 0; k < 16; ++k) defs.push_back(scaled_kernel(k));
   std::vector<const KernelDef*> pointers;
@@ -76,7 +77,7 @@ TEST(HostKernels, LeavesNoThreadBehind) {
   EXPECT_NE(host.find("scale_15"), nullptr);
 }
 
-TEST(HostKernels, CompiledOnWorkerThreadsAndCalledFromMany) {
+TEST(CodegenThreadsHost, CompiledOnWorkerThreadsAndCalledFromMany) {
   constexpr int kKernels = 24;
   std::vector<KernelDef> defs;
   for (int k = 0; k < kKernels; ++k) defs.push_back(scaled_kernel(k));
@@ -109,7 +110,7 @@ TEST(HostKernels, CompiledOnWorkerThreadsAndCalledFromMany) {
   }
 }
 
-TEST(PtxKernels, EmittedOnWorkerThreads) {
+TEST(CodegenThreadsPtx, EmittedOnWorkerThreads) {
   std::vector<KernelDef> defs;
   for (int k = 0; k < 8; ++k) defs.push_back(scaled_kernel(k));
   std::vector<const KernelDef*> pointers;
