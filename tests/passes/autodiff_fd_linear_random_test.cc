@@ -4,6 +4,7 @@
 // every shape that broadcasts to the output.
 #include <gtest/gtest.h>
 
+#include "passes/autodiff/autodiff.h"
 #include "tests/passes/fd_check.h"
 
 namespace ampc {

@@ -89,6 +89,11 @@ TEST_P(CudaPlanLoad, EveryStepHasABuilderThatAcceptsIt) {
   EXPECT_GT(built, 0);
   EXPECT_GT(library, 0);
   for (const auto& k : p.kernels()) EXPECT_NE(rt::cuda::pick_code(k, 90), nullptr) << k.name();
+  // autocast writes a bf16 Conv as ampc.Conv, which must be among the steps built above.
+  int ampc_conv = 0;
+  for (const auto& s : p.steps()) ampc_conv += s.domain() == "ampc" && s.op() == "Conv";
+  const Case& c = GetParam();
+  EXPECT_EQ(ampc_conv > 0, c.model == "cnn" && c.precision == passes::Precision::kBF16);
   // The cuDNN handle only for plans with convolutions.
   EXPECT_EQ(rt::cuda::plan_needs_cudnn(p), GetParam().model == "cnn");
 }
@@ -132,20 +137,21 @@ TEST(CudaPlanLoadErrors, RefusesPlansWithoutAStaticMemoryPlan) {
 // GEMM's B operand over its rows: folded as BGRADB on a MatMul, not next to a Gemm's C (which
 // the backend could not run with it).
 TEST(CudaGemmEpilogue, PassFoldsBiasGradOnlyWhereTheBackendAcceptsIt) {
+  using Dims = std::vector<int64_t>;
   for (bool with_c : {false, true}) {
     ir::Model m;
     m.opsets = {{"", 17}};
     ir::Graph& g = *m.graph;
-    const ir::TensorType a_t{DType::kFloat16, {4, 3}}, b_t{DType::kFloat16, {3, 5}};
+    const ir::TensorType a_t{DType::kFloat16, Dims{4, 3}}, b_t{DType::kFloat16, Dims{3, 5}};
     ir::Value* a = g.add_value("a", a_t);
     ir::Value* b = g.add_value("b", b_t);
-    ir::Value* c = g.add_value("c", {DType::kFloat16, {5}});
+    ir::Value* c = g.add_value("c", {DType::kFloat16, Dims{5}});
     g.inputs = {a, b, c};
     passes::autodiff::GradBuilder gb(g, "t");
-    ir::Value* y = with_c ? gb.op("Gemm", {a, b, c}, {DType::kFloat16, {4, 5}})
-                          : gb.op("MatMul", {a, b}, {DType::kFloat16, {4, 5}});
+    ir::Value* y = with_c ? gb.op("Gemm", {a, b, c}, {DType::kFloat16, Dims{4, 5}})
+                          : gb.op("MatMul", {a, b}, {DType::kFloat16, Dims{4, 5}});
     ir::Value* axes = gb.ints({0});
-    ir::Value* db = gb.op("ReduceSum", {b, axes}, {DType::kFloat16, {5}},
+    ir::Value* db = gb.op("ReduceSum", {b, axes}, {DType::kFloat16, Dims{5}},
                           passes::autodiff::attrs(ir::Attribute::make_int("keepdims", 0)));
     g.outputs = {y, db};
     const auto folds = passes::find_gemm_folds(m);
@@ -331,8 +337,9 @@ TEST(CudaSyncDebug, SwitchAndStepNames) {
     const auto& s = p.steps(i);
     const std::string d = rt::cuda::describe_step(p, i);
     EXPECT_NE(d.find("step " + std::to_string(i) + " "), std::string::npos) << d;
-    if (s.source_nodes_size())
+    if (s.source_nodes_size()) {
       EXPECT_NE(d.find("ONNX node '" + s.source_nodes(0) + "'"), std::string::npos) << d;
+    }
     EXPECT_NE(d.find("op " + (s.domain().empty() ? "" : s.domain() + ".") + s.op()),
               std::string::npos)
         << d;
