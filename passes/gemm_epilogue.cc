@@ -4,6 +4,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "runtime/plan/gemm_rules.h"
+
 namespace ampc::passes {
 namespace {
 
@@ -172,11 +174,13 @@ class Finder {
         !reduces_rows(r))
       return nullptr;
     const Value* s = r.outputs[0];
-    if (s->type.dtype != d->type.dtype) return nullptr;
     for (const ir::Use& u : d->uses) {
       const Node& m = *u.node;
       if (u.input_index != 1 || !is_gemm_call(m) || m.outputs.size() != 1) continue;
-      if (int_attr(m, "transB", 0) != 0) continue;
+      const bool has_c = m.inputs.size() > 2 && m.inputs[2] != nullptr;
+      if (!plan::bias_grad_b_foldable(d->type.dtype, s->type.dtype, ds->size(),
+                                      int_attr(m, "transB", 0) != 0, has_c))
+        continue;
       if (std::find(plain_.begin(), plain_.end(), &m) == plain_.end()) continue;
       bool ordered = true;
       for (const ir::Use& su : s->uses) ordered &= position_.at(su.node) > position_.at(&m);

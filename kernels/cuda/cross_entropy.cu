@@ -26,6 +26,7 @@ struct CeArgs {
   void* loss;   // element type T
   float* ws_loss;
   float* ws_weight;
+  int32_t* bad_label;  // set to 1 when a label is out of range (may be null)
 };
 
 // The position's loss from its log-softmax statistics (one thread).
@@ -44,6 +45,7 @@ __device__ void finish_position(const CeArgs& a, int64_t pos, const T* scores, f
       break;
     default:
       loss = sh::quiet_nan();
+      if (a.bad_label) *a.bad_label = 1;
   }
   if (a.reduce) {
     a.ws_loss[pos] = loss;
@@ -168,7 +170,8 @@ size_t softmax_cross_entropy_workspace_bytes(int64_t n, int64_t, int64_t d, CeRe
 void softmax_cross_entropy(DType dtype, const void* scores, DType label_dtype, const void* labels,
                            int64_t n, int64_t c, int64_t d, DType weight_dtype, const void* weight,
                            bool has_ignore_index, int64_t ignore_index, CeReduction reduction,
-                           void* loss, void* log_prob, void* workspace, cudaStream_t stream) {
+                           void* loss, void* log_prob, void* workspace, cudaStream_t stream,
+                           int32_t* bad_label) {
   if (weight) sh::dispatch_float_types(weight_dtype, "softmax_cross_entropy weight", [](auto) {});
   sh::dispatch_label_types(label_dtype, "softmax_cross_entropy labels", [](auto) {});
   sh::dispatch_float_types(dtype, "softmax_cross_entropy scores", [&](auto tag) {
@@ -187,7 +190,8 @@ void softmax_cross_entropy(DType dtype, const void* scores, DType label_dtype, c
                    reduce,
                    loss,
                    reduce ? ws : nullptr,
-                   reduce ? ws + n * d : nullptr};
+                   reduce ? ws + n * d : nullptr,
+                   bad_label};
     launch(static_cast<const T*>(scores), static_cast<T*>(log_prob), a, reduction, stream);
   });
 }

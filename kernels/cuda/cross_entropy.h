@@ -25,10 +25,13 @@ size_t softmax_cross_entropy_workspace_bytes(int64_t n, int64_t c, int64_t d,
 // weight: null or c values of `weight_dtype` (f32, f16, bf16); log_prob: null when not wanted,
 // never aliasing scores.
 // A label outside [0, c) that is not ignored gives a NaN loss there (the CPU op throws; a
-// device kernel cannot), so the sum and mean are NaN. workspace: see *_workspace_bytes.
+// device kernel cannot), so the sum and mean are NaN, and sets *bad_label (a device int32)
+// to 1 when bad_label is not null, for the runtime to report. workspace: see
+// *_workspace_bytes.
 void softmax_cross_entropy(DType dtype, const void* scores, DType label_dtype, const void* labels,
                            int64_t n, int64_t c, int64_t d, DType weight_dtype, const void* weight,
                            bool has_ignore_index, int64_t ignore_index, CeReduction reduction,
-                           void* loss, void* log_prob, void* workspace, cudaStream_t stream);
+                           void* loss, void* log_prob, void* workspace, cudaStream_t stream,
+                           int32_t* bad_label = nullptr);
 
 }  // namespace ampc::kernels::cuda

@@ -4,7 +4,10 @@
 //   partial accumulators a warp then combines in order;
 // - columns (inner > 1, e.g. [B*T, N] -> [N]): a thread per output column and piece of the
 //   rows walks its rows in order, loads coalesced across the columns; pieces combined in order;
-// - general (several reduced groups): a warp or block per output over the reduced elements.
+// - channels ([N, C, S] over N and S, reduce_math.h's channel_reduce): the rows kernel's
+//   partials of the N * C rows, then a thread per channel combines them in order;
+// - general (other sets of several reduced groups): a warp or block per output over the
+//   reduced elements.
 #include "kernels/cuda/reduce.h"
 
 #include <string>
@@ -24,11 +27,12 @@ struct Combine {
   __device__ float operator()(float a, float b) const { return sh::reduce_combine(k, a, b); }
 };
 
-// Rows: work item (o, s) = row o, piece s; the result (segments == 1) or the partial (to ws).
+// Rows: work item (o, s) = row o, piece s; the result (segments == 1 and not `partial`) or
+// the partial (to ws).
 template <typename T, int kThreads>
 __global__ void __launch_bounds__(sh::block_threads(kThreads))
     reduce_rows(ReduceKind k, const T* x, T* y, float* ws, int64_t outer, int64_t n,
-                sh::SegmentPlan seg) {
+                sh::SegmentPlan seg, bool partial) {
   __shared__ float smem[sh::kWarpSize];
   constexpr int kRows = kThreads == sh::kWarpSize ? sh::kRowsPerWarpBlock : 1;
   const int64_t item = static_cast<int64_t>(blockIdx.x) * kRows + threadIdx.x / kThreads;
@@ -42,7 +46,7 @@ __global__ void __launch_bounds__(sh::block_threads(kThreads))
                          [k](float acc, float v) { return sh::reduce_accumulate(k, acc, v); });
   a = sh::block_tree(a, kThreads, smem, Combine{k});
   if (threadIdx.x % kThreads != 0) return;
-  if (seg.segments == 1) {
+  if (seg.segments == 1 && !partial) {
     sh::store_f(y, o, sh::reduce_finish(k, a, n));
   } else {
     ws[item] = a;
@@ -94,6 +98,21 @@ __global__ void combine_columns(ReduceKind k, const float* ws, T* y, int64_t out
   sh::store_f(y, id, sh::reduce_finish(k, a, n));
 }
 
+// Channels: a thread per channel folds the partials ws[(i * c + ch) * pieces + p] in the order
+// i, p and finishes over the n * s elements.
+template <typename T>
+__global__ void combine_channels(ReduceKind k, const float* ws, T* y, sh::ChannelReduce ch) {
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (c >= ch.c) return;
+  const int64_t pieces = ch.seg.segments;
+  float a = sh::reduce_init(k);
+  for (int64_t i = 0; i < ch.n; ++i) {
+    const float* row = ws + (i * ch.c + c) * pieces;
+    for (int64_t p = 0; p < pieces; ++p) a = sh::reduce_combine(k, a, row[p]);
+  }
+  sh::store_f(y, c, sh::reduce_finish(k, a, ch.n * ch.s));
+}
+
 // General: output o over its g.n reduced elements, the row partition with vector width 1.
 template <typename T, int kThreads>
 __global__ void __launch_bounds__(sh::block_threads(kThreads))
@@ -127,6 +146,15 @@ __global__ void __launch_bounds__(sh::block_threads(kThreads))
 template <typename T>
 void launch(ReduceKind k, const T* x, T* y, const sh::ReduceShape& s, float* ws,
             cudaStream_t stream) {
+  if (const sh::ChannelReduce ch = sh::channel_reduce(s); ch.ok) {
+    AMPC_ROW_LAUNCH(reduce_rows, T, sh::row_plan(ch.s).threads, sh::channel_partials(ch), stream, k,
+                    x, y, ws, ch.n * ch.c, ch.s, ch.seg, true);
+    sh::check_launch("reduce");
+    combine_channels<T><<<sh::grid_of(sh::ceil_div(ch.c, sh::kColumnThreads), "reduce"),
+                          sh::kColumnThreads, 0, stream>>>(k, ws, y, ch);
+    sh::check_launch("reduce");
+    return;
+  }
   if (s.general) {
     const sh::StridedReduce g = sh::strided_reduce(s);
     if (g.outputs == 0) return;
@@ -138,7 +166,7 @@ void launch(ReduceKind k, const T* x, T* y, const sh::ReduceShape& s, float* ws,
   const sh::SegmentPlan seg = sh::segment_plan(s.outer, s.n, s.inner);
   if (s.inner == 1) {
     AMPC_ROW_LAUNCH(reduce_rows, T, sh::row_plan(s.n).threads, s.outer * seg.segments, stream, k, x,
-                    y, ws, s.outer, s.n, seg);
+                    y, ws, s.outer, s.n, seg, false);
     sh::check_launch("reduce");
     if (seg.segments == 1) return;
     combine_rows<T>
@@ -169,6 +197,8 @@ sh::ReduceShape checked_shape(int rank, const int64_t* dims, const bool* reduced
 
 size_t reduce_workspace_bytes(ReduceOp, DType, int rank, const int64_t* dims, const bool* reduced) {
   const sh::ReduceShape s = checked_shape(rank, dims, reduced);
+  if (const sh::ChannelReduce ch = sh::channel_reduce(s); ch.ok)
+    return static_cast<size_t>(sh::channel_partials(ch)) * 4;
   if (s.general) return 0;
   const sh::SegmentPlan seg = sh::segment_plan(s.outer, s.n, s.inner);
   return seg.segments == 1 ? 0 : static_cast<size_t>(s.outer * seg.segments * s.inner) * 4;

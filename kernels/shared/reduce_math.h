@@ -183,4 +183,31 @@ AMPC_HD SegmentPlan segment_plan(int64_t outer, int64_t n, int64_t inner) {
   return {ceil_div(n, len) > 0 ? ceil_div(n, len) : 1, len};
 }
 
+// Per-channel reductions: [N, C, S] over N and S (after merging; the conv bias gradient,
+// BatchNorm's gradient sums over N, H, W). Rather than reduce_general's one block per channel
+// (C blocks of N * S elements walked with a stride), rows x columns: the N * C rows of S
+// contiguous elements reduce as the row kernel reduces them (segment_plan's pieces, the row
+// partition), every piece's partial accumulator to the workspace ([N, C, pieces]); then a
+// thread per channel combines its N * pieces partials in that order and finishes.
+struct ChannelReduce {
+  bool ok;  // the shape is [N, C, S] reduced over N and S, none of them empty
+  int64_t n, c, s;
+  SegmentPlan seg;  // of the rows: segment_plan(n * c, s, 1)
+};
+AMPC_HD ChannelReduce channel_reduce(const ReduceShape& r) {
+  ChannelReduce ch{};
+  ch.ok = r.general && r.rank == 3 && r.reduced[0] && !r.reduced[1] && r.reduced[2] &&
+          r.dims[0] > 0 && r.dims[1] > 0 && r.dims[2] > 0;
+  if (!ch.ok) return ch;
+  ch.n = r.dims[0];
+  ch.c = r.dims[1];
+  ch.s = r.dims[2];
+  ch.seg = segment_plan(ch.n * ch.c, ch.s, 1);
+  return ch;
+}
+// Workspace floats of a channel reduction: a partial per row and piece.
+AMPC_HD int64_t channel_partials(const ChannelReduce& ch) {
+  return ch.n * ch.c * ch.seg.segments;
+}
+
 }  // namespace ampc::kernels::shared

@@ -94,13 +94,18 @@ size_t softmax_cross_entropy_workspace_bytes(int64_t n, int64_t, int64_t d, CeRe
 void softmax_cross_entropy(DType dtype, const void* scores, DType label_dtype, const void* labels,
                            int64_t n, int64_t c, int64_t d, DType weight_dtype, const void* weight,
                            bool has_ignore_index, int64_t ignore_index, CeReduction reduction,
-                           void* loss, void* log_prob, void* workspace) {
+                           void* loss, void* log_prob, void* workspace, int32_t* bad_label) {
   sh::dispatch_float_types(dtype, "softmax_cross_entropy scores", [&](auto xt) {
     sh::dispatch_label_types(label_dtype, "softmax_cross_entropy labels", [&](auto lt) {
+      using L = decltype(lt);
+      // The kernel's flag: set by any position whose label is out of range.
+      for (int64_t p = 0; bad_label && p < n * d; ++p) {
+        const auto label = static_cast<int64_t>(static_cast<const L*>(labels)[p]);
+        if (sh::label_status(label, c, has_ignore_index, ignore_index) == 2) *bad_label = 1;
+      }
       sh::dispatch_float_types(
           weight ? weight_dtype : dtype, "softmax_cross_entropy weight", [&](auto wt) {
             using T = decltype(xt);
-            using L = decltype(lt);
             using W = decltype(wt);
             run(static_cast<const T*>(scores), static_cast<const L*>(labels), n, c, d,
                 static_cast<const W*>(weight), has_ignore_index, ignore_index, reduction,

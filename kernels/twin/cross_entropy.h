@@ -19,6 +19,7 @@ size_t softmax_cross_entropy_workspace_bytes(int64_t n, int64_t c, int64_t d,
 void softmax_cross_entropy(DType dtype, const void* scores, DType label_dtype, const void* labels,
                            int64_t n, int64_t c, int64_t d, DType weight_dtype, const void* weight,
                            bool has_ignore_index, int64_t ignore_index, CeReduction reduction,
-                           void* loss, void* log_prob, void* workspace);
+                           void* loss, void* log_prob, void* workspace,
+                           int32_t* bad_label = nullptr);
 
 }  // namespace ampc::kernels::twin

@@ -82,6 +82,34 @@ void reduce_columns(ReduceKind k, const T* x, T* y, int64_t outer, int64_t n, in
   }
 }
 
+// [N, C, S] over N and S: the rows' partials (as reduce_rows' pieces, never finished), then
+// a thread per channel combines them in the order row, piece.
+template <typename T>
+void reduce_channels(ReduceKind k, const T* x, T* y, const sh::ChannelReduce& ch, float* ws) {
+  const sh::RowPlan plan = sh::row_plan(ch.s);
+  const int64_t pieces = ch.seg.segments, rows = ch.n * ch.c;
+  auto combine = [k](float a, float b) { return sh::reduce_combine(k, a, b); };
+#pragma omp parallel for if (rows * ch.s > (1 << 16))
+  for (int64_t o = 0; o < rows; ++o) {
+    for (int64_t p = 0; p < pieces; ++p) {
+      const int64_t start = p * ch.seg.seg_len;
+      const int64_t len = ch.s - start < ch.seg.seg_len ? ch.s - start : ch.seg.seg_len;
+      const T* row = x + o * ch.s + start;
+      ws[o * pieces + p] = sh::row_reduce_host(
+          plan, len, sh::reduce_init(k),
+          [&](float acc, int64_t j) { return sh::reduce_accumulate(k, acc, sh::load_f(row, j)); },
+          combine);
+    }
+  }
+  for (int64_t c = 0; c < ch.c; ++c) {
+    float a = sh::reduce_init(k);
+    for (int64_t i = 0; i < ch.n; ++i) {
+      for (int64_t p = 0; p < pieces; ++p) a = combine(a, ws[(i * ch.c + c) * pieces + p]);
+    }
+    sh::store_f(y, c, sh::reduce_finish(k, a, ch.n * ch.s));
+  }
+}
+
 // Several reduced groups: a block per output walks the reduced elements (flat index over the
 // reduced axes, last fastest) with the row partition of vector width 1.
 template <typename T>
@@ -106,6 +134,8 @@ void reduce_general(ReduceKind k, const T* x, T* y, const sh::ReduceShape& s) {
 
 size_t reduce_workspace_bytes(ReduceOp, DType, int rank, const int64_t* dims, const bool* reduced) {
   const sh::ReduceShape s = checked_shape(rank, dims, reduced);
+  if (const sh::ChannelReduce ch = sh::channel_reduce(s); ch.ok)
+    return static_cast<size_t>(sh::channel_partials(ch)) * 4;
   if (s.general) return 0;
   const sh::SegmentPlan seg = sh::segment_plan(s.outer, s.n, s.inner);
   return seg.segments == 1 ? 0 : static_cast<size_t>(s.outer * seg.segments * s.inner) * 4;
@@ -120,6 +150,8 @@ void reduce(ReduceOp op, DType dtype, const void* x, void* y, int rank, const in
     const T* xt = static_cast<const T*>(x);
     T* yt = static_cast<T*>(y);
     float* ws = static_cast<float*>(workspace);
+    if (const sh::ChannelReduce ch = sh::channel_reduce(s); ch.ok)
+      return reduce_channels(k, xt, yt, ch, ws);
     if (s.general) return reduce_general(k, xt, yt, s);
     if (s.outer * s.inner == 0) return;
     if (s.inner == 1) return reduce_rows(k, xt, yt, s.outer, s.n, ws);

@@ -32,6 +32,28 @@ std::vector<int64_t> matmul_shape(const std::vector<int64_t>& a, const std::vect
   return batch;
 }
 
+// W's gradient when W is one matrix ([K, N], or with only size-1 batch dims) shared by a
+// batched A [B..., M, K]: sum_b A_b^T dY_b is A's rows stacked, transposed, times dY's rows
+// stacked: one GEMM [K, B*M] x [B*M, N] (the batch folded into K), not B per-sample products
+// [B, K, N] summed afterwards (which writes and reads B times W's size, and rounds every
+// product in 16 bits before the sum). Null when the shapes are not of that kind.
+Value* shared_weight_grad(GradBuilder& b, Value* a2, Value* w2, Value* dy) {
+  const auto& sa = *a2->type.shape;
+  const auto& sw = *w2->type.shape;
+  if (sa.size() <= 2) return nullptr;
+  for (size_t i = 0; i + 2 < sw.size(); ++i) {
+    if (sw[i] != 1) return nullptr;
+  }
+  const int64_t k = sa[sa.size() - 1], n = sw[sw.size() - 1];
+  int64_t rows = 1;
+  for (size_t i = 0; i + 1 < sa.size(); ++i) rows *= sa[i];
+  Value* a_rows = b.reshape(a2, {rows, k});
+  Value* dy_rows = b.reshape(dy, {rows, n});
+  Value* dw = b.op("MatMul", {transpose_last(b, a_rows), dy_rows},
+                   {a2->type.dtype, std::vector<int64_t>{k, n}});
+  return b.reshape(dw, sw);
+}
+
 void matmul(GradContext& c) {
   GradBuilder& b = c.b;
   Value* a = c.input(0);
@@ -53,6 +75,10 @@ void matmul(GradContext& c) {
     c.set_input_grad(0, b.reshape(b.reduce_to(da, a2->type), *a->type.shape));
   }
   if (c.needs(1)) {
+    if (Value* dw = shared_weight_grad(b, a2, w2, dy)) {
+      c.set_input_grad(1, b.reshape(dw, *w->type.shape));
+      return;
+    }
     Value* at = transpose_last(b, a2);
     Value* dw = b.op("MatMul", {at, dy}, {t, matmul_shape(*at->type.shape, y_shape)});
     c.set_input_grad(1, b.reshape(b.reduce_to(dw, w2->type), *w->type.shape));

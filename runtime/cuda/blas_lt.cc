@@ -113,21 +113,26 @@ LtMatmul::LtMatmul(cublasLtHandle_t handle, const GemmShape& s, int64_t workspac
   const uint32_t align_b = alignment({s.stride_a * esize, b_rows * esize});
   const uint32_t align_d = alignment({s.stride_d * esize, s.n * esize});
   const uint32_t align_c = alignment({s.stride_c * esize, s.n * esize});
-  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
-                                       sizeof ws);
-  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a,
-                                       sizeof align_a);
-  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b,
-                                       sizeof align_b);
-  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c,
-                                       sizeof align_c);
-  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d,
-                                       sizeof align_d);
+  // The preference is destroyed on every path; a refused attribute is an error (a heuristic
+  // asked without the alignment limits could pick an algorithm the buffers do not allow).
+  struct PrefGuard {
+    cublasLtMatmulPreference_t p;
+    ~PrefGuard() { cublasLtMatmulPreferenceDestroy(p); }
+  } guard{pref};
+  auto pref_set = [&](cublasLtMatmulPreferenceAttributes_t attr, const auto& value,
+                      const char* what) {
+    check(cublasLtMatmulPreferenceSetAttribute(pref, attr, &value, sizeof value),
+          label + ": cublasLtMatmulPreferenceSetAttribute(" + what + ")");
+  };
+  pref_set(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, ws, "MAX_WORKSPACE_BYTES");
+  pref_set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, align_a, "MIN_ALIGNMENT_A_BYTES");
+  pref_set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, align_b, "MIN_ALIGNMENT_B_BYTES");
+  pref_set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align_c, "MIN_ALIGNMENT_C_BYTES");
+  pref_set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align_d, "MIN_ALIGNMENT_D_BYTES");
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
   const cublasStatus_t status =
       cublasLtMatmulAlgoGetHeuristic(handle, desc_, a_, b_, c_, d_, pref, 1, &result, &found);
-  cublasLtMatmulPreferenceDestroy(pref);
   ok_ = status == CUBLAS_STATUS_SUCCESS && found > 0;
   if (ok_) {
     algo_ = result.algo;

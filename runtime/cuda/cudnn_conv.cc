@@ -4,12 +4,10 @@
 
 #include "base/error.h"
 #include "runtime/cuda/cuda_check.h"
+#include "runtime/cuda/cudnn_algo.h"
 
 namespace ampc::rt::cuda {
 namespace {
-
-// The most workspace an algorithm may ask for; the heuristics' first choice within it wins.
-constexpr size_t kMaxWorkspace = size_t{1} << 30;
 
 cudnnDataType_t cudnn_type(DType t, const std::string& label) {
   switch (t) {
@@ -41,25 +39,16 @@ std::vector<int> packed(const std::vector<int>& dims) {
   return s;
 }
 
-// The heuristics' first successful algorithm within the cap, deterministic ones first.
-template <typename Perf>
-const Perf* choose(const Perf* perf, int n) {
-  for (bool need_deterministic : {true, false}) {
-    for (int i = 0; i < n; ++i) {
-      if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > kMaxWorkspace) continue;
-      if (need_deterministic && perf[i].determinism != CUDNN_DETERMINISTIC) continue;
-      return &perf[i];
-    }
-  }
-  return nullptr;
-}
+constexpr int kCount = 16;  // heuristic answers asked for
 
 }  // namespace
 
 CudnnConv::CudnnConv(cudnnHandle_t handle, const ConvShape& s, bool forward, bool data_grad,
                      bool filter_grad, const std::string& label)
-    : handle_(handle), label_(label) {
+    : handle_(handle), label_(label), shape_(s) {
+  if (!handle) throw Error(label + ": internal: no cuDNN handle (the plan has no convolution?)");
   const cudnnDataType_t type = cudnn_type(s.dtype, label);
+  const bool fp32 = s.dtype == DType::kFloat32;
   // cuDNN wants at least two spatial dimensions: 1-D is 2-D with a leading 1.
   auto widen = [](std::vector<int64_t> v) {
     if (v.size() == 3) v.insert(v.begin() + 2, 1);
@@ -74,92 +63,105 @@ CudnnConv::CudnnConv(cudnnHandle_t handle, const ConvShape& s, bool forward, boo
   const std::vector<int> x = to_int(widen(s.x), label), w = to_int(widen(s.w), label),
                          y = to_int(widen(s.y), label);
   const int nd = static_cast<int>(x.size());
-  type_ = type;
-  nd_ = nd;
-  channels_ = y[1];
+  pads_ = to_int(pads, label);
+  strides_ = to_int(strides, label);
+  dilations_ = to_int(dilations, label);
+  // The heuristics are asked under the precision's math: FMA for fp32, tensor cores allowed
+  // for 16-bit IO (fp32 accumulation).
+  search_math_ = fp32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH;
   check(cudnnCreateTensorDescriptor(&x_), label + ": cudnnCreateTensorDescriptor");
   check(cudnnCreateTensorDescriptor(&y_), label + ": cudnnCreateTensorDescriptor");
   check(cudnnCreateFilterDescriptor(&w_), label + ": cudnnCreateFilterDescriptor");
-  check(cudnnCreateConvolutionDescriptor(&conv_), label + ": cudnnCreateConvolutionDescriptor");
   check(cudnnSetTensorNdDescriptor(x_, type, nd, x.data(), packed(x).data()), label + ": X");
   check(cudnnSetTensorNdDescriptor(y_, type, nd, y.data(), packed(y).data()), label + ": Y");
   check(cudnnSetFilterNdDescriptor(w_, type, CUDNN_TENSOR_NCHW, nd, w.data()), label + ": W");
-  const std::vector<int> p = to_int(pads, label), st = to_int(strides, label),
-                         d = to_int(dilations, label);
-  check(cudnnSetConvolutionNdDescriptor(conv_, nd - 2, p.data(), st.data(), d.data(),
-                                        CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
-        label + ": convolution descriptor");
-  check(cudnnSetConvolutionGroupCount(conv_, static_cast<int>(s.group)), label + ": group");
-  // fp32 stays fp32 (no TF32); 16-bit IO may use tensor cores (fp32 accumulation).
-  check(cudnnSetConvolutionMathType(
-            conv_, s.dtype == DType::kFloat32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH),
-        label + ": math type");
-  std::vector<int> out(static_cast<size_t>(nd));
-  check(cudnnGetConvolutionNdForwardOutputDim(conv_, x_, w_, nd, out.data()),
-        label + ": output shape");
-  if (out != y) throw Error(label + ": cuDNN's output shape differs from the plan's");
+  {
+    cudnnConvolutionDescriptor_t probe = make_conv();
+    std::vector<int> out(static_cast<size_t>(nd));
+    const cudnnStatus_t st = cudnnGetConvolutionNdForwardOutputDim(probe, x_, w_, nd, out.data());
+    cudnnDestroyConvolutionDescriptor(probe);
+    check(st, label + ": output shape");
+    if (out != y) throw Error(label + ": cuDNN's output shape differs from the plan's");
+  }
 
-  constexpr int kCount = 16;
   int n = 0;
   if (forward) {
+    fwd_ = make_conv();
     cudnnConvolutionFwdAlgoPerf_t perf[kCount];
-    check(cudnnGetConvolutionForwardAlgorithm_v7(handle, x_, w_, conv_, y_, kCount, &n, perf),
+    check(cudnnGetConvolutionForwardAlgorithm_v7(handle, x_, w_, fwd_, y_, kCount, &n, perf),
           label + ": forward heuristics");
-    const auto* c = choose(perf, n);
+    const auto* c = choose_algo(perf, n, fp32);
     if (!c) throw Error(label + ": cuDNN has no forward algorithm for this convolution");
     fwd_algo_ = c->algo;
-    workspace_ = std::max(workspace_, c->memory);
+    check(cudnnSetConvolutionMathType(fwd_, math_for_pass(c->mathType, fp32)),
+          label + ": forward math type");
+    check(cudnnGetConvolutionForwardWorkspaceSize(handle, x_, w_, fwd_, y_, fwd_algo_, &fwd_ws_),
+          label + ": forward workspace size");
   }
   if (data_grad) {
+    data_ = make_conv();
     cudnnConvolutionBwdDataAlgoPerf_t perf[kCount];
-    check(cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, w_, y_, conv_, x_, kCount, &n, perf),
+    check(cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, w_, y_, data_, x_, kCount, &n, perf),
           label + ": backward-data heuristics");
-    const auto* c = choose(perf, n);
+    const auto* c = choose_algo(perf, n, fp32);
     if (!c) throw Error(label + ": cuDNN has no backward-data algorithm for this convolution");
     data_algo_ = c->algo;
-    workspace_ = std::max(workspace_, c->memory);
+    check(cudnnSetConvolutionMathType(data_, math_for_pass(c->mathType, fp32)),
+          label + ": backward-data math type");
+    check(cudnnGetConvolutionBackwardDataWorkspaceSize(handle, w_, y_, data_, x_, data_algo_,
+                                                       &data_ws_),
+          label + ": backward-data workspace size");
   }
   if (filter_grad) {
+    filter_ = make_conv();
     cudnnConvolutionBwdFilterAlgoPerf_t perf[kCount];
-    check(
-        cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle, x_, y_, conv_, w_, kCount, &n, perf),
-        label + ": backward-filter heuristics");
-    const auto* c = choose(perf, n);
+    check(cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle, x_, y_, filter_, w_, kCount, &n,
+                                                        perf),
+          label + ": backward-filter heuristics");
+    const auto* c = choose_algo(perf, n, fp32);
     if (!c) throw Error(label + ": cuDNN has no backward-filter algorithm for this convolution");
     filter_algo_ = c->algo;
-    workspace_ = std::max(workspace_, c->memory);
+    check(cudnnSetConvolutionMathType(filter_, math_for_pass(c->mathType, fp32)),
+          label + ": backward-filter math type");
+    check(cudnnGetConvolutionBackwardFilterWorkspaceSize(handle, x_, y_, filter_, w_, filter_algo_,
+                                                         &filter_ws_),
+          label + ": backward-filter workspace size");
   }
+  workspace_ = std::max({fwd_ws_, data_ws_, filter_ws_});
 }
 
-void CudnnConv::enable_bias() {
-  if (b_) return;
-  check(cudnnCreateTensorDescriptor(&b_), label_ + ": cudnnCreateTensorDescriptor");
-  std::vector<int> dims(static_cast<size_t>(nd_), 1);
-  dims[1] = channels_;
-  check(cudnnSetTensorNdDescriptor(b_, type_, nd_, dims.data(), packed(dims).data()),
-        label_ + ": B");
-}
-
-void CudnnConv::add_bias(const void* b, void* y, cudaStream_t stream) const {
-  const float one = 1;
-  check(cudnnSetStream(handle_, stream), label_ + ": cudnnSetStream");
-  check(cudnnAddTensor(handle_, &one, b_, b, &one, y_, y), label_ + ": cudnnAddTensor");
+cudnnConvolutionDescriptor_t CudnnConv::make_conv() {
+  cudnnConvolutionDescriptor_t conv = nullptr;
+  check(cudnnCreateConvolutionDescriptor(&conv), label_ + ": cudnnCreateConvolutionDescriptor");
+  try {
+    check(cudnnSetConvolutionNdDescriptor(conv, static_cast<int>(pads_.size()), pads_.data(),
+                                          strides_.data(), dilations_.data(),
+                                          CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+          label_ + ": convolution descriptor");
+    check(cudnnSetConvolutionGroupCount(conv, static_cast<int>(shape_.group)), label_ + ": group");
+    check(cudnnSetConvolutionMathType(conv, search_math_), label_ + ": math type");
+  } catch (...) {
+    cudnnDestroyConvolutionDescriptor(conv);
+    throw;
+  }
+  return conv;
 }
 
 CudnnConv::~CudnnConv() {
-  if (b_) cudnnDestroyTensorDescriptor(b_);
   if (x_) cudnnDestroyTensorDescriptor(x_);
   if (y_) cudnnDestroyTensorDescriptor(y_);
   if (w_) cudnnDestroyFilterDescriptor(w_);
-  if (conv_) cudnnDestroyConvolutionDescriptor(conv_);
+  for (cudnnConvolutionDescriptor_t c : {fwd_, data_, filter_}) {
+    if (c) cudnnDestroyConvolutionDescriptor(c);
+  }
 }
 
 void CudnnConv::forward(const void* x, const void* w, void* y, void* workspace,
                         cudaStream_t stream) const {
   const float one = 1, zero = 0;
   check(cudnnSetStream(handle_, stream), label_ + ": cudnnSetStream");
-  check(cudnnConvolutionForward(handle_, &one, x_, x, w_, w, conv_, fwd_algo_, workspace,
-                                workspace_, &zero, y_, y),
+  check(cudnnConvolutionForward(handle_, &one, x_, x, w_, w, fwd_, fwd_algo_, workspace, fwd_ws_,
+                                &zero, y_, y),
         label_ + ": cudnnConvolutionForward");
 }
 
@@ -167,8 +169,8 @@ void CudnnConv::data_grad(const void* dy, const void* w, void* dx, void* workspa
                           cudaStream_t stream) const {
   const float one = 1, zero = 0;
   check(cudnnSetStream(handle_, stream), label_ + ": cudnnSetStream");
-  check(cudnnConvolutionBackwardData(handle_, &one, w_, w, y_, dy, conv_, data_algo_, workspace,
-                                     workspace_, &zero, x_, dx),
+  check(cudnnConvolutionBackwardData(handle_, &one, w_, w, y_, dy, data_, data_algo_, workspace,
+                                     data_ws_, &zero, x_, dx),
         label_ + ": cudnnConvolutionBackwardData");
 }
 
@@ -176,8 +178,8 @@ void CudnnConv::filter_grad(const void* dy, const void* x, void* dw, void* works
                             cudaStream_t stream) const {
   const float one = 1, zero = 0;
   check(cudnnSetStream(handle_, stream), label_ + ": cudnnSetStream");
-  check(cudnnConvolutionBackwardFilter(handle_, &one, x_, x, y_, dy, conv_, filter_algo_, workspace,
-                                       workspace_, &zero, w_, dw),
+  check(cudnnConvolutionBackwardFilter(handle_, &one, x_, x, y_, dy, filter_, filter_algo_,
+                                       workspace, filter_ws_, &zero, w_, dw),
         label_ + ": cudnnConvolutionBackwardFilter");
 }
 

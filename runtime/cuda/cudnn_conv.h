@@ -1,8 +1,11 @@
 // Convolution through cuDNN 9's legacy API, prepared at load: NCHW (1-D as 2-D, or 3-D)
 // tensors of f16, bf16 or f32 with fp32 compute (CUDNN_DATA_FLOAT in the convolution
-// descriptor), symmetric padding, strides, dilations, groups. The algorithms come from the
-// cudnnGet*_v7 heuristics once, preferring deterministic ones within a workspace cap; their
-// workspace is carved from the executor's workspace.
+// descriptor), symmetric padding, strides, dilations, groups. Each pass (forward, backward
+// data, backward filter) has its own convolution descriptor: its algorithm comes from the
+// cudnnGet*_v7 heuristics once (cudnn_algo.h: deterministic first, within a workspace cap, no
+// TF32 for fp32), the descriptor then gets that answer's math type, and the pass's workspace
+// is what cudnnGet*WorkspaceSize says for that algorithm and descriptor. The workspace is
+// carved from the executor's. The bias is not cuDNN's (kernels/cuda/bias.h).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -32,31 +35,31 @@ class CudnnConv {
   CudnnConv(const CudnnConv&) = delete;
   CudnnConv& operator=(const CudnnConv&) = delete;
 
-  // Workspace the chosen algorithms need (the largest of them).
+  // Workspace the chosen algorithms need (the largest of the passes').
   size_t workspace_bytes() const { return workspace_; }
 
   void forward(const void* x, const void* w, void* y, void* workspace, cudaStream_t stream) const;
-  // y += b broadcast over [N, M, spatial...] (b: M values of the conv's type); call
-  // enable_bias() at load first.
-  void enable_bias();
-  void add_bias(const void* b, void* y, cudaStream_t stream) const;
   void data_grad(const void* dy, const void* w, void* dx, void* workspace,
                  cudaStream_t stream) const;
   void filter_grad(const void* dy, const void* x, void* dw, void* workspace,
                    cudaStream_t stream) const;
 
  private:
+  // A pass's convolution descriptor (the geometry, then the chosen answer's math type).
+  cudnnConvolutionDescriptor_t make_conv();
+
   cudnnHandle_t handle_;
   std::string label_;
-  cudnnTensorDescriptor_t x_ = nullptr, y_ = nullptr, b_ = nullptr;
-  cudnnDataType_t type_{};
-  int nd_ = 0, channels_ = 0;
+  ConvShape shape_;
+  std::vector<int> pads_, strides_, dilations_;
+  cudnnMathType_t search_math_{};
+  cudnnTensorDescriptor_t x_ = nullptr, y_ = nullptr;
   cudnnFilterDescriptor_t w_ = nullptr;
-  cudnnConvolutionDescriptor_t conv_ = nullptr;
+  cudnnConvolutionDescriptor_t fwd_ = nullptr, data_ = nullptr, filter_ = nullptr;
   cudnnConvolutionFwdAlgo_t fwd_algo_{};
   cudnnConvolutionBwdDataAlgo_t data_algo_{};
   cudnnConvolutionBwdFilterAlgo_t filter_algo_{};
-  size_t workspace_ = 0;
+  size_t fwd_ws_ = 0, data_ws_ = 0, filter_ws_ = 0, workspace_ = 0;
 };
 
 }  // namespace ampc::rt::cuda

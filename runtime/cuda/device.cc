@@ -1,6 +1,7 @@
 #include "runtime/cuda/device.h"
 
-#include <cuda_runtime_api.h>
+#include <cublasLt.h>
+#include <cudnn.h>
 
 #include <cctype>
 
@@ -21,14 +22,32 @@ int parse_device(const std::string& spec) {
   return std::stoi(spec.substr(prefix.size()));
 }
 
+std::string cuda_version_string(int version) {
+  return std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 10);
+}
+
 DeviceInfo open_device(int index) {
   int count = 0;
   const cudaError_t status = cudaGetDeviceCount(&count);
-  if (status != cudaSuccess || count == 0) {
-    (void)cudaGetLastError();
-    const std::string why =
-        status != cudaSuccess ? cudaGetErrorString(status) : "the driver reports no devices";
-    throw Error("no CUDA device (" + why + "); use --device cpu");
+  (void)cudaGetLastError();
+  int driver = 0, runtime = 0;
+  (void)cudaDriverGetVersion(&driver);
+  (void)cudaRuntimeGetVersion(&runtime);
+  switch (classify_device_count(status, count, driver)) {
+    case DeviceStatus::kNoDevice: {
+      const std::string why = status == cudaSuccess ? "the driver reports no devices"
+                              : driver == 0         ? "no NVIDIA driver is installed"
+                                                    : cudaGetErrorString(status);
+      throw Error("no CUDA device (" + why + "); use --device cpu");
+    }
+    case DeviceStatus::kUnusable:
+      throw Error(
+          "CUDA is not usable here: cudaGetDeviceCount: " + std::string(cudaGetErrorName(status)) +
+          " (" + cudaGetErrorString(status) + "); driver supports CUDA " +
+          cuda_version_string(driver) + ", ampc was built with CUDA runtime " +
+          cuda_version_string(runtime) + (driver < runtime ? " (update the driver)" : ""));
+    case DeviceStatus::kUsable:
+      break;
   }
   if (index < 0 || index >= count) {
     throw Error("no CUDA device " + std::to_string(index) + ": this machine has " +
@@ -46,6 +65,16 @@ DeviceInfo open_device(int index) {
   info.sm_count = prop.multiProcessorCount;
   info.total_memory = prop.totalGlobalMem;
   return info;
+}
+
+std::string runtime_versions() {
+  int driver = 0, runtime = 0;
+  (void)cudaDriverGetVersion(&driver);
+  (void)cudaRuntimeGetVersion(&runtime);
+  return "driver supports CUDA " + (driver ? cuda_version_string(driver) : std::string("-")) +
+         ", runtime " + cuda_version_string(runtime) + ", cuBLASLt " +
+         std::to_string(cublasLtGetVersion()) + ", cuDNN " + std::to_string(cudnnGetVersion()) +
+         " (built with " + std::to_string(CUDNN_VERSION) + ")";
 }
 
 }  // namespace ampc::rt::cuda

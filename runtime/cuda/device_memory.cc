@@ -124,22 +124,16 @@ void DeviceMemory::reserve_workspace(int64_t bytes) {
   workspace_bytes_ = std::max(workspace_bytes_, align_up(bytes));
 }
 
-int DeviceMemory::reserve_flag(const std::string& label) {
+int DeviceMemory::reserve_flag(const std::string& label, const std::string& what) {
   if (io_) throw Error("internal: a flag reserved after the device memory was allocated");
-  flag_labels_.push_back(label);
-  output_bytes_ = flags_offset_ + align_up(4 * static_cast<int64_t>(flag_labels_.size()));
+  const int k = flags_.reserve(label, what);
+  output_bytes_ = flags_offset_ + flags_.bytes();
   io_bytes_ = outputs_offset_ + output_bytes_;
-  return static_cast<int>(flag_labels_.size()) - 1;
+  return k;
 }
 
 std::vector<std::string> DeviceMemory::flags_set(const char* block) const {
-  std::vector<std::string> set;
-  for (size_t k = 0; k < flag_labels_.size(); ++k) {
-    int32_t v = 0;
-    std::memcpy(&v, block + flags_offset_ + 4 * static_cast<int64_t>(k), sizeof v);
-    if (v != 0) set.push_back(flag_labels_[k]);
-  }
-  return set;
+  return flags_.set_in(block + flags_offset_);
 }
 
 void DeviceMemory::allocate() {

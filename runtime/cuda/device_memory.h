@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/cuda/error_flags.h"
 #include "runtime/plan/plan.pb.h"
 #include "runtime/tensor.h"
 
@@ -31,12 +32,15 @@ class DeviceMemory {
 
   // Asks for at least `bytes` of workspace (before allocate()).
   void reserve_workspace(int64_t bytes);
-  // A device int32 error flag (0 until a kernel sets it) for the step `label`, kept after the
-  // outputs in the output block so that every step's copy brings it back; returns its index
-  // (before allocate()).
-  int reserve_flag(const std::string& label);
-  void* flag(int k) const { return io_ + outputs_offset_ + flags_offset_ + 4 * k; }
-  // The labels of the flags set in a host copy of the output block.
+  // A device int32 error flag (0 until a kernel sets it) that the step `label` sets when
+  // `what` happens, kept after the outputs in the output block so that every run's copy
+  // brings it back (error_flags.h); returns its index (before allocate()).
+  int reserve_flag(const std::string& label, const std::string& what);
+  void* flag(int k) const { return io_ + outputs_offset_ + flags_offset_ + ErrorFlags::offset(k); }
+  // Every flag, for the memset node that clears them at the start of a run.
+  void* flags() const { return io_ + outputs_offset_ + flags_offset_; }
+  int64_t flag_bytes() const { return flags_.bytes(); }
+  // "<step>: <what>" for the flags set in a host copy of the output block.
   std::vector<std::string> flags_set(const char* block) const;
   // The three allocations, then constants and state uploaded (waits for the copies).
   void allocate();
@@ -72,7 +76,7 @@ class DeviceMemory {
   int64_t outputs_offset_ = 0, output_bytes_ = 0, io_bytes_ = 0;
   std::vector<int64_t> output_offsets_;
   int64_t flags_offset_ = 0;  // in the output block
-  std::vector<std::string> flag_labels_;
+  ErrorFlags flags_;
   char* arena_ = nullptr;
   char* workspace_ = nullptr;
   char* state_ = nullptr;

@@ -1,5 +1,6 @@
 #include "runtime/cuda/executor.h"
 
+#include <cstdlib>
 #include <cstring>
 
 #include "base/error.h"
@@ -28,6 +29,11 @@ bool same_storage(const plan::Buffer& a, const plan::Buffer& b) {
 
 }  // namespace
 
+bool sync_debug_from_env() {
+  const char* v = std::getenv("AMPC_CUDA_SYNC_DEBUG");
+  return v && *v && std::strcmp(v, "0") != 0;
+}
+
 Executor::Resources::~Resources() {
   if (pinned) (void)cudaFreeHost(pinned);
   if (handles.dnn) (void)cudnnDestroy(handles.dnn);
@@ -38,7 +44,9 @@ Executor::Resources::~Resources() {
 Executor::Executor(plan::Plan plan, ExecutorOptions options)
     : plan_(std::move(plan)),
       device_(open_device(options.device)),
-      depth_(std::max<int64_t>(1, options.pipeline_depth)) {
+      depth_(std::max<int64_t>(1, options.pipeline_depth)),
+      sync_debug_(options.sync_debug),
+      pending_(depth_) {
   for (int i = 0; i < plan_.buffers_size(); ++i) {
     if (plan_.buffers(i).id() != i)
       throw Error("plan buffer '" + plan_.buffers(i).name() + "' has a bad id");
@@ -53,8 +61,10 @@ Executor::Executor(plan::Plan plan, ExecutorOptions options)
   memory_ = std::make_unique<DeviceMemory>(plan_);
   check(cudaStreamCreateWithFlags(&res_.stream, cudaStreamNonBlocking), "cudaStreamCreate");
   check(cublasLtCreate(&res_.handles.lt), "cublasLtCreate");
-  check(cudnnCreate(&res_.handles.dnn), "cudnnCreate");
-  check(cudnnSetStream(res_.handles.dnn, res_.stream), "cudnnSetStream");
+  if (plan_needs_cudnn(plan_)) {  // only for convolutions: cuDNN cannot break other plans
+    check(cudnnCreate(&res_.handles.dnn), "cudnnCreate");
+    check(cudnnSetStream(res_.handles.dnn, res_.stream), "cudnnSetStream");
+  }
   ptx_ = std::make_unique<PtxLibrary>(plan_, device_);
   res_.handles.ptx = ptx_.get();
   build_steps();
@@ -85,16 +95,13 @@ Executor::Executor(plan::Plan plan, ExecutorOptions options)
   // failing kernel is reported here with its step. It runs on zero inputs, so the state is
   // put back afterwards.
   const std::map<std::string, Tensor> initial = state();
-  enqueue_step(res_.stream);
-  check(cudaStreamSynchronize(res_.stream), "the first (eager) run of the plan on the device");
+  enqueue_step(res_.stream, true);
+  check(cudaStreamSynchronize(res_.stream),
+        std::string("the first (eager) run of the plan on the device") +
+            (sync_debug_ ? "" : " (AMPC_CUDA_SYNC_DEBUG=1 names the failing step)"));
   load_state(initial);
-  if (memory_->output_block_bytes() > 0) {  // error flags the zero inputs may have set
-    check(cudaMemsetAsync(memory_->output_block(), 0,
-                          static_cast<size_t>(memory_->output_block_bytes()), res_.stream),
-          "clearing the output block");
-    check(cudaStreamSynchronize(res_.stream), "clearing the output block");
-  }
-  graph_.capture(res_.stream, [this](cudaStream_t s) { enqueue_step(s); });
+  // (The zero inputs may have set error flags: each run clears them first.)
+  graph_.capture(res_.stream, [this](cudaStream_t s) { enqueue_step(s, false); });
   counters_ = Counters{};
 }
 
@@ -153,9 +160,25 @@ void Executor::check_state_updates() const {
 // The whole step: every launch, each output copied into the output block once written (an
 // output that is a state before the state updates: it reports the value the step used, as on
 // the CPU), the state updates.
-void Executor::enqueue_step(cudaStream_t stream) const {
+void Executor::enqueue_step(cudaStream_t stream, bool eager) const {
+  // The error flags of the previous run were copied out with its output block (same stream).
+  if (memory_->flag_bytes() > 0) {
+    check(cudaMemsetAsync(memory_->flags(), 0, static_cast<size_t>(memory_->flag_bytes()), stream),
+          "clearing the error flags");
+  }
   for (size_t i = 0; i < launches_.size(); ++i) {
-    if (launches_[i]) launches_[i](stream);
+    if (launches_[i]) {
+      if (!eager) {
+        launches_[i](stream);
+      } else {
+        try {
+          launches_[i](stream);
+        } catch (const Error& e) {
+          throw Error(describe_step(plan_, static_cast<int>(i)) + ": " + e.what());
+        }
+        check_eager_step(static_cast<int>(i), stream);
+      }
+    }
     for (int k : output_copies_[i]) copy_output(k, stream);
   }
   for (int k : end_copies_) copy_output(k, stream);
@@ -167,6 +190,20 @@ void Executor::enqueue_step(cudaStream_t stream) const {
     check(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToDevice, stream),
           "updating state '" + plan_.buffers(u.state()).name() + "'");
   }
+}
+
+// A launch error (bad configuration, missing kernel image) is seen at once; a fault while the
+// work runs only after waiting for it, which sync_debug does after every step.
+void Executor::check_eager_step(int i, cudaStream_t stream) const {
+  const cudaError_t launched = cudaGetLastError();
+  const cudaError_t ran = sync_debug_ ? cudaStreamSynchronize(stream) : cudaSuccess;
+  const cudaError_t status = launched != cudaSuccess ? launched : ran;
+  if (status == cudaSuccess) return;
+  // A fault while running (as opposed to a refused launch) is sticky: the context is lost.
+  throw Error(
+      describe_step(plan_, i) + " failed on the device: " + cudaGetErrorName(status) + " (" +
+      cudaGetErrorString(status) + ")" +
+      (ran != cudaSuccess ? "; the CUDA context is unusable for the rest of this process" : ""));
 }
 
 void Executor::copy_output(int k, cudaStream_t stream) const {
@@ -204,12 +241,12 @@ void Executor::submit(const std::map<std::string, Tensor>& inputs) {
     }
     bound.emplace_back(&buf, &t);
   }
-  if (pending_ == depth_) {  // every staging slot is in flight: wait for them
+  if (pending_.full()) {  // every staging slot is in flight: wait for them
     sync();
-    for (int64_t s = 0; s < pending_; ++s) ready_.push_back(outputs_of(s));
-    pending_ = 0;
+    for (auto& out : pending_.drain([this](int64_t s) { return outputs_of(s); }))
+      ready_.push_back(std::move(out));
   }
-  char* slot = res_.pinned + pending_ * slot_bytes_;
+  char* slot = res_.pinned + pending_.next_slot() * slot_bytes_;
   for (const auto& [buf, t] : bound) {
     if (buf->region() != plan::REGION_INPUTS)
       throw Error("input '" + buf->name() + "' is not in the plan's input region");
@@ -230,7 +267,7 @@ void Executor::submit(const std::map<std::string, Tensor>& inputs) {
           "copying the outputs from the device");
     ++counters_.async_copies;
   }
-  ++pending_;
+  pending_.add();
   ++counters_.steps;
 }
 
@@ -239,9 +276,7 @@ std::map<std::string, Tensor> Executor::outputs_of(int64_t s) const {
   if (const auto bad = memory_->flags_set(block); !bad.empty()) {
     std::string steps;
     for (const auto& b : bad) steps += (steps.empty() ? "" : ", ") + b;
-    throw Error(steps +
-                ": an index is out of range (the kernel clamped it; the CPU backend "
-                "refuses such an index)");
+    throw Error(steps);
   }
   std::map<std::string, Tensor> out;
   for (int k = 0; k < plan_.outputs_size(); ++k) {
@@ -254,10 +289,17 @@ std::map<std::string, Tensor> Executor::outputs_of(int64_t s) const {
 }
 
 std::vector<std::map<std::string, Tensor>> Executor::collect() {
-  if (pending_ > 0) {
+  if (pending_.count() > 0) {
     sync();
-    for (int64_t s = 0; s < pending_; ++s) ready_.push_back(outputs_of(s));
-    pending_ = 0;
+    // An error (a run's flags) empties the queue first: the next collect starts afresh.
+    std::vector<std::map<std::string, Tensor>> got;
+    try {
+      got = pending_.drain([this](int64_t s) { return outputs_of(s); });
+    } catch (...) {
+      ready_.clear();
+      throw;
+    }
+    for (auto& out : got) ready_.push_back(std::move(out));
   }
   std::vector<std::map<std::string, Tensor>> out;
   out.swap(ready_);

@@ -6,7 +6,9 @@
 // go from pinned host staging to their fixed device buffers (one cudaMemcpyAsync), one
 // cudaGraphLaunch runs every step, copies the outputs into one block and applies the state
 // updates, and one cudaMemcpyAsync brings the output block to pinned memory. The host waits
-// only in collect(), state(), load_state() and run(). See docs/cuda-backend.md.
+// only in collect(), state(), load_state() and run(). Each run starts by clearing the error
+// flags (a memset node), so a run reports only the out-of-range indices and labels it met.
+// See docs/cuda-backend.md.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -19,6 +21,7 @@
 #include "runtime/backend.h"
 #include "runtime/cuda/device.h"
 #include "runtime/cuda/device_memory.h"
+#include "runtime/cuda/error_flags.h"
 #include "runtime/cuda/step_context.h"
 #include "runtime/cuda/step_graph.h"
 #include "runtime/plan/plan.pb.h"
@@ -35,9 +38,16 @@ struct Counters {
   int64_t async_copies = 0;    // cudaMemcpyAsync calls outside the graph
 };
 
+// AMPC_CUDA_SYNC_DEBUG set to anything but "" or "0": ExecutorOptions::sync_debug's default.
+bool sync_debug_from_env();
+
 struct ExecutorOptions {
   int device = 0;              // cuda:N
   int64_t pipeline_depth = 1;  // runs in flight before submit() waits (pinned staging slots)
+  // The eager first run synchronises after each step's launches and names the step whose
+  // work failed on the device (describe_step: ONNX node, op, kernel). Off, a fault is seen
+  // only at the end of the eager run, without its step.
+  bool sync_debug = sync_debug_from_env();
 };
 
 class Executor : public Backend {
@@ -73,7 +83,10 @@ class Executor : public Backend {
  private:
   void build_steps();
   void check_state_updates() const;
-  void enqueue_step(cudaStream_t stream) const;
+  // The whole step on `stream`; `eager` (the first run, outside the capture) checks each
+  // step's launches and, with sync_debug, waits for each step's work.
+  void enqueue_step(cudaStream_t stream, bool eager) const;
+  void check_eager_step(int i, cudaStream_t stream) const;
   void copy_output(int k, cudaStream_t stream) const;
   void sync() const;
   std::map<std::string, Tensor> outputs_of(int64_t slot) const;
@@ -89,6 +102,7 @@ class Executor : public Backend {
   plan::Plan plan_;
   DeviceInfo device_;
   int64_t depth_ = 1;
+  bool sync_debug_ = false;
   Resources res_;
   std::unique_ptr<PtxLibrary> ptx_;
   std::unique_ptr<DeviceMemory> memory_;
@@ -100,7 +114,7 @@ class Executor : public Backend {
   int64_t launching_steps_ = 0;
   StepGraph graph_;
   int64_t slot_bytes_ = 0, slot_outputs_ = 0;  // a slot's size, its output block's offset
-  int64_t pending_ = 0;                        // runs submitted and not yet collected
+  PendingRuns pending_{1};                     // runs submitted and not yet collected
   std::vector<std::map<std::string, Tensor>> ready_;
   mutable Counters counters_;
 };

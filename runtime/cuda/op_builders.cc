@@ -59,6 +59,32 @@ Builder find_builder(const std::string& domain, const std::string& op) {
   return table().find(domain, op);
 }
 
+bool plan_needs_cudnn(const plan::Plan& plan) {
+  for (const auto& s : plan.steps()) {
+    if (uses_cudnn(s)) return true;
+  }
+  return false;
+}
+
+std::string describe_step(const plan::Plan& plan, int index) {
+  const plan::Step& s = plan.steps(index);
+  std::string out = "step " + std::to_string(index) + " (ONNX node '" +
+                    (s.source_nodes_size() ? s.source_nodes(0) : std::string("?")) + "', op " +
+                    (s.domain().empty() ? "" : s.domain() + ".") + s.op();
+  if (!s.kernel().empty()) out += ", kernel " + s.kernel();
+  if (!s.epilogue().empty()) out += ", epilogue " + s.epilogue();
+  return out + ")";
+}
+
+bool is_library_step(const plan::Step& step) {
+  return uses_cudnn(step) || uses_cublaslt(step);
+}
+
+void check_library_step(StepContext& ctx) {
+  if (uses_cudnn(ctx.step())) check_conv_step(ctx);
+  if (uses_cublaslt(ctx.step())) check_gemm_step(ctx);
+}
+
 std::vector<std::string> missing_cuda_ops(const plan::Plan& plan) {
   std::vector<std::string> missing;
   for (const auto& s : plan.steps()) {

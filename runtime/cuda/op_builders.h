@@ -26,6 +26,23 @@ Builder find_builder(const std::string& domain, const std::string& op);
 // Every step of the plan the CUDA backend cannot run, as "Op (node 'n')" strings.
 std::vector<std::string> missing_cuda_ops(const plan::Plan& plan);
 
+// Whether any step runs through cuDNN (Conv, ampc.Conv, ampc.ConvGrad): the executor creates
+// the cuDNN handle only then, so that a cuDNN problem cannot break a plan without
+// convolutions.
+bool plan_needs_cudnn(const plan::Plan& plan);
+
+// Step `index` for messages: "step 12 (ONNX node 'Add_5', op ampc.kernel.FusedElementwise,
+// kernel fused_3)".
+std::string describe_step(const plan::Plan& plan, int index);
+
+// Checks, without a device or library handle, what the builders of the library steps (MatMul,
+// Gemm through cuBLASLt; Conv, ampc.Conv, ampc.ConvGrad through cuDNN) check before they call
+// the library: shapes, element types, attributes, epilogues. Throws ampc::Error naming the
+// step as the builder would; does nothing for other ops. (Whether the library has an
+// algorithm is known only on a device.)
+void check_library_step(StepContext& ctx);
+bool is_library_step(const plan::Step& step);
+
 // Registration, one call per family file.
 class BuilderTable {
  public:
@@ -41,5 +58,12 @@ void register_nn_ops(BuilderTable& t);
 void register_tensor_ops(BuilderTable& t);
 
 Launch build_fused_kernel(StepContext& ctx);
+
+// The library families (ops_conv.cc, ops_gemm.cc): which steps they run, their checks
+// without a device (check_library_step).
+bool uses_cudnn(const plan::Step& step);
+bool uses_cublaslt(const plan::Step& step);
+void check_conv_step(StepContext& ctx);
+void check_gemm_step(StepContext& ctx);
 
 }  // namespace ampc::rt::cuda

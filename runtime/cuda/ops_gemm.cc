@@ -8,6 +8,7 @@
 #include "runtime/cuda/blas_lt.h"
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/cuda/op_builders.h"
+#include "runtime/plan/gemm_rules.h"
 
 namespace ampc::rt::cuda {
 namespace {
@@ -57,48 +58,67 @@ struct GemmCall {
   }
 };
 
-// The step's GEMM once its shape is known: the epilogue's extra operand checked, the
-// heuristic queried (falling back for BGRADB), workspace reserved.
-Launch finish(StepContext& ctx, GemmShape s, DevPtr a, DevPtr b, DevPtr c, int bias_input) {
-  const std::string label = ctx.label();
-  GemmCall call;
-  call.a = a;
-  call.b = b;
-  call.c = c;
-  call.d = ctx.out(0);
+// A GEMM step as the builders see it before any library call: the shape, the operands, the
+// input that holds the bias (-1: none).
+struct GemmPlan {
+  GemmShape s;
+  DevPtr a, b, c;
+  int bias_input = -1;
+};
+
+// The epilogue's extra operand checked (no library call): the bias a row of the output's
+// columns, BGRADB's second output and the rule of runtime/plan/gemm_rules.h.
+void check_epilogue(const StepContext& ctx, GemmPlan& p) {
+  GemmShape& s = p.s;
   if (ctx.out_dtype(0) != s.dtype) ctx.fail("the output's type differs from the operands'");
   if (s.epilogue == GemmEpilogue::kBias || s.epilogue == GemmEpilogue::kReluBias) {
-    if (bias_input < 0) {
-      ctx.fail("epilogue " + ctx.step().epilogue() + " needs a bias");
-    }
-    if (!is_row_vector(ctx.in_shape(bias_input), s.n))
-      ctx.fail("the bias " + describe_buffer(ctx.input(bias_input)) +
+    if (p.bias_input < 0) ctx.fail("epilogue " + ctx.step().epilogue() + " needs a bias");
+    if (!is_row_vector(ctx.in_shape(p.bias_input), s.n))
+      ctx.fail("the bias " + describe_buffer(ctx.input(p.bias_input)) +
                " is not a row of the output's " + std::to_string(s.n) + " columns");
-    s.bias_dtype = ctx.in_dtype(bias_input);
-    call.bias = ctx.in(bias_input);
+    s.bias_dtype = ctx.in_dtype(p.bias_input);
   }
-  const int64_t plan_workspace = ctx.plan().memory().workspace_bytes();
-  if (plan_workspace <= 0) ctx.fail("the plan reserves no GEMM workspace");
+  if (ctx.plan().memory().workspace_bytes() <= 0) ctx.fail("the plan reserves no GEMM workspace");
   if (s.epilogue == GemmEpilogue::kBiasGradB) {
     if (!ctx.has_output(1)) ctx.fail("epilogue BGRADB needs a second output");
-    if (s.trans_b) ctx.fail("epilogue BGRADB with a transposed B is not supported");
+    if (!plan::bias_grad_b_foldable(ctx.in_dtype(1), ctx.out_dtype(1), ctx.in_shape(1).size(),
+                                    s.trans_b, ctx.has_input(2))) {
+      ctx.fail("epilogue BGRADB of B " + describe_buffer(ctx.input(1)) + " into " +
+               describe_buffer(ctx.output(1)) +
+               " is not supported (B must be a matrix, not transposed, of the bias gradient's "
+               "type, on a GEMM without C: runtime/plan/gemm_rules.h)");
+    }
     if (ctx.out_numel(1) != s.n) {
       ctx.fail("the bias gradient " + describe_buffer(ctx.output(1)) + " does not have " +
                std::to_string(s.n) + " elements");
     }
-    call.bias = ctx.out(1);
     s.bias_dtype = ctx.out_dtype(1);
+  }
+}
+
+// The step's GEMM once its shape is checked: the heuristic queried (falling back for BGRADB
+// to the reduction kernel), workspace reserved.
+Launch finish(StepContext& ctx, GemmPlan p) {
+  check_epilogue(ctx, p);
+  GemmShape& s = p.s;
+  const std::string label = ctx.label();
+  GemmCall call;
+  call.a = p.a;
+  call.b = p.b;
+  call.c = p.c;
+  call.d = ctx.out(0);
+  if (p.bias_input >= 0) call.bias = ctx.in(p.bias_input);
+  const int64_t plan_workspace = ctx.plan().memory().workspace_bytes();
+  if (s.epilogue == GemmEpilogue::kBiasGradB) {
+    call.bias = ctx.out(1);
     std::shared_ptr<LtMatmul> fused;
-    if (s.bias_dtype == s.dtype && s.batch == 1)
+    if (s.batch == 1)
       fused = std::make_shared<LtMatmul>(ctx.handles().lt, s, plan_workspace, label, false);
     if (!fused || !fused->ok()) {
       // Column sums of B by the reduction kernel, after the plain GEMM.
-      if (ctx.out_dtype(1) != ctx.in_dtype(1))
-        ctx.fail("the bias gradient's type differs from B's");
       call.reduce_b = true;
       call.b_dtype = ctx.in_dtype(1);
       call.b_dims = ctx.in_shape(1);
-      if (call.b_dims.size() > call.reduced.size()) ctx.fail("B has too many dimensions");
       for (size_t i = 0; i + 1 < call.b_dims.size(); ++i) call.reduced[i] = true;
       const size_t need = kernels::cuda::reduce_workspace_bytes(
           kernels::cuda::ReduceOp::kSum, call.b_dtype, static_cast<int>(call.b_dims.size()),
@@ -118,7 +138,7 @@ Launch finish(StepContext& ctx, GemmShape s, DevPtr a, DevPtr b, DevPtr c, int b
   return call;
 }
 
-Launch build_matmul(StepContext& ctx) {
+GemmPlan plan_matmul(const StepContext& ctx) {
   ctx.require_dtype(0, {DType::kFloat32, DType::kFloat16, DType::kBFloat16});
   if (ctx.in_dtype(1) != ctx.in_dtype(0)) ctx.fail("A and B have different element types");
   GemmShape s;
@@ -179,10 +199,10 @@ Launch build_matmul(StepContext& ctx) {
   }
   if (s.batch == 1) s.stride_a = s.stride_b = s.stride_d = 0;
   const bool bias = s.epilogue == GemmEpilogue::kBias || s.epilogue == GemmEpilogue::kReluBias;
-  return finish(ctx, s, ctx.in(0), ctx.in(1), DevPtr{}, bias ? 2 : -1);
+  return {s, ctx.in(0), ctx.in(1), DevPtr{}, bias ? 2 : -1};
 }
 
-Launch build_gemm(StepContext& ctx) {
+GemmPlan plan_gemm(const StepContext& ctx) {
   ctx.require_dtype(0, {DType::kFloat32, DType::kFloat16, DType::kBFloat16});
   if (ctx.in_dtype(1) != ctx.in_dtype(0)) ctx.fail("A and B have different element types");
   const auto& at = ctx.attrs();
@@ -222,14 +242,31 @@ Launch build_gemm(StepContext& ctx) {
                "with beta 1)");
     }
   }
-  return finish(ctx, s, ctx.in(0), ctx.in(1), c, bias_input);
+  return {s, ctx.in(0), ctx.in(1), c, bias_input};
+}
+
+GemmPlan plan_of(const StepContext& ctx) {
+  return ctx.step().op() == "Gemm" ? plan_gemm(ctx) : plan_matmul(ctx);
+}
+
+Launch build_gemm_step(StepContext& ctx) {
+  return finish(ctx, plan_of(ctx));
 }
 
 }  // namespace
 
+bool uses_cublaslt(const plan::Step& step) {
+  return step.domain().empty() && (step.op() == "MatMul" || step.op() == "Gemm");
+}
+
+void check_gemm_step(StepContext& ctx) {
+  GemmPlan p = plan_of(ctx);
+  check_epilogue(ctx, p);
+}
+
 void register_gemm_ops(BuilderTable& t) {
-  t.add("", "MatMul", build_matmul);
-  t.add("", "Gemm", build_gemm);
+  t.add("", "MatMul", build_gemm_step);
+  t.add("", "Gemm", build_gemm_step);
 }
 
 }  // namespace ampc::rt::cuda

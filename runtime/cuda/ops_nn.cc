@@ -117,10 +117,13 @@ Launch build_cross_entropy(StepContext& ctx) {
       static_cast<int64_t>(kc::softmax_cross_entropy_workspace_bytes(n, c, d, reduction)));
   const DevPtr scores = ctx.in(0), labels = ctx.in(1), weight = ctx.in(2), loss = ctx.out(0),
                log_prob = ctx.out(1);
+  const FlagPtr bad = ctx.error_flag(
+      "a label is out of range of the classes (the loss is NaN there; the CPU backend refuses "
+      "such a label)");
   return [=](cudaStream_t stream) {
     kc::softmax_cross_entropy(dtype, scores.get(), labels_t, labels.get(), n, c, d, weight_t,
                               weight.get(), has_ignore, ignore, reduction, loss.get(),
-                              log_prob.get(), ws.get(), stream);
+                              log_prob.get(), ws.get(), stream, bad.get());
   };
 }
 

@@ -227,6 +227,9 @@ Launch build_pad(StepContext& ctx) {
   };
 }
 
+constexpr const char* kIndexOutOfRange =
+    "an index is out of range (the kernel clamped it; the CPU backend refuses such an index)";
+
 Launch build_gather(StepContext& ctx) {
   const Shape x = ctx.in_shape(0);
   const auto axis = static_cast<size_t>(cpu::nn::normalize_axis(
@@ -238,7 +241,7 @@ Launch build_gather(StepContext& ctx) {
   if (outer * count * inner != ctx.out_numel(0)) ctx.fail("the output does not fit the gather");
   const DType dtype = ctx.in_dtype(0), index_t = ctx.in_dtype(1);
   const DevPtr data = ctx.in(0), indices = ctx.in(1), out = ctx.out(0);
-  const FlagPtr bad = ctx.error_flag();
+  const FlagPtr bad = ctx.error_flag(kIndexOutOfRange);
   return [=](cudaStream_t stream) {
     if (outer * count * inner == 0) return;
     kc::gather(dtype, data.get(), outer, dim, inner, index_t, indices.get(), count, out.get(),
@@ -271,7 +274,7 @@ Launch build_scatter_nd(StepContext& ctx) {
   if (ctx.input(0).region() == ctx.output(0).region() &&
       ctx.input(0).offset() == ctx.output(0).offset())
     ctx.fail("the memory plan puts the output in the data's storage, which ScatterND cannot do");
-  const FlagPtr bad = ctx.error_flag();
+  const FlagPtr bad = ctx.error_flag(kIndexOutOfRange);
   return [=](cudaStream_t stream) {
     kc::scatter_nd(dtype, d.get(), data, index_t, indices.get(), tuples, depth, updates.get(),
                    reduction, out.get(), ws.get(), bad.get(), stream);

@@ -96,9 +96,11 @@ class StepContext {
 
   // Workspace of at least `bytes` for this step's launch (shared by all steps).
   WorkspacePtr workspace(int64_t bytes) const;
-  // An error flag a kernel of this step sets (an index out of range); the executor reports
-  // the step when it collects the run.
-  FlagPtr error_flag() const { return {&memory_, memory_.reserve_flag(label())}; }
+  // An error flag a kernel of this step sets when `what` happens (an index out of range); the
+  // executor reports "<step>: <what>" when it collects the run (error_flags.h).
+  FlagPtr error_flag(const std::string& what) const {
+    return {&memory_, memory_.reserve_flag(label(), what)};
+  }
 
  private:
   const plan::Plan& plan_;

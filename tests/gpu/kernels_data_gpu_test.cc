@@ -17,6 +17,7 @@
 #include "base/dtype.h"
 #include "base/half.h"
 #include "kernels/cuda/batchnorm.h"
+#include "kernels/cuda/bias.h"
 #include "kernels/cuda/copy.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/gather_scatter.h"
@@ -24,11 +25,13 @@
 #include "kernels/cuda/pool.h"
 #include "kernels/shared/elementwise_int.h"
 #include "kernels/twin/batchnorm.h"
+#include "kernels/twin/bias.h"
 #include "kernels/twin/copy.h"
 #include "kernels/twin/elementwise.h"
 #include "kernels/twin/gather_scatter.h"
 #include "kernels/twin/pad.h"
 #include "kernels/twin/pool.h"
+#include "tests/gpu/require_device.h"
 
 namespace ampc {
 namespace {
@@ -38,18 +41,8 @@ namespace tw = ampc::kernels::twin;
 namespace ew = ampc::kernels::shared::ew;
 using Dims = std::vector<int64_t>;
 
-bool have_device() {
-  int count = 0;
-  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
-}
-
-#define AMPC_REQUIRE_DEVICE()                    \
-  do {                                           \
-    if (!have_device()) {                        \
-      std::printf("skipped: no CUDA device\n");  \
-      GTEST_SKIP() << "skipped: no CUDA device"; \
-    }                                            \
-  } while (0)
+// Skips without a GPU or driver, fails when CUDA is there but unusable.
+#define AMPC_REQUIRE_DEVICE() AMPC_REQUIRE_CUDA_DEVICE()
 
 #define CUDA_OK(call) ASSERT_EQ((call), cudaSuccess) << #call
 
@@ -276,6 +269,25 @@ TEST(KernelsDataGpu, GatherMatchesTwinAndFlagsBadIndices) {
       expect_same(*y, "gather " + std::string(dtype_name(c.t)), dtype_size(c.t));
       expect_same(*flag, "gather's bad-index flag");
       EXPECT_EQ(flag->h<int32_t>()[0], bad_indices ? 1 : 0);
+    }
+  }
+}
+
+// The convolution's bias (kernels/cuda/bias.h), which the CUDA backend adds itself for every
+// precision (cuDNN's cudnnAddTensor does not document bf16), bit for bit.
+TEST(KernelsDataGpu, ChannelBiasMatchesTwin) {
+  AMPC_REQUIRE_DEVICE();
+  std::vector<std::unique_ptr<Buf>> keep;
+  uint32_t seed = 90;
+  for (DType t : {DType::kFloat32, DType::kFloat16, DType::kBFloat16}) {
+    for (const Dims& d : {Dims{64, 16, 784}, Dims{3, 5, 1}, Dims{2, 70000, 3}}) {
+      Buf* y = make(keep, t, d[0] * d[1] * d[2]);
+      Buf* b = make(keep, t, d[1]);
+      fill(*y, t, seed++);
+      fill(*b, t, seed++);
+      cu::add_channel_bias(t, y->dev, b->dev, d[0], d[1], d[2], nullptr);
+      tw::add_channel_bias(t, y->host.data(), b->host.data(), d[0], d[1], d[2]);
+      expect_same(*y, "channel bias " + std::string(dtype_name(t)), dtype_size(t));
     }
   }
 }

@@ -9,6 +9,7 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -28,6 +29,7 @@
 #include "kernels/twin/layernorm.h"
 #include "kernels/twin/reduce.h"
 #include "kernels/twin/softmax.h"
+#include "tests/gpu/require_device.h"
 
 namespace ampc {
 namespace {
@@ -36,19 +38,9 @@ namespace sh = kernels::shared;
 namespace cu = kernels::cuda;
 namespace tw = kernels::twin;
 
-bool have_device() {
-  int count = 0;
-  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
-}
-
 // First statement of every test.
-#define AMPC_REQUIRE_DEVICE()                    \
-  do {                                           \
-    if (!have_device()) {                        \
-      std::printf("skipped: no CUDA device\n");  \
-      GTEST_SKIP() << "skipped: no CUDA device"; \
-    }                                            \
-  } while (0)
+// Skips without a GPU or driver, fails when CUDA is there but unusable.
+#define AMPC_REQUIRE_DEVICE() AMPC_REQUIRE_CUDA_DEVICE()
 
 #define CUDA_OK(call) ASSERT_EQ((call), cudaSuccess) << #call
 
@@ -292,6 +284,43 @@ TEST(KernelsRowwiseGpu, CrossEntropyMatchesTwin) {
   }
 }
 
+// A label out of range: NaN there (as the twin) and the device flag set, as the twin sets its
+// own; in range: the flag stays 0.
+TEST(KernelsRowwiseGpu, CrossEntropyFlagsLabelsOutOfRange) {
+  AMPC_REQUIRE_DEVICE();
+  const int64_t n = 64, c = 10;
+  for (bool bad : {false, true}) {
+    Buffer x(n * c * 4), labels(n * 8), loss(4), flag(4);
+    Buffer ws(cu::softmax_cross_entropy_workspace_bytes(n, c, 1, tw::CeReduction::kMean));
+    x.host = random_bytes(DType::kFloat32, n * c, 5, 2.0f);
+    for (int64_t p = 0; p < n; ++p) {
+      const int64_t label = bad && p == 17 ? c + 3 : p % c;
+      std::memcpy(&labels.host[p * 8], &label, 8);
+    }
+    std::fill(flag.host.begin(), flag.host.end(), 0);
+    x.upload();
+    labels.upload();
+    flag.upload();
+    cu::softmax_cross_entropy(DType::kFloat32, x.dev, DType::kInt64, labels.dev, n, c, 1,
+                              DType::kFloat32, nullptr, false, 0, tw::CeReduction::kMean, loss.dev,
+                              nullptr, ws.dev, nullptr, static_cast<int32_t*>(flag.dev));
+    CUDA_OK(cudaDeviceSynchronize());
+    int32_t want_flag = 0, got_flag = 0;
+    std::vector<uint8_t> wl(4), wws(ws.host.size() + 8);
+    tw::softmax_cross_entropy(DType::kFloat32, x.host.data(), DType::kInt64, labels.host.data(), n,
+                              c, 1, DType::kFloat32, nullptr, false, 0, tw::CeReduction::kMean,
+                              wl.data(), nullptr, wws.data(), &want_flag);
+    const std::vector<uint8_t> got = flag.download();
+    std::memcpy(&got_flag, got.data(), 4);
+    EXPECT_EQ(want_flag, bad ? 1 : 0);
+    EXPECT_EQ(got_flag, want_flag) << (bad ? "a bad label" : "good labels");
+    float got_loss = 0;
+    const std::vector<uint8_t> l = loss.download();
+    std::memcpy(&got_loss, l.data(), 4);
+    EXPECT_EQ(std::isnan(got_loss), bad);
+  }
+}
+
 // ---- Reductions ----
 
 TEST(KernelsRowwiseGpu, ReductionsMatchTwin) {
@@ -307,7 +336,10 @@ TEST(KernelsRowwiseGpu, ReductionsMatchTwin) {
                                    {{16, 30, 700}, {false, true, false}},
                                    {{8, 30, 7, 5}, {true, false, true, false}},
                                    {{64, 4096}, {false, true}},
-                                   {{5, 6, 7}, {true, true, true}}};
+                                   {{5, 6, 7}, {true, true, true}},
+                                   // per channel: the conv bias gradient, rows in pieces
+                                   {{64, 16, 28, 28}, {true, false, true, true}},
+                                   {{2, 3, 70000}, {true, false, true}}};
   for (DType dtype : kFloatTypes) {
     for (const Case& c : cases) {
       const int rank = static_cast<int>(c.dims.size());

@@ -16,16 +16,12 @@
 #include "kernels/cuda/range_stats.h"
 #include "kernels/shared/range_stats.h"
 #include "kernels/twin/range_stats.h"
+#include "tests/gpu/require_device.h"
 
 namespace ampc::testing {
 namespace {
 
 namespace rs = kernels::range_stats;
-
-bool has_device() {
-  int count = 0;
-  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
-}
 
 // n values as raw bytes of `dtype`.
 std::vector<unsigned char> spread(DType dtype, size_t n, uint32_t seed) {
@@ -61,10 +57,7 @@ T* device_copy(const void* host, size_t bytes) {
 }
 
 TEST(RangeStatsGpu, KernelEqualsTwin) {
-  if (!has_device()) {
-    std::printf("skipped: no CUDA device\n");
-    GTEST_SKIP() << "skipped: no CUDA device";
-  }
+  AMPC_REQUIRE_CUDA_DEVICE();
   for (DType dtype : {DType::kFloat32, DType::kFloat16, DType::kBFloat16}) {
     for (size_t n : {size_t{1}, size_t{1000}, size_t{3000000}}) {
       const auto x = spread(dtype, n, static_cast<uint32_t>(n));

@@ -1,9 +1,19 @@
 #!/usr/bin/env bash
 # The GPU suite, one command on a machine with an NVIDIA GPU: every GPU gtest (the
 # gpu-labelled tests of tests/CMakeLists.txt: the hand-written kernels against their CPU
-# twins, whole mlp/cnn/gpt plans on the device against the CPU backend, the skip-step), then
-# the benchmark (scripts/bench_gpu.py: a 12-layer gpt and the cnn, ampc vs PyTorch eager fp32
-# and AMP), whose table comes last. Meant to finish in under 8 minutes on an H200 with 16 cores.
+# twins, whole mlp/cnn/gpt plans on the device against the CPU backend, the skip-step, the
+# error flags), then the benchmark (scripts/bench_gpu.py: a 12-layer gpt and the cnn, ampc vs
+# PyTorch eager fp32 and AMP), whose table comes last. Fits one 10-minute device command:
+# each executable's cases share a bound of 300 s (--budget), the benchmark is last and
+# --no-bench leaves it out; the estimate is in tests/gpu/README.md.
+#
+# At start: the bundle's MANIFEST, nvidia-smi, the loaded driver / runtime / cuBLASLt / cuDNN
+# versions (cuda_plan_test's CudaDevice.Versions). Each test case runs in its own process
+# (a device fault is sticky: it would fail every later case of the process), with
+# AMPC_CUDA_SYNC_DEBUG=1 (the executor's eager first run then names a failing step), and a
+# line per executable says how its cases went as soon as it is done, so that a run cut short
+# still tells what passed. Fails when a case fails, when the budget ends before every case
+# ran, and when nvidia-smi sees a GPU but a case skipped for want of one.
 #
 # Where the executables come from, first match wins:
 #   1. the bundle gpu-bundle/ampc-gpu.tar.xz (tests/gpu/bundle.sh, made on a Debian 12 machine
@@ -13,8 +23,12 @@
 #   2. a machine with our build dependencies (Debian 12: scripts/install-deps.sh): builds
 #      ampc for sm_$arch in build-gpu (Release, only the targets needed), as before.
 #   3. otherwise: stops, saying to make the bundle first.
-# Usage: bash tests/gpu/run.sh [--no-bench] [--arch 90] [--bundle FILE] [--build]
-#   --build   ignore a bundle and build here
+# Usage: bash tests/gpu/run.sh [--no-bench] [--arch 90] [--bundle FILE] [--build] [--budget S]
+#                               [--deadline S]
+#   --build     ignore a bundle and build here
+#   --budget    seconds for all cases of one executable (300)
+#   --deadline  seconds after start by which the whole script ends, the benchmark cut at it
+#               (570, under the device tool's 600 per command)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 repo=$PWD
@@ -23,13 +37,17 @@ bench=1
 arch=90
 bundle=gpu-bundle/ampc-gpu.tar.xz
 force_build=0
+budget=300
+deadline=570  # seconds after start by which everything has ended (a device command has 600)
 while (($#)); do
   case "$1" in
     --no-bench) bench=0 ;;
     --arch) arch="$2"; shift ;;
     --bundle) bundle="$2"; shift ;;
     --build) force_build=1 ;;
-    *) echo "usage: $0 [--no-bench] [--arch 80|90] [--bundle FILE] [--build]" >&2; exit 2 ;;
+    --budget) budget="$2"; shift ;;
+    --deadline) deadline="$2"; shift ;;
+    *) echo "usage: $0 [--no-bench] [--arch 80|90] [--bundle FILE] [--build] [--budget S]" >&2; exit 2 ;;
   esac
   shift
 done
@@ -64,7 +82,14 @@ else
   gpu-bundle along (with the device tool: carry [\"gpu-bundle\"]) and run this again."
 fi
 
-if command -v nvidia-smi >/dev/null; then nvidia-smi || true; else echo "nvidia-smi: not installed here"; fi
+# Whether the driver sees a GPU: then no test may skip for want of one.
+gpu_seen=0
+if command -v nvidia-smi >/dev/null; then
+  nvidia-smi || true
+  nvidia-smi -L 2>/dev/null | grep -q '^GPU [0-9]' && gpu_seen=1
+else
+  echo "nvidia-smi: not installed here"
+fi
 py=python3  # the one with torch: the GPU image's python3; Debian's /usr/bin/python3 here
 $py -c "import torch" 2>/dev/null || py=/usr/bin/python3
 
@@ -124,6 +149,16 @@ EOF
     echo "note: using the bundle's libstdc++ (this machine's lacks $(manifest glibcxx_needed))"
   fi
   miss=$(missing_libs)
+  # The executables need CUDA 13's cuBLASLt (libcublasLt.so.13) and cuDNN 9 for CUDA 13
+  # (libcudnn.so.9); a machine with only a CUDA 12 stack has libcublasLt.so.12: say so.
+  if [[ $miss == *libcublasLt.so.13* ]] &&
+    { ldconfig -p 2>/dev/null | grep -q 'libcublasLt\.so\.12' ||
+      compgen -G "/usr/local/cuda*/lib64/libcublasLt.so.12" >/dev/null; }; then
+    die "this machine has a CUDA 12 stack only (libcublasLt.so.12, no libcublasLt.so.13); the
+  bundle was built with CUDA 13 (MANIFEST: nvcc $(manifest nvcc)) and needs libcublasLt.so.13
+  and libcudnn.so.9 built for CUDA 13 (pip: nvidia-cublas and nvidia-cudnn-cu13), and a driver
+  for CUDA 13. Nothing ran."
+  fi
   [[ -z $miss ]] || die "libraries the bundle's executables need are not found here
   (cuBLASLt and cuDNN come from this machine: pip packages nvidia-cublas, nvidia-cudnn-cu13,
   or /usr/local/cuda/lib64):
@@ -163,36 +198,82 @@ else
 fi
 export AMPC_SOURCE_DIR=$repo  # for tests that read it at run time
 
-# Each gtest executable as a whole (one process per executable, not CTest's one per case:
-# one CUDA context each, and no CTestTestfile with this build's absolute paths needed). The
-# timeouts are CTest's (tests/CMakeLists.txt: cuda_plan_test 900 s, the others 120 s).
+# Each test case in its own process (gtest's --gtest_filter), the cases of one executable
+# sharing $budget seconds; a summary line per executable as soon as it is done.
+export AMPC_CUDA_SYNC_DEBUG=1
 status=0
 mkdir -p "$work"
 log=$work/gtest-gpu.log
 : >"$log"
-for t in "${gpu_tests[@]}"; do
-  limit=120
-  [[ $t == cuda_plan_test ]] && limit=900
-  stamp "$t"
-  rc=0
-  (cd "$work" && timeout "$limit" "$bin/$t" --gtest_color=no) 2>&1 | tee -a "$log" || rc=$?
-  ((rc == 0)) || { echo "run.sh: $t failed (exit status $rc)"; status=1; }
+total_pass=0 total_fail=0 total_skip=0 total_unrun=0
+cases_of() {  # Suite.Case names, one a line (parameterised: Suite/Case/Param)
+  "$bin/$1" --gtest_list_tests | awk '/^[^ ]/ {suite = $1; next} /^  / {print suite $1}'
+}
+# cuda_plan_test's CudaDevice.Versions first: the versions belong at the start of the log.
+ordered=()
+for t in "${gpu_tests[@]}"; do [[ $t == cuda_plan_test ]] && ordered+=("$t"); done
+for t in "${gpu_tests[@]}"; do [[ $t == cuda_plan_test ]] || ordered+=("$t"); done
+for t in "${ordered[@]}"; do
+  mapfile -t cases < <(cd "$work" && cases_of "$t")
+  if [[ $t == cuda_plan_test ]]; then
+    mapfile -t cases < <(printf '%s\n' "${cases[@]}" | grep -x 'CudaDevice\.Versions'
+                         printf '%s\n' "${cases[@]}" | grep -vx 'CudaDevice\.Versions')
+  fi
+  mapfile -t cases < <(printf '%s\n' "${cases[@]}" | sed '/^$/d')
+  if ((${#cases[@]} == 0)); then
+    echo "run.sh: SUMMARY $t: no test cases listed (the executable does not start?)"
+    "$bin/$t" --gtest_list_tests 2>&1 | tail -5 || true
+    status=1
+    continue
+  fi
+  stamp "$t: ${#cases[@]} cases, $budget s"
+  t0=$SECONDS pass=0 fail=0 skip=0 unrun=0 failed_cases=()
+  for c in "${cases[@]}"; do
+    left=$((budget - (SECONDS - t0)))
+    overall=$((deadline - 90 - (SECONDS - start)))  # keep 90 s for the benchmark
+    ((overall < left)) && left=$overall
+    if ((left < 5)); then unrun=$((unrun + 1)); continue; fi
+    out=$work/case.out
+    rc=0
+    (cd "$work" && timeout "$left" "$bin/$t" --gtest_color=no --gtest_filter="$c") >"$out" 2>&1 || rc=$?
+    cat "$out" >>"$log"
+    if ((rc != 0)); then
+      fail=$((fail + 1)); failed_cases+=("$c")
+      ((rc == 124)) && echo "run.sh: $t $c: cut at the executable's budget" | tee -a "$log"
+      tail -30 "$out"
+    elif grep -q '^\[  SKIPPED \]' "$out"; then
+      skip=$((skip + 1))
+    else
+      pass=$((pass + 1))
+    fi
+    grep -h '^\[cuda\]' "$out" || true  # what the plan tests report (versions, sizes)
+  done
+  echo "run.sh: SUMMARY $t: $pass passed, $fail failed, $skip skipped, $unrun not run (budget) in $((SECONDS - t0)) s${failed_cases:+; failed: ${failed_cases[*]}}"
+  ((fail + unrun == 0)) || status=1
+  total_pass=$((total_pass + pass)) total_fail=$((total_fail + fail))
+  total_skip=$((total_skip + skip)) total_unrun=$((total_unrun + unrun))
 done
-# gtest's summary lines: "[  SKIPPED ] N tests, listed below:" (each executable's cases
-# skip with "skipped: no CUDA device" without a GPU).
-skips=$(sed -n 's/^\[  SKIPPED \] \([0-9]*\) tests\{0,1\}, listed below:.*/\1/p' "$log" |
-  awk '{n += $1} END {print n + 0}')
-stamp "gtests done (status $status)"
-if ((skips)) && grep -q "skipped: no CUDA device" "$log"; then
-  echo "note: $skips GPU test cases skipped: this machine has no CUDA device"
-elif ((skips)); then
-  echo "note: $skips GPU test cases skipped"
+stamp "gtests done: $total_pass passed, $total_fail failed, $total_skip skipped, $total_unrun not run (status $status)"
+if ((total_skip)) && ((gpu_seen)); then
+  echo "run.sh: error: nvidia-smi sees a GPU but $total_skip cases skipped (CUDA not usable by the tests: see the log)"
+  status=1
+elif ((total_skip)) && grep -q "skipped: no CUDA device" "$log"; then
+  echo "note: $total_skip GPU test cases skipped: this machine has no CUDA device"
 fi
 
 if ((bench)); then
   # Nothing is printed after the benchmark: its table is the last thing in the log.
   stamp "benchmark (scripts/bench_gpu.py with $($py -c 'import torch; print("torch", torch.__version__)'))"
-  PYTHONUNBUFFERED=1 $py scripts/bench_gpu.py --ampc "$bin/ampc" --bench "$bin/cuda_plan_bench" \
-    --work "$work/bench" || status=1
+  left=$((deadline - (SECONDS - start)))
+  if ((left < 30)); then
+    echo "run.sh: the benchmark did not run: $left s left before the deadline"
+    status=1
+  else
+    rc=0
+    PYTHONUNBUFFERED=1 timeout "$left" $py scripts/bench_gpu.py --ampc "$bin/ampc" \
+      --bench "$bin/cuda_plan_bench" --work "$work/bench" || rc=$?
+    ((rc == 124)) && echo "run.sh: the benchmark was cut at the deadline ($deadline s)"
+    ((rc == 0)) || status=1
+  fi
 fi
 exit "$status"

@@ -4,6 +4,7 @@
 // every shape that broadcasts to the output.
 #include <gtest/gtest.h>
 
+#include "passes/autodiff/autodiff.h"
 #include "tests/passes/fd_check.h"
 
 namespace ampc {
@@ -46,6 +47,50 @@ TEST(AutodiffFdLinearRandom, MatMulVectors) {
     check(matmul(cat(batch, {m, kk}), {kk}, cat(batch, {m})));  // batched matrix @ vector
   }
   check(matmul({3}, {3}, {}));  // dot product
+}
+
+// W's gradient where one matrix W is shared by a batched A: one GEMM with the batch folded
+// into K (rules_linear.cc's shared_weight_grad), checked here for its values against finite
+// differences, and for its form: the MatMul that makes dW is [K, B*M] x [B*M, N] -> [K, N],
+// and no per-sample [B, K, N] products exist to be summed afterwards.
+TEST(AutodiffFdLinearRandom, SharedWeightGradientIsOneGemm) {
+  struct Shared {
+    Shape a, w, out;
+  };
+  for (const Shared& t :
+       {Shared{{3, 2, 4}, {4, 5}, {3, 2, 5}}, Shared{{2, 3, 2, 4}, {4, 5}, {2, 3, 2, 5}},
+        Shared{{3, 2, 4}, {1, 4, 5}, {3, 2, 5}}}) {
+    const Case c = matmul(t.a, t.w, t.out);
+    check(c);
+    Values values = {std::vector<double>(static_cast<size_t>(ir::shape_numel(t.a)), 0.1),
+                     std::vector<double>(static_cast<size_t>(ir::shape_numel(t.w)), 0.2)};
+    auto m = make_model(c, values,
+                        std::vector<double>(static_cast<size_t>(ir::shape_numel(t.out)), 0.5));
+    const auto grads = passes::differentiate(*m, {.loss = "", .freeze = {"R", "fwd/*"}});
+    const ir::Value* dw = nullptr;
+    for (const auto& pg : grads) dw = pg.parameter->name == "p1" ? pg.gradient : dw;
+    ASSERT_NE(dw, nullptr) << c.name;
+    while (dw->producer && dw->producer->op_type == "Reshape") dw = dw->producer->inputs[0];
+    ASSERT_NE(dw->producer, nullptr) << c.name;
+    const ir::Node& gemm = *dw->producer;
+    EXPECT_EQ(gemm.op_type, "MatMul") << c.name;
+    const int64_t k = t.w[t.w.size() - 2], n = t.w.back();
+    const int64_t rows = ir::shape_numel(t.a) / k;
+    EXPECT_EQ(*dw->type.shape, (Shape{k, n})) << c.name;
+    ASSERT_EQ(gemm.inputs.size(), 2u);
+    EXPECT_EQ(*gemm.inputs[0]->type.shape, (Shape{k, rows})) << c.name;
+    EXPECT_EQ(*gemm.inputs[1]->type.shape, (Shape{rows, n})) << c.name;
+    Shape per_sample(t.a.begin(), t.a.end() - 2);
+    per_sample.push_back(k);
+    per_sample.push_back(n);
+    for (const auto& node : m->graph->nodes) {
+      for (const ir::Value* o : node->outputs) {
+        EXPECT_FALSE(o->type.shape && *o->type.shape == per_sample)
+            << c.name << ": per-sample weight gradients " << str(per_sample) << " from "
+            << node->op_type;
+      }
+    }
+  }
 }
 
 TEST(AutodiffFdLinearRandom, Gemm) {

@@ -18,6 +18,7 @@
 #include "base/error.h"
 #include "base/half.h"
 #include "kernels/twin/batchnorm.h"
+#include "kernels/twin/bias.h"
 #include "kernels/twin/copy.h"
 #include "kernels/twin/elementwise.h"
 #include "kernels/twin/gather_scatter.h"
@@ -691,6 +692,25 @@ TEST(TwinBatchNorm, SavedStatisticsBeforeOpset14AndInferenceAgreeWithCpuOp) {
     // Inference has no sum: the same operations as the CPU op, the same bits (f64: the fp32
     // parameters are widened exactly either way).
     expect_same_bytes(yi, want_inf, "BatchNormalization inference " + std::string(dtype_name(t)));
+  }
+}
+
+// The convolution's bias kernel (kernels/cuda/bias.h, which the CUDA backend uses instead of
+// cudnnAddTensor): y [n, c, s] + b [c] equals the CPU backend's Add of b as [1, c, 1], bit
+// for bit (fp32 math, one rounding), in every float precision.
+TEST(TwinBias, ChannelBiasMatchesCpuAddBitForBit) {
+  for (DType t : {DType::kFloat32, DType::kFloat16, DType::kBFloat16}) {
+    for (const Dims& d : {Dims{4, 6, 25}, Dims{1, 3, 1}, Dims{2, 5, 7}}) {
+      const int64_t count = d[0] * d[1] * d[2];
+      const Tensor y = optest::make(t, d, optest::pseudo_random(static_cast<size_t>(count), 7));
+      const Tensor b =
+          optest::make(t, {1, d[1], 1}, optest::pseudo_random(static_cast<size_t>(d[1]), 8));
+      const Tensor want = optest::run("Add", {y, b}, {}, 1, 17)[0];
+      Tensor got = y;
+      tw::add_channel_bias(t, got.raw(), b.raw(), d[0], d[1], d[2]);
+      ASSERT_EQ(0, std::memcmp(got.raw(), want.raw(), want.nbytes()))
+          << dtype_name(t) << " " << optest::values(got)[0] << " vs " << optest::values(want)[0];
+    }
   }
 }
 

@@ -306,11 +306,23 @@ const char* const kReduceOps[] = {"ReduceSum", "ReduceMean",   "ReduceProd",
 
 TEST(TwinRowwise, ReductionsMatchTheCpuOps) {
   // Rows by warps and blocks, rows split into pieces (few outputs), columns with and without
-  // pieces ([B*T, N] -> [N]), several reduced groups (general), everything.
+  // pieces ([B*T, N] -> [N]), per channel ([N, C, S] over N and S), several reduced groups
+  // (general), everything.
   const std::vector<ReduceCase> cases = {
-      {{6, 50}, {1}},      {{3, 40000}, {1}},    {{1, 300000}, {1}}, {{512, 96}, {0}},
-      {{4, 30, 7}, {1}},   {{4, 30, 7}, {0, 2}}, {{5, 6, 7}, {}},    {{2, 3, 4, 5}, {0, 2}},
-      {{2, 1, 9}, {0, 1}}, {{4096, 3}, {0}},     {{3, 5}, {1}}};
+      {{6, 50}, {1}},
+      {{3, 40000}, {1}},
+      {{1, 300000}, {1}},
+      {{512, 96}, {0}},
+      {{4, 30, 7}, {1}},
+      {{4, 30, 7}, {0, 2}},
+      {{5, 6, 7}, {}},
+      {{2, 3, 4, 5}, {0, 2}},
+      {{2, 1, 9}, {0, 1}},
+      {{4096, 3}, {0}},
+      {{3, 5}, {1}},
+      // Per channel (rows x columns): a conv bias gradient's shape; rows cut into pieces.
+      {{16, 8, 14, 14}, {0, 2, 3}},
+      {{2, 3, 70000}, {0, 2}}};
   for (DType dtype : kFloatTypes) {
     for (const ReduceCase& c : cases) {
       int64_t count = 1;
