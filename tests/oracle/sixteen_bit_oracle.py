@@ -15,17 +15,18 @@ per parameter. For the few parameters whose exact gradient is zero (gpt's attent
 biases: softmax is invariant to them) both sides hold rounding noise, so there the error is
 measured against the norm of the whole update instead.
 
-The bound (BOUND below, per precision): u = 2^-11 for fp16 and 2^-8 for bf16 is the
+The bounds (GRADIENT_BOUND, LOSS_BOUND): u = 2^-11 for fp16 and 2^-8 for bf16 is the
 relative rounding error of one stored 16-bit value. ampc and the reference round the same
 GEMM operands and results but differ in the 16-bit values they store elsewhere (ampc stores
 FOLLOW ops' results in 16 bits: GELU, residual adds, scaling; the fp16 reference keeps them
-in fp32; torch's bf16 CPU autocast also runs LayerNorm and Softmax in bf16) and in the order
-of fp32 sums. A gradient is a chain of about 10 such stored values on the longest path of
-gpt, each contributing an independent error of at most u, and the errors of one parameter's
-elements add in norm: 16u bounds it with room (fp16: 7.8e-3; bf16, whose reference stores
-even more values in 16 bits: 32u = 0.125) while a 2x wrong gradient, a wrong unscale or a
-missing term is an error of order 1. The loss is one reduction over the batch of values
-that went through the same chains: 4u (fp16: 2.0e-3, bf16: 1.6e-2).
+in fp32; torch's bf16 CPU autocast also runs softmax and gelu in bf16) and in the order of
+fp32 sums. A gradient element is a chain of about 10 such stored values on the longest
+path of gpt, each an independent error of at most u, so the typical relative error is about
+sqrt(10) u ~ 3u; 8u bounds a parameter's gradient (fp16: 3.9e-3, bf16: 3.1e-2), while a 2x
+wrong gradient, a wrong unscale or a missing term is an error of order 1 (measured: fp16
+1.4u, bf16 1.5u at worst, gpt's attention key weights). The loss is a mean over the batch,
+whose independent rounding errors average out: u (fp16: 4.9e-4, bf16: 3.9e-3; measured
+0.02u).
 
     /usr/bin/python3 tests/oracle/sixteen_bit_oracle.py --ampc BIN --models-dir models
         --out DIR CASE   (CASE: mlp-fp16, gpt-fp16, mlp-bf16, gpt-bf16)
@@ -46,8 +47,8 @@ import amp_reference as ref  # noqa: E402
 import torch_forward_oracle as fwd  # noqa: E402
 
 U = {"fp16": 2.0 ** -11, "bf16": 2.0 ** -8}
-GRADIENT_BOUND = {"fp16": 16 * U["fp16"], "bf16": 32 * U["bf16"]}
-LOSS_BOUND = {"fp16": 4 * U["fp16"], "bf16": 4 * U["bf16"]}
+GRADIENT_BOUND = {"fp16": 8 * U["fp16"], "bf16": 8 * U["bf16"]}
+LOSS_BOUND = {"fp16": U["fp16"], "bf16": U["bf16"]}
 SCALE = {"fp16": 65536.0, "bf16": 1.0}  # ampc's defaults: dynamic from 2^16 / none
 LR = 0.1
 
