@@ -30,7 +30,7 @@ struct FolderResult {
   int total = 0, passed = 0, failed = 0, unsupported = 0;
   std::vector<std::string> failures;
   std::map<std::string, std::vector<std::string>> unsupported_by_op;
-  std::set<std::string> passing;                 // case names
+  std::set<std::string> passing;                   // case names
   std::map<std::string, std::string> not_passing;  // case name -> why (failed or unsupported)
 };
 

@@ -75,10 +75,10 @@ TEST(UnscaleCheck, SixteenBitGradientsComputeInFp32AndRoundOnce) {
   // rounds to 6140 and the tie 6138 to the even 6136 (mantissa 510, not 511). bf16: 255 * 3 =
   // 765 and 254 * 3 = 762; in [512, 1024) bf16's spacing is 4: 764, and the tie 762 to the
   // even 760. The inputs are exact in their formats. An fp16 inf gradient is found.
-  const auto out = run_amp("UnscaleCheck",
-                           {f32(3), make(DType::kFloat16, {2}, {2047, 2046}),
-                            make(DType::kBFloat16, {2}, {255, 254})},
-                           {}, 3);
+  const auto out = run_amp(
+      "UnscaleCheck",
+      {f32(3), make(DType::kFloat16, {2}, {2047, 2046}), make(DType::kBFloat16, {2}, {255, 254})},
+      {}, 3);
   EXPECT_FALSE(flag_of(out[0]));
   ASSERT_EQ(out[1].dtype(), DType::kFloat16);
   EXPECT_EQ(out[1].data<Half>()[0].bits, 0x6dff);  // 6140 = 2^12 * (1 + 511 / 1024)
