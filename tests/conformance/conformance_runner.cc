@@ -231,7 +231,14 @@ CaseResult run_case_unguarded(const std::string& case_dir, const Tolerance& tol)
     }
     const auto outputs = sorted_files(set, "output_");
     const auto& bindings = executor->plan().outputs();
-    for (size_t i = 0; i < outputs.size() && i < static_cast<size_t>(bindings.size()); ++i) {
+    // Every expected output is compared, and the plan has no more and no fewer.
+    if (outputs.size() != static_cast<size_t>(bindings.size())) {
+      return {Outcome::kFailed,
+              set.filename().string() + ": " + std::to_string(outputs.size()) +
+                  " expected outputs, the plan has " + std::to_string(bindings.size()),
+              ""};
+    }
+    for (size_t i = 0; i < outputs.size(); ++i) {
       const rt::Tensor want = bf16_quirk(
           rt::io::read_tensor_pb(outputs[i].string()),
           static_cast<DType>(

@@ -70,15 +70,22 @@ TEST(UnscaleCheck, FindsInfAndNanInAnyGradient) {
 }
 
 TEST(UnscaleCheck, SixteenBitGradientsComputeInFp32AndRoundOnce) {
-  // 3 * (1/3 in fp32) rounds to 1.0 in fp16 once; a fp16 overflow value (65504 * 2) is inf.
-  const float third = static_cast<float>(1.0 / 3.0);
+  // Expected values worked out by hand (not with the conversion under test). fp16: 2047 * 3 =
+  // 6141 and 2046 * 3 = 6138 are exact in fp32; in [4096, 8192) fp16's spacing is 4, so 6141
+  // rounds to 6140 and the tie 6138 to the even 6136 (mantissa 510, not 511). bf16: 255 * 3 =
+  // 765 and 254 * 3 = 762; in [512, 1024) bf16's spacing is 4: 764, and the tie 762 to the
+  // even 760. The inputs are exact in their formats. An fp16 inf gradient is found.
   const auto out = run_amp(
       "UnscaleCheck",
-      {f32(third), make(DType::kFloat16, {2}, {3, 6}), make(DType::kBFloat16, {1}, {3})}, {}, 3);
+      {f32(3), make(DType::kFloat16, {2}, {2047, 2046}), make(DType::kBFloat16, {2}, {255, 254})},
+      {}, 3);
   EXPECT_FALSE(flag_of(out[0]));
-  EXPECT_EQ(values(out[1]), (std::vector<double>{half_to_float(float_to_half(3 * third)),
-                                                 half_to_float(float_to_half(6 * third))}));
-  EXPECT_EQ(values(out[2]), (std::vector<double>{bf16_to_float(float_to_bf16(3 * third))}));
+  ASSERT_EQ(out[1].dtype(), DType::kFloat16);
+  EXPECT_EQ(out[1].data<Half>()[0].bits, 0x6dff);  // 6140 = 2^12 * (1 + 511 / 1024)
+  EXPECT_EQ(out[1].data<Half>()[1].bits, 0x6dfe);  // 6136 = 2^12 * (1 + 510 / 1024)
+  ASSERT_EQ(out[2].dtype(), DType::kBFloat16);
+  EXPECT_EQ(out[2].data<BFloat16>()[0].bits, 0x443f);  // 764 = 2^9 * (1 + 63 / 128)
+  EXPECT_EQ(out[2].data<BFloat16>()[1].bits, 0x443e);  // 760 = 2^9 * (1 + 62 / 128)
   const auto inf16 = run_amp("UnscaleCheck", {f32(1), make(DType::kFloat16, {1}, {kInf})}, {}, 2);
   EXPECT_TRUE(flag_of(inf16[0]));
 }
