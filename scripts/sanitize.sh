@@ -5,8 +5,9 @@
 #   bash scripts/sanitize.sh thread  [ctest arguments...]   # TSan, build-tsan/
 #
 # Without ctest arguments the whole suite runs (-j of the core count); with them, only what
-# they select (e.g. `-R TrainTest` or `-L unit`). JOBS=N sets the build and test parallelism. Any report fails the test that caused it:
-# errors are not recoverable (-fno-sanitize-recover=all) and every report exits non-zero.
+# they select (e.g. `-R TrainTest` or `-L unit`). JOBS=N sets the build and test parallelism.
+# Any report fails the test that caused it: errors are not recoverable
+# (-fno-sanitize-recover=all) and every report exits non-zero.
 # The CUDA backend is left out (AMPC_ENABLE_CUDA=OFF): nvcc's host code is not instrumented
 # and nothing CUDA runs on these machines. The fuzzers live elsewhere (scripts/fuzz.sh).
 set -euo pipefail
