@@ -86,7 +86,7 @@ NpyHeader parse_npy_header(std::string_view bytes, const std::string& what) {
 Tensor parse_npy(const std::string& bytes, const std::string& what) {
   const NpyHeader h = parse_npy_header(bytes, what);
   Tensor t(h.dtype, h.shape);
-  std::memcpy(t.raw(), bytes.data() + h.data_offset, h.data_bytes);
+  if (h.data_bytes > 0) std::memcpy(t.raw(), bytes.data() + h.data_offset, h.data_bytes);
   return t;
 }
 

@@ -10,21 +10,25 @@ namespace ampc::fuzz {
 
 namespace {
 
-void remove_scratch() {
-  std::error_code ec;
-  std::filesystem::remove_all(scratch_dir(), ec);
-}
+// The folder, removed when the process ends normally (libFuzzer exits through exit()).
+struct ScratchDir {
+  std::string path;
+  ScratchDir() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "ampc-fuzz-XXXXXX").string();
+    if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+    path = tmpl;
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+};
 
 }  // namespace
 
 const std::string& scratch_dir() {
-  static const std::string dir = [] {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "ampc-fuzz-XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-    std::atexit(remove_scratch);
-    return tmpl;
-  }();
-  return dir;
+  static const ScratchDir dir;
+  return dir.path;
 }
 
 std::string write_scratch(const std::string& name, const uint8_t* data, size_t size) {
