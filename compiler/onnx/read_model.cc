@@ -70,8 +70,8 @@ long long external_number(const onnx::TensorProto& t, const std::string& key,
   } catch (const std::exception&) {
   }
   if (value.empty() || used != value.size() || v < 0) {
-    throw Error("initializer '" + t.name() + "': bad external data field '" + key + "' ('" +
-                value + "': expected a number of bytes)");
+    throw Error("initializer '" + t.name() + "': bad external data field '" + key + "' ('" + value +
+                "': expected a number of bytes)");
   }
   return v;
 }
@@ -96,7 +96,8 @@ void load_external(onnx::TensorProto& t, const fs::path& model_dir) {
                 (fs::exists(file, ec) ? "': not a regular file" : "': no such file"));
   }
   const auto size = static_cast<long long>(fs::file_size(file, ec));
-  if (ec) throw Error("initializer '" + t.name() + "': cannot read external data '" + location + "'");
+  if (ec)
+    throw Error("initializer '" + t.name() + "': cannot read external data '" + location + "'");
   // Compared without forming offset + length, which may overflow.
   if (offset > size || (length && *length > size - offset)) {
     throw Error("initializer '" + t.name() + "': external data '" + location +

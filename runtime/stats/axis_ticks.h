@@ -11,7 +11,7 @@ namespace ampc::rt::stats {
 struct AxisTicks {
   double lo = 0, hi = 1;  // the axis range: the first and the last tick
   double step = 1;
-  std::vector<double> values;  // lo, lo + step, ..., hi
+  std::vector<double> values;       // lo, lo + step, ..., hi
   std::vector<std::string> labels;  // each value with the decimals its step needs
 };
 

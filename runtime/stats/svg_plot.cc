@@ -23,7 +23,9 @@ std::string num(double v) {
 // from running off the picture.
 constexpr double kGlyphWidth = 0.7 * 11;
 
-double text_width(const std::string& s) { return kGlyphWidth * static_cast<double>(s.size()); }
+double text_width(const std::string& s) {
+  return kGlyphWidth * static_cast<double>(s.size());
+}
 
 std::string header(int w, int h, const std::string& title) {
   return "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + std::to_string(w) + "\" height=\"" +
@@ -150,14 +152,14 @@ std::string log2_bars_svg(const std::string& title, const std::vector<Bar>& bars
     const double x = px(std::ldexp(1.0, e));
     svg += "<line x1=\"" + num(x) + "\" y1=\"" + num(kTop) + "\" x2=\"" + num(x) + "\" y2=\"" +
            num(kTop + ph) + "\" stroke=\"#ccc\"/>\n<text x=\"" + num(x) + "\" y=\"" +
-           num(kTop + ph + 14) + "\" class=\"xtick\" text-anchor=\"middle\">2^" + std::to_string(e) + "</text>\n";
+           num(kTop + ph + 14) + "\" class=\"xtick\" text-anchor=\"middle\">2^" +
+           std::to_string(e) + "</text>\n";
   }
   for (size_t i = 0; i < bars.size(); ++i) {
     const Bar& b = bars[i];
     const double y = kTop + kRow * static_cast<double>(i);
     svg += "<text class=\"label\" x=\"" + num(kLabel - 6) + "\" y=\"" + num(y + 13) +
-           "\" text-anchor=\"end\">" +
-           xml_escape(b.label) + "</text>\n";
+           "\" text-anchor=\"end\">" + xml_escape(b.label) + "</text>\n";
     if (b.lo > 0 && b.hi >= b.lo)
       svg += "<rect x=\"" + num(px(b.lo)) + "\" y=\"" + num(y + 4) + "\" width=\"" +
              num(std::max(px(b.hi) - px(b.lo), 2.0)) + "\" height=\"" + num(kRow - 8) +

@@ -15,8 +15,12 @@
 namespace ampc::testing {
 namespace {
 
-std::string mlp() { return source_path("models/mlp.onnx").string(); }
-std::string digits() { return source_path("models/data/digits.npz").string(); }
+std::string mlp() {
+  return source_path("models/mlp.onnx").string();
+}
+std::string digits() {
+  return source_path("models/data/digits.npz").string();
+}
 
 // y = OP(x), x and y f32[n].
 onnx::ModelProto unary_model(const std::string& op, int64_t n) {
@@ -44,11 +48,10 @@ TEST(Defects, CompileRefusesTrainingOptionsWithoutTrain) {
       {"compile", mlp(), "--optimizer", "sgd", "--lr", "0.05", "-o", (dir / "p.plan").string()});
   EXPECT_NE(err.find("--optimizer, --lr: training options, but no --train"), std::string::npos)
       << err;
-  const std::string scale = expect_user_error({"compile", mlp(), "--precision", "fp16",
-                                               "--loss-scale", "dynamic", "--init-scale", "1024",
-                                               "-o", (dir / "p.plan").string()});
-  EXPECT_NE(scale.find("--loss-scale, --init-scale: training options"), std::string::npos)
-      << scale;
+  const std::string scale =
+      expect_user_error({"compile", mlp(), "--precision", "fp16", "--loss-scale", "dynamic",
+                         "--init-scale", "1024", "-o", (dir / "p.plan").string()});
+  EXPECT_NE(scale.find("--loss-scale, --init-scale: training options"), std::string::npos) << scale;
   EXPECT_TRUE(list_dir(dir.path()).empty());
   // The precision options alone make a forward plan, as before.
   expect_success({"compile", mlp(), "--precision", "fp16", "-o", (dir / "f.plan").string()});
@@ -72,9 +75,8 @@ TEST(Defects, InputOfTwoToTheEightyElementsIsRefused) {
         << err;
   }
   // A count that fits 64 bits but not an address space: 2^47 floats are 2^49 bytes.
-  const std::string big =
-      expect_user_error({"compile", model, "--input-shape", "x=2199023255552x64", "-o",
-                         (dir / "p.plan").string()});
+  const std::string big = expect_user_error(
+      {"compile", model, "--input-shape", "x=2199023255552x64", "-o", (dir / "p.plan").string()});
   EXPECT_NE(big.find("has 140737488355328 elements of 4 bytes, more than the 256 TiB"),
             std::string::npos)
       << big;
@@ -128,8 +130,8 @@ TEST(Defects, HoldoutEvaluatesEverySampleAgainstPyTorch) {
 TEST(Defects, PlanLargerThanAvailableMemoryIsRefusedBeforeTraining) {
   TempDir dir;
   ::setenv("AMPC_AVAILABLE_MEMORY", "64KiB", 1);
-  const std::string err = expect_user_error({"train", mlp(), "--data", digits(), "--steps", "2",
-                                             "--log", (dir / "log.jsonl").string()});
+  const std::string err = expect_user_error(
+      {"train", mlp(), "--data", digits(), "--steps", "2", "--log", (dir / "log.jsonl").string()});
   ::unsetenv("AMPC_AVAILABLE_MEMORY");
   EXPECT_NE(err.find("the plan needs "), std::string::npos) << err;
   EXPECT_NE(err.find("(arena "), std::string::npos) << err;

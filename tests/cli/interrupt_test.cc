@@ -79,11 +79,12 @@ int64_t checkpoint_step(const fs::path& checkpoint) {
 }
 
 std::vector<std::string> train_args(const TempDir& dir, const std::string& log) {
-  return {"train",     source_path("models/mlp.onnx").string(),
-          "--data",    source_path("models/data/digits.npz").string(),
-          "--steps",   "1000000",
-          "--optimizer", "sgd", "--lr", "0.05",
-          "--log",     (dir / log).string()};
+  return {"train",       source_path("models/mlp.onnx").string(),
+          "--data",      source_path("models/data/digits.npz").string(),
+          "--steps",     "1000000",
+          "--optimizer", "sgd",
+          "--lr",        "0.05",
+          "--log",       (dir / log).string()};
 }
 
 // Interrupts a long run with `sig` once it has logged a few steps; checks the exit status,

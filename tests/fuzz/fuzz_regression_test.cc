@@ -23,10 +23,10 @@ struct Target {
 };
 
 const Target kTargets[] = {
-    {"onnx_import", ampc::fuzz::onnx_import},   {"external_data", ampc::fuzz::external_data},
-    {"plan_load", ampc::fuzz::plan_load},       {"checkpoint_load", ampc::fuzz::checkpoint_load},
-    {"npy_read", ampc::fuzz::npy_read},         {"npz_read", ampc::fuzz::npz_read},
-    {"policy_json", ampc::fuzz::policy_json},   {"input_shape", ampc::fuzz::input_shape},
+    {"onnx_import", ampc::fuzz::onnx_import}, {"external_data", ampc::fuzz::external_data},
+    {"plan_load", ampc::fuzz::plan_load},     {"checkpoint_load", ampc::fuzz::checkpoint_load},
+    {"npy_read", ampc::fuzz::npy_read},       {"npz_read", ampc::fuzz::npz_read},
+    {"policy_json", ampc::fuzz::policy_json}, {"input_shape", ampc::fuzz::input_shape},
 };
 
 std::vector<fs::path> inputs_of(const std::string& target) {

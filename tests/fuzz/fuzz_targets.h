@@ -11,13 +11,13 @@
 
 namespace ampc::fuzz {
 
-int onnx_import(const uint8_t* data, size_t size);     // model bytes -> import -> verifier
-int external_data(const uint8_t* data, size_t size);   // external_data fields -> resolution
-int plan_load(const uint8_t* data, size_t size);       // plan file bytes -> parse_plan
-int checkpoint_load(const uint8_t* data, size_t size); // checkpoint bytes -> read_checkpoint
-int npy_read(const uint8_t* data, size_t size);        // .npy bytes -> tensor
-int npz_read(const uint8_t* data, size_t size);        // .npz bytes -> data set
-int policy_json(const uint8_t* data, size_t size);     // --policy file -> PrecisionPolicy
-int input_shape(const uint8_t* data, size_t size);     // --input-shape spec -> shapes
+int onnx_import(const uint8_t* data, size_t size);      // model bytes -> import -> verifier
+int external_data(const uint8_t* data, size_t size);    // external_data fields -> resolution
+int plan_load(const uint8_t* data, size_t size);        // plan file bytes -> parse_plan
+int checkpoint_load(const uint8_t* data, size_t size);  // checkpoint bytes -> read_checkpoint
+int npy_read(const uint8_t* data, size_t size);         // .npy bytes -> tensor
+int npz_read(const uint8_t* data, size_t size);         // .npz bytes -> data set
+int policy_json(const uint8_t* data, size_t size);      // --policy file -> PrecisionPolicy
+int input_shape(const uint8_t* data, size_t size);      // --input-shape spec -> shapes
 
 }  // namespace ampc::fuzz

@@ -196,7 +196,7 @@ TEST(Interrupt, GuardRestoresTheDefaultHandler) {
   {
     cli::InterruptGuard guard;
   }
-  struct sigaction now {};
+  struct sigaction now{};
   ::sigaction(SIGINT, nullptr, &now);
   EXPECT_EQ(now.sa_handler, SIG_DFL);
 }

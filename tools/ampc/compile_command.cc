@@ -36,8 +36,9 @@ void run_compile(const CompileArgs& args) {
     for (const auto& n : training_step_options_given(args.training))
       names += (names.empty() ? "" : ", ") + n;
     if (!names.empty()) {
-      throw Error(names + ": training options, but no --train; add --train to compile the "
-                          "training step, or leave them out for a forward plan");
+      throw Error(names +
+                  ": training options, but no --train; add --train to compile the "
+                  "training step, or leave them out for a forward plan");
     }
   }
   for (const auto& spec : args.input_shapes) onnx_io::parse_input_shape(spec, options.import);

@@ -27,7 +27,7 @@ void on_signal(int sig) {
 
 InterruptGuard::InterruptGuard() {
   g_signal = 0;
-  struct sigaction action {};
+  struct sigaction action{};
   action.sa_handler = on_signal;
   sigemptyset(&action.sa_mask);
   action.sa_flags = SA_RESTART;  // reads and writes of the step go on after the handler
@@ -40,7 +40,9 @@ InterruptGuard::~InterruptGuard() {
   ::sigaction(SIGTERM, &g_previous_term, nullptr);
 }
 
-int InterruptGuard::signal_received() { return g_signal; }
+int InterruptGuard::signal_received() {
+  return g_signal;
+}
 
 std::string signal_name(int sig) {
   if (sig == SIGINT) return "SIGINT";

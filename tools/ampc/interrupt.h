@@ -9,8 +9,8 @@ namespace ampc::cli {
 
 class InterruptGuard {
  public:
-  InterruptGuard();  // installs the handlers of SIGINT and SIGTERM
-  ~InterruptGuard(); // restores the previous handlers
+  InterruptGuard();   // installs the handlers of SIGINT and SIGTERM
+  ~InterruptGuard();  // restores the previous handlers
   InterruptGuard(const InterruptGuard&) = delete;
   InterruptGuard& operator=(const InterruptGuard&) = delete;
 
@@ -23,7 +23,9 @@ std::string signal_name(int sig);
 
 // The shell's status for a process ended by `sig`: 128 + sig (130 for SIGINT, 143 for
 // SIGTERM).
-inline int interrupted_exit_code(int sig) { return 128 + sig; }
+inline int interrupted_exit_code(int sig) {
+  return 128 + sig;
+}
 
 // Flushes stdout and stderr and ends the process with interrupted_exit_code(sig) without
 // running destructors of static objects (the training state is already on disk; the

@@ -44,9 +44,9 @@ void Progress::print(int64_t step) {
                  format_number(mean_loss, "%.4f").c_str(), samples_per_s, eta / 60, eta % 60);
     open_line_ = true;
   } else {
-    std::fprintf(stderr, "step %lld/%lld  loss %s  %lld samples/s\n",
-                 static_cast<long long>(step), static_cast<long long>(last_),
-                 format_number(mean_loss, "%.4f").c_str(), samples_per_s);
+    std::fprintf(stderr, "step %lld/%lld  loss %s  %lld samples/s\n", static_cast<long long>(step),
+                 static_cast<long long>(last_), format_number(mean_loss, "%.4f").c_str(),
+                 samples_per_s);
   }
   std::fflush(stderr);
   last_print_ = now;
