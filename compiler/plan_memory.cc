@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "base/checked_size.h"
 #include "base/dtype.h"
 #include "kernels/codegen/kernel.pb.h"
 #include "passes/memory_plan.h"
@@ -210,12 +211,11 @@ bool uses_gemm(const Plan& p) {
 int64_t buffer_bytes(const Buffer& b) {
   const size_t element = dtype_size(static_cast<DType>(b.dtype()));
   if (!b.shape_known() || element == 0 || !dtype_is_known(b.dtype())) return -1;
-  int64_t n = 1;
-  for (int64_t d : b.shape()) {
+  std::vector<int64_t> shape(b.shape().begin(), b.shape().end());
+  for (int64_t d : shape) {
     if (d < 0) return -1;
-    n *= d;
   }
-  return n * static_cast<int64_t>(element);
+  return checked_tensor_bytes(shape, element, "buffer '" + b.name() + "'");
 }
 
 void plan_memory(Plan& p) {

@@ -1,11 +1,16 @@
 #include "runtime/tensor.h"
 
+#include "base/checked_size.h"
+
 namespace ampc::rt {
 
 int64_t numel_of(const std::vector<int64_t>& shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
+  const auto n = checked_numel(shape);
+  if (!n) {
+    throw Error("shape " + shape_str(shape) +
+                " has a negative dimension or more elements than 64 bits count");
+  }
+  return *n;
 }
 
 std::string shape_str(const std::vector<int64_t>& shape) {
@@ -18,10 +23,13 @@ Tensor::Tensor(DType dtype, std::vector<int64_t> shape) : dtype_(dtype), shape_(
   for (int64_t d : shape_) {
     if (d < 0) throw Error("internal: negative dimension in tensor shape " + shape_str(shape_));
   }
+  // Checked: a shape from a file must not wrap around into a small allocation.
+  const int64_t bytes = checked_tensor_bytes(
+      shape_, dtype_ == DType::kString ? sizeof(std::string) : dtype_size(dtype_), "tensor");
   if (dtype_ == DType::kString) {
     strings_.resize(static_cast<size_t>(numel()));
   } else {
-    bytes_.assign(static_cast<size_t>(numel()) * dtype_size(dtype_), 0);
+    bytes_.assign(static_cast<size_t>(bytes), 0);
   }
 }
 

@@ -1,10 +1,12 @@
 #include "compiler/ir/verifier.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 
 #include <onnx/defs/schema.h>
 
+#include "base/checked_size.h"
 #include "base/error.h"
 
 namespace ampc::ir {
@@ -61,6 +63,7 @@ class Verifier {
         }
       }
       if (v->initializer) check_initializer(*v);
+      check_size(*v);
     }
     for (const Value* v : g.inputs) define(v, defined, "graph input");
     for (const Value* v : g.initializers) {
@@ -124,6 +127,14 @@ class Verifier {
   static void define(const Value* v, std::set<const Value*>& defined, const std::string& what) {
     if (!defined.insert(v).second)
       throw Error("value '" + v->name + "' is defined twice (again as " + what + ")");
+  }
+
+  // A static shape whose size overflows or passes what a process can address ([2^40, 2^40]
+  // floats) is refused here, before any pass or the memory planner multiplies it out.
+  static void check_size(const Value& v) {
+    if (!v.type.is_static()) return;
+    const std::string what = (v.is_graph_input ? "graph input '" : "value '") + v.name + "'";
+    checked_tensor_bytes(*v.type.shape, std::max<size_t>(dtype_size(v.type.dtype), 1), what);
   }
 
   static void check_initializer(const Value& v) {

@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "base/checked_size.h"
 #include "base/error.h"
 
 namespace ampc::onnx_io {
@@ -93,7 +94,8 @@ ir::Tensor tensor_from_proto(const onnx::TensorProto& t, const std::string& what
   } else {
     typed_data(t, out.dtype, out.bytes);
   }
-  const size_t expected = static_cast<size_t>(out.numel()) * dtype_size(out.dtype);
+  const auto expected =
+      static_cast<size_t>(checked_tensor_bytes(out.dims, dtype_size(out.dtype), what));
   if (out.bytes.size() != expected) {
     throw Error(what + ": data has " + std::to_string(out.bytes.size()) + " bytes, its type " +
                 std::string(dtype_name(out.dtype)) + " and shape need " + std::to_string(expected));

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "base/error.h"
@@ -59,33 +60,60 @@ fs::path checked_location(const std::string& tensor, const std::string& location
   return full;
 }
 
+// A non-negative decimal number, the whole field; an error naming the field otherwise.
+long long external_number(const onnx::TensorProto& t, const std::string& key,
+                          const std::string& value) {
+  size_t used = 0;
+  long long v = -1;
+  try {
+    v = std::stoll(value, &used);
+  } catch (const std::exception&) {
+  }
+  if (value.empty() || used != value.size() || v < 0) {
+    throw Error("initializer '" + t.name() + "': bad external data field '" + key + "' ('" + value +
+                "': expected a number of bytes)");
+  }
+  return v;
+}
+
 void load_external(onnx::TensorProto& t, const fs::path& model_dir) {
   std::string location;
   long long offset = 0;
-  long long length = -1;
+  std::optional<long long> length;
   for (const auto& kv : t.external_data()) {
-    try {
-      if (kv.key() == "location") location = kv.value();
-      if (kv.key() == "offset") offset = std::stoll(kv.value());
-      if (kv.key() == "length") length = std::stoll(kv.value());
-    } catch (const std::exception&) {
-      throw Error("initializer '" + t.name() + "': bad external data field '" + kv.key() + "'");
-    }
+    if (kv.key() == "location") location = kv.value();
+    if (kv.key() == "offset") offset = external_number(t, kv.key(), kv.value());
+    if (kv.key() == "length") length = external_number(t, kv.key(), kv.value());
+  }
+  // A NUL byte would cut the name short when the file is opened: another file than named.
+  if (location.find('\0') != std::string::npos) {
+    throw Error("initializer '" + t.name() + "': external data location contains a NUL byte");
   }
   const fs::path file = checked_location(t.name(), location, model_dir);
-  std::ifstream in(file, std::ios::binary);
-  if (!in)
-    throw Error("initializer '" + t.name() + "': cannot open external data '" + location + "'");
-  in.seekg(0, std::ios::end);
-  const long long size = in.tellg();
-  if (length < 0) length = size - offset;
-  if (offset < 0 || offset + length > size) {
+  std::error_code ec;
+  if (!fs::is_regular_file(file, ec)) {
+    throw Error("initializer '" + t.name() + "': cannot open external data '" + location +
+                (fs::exists(file, ec) ? "': not a regular file" : "': no such file"));
+  }
+  const auto size = static_cast<long long>(fs::file_size(file, ec));
+  if (ec)
+    throw Error("initializer '" + t.name() + "': cannot read external data '" + location + "'");
+  // Compared without forming offset + length, which may overflow.
+  if (offset > size || (length && *length > size - offset)) {
     throw Error("initializer '" + t.name() + "': external data '" + location +
                 "' is shorter than offset + length");
   }
-  std::string data(static_cast<size_t>(length), '\0');
+  const long long bytes = length ? *length : size - offset;
+  std::ifstream in(file, std::ios::binary);
+  if (!in)
+    throw Error("initializer '" + t.name() + "': cannot open external data '" + location + "'");
+  std::string data(static_cast<size_t>(bytes), '\0');
   in.seekg(offset);
-  in.read(data.data(), length);
+  in.read(data.data(), bytes);
+  if (in.gcount() != bytes) {
+    throw Error("initializer '" + t.name() + "': external data '" + location +
+                "' could not be read in full");
+  }
   t.set_raw_data(std::move(data));
   t.clear_external_data();
   t.set_data_location(onnx::TensorProto::DEFAULT);

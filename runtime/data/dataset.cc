@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <string_view>
 
+#include "base/checked_size.h"
 #include "base/error.h"
 #include "runtime/io/npy.h"
 
@@ -78,7 +79,7 @@ std::shared_ptr<const Mapping> map_file(const std::string& path) {
 }  // namespace
 
 size_t Array::sample_bytes() const {
-  return static_cast<size_t>(numel_of(sample_shape())) * dtype_size(dtype);
+  return static_cast<size_t>(checked_tensor_bytes(sample_shape(), dtype_size(dtype), "a sample"));
 }
 
 std::string Array::type_str() const {

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <regex>
 
+#include "base/checked_size.h"
 #include "base/error.h"
 #include "base/file_util.h"
 
@@ -61,7 +62,9 @@ NpyHeader parse_npy_header(std::string_view bytes, const std::string& what) {
   const std::string dims = m[1];
   const std::regex number(R"(\d+)");
   for (std::sregex_iterator it(dims.begin(), dims.end(), number), end; it != end; ++it) {
-    h.shape.push_back(std::stoll(it->str()));
+    const std::string digits = it->str();
+    if (digits.size() > 18) throw Error(what + ": dimension " + digits + " in header is too large");
+    h.shape.push_back(std::stoll(digits));
   }
   for (const auto& d : kDescr) {
     std::string alt = d.code;
@@ -71,11 +74,7 @@ NpyHeader parse_npy_header(std::string_view bytes, const std::string& what) {
   if (h.dtype == DType::kUndefined)
     throw Error(what + ": NumPy dtype '" + descr + "' is not supported");
   h.data_offset = offset + header_len;
-  h.data_bytes = dtype_size(h.dtype);
-  for (int64_t d : h.shape) {
-    if (__builtin_mul_overflow(h.data_bytes, static_cast<size_t>(d), &h.data_bytes))
-      throw Error(what + ": shape " + shape_str(h.shape) + " is too large");
-  }
+  h.data_bytes = static_cast<size_t>(checked_tensor_bytes(h.shape, dtype_size(h.dtype), what));
   if (bytes.size() - h.data_offset != h.data_bytes) {
     throw Error(what + ": data has " + std::to_string(bytes.size() - h.data_offset) + " bytes, " +
                 std::string(dtype_name(h.dtype)) + shape_str(h.shape) + " needs " +
@@ -87,7 +86,7 @@ NpyHeader parse_npy_header(std::string_view bytes, const std::string& what) {
 Tensor parse_npy(const std::string& bytes, const std::string& what) {
   const NpyHeader h = parse_npy_header(bytes, what);
   Tensor t(h.dtype, h.shape);
-  std::memcpy(t.raw(), bytes.data() + h.data_offset, h.data_bytes);
+  if (h.data_bytes > 0) std::memcpy(t.raw(), bytes.data() + h.data_offset, h.data_bytes);
   return t;
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <limits>
 
 #include "base/error.h"
 #include "base/file_util.h"
@@ -38,6 +39,10 @@ T get(const std::string& in, size_t offset) {
 std::string serialize_plan(const Plan& plan) {
   std::string payload;
   if (!plan.SerializeToString(&payload)) throw Error("cannot serialise the plan (over 2 GiB?)");
+  return frame_plan_payload(payload);
+}
+
+std::string frame_plan_payload(const std::string& payload) {
   std::string out(kMagic, sizeof kMagic);
   put<uint32_t>(out, kPlanFormatVersion);
   put<uint64_t>(out, payload.size());
@@ -71,6 +76,11 @@ Plan parse_plan(const std::string& bytes, const std::string& what) {
   }
   if (fnv1a(bytes.data() + kHeaderSize, size) != get<uint64_t>(bytes, 20)) {
     throw Error(what + " is corrupted (checksum mismatch)");
+  }
+  // Protobuf parses at most 2 GiB from one array; a larger payload is not a plan it wrote.
+  if (size > static_cast<uint64_t>(std::numeric_limits<int>::max())) {
+    throw Error(what + " is corrupted (payload of " + std::to_string(size) +
+                " bytes, over protobuf's 2 GiB)");
   }
   Plan plan;
   if (!plan.ParseFromArray(bytes.data() + kHeaderSize, static_cast<int>(size))) {

@@ -17,6 +17,8 @@ namespace ampc::plan {
 inline constexpr uint32_t kPlanFormatVersion = 1;
 
 std::string serialize_plan(const Plan& plan);
+// The header (magic, version, size, checksum) followed by an already serialised payload.
+std::string frame_plan_payload(const std::string& payload);
 Plan parse_plan(const std::string& bytes, const std::string& what);
 
 void save_plan(const Plan& plan, const std::string& path);

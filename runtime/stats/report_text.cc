@@ -2,6 +2,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "base/number_format.h"
 #include "runtime/stats/range_report.h"
 
 namespace ampc::rt::stats {
@@ -26,7 +27,7 @@ std::string scale_text(double s) {
   if (s > 0 && l == std::floor(l)) {
     std::snprintf(buf, sizeof buf, "2^%d", static_cast<int>(l));
   } else {
-    std::snprintf(buf, sizeof buf, "%g", s);
+    return format_number(s);
   }
   return buf;
 }

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <limits>
 
+#include "runtime/stats/axis_ticks.h"
+
 namespace ampc::rt::stats {
 namespace {
 
@@ -16,10 +18,13 @@ std::string num(double v) {
   return buf;
 }
 
-std::string label_of(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.4g", v);
-  return buf;
+// Text width is not known without the font; an upper estimate of a sans-serif glyph's
+// advance at font-size 11 (0.7 em; the average of such fonts is about 0.55 em) keeps labels
+// from running off the picture.
+constexpr double kGlyphWidth = 0.7 * 11;
+
+double text_width(const std::string& s) {
+  return kGlyphWidth * static_cast<double>(s.size());
 }
 
 std::string header(int w, int h, const std::string& title) {
@@ -70,25 +75,26 @@ std::string chart_svg(const Chart& c) {
     }
   }
   if (!(x0 <= x1)) x0 = 0, x1 = 1, y0 = 0, y1 = 1;
-  if (x1 == x0) x1 = x0 + 1;
-  if (y1 == y0) y0 -= 1, y1 += 1;
-  if (!c.log2_y) {
-    const double pad = 0.05 * (y1 - y0);
-    y0 -= pad;
-    y1 += pad;
-  }
+  // Ticks at round values; the axes run from the first tick to the last. Whole-number x
+  // (steps) and log2 exponents get whole-number ticks.
+  bool whole_x = true;
+  for (const auto& s : c.series)
+    for (double x : s.x) whole_x &= x == std::floor(x);
+  const AxisTicks xt = nice_ticks(x0, x1, 5, whole_x), yt = nice_ticks(y0, y1, 5, c.log2_y);
+  x0 = xt.lo, x1 = xt.hi, y0 = yt.lo, y1 = yt.hi;
   auto px = [&](double x) { return kLeft + (x - x0) / (x1 - x0) * pw; };
   auto py = [&](double y) { return kTop + (1 - (ty(y) - y0) / (y1 - y0)) * ph; };
   std::string svg = header(c.width, c.height, c.title);
   svg += "<rect x=\"" + num(kLeft) + "\" y=\"" + num(kTop) + "\" width=\"" + num(pw) +
          "\" height=\"" + num(ph) + "\" fill=\"none\" stroke=\"black\"/>\n";
-  for (int i = 0; i <= 4; ++i) {  // ticks
-    const double fx = x0 + (x1 - x0) * i / 4, fy = y0 + (y1 - y0) * i / 4;
-    svg += "<text x=\"" + num(kLeft + pw * i / 4) + "\" y=\"" + num(kTop + ph + 15) +
-           "\" text-anchor=\"middle\">" + label_of(fx) + "</text>\n";
-    svg += "<text x=\"" + num(kLeft - 5) + "\" y=\"" + num(kTop + ph * (1 - i / 4.0) + 4) +
-           "\" text-anchor=\"end\">" +
-           (c.log2_y ? "2^" + label_of(std::round(fy * 10) / 10) : label_of(fy)) + "</text>\n";
+  for (size_t i = 0; i < xt.values.size(); ++i) {
+    svg += "<text class=\"xtick\" x=\"" + num(px(xt.values[i])) + "\" y=\"" + num(kTop + ph + 15) +
+           "\" text-anchor=\"middle\">" + xt.labels[i] + "</text>\n";
+  }
+  for (size_t i = 0; i < yt.values.size(); ++i) {
+    const double y = kTop + (1 - (yt.values[i] - y0) / (y1 - y0)) * ph;
+    svg += "<text class=\"ytick\" x=\"" + num(kLeft - 5) + "\" y=\"" + num(y + 4) +
+           "\" text-anchor=\"end\">" + (c.log2_y ? "2^" : "") + yt.labels[i] + "</text>\n";
   }
   svg += "<text x=\"" + num(kLeft + pw / 2) + "\" y=\"" + num(c.height - 8) +
          "\" text-anchor=\"middle\">" + xml_escape(c.x_label) + "</text>\n";
@@ -118,16 +124,22 @@ std::string chart_svg(const Chart& c) {
 
 std::string log2_bars_svg(const std::string& title, const std::vector<Bar>& bars, double band_lo,
                           double band_hi, const std::string& band_label) {
-  constexpr int kLabel = 260, kRow = 18;
-  const int width = 900, plot_w = width - kLabel - kRight;
+  constexpr int kRow = 18, kPlotWidth = 620;
+  // The label column is as wide as the longest label needs (text-anchor end at its right).
+  double longest = 0;
+  for (const auto& b : bars) longest = std::max(longest, text_width(b.label));
+  const int kLabel = std::max(120, static_cast<int>(std::ceil(longest)) + 16);
+  const int width = kLabel + kPlotWidth + kRight, plot_w = kPlotWidth;
   const int height = kTop + kBottom + kRow * static_cast<int>(std::max<size_t>(bars.size(), 1));
   double l0 = std::log2(band_lo), l1 = std::log2(band_hi);
   for (const auto& b : bars) {
     if (b.lo > 0) l0 = std::min(l0, std::log2(b.lo));
     if (b.hi > 0) l1 = std::max(l1, std::log2(b.hi));
   }
-  l0 = std::floor(l0) - 1;
-  l1 = std::ceil(l1) + 1;
+  // Whole-number exponents at round steps (2^-40, 2^-30, ...), the axis from tick to tick.
+  const AxisTicks ticks = nice_ticks(std::floor(l0) - 1, std::ceil(l1) + 1, 6, true);
+  l0 = ticks.lo;
+  l1 = ticks.hi;
   auto px = [&](double v) { return kLabel + (std::log2(v) - l0) / (l1 - l0) * plot_w; };
   std::string svg = header(width, height, title);
   const double ph = height - kTop - kBottom;
@@ -135,17 +147,19 @@ std::string log2_bars_svg(const std::string& title, const std::vector<Bar>& bars
          num(px(band_hi) - px(band_lo)) + "\" height=\"" + num(ph) +
          "\" fill=\"#dfefdf\"/>\n<text x=\"" + num(px(band_lo) + 4) + "\" y=\"" +
          num(kTop + ph + 28) + "\" fill=\"#3a7a3a\">" + xml_escape(band_label) + "</text>\n";
-  for (int e = static_cast<int>(l0); e <= static_cast<int>(l1); e += 8) {
+  for (double v : ticks.values) {
+    const int e = static_cast<int>(v);
     const double x = px(std::ldexp(1.0, e));
     svg += "<line x1=\"" + num(x) + "\" y1=\"" + num(kTop) + "\" x2=\"" + num(x) + "\" y2=\"" +
            num(kTop + ph) + "\" stroke=\"#ccc\"/>\n<text x=\"" + num(x) + "\" y=\"" +
-           num(kTop + ph + 14) + "\" text-anchor=\"middle\">2^" + std::to_string(e) + "</text>\n";
+           num(kTop + ph + 14) + "\" class=\"xtick\" text-anchor=\"middle\">2^" +
+           std::to_string(e) + "</text>\n";
   }
   for (size_t i = 0; i < bars.size(); ++i) {
     const Bar& b = bars[i];
     const double y = kTop + kRow * static_cast<double>(i);
-    svg += "<text x=\"" + num(kLabel - 6) + "\" y=\"" + num(y + 13) + "\" text-anchor=\"end\">" +
-           xml_escape(b.label) + "</text>\n";
+    svg += "<text class=\"label\" x=\"" + num(kLabel - 6) + "\" y=\"" + num(y + 13) +
+           "\" text-anchor=\"end\">" + xml_escape(b.label) + "</text>\n";
     if (b.lo > 0 && b.hi >= b.lo)
       svg += "<rect x=\"" + num(px(b.lo)) + "\" y=\"" + num(y + 4) + "\" width=\"" +
              num(std::max(px(b.hi) - px(b.lo), 2.0)) + "\" height=\"" + num(kRow - 8) +

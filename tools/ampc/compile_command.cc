@@ -28,6 +28,19 @@ struct CompileArgs {
 
 void run_compile(const CompileArgs& args) {
   compiler::CompileOptions options = args.options;
+  // A forward plan has no training step: options that only shape one are refused rather
+  // than silently dropped (a training option does not imply --train: writing a training
+  // plan is a choice the command line should show).
+  if (!options.train) {
+    std::string names;
+    for (const auto& n : training_step_options_given(args.training))
+      names += (names.empty() ? "" : ", ") + n;
+    if (!names.empty()) {
+      throw Error(names +
+                  ": training options, but no --train; add --train to compile the "
+                  "training step, or leave them out for a forward plan");
+    }
+  }
   for (const auto& spec : args.input_shapes) onnx_io::parse_input_shape(spec, options.import);
   finish_training_options(options, args.training);
   compiler::StageTimes times;

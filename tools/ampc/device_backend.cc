@@ -2,6 +2,7 @@
 
 #include "base/error.h"
 #include "runtime/cpu/executor.h"
+#include "tools/ampc/memory_check.h"
 #ifdef AMPC_HAVE_CUDA
 #include "runtime/cuda/device.h"
 #include "runtime/cuda/executor.h"
@@ -42,7 +43,8 @@ std::string compile_target(const Device& device) {
 }
 
 std::unique_ptr<rt::Backend> make_backend(plan::Plan plan, const Device& device,
-                                          int64_t pipeline_depth) {
+                                          int64_t pipeline_depth, const std::string& model) {
+  check_plan_fits(plan, device, model);
   if (!device.cuda) return std::make_unique<rt::cpu::Executor>(std::move(plan));
 #ifdef AMPC_HAVE_CUDA
   rt::cuda::ExecutorOptions options;

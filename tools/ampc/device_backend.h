@@ -25,8 +25,11 @@ Device parse_device(const std::string& spec);
 std::string compile_target(const Device& device);
 
 // The executor of `plan` on `device`; pipeline_depth: runs a CUDA executor keeps in flight.
+// First refuses a plan whose memory does not fit the device (memory_check.h); `model` is
+// the file the plan came from, for the `ampc inspect --memory` command the refusal names.
 std::unique_ptr<rt::Backend> make_backend(plan::Plan plan, const Device& device,
-                                          int64_t pipeline_depth = 1);
+                                          int64_t pipeline_depth = 1,
+                                          const std::string& model = "");
 
 // One line on what the device did ("cuda:0 (NVIDIA H200): 100 steps, 100 graph launches, 11
 // host synchronisations, ..."); empty for the CPU.

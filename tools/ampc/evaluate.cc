@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "base/error.h"
+#include "base/number_format.h"
 #include "compiler/onnx/import.h"
 #include "compiler/pipeline.h"
 #include "passes/inference_mode.h"
@@ -81,6 +82,34 @@ double scalar(const rt::Tensor& t) {
   return score_at(t, 0);
 }
 
+// The label a padded position gets when the loss has no ignore_index (PyTorch's default;
+// no class index is negative).
+constexpr int64_t kPaddingLabel = -100;
+
+// The last partial batch of a classification loss with mean reduction whose labels are a
+// graph input can run through the same static plan: the batch of the last B samples, the
+// labels of the samples already evaluated set to ignore_index, so that the mean and the
+// accuracy count only the remainder. Returns the labels input, or nothing.
+std::optional<std::string> maskable_labels(ir::Node* classifier) {
+  if (!classifier || !classifier->inputs[1]->is_graph_input) return std::nullopt;
+  const auto* reduction = classifier->attr("reduction");
+  if (reduction && reduction->s != "mean") return std::nullopt;
+  if (!classifier->attr("ignore_index"))
+    classifier->attributes.push_back(ir::Attribute::make_int("ignore_index", kPaddingLabel));
+  return classifier->inputs[1]->name;
+}
+
+// Sets the labels of the first `samples` samples of `labels` [B, ...] to `value`.
+void mask_labels(rt::Tensor& labels, int64_t samples, int64_t value) {
+  const int64_t per_sample = labels.numel() / labels.dim(0);
+  for (int64_t i = 0; i < samples * per_sample; ++i) {
+    if (labels.dtype() == DType::kInt32)
+      labels.data<int32_t>()[i] = static_cast<int32_t>(value);
+    else
+      labels.data<int64_t>()[i] = value;
+  }
+}
+
 }  // namespace
 
 EvalResult evaluate(const plan::Plan& training_plan, const std::map<std::string, rt::Tensor>& state,
@@ -95,7 +124,8 @@ EvalResult evaluate(const plan::Plan& training_plan, const std::map<std::string,
   for (ir::Value* v : g.outputs) loss = v->name == loss_name ? v : loss;
   if (!loss) throw Error("evaluation: the model has no output '" + loss_name + "'");
   std::optional<int64_t> ignore_index;
-  const ir::Node* classifier = classification_loss(loss);
+  auto* classifier = const_cast<ir::Node*>(classification_loss(loss));
+  const std::optional<std::string> labels_input = maskable_labels(classifier);
   if (classifier) {
     if (const auto* a = classifier->attr("ignore_index")) ignore_index = a->i;
     add_output(g, classifier->inputs[0], kScoresOutput);
@@ -110,15 +140,34 @@ EvalResult evaluate(const plan::Plan& training_plan, const std::map<std::string,
   EvalResult r;
   int64_t correct = 0;
   const int64_t batches = batcher.batches_per_epoch();
-  for (int64_t k = 0; k < batches; ++k) {
-    const auto out = exec.run(batcher.batch(k));
-    r.loss += scalar(out.at(loss_name)) / static_cast<double>(batches);
+  // The loss is the mean over batches weighted by the positions each labels (a classifier;
+  // whole batches otherwise weigh the same), so a partial batch weighs what it holds.
+  double weighted = 0, weights = 0;
+  auto add_batch = [&](const std::map<std::string, rt::Tensor>& feeds) {
+    const auto out = exec.run(feeds);
+    double weight = 1;
     if (classifier) {
+      const int64_t before = r.labelled;
       count_correct(out.at(kScoresOutput), out.at(kLabelsOutput), ignore_index, correct,
                     r.labelled);
+      weight = static_cast<double>(r.labelled - before);
     }
-  }
+    if (weight > 0) weighted += scalar(out.at(loss_name)) * weight;
+    weights += weight;
+  };
+  for (int64_t k = 0; k < batches; ++k) add_batch(batcher.batch(k));
   r.samples = batches * inputs.batch;
+  const int64_t rest = data.samples() - r.samples;
+  if (rest > 0 && labels_input) {
+    // The last B samples as one batch, the ones evaluated already masked out.
+    rt::data::Batcher last(rt::data::split(data, data.samples() - inputs.batch).second,
+                           inputs.specs, {.batch_size = inputs.batch});
+    auto feeds = last.batch(0);
+    mask_labels(feeds.at(*labels_input), inputs.batch - rest, ignore_index.value_or(kPaddingLabel));
+    add_batch(feeds);
+    r.samples += rest;
+  }
+  r.loss = weights > 0 ? weighted / weights : 0;
   r.unused_samples = data.samples() - r.samples;
   if (classifier && r.labelled > 0)
     r.accuracy = static_cast<double>(correct) / static_cast<double>(r.labelled);
@@ -127,8 +176,8 @@ EvalResult evaluate(const plan::Plan& training_plan, const std::map<std::string,
 
 std::string describe(const EvalResult& r) {
   char buf[160];
-  std::snprintf(buf, sizeof buf, "%lld samples: loss %.4f", static_cast<long long>(r.samples),
-                r.loss);
+  std::snprintf(buf, sizeof buf, "%lld samples: loss %s", static_cast<long long>(r.samples),
+                format_number(r.loss, "%.4f").c_str());
   std::string s = buf;
   if (r.accuracy) {
     std::snprintf(buf, sizeof buf, ", accuracy %.2f%%", 100.0 * *r.accuracy);
@@ -136,7 +185,8 @@ std::string describe(const EvalResult& r) {
   }
   if (r.unused_samples > 0) {
     s += " (" + std::to_string(r.unused_samples) +
-         " samples after the last whole batch not evaluated)";
+         " samples after the last whole batch not evaluated: only a classification loss with "
+         "mean reduction and labels from the data can mask a padded batch)";
   }
   return s;
 }

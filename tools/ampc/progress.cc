@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <string>
 
+#include "base/number_format.h"
+
 namespace ampc::cli {
 
 Progress::Progress(int64_t first_step, int64_t last_step, int64_t every, int64_t batch,
@@ -35,15 +37,15 @@ void Progress::print(int64_t step) {
     constexpr int kWidth = 24;
     const int filled = static_cast<int>(kWidth * done / (total > 0 ? total : 1));
     const int eta = rate > 0 ? static_cast<int>(static_cast<double>(last_ - step) / rate) : 0;
-    std::fprintf(stderr, "\r[%s%s] %3d%%  step %lld/%lld  loss %.4f  %lld samples/s  eta %d:%02d ",
+    std::fprintf(stderr, "\r[%s%s] %3d%%  step %lld/%lld  loss %s  %lld samples/s  eta %d:%02d ",
                  std::string(filled, '#').c_str(), std::string(kWidth - filled, '.').c_str(),
                  static_cast<int>(100 * done / (total > 0 ? total : 1)),
-                 static_cast<long long>(step), static_cast<long long>(last_), mean_loss,
-                 samples_per_s, eta / 60, eta % 60);
+                 static_cast<long long>(step), static_cast<long long>(last_),
+                 format_number(mean_loss, "%.4f").c_str(), samples_per_s, eta / 60, eta % 60);
     open_line_ = true;
   } else {
-    std::fprintf(stderr, "step %lld/%lld  loss %.4f  %lld samples/s\n",
-                 static_cast<long long>(step), static_cast<long long>(last_), mean_loss,
+    std::fprintf(stderr, "step %lld/%lld  loss %s  %lld samples/s\n", static_cast<long long>(step),
+                 static_cast<long long>(last_), format_number(mean_loss, "%.4f").c_str(),
                  samples_per_s);
   }
   std::fflush(stderr);

@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "base/error.h"
+#include "base/number_format.h"
 #include "compiler/pipeline.h"
 #include "runtime/cpu/executor.h"
 #include "runtime/io/npy.h"
@@ -48,7 +49,7 @@ void print_summary(const std::string& name, const rt::Tensor& t) {
   if (t.dtype() == DType::kFloat32 && t.numel() > 0) {
     std::cout << " = [";
     for (int64_t i = 0; i < std::min<int64_t>(t.numel(), 8); ++i)
-      std::cout << (i ? ", " : "") << t.data<float>()[i];
+      std::cout << (i ? ", " : "") << format_number(t.data<float>()[i], "%g");
     std::cout << (t.numel() > 8 ? ", ...]" : "]");
   }
   std::cout << '\n';
@@ -81,7 +82,7 @@ void run_run(const RunArgs& args) {
     for (const auto& [name, t] : feeds) options.import.input_shapes.emplace(name, t.shape());
     p = compiler::compile_file(args.model, options);
   }
-  const std::unique_ptr<rt::Backend> backend = make_backend(std::move(p), device);
+  const std::unique_ptr<rt::Backend> backend = make_backend(std::move(p), device, 1, args.model);
   rt::Backend& executor = *backend;
   const auto outputs = executor.run(feeds);
   const std::string format =

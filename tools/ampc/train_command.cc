@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "base/error.h"
+#include "base/number_format.h"
 #include "compiler/pipeline.h"
 #include "passes/amp_schemas.h"
 #include "passes/grad_accumulation.h"
@@ -26,6 +27,7 @@
 #include "tools/ampc/device_backend.h"
 #include "tools/ampc/evaluate.h"
 #include "tools/ampc/grad_stats_options.h"
+#include "tools/ampc/interrupt.h"
 #include "tools/ampc/plan_inputs.h"
 #include "tools/ampc/progress.h"
 #include "tools/ampc/step_window.h"
@@ -271,7 +273,7 @@ void run_train(TrainArgs& args) {
   // the device once per window (step_window.h). The CPU and --find-nonfinite run one at a time.
   const int64_t ahead = device.cuda && !args.find_nonfinite ? args.log_every : 1;
   const std::unique_ptr<rt::Backend> backend =
-      make_backend(std::move(compiled), device, std::min<int64_t>(ahead * accum, 1024));
+      make_backend(std::move(compiled), device, std::min<int64_t>(ahead * accum, 1024), args.model);
   rt::Backend& executor = *backend;
   const auto& p = executor.plan();
   // Diagnoses run on the CPU backend: this executor, or one made for them.
@@ -336,6 +338,8 @@ void run_train(TrainArgs& args) {
     if (args.checkpoint_every > 0) end = std::min(end, next(args.checkpoint_every));
     return end;
   };
+  // SIGINT/SIGTERM from here on finish the step, write the checkpoint and exit (interrupt.h).
+  InterruptGuard interrupt_guard;
   for (int64_t step = first + 1; step <= last; ++step) {
     const auto t0 = std::chrono::steady_clock::now();
     // The step's micro-batches: the plan decides on the last one whether to step; the log
@@ -360,7 +364,7 @@ void run_train(TrainArgs& args) {
     const auto loss = static_cast<float>(loss_total);
     // With the non-finite check compiled in, the plan has already skipped such a step.
     if (!std::isfinite(loss) && amp.found_inf.empty())
-      throw Error("step " + std::to_string(step) + ": the loss is " + std::to_string(loss));
+      throw Error("step " + std::to_string(step) + ": the loss is " + format_number(loss));
     const bool skipped = !amp.found_inf.empty() && outputs.at(amp.found_inf).data<bool>()[0];
     if (args.find_nonfinite && (skipped || !std::isfinite(loss))) {
       bar.finish();  // end the bar's line; it goes on below
@@ -403,6 +407,16 @@ void run_train(TrainArgs& args) {
     const bool save_now = args.checkpoint_every > 0 && (step - first) % args.checkpoint_every == 0;
     if (!args.checkpoint.empty() && (save_now || step == last))
       rt::io::write_checkpoint(p, executor.state(), progress, args.checkpoint);
+    // On a GPU the state is read at the end of a window (the steps ahead are already queued).
+    if (const int sig = InterruptGuard::signal_received();
+        sig != 0 && (ahead == 1 || step == window_end(step))) {
+      bar.finish();
+      if (!args.checkpoint.empty() && !save_now && step != last)
+        rt::io::write_checkpoint(p, executor.state(), progress, args.checkpoint);
+      if (log.is_open()) log.close();
+      std::cerr << interrupted_message(sig, step, last, args.checkpoint) << '\n';
+      exit_interrupted(sig);
+    }
   }
   bar.finish();
   const double wall =

@@ -35,6 +35,16 @@ std::vector<std::string> compile_options_given(const TrainingOptions& extra) {
   return given;
 }
 
+std::vector<std::string> training_step_options_given(const TrainingOptions& extra) {
+  std::vector<std::string> given;
+  if (!extra.command) return given;
+  for (const auto* names : {&kTrainingOptionNames, &kLossScaleOptionNames}) {
+    for (const char* name : *names)
+      if (extra.command->count(name)) given.push_back(name);
+  }
+  return given;
+}
+
 void add_training_options(CLI::App* cmd, compiler::CompileOptions& o, TrainingOptions& extra) {
   extra.command = cmd;
   cmd->add_option("--loss", o.autodiff.losses,

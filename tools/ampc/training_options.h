@@ -22,6 +22,9 @@ void add_training_options(CLI::App* cmd, compiler::CompileOptions& options, Trai
 // The options of add_training_options that were given on the command line (they shape the
 // compiled step, so a plan that is already compiled cannot take them).
 std::vector<std::string> compile_options_given(const TrainingOptions& extra);
+// Those of them that only a training step uses (optimizer, losses, loss scaling, gradient
+// accumulation), as opposed to the precision options a forward plan takes too.
+std::vector<std::string> training_step_options_given(const TrainingOptions& extra);
 void finish_training_options(compiler::CompileOptions& options, const TrainingOptions& extra);
 
 }  // namespace ampc::cli
