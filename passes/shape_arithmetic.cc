@@ -493,7 +493,64 @@ std::optional<Tensor> tile(const ir::Node& n) {
   return write(out, out.dtype);
 }
 
+// Concat of small float constants (torch writes Resize's scales as Concat([1, 1], [2, 2]));
+// integer Concat is constant_folding's.
+std::optional<Tensor> concat(const ir::Node& n) {
+  const auto* axis_attr = n.attr("axis");
+  if (!axis_attr || n.inputs.empty()) return std::nullopt;
+  std::vector<Arr> parts;
+  for (size_t k = 0; k < n.inputs.size(); ++k) {
+    auto a = input(n, k);
+    if (!a || a->dtype != input(n, 0)->dtype || a->dims.size() != 1) return std::nullopt;
+    parts.push_back(std::move(*a));
+  }
+  Arr out;
+  out.dtype = parts[0].dtype;
+  for (const Arr& a : parts) {
+    out.f.insert(out.f.end(), a.f.begin(), a.f.end());
+    out.i.insert(out.i.end(), a.i.begin(), a.i.end());
+  }
+  out.dims = {static_cast<int64_t>(out.size())};
+  if (out.floating() && out.size() > static_cast<size_t>(kMaxFloatElements)) return std::nullopt;
+  return write(out, out.dtype);
+}
+
+// torch's F.pad writes its pads as [[begin, end], ...] reversed and transposed.
+std::optional<Tensor> transpose(const ir::Node& n) {
+  auto x = input(n, 0);
+  if (!x || (x->floating() && x->size() > static_cast<size_t>(kMaxFloatElements)))
+    return std::nullopt;
+  const size_t rank = x->dims.size();
+  std::vector<int64_t> perm(rank);
+  for (size_t k = 0; k < rank; ++k) perm[k] = static_cast<int64_t>(rank - 1 - k);
+  if (const auto* a = n.attr("perm")) perm = a->ints;
+  if (perm.size() != rank) return std::nullopt;
+  Arr out;
+  out.dtype = x->dtype;
+  for (int64_t p : perm) {
+    if (p < 0 || p >= static_cast<int64_t>(rank)) return std::nullopt;
+    out.dims.push_back(x->dims[static_cast<size_t>(p)]);
+  }
+  std::vector<int64_t> in_strides(rank, 1);
+  for (size_t k = rank; k-- > 1;) in_strides[k - 1] = in_strides[k] * x->dims[k];
+  const auto count = static_cast<size_t>(numel(out.dims));
+  for (size_t k = 0; k < count; ++k) {
+    auto rem = static_cast<int64_t>(k);
+    int64_t src = 0;
+    for (size_t d = rank; d-- > 0;) {
+      const int64_t coord = rem % out.dims[d];
+      rem /= out.dims[d];
+      src += coord * in_strides[static_cast<size_t>(perm[d])];
+    }
+    if (out.floating()) out.f.push_back(x->f[static_cast<size_t>(src)]);
+    else out.i.push_back(x->i[static_cast<size_t>(src)]);
+  }
+  return write(out, out.dtype);
+}
+
 std::optional<Tensor> single(const ir::Node& n) {
+  if (n.op_type == "Concat") return concat(n);
+  if (n.op_type == "Transpose") return transpose(n);
   const std::string& op = n.op_type;
   if (op == "Where") return where(n);
   if (op == "Expand") return expand(n);

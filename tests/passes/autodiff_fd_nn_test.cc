@@ -155,6 +155,22 @@ TEST(AutodiffFiniteDifferencesNn, Resize) {
                attrs(Attribute::make_string("mode", "linear"))));
 }
 
+// DepthToSpace in both modes (CRD is torch's PixelShuffle) and SpaceToDepth.
+TEST(AutodiffFiniteDifferencesNn, DepthToSpace) {
+  for (const char* mode : {"DCR", "CRD"}) {
+    check({std::string("DepthToSpace_") + mode, {{2, 8, 2, 3}}, {2, 2, 4, 6},
+           [mode](GradBuilder& g, P p) {
+             return g.op("DepthToSpace", {p[0]}, f64({2, 2, 4, 6}),
+                         attrs(Attribute::make_int("blocksize", 2),
+                               Attribute::make_string("mode", mode)));
+           }});
+  }
+  check({"SpaceToDepth", {{1, 2, 4, 6}}, {1, 8, 2, 3}, [](GradBuilder& g, P p) {
+           return g.op("SpaceToDepth", {p[0]}, f64({1, 8, 2, 3}),
+                       attrs(Attribute::make_int("blocksize", 2)));
+         }});
+}
+
 // The gradient graph with ops of the "ampc" domain imports that domain, passes ONNX's
 // checker (with strict shape inference) and imports back.
 TEST(AutodiffNn, AmpcDomainPassesChecker) {

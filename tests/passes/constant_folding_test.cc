@@ -85,7 +85,7 @@ TEST(StaticShapes, FoldsShapeArithmeticToAFixedPoint) {
   ir::Value* d1 = node(g, "Gather", {shape, one});
   ir::Value* heads = node(g, "Div", {d1, three});
   ir::Value* rem = node(g, "Mod", {d1, three});
-  ir::Value* exact = node(g, "Equal", {rem, zero});
+  ir::Value* exact = node(g, "Equal", {rem, zero}, {DType::kBool, std::nullopt});
   ir::Value* checked = node(g, "Where", {exact, heads, one});
   ir::Value* axes = ints(g, "axes", {0});
   ir::Value* target = node(g, "Concat",
@@ -128,7 +128,7 @@ TEST(StaticShapes, NamesTheFirstNodeWhoseShapeIsUnknown) {
     FAIL() << "no error";
   } catch (const Error& e) {
     const std::string msg = e.what();
-    EXPECT_NE(msg.find("node Reshape_0 (Reshape)"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("node 'Reshape_0' (Reshape)"), std::string::npos) << msg;
     EXPECT_NE(msg.find("input 1 's' is computed at run time"), std::string::npos) << msg;
   }
 }
