@@ -75,6 +75,31 @@ bool is_shape_input(const ir::Node& n, size_t k) {
   return k > 0;
 }
 
+// Where a run-time value comes from: the first node up its producer chain whose inputs are
+// all constants (constant folding could not evaluate it), or the graph input it reads.
+std::string origin(const ir::Value* v) {
+  std::set<const ir::Value*> seen;
+  std::vector<const ir::Value*> todo{v};
+  while (!todo.empty()) {
+    const ir::Value* cur = todo.back();
+    todo.pop_back();
+    if (!cur || cur->initializer || !seen.insert(cur).second) continue;
+    if (!cur->producer) return "; it depends on graph input '" + cur->name + "'";
+    bool all_constant = true;
+    for (const ir::Value* in : cur->producer->inputs) {
+      if (in && !in->initializer) {
+        all_constant = false;
+        todo.push_back(in);
+      }
+    }
+    if (all_constant) {
+      return "; node " + cur->producer->label() +
+             " has only constant inputs but constant folding cannot evaluate it";
+    }
+  }
+  return "";
+}
+
 }  // namespace
 
 int fold_static_shapes(ir::Model& model) {
@@ -110,7 +135,7 @@ void require_static_shapes(const ir::Graph& graph, const std::string& why) {
         throw Error(msg + ": its input " + std::to_string(k) + " '" + in->name +
                     "' is computed at run time" +
                     (in->producer ? " by node " + in->producer->label() : std::string()) +
-                    ", not a constant");
+                    ", not a constant" + origin(in));
       }
       throw Error(msg + " (ONNX shape inference gives no shape for operator '" + n->op_type +
                   "' here)");
