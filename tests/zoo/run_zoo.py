@@ -58,7 +58,10 @@ def expected_refusals():
 
 def run(cmd, what, timeout=600):
     t0 = time.monotonic()
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except OSError as e:
+        raise Failure(f"{what}: cannot run {cmd[0]}: {e}")
     elapsed = time.monotonic() - t0
     if p.returncode != 0:
         lines = [ln for ln in (p.stderr + p.stdout).splitlines() if ln.strip()]
