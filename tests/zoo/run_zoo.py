@@ -20,6 +20,7 @@ import hashlib
 import json
 import math
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -209,6 +210,9 @@ def main():
         result["status"] = "fail"
         result["reason"] = f"timed out: {' '.join(e.cmd[:2])}"
     result["seconds"] = round(time.monotonic() - t0, 1)
+    # CPU seconds of everything this test ran: what the test costs on an unshared machine.
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    result["cpu_seconds"] = round(children.ru_utime + children.ru_stime, 1)
     expected = refusals.get(args.model)
     if result["status"] == "fail" and expected:
         result["status"] = "refused"
