@@ -230,10 +230,10 @@ int fold_constants(ir::Model& model, const ConstantFoldingOptions& options) {
         reads_variable && !type_only ? std::nullopt : evaluate(*n);
     // A Constant always becomes an initializer (nothing is computed); computed results only
     // when small.
-    const bool too_big =
-        values && n->op_type != "Constant" &&
-        std::any_of(values->begin(), values->end(),
-                    [&](const Tensor& t) { return t.numel() > options.max_elements; });
+    const bool too_big = values && n->op_type != "Constant" &&
+                         std::any_of(values->begin(), values->end(), [&](const Tensor& t) {
+                           return t.numel() > options.max_elements;
+                         });
     if (!values || too_big || values->size() != n->outputs.size()) {
       ++i;
       continue;

@@ -34,8 +34,8 @@ std::vector<double> constant_scales(const ir::Node& n) {
 }
 
 // The input coordinate output index `i` maps to (ONNX Resize's coordinate transformations).
-double source_coordinate(const std::string& mode, int64_t i, int64_t in, int64_t out,
-                         double scale, const ir::Node& n) {
+double source_coordinate(const std::string& mode, int64_t i, int64_t in, int64_t out, double scale,
+                         const ir::Node& n) {
   const double x = static_cast<double>(i);
   if (mode == "half_pixel") return (x + 0.5) / scale - 0.5;
   if (mode == "pytorch_half_pixel") return out > 1 ? (x + 0.5) / scale - 0.5 : 0.0;
@@ -63,8 +63,7 @@ int64_t nearest_index(const std::string& mode, double x) {
 // Row-major [out, in] weights of one resized axis.
 std::vector<double> weights(const ir::Node& n, int64_t in, int64_t out, double scale) {
   const std::string mode = attr_string(n, "mode", "nearest");
-  const std::string transform =
-      attr_string(n, "coordinate_transformation_mode", "half_pixel");
+  const std::string transform = attr_string(n, "coordinate_transformation_mode", "half_pixel");
   const std::string nearest_mode = attr_string(n, "nearest_mode", "round_prefer_floor");
   std::vector<double> w(static_cast<size_t>(out * in), 0.0);
   for (int64_t i = 0; i < out; ++i) {
@@ -148,12 +147,13 @@ void lower(ir::Graph& g, size_t index) {
   std::vector<int64_t> shape = in;
   for (size_t k = 0; k < axes.size(); ++k) {
     const auto [a, o] = axes[k];
-    const double scale = scales.size() == rank ? scales[a]
-                                               : static_cast<double>(o) / static_cast<double>(in[a]);
+    const double scale =
+        scales.size() == rank ? scales[a] : static_cast<double>(o) / static_cast<double>(in[a]);
     const std::vector<double> w = weights(*n, in[a], o, scale);
     shape[a] = o;
-    ir::Value* next = k + 1 == axes.size() ? y : g.add_value(base + "axis" + std::to_string(a),
-                                                              {x->type.dtype, shape});
+    ir::Value* next = k + 1 == axes.size()
+                          ? y
+                          : g.add_value(base + "axis" + std::to_string(a), {x->type.dtype, shape});
     if (a + 1 == rank) {  // last axis: cur [.., in] x A^T [in, out]
       std::vector<double> wt(w.size());
       for (int64_t i = 0; i < o; ++i)

@@ -60,9 +60,15 @@ std::optional<Arr> read(const Tensor& t) {
         a.i.push_back(v);
         break;
       }
-      case DType::kInt8: a.i.push_back(static_cast<int8_t>(p[k])); break;
-      case DType::kUInt8: a.i.push_back(p[k]); break;
-      case DType::kBool: a.i.push_back(p[k] != 0); break;
+      case DType::kInt8:
+        a.i.push_back(static_cast<int8_t>(p[k]));
+        break;
+      case DType::kUInt8:
+        a.i.push_back(p[k]);
+        break;
+      case DType::kBool:
+        a.i.push_back(p[k] != 0);
+        break;
       case DType::kFloat32: {
         float v;
         std::memcpy(&v, p + 4 * k, 4);
@@ -91,7 +97,9 @@ Tensor write(const Arr& a, DType to) {
     const double fv = a.floating() ? a.f[k] : static_cast<double>(a.i[k]);
     const int64_t iv = a.floating() ? static_cast<int64_t>(std::trunc(a.f[k])) : a.i[k];
     switch (to) {
-      case DType::kInt64: std::memcpy(p + 8 * k, &iv, 8); break;
+      case DType::kInt64:
+        std::memcpy(p + 8 * k, &iv, 8);
+        break;
       case DType::kInt32: {
         const auto v = static_cast<int32_t>(iv);
         std::memcpy(p + 4 * k, &v, 4);
@@ -103,14 +111,19 @@ Tensor write(const Arr& a, DType to) {
         break;
       }
       case DType::kInt8:
-      case DType::kUInt8: p[k] = static_cast<uint8_t>(iv); break;
-      case DType::kBool: p[k] = a.floating() ? a.f[k] != 0 : a.i[k] != 0; break;
+      case DType::kUInt8:
+        p[k] = static_cast<uint8_t>(iv);
+        break;
+      case DType::kBool:
+        p[k] = a.floating() ? a.f[k] != 0 : a.i[k] != 0;
+        break;
       case DType::kFloat32: {
         const auto v = static_cast<float>(fv);
         std::memcpy(p + 4 * k, &v, 4);
         break;
       }
-      default: std::memcpy(p + 8 * k, &fv, 8);
+      default:
+        std::memcpy(p + 8 * k, &fv, 8);
     }
   }
   return t;
@@ -160,11 +173,12 @@ size_t source_index(size_t linear, const std::vector<int64_t>& out,
 }
 
 std::optional<Tensor> elementwise(const ir::Node& n) {
-  static const std::set<std::string> kUnary = {"Neg", "Abs", "Not", "Floor", "Ceil", "Sqrt",
-                                               "Identity"};
-  static const std::set<std::string> kBinary = {"Add", "Sub", "Mul", "Div", "Mod",
-                                                "Min", "Max", "Equal", "Less", "Greater",
-                                                "LessOrEqual", "GreaterOrEqual", "And", "Or"};
+  static const std::set<std::string> kUnary = {"Neg",  "Abs",  "Not",     "Floor",
+                                               "Ceil", "Sqrt", "Identity"};
+  static const std::set<std::string> kBinary = {"Add",  "Sub",     "Mul",         "Div",
+                                                "Mod",  "Min",     "Max",         "Equal",
+                                                "Less", "Greater", "LessOrEqual", "GreaterOrEqual",
+                                                "And",  "Or"};
   const std::string& op = n.op_type;
   const bool unary = kUnary.count(op) > 0;
   if (!unary && !kBinary.count(op)) return std::nullopt;
@@ -176,8 +190,8 @@ std::optional<Tensor> elementwise(const ir::Node& n) {
   if (!dims) return std::nullopt;
   Arr out;
   out.dims = *dims;
-  const bool compare = op == "Equal" || op == "Less" || op == "Greater" ||
-                       op == "LessOrEqual" || op == "GreaterOrEqual";
+  const bool compare = op == "Equal" || op == "Less" || op == "Greater" || op == "LessOrEqual" ||
+                       op == "GreaterOrEqual";
   out.dtype = compare ? DType::kBool : a->dtype;
   const auto count = static_cast<size_t>(numel(*dims));
   if (a->floating() && (count > kMaxFloatElements || op == "Mod")) return std::nullopt;
@@ -189,35 +203,58 @@ std::optional<Tensor> elementwise(const ir::Node& n) {
     if (a->floating()) {
       const double x = a->f[ia], y = b->f[ib];
       double r;
-      if (op == "Add") r = x + y;
-      else if (op == "Sub") r = x - y;
-      else if (op == "Mul") r = x * y;
-      else if (op == "Div") r = x / y;
-      else if (op == "Min") r = std::min(x, y);
-      else if (op == "Max") r = std::max(x, y);
-      else if (op == "Neg") r = -x;
-      else if (op == "Abs") r = std::fabs(x);
-      else if (op == "Floor") r = std::floor(x);
-      else if (op == "Ceil") r = std::ceil(x);
-      else if (op == "Sqrt") r = std::sqrt(x);
-      else if (op == "Identity") r = x;
-      else if (op == "Equal") r = x == y;
-      else if (op == "Less") r = x < y;
-      else if (op == "Greater") r = x > y;
-      else if (op == "LessOrEqual") r = x <= y;
-      else if (op == "GreaterOrEqual") r = x >= y;
-      else return std::nullopt;
+      if (op == "Add")
+        r = x + y;
+      else if (op == "Sub")
+        r = x - y;
+      else if (op == "Mul")
+        r = x * y;
+      else if (op == "Div")
+        r = x / y;
+      else if (op == "Min")
+        r = std::min(x, y);
+      else if (op == "Max")
+        r = std::max(x, y);
+      else if (op == "Neg")
+        r = -x;
+      else if (op == "Abs")
+        r = std::fabs(x);
+      else if (op == "Floor")
+        r = std::floor(x);
+      else if (op == "Ceil")
+        r = std::ceil(x);
+      else if (op == "Sqrt")
+        r = std::sqrt(x);
+      else if (op == "Identity")
+        r = x;
+      else if (op == "Equal")
+        r = x == y;
+      else if (op == "Less")
+        r = x < y;
+      else if (op == "Greater")
+        r = x > y;
+      else if (op == "LessOrEqual")
+        r = x <= y;
+      else if (op == "GreaterOrEqual")
+        r = x >= y;
+      else
+        return std::nullopt;
       // One rounding to float32 per op, as the backend computes it.
       if (a->dtype == DType::kFloat32 && !compare) r = static_cast<float>(r);
-      if (compare) out.i.push_back(static_cast<int64_t>(r));
-      else out.f.push_back(r);
+      if (compare)
+        out.i.push_back(static_cast<int64_t>(r));
+      else
+        out.f.push_back(r);
       continue;
     }
     const int64_t x = a->i[ia], y = b->i[ib];
     int64_t r;
-    if (op == "Add") r = x + y;
-    else if (op == "Sub") r = x - y;
-    else if (op == "Mul") r = x * y;
+    if (op == "Add")
+      r = x + y;
+    else if (op == "Sub")
+      r = x - y;
+    else if (op == "Mul")
+      r = x * y;
     else if (op == "Div") {
       if (y == 0) return std::nullopt;
       r = x / y;  // ONNX integer Div truncates, as C++ does
@@ -226,19 +263,32 @@ std::optional<Tensor> elementwise(const ir::Node& n) {
       const auto* fmod = n.attr("fmod");
       r = x % y;
       if (!(fmod && fmod->i) && r != 0 && ((r < 0) != (y < 0))) r += y;  // sign of divisor
-    } else if (op == "Min") r = std::min(x, y);
-    else if (op == "Max") r = std::max(x, y);
-    else if (op == "Neg") r = -x;
-    else if (op == "Abs") r = x < 0 ? -x : x;
-    else if (op == "Floor" || op == "Ceil" || op == "Identity") r = x;
-    else if (op == "Not") r = !x;
-    else if (op == "And") r = x && y;
-    else if (op == "Or") r = x || y;
-    else if (op == "Equal") r = x == y;
-    else if (op == "Less") r = x < y;
-    else if (op == "Greater") r = x > y;
-    else if (op == "LessOrEqual") r = x <= y;
-    else r = x >= y;
+    } else if (op == "Min")
+      r = std::min(x, y);
+    else if (op == "Max")
+      r = std::max(x, y);
+    else if (op == "Neg")
+      r = -x;
+    else if (op == "Abs")
+      r = x < 0 ? -x : x;
+    else if (op == "Floor" || op == "Ceil" || op == "Identity")
+      r = x;
+    else if (op == "Not")
+      r = !x;
+    else if (op == "And")
+      r = x && y;
+    else if (op == "Or")
+      r = x || y;
+    else if (op == "Equal")
+      r = x == y;
+    else if (op == "Less")
+      r = x < y;
+    else if (op == "Greater")
+      r = x > y;
+    else if (op == "LessOrEqual")
+      r = x <= y;
+    else
+      r = x >= y;
     out.i.push_back(r);
   }
   return write(out, out.dtype);
@@ -258,8 +308,10 @@ std::optional<Tensor> where(const ir::Node& n) {
     const bool pick = c->i[source_index(k, *dims, c->dims)] != 0;
     const Arr& src = pick ? *a : *b;
     const size_t s = source_index(k, *dims, src.dims);
-    if (out.floating()) out.f.push_back(src.f[s]);
-    else out.i.push_back(src.i[s]);
+    if (out.floating())
+      out.f.push_back(src.f[s]);
+    else
+      out.i.push_back(src.i[s]);
   }
   return write(out, out.dtype);
 }
@@ -276,8 +328,10 @@ std::optional<Tensor> expand(const ir::Node& n) {
   if (x->floating() && count > kMaxFloatElements) return std::nullopt;
   for (size_t k = 0; k < count; ++k) {
     const size_t s = source_index(k, *dims, x->dims);
-    if (out.floating()) out.f.push_back(x->f[s]);
-    else out.i.push_back(x->i[s]);
+    if (out.floating())
+      out.f.push_back(x->f[s]);
+    else
+      out.i.push_back(x->i[s]);
   }
   return write(out, out.dtype);
 }
@@ -302,8 +356,10 @@ std::optional<Tensor> constant_of_shape(const ir::Node& n) {
   Arr out;
   out.dtype = value.dtype;
   out.dims = shape->i;
-  if (out.floating()) out.f.assign(static_cast<size_t>(count), value.f[0]);
-  else out.i.assign(static_cast<size_t>(count), value.i[0]);
+  if (out.floating())
+    out.f.assign(static_cast<size_t>(count), value.f[0]);
+  else
+    out.i.assign(static_cast<size_t>(count), value.i[0]);
   return write(out, out.dtype);
 }
 
@@ -378,8 +434,10 @@ std::optional<Tensor> slice(const ir::Node& n) {
       src += static_cast<size_t>(begin[d] + coord * step[d]) * stride;
       stride *= static_cast<size_t>(x->dims[d]);
     }
-    if (out.floating()) out.f.push_back(x->f[src]);
-    else out.i.push_back(x->i[src]);
+    if (out.floating())
+      out.f.push_back(x->f[src]);
+    else
+      out.i.push_back(x->i[src]);
   }
   return write(out, out.dtype);
 }
@@ -420,8 +478,7 @@ std::optional<Tensor> cast(const ir::Node& n) {
   if (!x || !to) return std::nullopt;
   const auto dtype = static_cast<DType>(to->i);
   if (!is_integral(dtype) && !is_floating(dtype)) return std::nullopt;
-  if ((is_floating(dtype) || x->floating()) &&
-      x->size() > static_cast<size_t>(kMaxFloatElements))
+  if ((is_floating(dtype) || x->floating()) && x->size() > static_cast<size_t>(kMaxFloatElements))
     return std::nullopt;
   Arr a = *x;
   if (dtype == DType::kFloat32 && a.floating()) {
@@ -542,8 +599,10 @@ std::optional<Tensor> transpose(const ir::Node& n) {
       rem /= out.dims[d];
       src += coord * in_strides[static_cast<size_t>(perm[d])];
     }
-    if (out.floating()) out.f.push_back(x->f[static_cast<size_t>(src)]);
-    else out.i.push_back(x->i[static_cast<size_t>(src)]);
+    if (out.floating())
+      out.f.push_back(x->f[static_cast<size_t>(src)]);
+    else
+      out.i.push_back(x->i[static_cast<size_t>(src)]);
   }
   return write(out, out.dtype);
 }

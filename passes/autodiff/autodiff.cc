@@ -7,10 +7,10 @@
 #include <set>
 
 #include "base/error.h"
-#include "passes/static_shapes.h"
 #include "passes/autodiff/ampc_schemas.h"
 #include "passes/autodiff/grad_builder.h"
 #include "passes/autodiff/gradient_registry.h"
+#include "passes/static_shapes.h"
 
 namespace ampc::passes {
 namespace {

@@ -83,8 +83,8 @@ void register_unary(GradientRegistry& r) {
     Value* x = c.input(0);
     const auto t = x->type;
     const ir::TensorType mask{DType::kBool, t.shape};
-    Value* slope = same(c, "Add", {same(c, "Mul", {x, c.b.scalar(1.0 / 3.0, t.dtype)}),
-                                   c.b.scalar(0.5, t.dtype)});
+    Value* slope = same(
+        c, "Add", {same(c, "Mul", {x, c.b.scalar(1.0 / 3.0, t.dtype)}), c.b.scalar(0.5, t.dtype)});
     Value* above = c.b.op("Greater", {x, c.b.scalar(3.0, t.dtype)}, mask);
     Value* below = c.b.op("Less", {x, c.b.scalar(-3.0, t.dtype)}, mask);
     Value* d = c.b.op("Where", {above, c.b.scalar(1.0, t.dtype), slope}, t);

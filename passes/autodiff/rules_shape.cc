@@ -40,10 +40,10 @@ void depth_to_space(GradContext& c, bool inverse) {
   const auto& space = *(inverse ? xt : yt).shape;
   if (depth.size() != 4 || b <= 0) c.fail("needs a 4-D input and a positive blocksize");
   const int64_t n = depth[0], cs = space[1], h = depth[2], w = depth[3];
-  const std::vector<int64_t> blocks = crd ? std::vector<int64_t>{n, cs, b, b, h, w}
-                                          : std::vector<int64_t>{n, b, b, cs, h, w};
-  const std::vector<int64_t> perm = crd ? std::vector<int64_t>{0, 1, 4, 2, 5, 3}
-                                        : std::vector<int64_t>{0, 3, 4, 1, 5, 2};
+  const std::vector<int64_t> blocks =
+      crd ? std::vector<int64_t>{n, cs, b, b, h, w} : std::vector<int64_t>{n, b, b, cs, h, w};
+  const std::vector<int64_t> perm =
+      crd ? std::vector<int64_t>{0, 1, 4, 2, 5, 3} : std::vector<int64_t>{0, 3, 4, 1, 5, 2};
   std::vector<int64_t> inv(6), permuted(6);
   for (size_t i = 0; i < 6; ++i) {
     inv[static_cast<size_t>(perm[i])] = static_cast<int64_t>(i);

@@ -144,10 +144,10 @@ TEST(AutodiffFiniteDifferencesNn, Resize) {
                attrs(Attribute::make_string("mode", "nearest"),
                      Attribute::make_string("coordinate_transformation_mode", "asymmetric"),
                      Attribute::make_string("nearest_mode", "floor"))));
-  check(resize("Resize_bilinear", {2, 1, 3, 2}, {2, 1, 6, 4},
-               attrs(Attribute::make_string("mode", "linear"),
-                     Attribute::make_string("coordinate_transformation_mode",
-                                            "pytorch_half_pixel"))));
+  check(resize(
+      "Resize_bilinear", {2, 1, 3, 2}, {2, 1, 6, 4},
+      attrs(Attribute::make_string("mode", "linear"),
+            Attribute::make_string("coordinate_transformation_mode", "pytorch_half_pixel"))));
   check(resize("Resize_bilinear_align_corners", {1, 2, 2, 3}, {1, 2, 3, 5},
                attrs(Attribute::make_string("mode", "linear"),
                      Attribute::make_string("coordinate_transformation_mode", "align_corners"))));
@@ -158,11 +158,13 @@ TEST(AutodiffFiniteDifferencesNn, Resize) {
 // DepthToSpace in both modes (CRD is torch's PixelShuffle) and SpaceToDepth.
 TEST(AutodiffFiniteDifferencesNn, DepthToSpace) {
   for (const char* mode : {"DCR", "CRD"}) {
-    check({std::string("DepthToSpace_") + mode, {{2, 8, 2, 3}}, {2, 2, 4, 6},
+    check({std::string("DepthToSpace_") + mode,
+           {{2, 8, 2, 3}},
+           {2, 2, 4, 6},
            [mode](GradBuilder& g, P p) {
-             return g.op("DepthToSpace", {p[0]}, f64({2, 2, 4, 6}),
-                         attrs(Attribute::make_int("blocksize", 2),
-                               Attribute::make_string("mode", mode)));
+             return g.op(
+                 "DepthToSpace", {p[0]}, f64({2, 2, 4, 6}),
+                 attrs(Attribute::make_int("blocksize", 2), Attribute::make_string("mode", mode)));
            }});
   }
   check({"SpaceToDepth", {{1, 2, 4, 6}}, {1, 8, 2, 3}, [](GradBuilder& g, P p) {

@@ -626,8 +626,8 @@ TEST(CpuNn, InstanceNormalizationLrnAndMvn) {
   // A large mean against a small spread: 4096 + {-1, 1, -1, 1} (exact in float32). The
   // variance taken as E[x^2] - E[x]^2 cancels to rounding noise of 4096^2 (float32's ulp
   // there is 2); the mean of squared deviations gives exactly 1.
-  auto offset = run("MeanVarianceNormalization", {make(F32, {1, 1, 1, 4}, {4095, 4097, 4095, 4097})},
-                    {}, 1, 13)[0];
+  auto offset = run("MeanVarianceNormalization",
+                    {make(F32, {1, 1, 1, 4}, {4095, 4097, 4095, 4097})}, {}, 1, 13)[0];
   expect_close(values(offset), {-1, 1, -1, 1}, 1e-6);
 }
 

@@ -50,7 +50,8 @@ int main(int argc, char** argv) {
     ampc::rt::io::write_npy(outputs.at(loss), (out_dir / "loss.npy").string());
     for (const auto& pg : grads) {
       const std::string& name = pg.parameter->name;
-      ampc::rt::io::write_npy(outputs.at("grad." + name), (out_dir / "grad" / (name + ".npy")).string());
+      ampc::rt::io::write_npy(outputs.at("grad." + name),
+                              (out_dir / "grad" / (name + ".npy")).string());
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "ampc: error: %s\n", e.what());
