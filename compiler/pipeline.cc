@@ -19,9 +19,11 @@
 #include "passes/grad_clipping.h"
 #include "passes/half_inputs.h"
 #include "passes/loss_log_prob.h"
+#include "passes/lower_resize.h"
 #include "passes/range_stats.h"
 #include "passes/recompute_casts.h"
 #include "passes/running_statistics.h"
+#include "passes/static_shapes.h"
 
 namespace ampc::compiler {
 namespace {
@@ -109,8 +111,10 @@ plan::Plan compile_model(ir::Model& model, const CompileOptions& options,
                          const std::string& model_name, passes::AutocastReport* autocast_report) {
   StageTimes* times = options.stage_times;
   StageTimer stage(times, "constant folding");
-  // Constants first: gradient rules need constant shapes, axes and slice bounds.
-  passes::fold_constants(model);
+  // Constants first: gradient rules need constant shapes, axes and slice bounds; folding
+  // shape arithmetic to a fixed point makes every shape static (static_shapes.h).
+  passes::fold_static_shapes(model);
+  passes::lower_resize(model);  // interpolation as MatMuls (lower_resize.h)
   // ai.onnx.preview.training Gradient nodes become the gradient graph they stand for.
   if (passes::expand_gradient_ops(model) > 0) passes::fold_constants(model);
 

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "base/error.h"
+#include "passes/shape_arithmetic.h"
 
 namespace ampc::passes {
 namespace {
@@ -66,7 +67,7 @@ std::optional<std::vector<int64_t>> axes_of(const ir::Node& n) {
 }
 
 // The folded value of node `n`'s single output, or nullopt when it cannot be folded here.
-std::optional<Tensor> evaluate(const ir::Node& n) {
+std::optional<Tensor> evaluate_builtin(const ir::Node& n) {
   if (!n.domain.empty() || n.outputs.size() != 1 || !n.outputs[0]) return std::nullopt;
   const std::string& op = n.op_type;
   if (op == "Constant") {
@@ -88,6 +89,13 @@ std::optional<Tensor> evaluate(const ir::Node& n) {
     std::vector<int64_t> dims(type.shape->begin() + start,
                               type.shape->begin() + std::max(start, end));
     return int_tensor(DType::kInt64, {static_cast<int64_t>(dims.size())}, dims);
+  }
+  if (op == "Size") {
+    const auto& type = n.inputs[0]->type;
+    if (!type.is_static()) return std::nullopt;
+    int64_t count = 1;
+    for (int64_t d : *type.shape) count *= d;
+    return int_tensor(DType::kInt64, {}, {count});
   }
   // Everything else needs all (present) inputs constant, and integer data.
   for (const ir::Value* v : n.inputs) {
@@ -195,6 +203,13 @@ std::optional<Tensor> evaluate(const ir::Node& n) {
   return std::nullopt;
 }
 
+// Every output of `n` folded, or nullopt: the rules above, then shape_arithmetic.h's.
+std::optional<std::vector<Tensor>> evaluate(const ir::Node& n) {
+  if (auto t = evaluate_builtin(n)) return std::vector<Tensor>{std::move(*t)};
+  if (n.op_type == "Constant") return std::nullopt;
+  return evaluate_shape_arithmetic(n);
+}
+
 }  // namespace
 
 int fold_constants(ir::Model& model, const ConstantFoldingOptions& options) {
@@ -209,32 +224,44 @@ int fold_constants(ir::Model& model, const ConstantFoldingOptions& options) {
     ir::Node* n = g.nodes[i].get();
     const bool reads_variable = std::any_of(n->inputs.begin(), n->inputs.end(),
                                             [&](const ir::Value* v) { return variable.count(v); });
-    std::optional<Tensor> value = reads_variable ? std::nullopt : evaluate(*n);
+    // Shape and Size read only the (static) type of their input, never its data.
+    const bool type_only = n->op_type == "Shape" || n->op_type == "Size";
+    std::optional<std::vector<Tensor>> values =
+        reads_variable && !type_only ? std::nullopt : evaluate(*n);
     // A Constant always becomes an initializer (nothing is computed); computed results only
     // when small.
-    if (!value || (n->op_type != "Constant" && value->numel() > options.max_elements)) {
+    const bool too_big = values && n->op_type != "Constant" &&
+                         std::any_of(values->begin(), values->end(), [&](const Tensor& t) {
+                           return t.numel() > options.max_elements;
+                         });
+    if (!values || too_big || values->size() != n->outputs.size()) {
       ++i;
       continue;
     }
-    ir::Value* out = n->outputs[0];
-    // The node goes; its output value becomes an initializer under the same name, so
-    // every consumer and graph output keeps pointing at it.
-    const std::string name = out->name;
-    const ir::TensorType type{value->dtype, value->dims};
-    if (out->type.dtype != DType::kUndefined && out->type.dtype != type.dtype) {
-      throw Error("node " + n->label() + " folds to " + type.str() + " but its output is typed " +
-                  out->type.str());
+    for (size_t k = 0; k < values->size(); ++k) {
+      const ir::TensorType type{(*values)[k].dtype, (*values)[k].dims};
+      const ir::Value* out = n->outputs[k];
+      if (out->type.dtype != DType::kUndefined && out->type.dtype != type.dtype) {
+        throw Error("node " + n->label() + " folds to " + type.str() + " but its output is typed " +
+                    out->type.str());
+      }
     }
-    value->name = name;
     for (size_t k = 0; k < n->inputs.size(); ++k) {
       ir::Value* in = n->inputs[k];
       if (in) std::erase_if(in->uses, [&](const ir::Use& u) { return u.node == n; });
     }
-    out->producer = nullptr;
-    out->producer_output = -1;
-    out->type = type;
-    out->initializer = std::make_unique<Tensor>(std::move(*value));
-    g.initializers.push_back(out);
+    // The node goes; each output value becomes an initializer under the same name, so
+    // every consumer and graph output keeps pointing at it.
+    for (size_t k = 0; k < values->size(); ++k) {
+      ir::Value* out = n->outputs[k];
+      Tensor& value = (*values)[k];
+      value.name = out->name;
+      out->producer = nullptr;
+      out->producer_output = -1;
+      out->type = ir::TensorType{value.dtype, value.dims};
+      out->initializer = std::make_unique<Tensor>(std::move(value));
+      g.initializers.push_back(out);
+    }
     std::erase_if(g.nodes, [&](const std::unique_ptr<ir::Node>& p) { return p.get() == n; });
     ++folded;
   }

@@ -132,33 +132,36 @@ void mean_variance_norm(const T* x, const std::vector<int64_t>& dims,
     total *= dims[i];
     if (!reduced[i]) kept *= dims[i];
   }
-  std::vector<T> mean(kept), mean_sq(kept);
-  reduce(ReduceKind::kMean, x, dims, reduced, mean.data());
-  std::vector<T> sq(x, x + total);
-  for (T& v : sq) v *= v;
-  reduce(ReduceKind::kMean, sq.data(), dims, reduced, mean_sq.data());
-  for (int64_t k = 0; k < kept; ++k) {
-    const T var = mean_sq[k] - mean[k] * mean[k];
-    mean_sq[k] = std::sqrt(var > T(0) ? var : T(0)) + eps;  // now the divisor
-  }
-  // Odometer over x; `at` follows the matching position in the kept-axes statistics.
-  std::vector<int64_t> idx(rank, 0), stat_stride(rank, 0);
+  std::vector<int64_t> stat_stride(rank, 0);
   for (int64_t i = static_cast<int64_t>(rank) - 1, s = 1; i >= 0; --i) {
     if (!reduced[i]) {
       stat_stride[i] = s;
       s *= dims[i];
     }
   }
-  int64_t at = 0;
-  for (int64_t j = 0; j < total; ++j) {
-    y[j] = (x[j] - mean[at]) / mean_sq[at];
-    for (int64_t d = static_cast<int64_t>(rank) - 1; d >= 0; --d) {
-      at += stat_stride[d];
-      if (++idx[d] < dims[d]) break;
-      at -= stat_stride[d] * dims[d];
-      idx[d] = 0;
+  // Calls f(j, at) for every element j of x; `at` is its position in the kept-axes statistics.
+  auto each = [&](auto f) {
+    std::vector<int64_t> idx(rank, 0);
+    int64_t at = 0;
+    for (int64_t j = 0; j < total; ++j) {
+      f(j, at);
+      for (int64_t d = static_cast<int64_t>(rank) - 1; d >= 0; --d) {
+        at += stat_stride[d];
+        if (++idx[d] < dims[d]) break;
+        at -= stat_stride[d] * dims[d];
+        idx[d] = 0;
+      }
     }
-  }
+  };
+  std::vector<T> mean(kept), var(kept);
+  reduce(ReduceKind::kMean, x, dims, reduced, mean.data());
+  // Two passes: the mean of squared deviations, not E[x^2] - E[x]^2, which cancels
+  // catastrophically when the mean is large against the spread.
+  std::vector<T> sq(static_cast<size_t>(total));
+  each([&](int64_t j, int64_t at) { sq[j] = (x[j] - mean[at]) * (x[j] - mean[at]); });
+  reduce(ReduceKind::kMean, sq.data(), dims, reduced, var.data());
+  for (int64_t k = 0; k < kept; ++k) var[k] = std::sqrt(var[k]) + eps;  // now the divisor
+  each([&](int64_t j, int64_t at) { y[j] = (x[j] - mean[at]) / var[at]; });
 }
 
 #define AMPC_INSTANTIATE(T)                                                                       \

@@ -10,6 +10,7 @@
 #include "passes/autodiff/ampc_schemas.h"
 #include "passes/autodiff/grad_builder.h"
 #include "passes/autodiff/gradient_registry.h"
+#include "passes/static_shapes.h"
 
 namespace ampc::passes {
 namespace {
@@ -109,6 +110,9 @@ std::vector<ir::Value*> gradients_of(ir::Graph& g, const std::vector<SeededOutpu
     if (!any_out || !any_in) continue;
     for (const ir::Value* v : n.inputs) {
       if (v && !v->type.is_static()) {
+        // Name where the shape got lost (the first node whose output shape is unknown),
+        // not this consumer far downstream.
+        require_static_shapes(g, "differentiation needs static shapes");
         throw Error("differentiation needs static shapes; value '" + v->name + "' read by node " +
                     n.label() + " is " + v->type.str());
       }

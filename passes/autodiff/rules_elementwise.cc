@@ -79,6 +79,28 @@ void register_unary(GradientRegistry& r) {
         c.b.op("Greater", {c.input(0), c.b.scalar(0.0, t.dtype)}, {DType::kBool, t.shape});
     c.set_input_grad(0, c.b.op("Where", {positive, c.output_grad(0), c.b.scalar(0.0, t.dtype)}, t));
   });
+  r.add("HardSwish", [](GradContext& c) {  // 0 below -3, 1 above 3, x/3 + 1/2 between
+    Value* x = c.input(0);
+    const auto t = x->type;
+    const ir::TensorType mask{DType::kBool, t.shape};
+    Value* slope = same(
+        c, "Add", {same(c, "Mul", {x, c.b.scalar(1.0 / 3.0, t.dtype)}), c.b.scalar(0.5, t.dtype)});
+    Value* above = c.b.op("Greater", {x, c.b.scalar(3.0, t.dtype)}, mask);
+    Value* below = c.b.op("Less", {x, c.b.scalar(-3.0, t.dtype)}, mask);
+    Value* d = c.b.op("Where", {above, c.b.scalar(1.0, t.dtype), slope}, t);
+    unary(c, c.b.op("Where", {below, c.b.scalar(0.0, t.dtype), d}, t));
+  });
+  r.add("HardSigmoid", [](GradContext& c) {  // alpha where 0 < y < 1
+    Value* y = c.output(0);
+    const auto t = y->type;
+    const ir::TensorType mask{DType::kBool, t.shape};
+    Value* inside = c.b.op("And",
+                           {c.b.op("Greater", {y, c.b.scalar(0.0, t.dtype)}, mask),
+                            c.b.op("Less", {y, c.b.scalar(1.0, t.dtype)}, mask)},
+                           mask);
+    const double alpha = c.attr_float("alpha", 0.2f);
+    unary(c, c.b.op("Where", {inside, c.b.scalar(alpha, t.dtype), c.b.scalar(0.0, t.dtype)}, t));
+  });
   r.add("Sigmoid", [](GradContext& c) {  // y (1 - y)
     Value* one_minus = same(c, "Sub", {c.b.scalar(1.0, c.output(0)->type.dtype), c.output(0)});
     unary(c, same(c, "Mul", {c.output(0), one_minus}));

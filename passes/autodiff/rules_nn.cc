@@ -280,6 +280,33 @@ void layer_norm(GradContext& c) {
   if (c.needs(0)) c.set_input_grad(0, m.normalized_grad(m.full("Mul", dy, c.input(1)), xhat, inv));
 }
 
+// InstanceNormalization (torch's GroupNorm and InstanceNorm export through it): statistics
+// per sample and channel over the spatial axes, scale and bias per channel.
+void instance_norm(GradContext& c) {
+  GradBuilder& b = c.b;
+  Value* x = c.input(0);
+  const size_t rank = x->type.shape->size();
+  Shape spatial_axes;
+  for (size_t i = 2; i < rank; ++i) spatial_axes.push_back(static_cast<int64_t>(i));
+  Moments m(b, x->type, spatial_axes);
+  Value* centred = nullptr;
+  Value* inv = m.inv_std(x, m.mean(x), c.attr_float("epsilon", 1e-5f), &centred);
+  Value* xhat = m.full("Mul", centred, inv);
+  Value* dy = c.output_grad(0);
+  Shape channel_axes = {0};
+  for (int64_t a : spatial_axes) channel_axes.push_back(a);
+  Moments per_c(b, x->type, channel_axes);
+  auto channel = [&](Value* v, size_t input) {
+    return b.reshape(per_c.sum(v), *c.input(input)->type.shape);
+  };
+  if (c.needs(2)) c.set_input_grad(2, channel(dy, 2));
+  if (c.needs(1)) c.set_input_grad(1, channel(m.full("Mul", dy, xhat), 1));
+  if (c.needs(0)) {
+    Value* g = m.full("Mul", dy, per_channel(b, c.input(1), rank));
+    c.set_input_grad(0, m.normalized_grad(g, xhat, inv));
+  }
+}
+
 }  // namespace
 
 void register_nn_gradients(GradientRegistry& r) {
@@ -291,6 +318,7 @@ void register_nn_gradients(GradientRegistry& r) {
   r.add("GlobalAveragePool", global_average_pool);
   r.add("BatchNormalization", batch_norm);
   r.add("LayerNormalization", layer_norm);
+  r.add("InstanceNormalization", instance_norm);
 }
 
 }  // namespace ampc::passes::autodiff

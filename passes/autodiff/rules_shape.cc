@@ -25,11 +25,51 @@ void transpose(GradContext& c) {
                              attrs(ir::Attribute::make_ints("perm", inverse))));
 }
 
+// DepthToSpace is Reshape -> Transpose -> Reshape; its gradient runs the three backwards.
+// DCR: [N,C,H,W] -> [N,b,b,C',H,W] -> perm (0,3,4,1,5,2) -> [N,C',H,b,W,b] -> [N,C',Hb,Wb];
+// CRD (torch's PixelShuffle): [N,C',b,b,H,W] with perm (0,1,4,2,5,3). SpaceToDepth is the
+// inverse of DCR: its gradient is DCR's forward through the same three steps.
+void depth_to_space(GradContext& c, bool inverse) {
+  const ir::TensorType& xt = c.input(0)->type;
+  const ir::TensorType& yt = c.output(0)->type;
+  const int64_t b = c.attr_int("blocksize", 0);
+  const auto* mode_attr = c.node().attr("mode");
+  const bool crd = !inverse && mode_attr && mode_attr->s == "CRD";
+  // The depth side [N, C, H, W] and the space side [N, C', Hb, Wb].
+  const auto& depth = *(inverse ? yt : xt).shape;
+  const auto& space = *(inverse ? xt : yt).shape;
+  if (depth.size() != 4 || b <= 0) c.fail("needs a 4-D input and a positive blocksize");
+  const int64_t n = depth[0], cs = space[1], h = depth[2], w = depth[3];
+  const std::vector<int64_t> blocks =
+      crd ? std::vector<int64_t>{n, cs, b, b, h, w} : std::vector<int64_t>{n, b, b, cs, h, w};
+  const std::vector<int64_t> perm =
+      crd ? std::vector<int64_t>{0, 1, 4, 2, 5, 3} : std::vector<int64_t>{0, 3, 4, 1, 5, 2};
+  std::vector<int64_t> inv(6), permuted(6);
+  for (size_t i = 0; i < 6; ++i) {
+    inv[static_cast<size_t>(perm[i])] = static_cast<int64_t>(i);
+    permuted[i] = blocks[static_cast<size_t>(perm[i])];
+  }
+  ir::Value* dy = c.output_grad(0);
+  auto step = [&](ir::Value* v, const std::vector<int64_t>& from, const std::vector<int64_t>& p,
+                  const std::vector<int64_t>& to_shape) {
+    std::vector<int64_t> moved(6);
+    for (size_t i = 0; i < 6; ++i) moved[i] = from[static_cast<size_t>(p[i])];
+    ir::Value* t = c.b.op("Transpose", {c.b.reshape(v, from)}, {dy->type.dtype, moved},
+                          attrs(ir::Attribute::make_ints("perm", p)));
+    return c.b.reshape(t, to_shape);
+  };
+  // DepthToSpace backward: space -> depth; SpaceToDepth backward: depth -> space.
+  ir::Value* g = inverse ? step(dy, blocks, perm, *xt.shape) : step(dy, permuted, inv, *xt.shape);
+  c.set_input_grad(0, g);
+}
+
 }  // namespace
 
 void register_shape_gradients(GradientRegistry& r) {
   for (const char* op : {"Reshape", "Flatten", "Squeeze", "Unsqueeze"}) r.add(op, reshape_like);
   r.add("Transpose", transpose);
+  r.add("DepthToSpace", [](GradContext& c) { depth_to_space(c, false); });
+  r.add("SpaceToDepth", [](GradContext& c) { depth_to_space(c, true); });
 }
 
 }  // namespace ampc::passes::autodiff

@@ -116,6 +116,63 @@ TEST(AutodiffFiniteDifferencesNn, LayerNormalization) {
          }});
 }
 
+TEST(AutodiffFiniteDifferencesNn, InstanceNormalization) {
+  // Per sample and channel over the spatial axes (2-D and 1-D), scale and bias per channel.
+  check({"InstanceNorm_2d", {{2, 3, 2, 3}, {3}, {3}}, {2, 3, 2, 3}, [](GradBuilder& g, P p) {
+           return g.op("InstanceNormalization", {p[0], p[1], p[2]}, f64({2, 3, 2, 3}),
+                       attrs(Attribute::make_float("epsilon", 1e-3f)));
+         }});
+  check({"InstanceNorm_1d", {{3, 2, 4}, {2}, {2}}, {3, 2, 4}, [](GradBuilder& g, P p) {
+           return g.op("InstanceNormalization", {p[0], p[1], p[2]}, f64({3, 2, 4}));
+         }});
+}
+
+// Resize is lowered into MatMuls with interpolation matrices (passes/lower_resize.h); the
+// gradient is that of the lowering: torch's nearest Upsample, bilinear with and without
+// align_corners, and a 1-D linear downsampling.
+Case resize(std::string name, Shape x, Shape out, std::vector<Attribute> a0) {
+  auto shared = std::make_shared<std::vector<Attribute>>(std::move(a0));
+  return {name, {x}, out, [=](GradBuilder& g, P p) {
+            std::vector<Attribute> a;
+            for (const auto& at : *shared) a.push_back(Attribute::make_string(at.name, at.s));
+            return g.op("Resize", {p[0], nullptr, nullptr, g.ints(out)}, f64(out), std::move(a));
+          }};
+}
+
+TEST(AutodiffFiniteDifferencesNn, Resize) {
+  check(resize("Resize_nearest_floor", {1, 2, 2, 3}, {1, 2, 4, 6},
+               attrs(Attribute::make_string("mode", "nearest"),
+                     Attribute::make_string("coordinate_transformation_mode", "asymmetric"),
+                     Attribute::make_string("nearest_mode", "floor"))));
+  check(resize(
+      "Resize_bilinear", {2, 1, 3, 2}, {2, 1, 6, 4},
+      attrs(Attribute::make_string("mode", "linear"),
+            Attribute::make_string("coordinate_transformation_mode", "pytorch_half_pixel"))));
+  check(resize("Resize_bilinear_align_corners", {1, 2, 2, 3}, {1, 2, 3, 5},
+               attrs(Attribute::make_string("mode", "linear"),
+                     Attribute::make_string("coordinate_transformation_mode", "align_corners"))));
+  check(resize("Resize_linear_1d_down", {1, 2, 7}, {1, 2, 3},
+               attrs(Attribute::make_string("mode", "linear"))));
+}
+
+// DepthToSpace in both modes (CRD is torch's PixelShuffle) and SpaceToDepth.
+TEST(AutodiffFiniteDifferencesNn, DepthToSpace) {
+  for (const char* mode : {"DCR", "CRD"}) {
+    check({std::string("DepthToSpace_") + mode,
+           {{2, 8, 2, 3}},
+           {2, 2, 4, 6},
+           [mode](GradBuilder& g, P p) {
+             return g.op(
+                 "DepthToSpace", {p[0]}, f64({2, 2, 4, 6}),
+                 attrs(Attribute::make_int("blocksize", 2), Attribute::make_string("mode", mode)));
+           }});
+  }
+  check({"SpaceToDepth", {{1, 2, 4, 6}}, {1, 8, 2, 3}, [](GradBuilder& g, P p) {
+           return g.op("SpaceToDepth", {p[0]}, f64({1, 8, 2, 3}),
+                       attrs(Attribute::make_int("blocksize", 2)));
+         }});
+}
+
 // The gradient graph with ops of the "ampc" domain imports that domain, passes ONNX's
 // checker (with strict shape inference) and imports back.
 TEST(AutodiffNn, AmpcDomainPassesChecker) {

@@ -39,6 +39,12 @@ TEST(AutodiffFiniteDifferences, Elementwise) {
   check(unary("Log", 0.5, 2.0));
   check(unary("Sqrt", 0.5, 2.0));
   check(unary("Relu"));  // random points are almost surely away from the kink at 0
+  // MobileNetV3's activations: each of the three pieces (kinks at -3 and 3, and where
+  // alpha x + beta leaves [0, 1]).
+  for (auto [lo, hi] : {std::pair{-5.0, -3.5}, std::pair{-2.5, 2.5}, std::pair{3.5, 5.0}}) {
+    check(unary("HardSwish", lo, hi));
+    check(unary("HardSigmoid", lo, hi));
+  }
   Case pow{"Pow_const", {{2, 3}}, {2, 3}, [](GradBuilder& g, P p) {
              return g.op("Pow", {p[0], g.scalar(3.0, DType::kFloat64)}, f64({2, 3}));
            }};

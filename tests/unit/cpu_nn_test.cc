@@ -622,6 +622,13 @@ TEST(CpuNn, InstanceNormalizationLrnAndMvn) {
   const double sd0 = std::sqrt(5.0), sd1 = std::sqrt(3.0);
   expect_close(values(mvn),
                {-3 / sd0, -1 / sd0, -1 / sd1, -1 / sd1, 1 / sd0, 3 / sd0, -1 / sd1, 3 / sd1}, 1e-6);
+
+  // A large mean against a small spread: 4096 + {-1, 1, -1, 1} (exact in float32). The
+  // variance taken as E[x^2] - E[x]^2 cancels to rounding noise of 4096^2 (float32's ulp
+  // there is 2); the mean of squared deviations gives exactly 1.
+  auto offset = run("MeanVarianceNormalization",
+                    {make(F32, {1, 1, 1, 4}, {4095, 4097, 4095, 4097})}, {}, 1, 13)[0];
+  expect_close(values(offset), {-1, 1, -1, 1}, 1e-6);
 }
 
 }  // namespace

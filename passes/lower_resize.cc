@@ -1,0 +1,195 @@
+#include "passes/lower_resize.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "base/error.h"
+
+namespace ampc::passes {
+namespace {
+
+std::string attr_string(const ir::Node& n, const std::string& name, const std::string& fallback) {
+  const ir::Attribute* a = n.attr(name);
+  return a ? a->s : fallback;
+}
+
+// The scales input as numbers (empty when absent or not a constant).
+std::vector<double> constant_scales(const ir::Node& n) {
+  if (n.inputs.size() < 3 || !n.inputs[2] || !n.inputs[2]->initializer) return {};
+  const ir::Tensor& t = *n.inputs[2]->initializer;
+  std::vector<double> out;
+  for (int64_t k = 0; k < t.numel(); ++k) {
+    if (t.dtype == DType::kFloat32) {
+      float v;
+      std::memcpy(&v, t.bytes.data() + 4 * k, 4);
+      out.push_back(v);
+    } else if (t.dtype == DType::kFloat64) {
+      double v;
+      std::memcpy(&v, t.bytes.data() + 8 * k, 8);
+      out.push_back(v);
+    }
+  }
+  return out;
+}
+
+// The input coordinate output index `i` maps to (ONNX Resize's coordinate transformations).
+double source_coordinate(const std::string& mode, int64_t i, int64_t in, int64_t out, double scale,
+                         const ir::Node& n) {
+  const double x = static_cast<double>(i);
+  if (mode == "half_pixel") return (x + 0.5) / scale - 0.5;
+  if (mode == "pytorch_half_pixel") return out > 1 ? (x + 0.5) / scale - 0.5 : 0.0;
+  if (mode == "asymmetric") return x / scale;
+  if (mode == "align_corners")
+    return out > 1 ? x * static_cast<double>(in - 1) / static_cast<double>(out - 1) : 0.0;
+  if (mode == "half_pixel_symmetric") {
+    const double adj = static_cast<double>(out) / scale;
+    const double offset = static_cast<double>(in) / 2 * (1 - adj / static_cast<double>(in));
+    return offset + (x + 0.5) / scale - 0.5;
+  }
+  throw Error("node " + n.label() + ": coordinate_transformation_mode '" + mode +
+              "' is not supported (half_pixel, pytorch_half_pixel, asymmetric, align_corners are)");
+}
+
+int64_t nearest_index(const std::string& mode, double x) {
+  if (mode == "floor") return static_cast<int64_t>(std::floor(x));
+  if (mode == "ceil") return static_cast<int64_t>(std::ceil(x));
+  const double f = std::floor(x);
+  const bool half = x - f == 0.5;
+  if (half) return static_cast<int64_t>(mode == "round_prefer_ceil" ? f + 1 : f);
+  return static_cast<int64_t>(std::round(x));
+}
+
+// Row-major [out, in] weights of one resized axis.
+std::vector<double> weights(const ir::Node& n, int64_t in, int64_t out, double scale) {
+  const std::string mode = attr_string(n, "mode", "nearest");
+  const std::string transform = attr_string(n, "coordinate_transformation_mode", "half_pixel");
+  const std::string nearest_mode = attr_string(n, "nearest_mode", "round_prefer_floor");
+  std::vector<double> w(static_cast<size_t>(out * in), 0.0);
+  for (int64_t i = 0; i < out; ++i) {
+    double x = source_coordinate(transform, i, in, out, scale, n);
+    double* row = w.data() + i * in;
+    if (mode == "nearest") {
+      row[std::clamp<int64_t>(nearest_index(nearest_mode, x), 0, in - 1)] = 1.0;
+      continue;
+    }
+    x = std::clamp(x, 0.0, static_cast<double>(in - 1));
+    const auto x0 = static_cast<int64_t>(std::floor(x));
+    const int64_t x1 = std::min(x0 + 1, in - 1);
+    const double frac = x - static_cast<double>(x0);
+    row[x0] += 1.0 - frac;
+    row[x1] += frac;
+  }
+  return w;
+}
+
+ir::Value* matrix(ir::Graph& g, const std::string& name, DType dtype, int64_t rows, int64_t cols,
+                  const std::vector<double>& values) {
+  ir::Tensor t;
+  t.dtype = dtype;
+  t.dims = {rows, cols};
+  t.bytes.resize(values.size() * dtype_size(dtype));
+  for (size_t k = 0; k < values.size(); ++k) {
+    if (dtype == DType::kFloat64) {
+      std::memcpy(t.bytes.data() + 8 * k, &values[k], 8);
+    } else {
+      const auto f = static_cast<float>(values[k]);
+      std::memcpy(t.bytes.data() + 4 * k, &f, 4);
+    }
+  }
+  ir::Value* v = g.add_value(name, {dtype, t.dims});
+  t.name = v->name;
+  v->initializer = std::make_unique<ir::Tensor>(std::move(t));
+  g.initializers.push_back(v);
+  return v;
+}
+
+void lower(ir::Graph& g, size_t index) {
+  ir::Node* n = g.nodes[index].get();
+  ir::Value* x = n->inputs[0];
+  ir::Value* y = n->outputs[0];
+  if (!x->type.is_static() || !y->type.is_static()) {
+    throw Error("node " + n->label() + ": Resize needs static input and output shapes (" +
+                x->type.str() + " -> " + y->type.str() + ")");
+  }
+  const std::string mode = attr_string(*n, "mode", "nearest");
+  if (mode != "nearest" && mode != "linear") {
+    throw Error("node " + n->label() + ": Resize mode '" + mode +
+                "' is not supported (nearest and linear are)");
+  }
+  if (const auto* a = n->attr("antialias"); a && a->i) {
+    throw Error("node " + n->label() + ": Resize with antialias is not supported");
+  }
+  if (x->type.dtype != DType::kFloat32 && x->type.dtype != DType::kFloat64) {
+    throw Error("node " + n->label() + ": Resize of " + x->type.str() +
+                " is not supported (float32 and float64 are)");
+  }
+  const auto& in = *x->type.shape;
+  const auto& out = *y->type.shape;
+  const size_t rank = in.size();
+  const std::vector<double> scales = constant_scales(*n);
+  const std::string base = (n->name.empty() ? "resize" : n->name) + "/";
+  // Detach the node; the MatMuls that replace it write its output value.
+  for (ir::Value* v : n->inputs) {
+    if (v) std::erase_if(v->uses, [&](const ir::Use& u) { return u.node == n; });
+  }
+  std::vector<std::pair<size_t, int64_t>> axes;  // resized axes
+  for (size_t a = 0; a < rank; ++a) {
+    if (in[a] == out[a] && (scales.size() != rank || scales[a] == 1.0)) continue;
+    if (a + 2 < rank) {
+      throw Error("node " + n->label() + ": Resize of axis " + std::to_string(a) +
+                  " is not supported (only the last two axes may be resized)");
+    }
+    axes.emplace_back(a, out[a]);
+  }
+  const size_t first_new = g.nodes.size();
+  ir::Value* cur = x;
+  std::vector<int64_t> shape = in;
+  for (size_t k = 0; k < axes.size(); ++k) {
+    const auto [a, o] = axes[k];
+    const double scale =
+        scales.size() == rank ? scales[a] : static_cast<double>(o) / static_cast<double>(in[a]);
+    const std::vector<double> w = weights(*n, in[a], o, scale);
+    shape[a] = o;
+    ir::Value* next = k + 1 == axes.size()
+                          ? y
+                          : g.add_value(base + "axis" + std::to_string(a), {x->type.dtype, shape});
+    if (a + 1 == rank) {  // last axis: cur [.., in] x A^T [in, out]
+      std::vector<double> wt(w.size());
+      for (int64_t i = 0; i < o; ++i)
+        for (int64_t j = 0; j < in[a]; ++j) wt[j * o + i] = w[i * in[a] + j];
+      ir::Value* m = matrix(g, base + "weights" + std::to_string(a), x->type.dtype, in[a], o, wt);
+      g.add_node("MatMul", {cur, m}, {next}, base + "matmul" + std::to_string(a));
+    } else {  // second to last: A [out, in] x cur [.., in, W]
+      ir::Value* m = matrix(g, base + "weights" + std::to_string(a), x->type.dtype, o, in[a], w);
+      g.add_node("MatMul", {m, cur}, {next}, base + "matmul" + std::to_string(a));
+    }
+    cur = next;
+  }
+  if (axes.empty()) g.add_node("Identity", {x}, {y}, base + "identity");
+  // The new nodes take the Resize's place in the order.
+  std::rotate(g.nodes.begin() + static_cast<std::ptrdiff_t>(index) + 1,
+              g.nodes.begin() + static_cast<std::ptrdiff_t>(first_new), g.nodes.end());
+  g.nodes.erase(g.nodes.begin() + static_cast<std::ptrdiff_t>(index));
+}
+
+}  // namespace
+
+int lower_resize(ir::Model& model) {
+  ir::Graph& g = *model.graph;
+  int lowered = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    if (g.nodes[i]->op_type != "Resize" || !g.nodes[i]->domain.empty()) continue;
+    const std::string transform =
+        attr_string(*g.nodes[i], "coordinate_transformation_mode", "half_pixel");
+    if (transform == "tf_crop_and_resize") {
+      throw Error("node " + g.nodes[i]->label() +
+                  ": Resize with tf_crop_and_resize is not supported");
+    }
+    lower(g, i);
+    ++lowered;
+  }
+  return lowered;
+}
+
+}  // namespace ampc::passes

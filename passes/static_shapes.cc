@@ -1,0 +1,146 @@
+#include "passes/static_shapes.h"
+
+#include <set>
+
+#include "base/error.h"
+#include "compiler/onnx/export.h"
+#include "compiler/onnx/input_shapes.h"
+#include "compiler/onnx/proto_convert.h"
+#include "passes/constant_folding.h"
+
+namespace ampc::passes {
+namespace {
+
+// Whether `inferred` says more than `known` and agrees with it where both know a dimension.
+bool refines(const ir::TensorType& known, const ir::TensorType& inferred) {
+  if (!inferred.shape || known.is_static()) return false;
+  if (known.dtype != DType::kUndefined && inferred.dtype != known.dtype) return false;
+  if (!known.shape) return true;
+  if (known.shape->size() != inferred.shape->size()) return false;
+  bool more = false;
+  for (size_t k = 0; k < known.shape->size(); ++k) {
+    const int64_t a = (*known.shape)[k], b = (*inferred.shape)[k];
+    if (a >= 0 && b >= 0 && a != b) return false;
+    more |= a < 0 && b >= 0;
+  }
+  return more;
+}
+
+bool has_unknown_shape(const ir::Graph& g) {
+  for (const auto& n : g.nodes) {
+    for (const ir::Value* v : n->outputs) {
+      if (v && !v->type.is_static()) return true;
+    }
+  }
+  return false;
+}
+
+// ONNX shape inference over the current graph; returns how many values learnt a shape.
+int infer_again(ir::Model& model) {
+  onnx::ModelProto proto = onnx_io::export_model(model);
+  // Stale partial shapes would be merged into the new ones; inference recomputes them.
+  auto* infos = proto.mutable_graph()->mutable_value_info();
+  for (auto& vi : *infos) {
+    if (vi.type().has_tensor_type()) vi.mutable_type()->mutable_tensor_type()->clear_shape();
+  }
+  try {
+    onnx_io::infer_shapes(proto);
+  } catch (const Error&) {
+    return 0;  // the final check names what stays unknown
+  }
+  int learnt = 0;
+  auto adopt = [&](const onnx::ValueInfoProto& vi) {
+    ir::Value* v = model.graph->find_value(vi.name());
+    if (!v || v->owner != model.graph.get() || !vi.type().has_tensor_type()) return;
+    ir::TensorType inferred;
+    try {
+      inferred = onnx_io::type_from_proto(vi.type(), vi.name());
+    } catch (const Error&) {
+      return;
+    }
+    if (!refines(v->type, inferred)) return;
+    v->type = inferred;
+    ++learnt;
+  };
+  for (const auto& vi : proto.graph().value_info()) adopt(vi);
+  for (const auto& vi : proto.graph().output()) adopt(vi);
+  return learnt;
+}
+
+// Inputs that decide an op's output shape by their values (not only by their shapes).
+bool is_shape_input(const ir::Node& n, size_t k) {
+  static const std::set<std::string> kAllInputs = {"ConstantOfShape", "Range", "NonZero",
+                                                   "Compress", "Unique"};
+  if (kAllInputs.count(n.op_type)) return true;
+  return k > 0;
+}
+
+// Where a run-time value comes from: the first node up its producer chain whose inputs are
+// all constants (constant folding could not evaluate it), or the graph input it reads.
+std::string origin(const ir::Value* v) {
+  std::set<const ir::Value*> seen;
+  std::vector<const ir::Value*> todo{v};
+  while (!todo.empty()) {
+    const ir::Value* cur = todo.back();
+    todo.pop_back();
+    if (!cur || cur->initializer || !seen.insert(cur).second) continue;
+    if (!cur->producer) return "; it depends on graph input '" + cur->name + "'";
+    bool all_constant = true;
+    for (const ir::Value* in : cur->producer->inputs) {
+      if (in && !in->initializer) {
+        all_constant = false;
+        todo.push_back(in);
+      }
+    }
+    if (all_constant) {
+      return "; node " + cur->producer->label() +
+             " has only constant inputs but constant folding cannot evaluate it";
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
+int fold_static_shapes(ir::Model& model) {
+  int folded = fold_constants(model);
+  if (!model.state_updates.empty()) return folded;
+  // Each round folds what the last inference made constant and infers what the fold made
+  // known; a few rounds suffice (one per level of shape arithmetic between two shapes).
+  for (int round = 0; round < 32 && has_unknown_shape(*model.graph); ++round) {
+    const int learnt = infer_again(model);
+    const int more = fold_constants(model);
+    folded += more;
+    if (learnt == 0 && more == 0) break;
+  }
+  return folded;
+}
+
+void require_static_shapes(const ir::Graph& graph, const std::string& why) {
+  for (const auto& n : graph.nodes) {
+    for (const ir::Value* out : n->outputs) {
+      if (!out || out->type.is_static()) continue;
+      std::string msg = why + ": the shape of '" + out->name + "' (" + out->type.str() +
+                        "), output of node " + n->label() + ", is unknown";
+      for (size_t k = 0; k < n->inputs.size(); ++k) {
+        const ir::Value* in = n->inputs[k];
+        if (!in) continue;
+        if (!in->type.is_static()) {
+          throw Error(msg + ": its input '" + in->name + "' is " + in->type.str());
+        }
+      }
+      for (size_t k = 0; k < n->inputs.size(); ++k) {
+        const ir::Value* in = n->inputs[k];
+        if (!in || in->initializer || !is_shape_input(*n, k)) continue;
+        throw Error(msg + ": its input " + std::to_string(k) + " '" + in->name +
+                    "' is computed at run time" +
+                    (in->producer ? " by node " + in->producer->label() : std::string()) +
+                    ", not a constant" + origin(in));
+      }
+      throw Error(msg + " (ONNX shape inference gives no shape for operator '" + n->op_type +
+                  "' here)");
+    }
+  }
+}
+
+}  // namespace ampc::passes

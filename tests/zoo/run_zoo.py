@@ -1,0 +1,243 @@
+"""One zoo model through ampc (a ctest test per model, label `zoo`):
+
+  1. export (zoo_export.py), cached under WORK/export-<hash of the zoo scripts>/MODEL
+  2. step-1 gradients (zoo_gradients) against PyTorch float64: the norm-wise error
+     ||ampc - torch64|| / ||torch64|| over all parameters must be at most
+     max(3 x PyTorch float32's own error, 1e-5)
+  3. `ampc compile --train` in fp32, fp16 and bf16 (the compile time is recorded)
+  4. 10 training steps in fp16 and in bf16 (dynamic loss scaling for fp16): every loss of a
+     step that was not skipped is finite, the scale stays finite and positive, and fewer
+     than half of the steps are skipped
+
+The result goes to WORK/results/MODEL.json (docs/models.md is made from these by
+make_models_doc.py). A model listed in expected_refusals.txt passes when it fails (printed
+as "refused: REASON"); when it unexpectedly passes, that is printed loudly.
+
+Usage: run_zoo.py MODEL --ampc BIN --gradients BIN --work DIR
+"""
+import argparse
+import hashlib
+import json
+import math
+import os
+import resource
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PYTHON = "/usr/bin/python3"
+GRAD_FACTOR = 3.0
+GRAD_FLOOR = 1e-5
+STEPS = 10
+
+
+class Failure(Exception):
+    pass
+
+
+def script_hash():
+    h = hashlib.sha256()
+    for f in ("zoo_models.py", "zoo_export.py"):
+        with open(os.path.join(HERE, f), "rb") as fp:
+            h.update(fp.read())
+    return h.hexdigest()[:12]
+
+
+def expected_refusals():
+    out = {}
+    with open(os.path.join(HERE, "expected_refusals.txt")) as f:
+        for line in f:
+            line = line.strip()
+            if line and not line.startswith("#"):
+                name, _, reason = line.partition(":")
+                out[name.strip()] = reason.strip()
+    return out
+
+
+def run(cmd, what, timeout=600):
+    t0 = time.monotonic()
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except OSError as e:
+        raise Failure(f"{what}: cannot run {cmd[0]}: {e}")
+    elapsed = time.monotonic() - t0
+    if p.returncode != 0:
+        lines = [ln for ln in (p.stderr + p.stdout).splitlines() if ln.strip()]
+        err = next((ln for ln in lines if "error" in ln), lines[-1] if lines else "")
+        raise Failure(f"{what}: {err.strip()}")
+    return p.stdout, elapsed
+
+
+def norm_error(got, want):
+    num = sum(float(np.sum((got[k].astype(np.float64) - want[k]) ** 2)) for k in want)
+    den = sum(float(np.sum(want[k] ** 2)) for k in want)
+    return math.sqrt(num / den) if den > 0 else math.sqrt(num)
+
+
+def load_dir(d):
+    return {f[:-4]: np.load(os.path.join(d, f)) for f in os.listdir(d) if f.endswith(".npy")}
+
+
+def gradient_check(args, src, out, result):
+    gdir = os.path.join(out, "grads")
+    run([args.gradients, os.path.join(src, "model.onnx"), os.path.join(src, "batch"), gdir],
+        "gradients")
+    ours = load_dir(os.path.join(gdir, "grad"))
+    t64 = load_dir(os.path.join(src, "grad64"))
+    t32 = load_dir(os.path.join(src, "grad32"))
+    missing = sorted(set(t64) - set(ours))
+    extra = sorted(set(ours) - set(t64))
+    if missing or extra:
+        raise Failure(f"gradients: parameters differ from PyTorch's (missing {missing[:3]}, "
+                      f"extra {extra[:3]})")
+    for k in t64:
+        if ours[k].shape != t64[k].shape:
+            raise Failure(f"gradient of {k}: shape {ours[k].shape}, PyTorch {t64[k].shape}")
+    err = norm_error(ours, t64)
+    err32 = norm_error(t32, t64)
+    result["grad_error"] = err
+    result["torch32_error"] = err32
+    result["grad_ratio"] = err / err32 if err32 > 0 else float("inf")
+    bound = max(GRAD_FACTOR * err32, GRAD_FLOOR)
+    # The worst parameters, to say where the error comes from when the check fails.
+    per = sorted(((norm_error({k: ours[k]}, {k: t64[k]}), k) for k in t64), reverse=True)
+    result["worst_parameters"] = [[k, e] for e, k in per[:3]]
+    if not math.isfinite(err) or err > bound:
+        raise Failure(f"step-1 gradient error {err:.3g} > {bound:.3g} (PyTorch float32: "
+                      f"{err32:.3g}); worst: {per[0][1]} {per[0][0]:.3g}")
+
+
+def plan_facts(ampc, plan):
+    out, _ = run([ampc, "inspect", plan, "--format", "json"], "inspect")
+    j = json.loads(out)
+    mem = j.get("memory", j)
+    return {"arena_bytes": mem.get("arena_bytes")}
+
+
+def compile_all(args, src, out, result):
+    for precision in ("fp32", "fp16", "bf16"):
+        plan = os.path.join(out, precision + ".plan")
+        cmd = [args.ampc, "compile", os.path.join(src, "model.onnx"), "--train", "--optimizer",
+               "sgd", "--lr", "0.01", "-o", plan]
+        if precision != "fp32":
+            cmd += ["--precision", precision]
+        _, seconds = run(cmd, f"compile {precision}")
+        result[f"compile_s_{precision}"] = round(seconds, 2)
+        result[f"plan_{precision}"] = plan_facts(args.ampc, plan)
+        if precision == "fp16":
+            rep, _ = run([args.ampc, "inspect", os.path.join(src, "model.onnx"),
+                          "--precision-report", "--precision", "fp16", "--format", "json"],
+                         "precision report")
+            r = json.loads(rep)
+            result["casts_fp16"] = len(r.get("casts", []))
+
+
+def train(args, src, out, result, precision):
+    log = os.path.join(out, precision + ".jsonl")
+    run([args.ampc, "train", os.path.join(out, precision + ".plan"), "--data",
+         os.path.join(src, "data.npz"), "--steps", str(STEPS), "--log", log],
+        f"train {precision}")
+    with open(log) as f:
+        steps = [json.loads(ln) for ln in f if ln.strip()]
+    if len(steps) != STEPS:
+        raise Failure(f"train {precision}: {len(steps)} log lines, not {STEPS}")
+    skipped = sum(1 for s in steps if s.get("skipped"))
+    for s in steps:
+        if not s.get("skipped") and not math.isfinite(float(s["loss"])):
+            raise Failure(f"train {precision}: step {s['step']} loss {s['loss']}")
+        scale = s.get("scale")
+        if scale is not None and not (math.isfinite(float(scale)) and float(scale) > 0):
+            raise Failure(f"train {precision}: step {s['step']} scale {scale}")
+    if skipped * 2 >= STEPS:
+        raise Failure(f"train {precision}: {skipped} of {STEPS} steps skipped")
+    result[f"train_{precision}"] = {"first_loss": steps[0]["loss"], "last_loss": steps[-1]["loss"],
+                                    "skipped": skipped, "final_scale": steps[-1].get("scale")}
+
+
+def check(args, result):
+    cache = os.path.join(args.work, "export-" + script_hash(), args.model)
+    if not os.path.exists(os.path.join(cache, "meta.json")):
+        run([PYTHON, os.path.join(HERE, "zoo_export.py"), args.model, cache], "export",
+            timeout=900)
+    with open(os.path.join(cache, "meta.json")) as f:
+        meta = json.load(f)
+    result["parameters"] = meta["parameters"]
+    if "export_error" in meta:
+        result["status"] = "not exportable"
+        result["reason"] = "torch 1.13 cannot export it: " + meta["export_error"]
+        return
+    import onnx
+    m = onnx.load(os.path.join(cache, "model.onnx"), load_external_data=False)
+    result["onnx_ops"] = sorted({n.op_type for n in m.graph.node})
+    out = os.path.join(args.work, "run", args.model)
+    os.makedirs(out, exist_ok=True)
+    gradient_check(args, cache, out, result)
+    compile_all(args, cache, out, result)
+    train(args, cache, out, result, "fp16")
+    train(args, cache, out, result, "bf16")
+    result["status"] = "pass"
+
+
+def export_all(work):
+    """Exports every model (the ctest fixture before the per-model tests), two at a time."""
+    parent = os.path.join(work, "export-" + script_hash())
+    procs = [subprocess.Popen([PYTHON, os.path.join(HERE, "zoo_export.py"), "--all", parent,
+                               str(k), "2"]) for k in range(2)]
+    return max(p.wait() for p in procs)
+
+
+def main():
+    if sys.argv[1] == "--export-all":
+        return export_all(sys.argv[2])
+    ap = argparse.ArgumentParser()
+    ap.add_argument("model")
+    ap.add_argument("--ampc", required=True)
+    ap.add_argument("--gradients", required=True)
+    ap.add_argument("--work", required=True)
+    args = ap.parse_args()
+    refusals = expected_refusals()
+    result = {"model": args.model}
+    t0 = time.monotonic()
+    try:
+        check(args, result)
+    except Failure as e:
+        result["status"] = "fail"
+        result["reason"] = str(e)
+    except subprocess.TimeoutExpired as e:
+        result["status"] = "fail"
+        result["reason"] = f"timed out: {' '.join(e.cmd[:2])}"
+    result["seconds"] = round(time.monotonic() - t0, 1)
+    # CPU seconds of everything this test ran: what the test costs on an unshared machine.
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    result["cpu_seconds"] = round(children.ru_utime + children.ru_stime, 1)
+    expected = refusals.get(args.model)
+    if result["status"] == "fail" and expected:
+        result["status"] = "refused"
+        result["expected_reason"] = expected
+    os.makedirs(os.path.join(args.work, "results"), exist_ok=True)
+    with open(os.path.join(args.work, "results", args.model + ".json"), "w") as f:
+        json.dump(result, f, indent=1)
+    print(json.dumps(result, indent=1))
+    if result["status"] == "refused":
+        print(f"{args.model}: refused: {expected} (ampc says: {result['reason']})")
+        return 0
+    if expected and result["status"] == "pass":
+        print(f"!!! {args.model}: UNEXPECTED PASS: it is listed in tests/zoo/expected_refusals.txt "
+              f"('{expected}') but now passes; remove that line !!!")
+        return 0
+    if result["status"] == "not exportable":
+        print(f"{args.model}: {result['reason']}")
+        return 0
+    if result["status"] != "pass":
+        print(f"{args.model}: FAIL: {result['reason']}")
+        return 1
+    print(f"{args.model}: pass (gradient error {result['grad_error']:.3g}, PyTorch float32 "
+          f"{result['torch32_error']:.3g})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
