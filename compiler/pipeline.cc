@@ -20,6 +20,7 @@
 #include "passes/half_inputs.h"
 #include "passes/loss_log_prob.h"
 #include "passes/range_stats.h"
+#include "passes/recurrent_lowering.h"
 #include "passes/recompute_casts.h"
 #include "passes/running_statistics.h"
 
@@ -113,6 +114,9 @@ plan::Plan compile_model(ir::Model& model, const CompileOptions& options,
   passes::fold_constants(model);
   // ai.onnx.preview.training Gradient nodes become the gradient graph they stand for.
   if (passes::expand_gradient_ops(model) > 0) passes::fold_constants(model);
+  // LSTM, GRU, RNN as primitive per-time-step ops (passes/recurrent_lowering.h).
+  passes::lower_recurrent_layers(
+      model, {.cast_projections = options.autocast.precision != passes::Precision::kFP32});
 
   // Mixed precision on the forward graph, before differentiation (amp-semantics.md 2).
   stage.finish(node_count(model));
