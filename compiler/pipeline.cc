@@ -70,7 +70,7 @@ std::vector<passes::RangeStatsTarget> add_training_step(ir::Model& model,
   passes::clip_gradients(model, gradients, scaling.options.clip_grad_norm,
                          scaling.options.log_grad_norm);
   passes::add_optimizer(model, gradients, options.optimizer,
-                        passes::skip_predicate(model, found_inf, accum));
+                        passes::skip_predicate(model, found_inf, accum), accum.last_micro);
   passes::add_scale_update(model, scale, found_inf, scaling, accum.last_micro);
   passes::add_running_statistics_updates(model);
   passes::fold_constants(model);
