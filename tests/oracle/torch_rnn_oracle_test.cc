@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "base/error.h"
 #include "compiler/onnx/import.h"
 #include "compiler/pipeline.h"
 #include "passes/autodiff/autodiff.h"
@@ -156,6 +157,62 @@ TEST_P(TorchRnnMixedPrecision, TrainsFiniteWithLowPrecisionProjections) {
 INSTANTIATE_TEST_SUITE_P(Variants, TorchRnnMixedPrecision,
                          ::testing::Values("lstm_bi_bf_init", "gru_bi", "rnn_bi_bf"),
                          [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace ampc
+
+namespace ampc {
+namespace {
+
+// What the lowering refuses, with one message naming the node.
+std::string lowering_error(int64_t opset, std::vector<int64_t> x_shape,
+                           std::vector<std::string> activations) {
+  ir::Model m;
+  m.opsets = {{"", opset}};
+  ir::Graph& g = *m.graph;
+  auto input = [&](const char* name, std::vector<int64_t> shape) {
+    ir::Value* v = g.add_value(name, {DType::kFloat32, std::move(shape)});
+    v->is_graph_input = true;
+    g.inputs.push_back(v);
+    return v;
+  };
+  ir::Value* x = input("X", std::move(x_shape));
+  ir::Value* w = input("W", {1, 8, 3});
+  ir::Value* r = input("R", {1, 8, 2});
+  ir::Value* y_h = g.add_value("Y_h", {DType::kFloat32, std::vector<int64_t>{1, 1, 2}});
+  ir::Value* y = g.add_value("Y", {DType::kFloat32, std::vector<int64_t>{2, 1, 1, 2}});
+  ir::Node* n = g.add_node("LSTM", {x, w, r}, {y, y_h}, "lstm");
+  n->attributes.push_back(ir::Attribute::make_int("hidden_size", 2));
+  if (!activations.empty()) {
+    ir::Attribute a;
+    a.name = "activations";
+    a.kind = ir::AttrKind::kStrings;
+    a.strings = std::move(activations);
+    n->attributes.push_back(std::move(a));
+  }
+  g.outputs.push_back(y_h);
+  try {
+    passes::lower_recurrent_layers(m);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "lowered";
+}
+
+TEST(RecurrentLowering, RefusalsNameTheNode) {
+  EXPECT_EQ(lowering_error(17, {2, 1, 3}, {}), "lowered");
+  EXPECT_EQ(lowering_error(17, {2, 1, 3}, {"sigmoid", "tanh", "softsign"}), "lowered");
+  EXPECT_EQ(lowering_error(17, {2, 1, 3}, {"Sigmoid", "Tanh", "Gelu"}),
+            "node 'lstm' (LSTM): activation 'Gelu' is not one the ONNX spec lists");
+  EXPECT_EQ(lowering_error(17, {-1, 1, 3}, {}),
+            "node 'lstm' (LSTM): lowering needs a static sequence length and batch; X is "
+            "f32[?,1,3]");
+  EXPECT_EQ(lowering_error(12, {2, 1, 3}, {}),
+            "node 'lstm' (LSTM): recurrent layers are lowered for opset 13 and later; the "
+            "model imports opset 12");
+  EXPECT_EQ(lowering_error(17, {2, 1, 3}, {"Sigmoid"}),
+            "node 'lstm' (LSTM): expected 3 activations, got 1");
+}
 
 }  // namespace
 }  // namespace ampc
