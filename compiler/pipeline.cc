@@ -20,8 +20,8 @@
 #include "passes/half_inputs.h"
 #include "passes/loss_log_prob.h"
 #include "passes/range_stats.h"
-#include "passes/recurrent_lowering.h"
 #include "passes/recompute_casts.h"
+#include "passes/recurrent_lowering.h"
 #include "passes/running_statistics.h"
 
 namespace ampc::compiler {

@@ -383,12 +383,12 @@ void run_train(TrainArgs& args) {
     const double scale = amp.scale.empty() ? 1.0 : scalar_of(outputs.at(amp.scale));
     progress = {step, window.position()};
     if (log.is_open()) {
+      const float step_lr = amp.step_lr.empty() ? lr : scalar_of(outputs.at(amp.step_lr));
       nlohmann::ordered_json grad_norm = nullptr;
       if (!amp.grad_norm.empty()) grad_norm = scalar_of(outputs.at(amp.grad_norm));
       nlohmann::ordered_json j = {{"step", step},
                                   {"loss", loss},
-                                  {"lr", amp.step_lr.empty() ? lr
-                                                             : scalar_of(outputs.at(amp.step_lr))},
+                                  {"lr", step_lr},
                                   {"scale", scale},
                                   {"skipped", skipped},
                                   {"grad_norm", grad_norm},

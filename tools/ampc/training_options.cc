@@ -13,9 +13,12 @@ namespace {
 // so none may be given for a model that brings its own (ONNX training format).
 const char* const kTrainingOptionNames[] = {
     "--loss",     "--freeze",       "--optimizer", "--lr",  "--momentum",
-    "--nesterov", "--weight-decay", "--betas",     "--eps", "--accum-steps",
-    "--lr-schedule", "--warmup-steps", "--warmup-start-factor", "--total-steps", "--step-size",
-    "--gamma", "--min-lr-factor", "--no-decay", "--lr-mult"};
+    "--nesterov", "--weight-decay", "--betas",     "--eps", "--accum-steps"};
+// The lr schedule and the parameter groups (passes/lr_schedule.h, passes/optimizer.h).
+const char* const kScheduleOptionNames[] = {
+    "--lr-schedule",   "--warmup-steps", "--warmup-start-factor",
+    "--total-steps",   "--step-size",    "--gamma",
+    "--min-lr-factor", "--no-decay",     "--lr-mult"};
 // The loss scaler's options (passes/loss_scaling.h), part of the same training step.
 const char* const kLossScaleOptionNames[] = {
     "--loss-scale", "--init-scale", "--growth-factor",  "--backoff-factor", "--growth-interval",
@@ -31,7 +34,8 @@ std::vector<std::string> compile_options_given(const TrainingOptions& extra) {
   std::vector<std::string> given;
   if (!extra.command) return given;
   using Names = std::span<const char* const>;
-  for (Names names : {Names(kTrainingOptionNames), Names(kLossScaleOptionNames)}) {
+  for (Names names :
+       {Names(kTrainingOptionNames), Names(kScheduleOptionNames), Names(kLossScaleOptionNames)}) {
     for (const char* name : names)
       if (extra.command->count(name)) given.push_back(name);
   }
@@ -118,6 +122,8 @@ void finish_training_options(compiler::CompileOptions& o, const TrainingOptions&
   o.autocast.precision = passes::parse_precision(extra.precision);
   if (extra.command) {
     for (const char* name : kTrainingOptionNames)
+      o.optimizer_options_given |= extra.command->count(name) > 0;
+    for (const char* name : kScheduleOptionNames)
       o.optimizer_options_given |= extra.command->count(name) > 0;
     for (const char* name : kLossScaleOptionNames)
       o.optimizer_options_given |= extra.command->count(name) > 0;
