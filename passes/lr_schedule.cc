@@ -104,6 +104,14 @@ Value* add_lr_schedule(ir::Model& model, autodiff::GradBuilder& b, Value* base_l
   Value* lr =
       factor ? scalar_op(b, "Mul", {base_lr, factor}) : b.op("Identity", {base_lr}, base_lr->type);
   g.rename_value(lr, kStepLrName);
+  // The step's lr is read inside fused kernels only; as the source of a state (the last
+  // step's lr, also in checkpoints) it keeps a buffer the trainer can report.
+  if (g.find_value(kLastLrName))
+    throw Error(std::string("cannot add '") + kLastLrName + "': the name is taken");
+  Value* last = b.scalar(0, t);
+  g.rename_value(last, kLastLrName);
+  last->initializer->name = kLastLrName;
+  model.state_updates.push_back({last, lr});
   return lr;
 }
 

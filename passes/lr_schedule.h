@@ -13,7 +13,8 @@
 //   lr = base lr * warm-up * decay, m = min_lr_factor.
 //
 // The count is the state "optimizer.schedule_step" (fp32, so it resumes from checkpoints);
-// the step's lr is the value "optimizer.step_lr", which the trainer logs. Cosine factors are
+// the step's lr is the value "optimizer.step_lr", which the trainer logs (kept in a buffer
+// as the source of the state "optimizer.last_lr"). Cosine factors are
 // a table computed in double at compile time and gathered by the count (no Cos op, which
 // the CUDA backend does not run).
 #pragma once
@@ -28,6 +29,7 @@ namespace ampc::passes {
 
 inline constexpr const char* kScheduleStepName = "optimizer.schedule_step";
 inline constexpr const char* kStepLrName = "optimizer.step_lr";
+inline constexpr const char* kLastLrName = "optimizer.last_lr";  // state: the last step's lr
 
 struct LrSchedule {
   std::string kind = "constant";  // constant | step | cosine | linear
