@@ -22,6 +22,7 @@
 #include "passes/lower_resize.h"
 #include "passes/range_stats.h"
 #include "passes/recompute_casts.h"
+#include "passes/recurrent_lowering.h"
 #include "passes/running_statistics.h"
 #include "passes/static_shapes.h"
 
@@ -71,7 +72,7 @@ std::vector<passes::RangeStatsTarget> add_training_step(ir::Model& model,
   passes::clip_gradients(model, gradients, scaling.options.clip_grad_norm,
                          scaling.options.log_grad_norm);
   passes::add_optimizer(model, gradients, options.optimizer,
-                        passes::skip_predicate(model, found_inf, accum));
+                        passes::skip_predicate(model, found_inf, accum), accum.last_micro);
   passes::add_scale_update(model, scale, found_inf, scaling, accum.last_micro);
   passes::add_running_statistics_updates(model);
   passes::fold_constants(model);
@@ -117,6 +118,9 @@ plan::Plan compile_model(ir::Model& model, const CompileOptions& options,
   passes::lower_resize(model);  // interpolation as MatMuls (lower_resize.h)
   // ai.onnx.preview.training Gradient nodes become the gradient graph they stand for.
   if (passes::expand_gradient_ops(model) > 0) passes::fold_constants(model);
+  // LSTM, GRU, RNN as primitive per-time-step ops (passes/recurrent_lowering.h).
+  passes::lower_recurrent_layers(
+      model, {.cast_projections = options.autocast.precision != passes::Precision::kFP32});
 
   // Mixed precision on the forward graph, before differentiation (amp-semantics.md 2).
   stage.finish(node_count(model));

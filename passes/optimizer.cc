@@ -1,5 +1,9 @@
 #include "passes/optimizer.h"
 
+#include <fnmatch.h>
+
+#include <map>
+
 #include "base/error.h"
 #include "passes/autodiff/grad_builder.h"
 
@@ -43,7 +47,7 @@ struct Ops {
 };
 
 void sgd(ir::Model& model, GradBuilder& b, Updates& u, Value* lr, const ParameterGradient& pg,
-         const OptimizerOptions& o) {
+         OptimizerOptions o) {
   Ops f{b};
   Value* p = pg.parameter;
   const DType t = p->type.dtype;
@@ -61,7 +65,7 @@ void sgd(ir::Model& model, GradBuilder& b, Updates& u, Value* lr, const Paramete
 }
 
 void adam(ir::Model& model, GradBuilder& b, Updates& u, Value* lr, Value* step,
-          const ParameterGradient& pg, const OptimizerOptions& o) {
+          const ParameterGradient& pg, OptimizerOptions o) {
   Ops f{b};
   Value* p = pg.parameter;
   const DType t = p->type.dtype;
@@ -89,15 +93,65 @@ void adam(ir::Model& model, GradBuilder& b, Updates& u, Value* lr, Value* step,
   u.add(p, f.sub(p0, update));
 }
 
+bool matches(const std::string& pattern, const std::string& name) {
+  return ::fnmatch(pattern.c_str(), name.c_str(), 0) == 0;
+}
+
+// A parameter's group: its options (weight decay 0 under --no-decay) and its lr (the
+// step's lr times its --lr-mult factor; one Mul per distinct factor).
+struct Groups {
+  GradBuilder& b;
+  const OptimizerOptions& o;
+  Value* lr;
+  std::map<double, Value*> scaled;
+
+  OptimizerOptions options_of(const std::string& name) const {
+    OptimizerOptions p = o;
+    for (const auto& pattern : o.no_decay) {
+      if (matches(pattern, name)) p.weight_decay = 0;
+    }
+    return p;
+  }
+  Value* lr_of(const std::string& name) {
+    for (const auto& [pattern, factor] : o.lr_mult) {
+      if (!matches(pattern, name)) continue;
+      if (factor == 1.0) return lr;
+      Value*& v = scaled[factor];
+      if (!v) v = b.op("Mul", {lr, b.scalar(factor, lr->type.dtype)}, lr->type);
+      return v;
+    }
+    return lr;
+  }
+};
+
+// A pattern of --no-decay or --lr-mult that names no parameter is most likely a typo.
+void check_patterns(const std::vector<ParameterGradient>& gradients, const OptimizerOptions& o) {
+  auto used = [&](const std::string& pattern) {
+    for (const auto& pg : gradients) {
+      if (matches(pattern, pg.parameter->name)) return true;
+    }
+    return false;
+  };
+  for (const auto& p : o.no_decay) {
+    if (!used(p)) throw Error("--no-decay '" + p + "' matches no trained parameter");
+  }
+  for (const auto& [p, f] : o.lr_mult) {
+    if (!used(p)) throw Error("--lr-mult '" + p + "' matches no trained parameter");
+    if (!(f >= 0)) throw Error("--lr-mult '" + p + "': the factor must be at least 0");
+  }
+}
+
 }  // namespace
 
 void add_optimizer(ir::Model& model, const std::vector<ParameterGradient>& gradients,
-                   const OptimizerOptions& o, Value* skip) {
+                   const OptimizerOptions& o, Value* skip, Value* advance) {
   if (o.kind != "sgd" && o.kind != "adam" && o.kind != "adamw") {
     throw Error("--optimizer " + o.kind + ": expected sgd, adam or adamw");
   }
   if (gradients.empty())
     throw Error("the loss depends on no trainable parameter: nothing to optimize");
+  check_lr_schedule(o.schedule);
+  check_patterns(gradients, o);
   GradBuilder b(*model.graph, "optimizer");
   Updates u{model, b, skip};
   for (const auto& pg : gradients) {
@@ -109,8 +163,13 @@ void add_optimizer(ir::Model& model, const std::vector<ParameterGradient>& gradi
   }
   const DType t = gradients[0].parameter->type.dtype;
   Value* lr = state(b, model, "optimizer.lr", o.lr, {t, std::vector<int64_t>{}});
+  if (o.schedule.active()) lr = add_lr_schedule(model, b, lr, o.schedule, advance);
+  Groups groups{b, o, lr, {}};
   if (o.kind == "sgd") {
-    for (const auto& pg : gradients) sgd(model, b, u, lr, pg, o);
+    for (const auto& pg : gradients) {
+      const std::string& name = pg.parameter->name;
+      sgd(model, b, u, groups.lr_of(name), pg, groups.options_of(name));
+    }
     return;
   }
   // The step counter advances once per optimizer step (PyTorch keeps one per parameter;
@@ -118,7 +177,10 @@ void add_optimizer(ir::Model& model, const std::vector<ParameterGradient>& gradi
   Value* step = state(b, model, "optimizer.step", 0.0, {t, std::vector<int64_t>{}});
   Value* step_new = b.op("Add", {step, b.scalar(1.0, t)}, step->type);
   u.add(step, step_new);
-  for (const auto& pg : gradients) adam(model, b, u, lr, step_new, pg, o);
+  for (const auto& pg : gradients) {
+    const std::string& name = pg.parameter->name;
+    adam(model, b, u, groups.lr_of(name), step_new, pg, groups.options_of(name));
+  }
 }
 
 }  // namespace ampc::passes

@@ -15,6 +15,7 @@
 
 #include "compiler/ir/graph.h"
 #include "passes/autodiff/autodiff.h"
+#include "passes/lr_schedule.h"
 
 namespace ampc::passes {
 
@@ -27,9 +28,18 @@ struct OptimizerOptions {
   double beta1 = 0.9;
   double beta2 = 0.999;
   double eps = 1e-8;
+  LrSchedule schedule;  // --lr-schedule and friends (lr_schedule.h)
+  // Parameter groups by glob over parameter names (fnmatch): no weight decay for those
+  // matching a --no-decay pattern; the lr times F for those matching --lr-mult PATTERN=F
+  // (the first pattern that matches).
+  std::vector<std::string> no_decay;
+  std::vector<std::pair<std::string, double>> lr_mult;
 };
 
+// `advance` (a bool scalar, or null for every run) tells the runs that end an optimizer
+// step, skipped or not: the lr schedule's count advances on them (lr_schedule.h).
 void add_optimizer(ir::Model& model, const std::vector<ParameterGradient>& gradients,
-                   const OptimizerOptions& options, ir::Value* skip = nullptr);
+                   const OptimizerOptions& options, ir::Value* skip = nullptr,
+                   ir::Value* advance = nullptr);
 
 }  // namespace ampc::passes

@@ -8,6 +8,13 @@ torch.optim (SGD with momentum, AdamW) and writes the trainable parameters after
     OUT/<model>.<optimizer>/<param>.npy      each trained parameter, trained in float64
     OUT/<model>.<optimizer>.f32/<param>.npy  the same trained by PyTorch in float32
 
+With --schedules it trains the mlp instead with each run of SCHEDULES: parameter groups
+(no weight decay for --no-decay patterns, lr multipliers for --lr-mult ones) and a
+torch.optim.lr_scheduler schedule stepped after every optimizer step, and writes
+
+    OUT/mlp.<run>/<param>.npy, OUT/mlp.<run>.f32/<param>.npy   the trained parameters
+    OUT/mlp.<run>.lr.npy   the lr of the groups without multiplier at each step (float64)
+
 With --gradients it writes, instead of trained parameters, the loss and every trainable
 parameter's gradient at the initial parameters, on the same batch:
 
@@ -26,6 +33,7 @@ running statistics are updated, not trained, and are not compared here).
         [--gradients] [MODEL...]
 """
 import argparse
+import fnmatch
 import os
 import sys
 
@@ -36,6 +44,19 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch_forward_oracle as fwd  # noqa: E402
 
 STEPS = 3
+# name: (optimizer, keyword arguments, ampc's schedule options, no-decay globs,
+# {lr-mult glob: factor}, steps). tests/oracle/lr_schedule_oracle_test.cc compiles the same.
+SCHEDULES = {
+    "adamw_cosine": (torch.optim.AdamW, {"lr": 1e-2, "weight_decay": 0.1},
+                     {"kind": "cosine", "warmup": 2, "start": 0.1, "total": 6, "min": 0.0},
+                     ["*.bias", "ln1.*"], {"fc2.*": 0.5}, 6),
+    "sgd_step": (torch.optim.SGD, {"lr": 0.1, "momentum": 0.9, "weight_decay": 1e-3},
+                 {"kind": "step", "warmup": 0, "step_size": 2, "gamma": 0.5},
+                 ["*.bias"], {"fc1.*": 2.0}, 6),
+    "adam_linear": (torch.optim.Adam, {"lr": 1e-2, "weight_decay": 0.01},
+                    {"kind": "linear", "warmup": 3, "start": 0.2, "total": 7, "min": 0.1},
+                    [], {}, 6),
+}
 # name: (torch optimizer, keyword arguments) — ampc's tests compile with the same values.
 OPTIMIZERS = {
     "sgd": (torch.optim.SGD, {"lr": 0.1, "momentum": 0.9}),
@@ -49,10 +70,14 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--gradients", action="store_true",
                     help="write the loss and the gradients instead of trained parameters")
+    ap.add_argument("--schedules", action="store_true",
+                    help="train the mlp with each of SCHEDULES instead")
     ap.add_argument("names", nargs="*", default=list(fwd.DATA), help="models (default: all)")
     args = ap.parse_args()
     torch.set_num_threads(1)
     os.makedirs(args.out, exist_ok=True)
+    if args.schedules:
+        args.names = ["mlp"]
     for name in args.names:
         data_file, members, batch = fwd.DATA[name]
         weights = fwd.initializers(os.path.join(args.models_dir, name + ".onnx"))
@@ -62,6 +87,12 @@ def main():
             a = np.ascontiguousarray(npz[member][:batch])
             np.save(os.path.join(args.out, f"{name}_{graph_input}.npy"), a)
             inputs.append(torch.from_numpy(a))
+        if args.schedules:
+            for run, config in SCHEDULES.items():
+                for dtype, suffix in ((torch.float64, ""), (torch.float32, ".f32")):
+                    train_scheduled(name, weights, inputs, config, dtype,
+                                    os.path.join(args.out, f"{name}.{run}{suffix}"))
+            continue
         if args.gradients:
             for dtype, suffix in ((torch.float64, ""), (torch.float32, ".f32")):
                 gradients(name, weights, inputs, dtype, args.out, suffix)
@@ -98,6 +129,50 @@ def train(name, weights, inputs, opt_class, kwargs, dtype, folder):
         fwd.LOSS[name](p, *ins).backward()
         opt.step()
     save_reached(trainable, folder, lambda v: v)
+
+
+def scheduler(opt, sched):
+    """The torch.optim.lr_scheduler chain ampc's options stand for (passes/lr_schedule.h)."""
+    lrs = torch.optim.lr_scheduler
+    warmup, kind = sched["warmup"], sched["kind"]
+    decay_steps = sched.get("total", 0) - warmup
+    if kind == "step":
+        main = lrs.StepLR(opt, step_size=sched["step_size"], gamma=sched["gamma"])
+    elif kind == "cosine":  # eta_min is absolute in torch: the groups' lr differ, so 0 here
+        main = lrs.CosineAnnealingLR(opt, T_max=decay_steps, eta_min=0.0)
+    elif kind == "linear":
+        main = lrs.LinearLR(opt, start_factor=1.0, end_factor=sched["min"],
+                            total_iters=decay_steps)
+    else:
+        main = lrs.ConstantLR(opt, factor=1.0, total_iters=0)
+    if warmup == 0:
+        return main
+    warm = lrs.LinearLR(opt, start_factor=sched["start"], end_factor=1.0, total_iters=warmup)
+    return lrs.SequentialLR(opt, [warm, main], milestones=[warmup])
+
+
+def train_scheduled(name, weights, inputs, config, dtype, folder):
+    opt_class, kwargs, sched, no_decay, lr_mult, steps = config
+    p, ins, trainable = setup(weights, inputs, dtype)
+    groups = {}
+    for k, v in trainable.items():
+        wd = 0.0 if any(fnmatch.fnmatchcase(k, pat) for pat in no_decay) else kwargs["weight_decay"]
+        mult = next((f for pat, f in lr_mult.items() if fnmatch.fnmatchcase(k, pat)), 1.0)
+        groups.setdefault((wd, mult), []).append(v)
+    opt = opt_class([{"params": ps, "weight_decay": wd, "lr": kwargs["lr"] * mult}
+                     for (wd, mult), ps in groups.items()], **kwargs)
+    base = next(i for i, (_, mult) in enumerate(groups) if mult == 1.0)
+    sch = scheduler(opt, sched)
+    used = []
+    for _ in range(steps):
+        used.append(opt.param_groups[base]["lr"])
+        opt.zero_grad()
+        fwd.LOSS[name](p, *ins).backward()
+        opt.step()
+        sch.step()
+    save_reached(trainable, folder, lambda v: v)
+    if dtype == torch.float64:
+        np.save(folder + ".lr.npy", np.array(used, dtype=np.float64))
 
 
 def gradients(name, weights, inputs, dtype, out, suffix):

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -18,6 +19,7 @@
 #include "passes/amp_schemas.h"
 #include "passes/grad_accumulation.h"
 #include "passes/loss_scaling.h"
+#include "passes/lr_schedule.h"
 #include "runtime/cpu/executor.h"
 #include "runtime/cpu/nonfinite_search.h"
 #include "runtime/data/batcher.h"
@@ -90,7 +92,7 @@ plan::Plan training_plan(TrainArgs& args) {
 // scale the step used (state before its update), found_inf, the gradients' global norm.
 // Absent ones (no scaling, no check, no norm) stay unset.
 struct AmpOutputs {
-  std::string scale, found_inf, grad_norm;
+  std::string scale, found_inf, grad_norm, step_lr;
 };
 
 AmpOutputs expose_amp_outputs(plan::Plan& p) {
@@ -114,6 +116,7 @@ AmpOutputs expose_amp_outputs(plan::Plan& p) {
   expose(passes::kScaleName, names.scale);
   expose(passes::kFoundInfName, names.found_inf);
   expose(passes::kGradNormName, names.grad_norm);
+  expose(passes::kStepLrName, names.step_lr);  // the scheduled lr (passes/lr_schedule.h)
   return names;
 }
 
@@ -121,6 +124,19 @@ float scalar_of(const rt::Tensor& t) {
   if (t.dtype() == DType::kFloat32) return t.data<float>()[0];
   if (t.dtype() == DType::kFloat64) return static_cast<float>(t.data<double>()[0]);
   throw Error("the loss is " + t.type_str() + ", not an fp32/fp64 scalar");
+}
+
+// The lr the plan was compiled with: the state "optimizer.lr" (a resumed checkpoint's) or
+// the plan's constant of that name; NaN (null in the log) for a plan without one.
+float compiled_lr(const plan::Plan& p, const rt::Backend& executor) {
+  for (const auto& [name, t] : executor.state()) {
+    if (name == "optimizer.lr") return scalar_of(t);
+  }
+  for (const auto& b : p.buffers()) {
+    if (b.name() == "optimizer.lr" && b.has_initial())
+      return scalar_of(rt::cpu::tensor_from_data(b.initial()));
+  }
+  return std::numeric_limits<float>::quiet_NaN();
 }
 
 // Micro-batches per optimizer step: 1 + the constant amp.last_micro_step of an accumulating
@@ -310,10 +326,7 @@ void run_train(TrainArgs& args) {
   // Dropout masks follow the seed and the step, so a resumed run draws the same ones.
   executor.set_random_state(args.seed, progress.step * accum);
   if (!args.checkpoint.empty()) rt::io::model_with_state(p, executor.state());
-  float lr = static_cast<float>(args.compile.optimizer.lr);
-  for (const auto& [name, t] : executor.state()) {
-    if (name == "optimizer.lr") lr = scalar_of(t);
-  }
+  const float lr = compiled_lr(p, executor);
 
   std::ofstream log;
   if (!args.log_file.empty()) {
@@ -374,11 +387,12 @@ void run_train(TrainArgs& args) {
     const double scale = amp.scale.empty() ? 1.0 : scalar_of(outputs.at(amp.scale));
     progress = {step, window.position()};
     if (log.is_open()) {
+      const float step_lr = amp.step_lr.empty() ? lr : scalar_of(outputs.at(amp.step_lr));
       nlohmann::ordered_json grad_norm = nullptr;
       if (!amp.grad_norm.empty()) grad_norm = scalar_of(outputs.at(amp.grad_norm));
       nlohmann::ordered_json j = {{"step", step},
                                   {"loss", loss},
-                                  {"lr", lr},
+                                  {"lr", step_lr},
                                   {"scale", scale},
                                   {"skipped", skipped},
                                   {"grad_norm", grad_norm},

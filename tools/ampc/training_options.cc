@@ -1,6 +1,8 @@
 #include "tools/ampc/training_options.h"
 
 #include <cstdio>
+#include <cstdlib>
+#include <span>
 
 #include "base/error.h"
 
@@ -12,6 +14,11 @@ namespace {
 const char* const kTrainingOptionNames[] = {
     "--loss",     "--freeze",       "--optimizer", "--lr",  "--momentum",
     "--nesterov", "--weight-decay", "--betas",     "--eps", "--accum-steps"};
+// The lr schedule and the parameter groups (passes/lr_schedule.h, passes/optimizer.h).
+const char* const kScheduleOptionNames[] = {
+    "--lr-schedule",   "--warmup-steps", "--warmup-start-factor",
+    "--total-steps",   "--step-size",    "--gamma",
+    "--min-lr-factor", "--no-decay",     "--lr-mult"};
 // The loss scaler's options (passes/loss_scaling.h), part of the same training step.
 const char* const kLossScaleOptionNames[] = {
     "--loss-scale", "--init-scale", "--growth-factor",  "--backoff-factor", "--growth-interval",
@@ -26,8 +33,10 @@ const char* const kPrecisionOptionNames[] = {"--precision", "--allow",  "--deny"
 std::vector<std::string> compile_options_given(const TrainingOptions& extra) {
   std::vector<std::string> given;
   if (!extra.command) return given;
-  for (const auto* names : {&kTrainingOptionNames, &kLossScaleOptionNames}) {
-    for (const char* name : *names)
+  using Names = std::span<const char* const>;
+  for (Names names :
+       {Names(kTrainingOptionNames), Names(kScheduleOptionNames), Names(kLossScaleOptionNames)}) {
+    for (const char* name : names)
       if (extra.command->count(name)) given.push_back(name);
   }
   for (const char* name : kPrecisionOptionNames)
@@ -63,6 +72,25 @@ void add_training_options(CLI::App* cmd, compiler::CompileOptions& o, TrainingOp
   cmd->add_option("--weight-decay", o.optimizer.weight_decay, "Weight decay");
   cmd->add_option("--betas", extra.betas, "Adam betas B1,B2");
   cmd->add_option("--eps", o.optimizer.eps, "Adam epsilon");
+  auto& sched = o.optimizer.schedule;
+  cmd->add_option("--lr-schedule", sched.kind,
+                  "constant | step | cosine | linear: the lr after the warm-up, computed in the "
+                  "plan from the optimizer step (default constant)");
+  cmd->add_option("--warmup-steps", sched.warmup_steps,
+                  "Linear warm-up over this many optimizer steps (default 0)");
+  cmd->add_option("--warmup-start-factor", sched.warmup_start_factor,
+                  "The lr factor the warm-up starts from (default 0.01)");
+  cmd->add_option("--total-steps", sched.total_steps,
+                  "Cosine and linear decay: the step where the lr reaches --min-lr-factor");
+  cmd->add_option("--step-size", sched.step_size, "Step decay: every this many steps");
+  cmd->add_option("--gamma", sched.gamma, "Step decay: the factor (default 0.1)");
+  cmd->add_option("--min-lr-factor", sched.min_lr_factor,
+                  "Cosine and linear decay: the final lr as a factor of --lr (default 0)");
+  cmd->add_option("--no-decay", o.optimizer.no_decay,
+                  "Parameters without weight decay: name glob pattern (repeatable)");
+  cmd->add_option("--lr-mult", extra.lr_mult,
+                  "PATTERN=F: the lr times F for parameters matching the glob (repeatable; the "
+                  "first match applies)");
   auto& ls = o.loss_scale;
   cmd->add_option("--loss-scale", ls.mode,
                   "dynamic | static:S | none (default: dynamic for fp16, none for bf16 and fp32)");
@@ -105,10 +133,20 @@ void finish_training_options(compiler::CompileOptions& o, const TrainingOptions&
   if (extra.command) {
     for (const char* name : kTrainingOptionNames)
       o.optimizer_options_given |= extra.command->count(name) > 0;
+    for (const char* name : kScheduleOptionNames)
+      o.optimizer_options_given |= extra.command->count(name) > 0;
     for (const char* name : kLossScaleOptionNames)
       o.optimizer_options_given |= extra.command->count(name) > 0;
     if (extra.command->count("--min-scale")) o.loss_scale.min_scale = extra.min_scale;
     if (extra.command->count("--max-scale")) o.loss_scale.max_scale = extra.max_scale;
+  }
+  for (const std::string& spec : extra.lr_mult) {
+    const auto eq = spec.rfind('=');
+    char* end = nullptr;
+    const double factor = eq == std::string::npos ? 0 : std::strtod(spec.c_str() + eq + 1, &end);
+    if (eq == std::string::npos || eq == 0 || end == spec.c_str() + eq + 1 || *end != '\0')
+      throw Error("--lr-mult '" + spec + "': expected PATTERN=F (for example '*.bias=2')");
+    o.optimizer.lr_mult.emplace_back(spec.substr(0, eq), factor);
   }
   if (extra.betas.empty()) return;
   if (std::sscanf(extra.betas.c_str(), "%lf,%lf", &o.optimizer.beta1, &o.optimizer.beta2) != 2) {

@@ -11,6 +11,7 @@ namespace ampc::cli {
 
 struct TrainingOptions {
   std::string betas;                    // "B1,B2"
+  std::vector<std::string> lr_mult;     // --lr-mult PATTERN=F
   std::string precision = "fp32";       // --precision fp32|fp16|bf16
   double min_scale = 0, max_scale = 0;  // --min-scale / --max-scale when given
   const CLI::App* command = nullptr;    // set by add_training_options: what was given
