@@ -33,7 +33,7 @@ trap 'exit 130' INT TERM
 trim() { local s=$1; s=${s#"${s%%[![:space:]]*}"}; echo "${s%"${s##*[![:space:]]}"}"; }
 
 declare -a names targets_of regex_of what_of
-while IFS='|' read -r name targets regex what; do
+while IFS=';' read -r name targets regex what; do
   name=$(trim "$name")
   [[ -z $name || $name == \#* ]] && continue
   if [[ $# -gt 0 ]]; then
@@ -70,7 +70,7 @@ for i in "${!names[@]}"; do
     else
       echo "== $name: ctest -R '${regex_of[$i]}'" >&2
       if nice ctest --test-dir "$build" -R "${regex_of[$i]}" --no-tests=error -j "$jobs" \
-        >>"$log" 2>&1; then
+        --output-on-failure >>"$log" 2>&1; then
         result="SURVIVED"
       else
         # The failing tests, from ctest's summary ("  12 - Suite.Case (Failed)").
