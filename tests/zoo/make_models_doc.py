@@ -25,7 +25,7 @@ For each model the test checks: the step-1 gradient of every parameter against P
 float64, norm-wise over all parameters (`||ampc - torch64|| / ||torch64||`), at most 3x
 PyTorch float32's own error on the same batch (or 1e-5, whichever is larger); `ampc compile
 --train` in fp32, fp16 and bf16; 10 training steps in fp16 (dynamic loss scaling) and bf16
-with finite losses, a finite positive scale and fewer than half the steps skipped.
+with finite losses, a finite positive scale, each skipped step halving the scale and not every step skipped.
 
 Columns: parameters (PyTorch's count); distinct ONNX ops; compile time of the fp16 training
 plan (`ampc compile --train --precision fp16`, this machine, 2 shared cores); gradient error
