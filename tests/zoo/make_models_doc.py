@@ -34,6 +34,9 @@ runs (first -> last loss, skipped steps); casts autocast inserts into the fp16 f
 (`inspect --precision-report`); arena fp16/fp32: the activation arena of the fp16 training
 plan over the fp32 plan's.
 
+A row "not run" is a model the results folder has no result for (the table shows the last
+run of each model); "refused" rows are listed in `tests/zoo/expected_refusals.txt`.
+
 Regenerate (after `ctest --test-dir build -L zoo -j2`):
 
 ```sh
