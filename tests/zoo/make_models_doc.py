@@ -25,7 +25,7 @@ For each model the test checks: the step-1 gradient of every parameter against P
 float64, norm-wise over all parameters (`||ampc - torch64|| / ||torch64||`), at most 3x
 PyTorch float32's own error on the same batch (or 1e-5, whichever is larger); `ampc compile
 --train` in fp32, fp16 and bf16; 10 training steps in fp16 (dynamic loss scaling) and bf16
-with finite losses, a finite positive scale and fewer than half the steps skipped.
+with finite losses, a finite positive scale, each skipped step halving the scale and not every step skipped.
 
 Columns: parameters (PyTorch's count); distinct ONNX ops; compile time of the fp16 training
 plan (`ampc compile --train --precision fp16`, this machine, 2 shared cores); gradient error
@@ -33,6 +33,9 @@ of ampc's fp32 step and PyTorch float32's beside it, and their ratio; fp16 / bf1
 runs (first -> last loss, skipped steps); casts autocast inserts into the fp16 forward
 (`inspect --precision-report`); arena fp16/fp32: the activation arena of the fp16 training
 plan over the fp32 plan's.
+
+A row "not run" is a model the results folder has no result for (the table shows the last
+run of each model); "refused" rows are listed in `tests/zoo/expected_refusals.txt`.
 
 Regenerate (after `ctest --test-dir build -L zoo -j2`):
 
