@@ -115,7 +115,46 @@ void require_static_inputs(const onnx::ModelProto& proto) {
   }
 }
 
+namespace {
+
+// Single static assignment within one graph: graph inputs, initializers (which may also be
+// inputs) and node outputs each name a value once. ONNX's shape inference assumes it and
+// crashes on a model with two graph inputs of one name (found by the onnx_import fuzzer),
+// so it is checked here first, in every subgraph too.
+void require_single_assignment(const onnx::GraphProto& g) {
+  std::set<std::string> inputs, defined;
+  auto define = [&](const std::string& name, const char* what) {
+    if (name.empty()) return;  // an omitted optional output
+    if (!defined.insert(name).second) {
+      throw Error("graph '" + g.name() + "': value '" + name + "' is defined twice (again as " +
+                  what + "); not valid ONNX (single static assignment)");
+    }
+  };
+  for (const auto& in : g.input()) {
+    define(in.name(), "a graph input");
+    inputs.insert(in.name());
+  }
+  std::set<std::string> initializers;
+  for (const auto& t : g.initializer()) {
+    if (!initializers.insert(t.name()).second) {
+      throw Error("graph '" + g.name() + "': initializer '" + t.name() +
+                  "' is given twice; not valid ONNX");
+    }
+    if (!inputs.count(t.name())) define(t.name(), "an initializer");
+  }
+  for (const auto& n : g.node()) {
+    for (const auto& out : n.output()) define(out, "a node output");
+    for (const auto& a : n.attribute()) {
+      if (a.has_g()) require_single_assignment(a.g());
+      for (const auto& sub : a.graphs()) require_single_assignment(sub);
+    }
+  }
+}
+
+}  // namespace
+
 void infer_shapes(onnx::ModelProto& proto) {
+  require_single_assignment(proto.graph());
   try {
     onnx::ShapeInferenceOptions opts(/*check_type=*/false, /*error_mode=*/0, /*data_prop=*/true);
     onnx::shape_inference::InferShapes(proto, onnx::OpSchemaRegistry::Instance(), opts);

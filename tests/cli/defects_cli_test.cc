@@ -22,8 +22,8 @@ std::string digits() {
   return source_path("models/data/digits.npz").string();
 }
 
-// y = OP(x), x and y f32[n].
-onnx::ModelProto unary_model(const std::string& op, int64_t n) {
+// y = OP(x), x and y f32 of shape `dims`.
+onnx::ModelProto unary_model(const std::string& op, const std::vector<int64_t>& dims) {
   onnx::ModelProto m;
   m.set_ir_version(8);
   m.add_opset_import()->set_version(17);
@@ -37,7 +37,7 @@ onnx::ModelProto unary_model(const std::string& op, int64_t n) {
     v->set_name(name);
     auto* t = v->mutable_type()->mutable_tensor_type();
     t->set_elem_type(onnx::TensorProto::FLOAT);
-    t->mutable_shape()->add_dim()->set_dim_value(n);
+    for (int64_t d : dims) t->mutable_shape()->add_dim()->set_dim_value(d);
   }
   return m;
 }
@@ -59,7 +59,7 @@ TEST(Defects, CompileRefusesTrainingOptionsWithoutTrain) {
 
 TEST(Defects, InputOfTwoToTheEightyElementsIsRefused) {
   TempDir dir;
-  write_proto(unary_model("Relu", 3), dir / "relu.onnx");
+  write_proto(unary_model("Relu", {2, 3}), dir / "relu.onnx");
   const std::string model = (dir / "relu.onnx").string();
   const std::string huge = "x=1099511627776x1099511627776";  // [2^40, 2^40]
   for (const std::string cmd : {"compile", "inspect"}) {
@@ -86,7 +86,7 @@ TEST(Defects, InputOfTwoToTheEightyElementsIsRefused) {
 TEST(Defects, NanPrintsAsNanNotMinusNan) {
   TempDir dir;
   // y = Sqrt(x): sqrt(-1) is the NaN with the sign bit set that glibc prints as "-nan".
-  const onnx::ModelProto m = unary_model("Sqrt", 3);
+  const onnx::ModelProto m = unary_model("Sqrt", {3});
   write_proto(m, dir / "sqrt.onnx");
   rt::Tensor x(DType::kFloat32, {3});
   const float values[] = {-1.0f, 4.0f, -0.0f};

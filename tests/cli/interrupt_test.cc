@@ -119,7 +119,7 @@ void interrupt_and_resume(int sig, int expected_status, const std::string& name)
 
   // Resuming continues at the next step.
   auto resume = train_args(dir, "resumed.jsonl");
-  resume[4] = "3";  // --steps
+  resume[5] = "3";  // the value of --steps
   resume.insert(resume.end(), {"--resume", checkpoint.string()});
   expect_success(resume);
   const auto resumed = read_log(dir / "resumed.jsonl");
