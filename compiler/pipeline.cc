@@ -75,8 +75,10 @@ std::vector<passes::RangeStatsTarget> add_training_step(ir::Model& model,
                         passes::skip_predicate(model, found_inf, accum), accum.last_micro);
   passes::add_scale_update(model, scale, found_inf, scaling, accum.last_micro);
   passes::add_running_statistics_updates(model);
+  // The counter's update first: the folder leaves alone only what reads a state that has an
+  // update, and it folds integer comparisons (micro_step == N - 1 would fold to false).
+  passes::add_micro_step_update(model, accum);
   passes::fold_constants(model);
-  passes::add_micro_step_update(model, accum);  // after folding (grad_accumulation.h)
   return stats;
 }
 
@@ -108,10 +110,7 @@ passes::AutocastReport autocast_forward(ir::Model& model, const passes::Autocast
   return report;
 }
 
-plan::Plan compile_model(ir::Model& model, const CompileOptions& options,
-                         const std::string& model_name, passes::AutocastReport* autocast_report) {
-  StageTimes* times = options.stage_times;
-  StageTimer stage(times, "constant folding");
+void prepare_forward(ir::Model& model, bool low_precision) {
   // Constants first: gradient rules need constant shapes, axes and slice bounds; folding
   // shape arithmetic to a fixed point makes every shape static (static_shapes.h).
   passes::fold_static_shapes(model);
@@ -119,8 +118,14 @@ plan::Plan compile_model(ir::Model& model, const CompileOptions& options,
   // ai.onnx.preview.training Gradient nodes become the gradient graph they stand for.
   if (passes::expand_gradient_ops(model) > 0) passes::fold_constants(model);
   // LSTM, GRU, RNN as primitive per-time-step ops (passes/recurrent_lowering.h).
-  passes::lower_recurrent_layers(
-      model, {.cast_projections = options.autocast.precision != passes::Precision::kFP32});
+  passes::lower_recurrent_layers(model, {.cast_projections = low_precision});
+}
+
+plan::Plan compile_model(ir::Model& model, const CompileOptions& options,
+                         const std::string& model_name, passes::AutocastReport* autocast_report) {
+  StageTimes* times = options.stage_times;
+  StageTimer stage(times, "constant folding");
+  prepare_forward(model, options.autocast.precision != passes::Precision::kFP32);
 
   // Mixed precision on the forward graph, before differentiation (amp-semantics.md 2).
   stage.finish(node_count(model));

@@ -63,6 +63,13 @@ plan::Plan compile_model(ir::Model& model, const CompileOptions& options,
                          const std::string& model_name,
                          passes::AutocastReport* autocast_report = nullptr);
 
+// The first part of compile_model, which makes the forward graph ready to differentiate:
+// constants and shape arithmetic folded until every shape is static, Resize and the
+// recurrent layers lowered to primitive ops (their projections cast back to fp32 after the
+// MatMul when `low_precision` autocast follows), Gradient nodes expanded. A tool that
+// differentiates a model itself (the zoo's gradient check) calls this first.
+void prepare_forward(ir::Model& model, bool low_precision = false);
+
 // The mixed-precision part of compile_model: autocast of the forward graph, then cast
 // folding, CSE and dead-code elimination. The report lists only the Casts that survive.
 passes::AutocastReport autocast_forward(ir::Model& model, const passes::AutocastOptions& options);

@@ -16,8 +16,8 @@
 //
 // Order in the pipeline: add_loss_scale_state, add_accumulation_state, differentiate (seed
 // = AccumulationState::seed), accumulate_gradients, unscale_and_check, clip_gradients,
-// add_optimizer(skip_predicate(...)), add_scale_update(..., last_micro), fold_constants,
-// add_micro_step_update.
+// add_optimizer(skip_predicate(...)), add_scale_update(..., last_micro),
+// add_micro_step_update, fold_constants.
 #pragma once
 
 #include <cstdint>
@@ -44,8 +44,8 @@ struct AccumulationState {
 // N < 1 is an error.
 AccumulationState add_accumulation_state(ir::Model& model, int64_t steps, ir::Value* scale);
 
-// The counter's update micro_step <- last_micro ? 0 : micro_step + 1. (The folder leaves
-// nodes that read state alone, so the order does not matter; the pipeline adds it last.)
+// The counter's update micro_step <- last_micro ? 0 : micro_step + 1. It must exist before
+// constant folding runs: the folder treats a state without an update as a constant.
 void add_micro_step_update(ir::Model& model, const AccumulationState& state);
 
 // Replaces every gradient by the accumulated sum including it and records the

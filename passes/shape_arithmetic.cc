@@ -31,6 +31,13 @@ struct Arr {
   std::vector<double> f;
   bool floating() const { return is_floating(dtype); }
   size_t size() const { return floating() ? f.size() : i.size(); }
+  // Appends element `k` of `x` (of the same kind: floating or integral).
+  void push_from(const Arr& x, size_t k) {
+    if (floating())
+      f.push_back(x.f[k]);
+    else
+      i.push_back(x.i[k]);
+  }
 };
 
 std::optional<Arr> read(const Tensor& t) {
@@ -328,10 +335,7 @@ std::optional<Tensor> expand(const ir::Node& n) {
   if (x->floating() && count > kMaxFloatElements) return std::nullopt;
   for (size_t k = 0; k < count; ++k) {
     const size_t s = source_index(k, *dims, x->dims);
-    if (out.floating())
-      out.f.push_back(x->f[s]);
-    else
-      out.i.push_back(x->i[s]);
+    out.push_from(*x, s);
   }
   return write(out, out.dtype);
 }
@@ -434,10 +438,7 @@ std::optional<Tensor> slice(const ir::Node& n) {
       src += static_cast<size_t>(begin[d] + coord * step[d]) * stride;
       stride *= static_cast<size_t>(x->dims[d]);
     }
-    if (out.floating())
-      out.f.push_back(x->f[src]);
-    else
-      out.i.push_back(x->i[src]);
+    out.push_from(*x, src);
   }
   return write(out, out.dtype);
 }
@@ -599,10 +600,7 @@ std::optional<Tensor> transpose(const ir::Node& n) {
       rem /= out.dims[d];
       src += coord * in_strides[static_cast<size_t>(perm[d])];
     }
-    if (out.floating())
-      out.f.push_back(x->f[static_cast<size_t>(src)]);
-    else
-      out.i.push_back(x->i[static_cast<size_t>(src)]);
+    out.push_from(*x, static_cast<size_t>(src));
   }
   return write(out, out.dtype);
 }

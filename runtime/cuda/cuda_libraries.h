@@ -20,6 +20,12 @@ void load_library(CudaLibrary library);
 // lacks it (an older release than the headers).
 void* library_symbol(CudaLibrary library, const char* symbol);
 
+// library_symbol as a pointer to the function type `Fn` (the header's declaration).
+template <typename Fn>
+Fn* library_function(CudaLibrary library, const char* symbol) {
+  return reinterpret_cast<Fn*>(library_symbol(library, symbol));
+}
+
 // Whether the library has been opened by this process (tests check that CPU commands do not).
 bool library_loaded(CudaLibrary library);
 

@@ -7,21 +7,13 @@
 
 #include "runtime/cuda/cuda_libraries.h"
 
-namespace {
-
-template <typename Fn>
-Fn* resolve(const char* name) {
-  using ampc::rt::cuda::CudaLibrary;
-  return reinterpret_cast<Fn*>(ampc::rt::cuda::library_symbol(CudaLibrary::kCublasLt, name));
-}
-
-}  // namespace
-
 // Defines `name` with the header's signature; its first call looks the symbol up once.
-#define AMPC_CUBLASLT(ret, name, params, args)                                      \
-  extern "C" ret CUBLASWINAPI name params {                                         \
-    static auto* const fn = resolve<std::remove_pointer_t<decltype(&name)>>(#name); \
-    return fn args;                                                                 \
+#define AMPC_CUBLASLT(ret, name, params, args)                                    \
+  extern "C" ret CUBLASWINAPI name params {                                       \
+    static auto* const fn =                                                       \
+        ampc::rt::cuda::library_function<std::remove_pointer_t<decltype(&name)>>( \
+            ampc::rt::cuda::CudaLibrary::kCublasLt, #name);                       \
+    return fn args;                                                               \
   }
 
 AMPC_CUBLASLT(cublasStatus_t, cublasLtCreate, (cublasLtHandle_t * handle), (handle))

@@ -7,21 +7,13 @@
 
 #include "runtime/cuda/cuda_libraries.h"
 
-namespace {
-
-template <typename Fn>
-Fn* resolve(const char* name) {
-  using ampc::rt::cuda::CudaLibrary;
-  return reinterpret_cast<Fn*>(ampc::rt::cuda::library_symbol(CudaLibrary::kCudnn, name));
-}
-
-}  // namespace
-
 // Defines `name` with the header's signature; its first call looks the symbol up once.
-#define AMPC_CUDNN(ret, name, params, args)                                         \
-  extern "C" ret CUDNNWINAPI name params {                                          \
-    static auto* const fn = resolve<std::remove_pointer_t<decltype(&name)>>(#name); \
-    return fn args;                                                                 \
+#define AMPC_CUDNN(ret, name, params, args)                                       \
+  extern "C" ret CUDNNWINAPI name params {                                        \
+    static auto* const fn =                                                       \
+        ampc::rt::cuda::library_function<std::remove_pointer_t<decltype(&name)>>( \
+            ampc::rt::cuda::CudaLibrary::kCudnn, #name);                          \
+    return fn args;                                                               \
   }
 
 using Tensor = cudnnTensorDescriptor_t;

@@ -1,7 +1,7 @@
 // zoo_gradients MODEL.onnx BATCH_DIR OUT_DIR: ampc's step-1 loss and parameter gradients of
 // a zoo model, for run_zoo.py to compare with PyTorch's. As the gradient oracle test does
-// (tests/oracle/torch_gradient_oracle_test.cc): the model is loaded and folded as
-// compile_model folds it, passes::differentiate adds the backward graph, each gradient
+// (tests/oracle/torch_gradient_oracle_test.cc): the model is loaded and prepared as
+// compile_model prepares it (compiler::prepare_forward), passes::differentiate adds the backward graph, each gradient
 // becomes a graph output, and the graph runs once as an fp32 forward plan on the CPU
 // backend with the batch BATCH_DIR/NAME.npy. Writes OUT_DIR/loss.npy and
 // OUT_DIR/grad/PARAMETER.npy. An error prints one `ampc: error:` line and exits with 1.
@@ -14,8 +14,6 @@
 #include "compiler/onnx/import.h"
 #include "compiler/pipeline.h"
 #include "passes/autodiff/autodiff.h"
-#include "passes/lower_resize.h"
-#include "passes/static_shapes.h"
 #include "runtime/cpu/executor.h"
 #include "runtime/io/npy.h"
 
@@ -28,8 +26,7 @@ int main(int argc, char** argv) {
   }
   try {
     auto model = ampc::onnx_io::load_model(argv[1]);
-    ampc::passes::fold_static_shapes(*model);
-    ampc::passes::lower_resize(*model);
+    ampc::compiler::prepare_forward(*model);
     ampc::ir::Graph& g = *model->graph;
     const std::string loss = g.outputs.at(0)->name;
     const auto grads = ampc::passes::differentiate(*model, {});
