@@ -18,8 +18,9 @@ Every model here is built from torchvision 0.14 or torch.nn 1.13 (code nobody on
 wrote), wrapped as `forward(inputs, labels) -> cross_entropy`, exported in training mode at
 opset 17 as `models/README.md` describes (dropout and stochastic depth 0), and run by the
 test suite (`ctest -L zoo`, `tests/zoo/`). Small configurations keep the zoo to a few minutes
-on two cores: 32x32 images (inception_v3 75x75, alexnet 64x64), batch 2, narrow widths where
-the constructor takes them (the constructor calls are in `tests/zoo/zoo_models.py`).
+on two cores: 64x64 images (vgg11_bn 56x56; inception_v3 75x75, label `zoo_large`, registered
+with `-DAMPC_ZOO_LARGE=ON`), sequences of 8 tokens, batch 4, narrow widths where the
+constructor takes them (the constructor calls are in `tests/zoo/zoo_models.py`).
 
 For each model the test checks: the step-1 gradient of every parameter against PyTorch in
 float64, norm-wise over all parameters (`||ampc - torch64|| / ||torch64||`), at most 3x
