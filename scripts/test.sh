@@ -5,6 +5,9 @@ cd "$(dirname "$0")/.."
 start=$(date +%s)
 scripts/install-deps.sh
 scripts/build.sh
+# ampc's own threads (the code generator's compile threads, compiled kernels called from
+# several threads) under ThreadSanitizer: a build of that one test binary in build-tsan.
+TARGETS=codegen_threads_test scripts/sanitize.sh thread -R CodegenThreads
 ctest --test-dir build --output-on-failure -j "$(nproc)"
 # The GPU tests (label gpu) skip without a device; CTest keeps their output in its log only,
 # so say it here, where CI shows it.
