@@ -1,5 +1,7 @@
 #include "compiler/onnx/input_shapes.h"
 
+#include <algorithm>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -151,10 +153,51 @@ void require_single_assignment(const onnx::GraphProto& g) {
   }
 }
 
+// Every attribute an operator's schema requires is there, with the schema's type. ONNX's
+// shape inference assumes it: a Scan without its `body` graph crashed it (found by the
+// onnx_import fuzzer). Checked in every subgraph too; unknown operators are left to the
+// importer, which names them.
+void require_schema_attributes(const onnx::GraphProto& g,
+                               const std::map<std::string, int>& opsets) {
+  for (int i = 0; i < g.node_size(); ++i) {
+    const onnx::NodeProto& n = g.node(i);
+    const std::string domain = n.domain() == "ai.onnx" ? "" : n.domain();
+    const auto version = opsets.find(domain);
+    const onnx::OpSchema* schema =
+        version == opsets.end()
+            ? nullptr
+            : onnx::OpSchemaRegistry::Schema(n.op_type(), version->second, domain);
+    const std::string label = "node '" + (n.name().empty() ? "#" + std::to_string(i) : n.name()) +
+                              "' (" + n.op_type() + ")";
+    for (const auto& [name, attribute] :
+         schema ? schema->attributes() : std::map<std::string, onnx::OpSchema::Attribute>{}) {
+      const auto given =
+          std::find_if(n.attribute().begin(), n.attribute().end(),
+                       [&](const onnx::AttributeProto& a) { return a.name() == name; });
+      if (given == n.attribute().end()) {
+        if (attribute.required) throw Error(label + " lacks its required attribute '" + name + "'");
+        continue;
+      }
+      if (given->type() != attribute.type) {
+        throw Error(label + ": attribute '" + name + "' has the wrong type for " + n.op_type());
+      }
+    }
+    for (const auto& a : n.attribute()) {
+      if (a.has_g()) require_schema_attributes(a.g(), opsets);
+      for (const auto& sub : a.graphs()) require_schema_attributes(sub, opsets);
+    }
+  }
+}
+
 }  // namespace
 
 void infer_shapes(onnx::ModelProto& proto) {
   require_single_assignment(proto.graph());
+  std::map<std::string, int> opsets;
+  for (const auto& o : proto.opset_import()) {
+    opsets[o.domain() == "ai.onnx" ? "" : o.domain()] = static_cast<int>(o.version());
+  }
+  require_schema_attributes(proto.graph(), opsets);
   try {
     onnx::ShapeInferenceOptions opts(/*check_type=*/false, /*error_mode=*/0, /*data_prop=*/true);
     onnx::shape_inference::InferShapes(proto, onnx::OpSchemaRegistry::Instance(), opts);
