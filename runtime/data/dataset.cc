@@ -146,8 +146,8 @@ Dataset Dataset::read_npz(const std::string& path) {
     // The size is what the zip's directory declares; deflate expands at most 1032-fold, so a
     // larger claim is a corrupt (or hostile) file, refused before allocating for it (found
     // by the npz_read fuzzer: 1 GiB claimed by a 570-byte file).
-    // The compressed size is itself a claim of the directory: no entry holds more than the
-    // file (a 570-byte file claiming 1.5 MB compressed and 1.6 GB in all, found likewise).
+    // The compressed size is itself only a claim of the directory: no entry holds more than
+    // the file, so the bound above is taken from the smaller of the two.
     if ((st.valid & ZIP_STAT_COMP_SIZE) && st.comp_size > file_bytes) {
       throw Error(what + ": the zip entry claims " + std::to_string(st.comp_size) +
                   " compressed bytes in a file of " + std::to_string(file_bytes) +
