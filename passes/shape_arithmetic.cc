@@ -202,9 +202,7 @@ std::optional<Tensor> elementwise(const ir::Node& n) {
   out.dtype = compare ? DType::kBool : a->dtype;
   const auto count = static_cast<size_t>(numel(*dims));
   if (a->floating() && (count > kMaxFloatElements || op == "Mod")) return std::nullopt;
-  if (!a->floating() && (op == "Sqrt" || op == "Floor" || op == "Ceil")) {
-    if (op != "Floor" && op != "Ceil") return std::nullopt;
-  }
+  if (!a->floating() && op == "Sqrt") return std::nullopt;
   for (size_t k = 0; k < count; ++k) {
     const size_t ia = source_index(k, *dims, a->dims), ib = source_index(k, *dims, b->dims);
     if (a->floating()) {
