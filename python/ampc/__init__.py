@@ -18,6 +18,8 @@ import os as _os
 from ._ampc import Error
 from ._trainer import StepResult, Trainer, compile, load
 
+Error.__module__ = "ampc"  # shown as ampc.Error in tracebacks
+
 __all__ = ["Error", "StepResult", "Trainer", "compile", "load", "inspect", "precision_report",
            "report"]
 

@@ -5,7 +5,7 @@ side resumes bit for bit (the command line is the oracle of "the same")."""
 import numpy as np
 
 import ampc
-from conftest import batches, read_log, run_cli
+from conftest import MLP, batches, read_log, run_cli
 
 STEPS = 8
 
@@ -64,3 +64,18 @@ def test_resume_bit_exact_both_ways(tmp_path, mlp_plan, digits):
     cli = read_log(log)
     assert [c["step"] for c in cli] == [4, 5, 6]
     assert [np.float32(c["loss"]) for c in cli] == [np.float32(v) for v in losses[3:]]
+
+
+def test_accumulation_matches_cli(tmp_path, digits):
+    # Two micro-batches per optimizer step: step() takes them stacked (64 samples).
+    plan = tmp_path / "accum.plan"
+    run_cli("compile", MLP, "--train", "--precision", "fp16", "--accum-steps", 2, "--lr", "0.05",
+            "-o", plan)
+    x, y = digits[0][: 4 * 64], digits[1][: 4 * 64]
+    data = write_data(tmp_path / "d.npz", x, y)
+    log = tmp_path / "log.jsonl"
+    run_cli("train", plan, "--data", data, "--steps", 4, "--log", log)
+    trainer = ampc.compile(plan)
+    assert trainer.accum_steps == 2 and trainer.inputs["x"] == ("f32", (64, 64))
+    losses = [trainer.step(x=bx, y=by).loss for bx, by in batches(x, y, 4, batch=64)]
+    assert [np.float32(v) for v in losses] == [np.float32(c["loss"]) for c in read_log(log)]
