@@ -15,7 +15,13 @@ See docs/python.md.
 import json as _json
 import os as _os
 
-from ._ampc import Error
+# As the `ampc` command line does (tools/ampc/omp_wait_policy.h): idle OpenMP threads sleep
+# instead of spinning, which on a machine whose cores are busy makes steps many times faster.
+# libgomp reads the variable when it is loaded, so this applies when ampc is imported before
+# anything that loads OpenMP (torch does); set OMP_WAIT_POLICY yourself to choose otherwise.
+_os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+
+from ._ampc import Error  # noqa: E402
 from ._trainer import StepResult, Trainer, compile, load
 
 Error.__module__ = "ampc"  # shown as ampc.Error in tracebacks

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Per-step overhead of the Python API over the command line's loop (a benchmark, not a test).
 
-    PYTHONPATH=build/python /usr/bin/python3 python/bench_step.py [--steps 400] [--rounds 3]
+    PYTHONPATH=build/python /usr/bin/python3 python/bench/step_overhead.py [--steps 2000] [--rounds 3]
 
 Compiles models/mlp.onnx for training (fp16, Adam: the demo's plan) once with `ampc compile`,
 then alternates, `--rounds` times: `ampc train PLAN --steps N` on the digits (its own timing
@@ -22,13 +22,13 @@ import numpy as np
 
 import ampc
 
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 AMPC = os.environ.get("AMPC_BIN", os.path.join(ROOT, "build", "tools", "ampc", "ampc"))
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--steps", type=int, default=400)
+    ap.add_argument("--steps", type=int, default=2000)
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="ampc-bench-") as d:
