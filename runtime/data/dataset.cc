@@ -106,6 +106,14 @@ Dataset::Dataset(std::string source, std::map<std::string, Array> arrays)
   }
 }
 
+Dataset Dataset::from_arrays(std::string source, std::map<std::string, Array> arrays) {
+  for (const auto& [name, a] : arrays) {
+    if (a.shape.empty())
+      throw Error(in_quotes(source) + ": array " + in_quotes(name) + " has no first (sample) axis");
+  }
+  return Dataset(std::move(source), std::move(arrays));
+}
+
 Dataset Dataset::open(const std::string& path) {
   std::error_code ec;
   const fs::file_status status = fs::status(path, ec);

@@ -38,6 +38,9 @@ class Dataset {
   static Dataset open(const std::string& path);
   static Dataset read_npz(const std::string& path);
   static Dataset map_folder(const std::string& path);
+  // Arrays already in memory (the Python API's held-out data), borrowed as they are; each
+  // needs a first axis. `source` names them in messages.
+  static Dataset from_arrays(std::string source, std::map<std::string, Array> arrays);
 
   const std::string& source() const { return source_; }  // the path, for messages
   int64_t samples() const { return samples_; }

@@ -1,0 +1,91 @@
+# Type stubs of the ampc package (python/ampc): the public interface, see docs/python.md.
+import os
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+_Path = Union[str, os.PathLike]
+_Array = Any  # a numpy array, a torch tensor, or anything numpy.asarray takes
+
+class Error(RuntimeError):
+    """An error the user can act on, with the message `ampc` prints after `ampc: error:`."""
+
+class StepResult(NamedTuple):
+    loss: float
+    scale: Optional[float]
+    skipped: bool
+    grad_norm: Optional[float]
+    lr: float
+    step: int
+    losses: Dict[str, float]
+    def __float__(self) -> float: ...
+
+class Trainer:
+    last_step_copies: List[str]
+    @property
+    def inputs(self) -> Dict[str, Tuple[str, Tuple[int, ...]]]: ...
+    @property
+    def accum_steps(self) -> int: ...
+    @property
+    def batch_size(self) -> int: ...
+    @property
+    def losses(self) -> List[str]: ...
+    @property
+    def steps_done(self) -> int: ...
+    def step(self, inputs: Optional[Mapping[str, _Array]] = None, /, **kwargs: _Array) -> StepResult: ...
+    def eval(self, inputs: Optional[Mapping[str, _Array]] = None, /, **kwargs: _Array) -> Dict[str, Any]: ...
+    def state_dict(self) -> Dict[str, np.ndarray]: ...
+    def optimizer_state_dict(self) -> Dict[str, np.ndarray]: ...
+    def load_state_dict(self, state_dict: Mapping[str, _Array], strict: bool = True) -> None: ...
+    def copy_to(self, module: Any) -> List[str]: ...
+    def save(self, path: _Path, data_position: Optional[int] = None) -> None: ...
+    def save_plan(self, path: _Path) -> None: ...
+
+def compile(
+    model: Union[_Path, Any],
+    example_inputs: Optional[Union[Mapping[str, _Array], Sequence[_Array]]] = None,
+    *,
+    precision: Optional[str] = None,
+    optimizer: Optional[str] = None,
+    lr: Optional[float] = None,
+    momentum: Optional[float] = None,
+    weight_decay: Optional[float] = None,
+    betas: Optional[Tuple[float, float]] = None,
+    eps: Optional[float] = None,
+    loss_scale: Optional[Union[str, float]] = None,
+    init_scale: Optional[float] = None,
+    clip_grad_norm: Optional[float] = None,
+    accum_steps: Optional[int] = None,
+    freeze: Optional[Union[str, Sequence[str]]] = None,
+    loss: Optional[Union[str, Sequence[str]]] = None,
+    input_shapes: Optional[Union[str, Sequence[str]]] = None,
+    grad_norm: Optional[bool] = None,
+    fusion: bool = True,
+    target: str = "cpu",
+    device: str = "cpu",
+    seed: int = 0,
+    export_path: Optional[_Path] = None,
+) -> Trainer: ...
+def load(
+    checkpoint: _Path,
+    model: Optional[Union[_Path, Any]] = None,
+    example_inputs: Optional[Union[Mapping[str, _Array], Sequence[_Array]]] = None,
+    *,
+    seed: int = 0,
+    **options: Any,
+) -> Trainer: ...
+def inspect(
+    model: Union[_Path, Any],
+    example_inputs: Optional[Union[Mapping[str, _Array], Sequence[_Array]]] = None,
+    *,
+    precision: str = "fp32",
+    input_shapes: Optional[Union[str, Sequence[str]]] = None,
+) -> Dict[str, Any]: ...
+def precision_report(
+    model: Union[_Path, Any],
+    example_inputs: Optional[Union[Mapping[str, _Array], Sequence[_Array]]] = None,
+    *,
+    precision: str = "fp32",
+    input_shapes: Optional[Union[str, Sequence[str]]] = None,
+) -> Dict[str, Any]: ...
+def report(stats: _Path) -> Dict[str, Any]: ...

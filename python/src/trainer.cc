@@ -1,0 +1,207 @@
+#include "python/src/trainer.h"
+
+#include <cmath>
+
+#include "base/error.h"
+#include "base/number_format.h"
+#include "compiler/pipeline.h"
+#include "runtime/io/checkpoint.h"
+#include "runtime/plan/plan_file.h"
+#include "tools/ampc/device_backend.h"
+
+namespace ampc::python {
+namespace {
+
+// The options that only shape a model's training step (not the precision, the shapes or the
+// lowering, which a forward plan has too).
+bool training_step_option(const std::string& name) {
+  return name != "precision" && name != "input_shapes" && name != "fusion" && name != "target";
+}
+
+// The model's state: the main graph's initializers of the plan's training model.
+std::vector<std::string> model_initializer_names(const plan::Plan& p) {
+  std::vector<std::string> names;
+  onnx::ModelProto model;
+  if (p.training_model().empty() || !model.ParseFromString(p.training_model())) return names;
+  for (const auto& init : model.graph().initializer()) {
+    // The loss scaler's and the optimizer's values the inference graph may hold are not the
+    // model's (passes/loss_scaling.h, passes/optimizer.h name them so).
+    const std::string& n = init.name();
+    if (n.rfind("amp.", 0) == 0 || n.rfind("optimizer.", 0) == 0) continue;
+    names.push_back(n);
+  }
+  return names;
+}
+
+}  // namespace
+
+plan::Plan training_plan(const std::string& path, const TrainOptions& t) {
+  if (plan::looks_like_plan(path)) {
+    if (!t.given.empty()) {
+      std::string names;
+      for (const auto& n : t.given) names += (names.empty() ? "" : ", ") + n;
+      throw Error(names + ": '" + path +
+                  "' is compiled already, so these cannot change it; give them to `ampc "
+                  "compile`, or train the ONNX model");
+    }
+    plan::Plan p = plan::load_plan(path);
+    if (p.state_updates_size() == 0)
+      throw Error("'" + path + "' is a forward plan; compile it with `ampc compile --train`");
+    return p;
+  }
+  compiler::CompileOptions o;
+  o.train = true;
+  for (const auto& spec : t.input_shapes) onnx_io::parse_input_shape(spec, o.import);
+  o.autocast.precision = passes::parse_precision(t.precision);
+  if (t.optimizer) o.optimizer.kind = *t.optimizer;
+  if (o.optimizer.kind != "sgd" && o.optimizer.kind != "adam" && o.optimizer.kind != "adamw")
+    throw Error("optimizer '" + o.optimizer.kind + "': expected sgd, adam or adamw");
+  if (t.lr) o.optimizer.lr = *t.lr;
+  if (t.momentum) o.optimizer.momentum = *t.momentum;
+  if (t.weight_decay) o.optimizer.weight_decay = *t.weight_decay;
+  if (t.eps) o.optimizer.eps = *t.eps;
+  if (t.betas) std::tie(o.optimizer.beta1, o.optimizer.beta2) = *t.betas;
+  if (t.loss_scale) o.loss_scale.mode = *t.loss_scale;
+  if (t.init_scale) o.loss_scale.init_scale = *t.init_scale;
+  if (t.clip_grad_norm) o.loss_scale.clip_grad_norm = *t.clip_grad_norm;
+  o.loss_scale.log_grad_norm = t.log_grad_norm;
+  if (t.accum_steps) {
+    if (*t.accum_steps < 1) throw Error("accum_steps must be at least 1");
+    o.accum_steps = *t.accum_steps;
+  }
+  o.autodiff.freeze = t.freeze;
+  o.autodiff.losses = t.losses;
+  for (const auto& name : t.given) o.optimizer_options_given |= training_step_option(name);
+  o.lowering.fuse = t.fusion;
+  o.lowering.target = t.target;
+  return compiler::compile_file(path, o);
+}
+
+Trainer::Trainer(plan::Plan plan, std::string model, uint64_t seed)
+    : compiled_(plan), model_(std::move(model)), seed_(seed) {
+  if (plan.outputs_size() < 1) throw Error("the plan has no output to report as the loss");
+  losses_ = cli::loss_names(plan);
+  accum_ = cli::accum_steps_of(plan);
+  amp_ = cli::expose_amp_outputs(plan);
+  inputs_ = cli::plan_inputs(plan);
+  // The command line's backend (and its check that the plan fits the machine's memory).
+  backend_ = cli::make_backend(std::move(plan), cli::parse_device("cpu"), 1, model_);
+  backend_->set_random_state(seed_, 0);
+  lr_ = cli::compiled_lr(backend_->plan(), *backend_);
+  const auto state = backend_->state();
+  for (const auto& name : model_initializer_names(compiled_))
+    if (state.count(name)) model_state_.push_back(name);
+}
+
+std::map<std::string, std::pair<DType, std::vector<int64_t>>> Trainer::step_inputs() const {
+  std::map<std::string, std::pair<DType, std::vector<int64_t>>> out;
+  for (const auto& [name, spec] : inputs_.specs) {
+    std::vector<int64_t> shape{accum_ * inputs_.batch};
+    shape.insert(shape.end(), spec.sample_shape.begin(), spec.sample_shape.end());
+    out[name] = {spec.dtype, shape};
+  }
+  return out;
+}
+
+StepResult Trainer::step(const std::map<std::string, BorrowedArray>& feeds) {
+  const auto expected = step_inputs();
+  for (const auto& [name, a] : feeds) {
+    if (!expected.count(name)) {
+      std::string known;
+      for (const auto& [n, _] : expected) known += (known.empty() ? "'" : ", '") + n + "'";
+      throw Error("the plan has no input named '" + name + "' (its inputs: " + known + ")");
+    }
+  }
+  for (const auto& [name, type] : expected) {
+    const auto it = feeds.find(name);
+    const std::string want = type_str(type.first, type.second);
+    if (it == feeds.end()) throw Error("input '" + name + "' (" + want + ") is not given");
+    if (it->second.dtype != type.first || it->second.shape != type.second) {
+      std::string m = "input '" + name + "' must be " + want + ", got " +
+                      type_str(it->second.dtype, it->second.shape);
+      if (accum_ > 1) m += " (the " + std::to_string(accum_) + " micro-batches of a step, stacked)";
+      throw Error(m);
+    }
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  addresses_.clear();
+  StepResult r;
+  std::vector<double> loss_sums(losses_.size(), 0.0);
+  std::map<std::string, rt::Tensor> outputs;
+  for (int64_t k = 0; k < accum_; ++k) {
+    std::map<std::string, rt::Tensor> batch;
+    for (const auto& [name, a] : feeds) {
+      BorrowedArray micro = a;
+      micro.shape[0] = inputs_.batch;
+      const size_t bytes = static_cast<size_t>(rt::numel_of(micro.shape)) * dtype_size(a.dtype);
+      micro.data = a.data + static_cast<size_t>(k) * bytes;
+      if (k == 0) addresses_[name] = reinterpret_cast<uintptr_t>(micro.data);
+      batch.emplace(name, to_tensor(micro));
+    }
+    outputs = backend_->run(batch);
+    for (size_t i = 0; i < losses_.size(); ++i)
+      loss_sums[i] += cli::scalar_of(outputs.at(losses_[i]));
+  }
+  r.step = ++steps_done_;
+  for (size_t i = 0; i < losses_.size(); ++i) {
+    const double mean = loss_sums[i] / static_cast<double>(accum_);
+    r.loss += mean;
+    if (losses_.size() > 1) r.losses[losses_[i]] = static_cast<float>(mean);
+  }
+  r.loss = static_cast<float>(r.loss);
+  // As `ampc train`: with the non-finite check compiled in, the plan has skipped such a step.
+  if (!std::isfinite(r.loss) && amp_.found_inf.empty())
+    throw Error("step " + std::to_string(r.step) + ": the loss is " +
+                format_number(static_cast<float>(r.loss)));
+  r.skipped = !amp_.found_inf.empty() && outputs.at(amp_.found_inf).data<bool>()[0];
+  if (!amp_.scale.empty()) r.scale = cli::scalar_of(outputs.at(amp_.scale));
+  if (!amp_.grad_norm.empty()) r.grad_norm = cli::scalar_of(outputs.at(amp_.grad_norm));
+  r.lr = amp_.step_lr.empty() ? lr_ : cli::scalar_of(outputs.at(amp_.step_lr));
+  return r;
+}
+
+std::map<std::string, rt::Tensor> Trainer::state() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return backend_->state();
+}
+
+void Trainer::update_state(const std::map<std::string, rt::Tensor>& values) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto state = backend_->state();
+  for (const auto& [name, t] : values) {
+    auto it = state.find(name);
+    if (it == state.end()) throw Error("the plan has no state named '" + name + "'");
+    it->second = t;
+  }
+  backend_->load_state(state);  // checks every type and shape first
+}
+
+void Trainer::save(const std::string& path, std::optional<int64_t> data_position) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  rt::io::write_checkpoint(backend_->plan(), backend_->state(),
+                           {steps_done_, data_position.value_or(steps_done_ * accum_)}, path);
+}
+
+void Trainer::load_checkpoint(const std::string& path) {
+  const auto ckpt = rt::io::read_checkpoint(path);
+  std::lock_guard<std::mutex> lock(mutex_);
+  try {
+    backend_->load_state(ckpt.initializers);
+  } catch (const Error& e) {
+    throw Error("checkpoint " + path + " does not fit this plan: " + e.what());
+  }
+  steps_done_ = ckpt.progress.step;
+  // Dropout masks follow the seed and the step, as in a resumed `ampc train`.
+  backend_->set_random_state(seed_, steps_done_ * accum_);
+}
+
+void Trainer::save_plan(const std::string& path) const {
+  plan::save_plan(compiled_, path);
+}
+
+cli::EvalResult Trainer::evaluate(const rt::data::Dataset& data) const {
+  const auto state = this->state();
+  return cli::evaluate(backend_->plan(), state, losses_[0], data);
+}
+
+}  // namespace ampc::python

@@ -1,0 +1,108 @@
+// The Python API's trainer: a training plan on an executor, run one optimizer step per
+// call, with the command line's pieces (tools/ampc/step_outputs.h, plan_inputs.h,
+// evaluate.h, runtime/io/checkpoint.h) so that a step computes what `ampc train` computes.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "python/src/tensor_view.h"
+#include "runtime/backend.h"
+#include "runtime/plan/plan.pb.h"
+#include "tools/ampc/evaluate.h"
+#include "tools/ampc/plan_inputs.h"
+#include "tools/ampc/step_outputs.h"
+
+namespace ampc::python {
+
+// What `ampc.compile` passes on: the options of `ampc compile --train` that it has, each
+// set only when the caller gave it (a plan, or a model in ONNX's training format, refuses
+// training options, as the command line does).
+struct TrainOptions {
+  std::string precision = "fp32";
+  std::optional<std::string> optimizer;
+  std::optional<double> lr, momentum, weight_decay, eps, init_scale, clip_grad_norm;
+  std::optional<std::pair<double, double>> betas;
+  std::optional<std::string> loss_scale;  // dynamic | static:S | none
+  std::optional<int64_t> accum_steps;
+  std::vector<std::string> freeze, losses, input_shapes;
+  bool log_grad_norm = false;
+  bool fusion = true;
+  std::string target = "cpu";
+  // The names (as the Python keywords) of the options the caller gave.
+  std::vector<std::string> given;
+};
+
+// A training plan: a .plan file (from `ampc compile --train`), or an ONNX model compiled for
+// training on the CPU with `options`. Throws ampc::Error as `ampc train` does.
+plan::Plan training_plan(const std::string& path, const TrainOptions& options);
+
+struct StepResult {
+  double loss = 0;  // the sum of the losses, mean over the micro-batches (the CLI's log)
+  std::optional<double> scale, grad_norm;
+  bool skipped = false;
+  double lr = 0;  // the lr the step used (NaN when the plan has none)
+  int64_t step = 0;
+  std::map<std::string, double> losses;  // each loss, when there are several
+};
+
+class Trainer {
+ public:
+  Trainer(plan::Plan plan, std::string model, uint64_t seed);
+
+  // Each plan input with the shape one step() takes: the micro-batches of an optimizer step
+  // stacked on the first axis (accum_steps x batch).
+  std::map<std::string, std::pair<DType, std::vector<int64_t>>> step_inputs() const;
+  int64_t accum_steps() const { return accum_; }
+  int64_t batch() const { return inputs_.batch; }
+  const std::vector<std::string>& losses() const { return losses_; }
+  int64_t steps_done() const { return steps_done_; }
+
+  // Checks every input (names, element types, shapes: the caller's error names the input)
+  // before anything runs, then runs the optimizer step's micro-batches. Thread-safe; called
+  // without the GIL.
+  StepResult step(const std::map<std::string, BorrowedArray>& feeds);
+
+  // The addresses step() last read each input from (to show it read the caller's memory).
+  const std::map<std::string, uintptr_t>& last_input_addresses() const { return addresses_; }
+
+  std::map<std::string, rt::Tensor> state() const;
+  // Names of the model's state (parameters and buffers, the main graph's initializers), as
+  // opposed to the optimizer's and the loss scaler's.
+  const std::vector<std::string>& model_state_names() const { return model_state_; }
+  // Replaces the values named in `values` (the others keep theirs); all or nothing.
+  void update_state(const std::map<std::string, rt::Tensor>& values);
+
+  // The CLI's checkpoint: the plan's training model with the state, the step count and
+  // `data_position` (the batches fed so far, unless given).
+  void save(const std::string& path, std::optional<int64_t> data_position) const;
+  // Loads a checkpoint's state and step count (`ampc train --resume`).
+  void load_checkpoint(const std::string& path);
+  // The plan as compiled (as `ampc compile -o` writes it).
+  void save_plan(const std::string& path) const;
+
+  // Held-out loss and accuracy over `data`, as `ampc train --eval` computes them.
+  cli::EvalResult evaluate(const rt::data::Dataset& data) const;
+
+ private:
+  plan::Plan compiled_;  // before the loss scaler's outputs were exposed
+  std::string model_;
+  uint64_t seed_;
+  std::unique_ptr<rt::Backend> backend_;
+  cli::PlanInputs inputs_;
+  cli::AmpOutputs amp_;
+  std::vector<std::string> losses_;
+  std::vector<std::string> model_state_;
+  int64_t accum_ = 1;
+  float lr_ = 0;
+  int64_t steps_done_ = 0;
+  std::map<std::string, uintptr_t> addresses_;
+  mutable std::mutex mutex_;
+};
+
+}  // namespace ampc::python

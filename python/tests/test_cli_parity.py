@@ -1,0 +1,81 @@
+"""A step of the Python API computes what `ampc train` computes: the same losses, loss
+scales and skipped steps bit for bit on the same plan and data, and checkpoints that either
+side resumes bit for bit (the command line is the oracle of "the same")."""
+
+import numpy as np
+
+import ampc
+from conftest import MLP, batches, read_log, run_cli
+
+STEPS = 8
+
+
+def write_data(path, x, y):
+    np.savez(path, x=x, y=y)
+    return str(path)
+
+
+def test_losses_match_cli(tmp_path, mlp_plan, digits):
+    x, y = digits[0][: STEPS * 32], digits[1][: STEPS * 32]
+    data = write_data(tmp_path / "d.npz", x, y)
+    log, ckpt = tmp_path / "log.jsonl", tmp_path / "c.onnx"
+    run_cli("train", mlp_plan, "--data", data, "--steps", STEPS, "--log", log, "--checkpoint", ckpt)
+    cli = read_log(log)
+
+    trainer = ampc.compile(mlp_plan)
+    results = [trainer.step(x=bx, y=by) for bx, by in batches(x, y, STEPS)]
+    assert [np.float32(r.loss) for r in results] == [np.float32(c["loss"]) for c in cli]
+    assert [r.scale for r in results] == [c["scale"] for c in cli]
+    assert [r.skipped for r in results] == [c["skipped"] for c in cli]
+    assert [np.float32(r.lr) for r in results] == [np.float32(c["lr"]) for c in cli]
+    assert trainer.steps_done == STEPS
+    # The weights after the last step too: the CLI's checkpoint read back into a trainer.
+    theirs = ampc.load(ckpt, mlp_plan).state_dict()
+    ours = trainer.state_dict()
+    assert sorted(theirs) == sorted(ours) and len(ours) > 0
+    for name in ours:
+        np.testing.assert_array_equal(ours[name], theirs[name], err_msg=name)
+
+
+def test_resume_bit_exact_both_ways(tmp_path, mlp_plan, digits):
+    x, y = digits[0][: 6 * 32], digits[1][: 6 * 32]
+    feed = batches(x, y, 6)
+    whole = ampc.compile(mlp_plan)
+    losses = [whole.step(x=bx, y=by).loss for bx, by in feed]
+
+    first = ampc.compile(mlp_plan)
+    for bx, by in feed[:3]:
+        first.step(x=bx, y=by)
+    ckpt = tmp_path / "half.onnx"
+    first.save(ckpt)
+
+    resumed = ampc.load(ckpt, mlp_plan)
+    assert resumed.steps_done == 3
+    assert [resumed.step(x=bx, y=by).loss for bx, by in feed[3:]] == losses[3:]
+    for name, value in whole.state_dict().items():
+        np.testing.assert_array_equal(resumed.state_dict()[name], value, err_msg=name)
+    for name, value in whole.optimizer_state_dict().items():
+        np.testing.assert_array_equal(resumed.optimizer_state_dict()[name], value, err_msg=name)
+
+    # The command line resumes the Python checkpoint: its batches 3..5 are the same samples.
+    data = write_data(tmp_path / "d.npz", x, y)
+    log = tmp_path / "log.jsonl"
+    run_cli("train", mlp_plan, "--data", data, "--resume", ckpt, "--steps", 3, "--log", log)
+    cli = read_log(log)
+    assert [c["step"] for c in cli] == [4, 5, 6]
+    assert [np.float32(c["loss"]) for c in cli] == [np.float32(v) for v in losses[3:]]
+
+
+def test_accumulation_matches_cli(tmp_path, digits):
+    # Two micro-batches per optimizer step: step() takes them stacked (64 samples).
+    plan = tmp_path / "accum.plan"
+    run_cli("compile", MLP, "--train", "--precision", "fp16", "--accum-steps", 2, "--lr", "0.05",
+            "-o", plan)
+    x, y = digits[0][: 4 * 64], digits[1][: 4 * 64]
+    data = write_data(tmp_path / "d.npz", x, y)
+    log = tmp_path / "log.jsonl"
+    run_cli("train", plan, "--data", data, "--steps", 4, "--log", log)
+    trainer = ampc.compile(plan)
+    assert trainer.accum_steps == 2 and trainer.inputs["x"] == ("f32", (64, 64))
+    losses = [trainer.step(x=bx, y=by).loss for bx, by in batches(x, y, 4, batch=64)]
+    assert [np.float32(v) for v in losses] == [np.float32(c["loss"]) for c in read_log(log)]

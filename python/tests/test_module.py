@@ -1,0 +1,108 @@
+"""ampc.compile from a torch.nn.Module and from files; state_dict, copy_to; torch tensors and
+numpy arrays give the same step. PyTorch is the oracle of the forward loss."""
+
+import numpy as np
+import pytest
+import torch
+
+import ampc
+from conftest import MLP, batches
+
+
+class TinyNet(torch.nn.Module):
+    """Not one of models/: two Linear layers with a Tanh, cross-entropy."""
+
+    def __init__(self):
+        super().__init__()
+        self.hidden = torch.nn.Linear(64, 24)
+        self.out = torch.nn.Linear(24, 10)
+
+    def forward(self, x, y):
+        return torch.nn.functional.cross_entropy(self.out(torch.tanh(self.hidden(x))), y)
+
+
+@pytest.fixture(scope="module")
+def net_and_trainer(digits):
+    torch.manual_seed(0)
+    net = TinyNet()
+    x, y = digits
+    trainer = ampc.compile(net, {"x": torch.from_numpy(x[:32]), "y": torch.from_numpy(y[:32])},
+                           precision="fp32", optimizer="sgd", lr=0.1)
+    return net, trainer
+
+
+def test_compile_from_module(net_and_trainer):
+    net, trainer = net_and_trainer
+    assert trainer.inputs == {"x": ("f32", (32, 64)), "y": ("i64", (32,))}
+    # The export keeps torch's names, and the initial weights are the module's.
+    assert trainer.steps_done == 0
+    state = trainer.state_dict()
+    assert sorted(state) == sorted(name for name, _ in net.named_parameters())
+    for name, p in net.named_parameters():
+        np.testing.assert_array_equal(state[name], p.detach().numpy())
+
+
+def test_copy_to_gives_the_plans_loss(net_and_trainer, digits):
+    net, trainer = net_and_trainer
+    x, y = digits
+    for bx, by in batches(x, y, 20):
+        trainer.step(x=bx, y=by)
+    copied = trainer.copy_to(net)
+    assert sorted(copied) == sorted(trainer.state_dict())
+    held_x, held_y = x[-96:], y[-96:]
+    plan = trainer.eval(x=held_x, y=held_y)
+    assert plan["samples"] == 96
+    with torch.no_grad():
+        # PyTorch in float64 on the copied weights: the oracle.
+        net64 = TinyNet().double()
+        net64.load_state_dict({k: v.double() for k, v in net.state_dict().items()})
+        loss = net64(torch.from_numpy(held_x).double(), torch.from_numpy(held_y)).item()
+        scores = net64.out(torch.tanh(net64.hidden(torch.from_numpy(held_x).double())))
+        accuracy = (scores.argmax(1).numpy() == held_y).mean()
+    assert plan["loss"] == pytest.approx(loss, rel=1e-5)
+    assert plan["accuracy"] == pytest.approx(accuracy)
+    # Training moved the weights, so the loss is below the untrained one.
+    assert loss < np.log(10)
+
+
+def test_compile_from_onnx_file_fp16(digits):
+    trainer = ampc.compile(MLP, optimizer="adam", lr=1e-3)  # precision fp16 by default
+    x, y = digits
+    r = trainer.step(x=x[:32], y=y[:32])
+    assert r.scale == 65536.0 and r.skipped is False and r.step == 1
+    assert isinstance(r.grad_norm, float) and r.grad_norm > 0
+    assert np.isfinite(r.loss) and float(r) == r.loss
+
+
+def test_state_dict_round_trip(tmp_path, net_and_trainer):
+    _, trainer = net_and_trainer
+    plan = tmp_path / "net.plan"
+    trainer.save_plan(plan)
+    other = ampc.compile(plan)
+    halved = {k: v * np.float32(0.5) for k, v in trainer.state_dict().items()}
+    other.load_state_dict(halved)
+    for name, value in other.state_dict().items():
+        np.testing.assert_array_equal(value, halved[name])
+    # torch tensors (a module's state_dict) load too, and a missing key is refused (strict).
+    other.load_state_dict({k: torch.from_numpy(v) for k, v in trainer.state_dict().items()})
+    for name, value in other.state_dict().items():
+        np.testing.assert_array_equal(value, trainer.state_dict()[name])
+    with pytest.raises(ampc.Error, match="missing 'out.bias'"):
+        other.load_state_dict({k: v for k, v in halved.items() if k != "out.bias"})
+    # A wrong shape is refused naming the state, and nothing changed.
+    bad = dict(halved, **{"out.bias": np.zeros(11, np.float32)})
+    with pytest.raises(ampc.Error, match="state 'out.bias' must be f32\\[10\\], got f32\\[11\\]"):
+        other.load_state_dict(bad)
+    np.testing.assert_array_equal(other.state_dict()["hidden.weight"],
+                                  trainer.state_dict()["hidden.weight"])
+
+
+def test_torch_tensor_and_numpy_array_give_the_same_step(tmp_path, mlp_plan, digits):
+    x, y = digits
+    a, b = ampc.compile(mlp_plan), ampc.compile(mlp_plan)
+    for bx, by in batches(x, y, 3):
+        ra = a.step(x=bx, y=by)
+        rb = b.step({"x": torch.from_numpy(bx.copy()), "y": torch.from_numpy(by.copy())})
+        assert ra == rb
+    for name, value in a.state_dict().items():
+        np.testing.assert_array_equal(b.state_dict()[name], value)
