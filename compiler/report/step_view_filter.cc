@@ -93,8 +93,7 @@ StepView autocast_diff_view(const StepView& before, const StepView& after) {
       const std::string from = n.inputs.empty() ? "?" : after.tensors[n.inputs[0]].dtype;
       change[i] = "inserted cast " + from + " -> " + n.dtype;
     } else if (it == old_nodes.end()) {
-      if (n.phase == kPhaseInputs) continue;
-      change[i] = "new (" + n.dtype + ")";
+      continue;  // loss scaling and the skip-step are AMP's, not autocast's; renumbered nodes
     } else if (it->second->dtype != n.dtype) {
       change[i] = it->second->dtype + " -> " + n.dtype;
     } else {

@@ -17,9 +17,10 @@ StepView focus_view(const StepView& view, const std::string& what);
 // and readers), either direction. Throws ampc::Error naming a node that is not in the step.
 StepView around_view(const StepView& view, const std::string& node, int depth);
 
-// What autocast changed: the nodes of `after` that are inserted casts, that compute in
-// another dtype than the node of that name in `before`, or that `before` lacks; each with
-// `change` set ("fp32 -> fp16", "inserted cast fp32 -> fp16", "new").
+// What autocast changed: the nodes of `after` that are inserted casts (forward, and their
+// backward), or that compute in another dtype than the node of that name in `before`; each
+// with `change` set ("fp32 -> fp16", "inserted cast fp32 -> fp16"). Nodes `before` lacks
+// (the loss scaler's, which loss scaling adds, not autocast) are left out.
 StepView autocast_diff_view(const StepView& before, const StepView& after);
 
 }  // namespace ampc::report

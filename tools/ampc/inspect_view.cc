@@ -4,6 +4,7 @@
 #include <iostream>
 #include <memory>
 
+#include "base/dtype.h"
 #include "base/error.h"
 #include "base/file_util.h"
 #include "compiler/onnx/import.h"
@@ -27,18 +28,28 @@ bool is_training_format(const std::string& path) {
   return onnx_io::read_model_proto(path).training_info_size() > 0;
 }
 
-// A plan's embedded training step as a graph (its STATE initializers take their data from
-// the plan's buffers); null for a forward plan, or when it does not import.
+// A plan's embedded training step as a graph; null for a forward plan, or when it does not
+// import. Its STATE initializers carry no data (plan.proto): zeros stand in, as the drawing
+// needs only the graph.
 std::unique_ptr<ir::Model> plan_graph(const plan::Plan& p) {
   if (p.training_model().empty()) return nullptr;
   onnx::ModelProto proto;
   if (!proto.ParseFromString(p.training_model())) return nullptr;
-  std::map<std::string, const plan::Buffer*> buffers;
-  for (const auto& b : p.buffers()) buffers[b.name()] = &b;
-  for (auto& init : *proto.mutable_graph()->mutable_initializer()) {
-    const auto it = buffers.find(init.name());
-    if (it != buffers.end() && init.raw_data().empty() && init.float_data_size() == 0)
-      init.set_raw_data(it->second->initial().data());
+  auto fill = [](onnx::GraphProto& g) {
+    for (auto& init : *g.mutable_initializer()) {
+      if (!init.raw_data().empty() || !dtype_is_known(init.data_type())) continue;
+      int64_t numel = 1;
+      for (int64_t d : init.dims()) numel *= d;
+      const size_t bytes = numel * dtype_size(static_cast<DType>(init.data_type()));
+      const bool typed_data = init.float_data_size() || init.int32_data_size() ||
+                              init.int64_data_size() || init.double_data_size();
+      if (!typed_data) init.set_raw_data(std::string(bytes, '\0'));
+    }
+  };
+  fill(*proto.mutable_graph());
+  for (auto& t : *proto.mutable_training_info()) {
+    fill(*t.mutable_algorithm());
+    fill(*t.mutable_initialization());
   }
   try {
     onnx_io::ImportOptions options;

@@ -200,6 +200,10 @@
     }
     const rank = items.map(() => 0);
     items.forEach((_, k) => { for (const p of preds[k]) rank[k] = Math.max(rank[k], rank[p] + 1); });
+    // A source (a weight's cast, a constant) moves down to just above its first reader.
+    const firstSucc = items.map(() => Infinity);
+    items.forEach((_, k) => { for (const p of preds[k]) firstSucc[p] = Math.min(firstSucc[p], rank[k]); });
+    items.forEach((_, k) => { if (!preds[k].length && isFinite(firstSucc[k])) rank[k] = firstSucc[k] - 1; });
     const rows = [];
     items.forEach((_, k) => { (rows[rank[k]] = rows[rank[k]] || []).push(k); });
     const cx = items.map(() => 0);

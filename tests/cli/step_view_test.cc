@@ -1,0 +1,172 @@
+// `ampc inspect ... --dot/--html` of the whole training step (compiler/report/step_view.h).
+// The oracle for what must be drawn is the training step ampc exports in ONNX's training
+// format, read here with ONNX's protobuf classes: every node of its graph and algorithm, the
+// Where nodes that read amp.found_inf (the skip-step), the Casts autocast inserted. The
+// dtype expectations are PyTorch autocast's table (MatMul in fp16, Softmax in fp32).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
+#include <string>
+
+#include "tests/cli/cli_util.h"
+
+namespace ampc::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+const std::string kMlp = source_path("models/mlp.onnx").string();
+
+// Every node of an exported training step: main graph, then the training algorithm.
+std::vector<onnx::NodeProto> step_nodes(const onnx::ModelProto& m) {
+  std::vector<onnx::NodeProto> nodes(m.graph().node().begin(), m.graph().node().end());
+  for (const auto& t : m.training_info())
+    nodes.insert(nodes.end(), t.algorithm().node().begin(), t.algorithm().node().end());
+  return nodes;
+}
+
+int count(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+class StepView : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir;
+    expect_success({"compile", kMlp, "--train", "--precision", "fp16", "--optimizer", "adam", "-o",
+                    path("mlp.plan"), "--emit-onnx", path("mlp.train.onnx")});
+  }
+  static void TearDownTestSuite() {
+    delete dir_;
+    dir_ = nullptr;
+  }
+  static std::string path(const std::string& name) { return (*dir_ / name).string(); }
+  static std::string dot_of(std::vector<std::string> args) {
+    args.insert(args.begin(), "inspect");
+    args.push_back("--dot");
+    args.push_back(path("view.dot"));
+    expect_success(args);
+    return read_bytes(path("view.dot"));
+  }
+  static TempDir* dir_;
+};
+TempDir* StepView::dir_ = nullptr;
+
+// The exported training model drawn: every node of its step, each phase a cluster, one red
+// found_inf edge per skip-step Where, every inserted cast bold red.
+TEST_F(StepView, ExportedTrainingModelDrawsTheWholeStep) {
+  const std::string dot = dot_of({path("mlp.train.onnx")});
+  const auto nodes = step_nodes(read_proto(path("mlp.train.onnx")));
+  int wheres = 0, casts = 0, found_inf_readers = 0;
+  for (const auto& n : nodes) {
+    EXPECT_THAT(dot, HasSubstr("tooltip=\"" + n.name() + "\"")) << n.name();
+    if (n.op_type() == "Where" && n.input(0) == "amp.found_inf") ++wheres;
+    for (const auto& i : n.input()) found_inf_readers += i == "amp.found_inf";
+    if (n.op_type() == "Cast" && n.name().find("autocast/") != std::string::npos) ++casts;
+  }
+  EXPECT_GT(wheres, 0);
+  EXPECT_GT(casts, 0);
+  for (const char* phase : {"forward", "backward", "loss scaling", "optimizer", "skip-step"})
+    EXPECT_THAT(dot, HasSubstr("label=\"" + std::string(phase) + "\"")) << phase;
+  EXPECT_EQ(count(dot, "label=\"found_inf\""), found_inf_readers);  // the Wheres, UpdateScale
+  // The legend's swatch is one more.
+  EXPECT_EQ(count(dot, "color=\"#d62728\", penwidth=3"), casts + 1);
+}
+
+// The same step from the source model with the compile options, and from the plan: the plan's
+// fused kernels are clusters of the ONNX nodes they fused (`ampc inspect PLAN --format json`
+// lists them), the MatMul-like Gemms fp16, LayerNormalization fp32.
+TEST_F(StepView, SourceModelAndPlanDrawKernelsAndPrecision) {
+  const std::string from_source =
+      dot_of({kMlp, "--train", "--precision", "fp16", "--optimizer", "adam"});
+  const std::string from_plan = dot_of({path("mlp.plan")});
+  for (const std::string* dot : {&from_source, &from_plan}) {
+    EXPECT_THAT(*dot, HasSubstr("Gemm\\nGemm\\nfp16: ALLOW (table)"));
+    EXPECT_THAT(*dot, HasSubstr("LayerNormalization\\nLayerNormalization\\nfp32"));
+    EXPECT_THAT(*dot, HasSubstr("label=\"skip-step\""));
+  }
+  const auto summary =
+      nlohmann::json::parse(expect_success({"inspect", path("mlp.plan"), "--format", "json"}));
+  int fused = 0;
+  for (const auto& k : summary["kernel_list"]) {
+    if (!k["kernel"].is_string() || k["kernel"].get<std::string>().empty() || k["nodes"].size() < 2)
+      continue;
+    const std::string label = "label=\"" + k["kernel"].get<std::string>() + " (step " +
+                              std::to_string(k["step"].get<int>()) + ")\"";
+    const size_t at = from_plan.find(label);
+    ASSERT_NE(at, std::string::npos) << label;
+    const size_t end = from_plan.find("\n    }\n", at);  // the kernel cluster's end
+    for (const auto& n : k["nodes"])
+      EXPECT_NE(from_plan.substr(at, end - at).find("tooltip=\"" + n.get<std::string>() + "\""),
+                std::string::npos)
+          << n << " in " << label;
+    ++fused;
+  }
+  EXPECT_GT(fused, 3);
+}
+
+// --focus, --around, --collapse, --diff-autocast.
+TEST_F(StepView, NarrowerViews) {
+  const std::string amp = dot_of({path("mlp.plan"), "--focus", "amp"});
+  EXPECT_THAT(amp, HasSubstr("UnscaleCheck"));
+  EXPECT_THAT(amp, HasSubstr("autocast/fc1.weight_f16"));
+  EXPECT_THAT(amp, Not(HasSubstr("tooltip=\"/ln1/LayerNormalization\"")));
+  EXPECT_THAT(amp, Not(HasSubstr("tooltip=\"grad//fc2/Gemm/Gemm_node_1\"")));
+  EXPECT_THAT(amp, HasSubstr("tooltip=\"grad/autocast/fc1.weight_f16/Cast_node_1\""));
+
+  // The Gemm's neighbours one edge away, from the exported graph: its producers and readers.
+  const std::string around =
+      dot_of({path("mlp.train.onnx"), "--around", "/fc2/Gemm", "--depth", "1"});
+  const auto nodes = step_nodes(read_proto(path("mlp.train.onnx")));
+  std::set<std::string> gemm_in, gemm_out, near;
+  for (const auto& n : nodes)
+    if (n.name() == "/fc2/Gemm") {
+      gemm_in.insert(n.input().begin(), n.input().end());
+      gemm_out.insert(n.output().begin(), n.output().end());
+    }
+  for (const auto& n : nodes) {
+    bool linked = n.name() == "/fc2/Gemm";
+    for (const auto& o : n.output()) linked |= gemm_in.count(o) > 0;
+    for (const auto& i : n.input()) linked |= gemm_out.count(i) > 0;
+    if (linked) near.insert(n.name());
+    EXPECT_EQ(around.find("tooltip=\"" + n.name() + "\"") != std::string::npos, linked) << n.name();
+  }
+  EXPECT_GE(near.size(), 4u);
+
+  const std::string collapsed = dot_of({path("mlp.plan"), "--collapse", "1"});
+  EXPECT_THAT(collapsed, HasSubstr("/ln1\\n"));
+  EXPECT_THAT(collapsed, Not(HasSubstr("tooltip=\"/ln1/LayerNormalization\"")));
+
+  // What autocast changed in the step: the Gemms (and their backward) to fp16, the casts
+  // inserted; LayerNormalization and the optimizer stay fp32, so are not drawn.
+  const std::string diff = dot_of({kMlp, "--train", "--precision", "fp16", "--diff-autocast"});
+  EXPECT_THAT(diff, HasSubstr("tooltip=\"/fc1/Gemm\""));
+  EXPECT_THAT(diff, HasSubstr("fp32 -> fp16"));
+  EXPECT_THAT(diff, HasSubstr("inserted cast fp32 -> fp16"));
+  EXPECT_THAT(diff, Not(HasSubstr("tooltip=\"/ln1/LayerNormalization\"")));
+  EXPECT_THAT(diff, Not(HasSubstr("label=\"optimizer\"")));
+}
+
+TEST_F(StepView, RefusalsNameWhatIsWrong) {
+  EXPECT_THAT(expect_user_error({"inspect", path("mlp.plan"), "--dot", path("x.dot"), "--around",
+                                 "no-such-node"}),
+              HasSubstr("no-such-node"));
+  EXPECT_THAT(expect_user_error(
+                  {"inspect", path("mlp.plan"), "--html", path("x.html"), "--precision", "bf16"}),
+              HasSubstr("a plan's were fixed when it was compiled"));
+  EXPECT_THAT(
+      expect_user_error({"inspect", kMlp, "--train", "--diff-autocast", "--dot", path("x.dot")}),
+      HasSubstr("--diff-autocast needs --precision"));
+  EXPECT_THAT(expect_user_error({"inspect", kMlp, "--train"}), HasSubstr("--html"));
+  EXPECT_FALSE(std::filesystem::exists(path("x.dot")));
+}
+
+}  // namespace
+}  // namespace ampc::testing
