@@ -317,7 +317,8 @@ void attach_grad_stats(StepView& view, const std::string& jsonl_path) {
     if (r.is_discarded() || !r.is_object() || !r.contains("tensor") || !r["tensor"].is_string())
       throw Error("--grad-stats: line " + std::to_string(line_no) + " of '" + jsonl_path +
                   "' is not a range-statistics record (ampc train --grad-stats)");
-    by_tensor[r["tensor"].get<std::string>()] = std::move(r);
+    const std::string tensor = r["tensor"].get<std::string>();
+    by_tensor[tensor] = std::move(r);
   }
   std::map<std::string, std::vector<int>> node_index;
   for (size_t i = 0; i < view.nodes.size(); ++i)

@@ -95,7 +95,8 @@ TEST(StepViewBrowser, GptFp16TrainingStepPage) {
   std::cout << "gpt fp16 training step: " << out["nodes"] << " nodes, rendered in "
             << out["renderMs"] << " ms from navigation start (" << out["visibleAtLoad"]
             << " nodes drawn at load); expanding a scope re-laid out in " << out["expandMs"]
-            << " ms\n";
+            << " ms; the whole step expanded (" << out["visibleExpanded"] << " nodes) in "
+            << out["expandAllMs"] << " ms\n";
   RecordProperty("render_ms", std::to_string(out["renderMs"].get<double>()));
 
   EXPECT_TRUE(out["resources"].empty()) << out["resources"];
@@ -107,6 +108,7 @@ TEST(StepViewBrowser, GptFp16TrainingStepPage) {
   EXPECT_TRUE(out["expanded"].get<bool>());
   EXPECT_TRUE(out["scopeNodeVisibleAfterExpand"].get<bool>());
   EXPECT_GE(out["results"].get<int>(), 1);
+  EXPECT_EQ(out["visibleExpanded"], out["nodes"]);  // expanded, every node is drawn
 
   // What the page shows at the end: the searched node drawn, selected, with its details.
   EXPECT_TRUE(std::regex_search(

@@ -29,6 +29,11 @@
     box.dispatchEvent(new Event('input'));
     box.dispatchEvent(new KeyboardEvent('keydown', { key: 'Enter' }));
     out.results = document.querySelectorAll('#results div').length;
+    // The whole step drawn at once (reported): every scope expanded, then back to the result.
+    document.getElementById('expand-all').click();
+    out.expandAllMs = v.lastRenderMs();
+    out.visibleExpanded = v.visibleNodes().length;
+    box.dispatchEvent(new KeyboardEvent('keydown', { key: 'Enter' }));
   } catch (e) {
     out.error = String(e) + ' ' + e.stack;
   }

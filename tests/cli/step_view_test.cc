@@ -154,6 +154,42 @@ TEST_F(StepView, NarrowerViews) {
   EXPECT_THAT(diff, Not(HasSubstr("label=\"optimizer\"")));
 }
 
+// The page's data carries a --grad-stats log: every recorded gradient on its tensor and on
+// the node the log names, as `ampc train --grad-stats` wrote them.
+TEST_F(StepView, PageCarriesGradientStatistics) {
+  const std::string log = path("stats.jsonl");
+  expect_success({"train", kMlp, "--precision", "fp16", "--data",
+                  source_path("models/data/digits.npz").string(), "--steps", "2", "--grad-stats",
+                  log, "--grad-stats-every", "1"});
+  const std::string page = path("mlp.html");
+  expect_success(
+      {"inspect", kMlp, "--train", "--precision", "fp16", "--html", page, "--grad-stats", log});
+  const std::string html = read_bytes(page);
+  const std::string open = "<script type=\"application/json\" id=\"step-data\">";
+  const size_t begin = html.find(open) + open.size();
+  const nlohmann::json data =
+      nlohmann::json::parse(html.substr(begin, html.find("</script>", begin) - begin));
+  std::map<std::string, double> max_abs;  // tensor -> the last recorded step's max |x|
+  std::set<std::string> layers;
+  for (const auto& r : read_log(log)) {
+    max_abs[r["tensor"]] = r["max_abs"];
+    layers.insert(r["node"]);
+  }
+  ASSERT_FALSE(max_abs.empty());
+  std::set<std::string> tensors_with_stats, nodes_with_stats;
+  for (const auto& t : data["tensors"]) {
+    if (t["grad"].is_null()) continue;
+    tensors_with_stats.insert(t["name"]);
+    EXPECT_EQ(t["grad"]["max_abs"].get<double>(), max_abs.at(t["name"]));
+  }
+  for (const auto& n : data["nodes"])
+    if (!n["grad"].is_null()) nodes_with_stats.insert(n["name"]);
+  std::set<std::string> logged;
+  for (const auto& [t, _] : max_abs) logged.insert(t);
+  EXPECT_EQ(tensors_with_stats, logged);
+  EXPECT_EQ(nodes_with_stats, layers);
+}
+
 TEST_F(StepView, RefusalsNameWhatIsWrong) {
   EXPECT_THAT(expect_user_error({"inspect", path("mlp.plan"), "--dot", path("x.dot"), "--around",
                                  "no-such-node"}),
