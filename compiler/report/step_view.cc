@@ -264,6 +264,40 @@ class Builder {
   StepView view_;
 };
 
+// The optimizer's nodes are named by counter only ("optimizer/Mul_node_8"): each is put in
+// a scope named for the parameter it updates, the parameter (a state tensor the forward
+// reads) whose name prefixes a state tensor it reads ("fc1.weight.exp_avg"), or else the
+// parameter of the node that produced one of its inputs.
+void scope_optimizer_by_parameter(StepView& view) {
+  std::set<std::string> parameters;
+  for (const auto& n : view.nodes) {
+    if (n.phase != kPhaseForward) continue;
+    for (int t : n.inputs)
+      if (view.tensors[t].region == "state") parameters.insert(view.tensors[t].name);
+  }
+  auto parameter_of = [&](const std::string& state) -> std::string {
+    for (std::string p = state;;) {
+      if (parameters.count(p)) return p;
+      const size_t dot = p.rfind('.');
+      if (dot == std::string::npos) return {};
+      p.resize(dot);
+    }
+  };
+  std::vector<std::string> produced_for(view.tensors.size());  // tensor -> parameter
+  for (auto& n : view.nodes) {
+    if (n.phase != kPhaseOptimizer && n.phase != kPhaseSkipStep) continue;
+    std::string parameter;
+    for (int t : n.inputs)
+      if (parameter.empty() && view.tensors[t].region == "state")
+        parameter = parameter_of(view.tensors[t].name);
+    for (int t : n.inputs)
+      if (parameter.empty()) parameter = produced_for[t];
+    if (parameter.empty()) continue;
+    for (int t : n.outputs) produced_for[t] = parameter;
+    if (n.scope.empty()) n.scope = {parameter};
+  }
+}
+
 }  // namespace
 
 const std::vector<std::string>& view_phases() {
@@ -296,6 +330,7 @@ std::vector<std::string> scope_of(const std::string& node_name) {
 StepView build_step_view(const plan::Plan& plan, const ir::Model* graph, const std::string& title,
                          const std::string& origin) {
   StepView view = Builder(plan, graph).build();
+  scope_optimizer_by_parameter(view);
   view.title = title;
   view.origin = origin;
   view.precision = "fp32";

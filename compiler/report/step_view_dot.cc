@@ -151,7 +151,7 @@ std::string step_view_dot(const StepView& view, const StepDotOptions& options) {
                               std::to_string(b->nodes.size()) + " nodes";
           for (const auto& [d, c] : dtypes)
             if (!d.empty()) label += "\n" + d + ": " + std::to_string(c);
-          if (casts) label += "\n" + std::to_string(casts) + " inserted casts";
+          if (casts) label += "\ninserted casts: " + std::to_string(casts);
           os << " [shape=box3d, style=filled, fillcolor=" << quote(dtype_fill(major))
              << (casts ? ", color=\"#d62728\"" : "") << ", label=" << quote(label) << "];\n";
         }

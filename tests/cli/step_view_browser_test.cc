@@ -1,9 +1,9 @@
 // The step view page in a real browser: headless Chromium (Debian's chromium) opens the page
-// of the gpt's fp16 training step with every proxy pointed at a closed port, a script drives
-// it (step_view_driver.js: expand a scope, search, open results), and the test reads what the
-// page shows from Chromium's DOM dump. The nodes every search must find come from the
-// training step ampc exports (ONNX training format, read with ONNX's protobuf classes); the
-// dtypes shown are PyTorch autocast's (Softmax fp32, MatMul fp16). The render time is
+// of the gpt's fp16 training step (Adam: over a thousand nodes) with every proxy pointed at a
+// closed port, a script drives it (step_view_driver.js: expand a scope, search, open results), and
+// the test reads what the page shows from Chromium's DOM dump. The nodes every search must find
+// come from the training step ampc exports (ONNX training format, read with ONNX's protobuf
+// classes); the dtypes shown are PyTorch autocast's (Softmax fp32, MatMul fp16). The render time is
 // printed, not asserted.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -51,8 +51,9 @@ TEST(StepViewBrowser, GptFp16TrainingStepPage) {
   TempDir dir;
   const std::string gpt = source_path("models/gpt.onnx").string();
   const std::string page = (dir / "gpt.html").string();
-  expect_success({"inspect", gpt, "--train", "--precision", "fp16", "--html", page});
-  expect_success({"compile", gpt, "--train", "--precision", "fp16", "-o",
+  expect_success(
+      {"inspect", gpt, "--train", "--precision", "fp16", "--optimizer", "adam", "--html", page});
+  expect_success({"compile", gpt, "--train", "--precision", "fp16", "--optimizer", "adam", "-o",
                   (dir / "gpt.plan").string(), "--emit-onnx", (dir / "gpt.train.onnx").string()});
 
   // Self-contained: no element that loads anything (the SVG namespace is a name, not a fetch).
