@@ -76,6 +76,21 @@ bool starts_with(const std::string& s, const char* prefix) {
   return s.rfind(prefix, 0) == 0;
 }
 
+// The op of a kernel member the graph does not know (a forward plan has no graph), from the
+// names the passes and torch give: "autocast/..." casts, "grad//fc1/Gemm/Mul_node_3" -> Mul,
+// "/act/Mul_1" -> Mul.
+std::string op_from_name(const std::string& name) {
+  if (name.find("autocast/") != std::string::npos || starts_with(name, "half_inputs/"))
+    return "Cast";
+  std::string last = name.substr(name.find_last_of('/') + 1);
+  if (const size_t at = last.find("_node_"); at != std::string::npos) return last.substr(0, at);
+  const size_t underscore = last.find_last_of('_');
+  if (underscore != std::string::npos && underscore + 1 < last.size() &&
+      last.find_first_not_of("0123456789", underscore + 1) == std::string::npos)
+    last.resize(underscore);
+  return last.empty() ? "?" : last;
+}
+
 std::vector<std::string> split_scope(const std::string& name) {
   std::vector<std::string> parts;
   std::string cur;
@@ -204,7 +219,7 @@ class Builder {
       } else {
         // A kernel member the graph does not know: the kernel's operands enter at its first
         // member and leave at its last; members pass an internal value along in between.
-        n.op = "?";
+        n.op = op_from_name(n.name);
         if (m == 0) n.inputs = buffer_tensors(step.inputs());
         if (m > 0) n.inputs.push_back(tensor(kernel + ":" + std::to_string(m - 1), nullptr));
         if (m + 1 == members.size()) {

@@ -83,7 +83,7 @@ TEST(StepViewBrowser, GptFp16TrainingStepPage) {
   // No network: every proxy goes to a closed port, and the page must have requested nothing.
   const std::string command =
       "timeout 90 chromium --headless --disable-gpu --no-first-run --no-default-browser-check "
-      "--proxy-server=127.0.0.1:9 --user-data-dir=" +
+      "--disable-dev-shm-usage --proxy-server=127.0.0.1:9 --user-data-dir=" +
       (dir / "profile").string() + (::geteuid() == 0 ? " --no-sandbox" : "") +
       " --window-size=1600,1000 --dump-dom 'file://" + driven_path + "' 2>/dev/null";
   const std::string dom = capture(command);

@@ -36,6 +36,29 @@ int count(const std::string& text, const std::string& what) {
   return n;
 }
 
+// Every fused kernel of `plan` (as `ampc inspect PLAN --format json` lists them) is a cluster
+// of `dot` holding the ONNX nodes it fused; returns how many were checked.
+int kernel_clusters_hold_their_nodes(const std::string& plan, const std::string& dot) {
+  const auto summary = nlohmann::json::parse(expect_success({"inspect", plan, "--format", "json"}));
+  int fused = 0;
+  for (const auto& k : summary["kernel_list"]) {
+    if (!k["kernel"].is_string() || k["kernel"].get<std::string>().empty() || k["nodes"].size() < 2)
+      continue;
+    const std::string label = "label=\"" + k["kernel"].get<std::string>() + " (step " +
+                              std::to_string(k["step"].get<int>()) + ")\"";
+    const size_t at = dot.find(label);
+    EXPECT_NE(at, std::string::npos) << label;
+    if (at == std::string::npos) continue;
+    const size_t end = dot.find("\n    }\n", at);  // the kernel cluster's end
+    for (const auto& n : k["nodes"])
+      EXPECT_NE(dot.substr(at, end - at).find("tooltip=\"" + n.get<std::string>() + "\""),
+                std::string::npos)
+          << n << " in " << label;
+    ++fused;
+  }
+  return fused;
+}
+
 class StepView : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -92,24 +115,7 @@ TEST_F(StepView, SourceModelAndPlanDrawKernelsAndPrecision) {
     EXPECT_THAT(*dot, HasSubstr("LayerNormalization\\nLayerNormalization\\nfp32"));
     EXPECT_THAT(*dot, HasSubstr("label=\"skip-step\""));
   }
-  const auto summary =
-      nlohmann::json::parse(expect_success({"inspect", path("mlp.plan"), "--format", "json"}));
-  int fused = 0;
-  for (const auto& k : summary["kernel_list"]) {
-    if (!k["kernel"].is_string() || k["kernel"].get<std::string>().empty() || k["nodes"].size() < 2)
-      continue;
-    const std::string label = "label=\"" + k["kernel"].get<std::string>() + " (step " +
-                              std::to_string(k["step"].get<int>()) + ")\"";
-    const size_t at = from_plan.find(label);
-    ASSERT_NE(at, std::string::npos) << label;
-    const size_t end = from_plan.find("\n    }\n", at);  // the kernel cluster's end
-    for (const auto& n : k["nodes"])
-      EXPECT_NE(from_plan.substr(at, end - at).find("tooltip=\"" + n.get<std::string>() + "\""),
-                std::string::npos)
-          << n << " in " << label;
-    ++fused;
-  }
-  EXPECT_GT(fused, 3);
+  EXPECT_GT(kernel_clusters_hold_their_nodes(path("mlp.plan"), from_plan), 3);
 }
 
 // --focus, --around, --collapse, --diff-autocast.
@@ -190,7 +196,18 @@ TEST_F(StepView, PageCarriesGradientStatistics) {
   EXPECT_EQ(nodes_with_stats, layers);
 }
 
+// A forward plan has no graph of its own: its kernels still hold their nodes, ops named.
+TEST_F(StepView, ForwardPlanDrawsItsKernels) {
+  expect_success({"compile", kMlp, "--precision", "fp16", "-o", path("fwd.plan")});
+  const std::string dot = dot_of({path("fwd.plan")});
+  EXPECT_GT(kernel_clusters_hold_their_nodes(path("fwd.plan"), dot), 0);
+  EXPECT_THAT(dot, HasSubstr("label=\"Cast\\nx_f16\\nfp16: cast inserted by autocast\""));
+  EXPECT_THAT(dot, Not(HasSubstr("label=\"backward\"")));
+}
+
 TEST_F(StepView, RefusalsNameWhatIsWrong) {
+  EXPECT_THAT(expect_user_error({"inspect", kMlp, "--lr", "0.1", "--dot", path("x.dot")}),
+              HasSubstr("--lr: training options, but no --train"));
   EXPECT_THAT(expect_user_error({"inspect", path("mlp.plan"), "--dot", path("x.dot"), "--around",
                                  "no-such-node"}),
               HasSubstr("no-such-node"));

@@ -165,6 +165,13 @@ void inspect_step_view(const std::string& model_path, StepViewArgs& args) {
     const auto graph = plan_graph(p);
     view = report::build_step_view(p, graph.get(), title, "plan");
   } else {
+    std::string names;
+    for (const auto& n : training_step_options_given(args.training))
+      names += (names.empty() ? "" : ", ") + n;
+    if (!names.empty() && !args.train && !is_training_format(model_path))
+      throw Error(names +
+                  ": training options, but no --train; add --train to draw the training "
+                  "step, or leave them out for the forward graph");
     const Compiled c = compile_for_view(model_path, options);
     view = report::build_step_view(c.plan, c.graph.get(), title, c.origin);
     if (args.diff_autocast) {
