@@ -109,6 +109,7 @@ TEST(StepViewBrowser, GptFp16TrainingStepPage) {
   EXPECT_TRUE(out["expanded"].get<bool>());
   EXPECT_TRUE(out["scopeNodeVisibleAfterExpand"].get<bool>());
   EXPECT_GE(out["results"].get<int>(), 1);
+  EXPECT_GT(out["castFills"].get<int>(), 1);  // casts of different sizes, different shades
   EXPECT_EQ(out["visibleExpanded"], out["nodes"]);  // expanded, every node is drawn
 
   // What the page shows at the end: the searched node drawn, selected, with its details.

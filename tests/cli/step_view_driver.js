@@ -29,6 +29,12 @@
     box.dispatchEvent(new Event('input'));
     box.dispatchEvent(new KeyboardEvent('keydown', { key: 'Enter' }));
     out.results = document.querySelectorAll('#results div').length;
+    // The overlays: casts coloured by the bytes they move, then back to precision.
+    v.setOverlay('casts');
+    out.castFills = new Set(Array.from(document.querySelectorAll('.node.cast > rect'))
+      .map((r) => r.getAttribute('fill'))).size;
+    v.setOverlay('grad');
+    v.setOverlay('precision');
     // The whole step drawn at once (reported): every scope expanded, then back to the result.
     document.getElementById('expand-all').click();
     out.expandAllMs = v.lastRenderMs();

@@ -426,15 +426,27 @@
   function select(i) {
     selected = i;
     const n = nodes[i];
-    for (const e of viewport.querySelectorAll('.node.selected')) e.classList.remove('selected');
+    for (const e of viewport.querySelectorAll('.node.selected, .node.mate'))
+      e.classList.remove('selected', 'mate');
     const e = elementOf.get('n:' + i);
     if (e) e.classList.add('selected');
+    // The other nodes of its fused kernel (the same plan step).
+    let mates = 0;
+    if (n.kernel) {
+      nodes.forEach((m, j) => {
+        if (j === i || m.step !== n.step) return;
+        mates++;
+        const me = elementOf.get('n:' + j);
+        if (me) me.classList.add('mate');
+      });
+    }
     const row = (k, v) => (v === '' || v === undefined || v === null ? '' : '<tr><td>' + k + '</td><td>' + v + '</td></tr>');
     const g = gradOf(n);
     $('details').innerHTML = '<h3 id="detail-name">' + esc(n.name) + '</h3><table>' +
       row('op', esc(n.op)) + row('phase', esc(n.phase)) + row('scope', esc('/' + n.scope.join('/'))) +
       row('dtype', esc(n.dtype || 'no float math')) + row('rule', esc(n.rule)) +
-      row('kernel', n.kernel ? esc(n.kernel) + ' (plan step ' + n.step + ')' : (n.step >= 0 ? 'plan step ' + n.step : '')) +
+      row('kernel', n.kernel ? esc(n.kernel) + ' (plan step ' + n.step + ', with ' + mates + ' other nodes, outlined)' :
+        (n.step >= 0 ? 'plan step ' + n.step : '')) +
       row('inserted cast', n.cast ? bytes(n.cast_bytes) + ' moved per step' : '') +
       row('change', esc(n.change)) +
       row('gradient', g ? esc(g.tensor) + ': |x| max ' + g.max_abs + ', min non-zero ' + g.min_nonzero_abs +
