@@ -176,8 +176,10 @@ void add_inspect_command(CLI::App& app) {
       ->required();
   cmd->add_option("--format", args->format, "Output format")
       ->check(CLI::IsMember({"text", "json"}));
-  cmd->add_option("--dot", args->dot_file,
-                  "Write the graph as Graphviz DOT, nodes coloured by element type");
+  cmd->add_option(
+      "--dot", args->dot_file,
+      "Write the graph as Graphviz DOT, nodes coloured by element type; the whole step for a "
+      "training model, a plan or --train (docs/viewer.md)");
   cmd->add_option("--svg", args->svg_file, "Render the graph to SVG through Graphviz");
   cmd->add_option("--input-shape", args->input_shapes,
                   "Fix an input's shape: NAME=D0xD1x... (repeatable)");
