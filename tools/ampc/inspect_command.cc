@@ -22,6 +22,7 @@
 #include "runtime/plan/plan_file.h"
 #include "tools/ampc/commands.h"
 #include "tools/ampc/inspect_memory.h"
+#include "tools/ampc/inspect_view.h"
 
 namespace ampc::cli {
 namespace {
@@ -38,7 +39,25 @@ struct InspectArgs {
   std::string kernel;  // a plan's fused kernel to show
   std::string show;    // "ptx", "llvm"; empty: its definition
   MemoryArgs memory;   // --memory, --device-memory, --optimizer
+  // The whole step's pictures (--html, --train, ...) and the compile options, which hold
+  // --precision, --allow, ... and --optimizer until the callback copies them here.
+  StepViewArgs view;
 };
+
+// The options add_training_options stored in args.view, where the forward views read them.
+void take_compile_options(InspectArgs& args, const CLI::App& cmd) {
+  const auto& ac = args.view.compile.autocast;
+  args.precision = args.view.training.precision;
+  args.autocast.allow = ac.allow;
+  args.autocast.deny = ac.deny;
+  args.autocast.follow = ac.follow;
+  args.autocast.keep_fp32 = ac.keep_fp32;
+  args.autocast.policy_file = ac.policy_file;
+  if (cmd.count("--optimizer")) args.memory.optimizer = args.view.compile.optimizer.kind;
+  args.view.dot_file = args.dot_file;
+  args.view.svg_file = args.svg_file;
+  args.view.input_shapes = args.input_shapes;
+}
 
 void print_precision_report(const report::PrecisionReport& r, const InspectArgs& args) {
   if (args.format == "json") {
@@ -157,22 +176,16 @@ void add_inspect_command(CLI::App& app) {
       ->required();
   cmd->add_option("--format", args->format, "Output format")
       ->check(CLI::IsMember({"text", "json"}));
-  cmd->add_option("--dot", args->dot_file,
-                  "Write the graph as Graphviz DOT, nodes coloured by element type");
+  cmd->add_option(
+      "--dot", args->dot_file,
+      "Write the graph as Graphviz DOT, nodes coloured by element type; the whole step for a "
+      "training model, a plan or --train (docs/viewer.md)");
   cmd->add_option("--svg", args->svg_file, "Render the graph to SVG through Graphviz");
   cmd->add_option("--input-shape", args->input_shapes,
                   "Fix an input's shape: NAME=D0xD1x... (repeatable)");
-  cmd->add_option("--precision", args->precision,
-                  "Show the model as autocast rewrites it for fp16 or bf16 (default fp32)");
   cmd->add_flag("--precision-report", args->precision_report,
                 "Every node's (a plan's: step's) compute dtype and deciding rule, the Casts and "
                 "the bytes they move per step, and the loss-scaling subgraph");
-  cmd->add_option("--allow", args->autocast.allow, "Op type moved to ALLOW (repeatable)");
-  cmd->add_option("--deny", args->autocast.deny, "Op type moved to DENY (repeatable)");
-  cmd->add_option("--follow", args->autocast.follow, "Op type moved to FOLLOW (repeatable)");
-  cmd->add_option("--keep-fp32", args->autocast.keep_fp32,
-                  "Nodes pinned to fp32: node-name glob pattern (repeatable)");
-  cmd->add_option("--policy", args->autocast.policy_file, "JSON file of precision overrides");
   cmd->add_option("--kernel", args->kernel,
                   "A plan's fused kernel to show: its definition, or with --show its code");
   cmd->add_option("--show", args->show,
@@ -184,11 +197,16 @@ void add_inspect_command(CLI::App& app) {
   cmd->add_option("--device-memory", args->memory.device_memory,
                   "With --memory: the largest batch that fits this size (80GiB, 141GB; "
                   "repeatable), found by planning");
-  cmd->add_option("--optimizer", args->memory.optimizer,
-                  "With --memory on an ONNX model: the optimizer of the training step (default "
-                  "adam)")
-      ->check(CLI::IsMember({"sgd", "adam", "adamw"}));
-  cmd->callback([args] { run_inspect(*args); });
+  // --precision (the model as autocast rewrites it), --allow ..., and --optimizer (with
+  // --memory: default adam) as `ampc compile` takes them; the step view (--train) all of them.
+  add_training_options(cmd, args->view.compile, args->view.training);
+  add_step_view_options(cmd, args->view);
+  cmd->callback([args, cmd] {
+    take_compile_options(*args, *cmd);
+    if (!args->memory.memory && step_view_requested(args->view, args->model))
+      return inspect_step_view(args->model, args->view);
+    run_inspect(*args);
+  });
 }
 
 }  // namespace ampc::cli
