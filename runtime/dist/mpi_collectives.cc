@@ -2,6 +2,7 @@
 
 #include <mpi.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
@@ -52,6 +53,8 @@ double seconds(Clock::duration d) {
   return std::chrono::duration<double>(d).count();
 }
 
+constexpr auto kBeatInterval = std::chrono::milliseconds(500);
+
 }  // namespace
 
 class MpiCollectivesImpl {
@@ -78,8 +81,10 @@ class MpiCollectivesImpl {
   std::thread progress;
 
   // Heartbeat: collectives joined, by this rank and (last heard) by each other rank.
-  int64_t joined = 0;
+  std::atomic<int64_t> joined{0};
   std::vector<int64_t> peer_joined, peer_buffer;
+  std::vector<Clock::time_point> peer_heard;  // when each rank's last heartbeat arrived
+  Clock::time_point last_beat{};
   std::vector<MPI_Request> peer_request;
   std::deque<std::pair<std::unique_ptr<int64_t>, MPI_Request>> sent;
 
@@ -91,6 +96,17 @@ class MpiCollectivesImpl {
   void progress_loop() {
     std::unique_lock lock(m);
     while (!stop) {
+      // A heartbeat twice a second even between collectives: a rank that stops responding
+      // (killed, stopped, its node gone) falls silent, one that hangs elsewhere falls behind.
+      if (Clock::now() - last_beat > kBeatInterval) {
+        last_beat = Clock::now();
+        lock.unlock();
+        {
+          std::lock_guard g(mpi);
+          send_beats();
+        }
+        lock.lock();
+      }
       std::vector<Pending*> open;
       for (auto& p : pending) {
         if (!p.done) open.push_back(&p);
@@ -112,6 +128,7 @@ class MpiCollectivesImpl {
         }
         if (flag) finished.push_back(p);
       }
+      drain_beats();  // while waiting too: a heartbeat's time is when it arrives
       lock.lock();
       if (finished.empty()) {
         lock.unlock();
@@ -136,6 +153,7 @@ class MpiCollectivesImpl {
         MPI_Test(&peer_request[p], &flag, MPI_STATUS_IGNORE);
         if (!flag) break;
         peer_joined[p] = std::max(peer_joined[p], peer_buffer[p]);
+        peer_heard[p] = Clock::now();
         MPI_Irecv(&peer_buffer[p], 1, MPI_INT64_T, p, 0, beats, &peer_request[p]);
       }
     }
@@ -150,9 +168,12 @@ class MpiCollectivesImpl {
   // This rank joins one more collective: tells the others (under `mpi`).
   void beat() {
     ++joined;
+    send_beats();
+  }
+  void send_beats() {
     for (int p = 0; p < world; ++p) {
       if (p == rank) continue;
-      auto value = std::make_unique<int64_t>(joined);
+      auto value = std::make_unique<int64_t>(joined.load());
       MPI_Request r;
       MPI_Isend(value.get(), 1, MPI_INT64_T, p, 0, beats, &r);
       sent.emplace_back(std::move(value), r);
@@ -170,17 +191,25 @@ class MpiCollectivesImpl {
     drain_beats();
     std::lock_guard lock(m);
     std::string behind;
+    const auto now = Clock::now();
     for (int p = 0; p < world; ++p) {
-      if (p == rank || peer_joined[p] >= joined) continue;
-      behind += (behind.empty() ? "rank " : ", rank ") + std::to_string(p) + " (joined " +
-                std::to_string(peer_joined[p]) + ")";
+      if (p == rank) continue;
+      const double silent = seconds(now - peer_heard[p]);
+      if (silent > 4 * seconds(kBeatInterval)) {
+        char buf[64];
+        std::snprintf(buf, sizeof buf, " (silent for %.1f s)", silent);
+        behind += (behind.empty() ? "rank " : ", rank ") + std::to_string(p) + buf;
+      } else if (peer_joined[p] < joined) {
+        behind += (behind.empty() ? "rank " : ", rank ") + std::to_string(p) + " (joined " +
+                  std::to_string(peer_joined[p]) + ")";
+      }
     }
     char t[32];
     std::snprintf(t, sizeof t, "%g", options.timeout_s);
     std::string m = what + " (" + phase + ") did not complete within " + t + " s: ";
     if (!behind.empty()) {
-      return m + behind + " did not reach it (this rank has joined " + std::to_string(joined) +
-             " collectives): that rank died or hangs; stopping";
+      return m + behind + " did not take part (this rank has joined " + std::to_string(joined) +
+             " collectives): it died or hangs; stopping";
     }
     return m + "every rank reached it, so the communication itself stalls; stopping";
   }
@@ -239,6 +268,7 @@ MpiCollectives::MpiCollectives(const MpiOptions& options)
   d.peer_joined.assign(d.world, 0);
   d.peer_buffer.assign(d.world, 0);
   d.peer_request.assign(d.world, MPI_REQUEST_NULL);
+  d.peer_heard.assign(d.world, Clock::now());
   for (int p = 0; p < d.world; ++p) {
     if (p != d.rank)
       MPI_Irecv(&d.peer_buffer[p], 1, MPI_INT64_T, p, 0, d.beats, &d.peer_request[p]);

@@ -44,6 +44,18 @@ class MpiRun final : public DataParallelRun {
                   "the same data with the same --seed and --shuffle");
     }
   }
+  int64_t check_same_state(const std::map<std::string, rt::Tensor>& state) override {
+    for (const auto& [name, t] : state) {
+      const auto bytes = std::string(static_cast<const char*>(t.raw()), t.nbytes());
+      const auto all = mpi_.all_gather(fnv1a(bytes), "the replica check of '" + name + "'");
+      for (int r = 1; r < world(); ++r) {
+        if (all[static_cast<size_t>(r)] != all[0])
+          throw Error("--check-replicas: state '" + name + "' differs between rank 0 and rank " +
+                      std::to_string(r));
+      }
+    }
+    return static_cast<int64_t>(state.size());
+  }
   void sum(std::vector<double>& values, const std::string& what) override {
     mpi_.sum(values, what);
   }
@@ -90,6 +102,9 @@ void add_data_parallel_options(CLI::App* cmd, DataParallelArgs& a, bool train) {
                     "Data parallel: seconds a collective may take before the run stops, naming "
                     "the rank that did not join it (default 300)")
         ->check(CLI::PositiveNumber);
+    cmd->add_flag("--check-replicas", a.check_replicas,
+                  "Data parallel: after training, check that every rank holds the same state, "
+                  "bit for bit (per-rank BatchNorm statistics differ by design)");
     cmd->add_flag("--no-comm-overlap", a.no_overlap,
                   "Data parallel: wait for each bucket's all-reduce as soon as it starts (to "
                   "measure what overlapping it with the backward hides)");
@@ -148,8 +163,11 @@ void with_data_parallel_run(const DataParallelArgs& args,
     } catch (const std::exception& e) {
       if (!run) throw;  // MPI did not start: main prints it
       const bool user = dynamic_cast<const Error*>(&e) != nullptr;
-      std::cerr << (user ? "ampc: error: " : "ampc: internal error: ") << "rank " << run->rank()
-                << ": " << e.what() << std::endl;
+      // One write, so that the lines of several ranks do not interleave.
+      const std::string line = std::string(user ? "ampc: error: " : "ampc: internal error: ") +
+                               "rank " + std::to_string(run->rank()) + ": " + e.what() + "\n";
+      std::fwrite(line.data(), 1, line.size(), stderr);
+      std::fflush(stderr);
       run->abort(1);
     }
     return;

@@ -7,12 +7,14 @@
 #include <CLI/CLI.hpp>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "compiler/pipeline.h"
 #include "runtime/plan/plan.pb.h"
+#include "runtime/tensor.h"
 
 namespace ampc::cli {
 
@@ -23,6 +25,7 @@ struct DataParallelArgs {
   int64_t bucket_kib = 1024;          // --bucket-kib
   double comm_timeout = 300;          // --comm-timeout S (train)
   bool no_overlap = false;            // --no-comm-overlap (train; a measurement aid)
+  bool check_replicas = false;        // --check-replicas (train)
 };
 
 // --data-parallel (compile only), --reduce-dtype, --bucket-kib.
@@ -43,6 +46,11 @@ class DataParallelRun {
   // Refuses a run whose ranks train different plans or read data differently (a checksum of
   // the plan and of `run_key`, gathered from every rank).
   virtual void check_same_plan(const plan::Plan&, const std::string& /*run_key*/) {}
+  // --check-replicas: throws ampc::Error naming the first state (by name) whose bytes differ
+  // between this rank and another, and that rank; returns the number of states compared.
+  virtual int64_t check_same_state(const std::map<std::string, rt::Tensor>& state) {
+    return static_cast<int64_t>(state.size());
+  }
   // Sums over the ranks, in place (identity alone).
   virtual void sum(std::vector<double>& /*values*/, const std::string& /*what*/) {}
   // Names the step in a timeout's message.

@@ -455,6 +455,12 @@ void run_train(TrainArgs& args, DataParallelRun& dp) {
     }
   }
   bar.finish();
+  if (args.dp.check_replicas) {
+    const int64_t n = dp.check_same_state(executor.state());
+    if (dp.rank() == 0)
+      std::printf("replicas: %lld states identical on %d ranks\n", static_cast<long long>(n),
+                  dp.world());
+  }
   if (dp.rank() != 0) {  // rank 0 reports; the others evaluate their share of the held-out data
     if (eval_data) evaluate(p, executor.state(), loss_name, *eval_data, &dp);
     return;
