@@ -25,6 +25,9 @@ class Collectives {
   // in place, and returns at once; `data` must stay valid and untouched until wait(tag).
   // `tag` names the reduction until its wait (a gradient bucket); one in flight per tag.
   virtual void start_sum(int64_t tag, void* data, int64_t count, DType dtype) = 0;
+  // Every start_sum of bucket `tag` has been made (a hook for measurement: see
+  // MpiOptions::overlap).
+  virtual void bucket_started(int64_t /*tag*/) {}
   // Waits for every start_sum of `tag`. Throws ampc::Error naming the rank that did not take
   // part when the wait exceeds the timeout.
   virtual void wait(int64_t tag) = 0;

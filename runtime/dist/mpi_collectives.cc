@@ -2,6 +2,7 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -214,6 +215,13 @@ class MpiCollectivesImpl {
     return m + "every rank reached it, so the communication itself stalls; stopping";
   }
 
+  // The all-reduces of one step end (under `m`): their span joins the statistics.
+  void close_run() {
+    if (!run_open) return;
+    stats.in_flight_s += seconds(run_end - run_start);
+    run_open = false;
+  }
+
   // Waits for every request of `tag`, removes them.
   void wait(int64_t tag, const std::string& what, double timeout_s) {
     const auto t0 = Clock::now();
@@ -232,15 +240,12 @@ class MpiCollectivesImpl {
         throw Error(diagnose(what));
       }
     }
+    const bool had =
+        std::any_of(pending.begin(), pending.end(), [&](const Pending& p) { return p.tag == tag; });
     pending.remove_if([&](const Pending& p) { return p.tag == tag; });
-    if (tag >= 0) {
+    if (tag >= 0 && had) {
       stats.waited_s += seconds(Clock::now() - t0);
       ++stats.buckets;
-      if (pending.empty() && run_open) {
-        stats.in_flight_s += seconds(run_end - run_start);
-        ++stats.runs;
-        run_open = false;
-      }
     }
   }
 };
@@ -354,8 +359,12 @@ void MpiCollectives::start_sum(int64_t tag, void* data, int64_t count, DType dty
           "MPI_Iallreduce");
   }
   d.add(tag, r);
-  // Measurement mode: the sum completes before the backward goes on.
-  if (!d.options.overlap) wait(tag);
+}
+
+void MpiCollectives::bucket_started(int64_t tag) {
+  // Measurement mode: the bucket's sum completes before the backward goes on (the wait then
+  // finds it done and counts no second bucket).
+  if (!impl_->options.overlap) wait(tag);
 }
 
 void MpiCollectives::wait(int64_t tag) {
@@ -409,10 +418,12 @@ void MpiCollectives::broadcast(std::vector<char>& bytes, int root, const std::st
 void MpiCollectives::set_phase(const std::string& phase) {
   std::lock_guard lock(impl_->m);
   impl_->phase = phase;
+  impl_->close_run();
 }
 
 CommStats MpiCollectives::stats() const {
   std::lock_guard lock(impl_->m);
+  impl_->close_run();
   return impl_->stats;
 }
 

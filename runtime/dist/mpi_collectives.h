@@ -47,6 +47,7 @@ class MpiCollectives final : public Collectives {
   int world() const override;
   int local_rank() const override;
   void start_sum(int64_t tag, void* data, int64_t count, DType dtype) override;
+  void bucket_started(int64_t tag) override;
   void wait(int64_t tag) override;
   void sum(std::vector<double>& values, const std::string& what) override;
   std::vector<uint64_t> all_gather(uint64_t value, const std::string& what) override;

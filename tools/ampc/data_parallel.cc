@@ -60,10 +60,10 @@ class MpiRun final : public DataParallelRun {
     mpi_.sum(values, what);
   }
   void set_phase(const std::string& phase) override { mpi_.set_phase(phase); }
-  std::string comm_summary() const override {
+  std::string comm_summary(int64_t steps) const override {
     const rt::dist::CommStats s = mpi_.stats();
-    if (s.runs == 0) return "";
-    const double n = static_cast<double>(s.runs);
+    if (s.buckets == 0 || steps < 1) return "";
+    const double n = static_cast<double>(steps);
     char buf[256];
     std::snprintf(buf, sizeof buf,
                   "%d ranks, %.2f MB all-reduced per step in %lld buckets, %.2f ms in flight and "

@@ -55,8 +55,9 @@ class DataParallelRun {
   virtual void sum(std::vector<double>& /*values*/, const std::string& /*what*/) {}
   // Names the step in a timeout's message.
   virtual void set_phase(const std::string&) {}
-  // A line on the all-reduces (time in flight, time waited), empty alone.
-  virtual std::string comm_summary() const { return ""; }
+  // A line on the all-reduces of `steps` optimizer steps (time in flight, time waited),
+  // empty alone.
+  virtual std::string comm_summary(int64_t /*steps*/) const { return ""; }
 };
 
 // What every rank must agree on besides the plan (check_same_plan's run_key): the data and

@@ -477,7 +477,7 @@ void run_train(TrainArgs& args, DataParallelRun& dp) {
   }
   if (const std::string d = device_summary(executor); !d.empty())
     std::printf("device: %s\n", d.c_str());
-  if (const std::string c = dp.comm_summary(); !c.empty())
+  if (const std::string c = dp.comm_summary(args.steps); !c.empty())
     std::printf("data parallel: %s\n", c.c_str());
   if (!args.checkpoint.empty()) std::printf("checkpoint: %s\n", args.checkpoint.c_str());
   if (eval_data) {

@@ -85,6 +85,7 @@ void all_reduce_start(OpContext& ctx) {
     convert(g, r, 1.0 / world);
     if (c && world > 1) c->start_sum(bucket, r.raw(), r.numel(), to);
   }
+  if (c && world > 1) c->bucket_started(bucket);
 }
 
 // AllReduceWait(R1..Rn) -> G1'..Gn': waits for the bucket's sums, converts them to `to`.
