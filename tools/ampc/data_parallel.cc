@@ -9,6 +9,9 @@
 #ifdef AMPC_HAVE_MPI
 #include "runtime/dist/mpi_collectives.h"
 #endif
+#ifdef AMPC_HAVE_CUDA
+#include "runtime/cuda/nccl_comm.h"
+#endif
 
 namespace ampc::cli {
 namespace {
@@ -60,6 +63,18 @@ class MpiRun final : public DataParallelRun {
     mpi_.sum(values, what);
   }
   void set_phase(const std::string& phase) override { mpi_.set_phase(phase); }
+  void start_gpu_communication() override {
+#ifdef AMPC_HAVE_CUDA
+    rt::cuda::init_nccl(mpi_);
+#else
+    throw Error("this ampc was built without the CUDA backend");
+#endif
+  }
+  ~MpiRun() override {
+#ifdef AMPC_HAVE_CUDA
+    rt::cuda::finish_nccl();
+#endif
+  }
   std::string comm_summary(int64_t steps) const override {
     const rt::dist::CommStats s = mpi_.stats();
     if (s.buckets == 0 || steps < 1) return "";
@@ -74,7 +89,9 @@ class MpiRun final : public DataParallelRun {
                   mpi_overlap_ ? "overlapped with the backward" : "--no-comm-overlap");
     return buf;
   }
-  [[noreturn]] void abort(int code) { mpi_.abort(code); }
+  [[noreturn]] void abort(int code) {
+    mpi_.abort(code);
+  }
 
  private:
   rt::dist::MpiCollectives mpi_;

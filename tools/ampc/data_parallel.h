@@ -53,6 +53,9 @@ class DataParallelRun {
   }
   // Sums over the ranks, in place (identity alone).
   virtual void sum(std::vector<double>& /*values*/, const std::string& /*what*/) {}
+  // A data-parallel plan on GPUs: creates the NCCL communicator of the ranks on the current
+  // device (runtime/cuda/nccl_comm.h). Nothing alone.
+  virtual void start_gpu_communication() {}
   // Names the step in a timeout's message.
   virtual void set_phase(const std::string&) {}
   // A line on the all-reduces of `steps` optimizer steps (time in flight, time waited),

@@ -304,6 +304,7 @@ void run_train(TrainArgs& args, DataParallelRun& dp) {
   const std::unique_ptr<rt::Backend> backend =
       make_backend(std::move(compiled), device, std::min<int64_t>(ahead * accum, 1024), args.model);
   rt::Backend& executor = *backend;
+  if (device.cuda && plan_reduces_gradients(executor.plan())) dp.start_gpu_communication();
   const auto& p = executor.plan();
   // Diagnoses run on the CPU backend: this executor, or one made for them.
   auto diagnosis = [&]() -> rt::cpu::Executor& {
