@@ -48,6 +48,19 @@ class Collectives {
 Collectives* current();
 void set_current(Collectives* collectives);
 
+// While it lives, current() is null: the plan's communication ops act as on one rank (a rank
+// re-running its own batch to diagnose it, while the others may not).
+class RankLocal {
+ public:
+  RankLocal() : saved_(current()) { set_current(nullptr); }
+  ~RankLocal() { set_current(saved_); }
+  RankLocal(const RankLocal&) = delete;
+  RankLocal& operator=(const RankLocal&) = delete;
+
+ private:
+  Collectives* saved_;
+};
+
 // rank/world of current(), 0/1 without one.
 int rank();
 int world();

@@ -23,6 +23,7 @@
 #include "runtime/cpu/executor.h"
 #include "runtime/cpu/nonfinite_search.h"
 #include "runtime/data/batcher.h"
+#include "runtime/dist/collectives.h"
 #include "runtime/io/checkpoint.h"
 #include "runtime/plan/plan_file.h"
 #include "tools/ampc/commands.h"
@@ -231,6 +232,7 @@ std::optional<std::string> find_origin(rt::cpu::Executor& executor,
                                        const std::map<std::string, rt::Tensor>& batch,
                                        uint64_t seed, int64_t run, int64_t runs_done) {
   const auto now = executor.state();
+  const rt::dist::RankLocal local;  // data parallel: this rank's batch alone
   executor.load_state(state);
   executor.set_random_state(seed, run);
   const auto origin = rt::cpu::find_nonfinite_origin(executor, batch);
@@ -446,7 +448,8 @@ void run_train(TrainArgs& args, DataParallelRun& dp) {
     if (!args.checkpoint.empty() && dp.rank() == 0 && (save_now || step == last))
       rt::io::write_checkpoint(p, executor.state(), progress, args.checkpoint);
     // On a GPU the state is read at the end of a window (the steps ahead are already queued).
-    if (const int sig = signal; sig != 0 && (ahead == 1 || step == window_end(step))) {
+    if (const int sig = dp.world() > 1 ? signal : InterruptGuard::signal_received();
+        sig != 0 && (ahead == 1 || step == window_end(step))) {
       bar.finish();
       if (!args.checkpoint.empty() && dp.rank() == 0 && !save_now && step != last)
         rt::io::write_checkpoint(p, executor.state(), progress, args.checkpoint);
