@@ -190,6 +190,8 @@ class MpiCollectivesImpl {
 
   std::string diagnose(const std::string& what) {
     drain_beats();
+    // The heartbeat fields are written under `mpi` (lock order: `mpi`, then `m`).
+    std::lock_guard g(mpi);
     std::lock_guard lock(m);
     std::string behind;
     const auto now = Clock::now();
