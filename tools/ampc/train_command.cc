@@ -443,7 +443,7 @@ void run_train(TrainArgs& args, DataParallelRun& dp) {
       throw Error(consecutive_skips_message(executor, step, consecutive_skips, loss) +
                   ". Diagnosis (the last batch run again): " + why);
     }
-    bar.step_done(step, loss);
+    if (dp.rank() == 0) bar.step_done(step, loss);  // one progress for the run
     const bool save_now = args.checkpoint_every > 0 && (step - first) % args.checkpoint_every == 0;
     if (!args.checkpoint.empty() && dp.rank() == 0 && (save_now || step == last))
       rt::io::write_checkpoint(p, executor.state(), progress, args.checkpoint);
