@@ -153,7 +153,7 @@ def faults(d):
     # Rank 1 stops (SIGSTOP): rank 0's collective times out and names it.
     stopper = killer.replace("kill -9", "kill -STOP")
     t0 = time.monotonic()
-    p = run(MPIRUN + ["sh", "-c", stopper, "sh"] + base + ["--comm-timeout", "3"],
+    p = run(MPIRUN + ["sh", "-c", stopper, "sh"] + base + ["--comm-timeout", "5"],
             expect_ok=False, timeout=90)
     took = time.monotonic() - t0
     err = [l for l in p.stderr.splitlines() if l.startswith("ampc: error: rank 0:")]
