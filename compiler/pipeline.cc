@@ -14,6 +14,7 @@
 #include "passes/cast_cleanup.h"
 #include "passes/common_subexpression.h"
 #include "passes/constant_folding.h"
+#include "passes/data_parallel.h"
 #include "passes/dead_code_elimination.h"
 #include "passes/grad_accumulation.h"
 #include "passes/grad_clipping.h"
@@ -67,6 +68,7 @@ std::vector<passes::RangeStatsTarget> add_training_step(ir::Model& model,
   passes::keep_loss_log_prob(model);
   auto gradients = passes::differentiate(model, options.autodiff, accum.seed);
   passes::accumulate_gradients(model, gradients, accum);
+  passes::reduce_gradients(model, gradients, options.data_parallel);  // mean over the ranks
   ir::Value* found_inf = passes::unscale_and_check(model, scale, gradients, scaling);
   auto stats = passes::stats_targets(model, forward_nodes, gradients, options.range_stats);
   passes::clip_gradients(model, gradients, scaling.options.clip_grad_norm,

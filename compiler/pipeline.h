@@ -10,6 +10,7 @@
 #include "compiler/stage_timer.h"
 #include "passes/autocast.h"
 #include "passes/autodiff/autodiff.h"
+#include "passes/data_parallel.h"
 #include "passes/loss_scaling.h"
 #include "passes/optimizer.h"
 #include "passes/range_stats.h"
@@ -34,6 +35,8 @@ struct CompileOptions {
   // Gradient accumulation: one optimizer step per this many runs of the plan
   // (passes/grad_accumulation.h); 1 adds nothing to the graph.
   int64_t accum_steps = 1;
+  // Data parallel: gradients all-reduced over the ranks before unscale (passes/data_parallel.h).
+  passes::DataParallelOptions data_parallel;
   // Mixed precision: autocast of the forward graph (passes/autocast.h); fp32 leaves the
   // graph as it is.
   passes::AutocastOptions autocast;

@@ -4,6 +4,7 @@
 #include <onnx/defs/shape_inference.h>
 
 #include "passes/autodiff/ampc_schemas.h"
+#include "passes/comm_schemas.h"
 
 namespace ampc::passes {
 namespace {
@@ -103,6 +104,7 @@ void register_amp_schemas() {
     onnx::RegisterSchema(unscale_check());
     onnx::RegisterSchema(update_scale());
     onnx::RegisterSchema(clip_grad_norm());
+    register_comm_schemas();  // data-parallel communication (passes/data_parallel.h)
     return true;
   }();
   (void)once;

@@ -10,6 +10,7 @@ packages=(
   nlohmann-json3-dev libcli11-dev libzip-dev
   llvm-19-dev clang-19 libfuzzer-19-dev libclang-rt-19-dev libomp-19-dev
   graphviz chromium
+  openmpi-bin libopenmpi-dev
   python3-torch python3-onnx python3-numpy python3-sklearn python3-torchvision
   python3-pybind11 pybind11-dev python3-pytest
 )

@@ -4,6 +4,7 @@
 #include <cublas_api.h>
 #include <cudnn.h>
 #include <dlfcn.h>
+#include <nccl.h>
 
 #include <array>
 #include <mutex>
@@ -22,9 +23,10 @@ struct LibraryFile {
   const char* what;  // for messages
 };
 
-constexpr std::array<LibraryFile, 2> kFiles = {{
+constexpr std::array<LibraryFile, 3> kFiles = {{
     {"libcublasLt.so." AMPC_STRINGIFY(CUBLAS_VER_MAJOR), "cuBLASLt"},
     {"libcudnn.so." AMPC_STRINGIFY(CUDNN_MAJOR), "cuDNN"},
+    {"libnccl.so." AMPC_STRINGIFY(NCCL_MAJOR), "NCCL"},  // data parallel (nccl_comm.h)
 }};
 
 struct OpenLibraries {

@@ -10,7 +10,7 @@
 namespace ampc::rt::cuda {
 
 // The libraries, by the soname the headers were built against (libcublasLt.so.13, ...).
-enum class CudaLibrary { kCublasLt, kCudnn };
+enum class CudaLibrary { kCublasLt, kCudnn, kNccl };
 
 // Opens the library if it is not open yet; throws ampc::Error naming the file and why it could
 // not be loaded (dlerror), with the hint to put its folder on LD_LIBRARY_PATH.

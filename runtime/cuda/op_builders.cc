@@ -36,6 +36,7 @@ const BuilderTable& table() {
     register_conv_ops(t);
     register_nn_ops(t);
     register_tensor_ops(t);
+    register_comm_ops(t);
     return t;
   }();
   return t;

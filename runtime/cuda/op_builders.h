@@ -6,6 +6,7 @@
 //   ops_nn.cc       softmax, LayerNormalization, SoftmaxCrossEntropyLoss, reductions, the
 //                   loss scaler's ops, ampc.RangeStats, pooling, BatchNormalization
 //                   (kernels/cuda)
+//   ops_comm.cc     data-parallel all-reduce through NCCL (nccl_comm.h)
 //   ops_tensor.cc   data movement, gather / scatter, integer and bool elementwise, Cast
 //                   (kernels/cuda)
 #pragma once
@@ -56,6 +57,7 @@ void register_gemm_ops(BuilderTable& t);
 void register_conv_ops(BuilderTable& t);
 void register_nn_ops(BuilderTable& t);
 void register_tensor_ops(BuilderTable& t);
+void register_comm_ops(BuilderTable& t);  // ops_comm.cc: ampc.AllReduceStart/Wait (NCCL)
 
 Launch build_fused_kernel(StepContext& ctx);
 

@@ -70,11 +70,16 @@ Batcher::Batcher(Dataset data, std::map<std::string, InputSpec> inputs, BatchOpt
                   " (samples of shape " + shape_str(a->sample_shape()) + ")");
     }
   }
-  if (data_.samples() < options_.batch_size) {
+  if (options_.shards < 1 || options_.shard < 0 || options_.shard >= options_.shards)
+    throw Error("internal: shard " + std::to_string(options_.shard) + " of " +
+                std::to_string(options_.shards));
+  const int64_t global = options_.batch_size * options_.shards;
+  if (data_.samples() < global) {
     throw Error(source + " has " + std::to_string(data_.samples()) +
-                " samples, fewer than the batch size " + std::to_string(options_.batch_size));
+                " samples, fewer than the batch size " + std::to_string(options_.batch_size) +
+                (options_.shards > 1 ? " x " + std::to_string(options_.shards) + " ranks" : ""));
   }
-  per_epoch_ = data_.samples() / options_.batch_size;
+  per_epoch_ = data_.samples() / global;
 }
 
 const std::vector<int64_t>& Batcher::order(int64_t epoch) {
@@ -93,7 +98,8 @@ const std::vector<int64_t>& Batcher::order(int64_t epoch) {
 std::vector<int64_t> Batcher::indices(int64_t k) {
   if (k < 0) throw Error("internal: negative batch index " + std::to_string(k));
   const std::vector<int64_t>& o = order(k / per_epoch_);
-  const auto first = o.begin() + (k % per_epoch_) * options_.batch_size;
+  const auto first =
+      o.begin() + ((k % per_epoch_) * options_.shards + options_.shard) * options_.batch_size;
   return {first, first + options_.batch_size};
 }
 

@@ -12,6 +12,11 @@
 //       for i = n-1 down to 1: swap(order[i], order[rng() % (i + 1)])
 //     (raw engine output, no std::shuffle or distribution, so every standard library and
 //     any reimplementation gives the same order).
+//
+// Shards (data parallel, as PyTorch's DistributedSampler): with S shards, batch k is the
+// global batch of S*B samples order_e[j*S*B .. (j+1)*S*B) (E = floor(n / (S*B))), and shard s
+// takes its part [s*B, (s+1)*B). Every rank computes the same order (same seed), so the
+// shards are disjoint and together are the batch one process with batch S*B reads.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +40,7 @@ struct BatchOptions {
   int64_t batch_size = 1;
   bool shuffle = false;
   uint64_t seed = 0;
+  int64_t shard = 0, shards = 1;  // this rank's share of each global batch (see above)
 };
 
 class Batcher {

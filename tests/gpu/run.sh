@@ -261,6 +261,26 @@ elif ((total_skip)) && grep -q "skipped: no CUDA device" "$log"; then
   echo "note: $total_skip GPU test cases skipped: this machine has no CUDA device"
 fi
 
+# Data parallel on two GPUs (docs/data-parallel.md): mpirun -np 2 with NCCL, 20 steps of the mlp,
+# when this machine has two GPUs and Open MPI's mpirun (the single-GPU NCCL test is
+# nccl_smoke_test above).
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU [0-9]' || true)
+if ((gpus >= 2)) && command -v mpirun >/dev/null; then
+  stamp "data parallel: mpirun -np 2 ampc train --device cuda (NCCL)"
+  rc=0
+  (cd "$work" && OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 120 \
+    mpirun -np 2 "$bin/ampc" train "$repo/models/mlp.onnx" --data "$repo/models/data/digits.npz" \
+    --steps 20 --device cuda --check-replicas) >"$work/dp.out" 2>&1 || rc=$?
+  cat "$work/dp.out" >>"$log"
+  tail -5 "$work/dp.out"
+  if ((rc != 0)) || ! grep -q "identical on 2 ranks" "$work/dp.out"; then
+    echo "run.sh: error: the 2-GPU data-parallel run failed (status $rc)"
+    status=1
+  fi
+else
+  echo "note: the 2-GPU data-parallel run needs two GPUs and mpirun (found $gpus GPU(s)$(command -v mpirun >/dev/null || echo ', no mpirun'))"
+fi
+
 if ((bench)); then
   # Nothing is printed after the benchmark: its table is the last thing in the log.
   stamp "benchmark (scripts/bench_gpu.py with $($py -c 'import torch; print("torch", torch.__version__)'))"

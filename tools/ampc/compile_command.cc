@@ -11,6 +11,7 @@
 #include "runtime/plan/plan_file.h"
 #include "runtime/plan/plan_stats.h"
 #include "tools/ampc/commands.h"
+#include "tools/ampc/data_parallel.h"
 #include "tools/ampc/training_options.h"
 
 namespace ampc::cli {
@@ -23,6 +24,7 @@ struct CompileArgs {
   std::vector<std::string> input_shapes;
   compiler::CompileOptions options;
   TrainingOptions training;
+  DataParallelArgs dp;  // --data-parallel, --reduce-dtype, --bucket-kib (data_parallel.h)
   bool time_passes = false;
 };
 
@@ -43,6 +45,8 @@ void run_compile(const CompileArgs& args) {
   }
   for (const auto& spec : args.input_shapes) onnx_io::parse_input_shape(spec, options.import);
   finish_training_options(options, args.training);
+  if (args.dp.data_parallel && !options.train) throw Error("--data-parallel needs --train");
+  set_data_parallel_options(args.dp, 1, options);
   compiler::StageTimes times;
   if (args.time_passes) options.stage_times = &times;
   // Exported by the pipeline before lowering, written after the plan; nothing is written
@@ -94,6 +98,7 @@ void add_compile_command(CLI::App& app) {
       "--no-fusion", [args](int64_t) { args->options.lowering.fuse = false; },
       "One step per graph node: no fused kernels (for comparison and debugging)");
   add_training_options(cmd, args->options, args->training);
+  add_data_parallel_options(cmd, args->dp, /*train=*/false);
   cmd->callback([args] { run_compile(*args); });
 }
 

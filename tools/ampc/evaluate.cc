@@ -9,6 +9,7 @@
 #include "passes/inference_mode.h"
 #include "runtime/cpu/executor.h"
 #include "runtime/io/checkpoint.h"
+#include "tools/ampc/data_parallel.h"
 #include "tools/ampc/plan_inputs.h"
 
 namespace ampc::cli {
@@ -113,7 +114,8 @@ void mask_labels(rt::Tensor& labels, int64_t samples, int64_t value) {
 }  // namespace
 
 EvalResult evaluate(const plan::Plan& training_plan, const std::map<std::string, rt::Tensor>& state,
-                    const std::string& loss_name, const rt::data::Dataset& data) {
+                    const std::string& loss_name, const rt::data::Dataset& data,
+                    DataParallelRun* dp) {
   onnx::ModelProto proto = rt::io::model_with_state(training_plan, state);
   proto.clear_training_info();  // the inference graph only
   auto model = onnx_io::import_model(proto);
@@ -155,17 +157,27 @@ EvalResult evaluate(const plan::Plan& training_plan, const std::map<std::string,
     if (weight > 0) weighted += scalar(out.at(loss_name)) * weight;
     weights += weight;
   };
-  for (int64_t k = 0; k < batches; ++k) add_batch(batcher.batch(k));
+  const int rank = dp ? dp->rank() : 0, world = dp ? dp->world() : 1;
+  for (int64_t k = rank; k < batches; k += world) add_batch(batcher.batch(k));
   r.samples = batches * inputs.batch;
   const int64_t rest = data.samples() - r.samples;
-  if (rest > 0 && labels_input) {
+  if (rest > 0 && labels_input && rank == batches % world) {
     // The last B samples as one batch, the ones evaluated already masked out.
     rt::data::Batcher last(rt::data::split(data, data.samples() - inputs.batch).second,
                            inputs.specs, {.batch_size = inputs.batch});
     auto feeds = last.batch(0);
     mask_labels(feeds.at(*labels_input), inputs.batch - rest, ignore_index.value_or(kPaddingLabel));
     add_batch(feeds);
-    r.samples += rest;
+  }
+  if (rest > 0 && labels_input) r.samples += rest;
+  if (world > 1) {
+    std::vector<double> v = {weighted, weights, static_cast<double>(correct),
+                             static_cast<double>(r.labelled)};
+    dp->sum(v, "the held-out evaluation");
+    weighted = v[0];
+    weights = v[1];
+    correct = static_cast<int64_t>(v[2]);
+    r.labelled = static_cast<int64_t>(v[3]);
   }
   r.loss = weights > 0 ? weighted / weights : 0;
   r.unused_samples = data.samples() - r.samples;

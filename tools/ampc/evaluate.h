@@ -31,8 +31,13 @@ struct EvalResult {
   int64_t labelled = 0;  // positions that count for the accuracy
 };
 
+class DataParallelRun;
+
+// With `dp` (several ranks), each rank evaluates every world-th batch and the results are
+// combined over the ranks: every rank returns the result of the whole set.
 EvalResult evaluate(const plan::Plan& training_plan, const std::map<std::string, rt::Tensor>& state,
-                    const std::string& loss_name, const rt::data::Dataset& data);
+                    const std::string& loss_name, const rt::data::Dataset& data,
+                    DataParallelRun* dp = nullptr);
 
 // "360 samples: loss 0.1034, accuracy 96.94%"
 std::string describe(const EvalResult& r);

@@ -23,9 +23,11 @@
 #include "runtime/cpu/executor.h"
 #include "runtime/cpu/nonfinite_search.h"
 #include "runtime/data/batcher.h"
+#include "runtime/dist/collectives.h"
 #include "runtime/io/checkpoint.h"
 #include "runtime/plan/plan_file.h"
 #include "tools/ampc/commands.h"
+#include "tools/ampc/data_parallel.h"
 #include "tools/ampc/device_backend.h"
 #include "tools/ampc/evaluate.h"
 #include "tools/ampc/grad_stats_options.h"
@@ -60,6 +62,8 @@ struct TrainArgs {
   GradStatsArgs grad_stats;    // --grad-stats, --grad-stats-every, --activation-stats
   compiler::CompileOptions compile;
   TrainingOptions training;
+  DataParallelArgs dp;  // --reduce-dtype, --bucket-kib, --comm-timeout (data_parallel.h)
+  int world = 1;        // ranks of the run (mpirun -np N)
 };
 
 plan::Plan training_plan(TrainArgs& args) {
@@ -85,6 +89,7 @@ plan::Plan training_plan(TrainArgs& args) {
   finish_training_options(o, args.training);
   o.range_stats = args.grad_stats.compile_options();
   o.lowering.target = args.target;  // the device's: no PTX for the CPU
+  set_data_parallel_options(args.dp, args.world, o);
   return compiler::compile_file(args.model, o);
 }
 
@@ -135,6 +140,7 @@ std::optional<std::string> find_origin(rt::cpu::Executor& executor,
                                        const std::map<std::string, rt::Tensor>& batch,
                                        uint64_t seed, int64_t run, int64_t runs_done) {
   const auto now = executor.state();
+  const rt::dist::RankLocal local;  // data parallel: this rank's batch alone
   executor.load_state(state);
   executor.set_random_state(seed, run);
   const auto origin = rt::cpu::find_nonfinite_origin(executor, batch);
@@ -170,7 +176,7 @@ std::string first_origin(rt::cpu::Executor& executor, const std::vector<MicroBat
   return kTransient;
 }
 
-void run_train(TrainArgs& args) {
+void run_train(TrainArgs& args, DataParallelRun& dp) {
   // A model in training format (a checkpoint, --emit-onnx) may hold the loss scaler's ops.
   passes::register_amp_schemas();
   if (args.steps <= 0) throw Error("--steps must be at least 1");
@@ -184,10 +190,19 @@ void run_train(TrainArgs& args) {
   TrainArgs unfused_args = args;
   unfused_args.compile.lowering.fuse = false;
   std::unique_ptr<rt::cpu::Executor> unfused;
-  const Device device = parse_device(args.device);
+  args.world = dp.world();
+  // Data parallel on GPUs: each rank its own, cuda:LOCAL_RANK, unless an index is given.
+  const Device device = parse_device(args.device == "cuda" && dp.world() > 1
+                                         ? "cuda:" + std::to_string(dp.local_rank())
+                                         : args.device);
   args.target = compile_target(device);  // a missing GPU is reported before compiling
   plan::Plan compiled = training_plan(args);
   if (compiled.outputs_size() < 1) throw Error("the plan has no output to report as the loss");
+  if (dp.world() > 1 && !plan_reduces_gradients(compiled))
+    throw Error("'" + args.model +
+                "' does not all-reduce its gradients: compile it with `ampc "
+                "compile --train --data-parallel` to train it on " +
+                std::to_string(dp.world()) + " ranks");
   const std::vector<std::string> losses = loss_names(compiled);
   const std::string& loss_name = losses[0];  // held-out evaluation reports the first loss
   // One optimizer step is `accum` runs of the plan, one micro-batch each.
@@ -199,6 +214,7 @@ void run_train(TrainArgs& args) {
   const std::unique_ptr<rt::Backend> backend =
       make_backend(std::move(compiled), device, std::min<int64_t>(ahead * accum, 1024), args.model);
   rt::Backend& executor = *backend;
+  if (device.cuda && plan_reduces_gradients(executor.plan())) dp.start_gpu_communication();
   const auto& p = executor.plan();
   // Diagnoses run on the CPU backend: this executor, or one made for them.
   auto diagnosis = [&]() -> rt::cpu::Executor& {
@@ -214,11 +230,16 @@ void run_train(TrainArgs& args) {
   // Everything is checked before the first step: data against the plan's inputs, the
   // checkpoint against its state, and that checkpoints can be written at all.
   const PlanInputs inputs = plan_inputs(p);
+  dp.check_same_plan(p, run_key(args.data, args.eval_data, args.holdout, args.shuffle, args.seed,
+                                args.steps, args.resume));
   GradStats grad_stats(p, args.grad_stats);
   auto [train_data, eval_data] = open_data(args);
-  rt::data::Batcher batcher(
-      train_data, inputs.specs,
-      {.batch_size = inputs.batch, .shuffle = args.shuffle, .seed = args.seed});
+  rt::data::Batcher batcher(train_data, inputs.specs,
+                            {.batch_size = inputs.batch,
+                             .shuffle = args.shuffle,
+                             .seed = args.seed,
+                             .shard = dp.rank(),
+                             .shards = dp.world()});
   rt::io::TrainingProgress progress;
   if (!args.resume.empty()) {
     const auto ckpt = rt::io::read_checkpoint(args.resume);
@@ -237,12 +258,12 @@ void run_train(TrainArgs& args) {
   const float lr = compiled_lr(p, executor);
 
   std::ofstream log;
-  if (!args.log_file.empty()) {
+  if (!args.log_file.empty() && dp.rank() == 0) {  // rank 0 logs and checkpoints
     log.open(args.log_file, std::ios::trunc);
     if (!log) throw Error("cannot write '" + args.log_file + "'");
   }
   const int64_t first = progress.step, last = progress.step + args.steps;
-  const int64_t step_samples = inputs.batch * accum;
+  const int64_t step_samples = inputs.batch * accum * dp.world();  // the global batch
   Progress bar(first, last, args.log_every, step_samples, ::isatty(STDERR_FILENO));
   const auto start = std::chrono::steady_clock::now();
   int64_t skipped_steps = 0, consecutive_skips = 0;
@@ -263,6 +284,7 @@ void run_train(TrainArgs& args) {
   InterruptGuard interrupt_guard;
   for (int64_t step = first + 1; step <= last; ++step) {
     const auto t0 = std::chrono::steady_clock::now();
+    dp.set_phase("step " + std::to_string(step));
     // The step's micro-batches: the plan decides on the last one whether to step; the log
     // reports the mean of the micro-batches' losses (each the sum of the losses).
     std::vector<MicroBatch> runs;  // the step's batches (and states: --find-nonfinite)
@@ -280,6 +302,10 @@ void run_train(TrainArgs& args) {
         ahead > 1 ? window.step_seconds()
                   : std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     grad_stats.write(step, outputs);
+    // Several ranks: the losses averaged over them; an interrupt stops every rank at one step.
+    const int signal = agree_on_step(
+        dp, step, loss_sums, !amp.found_inf.empty() && outputs.at(amp.found_inf).data<bool>()[0],
+        InterruptGuard::signal_received());
     double loss_total = 0;
     for (double& l : loss_sums) loss_total += (l /= static_cast<double>(accum));
     const auto loss = static_cast<float>(loss_total);
@@ -325,15 +351,15 @@ void run_train(TrainArgs& args) {
       throw Error(consecutive_skips_message(executor, step, consecutive_skips, loss) +
                   ". Diagnosis (the last batch run again): " + why);
     }
-    bar.step_done(step, loss);
+    if (dp.rank() == 0) bar.step_done(step, loss);  // one progress for the run
     const bool save_now = args.checkpoint_every > 0 && (step - first) % args.checkpoint_every == 0;
-    if (!args.checkpoint.empty() && (save_now || step == last))
+    if (!args.checkpoint.empty() && dp.rank() == 0 && (save_now || step == last))
       rt::io::write_checkpoint(p, executor.state(), progress, args.checkpoint);
     // On a GPU the state is read at the end of a window (the steps ahead are already queued).
-    if (const int sig = InterruptGuard::signal_received();
+    if (const int sig = dp.world() > 1 ? signal : InterruptGuard::signal_received();
         sig != 0 && (ahead == 1 || step == window_end(step))) {
       bar.finish();
-      if (!args.checkpoint.empty() && !save_now && step != last)
+      if (!args.checkpoint.empty() && dp.rank() == 0 && !save_now && step != last)
         rt::io::write_checkpoint(p, executor.state(), progress, args.checkpoint);
       if (log.is_open()) log.close();
       std::cerr << interrupted_message(sig, step, last, args.checkpoint) << '\n';
@@ -341,6 +367,16 @@ void run_train(TrainArgs& args) {
     }
   }
   bar.finish();
+  if (args.dp.check_replicas) {
+    const int64_t n = dp.check_same_state(executor.state());
+    if (dp.rank() == 0)
+      std::printf("replicas: %lld states identical on %d ranks\n", static_cast<long long>(n),
+                  dp.world());
+  }
+  if (dp.rank() != 0) {  // rank 0 reports; the others evaluate their share of the held-out data
+    if (eval_data) evaluate(p, executor.state(), loss_name, *eval_data, &dp);
+    return;
+  }
   const double wall =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("trained %lld steps in %.2f s (%.0f samples/s)\n", static_cast<long long>(args.steps),
@@ -353,10 +389,12 @@ void run_train(TrainArgs& args) {
   }
   if (const std::string d = device_summary(executor); !d.empty())
     std::printf("device: %s\n", d.c_str());
+  if (const std::string c = dp.comm_summary(args.steps); !c.empty())
+    std::printf("data parallel: %s\n", c.c_str());
   if (!args.checkpoint.empty()) std::printf("checkpoint: %s\n", args.checkpoint.c_str());
   if (eval_data) {
     std::printf("held-out: %s\n",
-                describe(evaluate(p, executor.state(), loss_name, *eval_data)).c_str());
+                describe(evaluate(p, executor.state(), loss_name, *eval_data, &dp)).c_str());
   }
 }
 
@@ -406,7 +444,10 @@ void add_train_command(CLI::App& app) {
                   "Where to train: cpu (default), cuda or cuda:N (the GPU of that index)");
   add_training_options(cmd, o, args->training);
   add_grad_stats_options(cmd, args->grad_stats);
-  cmd->callback([args] { run_train(*args); });
+  add_data_parallel_options(cmd, args->dp, /*train=*/true);
+  cmd->callback([args] {
+    with_data_parallel_run(args->dp, [&](DataParallelRun& dp) { run_train(*args, dp); });
+  });
 }
 
 }  // namespace ampc::cli

@@ -14,6 +14,7 @@ void register_all_cpu_ops(OpRegistry& r) {
   register_grad_ops(r);
   register_training_optimizer_ops(r);
   register_amp_ops(r);
+  register_comm_ops(r);
   register_range_stats_ops(r);
 }
 

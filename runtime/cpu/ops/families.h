@@ -17,5 +17,6 @@ void register_grad_ops(OpRegistry& r);  // grad_ops.cc: gradient ops of the "amp
 void register_training_optimizer_ops(OpRegistry& r);
 void register_amp_ops(OpRegistry& r);          // amp_ops.cc: loss-scaler ops of the "ampc" domain
 void register_range_stats_ops(OpRegistry& r);  // range_stats_op.cc: ampc.RangeStats
+void register_comm_ops(OpRegistry& r);  // comm_ops.cc: ampc.AllReduceStart/Wait (data parallel)
 
 }  // namespace ampc::rt::cpu

@@ -1,0 +1,112 @@
+// The data-parallel communication ops of the "ampc" domain (schemas and semantics:
+// passes/comm_schemas.h) on the CPU: AllReduceStart starts a non-blocking sum over the ranks
+// of runtime/dist/collectives.h, AllReduceWait waits for it. Without collectives (a process
+// not launched by mpirun) the world has one rank and both are copies (with the casts).
+#include <cstring>
+
+#include "runtime/cpu/op_registry.h"
+#include "runtime/cpu/ops/families.h"
+#include "runtime/dist/collectives.h"
+
+namespace ampc::rt::cpu {
+namespace {
+
+float load(const Tensor& t, int64_t i) {
+  switch (t.dtype()) {
+    case DType::kFloat32:
+      return t.data<float>()[i];
+    case DType::kFloat16:
+      return half_to_float(t.data<Half>()[i]);
+    case DType::kBFloat16:
+      return bf16_to_float(t.data<BFloat16>()[i]);
+    default:
+      return static_cast<float>(t.data<double>()[i]);
+  }
+}
+
+void store(Tensor& t, int64_t i, double v) {
+  switch (t.dtype()) {
+    case DType::kFloat32:
+      t.data<float>()[i] = static_cast<float>(v);
+      return;
+    case DType::kFloat16:
+      t.data<Half>()[i] = float_to_half(static_cast<float>(v));
+      return;
+    case DType::kBFloat16:
+      t.data<BFloat16>()[i] = float_to_bf16(static_cast<float>(v));
+      return;
+    default:
+      t.data<double>()[i] = v;
+  }
+}
+
+bool reducible(DType t) {
+  return t == DType::kFloat32 || t == DType::kFloat64 || t == DType::kFloat16 ||
+         t == DType::kBFloat16;
+}
+
+// `out` = `in` converted to out's dtype, times `factor` (applied in the wider type).
+void convert(const Tensor& in, Tensor& out, double factor) {
+  const int64_t n = in.numel();
+  if (in.dtype() == out.dtype() && factor == 1.0) {
+    std::memcpy(out.raw(), in.raw(), in.nbytes());
+    return;
+  }
+  if (in.dtype() == DType::kFloat64) {
+    for (int64_t i = 0; i < n; ++i) store(out, i, in.data<double>()[i] * factor);
+    return;
+  }
+  if (in.dtype() == DType::kFloat32 && out.dtype() == DType::kFloat32) {
+    const auto f = static_cast<float>(factor);
+    const float* x = in.data<float>();
+    float* y = out.data<float>();
+    for (int64_t i = 0; i < n; ++i) y[i] = x[i] * f;
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i)
+    store(out, i, static_cast<double>(load(in, i) * static_cast<float>(factor)));
+}
+
+// AllReduceStart(G1..Gn) -> R1..Rn: Ri = Gi / world in the dtype `to`, and the sum of the Ri
+// over the ranks started in place (DDP's mean: divided before the sum, so that a low dtype
+// overflows only where the mean would).
+void all_reduce_start(OpContext& ctx) {
+  const int n = ctx.num_inputs();
+  if (ctx.num_outputs() != n) ctx.fail("needs one output per gradient");
+  const auto to = static_cast<DType>(ctx.attr_int("to"));
+  const int64_t bucket = ctx.attr_int("bucket");
+  if (!reducible(to)) ctx.fail("cannot reduce in " + std::string(dtype_name(to)));
+  dist::Collectives* c = dist::current();
+  const int world = c ? c->world() : 1;
+  for (int i = 0; i < n; ++i) {
+    const Tensor& g = ctx.in(i);
+    if (!reducible(g.dtype())) ctx.unsupported_dtype(i);
+    Tensor& r = ctx.output(i, to, g.shape());
+    convert(g, r, 1.0 / world);
+    if (c && world > 1) c->start_sum(bucket, r.raw(), r.numel(), to);
+  }
+  if (c && world > 1) c->bucket_started(bucket);
+}
+
+// AllReduceWait(R1..Rn) -> G1'..Gn': waits for the bucket's sums, converts them to `to`.
+void all_reduce_wait(OpContext& ctx) {
+  const int n = ctx.num_inputs();
+  if (ctx.num_outputs() != n) ctx.fail("needs one output per reduced gradient");
+  const auto to = static_cast<DType>(ctx.attr_int("to"));
+  if (!reducible(to)) ctx.fail("cannot return gradients of " + std::string(dtype_name(to)));
+  dist::Collectives* c = dist::current();
+  if (c && c->world() > 1) c->wait(ctx.attr_int("bucket"));
+  for (int i = 0; i < n; ++i) {
+    const Tensor& r = ctx.in(i);
+    convert(r, ctx.output(i, to, r.shape()), 1.0);
+  }
+}
+
+}  // namespace
+
+void register_comm_ops(OpRegistry& r) {
+  r.add("AllReduceStart", all_reduce_start, "ampc");
+  r.add("AllReduceWait", all_reduce_wait, "ampc");
+}
+
+}  // namespace ampc::rt::cpu
