@@ -293,6 +293,40 @@ TEST(PlanMemory, Fp16ActivationsAtBatch32) {
   }
 }
 
+// Optimizer updates in place for every precision: each state update's source lives in its
+// state (alias_of), so no parameter-sized fresh buffer is planned and nothing is copied after
+// the step, and a 16-bit plan's arena is never larger than the fp32 plan's (it was: bf16
+// resnet18 planned 106.6 MiB against fp32's 85.3 MiB, all of it fresh update buffers).
+TEST(PlanMemory, UpdatesInPlaceAndHalfArenasNoLargerThanFp32) {
+  for (const std::string model : {"cnn", "mlp", "gpt"}) {
+    for (const std::string optimizer : {"sgd", "adam"}) {
+      std::map<Precision, int64_t> arena;
+      for (Precision precision : {Precision::kFP32, Precision::kBF16, Precision::kFP16}) {
+        SCOPED_TRACE(model + " " + optimizer + " " +
+                     std::string(passes::precision_name(precision)));
+        compiler::CompileOptions o;
+        o.train = true;
+        o.optimizer.kind = optimizer;
+        o.optimizer.momentum = 0.9f;
+        o.autocast.precision = precision;
+        const plan::Plan p = compiler::compile_file(model_path(model), o);
+        arena[precision] = p.memory().arena_bytes();
+        for (const auto& u : p.state_updates()) {
+          EXPECT_EQ(p.buffers(u.source()).alias_of(), u.state() + 1)
+              << "update of '" << p.buffers(u.state()).name() << "' from '"
+              << p.buffers(u.source()).name() << "' is not computed in place";
+        }
+      }
+      std::printf("%s %s arena: fp32 %lld, bf16 %lld, fp16 %lld B\n", model.c_str(),
+                  optimizer.c_str(), static_cast<long long>(arena[Precision::kFP32]),
+                  static_cast<long long>(arena[Precision::kBF16]),
+                  static_cast<long long>(arena[Precision::kFP16]));
+      EXPECT_LE(arena[Precision::kBF16], arena[Precision::kFP32]) << model << " " << optimizer;
+      EXPECT_LE(arena[Precision::kFP16], arena[Precision::kFP32]) << model << " " << optimizer;
+    }
+  }
+}
+
 // Hand-made plans.
 int32_t add_buffer(plan::Plan& p, const std::string& name, plan::BufferRole role,
                    std::vector<int64_t> shape, bool known = true) {
