@@ -101,7 +101,8 @@ def export(model, inputs, path):
 
 def forward_flops(path):
     """2 x the multiply-adds of the graph's MatMul, Gemm and Conv nodes."""
-    m = onnx.shape_inference.infer_shapes(onnx.load(path))
+    # data_prop: shapes computed in the graph (the gpt's Reshape targets) propagate too.
+    m = onnx.shape_inference.infer_shapes(onnx.load(path), data_prop=True)
     g = m.graph
     shapes = {}
     for vi in list(g.value_info) + list(g.input) + list(g.output):

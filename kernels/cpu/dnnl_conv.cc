@@ -43,15 +43,18 @@ tag plain(int rank) {
 }
 
 struct Descs {
-  memory::desc x, w, y, bias;  // the user's (plain) layouts
-  memory::desc x_any, w_any, y_any;
+  memory::desc x, w, y, bias;                  // the user's (plain) layouts
+  memory::desc x_any, w_any, y_any, bias_any;  // what the primitive is asked for
   memory::dims strides, dilates, pad_l, pad_r;
   bool ok = false;
 };
 
-// `plain_layouts`: the primitive works on the plain layouts too (no reorders, oneDNN picks among
-// the implementations for them).
-Descs descs(const DnnlConv& p, bool with_bias, bool plain_layouts = false) {
+// What the primitive computes on: oneDNN's choice of layout in the user's element types, or
+// (kF32Any) in fp32, the bf16 operands widened exactly and the results rounded once by the
+// reorders around the call.
+enum class Inner { kAny, kF32Any };
+
+Descs descs(const DnnlConv& p, bool with_bias, Inner inner = Inner::kAny) {
   Descs d;
   memory::data_type tx, tw, ty, tb = memory::data_type::f32;
   if (p.spatial < 1 || p.spatial > 3 || p.group < 1 || !ds::dnnl_type(p.x_type, &tx) ||
@@ -81,14 +84,12 @@ Descs descs(const DnnlConv& p, bool with_bias, bool plain_layouts = false) {
   d.y = memory::desc(yd, ty, plain(rank));
   d.w = memory::desc(wd, tw, plain(static_cast<int>(wd.size())));
   if (with_bias) d.bias = memory::desc({p.m}, tb, tag::a);
-  d.x_any = memory::desc(xd, tx, tag::any);
-  d.y_any = memory::desc(yd, ty, tag::any);
-  d.w_any = memory::desc(wd, tw, tag::any);
-  if (plain_layouts) {
-    d.x_any = d.x;
-    d.y_any = d.y;
-    d.w_any = d.w;
-  }
+  const bool f32 = inner == Inner::kF32Any;
+  const memory::data_type t32 = memory::data_type::f32;
+  d.x_any = memory::desc(xd, f32 ? t32 : tx, tag::any);
+  d.y_any = memory::desc(yd, f32 ? t32 : ty, tag::any);
+  d.w_any = memory::desc(wd, f32 ? t32 : tw, tag::any);
+  d.bias_any = with_bias && f32 ? memory::desc({p.m}, t32, tag::a) : d.bias;
   d.ok = true;
   return d;
 }
@@ -99,7 +100,7 @@ dnnl::convolution_forward::primitive_desc forward_pd(const Descs& d, bool with_b
   const fwd::desc desc =
       with_bias
           ? fwd::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
-                      d.x_any, d.w_any, d.bias, d.y_any, d.strides, d.dilates, d.pad_l, d.pad_r)
+                      d.x_any, d.w_any, d.bias_any, d.y_any, d.strides, d.dilates, d.pad_l, d.pad_r)
           : fwd::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
                       d.x_any, d.w_any, d.y_any, d.strides, d.dilates, d.pad_l, d.pad_r);
   return fwd::primitive_desc(desc, attr, ds::engine());
@@ -130,19 +131,20 @@ std::unique_ptr<ds::Prepared> make_backward_data(const DnnlConv& p) {
 }
 
 std::unique_ptr<ds::Prepared> make_backward_weights(const DnnlConv& p, bool with_bias) {
-  // bf16 weight gradients on plain layouts: oneDNN 2.6's blocked bf16 kernel for them
-  // reduces across threads through spinning barriers, which on shared cores (a preempted
-  // thread) took 0.2-0.4 s per call where it needs 5 ms; the GEMM-based kernel it picks for
-  // plain layouts reduces after its parallel region. fp32 keeps the blocked kernel (faster).
-  const Descs d = descs(p, with_bias, p.x_type == DType::kBFloat16);
+  // bf16 weight gradients in fp32: oneDNN 2.6's blocked bf16 kernel for them reduces across
+  // threads through spinning barriers, which on shared cores (a preempted thread) took 0.2-0.4 s
+  // per call where it needs 5 ms, and its GEMM-based kernel for plain layouts is slower than
+  // the fp32 one. The reorders widen dY and X exactly and round dW (and dB) once: the same
+  // numbers, fp32 accumulation and one rounding.
+  const Descs d = descs(p, with_bias, p.x_type == DType::kBFloat16 ? Inner::kF32Any : Inner::kAny);
   if (!d.ok) return nullptr;
   using bwd = dnnl::convolution_backward_weights;
   const auto hint = forward_pd(d, with_bias, dnnl::primitive_attr());
-  const bwd::desc desc = with_bias
-                             ? bwd::desc(dnnl::algorithm::convolution_direct, d.x_any, d.w_any,
-                                         d.bias, d.y_any, d.strides, d.dilates, d.pad_l, d.pad_r)
-                             : bwd::desc(dnnl::algorithm::convolution_direct, d.x_any, d.w_any,
-                                         d.y_any, d.strides, d.dilates, d.pad_l, d.pad_r);
+  const bwd::desc desc =
+      with_bias ? bwd::desc(dnnl::algorithm::convolution_direct, d.x_any, d.w_any, d.bias_any,
+                            d.y_any, d.strides, d.dilates, d.pad_l, d.pad_r)
+                : bwd::desc(dnnl::algorithm::convolution_direct, d.x_any, d.w_any, d.y_any,
+                            d.strides, d.dilates, d.pad_l, d.pad_r);
   const bwd::primitive_desc pd(desc, ds::user_scratchpad_attr(), ds::engine(), hint);
   std::vector<ds::ArgSpec> args = {{DNNL_ARG_DIFF_DST, d.y, false},
                                    {DNNL_ARG_SRC, d.x, false},

@@ -10,7 +10,7 @@ void add_threads_option(CLI::App& app) {
          "--threads", [](int n) { omp_set_num_threads(n); },
          "threads of the CPU backend's one OpenMP pool (oneDNN, generated kernels, operators); "
          "default: OMP_NUM_THREADS, else the cores available")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, 4096));
 }
 
 }  // namespace ampc::cli
