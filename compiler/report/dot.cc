@@ -38,18 +38,6 @@ ColourClass colour_class(DType t) {
 }
 
 // A DOT string literal; a newline in `s` becomes DOT's line break escape.
-std::string quote(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '\n') {
-      out += "\\n";
-      continue;
-    }
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out + '"';
-}
 
 // The element type a node "runs in": its first float output, else its first output.
 DType node_dtype(const ir::Node& n) {
@@ -64,10 +52,23 @@ DType node_dtype(const ir::Node& n) {
 
 }  // namespace
 
+std::string dot_quote(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + '"';
+}
+
 std::string to_dot(const ir::Model& model) {
   const ir::Graph& g = *model.graph;
   std::ostringstream os;
-  os << "digraph " << quote(g.name.empty() ? "model" : g.name) << " {\n"
+  os << "digraph " << dot_quote(g.name.empty() ? "model" : g.name) << " {\n"
      << "  rankdir=TB;\n  node [fontname=\"Helvetica\", fontsize=10];\n"
      << "  edge [fontname=\"Helvetica\", fontsize=8];\n";
   std::map<const ir::Value*, std::string> source;  // value -> dot node that provides it
@@ -77,8 +78,8 @@ std::string to_dot(const ir::Model& model) {
     const std::string id = "in" + std::to_string(next_id++);
     source[v] = id;
     os << "  " << id
-       << " [shape=ellipse, style=filled, fillcolor=" << quote(colour_class(v->type.dtype).fill)
-       << ", label=" << quote(v->name + "\n" + v->type.str()) << "];\n";
+       << " [shape=ellipse, style=filled, fillcolor=" << dot_quote(colour_class(v->type.dtype).fill)
+       << ", label=" << dot_quote(v->name + "\n" + v->type.str()) << "];\n";
   }
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const ir::Node& n = *g.nodes[i];
@@ -88,14 +89,14 @@ std::string to_dot(const ir::Model& model) {
       if (v && v->is_initializer()) weights += "\n" + v->name + " " + v->type.str();
     }
     const ColourClass cc = colour_class(node_dtype(n));
-    os << "  " << id << " [shape=box, style=\"rounded,filled\", fillcolor=" << quote(cc.fill)
-       << ", label=" << quote(n.op_type + (n.name.empty() ? "" : "\n" + n.name) + weights)
-       << ", tooltip=" << quote(cc.label) << "];\n";
+    os << "  " << id << " [shape=box, style=\"rounded,filled\", fillcolor=" << dot_quote(cc.fill)
+       << ", label=" << dot_quote(n.op_type + (n.name.empty() ? "" : "\n" + n.name) + weights)
+       << ", tooltip=" << dot_quote(cc.label) << "];\n";
     for (const ir::Value* v : n.inputs) {
       if (!v) continue;
       auto it = source.find(v);
       if (it == source.end()) continue;  // initializers are listed inside the node
-      os << "  " << it->second << " -> " << id << " [label=" << quote(v->type.str()) << "];\n";
+      os << "  " << it->second << " -> " << id << " [label=" << dot_quote(v->type.str()) << "];\n";
     }
     for (const ir::Value* v : n.outputs) {
       if (v) source[v] = id;
@@ -105,8 +106,8 @@ std::string to_dot(const ir::Model& model) {
     const ir::Value* v = g.outputs[i];
     const std::string id = "out" + std::to_string(i);
     os << "  " << id
-       << " [shape=ellipse, style=filled, fillcolor=" << quote(colour_class(v->type.dtype).fill)
-       << ", label=" << quote(v->name + "\n" + v->type.str()) << "];\n";
+       << " [shape=ellipse, style=filled, fillcolor=" << dot_quote(colour_class(v->type.dtype).fill)
+       << ", label=" << dot_quote(v->name + "\n" + v->type.str()) << "];\n";
     if (auto it = source.find(v); it != source.end())
       os << "  " << it->second << " -> " << id << ";\n";
   }
@@ -115,8 +116,8 @@ std::string to_dot(const ir::Model& model) {
                           DType::kBool};
   for (DType t : legend) {
     const ColourClass cc = colour_class(t);
-    os << "    legend_" << cc.label << " [shape=box, style=filled, fillcolor=" << quote(cc.fill)
-       << ", label=" << quote(cc.label) << "];\n";
+    os << "    legend_" << cc.label << " [shape=box, style=filled, fillcolor=" << dot_quote(cc.fill)
+       << ", label=" << dot_quote(cc.label) << "];\n";
   }
   os << "  }\n}\n";
   return os.str();

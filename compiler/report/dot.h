@@ -14,4 +14,7 @@ std::string to_dot(const ir::Model& model);
 // and no file is left behind on failure.
 void write_svg(const std::string& dot_text, const std::string& path);
 
+// s as a Graphviz quoted string (quotes and backslashes escaped, newlines as \n).
+std::string dot_quote(const std::string& s);
+
 }  // namespace ampc::report

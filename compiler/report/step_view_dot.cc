@@ -1,5 +1,7 @@
 #include "compiler/report/step_view_dot.h"
 
+#include "compiler/report/dot.h"
+
 #include <algorithm>
 #include <map>
 #include <set>
@@ -7,19 +9,6 @@
 
 namespace ampc::report {
 namespace {
-
-std::string quote(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '\n') {
-      out += "\\n";
-      continue;
-    }
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out + '"';
-}
 
 std::string join(const std::vector<std::string>& parts, size_t count) {
   std::string s;
@@ -90,11 +79,11 @@ std::string step_view_dot(const StepView& view, const StepDotOptions& options) {
   const bool small = boxes.size() <= 300;  // edge labels only where they stay legible
 
   std::ostringstream os;
-  os << "digraph " << quote(view.title.empty() ? "step" : view.title) << " {\n"
+  os << "digraph " << dot_quote(view.title.empty() ? "step" : view.title) << " {\n"
      << "  rankdir=TB; compound=true; newrank=true;\n"
      << "  node [fontname=\"Helvetica\", fontsize=10];\n"
      << "  edge [fontname=\"Helvetica\", fontsize=8, color=\"#555555\"];\n"
-     << "  label=" << quote(view.title + " (" + view.precision + ")") << "; labelloc=t;\n";
+     << "  label=" << dot_quote(view.title + " (" + view.precision + ")") << "; labelloc=t;\n";
 
   const std::map<std::string, std::string> phase_colour = {
       {kPhaseInputs, "#f7f7f7"},      {kPhaseForward, "#eef5fb"},   {kPhaseBackward, "#fbf1e8"},
@@ -106,13 +95,13 @@ std::string step_view_dot(const StepView& view, const StepDotOptions& options) {
     for (const Box& b : boxes)
       if (b.phase == phase) by_cluster[b.cluster].push_back(&b);
     if (by_cluster.empty()) continue;
-    os << "  subgraph cluster_" << cluster_id++ << " {\n    label=" << quote(phase)
-       << "; style=filled; fillcolor=" << quote(phase_colour.at(phase))
+    os << "  subgraph cluster_" << cluster_id++ << " {\n    label=" << dot_quote(phase)
+       << "; style=filled; fillcolor=" << dot_quote(phase_colour.at(phase))
        << "; color=\"#888888\"; fontsize=14;\n";
     for (auto& [cluster, members] : by_cluster) {
       const bool kernel = !cluster.empty();
       if (kernel)
-        os << "    subgraph cluster_" << cluster_id++ << " {\n      label=" << quote(cluster)
+        os << "    subgraph cluster_" << cluster_id++ << " {\n      label=" << dot_quote(cluster)
            << "; style=\"dashed,rounded\"; color=\"#444444\"; fontsize=9;\n";
       // Skip-step nodes of a kernel last, in a cluster of their own inside it.
       std::stable_partition(members.begin(), members.end(),
@@ -132,9 +121,9 @@ std::string step_view_dot(const StepView& view, const StepDotOptions& options) {
           if (!n.dtype.empty()) label += "\n" + n.dtype + (n.rule.empty() ? "" : ": " + n.rule);
           if (!n.change.empty()) label += "\n" + n.change;
           os << " [shape=box, style=\"rounded,filled" << (n.inserted_cast ? ",bold" : "")
-             << "\", fillcolor=" << quote(dtype_fill(n.dtype));
+             << "\", fillcolor=" << dot_quote(dtype_fill(n.dtype));
           if (n.inserted_cast) os << ", color=\"#d62728\", penwidth=3";
-          os << ", label=" << quote(label) << ", tooltip=" << quote(n.name) << "];\n";
+          os << ", label=" << dot_quote(label) << ", tooltip=" << dot_quote(n.name) << "];\n";
         } else {
           std::map<std::string, int> dtypes;
           int casts = 0;
@@ -152,8 +141,8 @@ std::string step_view_dot(const StepView& view, const StepDotOptions& options) {
           for (const auto& [d, c] : dtypes)
             if (!d.empty()) label += "\n" + d + ": " + std::to_string(c);
           if (casts) label += "\ninserted casts: " + std::to_string(casts);
-          os << " [shape=box3d, style=filled, fillcolor=" << quote(dtype_fill(major))
-             << (casts ? ", color=\"#d62728\"" : "") << ", label=" << quote(label) << "];\n";
+          os << " [shape=box3d, style=filled, fillcolor=" << dot_quote(dtype_fill(major))
+             << (casts ? ", color=\"#d62728\"" : "") << ", label=" << dot_quote(label) << "];\n";
         }
       }
       if (skip_cluster) os << "      }\n";
@@ -180,14 +169,14 @@ std::string step_view_dot(const StepView& view, const StepDotOptions& options) {
       }
       if (!drawn.insert({from, to}).second) continue;
       os << "  " << boxes[from].id << " -> " << boxes[to].id;
-      if (small) os << " [label=" << quote(tensor.type) << "]";
+      if (small) os << " [label=" << dot_quote(tensor.type) << "]";
       os << ";\n";
     }
   }
   os << "  subgraph cluster_legend {\n    label=\"compute dtype\"; fontsize=10;\n";
   for (const char* d : {"fp32", "fp16", "bf16", "int64", "bool"})
-    os << "    legend_" << d << " [shape=box, style=filled, fillcolor=" << quote(dtype_fill(d))
-       << ", label=" << quote(d) << "];\n";
+    os << "    legend_" << d << " [shape=box, style=filled, fillcolor=" << dot_quote(dtype_fill(d))
+       << ", label=" << dot_quote(d) << "];\n";
   os << "    legend_cast [shape=box, style=\"filled,bold\", color=\"#d62728\", penwidth=3, "
         "fillcolor=\"#fdae6b\", label=\"inserted cast\"];\n  }\n}\n";
   return os.str();
