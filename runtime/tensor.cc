@@ -1,5 +1,7 @@
 #include "runtime/tensor.h"
 
+#include <cstring>
+
 #include "base/checked_size.h"
 
 namespace ampc::rt {
@@ -31,6 +33,28 @@ Tensor::Tensor(DType dtype, std::vector<int64_t> shape) : dtype_(dtype), shape_(
   } else {
     bytes_.assign(static_cast<size_t>(bytes), 0);
   }
+}
+
+Tensor Tensor::borrowed(DType dtype, std::vector<int64_t> shape, void* data) {
+  if (dtype == DType::kString || dtype == DType::kUndefined)
+    throw Error("internal: a " + std::string(dtype_name(dtype)) + " tensor cannot borrow memory");
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.external_bytes_ =
+      static_cast<size_t>(checked_tensor_bytes(t.shape_, dtype_size(dtype), "tensor"));
+  if (data == nullptr && t.external_bytes_ > 0)
+    throw Error("internal: a borrowed tensor of " + t.type_str() + " without memory");
+  // An empty tensor borrows nothing: it owns its (empty) storage.
+  if (t.external_bytes_ > 0) t.external_ = data;
+  return t;
+}
+
+Tensor Tensor::owned_copy() const {
+  if (!external_) return *this;
+  Tensor t(dtype_, shape_);
+  std::memcpy(t.raw(), external_, external_bytes_);
+  return t;
 }
 
 void Tensor::reshape(std::vector<int64_t> shape) {

@@ -75,29 +75,36 @@ class Tensor {
   Tensor() = default;
   // Zero-filled storage (empty strings for kString).
   Tensor(DType dtype, std::vector<int64_t> shape);
+  // A tensor over memory it does not own (not kString), e.g. a caller's input batch read
+  // where it lies. The caller keeps the memory alive and unchanged while this tensor or any
+  // copy of it is in use: copies share the memory (owned_copy() does not).
+  static Tensor borrowed(DType dtype, std::vector<int64_t> shape, void* data);
+  bool is_borrowed() const { return external_ != nullptr; }
+  // A copy with storage of its own (a plain copy of a borrowed tensor shares the memory).
+  Tensor owned_copy() const;
 
   DType dtype() const { return dtype_; }
   const std::vector<int64_t>& shape() const { return shape_; }
   int64_t rank() const { return static_cast<int64_t>(shape_.size()); }
   int64_t dim(int64_t i) const { return shape_.at(static_cast<size_t>(i)); }
   int64_t numel() const { return numel_of(shape_); }
-  size_t nbytes() const { return bytes_.size(); }
+  size_t nbytes() const { return external_ ? external_bytes_ : bytes_.size(); }
   bool defined() const { return dtype_ != DType::kUndefined; }
 
-  void* raw() { return bytes_.data(); }
-  const void* raw() const { return bytes_.data(); }
+  void* raw() { return external_ ? external_ : bytes_.data(); }
+  const void* raw() const { return external_ ? external_ : bytes_.data(); }
   std::vector<std::string>& strings() { return strings_; }
   const std::vector<std::string>& strings() const { return strings_; }
 
   template <typename T>
   T* data() {
     check<T>();
-    return reinterpret_cast<T*>(bytes_.data());
+    return reinterpret_cast<T*>(raw());
   }
   template <typename T>
   const T* data() const {
     check<T>();
-    return reinterpret_cast<const T*>(bytes_.data());
+    return reinterpret_cast<const T*>(raw());
   }
 
   // Same data, another shape of equal element count.
@@ -117,6 +124,8 @@ class Tensor {
   std::vector<int64_t> shape_;
   std::vector<uint8_t> bytes_;
   std::vector<std::string> strings_;
+  void* external_ = nullptr;  // borrowed storage (bytes_ is then empty)
+  size_t external_bytes_ = 0;
 };
 
 }  // namespace ampc::rt

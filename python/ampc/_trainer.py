@@ -249,18 +249,16 @@ def _options(given_values):
         setattr(options, name, value if name not in ("freeze", "losses", "input_shapes") else list(value))
         given.append(name)
     options.given = given
+    # Where the plan runs is not an option of the plan (a plan file takes it too).
+    options.device = given_values.get("device") or "cpu"
     return options
 
 
 def _check_device(device):
-    if device == "cpu":
-        return
-    if isinstance(device, str) and (device == "cuda" or device.startswith("cuda:")):
-        raise Error(
-            f"device '{device}': the Python API runs plans on the CPU backend; to train on a GPU, "
-            "write the plan with trainer.save_plan(P) and run `ampc train P --device cuda`"
-        )
-    raise Error(f"device '{device}': expected cpu")
+    # The engine parses it as `ampc train --device` does (cpu, cuda, cuda:N) and, for a GPU,
+    # opens it: a machine without one raises the command line's "no CUDA device".
+    if not isinstance(device, str):
+        raise Error(f"device {device!r}: expected 'cpu', 'cuda' or 'cuda:N'")
 
 
 def compile(model, example_inputs=None, *, precision=None, optimizer=None, lr=None,
@@ -292,7 +290,10 @@ def compile(model, example_inputs=None, *, precision=None, optimizer=None, lr=No
           for models).
       fusion: fused kernels (default True); target: "cpu", "cuda:sm_80" or "cuda:sm_90" (the
           PTX a saved plan carries).
-    device: "cpu" (the only device of the Python API for now).
+    device: "cpu" (default), "cuda" or "cuda:N": where the plan runs, with the command line's
+        backend (`ampc train --device`); for a GPU an ONNX model or module is compiled for it
+        (target "cuda:sm_XX" of the device at hand) unless target names one. Inputs are
+        copied to the device each step; eval() runs on the CPU with the trained state.
     seed: the seed of dropout masks, as `ampc train --seed`.
     export_path: where to keep the ONNX export of a module (default: a temporary file).
 
@@ -306,6 +307,7 @@ def compile(model, example_inputs=None, *, precision=None, optimizer=None, lr=No
         freeze=freeze, losses=loss, input_shapes=input_shapes, log_grad_norm=grad_norm,
         target=None if target == "cpu" else target, fusion=None if fusion else False,
     )
+    values["device"] = device
     if not isinstance(model, (str, os.PathLike)):
         if example_inputs is None:
             raise TypeError("compiling a torch module needs example_inputs (one batch)")

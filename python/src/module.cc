@@ -73,13 +73,14 @@ PYBIND11_MODULE(_ampc, m) {
       .def_readwrite("log_grad_norm", &TrainOptions::log_grad_norm)
       .def_readwrite("fusion", &TrainOptions::fusion)
       .def_readwrite("target", &TrainOptions::target)
+      .def_readwrite("device", &TrainOptions::device)
       .def_readwrite("given", &TrainOptions::given);
 
   py::class_<Trainer>(m, "Trainer")
       .def(py::init([](const std::string& path, const TrainOptions& options, uint64_t seed) {
              py::gil_scoped_release release;  // compiling takes a while
              return std::make_unique<Trainer>(ampc::python::training_plan(path, options), path,
-                                              seed);
+                                              seed, options.device);
            }),
            py::arg("path"), py::arg("options"), py::arg("seed") = 0)
       .def(

@@ -129,6 +129,12 @@ rt::Tensor to_tensor(const BorrowedArray& a) {
   return t;
 }
 
+rt::Tensor tensor_over(const BorrowedArray& a) {
+  // Tensor::borrowed takes a mutable pointer for the tensors that may be written; the
+  // executor only reads input buffers (runtime/cpu/executor.cc).
+  return rt::Tensor::borrowed(a.dtype, a.shape, const_cast<uint8_t*>(a.data));
+}
+
 rt::data::Dataset dataset_of(const std::map<std::string, BorrowedArray>& arrays) {
   std::map<std::string, rt::data::Array> out;
   for (const auto& [name, a] : arrays) {

@@ -36,8 +36,12 @@ BorrowedArray borrow(const pybind11::buffer_info& info, const std::string& name)
 // A numpy array holding a copy of `t` (bf16 as float32: numpy has no bfloat16).
 pybind11::array to_numpy(const rt::Tensor& t);
 
-// A tensor holding a copy of `a`.
+// A tensor holding a copy of `a` (for state, which the steps update in place).
 rt::Tensor to_tensor(const BorrowedArray& a);
+
+// A tensor over `a`'s memory, no copy: the runtime reads a step's inputs where they lie and
+// never writes them. `a` must outlive the tensor.
+rt::Tensor tensor_over(const BorrowedArray& a);
 
 // A data set over borrowed arrays (they must outlive it).
 rt::data::Dataset dataset_of(const std::map<std::string, BorrowedArray>& arrays);

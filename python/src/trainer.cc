@@ -74,10 +74,14 @@ plan::Plan training_plan(const std::string& path, const TrainOptions& t) {
   for (const auto& name : t.given) o.optimizer_options_given |= training_step_option(name);
   o.lowering.fuse = t.fusion;
   o.lowering.target = t.target;
+  // As `ampc train MODEL.onnx --device cuda`: compiled for the GPU at hand (a machine without
+  // one fails here, "no CUDA device", before anything is compiled).
+  const cli::Device device = cli::parse_device(t.device);
+  if (device.cuda && t.target == "cpu") o.lowering.target = cli::compile_target(device);
   return compiler::compile_file(path, o);
 }
 
-Trainer::Trainer(plan::Plan plan, std::string model, uint64_t seed)
+Trainer::Trainer(plan::Plan plan, std::string model, uint64_t seed, const std::string& device)
     : compiled_(plan), model_(std::move(model)), seed_(seed) {
   if (plan.outputs_size() < 1) throw Error("the plan has no output to report as the loss");
   losses_ = cli::loss_names(plan);
@@ -85,7 +89,7 @@ Trainer::Trainer(plan::Plan plan, std::string model, uint64_t seed)
   amp_ = cli::expose_amp_outputs(plan);
   inputs_ = cli::plan_inputs(plan);
   // The command line's backend (and its check that the plan fits the machine's memory).
-  backend_ = cli::make_backend(std::move(plan), cli::parse_device("cpu"), 1, model_);
+  backend_ = cli::make_backend(std::move(plan), cli::parse_device(device), 1, model_);
   backend_->set_random_state(seed_, 0);
   lr_ = cli::compiled_lr(backend_->plan(), *backend_);
   const auto state = backend_->state();
@@ -135,8 +139,8 @@ StepResult Trainer::step(const std::map<std::string, BorrowedArray>& feeds) {
       micro.shape[0] = inputs_.batch;
       const size_t bytes = static_cast<size_t>(rt::numel_of(micro.shape)) * dtype_size(a.dtype);
       micro.data = a.data + static_cast<size_t>(k) * bytes;
-      if (k == 0) addresses_[name] = reinterpret_cast<uintptr_t>(micro.data);
-      batch.emplace(name, to_tensor(micro));
+      const auto& t = batch.emplace(name, tensor_over(micro)).first->second;
+      if (k == 0) addresses_[name] = reinterpret_cast<uintptr_t>(t.raw());
     }
     outputs = backend_->run(batch);
     for (size_t i = 0; i < losses_.size(); ++i)

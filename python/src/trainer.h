@@ -34,12 +34,15 @@ struct TrainOptions {
   bool log_grad_norm = false;
   bool fusion = true;
   std::string target = "cpu";
+  // Where the plan runs: "cpu", "cuda" or "cuda:N" (an ONNX model is then compiled for that
+  // GPU unless `target` names one, as `ampc train --device` does).
+  std::string device = "cpu";
   // The names (as the Python keywords) of the options the caller gave.
   std::vector<std::string> given;
 };
 
 // A training plan: a .plan file (from `ampc compile --train`), or an ONNX model compiled for
-// training on the CPU with `options`. Throws ampc::Error as `ampc train` does.
+// training on options.device with `options`. Throws ampc::Error as `ampc train` does.
 plan::Plan training_plan(const std::string& path, const TrainOptions& options);
 
 struct StepResult {
@@ -53,7 +56,8 @@ struct StepResult {
 
 class Trainer {
  public:
-  Trainer(plan::Plan plan, std::string model, uint64_t seed);
+  // The plan runs on `device` (cpu, cuda, cuda:N) with the command line's backend.
+  Trainer(plan::Plan plan, std::string model, uint64_t seed, const std::string& device = "cpu");
 
   // Each plan input with the shape one step() takes: the micro-batches of an optimizer step
   // stacked on the first axis (accum_steps x batch).

@@ -2,12 +2,14 @@
 inputs are refused by name before the step runs, and errors are ampc.Error with the command
 line's message."""
 
+import os
+
 import numpy as np
 import pytest
 import torch
 
 import ampc
-from conftest import MLP, run_cli
+from conftest import MLP, SOURCE_DIR, run_cli
 
 
 @pytest.fixture(scope="module")
@@ -73,5 +75,17 @@ def test_errors_carry_the_cli_message(tmp_path, mlp_plan):
                                      tmp_path / "p.plan")
     with pytest.raises(ampc.Error, match="is compiled already"):
         ampc.compile(mlp_plan, lr=0.1)
-    with pytest.raises(ampc.Error, match="runs plans on the CPU backend"):
-        ampc.compile(mlp_plan, device="cuda")
+    with pytest.raises(ampc.Error, match="device 'tpu'"):
+        ampc.compile(mlp_plan, device="tpu")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is present (tests/gpu runs it)")
+def test_cuda_without_a_gpu_is_the_command_lines_refusal():
+    # device="cuda" uses the command line's backend: compiling an ONNX model for the GPU at
+    # hand fails as `ampc train MODEL.onnx --device cuda` does, before anything is compiled.
+    with pytest.raises(ampc.Error) as e:
+        ampc.compile(MLP, device="cuda")
+    data = os.path.join(SOURCE_DIR, "models", "data", "digits.npz")
+    expected = cli_error("train", MLP, "--device", "cuda", "--steps", "1", "--data", data)
+    assert str(e.value) == expected
+    assert "CUDA" in str(e.value)

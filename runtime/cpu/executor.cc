@@ -131,6 +131,8 @@ std::map<std::string, Tensor> Executor::run(const std::map<std::string, Tensor>&
       throw Error("input '" + binding.name() + "' must be " + buffer_type(buf) + ", got " +
                   t.type_str());
     }
+    // A borrowed input (the Python API's caller's array) is read where it lies: input
+    // buffers are never written (outputs get slots of their own, or a state's).
     values_[binding.buffer()] = t;
   }
   for (size_t i = 0; i < ops_.size(); ++i) {
@@ -146,9 +148,11 @@ std::map<std::string, Tensor> Executor::run(const std::map<std::string, Tensor>&
   ++runs_done_;
   std::map<std::string, Tensor> outputs;
   for (const auto& binding : plan_.outputs())
-    outputs[binding.name()] = values_[slot(binding.buffer())];
+    outputs[binding.name()] = values_[slot(binding.buffer())].owned_copy();
   for (const auto& u : plan_.state_updates()) {
-    if (slot(u.source()) != u.state()) values_[u.state()] = std::move(values_[u.source()]);
+    if (slot(u.source()) == u.state()) continue;
+    Tensor& source = values_[u.source()];
+    values_[u.state()] = source.is_borrowed() ? source.owned_copy() : std::move(source);
   }
   for (int id = 0; id < plan_.buffers_size(); ++id) {
     const auto role = plan_.buffers(id).role();
@@ -179,7 +183,8 @@ void Executor::load_state(const std::map<std::string, Tensor>& values) {
     }
     updates.emplace_back(b.id(), &t);
   }
-  for (const auto& [id, t] : updates) values_[id] = *t;
+  // The steps update state in place: never in a caller's memory.
+  for (const auto& [id, t] : updates) values_[id] = t->owned_copy();
 }
 
 void Executor::run_step(size_t index) {
