@@ -1,5 +1,6 @@
 #include "compiler/report/step_view_html.h"
 
+#include "base/markup_escape.h"
 #include "compiler/report/viewer/viewer_assets.h"
 
 namespace ampc::report {
@@ -20,29 +21,6 @@ std::string script_safe(const std::string& s) {
   return out;
 }
 
-std::string html_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '&':
-        out += "&amp;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
-
 }  // namespace
 
 std::string step_view_html(const StepView& view, const StepHtmlOptions& options) {
@@ -50,7 +28,7 @@ std::string step_view_html(const StepView& view, const StepHtmlOptions& options)
   data["collapse_depth"] = options.collapse_depth;
   std::string html;
   html += "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>";
-  html += html_escape(view.title + " - ampc step view");
+  html += markup_escape(view.title + " - ampc step view");
   html += "</title>\n<style>\n";
   html += viewer::kPageCss;
   html += "</style>\n</head>\n<body>\n";

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <limits>
 
+#include "base/markup_escape.h"
 #include "runtime/stats/axis_ticks.h"
 
 namespace ampc::rt::stats {
@@ -33,33 +34,10 @@ std::string header(int w, int h, const std::string& title) {
          "\" font-family=\"sans-serif\" font-size=\"11\">\n" +
          "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n<text x=\"" +
          std::to_string(w / 2) + "\" y=\"18\" text-anchor=\"middle\" font-size=\"13\">" +
-         xml_escape(title) + "</text>\n";
+         markup_escape(title) + "</text>\n";
 }
 
 }  // namespace
-
-std::string xml_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
 
 std::string chart_svg(const Chart& c) {
   const double pw = c.width - kLeft - kRight, ph = c.height - kTop - kBottom;
@@ -97,10 +75,10 @@ std::string chart_svg(const Chart& c) {
            "\" text-anchor=\"end\">" + (c.log2_y ? "2^" : "") + yt.labels[i] + "</text>\n";
   }
   svg += "<text x=\"" + num(kLeft + pw / 2) + "\" y=\"" + num(c.height - 8) +
-         "\" text-anchor=\"middle\">" + xml_escape(c.x_label) + "</text>\n";
+         "\" text-anchor=\"middle\">" + markup_escape(c.x_label) + "</text>\n";
   svg += "<text x=\"14\" y=\"" + num(kTop + ph / 2) +
          "\" text-anchor=\"middle\" transform=\"rotate(-90 14 " + num(kTop + ph / 2) + ")\">" +
-         xml_escape(c.y_label) + "</text>\n";
+         markup_escape(c.y_label) + "</text>\n";
   int legend = 0;
   for (const auto& s : c.series) {
     std::string pts;
@@ -117,7 +95,7 @@ std::string chart_svg(const Chart& c) {
       svg += "<polyline fill=\"none\" stroke=\"" + s.color + "\" stroke-width=\"1.5\" points=\"" +
              pts + "\"/>\n";
     svg += "<text x=\"" + num(kLeft + 8) + "\" y=\"" + num(kTop + 14 + 14 * legend++) +
-           "\" fill=\"" + s.color + "\">" + xml_escape(s.label) + "</text>\n";
+           "\" fill=\"" + s.color + "\">" + markup_escape(s.label) + "</text>\n";
   }
   return svg + "</svg>\n";
 }
@@ -146,7 +124,7 @@ std::string log2_bars_svg(const std::string& title, const std::vector<Bar>& bars
   svg += "<rect x=\"" + num(px(band_lo)) + "\" y=\"" + num(kTop) + "\" width=\"" +
          num(px(band_hi) - px(band_lo)) + "\" height=\"" + num(ph) +
          "\" fill=\"#dfefdf\"/>\n<text x=\"" + num(px(band_lo) + 4) + "\" y=\"" +
-         num(kTop + ph + 28) + "\" fill=\"#3a7a3a\">" + xml_escape(band_label) + "</text>\n";
+         num(kTop + ph + 28) + "\" fill=\"#3a7a3a\">" + markup_escape(band_label) + "</text>\n";
   for (double v : ticks.values) {
     const int e = static_cast<int>(v);
     const double x = px(std::ldexp(1.0, e));
@@ -159,7 +137,7 @@ std::string log2_bars_svg(const std::string& title, const std::vector<Bar>& bars
     const Bar& b = bars[i];
     const double y = kTop + kRow * static_cast<double>(i);
     svg += "<text class=\"label\" x=\"" + num(kLabel - 6) + "\" y=\"" + num(y + 13) +
-           "\" text-anchor=\"end\">" + xml_escape(b.label) + "</text>\n";
+           "\" text-anchor=\"end\">" + markup_escape(b.label) + "</text>\n";
     if (b.lo > 0 && b.hi >= b.lo)
       svg += "<rect x=\"" + num(px(b.lo)) + "\" y=\"" + num(y + 4) + "\" width=\"" +
              num(std::max(px(b.hi) - px(b.lo), 2.0)) + "\" height=\"" + num(kRow - 8) +

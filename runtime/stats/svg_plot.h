@@ -33,7 +33,4 @@ struct Bar {
 std::string log2_bars_svg(const std::string& title, const std::vector<Bar>& bars, double band_lo,
                           double band_hi, const std::string& band_label);
 
-// XML text escaping.
-std::string xml_escape(const std::string& s);
-
 }  // namespace ampc::rt::stats
