@@ -47,6 +47,10 @@ std::vector<passes::RangeStatsTarget> add_training_step(ir::Model& model,
       throw Error(
           "range statistics (--grad-stats) need a forward model, not one in ONNX's "
           "training format");
+    if (options.data_parallel.sync_batchnorm)
+      throw Error(
+          "--sync-batchnorm cannot change a model that already holds its training step (ONNX "
+          "training format)");
     if (options.optimizer_options_given) {
       throw Error(
           "the model already holds its training step (ONNX training format): "

@@ -14,6 +14,10 @@ Usage: sync_batchnorm_test.py AMPC_BINARY SOURCE_DIR
     ONNX's BatchNormalization takes the biased one, so with momentum m, T steps and initial
     value v0: var_sync - m^T v0 = n / (n - 1) * (var_plain - m^T v0), n = the elements per
     channel of the batch (hand-derived from the update rule);
+  - one SGD step (lr 1, so the update is the gradient) of a plan compiled with
+    `ampc compile --train --data-parallel --sync-batchnorm` and trained by a plain process:
+    the loss, every parameter gradient and the running statistics against PyTorch float64's
+    BatchNorm2d (SyncBatchNorm on one process is BatchNorm2d) within 1e-5;
   - refusals: without data parallel, and on a model without BatchNorm.
 """
 import json
@@ -146,6 +150,57 @@ def main(d):
           "refused on a model without BatchNorm")
 
 
+def against_torch(d):
+    """One step of the decomposed BatchNorm against PyTorch float64 (an independent oracle)."""
+    import torch
+    sys.path.insert(0, os.path.join(SRC, "models"))
+    from export_models import CNN as TorchCNN
+    plan, log, ckpt = (os.path.join(d, n) for n in ("cnn.plan", "step.jsonl", "step.onnx"))
+    run([AMPC, "compile", "--train", "--data-parallel", "--sync-batchnorm", "--target", "cpu",
+         "--optimizer", "sgd", "--lr", "1", CNN, "-o", plan])
+    run([AMPC, "train", plan, "--data", DATA, "--steps", "1", "--log", log, "--checkpoint", ckpt])
+    with open(log) as f:
+        loss = json.loads(f.readline())["loss"]
+    after = {t.name: numpy_helper.to_array(t).astype(np.float64)
+             for t in onnx.load(ckpt).graph.initializer if t.name in MODEL_FLOATS}
+    data = np.load(DATA)
+
+    def torch_step(dtype):
+        """PyTorch's loss, parameters after the step (in `dtype`) and running statistics."""
+        model = TorchCNN().to(dtype).train()
+        with torch.no_grad():
+            for name, t in list(model.named_parameters()) + list(model.named_buffers()):
+                if name in INITIAL:
+                    t.copy_(torch.from_numpy(INITIAL[name]))
+        x = torch.from_numpy(data["x"][:32]).to(dtype)  # step 1: the first batch
+        loss = model(x, torch.from_numpy(data["y"][:32]))
+        loss.backward()
+        with torch.no_grad():
+            stepped = {k: (p - p.grad).double().numpy() for k, p in model.named_parameters()}
+        buffers = {k: b.double().numpy() for k, b in model.named_buffers() if k in INITIAL}
+        return loss.item(), stepped, buffers
+
+    expected_loss, expected, stats = torch_step(torch.float64)
+    _, float32, _ = torch_step(torch.float32)
+    # Per parameter: ampc's distance from float64's step within 3x PyTorch float32's own (the
+    # zoo's rule), or 1e-5 of the gradient's norm. The convolutions' biases before a BatchNorm
+    # have gradient 0 (the mean subtracts them): only float32 rounding is left in theirs.
+    grad_err = 0.0
+    for k in expected:
+        g = np.linalg.norm(INITIAL[k] - expected[k])
+        ours, theirs = (np.linalg.norm(v[k] - expected[k]) for v in (after, float32))
+        print("     %-13s |grad| %.3e, error %.3e, PyTorch float32's %.3e" % (k, g, ours, theirs))
+        grad_err = max(grad_err, ours / max(3 * theirs, 1e-5 * g))
+    stat_err = max(norm_rel(after[k], stats[k]) for k in stats)
+    loss_err = abs(loss - expected_loss) / abs(expected_loss)
+    print("     one step against PyTorch float64: loss %.2e, running statistics %.2e, worst "
+          "parameter at %.2f of its bound" % (loss_err, stat_err, grad_err))
+    check(loss_err <= 1e-5 and grad_err <= 1 and stat_err <= 1e-5,
+          "decomposed BatchNorm: loss and running statistics of one step within 1e-5 of PyTorch "
+          "float64, every parameter's step within 3x PyTorch float32's error (or 1e-5)")
+
+
 with tempfile.TemporaryDirectory() as d:
     main(d)
+    against_torch(d)
 sys.exit(1 if failures else 0)
