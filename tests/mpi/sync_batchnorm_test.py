@@ -18,7 +18,9 @@ Usage: sync_batchnorm_test.py AMPC_BINARY SOURCE_DIR
     `ampc compile --train --data-parallel --sync-batchnorm` and trained by a plain process:
     the loss, every parameter gradient and the running statistics against PyTorch float64's
     BatchNorm2d (SyncBatchNorm on one process is BatchNorm2d) within 1e-5;
-  - refusals: without data parallel, and on a model without BatchNorm.
+  - refusals: without data parallel, and on a model without BatchNorm;
+  - rank 1 stopped (SIGSTOP) mid-run: rank 0 stops with an error naming it after
+    --comm-timeout (the forward's blocking all-reduces wait like the gradient buckets).
 """
 import json
 import os
@@ -26,6 +28,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import time
 
 import numpy as np
 import onnx
@@ -148,6 +151,18 @@ def main(d):
             expect_ok=False)
     check(p.returncode != 0 and "no BatchNormalization in training mode" in p.stderr,
           "refused on a model without BatchNorm")
+
+    log = os.path.join(d, "hang.jsonl")
+    stopper = ('if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then (while [ ! -s %s ]; do sleep 0.05; '
+               'done; kill -STOP $$) & fi; exec "$@"' % log)
+    t0 = time.monotonic()
+    p = run(["mpirun", "--oversubscribe", "-np", "2", "sh", "-c", stopper, "sh", AMPC, "train",
+             CNN, "--data", DATA, "--steps", "1000000", "--sync-batchnorm", "--comm-timeout", "3",
+             "--log", log], expect_ok=False)
+    took = time.monotonic() - t0
+    err = [l for l in p.stderr.splitlines() if l.startswith("ampc: error: rank 0:")]
+    check(p.returncode != 0 and err and "rank 1" in err[0] and took < 60,
+          "rank 1 hung: rank 0 stops after %.1f s: %s" % (took, err[0] if err else p.stderr))
 
 
 def against_torch(d):

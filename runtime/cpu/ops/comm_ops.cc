@@ -112,7 +112,8 @@ void all_reduce_sum(OpContext& ctx) {
   convert(x, y, 1.0);
   dist::Collectives* c = dist::current();
   if (c && c->world() > 1)
-    c->sum_now(y.raw(), y.numel(), y.dtype(), "the all-reduce of " + ctx.label());
+    c->sum_now(y.raw(), y.numel(), y.dtype(),
+               "the synchronised BatchNorm's all-reduce " + ctx.label());
 }
 
 // BatchStatistics(running_mean, running_var, batch_mean, batch_var) -> (mean, var): the
