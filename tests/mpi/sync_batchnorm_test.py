@@ -171,8 +171,18 @@ def against_torch(d):
     sys.path.insert(0, os.path.join(SRC, "models"))
     from export_models import CNN as TorchCNN
     plan, log, ckpt = (os.path.join(d, n) for n in ("cnn.plan", "step.jsonl", "step.onnx"))
+    emitted = os.path.join(d, "step_graph.onnx")
     run([AMPC, "compile", "--train", "--data-parallel", "--sync-batchnorm", "--target", "cpu",
-         "--optimizer", "sgd", "--lr", "1", CNN, "-o", plan])
+         "--optimizer", "sgd", "--lr", "1", CNN, "-o", plan, "--emit-onnx", emitted])
+    # The all-reduces docs/data-parallel.md counts: per BatchNorm 2 in the forward (the main
+    # graph) and 2 in the backward (the training algorithm), plus the world size once.
+    step = onnx.load(emitted)
+    forward = [n for n in step.graph.node if n.op_type == "AllReduceSum"]
+    backward = [n for g in step.training_info for n in g.algorithm.node
+                if n.op_type == "AllReduceSum"]
+    check(len(forward) == 1 + 2 * 2 and len(backward) == 2 * 2,
+          "all-reduces of the 2 BatchNorms: %d in the forward (1 + 2 x 2), %d in the backward "
+          "(2 x 2)" % (len(forward), len(backward)))
     run([AMPC, "train", plan, "--data", DATA, "--steps", "1", "--log", log, "--checkpoint", ckpt])
     with open(log) as f:
         loss = json.loads(f.readline())["loss"]
