@@ -71,6 +71,19 @@ TEST(NcclPlan, EveryStepHasACudaBuilder) {
   }
 }
 
+// --sync-batchnorm's ops (ampc.AllReduceSum, ampc.BatchStatistics) have CUDA builders too.
+TEST(NcclPlan, SyncBatchNormStepsHaveCudaBuilders) {
+  compiler::CompileOptions o;
+  o.train = true;
+  o.data_parallel = {.enabled = true, .sync_batchnorm = true};
+  o.lowering.target = "cuda:sm_90";
+  const plan::Plan p = compiler::compile_file(source_dir() + "/models/cnn.onnx", o);
+  EXPECT_EQ(count_steps(p, "AllReduceSum"), 1 + 4 * 2);  // world size; 2 + 2 per BatchNorm
+  EXPECT_EQ(count_steps(p, "BatchStatistics"), 2);
+  EXPECT_TRUE(rt::cuda::missing_cuda_ops(p).empty())
+      << "no CUDA builder for " << rt::cuda::missing_cuda_ops(p)[0];
+}
+
 TEST(NcclSmoke, OneRankTrainsLikeTheCpuBackend) {
   AMPC_REQUIRE_CUDA_DEVICE();
   const rt::cuda::DeviceInfo d = rt::cuda::open_device(0);

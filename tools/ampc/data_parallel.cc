@@ -119,7 +119,7 @@ void add_data_parallel_options(CLI::App* cmd, DataParallelArgs& a, bool train) {
                 "Data parallel: every training-mode BatchNormalization normalises with the "
                 "statistics of the global batch (every rank's samples), as PyTorch's "
                 "SyncBatchNorm: 2 blocking all-reduces per BatchNorm in the forward, 2 in the "
-                "backward; the CPU only");
+                "backward (on GPUs through NCCL)");
   if (train) {
     cmd->add_option("--comm-timeout", a.comm_timeout,
                     "Data parallel: seconds a collective may take before the run stops, naming "
