@@ -16,8 +16,8 @@
 //       (passes/inference_mode.h) replaces them by the running statistics. The mark that
 //       lets a synchronised BatchNorm (passes/sync_batch_norm.h) be evaluated.
 //
-// The Start/Wait pair is the mean of each gradient over the ranks. The world size is the run's, not the
-// plan's: one plan (and its checkpoints) serves any number of ranks.
+// The Start/Wait pair is the mean of each gradient over the ranks. The world size is the
+// run's, not the plan's: one plan (and its checkpoints) serves any number of ranks.
 #pragma once
 
 namespace ampc::passes {
