@@ -68,11 +68,10 @@ void register_elementwise_gradients(GradientRegistry& r);  // rules_elementwise.
 void register_linear_gradients(GradientRegistry& r);       // rules_linear.cc: MatMul, Gemm
 void register_shape_gradients(GradientRegistry& r);   // rules_shape.cc: Reshape, Transpose, ...
 void register_reduce_gradients(GradientRegistry& r);  // rules_reduce.cc: ReduceSum, ReduceMean
-void register_index_gradients(
-    GradientRegistry& r);  // rules_index.cc: Gather, Concat, Slice, Where, ...
-void register_softmax_gradients(
-    GradientRegistry& r);                           // rules_softmax.cc: Softmax, LogSoftmax, losses
-void register_nn_gradients(GradientRegistry& r);    // rules_nn.cc: Conv, pooling, normalisation
-void register_comm_gradients(GradientRegistry& r);  // rules_comm.cc: ampc.AllReduceSum, ...
+void register_index_gradients(GradientRegistry& r);    // rules_index.cc: Gather, Concat, Slice, Where, ...
+void register_softmax_gradients(GradientRegistry& r);  // rules_softmax.cc: Softmax, LogSoftmax, losses
+void register_nn_gradients(GradientRegistry& r);       // rules_nn.cc: Conv, pooling, normalisation
+// rules_comm.cc: ampc.AllReduceSum (synchronised BatchNorm), ampc.BatchStatistics
+void register_comm_gradients(GradientRegistry& r);
 
 }  // namespace ampc::passes::autodiff
