@@ -111,9 +111,13 @@ class Synchronizer {
     std::erase_if(n.attributes, [](const ir::Attribute& a) {
       return a.name == "training_mode" || a.name == "momentum";
     });
-    for (size_t k = 1; k < n.outputs.size(); ++k) {
+    // The running statistics are updated where the node has their outputs (as
+    // running_statistics.h does for plain BatchNorm).
+    bool updated[2] = {false, false};
+    for (size_t k = 1; k < n.outputs.size() && k < 3; ++k) {
       ir::Value* old = n.outputs[k];
       if (!old) continue;
+      updated[k - 1] = true;
       replace_all_uses(old, new_stats[k - 1]);  // of the statistics' dtype, p
       std::replace(g_.outputs.begin(), g_.outputs.end(), old, new_stats[k - 1]);
       old->producer = nullptr;
@@ -122,7 +126,7 @@ class Synchronizer {
     if (n.outputs.size() > 1) n.outputs.erase(n.outputs.begin() + 1, n.outputs.end());
     // The running statistics' initializers take their new values after each step.
     for (size_t k = 0; k < 2; ++k) {
-      if (!stats[k]->is_initializer() || stats[k]->is_graph_input) continue;
+      if (!updated[k] || !stats[k]->is_initializer() || stats[k]->is_graph_input) continue;
       updates.push_back({stats[k], new_stats[k]});
     }
   }

@@ -34,9 +34,10 @@
 
 namespace ampc::passes {
 
-// Rewrites every training-mode BatchNormalization; appends the running statistics' updates
-// (target: the initializer, source: its new value) to `running_updates` for the caller to add
-// as state once the training step is built. Returns the number of nodes rewritten; throws
+// Rewrites every training-mode BatchNormalization of the main graph; appends the running
+// statistics' updates (target: the initializer, source: its new value; where the node has the
+// running statistics' outputs, as for plain BatchNorm) to `running_updates` for the caller to
+// add as state once the training step is built. Returns the number of nodes rewritten; throws
 // ampc::Error naming the node when one cannot be (opset < 14, no static shape).
 int synchronize_batch_norm(ir::Model& model, std::vector<ir::Model::StateUpdate>& running_updates);
 
