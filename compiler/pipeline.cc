@@ -26,6 +26,7 @@
 #include "passes/recurrent_lowering.h"
 #include "passes/running_statistics.h"
 #include "passes/static_shapes.h"
+#include "passes/sync_batch_norm.h"
 
 namespace ampc::compiler {
 namespace {
@@ -46,6 +47,10 @@ std::vector<passes::RangeStatsTarget> add_training_step(ir::Model& model,
       throw Error(
           "range statistics (--grad-stats) need a forward model, not one in ONNX's "
           "training format");
+    if (options.data_parallel.sync_batchnorm)
+      throw Error(
+          "--sync-batchnorm cannot change a model that already holds its training step (ONNX "
+          "training format)");
     if (options.optimizer_options_given) {
       throw Error(
           "the model already holds its training step (ONNX training format): "
@@ -53,6 +58,16 @@ std::vector<passes::RangeStatsTarget> add_training_step(ir::Model& model,
           "--loss, --freeze, --accum-steps and the loss-scaling options cannot change it");
     }
     return {};
+  }
+  // --sync-batchnorm: BatchNorm's statistics over every rank, before differentiation so that
+  // autodiff builds their backward (passes/sync_batch_norm.h).
+  std::vector<ir::Model::StateUpdate> synced_statistics;
+  if (options.data_parallel.sync_batchnorm) {
+    if (!options.data_parallel.enabled)
+      throw Error(
+          "--sync-batchnorm needs data parallel: `ampc train` under mpirun, or `ampc compile "
+          "--train --data-parallel`");
+    passes::synchronize_batch_norm(model, synced_statistics);
   }
   const size_t forward_nodes = model.graph->nodes.size();
   // Loss scaling around the backward (amp-semantics.md section 3): seed it with the scale,
@@ -77,6 +92,8 @@ std::vector<passes::RangeStatsTarget> add_training_step(ir::Model& model,
                         passes::skip_predicate(model, found_inf, accum), accum.last_micro);
   passes::add_scale_update(model, scale, found_inf, scaling, accum.last_micro);
   passes::add_running_statistics_updates(model);
+  model.state_updates.insert(model.state_updates.end(), synced_statistics.begin(),
+                             synced_statistics.end());
   // The counter's update first: the folder leaves alone only what reads a state that has an
   // update, and it folds integer comparisons (micro_step == N - 1 would fold to false).
   passes::add_micro_step_update(model, accum);

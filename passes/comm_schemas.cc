@@ -39,6 +39,45 @@ OpSchema comm_op(const char* name, const char* doc, const char* in, const char* 
   return s;
 }
 
+// AllReduceSum: the input's type and shape.
+OpSchema all_reduce_sum() {
+  OpSchema s;
+  s.SetName("AllReduceSum")
+      .SetDomain(autodiff::kAmpcDomain)
+      .SinceVersion(autodiff::kAmpcDomainVersion)
+      .SetDoc("The sum of X over every rank, blocking (a copy on one rank).")
+      .TypeConstraint("T", kFloatTypes, "Any float.")
+      .Input(0, "X", "This rank's tensor.", "T")
+      .Output(0, "Y", "The sum over the ranks.", "T")
+      .TypeAndShapeInferenceFunction(onnx::propagateShapeAndTypeFromFirstInput);
+  return s;
+}
+
+// BatchStatistics: outputs 0, 1 have the type and shape of inputs 2, 3.
+OpSchema batch_statistics() {
+  OpSchema s;
+  s.SetName("BatchStatistics")
+      .SetDomain(autodiff::kAmpcDomain)
+      .SinceVersion(autodiff::kAmpcDomainVersion)
+      .SetDoc(
+          "The statistics a synchronised BatchNormalization normalises with: in training the "
+          "batch's (inputs 2, 3); evaluation replaces the node by the running ones (0, 1).")
+      .TypeConstraint("T", kFloatTypes, "Any float.")
+      .Input(0, "running_mean", "Running mean.", "T")
+      .Input(1, "running_var", "Running variance.", "T")
+      .Input(2, "batch_mean", "The batch's mean over every rank.", "T")
+      .Input(3, "batch_var", "The batch's (biased) variance over every rank.", "T")
+      .Output(0, "mean", "batch_mean.", "T")
+      .Output(1, "var", "batch_var.", "T")
+      .TypeAndShapeInferenceFunction([](onnx::InferenceContext& ctx) {
+        for (size_t i = 0; i < 2; ++i) {
+          onnx::propagateElemTypeFromInputToOutput(ctx, i + 2, i);
+          if (onnx::hasInputShape(ctx, i + 2)) onnx::propagateShapeFromInputToOutput(ctx, i + 2, i);
+        }
+      });
+  return s;
+}
+
 }  // namespace
 
 void register_comm_schemas() {
@@ -51,6 +90,8 @@ void register_comm_schemas() {
     onnx::RegisterSchema(comm_op("AllReduceWait",
                                  "Waits for the bucket's sums and casts them to `to`.", "in_flight",
                                  "reduced"));
+    onnx::RegisterSchema(all_reduce_sum());
+    onnx::RegisterSchema(batch_statistics());
     return true;
   }();
   (void)once;

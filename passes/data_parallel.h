@@ -28,6 +28,9 @@ struct DataParallelOptions {
   DType reduce_dtype = DType::kUndefined;
   // A bucket closes once it holds this many bytes of gradients (in the reduce dtype).
   int64_t bucket_bytes = 1 << 20;
+  // --sync-batchnorm: BatchNorm statistics over every rank's samples
+  // (passes/sync_batch_norm.h); needs `enabled`.
+  bool sync_batchnorm = false;
 };
 
 // Replaces every gradient by its mean over the ranks. Returns the number of buckets.

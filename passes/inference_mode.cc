@@ -3,6 +3,8 @@
 #include <algorithm>
 
 #include "base/error.h"
+#include "passes/cast_cleanup.h"
+#include "passes/dead_code_elimination.h"
 
 namespace ampc::passes {
 namespace {
@@ -41,8 +43,19 @@ void drop_input(ir::Node& n, size_t k) {
 int set_inference_mode(ir::Model& model) {
   ir::Graph& g = *model.graph;
   int changed = 0;
+  std::vector<ir::Node*> dead;
   for (const auto& node : g.nodes) {
     ir::Node& n = *node;
+    if (n.domain == "ampc" && n.op_type == "BatchStatistics" && n.inputs.size() == 4) {
+      // A synchronised BatchNorm (passes/sync_batch_norm.h): its running statistics instead
+      // of the batch's; the batch's, with their all-reduces, are left without readers.
+      for (size_t k = 0; k < 2 && k < n.outputs.size(); ++k) {
+        if (n.outputs[k]) replace_all_uses(n.outputs[k], n.inputs[k]);
+      }
+      dead.push_back(&n);
+      ++changed;
+      continue;
+    }
     if (!n.domain.empty()) continue;
     if (n.op_type == "BatchNormalization") {
       auto it = std::find_if(n.attributes.begin(), n.attributes.end(),
@@ -58,6 +71,9 @@ int set_inference_mode(ir::Model& model) {
       ++changed;
     }
   }
+  // The BatchStatistics nodes and the batch statistics they read (all-reduces included): a
+  // forward on one rank's held-out batch must not wait for the other ranks.
+  if (!dead.empty()) eliminate_dead_code(model);
   return changed;
 }
 

@@ -33,6 +33,7 @@ const GradientRegistry& GradientRegistry::instance() {
     register_index_gradients(r);
     register_softmax_gradients(r);
     register_nn_gradients(r);
+    register_comm_gradients(r);
     return r;
   }();
   return registry;

@@ -71,5 +71,7 @@ void register_reduce_gradients(GradientRegistry& r);  // rules_reduce.cc: Reduce
 void register_index_gradients(GradientRegistry& r);    // rules_index.cc: Gather, Concat, Slice, Where, ...
 void register_softmax_gradients(GradientRegistry& r);  // rules_softmax.cc: Softmax, LogSoftmax, losses
 void register_nn_gradients(GradientRegistry& r);       // rules_nn.cc: Conv, pooling, normalisation
+// rules_comm.cc: ampc.AllReduceSum (synchronised BatchNorm), ampc.BatchStatistics
+void register_comm_gradients(GradientRegistry& r);
 
 }  // namespace ampc::passes::autodiff

@@ -6,6 +6,7 @@
 // edges between the two streams, which stream capture turns into dependencies of the step's CUDA
 // Graph, so the communication overlaps the rest of the backward inside the one graph launch.
 // Without a communicator (no MPI: one GPU) the steps are the conversions alone.
+// ampc.AllReduceSum and ampc.BatchStatistics (synchronised BatchNorm) are at the end.
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
@@ -131,11 +132,56 @@ Launch build_all_reduce_wait(StepContext& ctx) {
   };
 }
 
+// AllReduceSum (synchronised BatchNorm, passes/sync_batch_norm.h): blocking, so the compute
+// stream waits for it. It runs on the communication stream, between two event edges, and not
+// on the compute stream: NCCL needs the collectives of one communicator in the same order on
+// every rank, and the gradient buckets' all-reduces (still in flight on the communication
+// stream during the backward) would otherwise race with it across the two streams. One stream
+// keeps the plan's order on every rank.
+Launch build_all_reduce_sum(StepContext& ctx) {
+  auto c = std::make_shared<Converted>(conversions(ctx));
+  if (c->in.size() != 1 || c->from[0] != c->to[0]) ctx.fail("needs one input and its copy");
+  static int64_t next_key = -1;  // the buckets' keys are >= 0
+  const auto [ready, done] = bucket_events(next_key--);
+  const ncclDataType_t type = nccl_type(ctx, c->to[0]);
+  const cudaStream_t comm_stream = comm_streams().stream;
+  return [c, ready, done, type, comm_stream](cudaStream_t stream) {
+    ncclComm_t comm = nccl_communicator();
+    if (!comm) {
+      convert_all(*c, stream);  // one GPU: a copy
+      return;
+    }
+    check(cudaEventRecord(ready, stream), "cudaEventRecord");
+    check(cudaStreamWaitEvent(comm_stream, ready, 0), "cudaStreamWaitEvent");
+    check_nccl(ncclAllReduce(c->in[0].get(), c->out[0].get(), static_cast<size_t>(c->numel[0]),
+                             type, ncclSum, comm, comm_stream),
+               "ncclAllReduce");
+    check(cudaEventRecord(done, comm_stream), "cudaEventRecord");
+    check(cudaStreamWaitEvent(stream, done, 0), "cudaStreamWaitEvent");
+  };
+}
+
+// BatchStatistics: the batch statistics (inputs 2, 3) copied to the outputs.
+Launch build_batch_statistics(StepContext& ctx) {
+  if (ctx.num_inputs() != 4 || ctx.num_outputs() != 2) ctx.fail("needs 4 inputs and 2 outputs");
+  std::vector<DevPtr> in = {ctx.in(2), ctx.in(3)}, out = {ctx.out(0), ctx.out(1)};
+  std::vector<size_t> bytes = {static_cast<size_t>(ctx.in_numel(2)) * dtype_size(ctx.in_dtype(2)),
+                               static_cast<size_t>(ctx.in_numel(3)) * dtype_size(ctx.in_dtype(3))};
+  return [in, out, bytes](cudaStream_t stream) {
+    for (size_t i = 0; i < 2; ++i) {
+      check(cudaMemcpyAsync(out[i].get(), in[i].get(), bytes[i], cudaMemcpyDeviceToDevice, stream),
+            "cudaMemcpyAsync");
+    }
+  };
+}
+
 }  // namespace
 
 void register_comm_ops(BuilderTable& t) {
   t.add("ampc", "AllReduceStart", build_all_reduce_start);
   t.add("ampc", "AllReduceWait", build_all_reduce_wait);
+  t.add("ampc", "AllReduceSum", build_all_reduce_sum);
+  t.add("ampc", "BatchStatistics", build_batch_statistics);
 }
 
 }  // namespace ampc::rt::cuda

@@ -32,6 +32,10 @@ class Collectives {
   // part when the wait exceeds the timeout.
   virtual void wait(int64_t tag) = 0;
 
+  // Blocking sum of `count` elements of `dtype` at `data` over every rank, in place (the
+  // forward statistics of a synchronised BatchNorm, passes/sync_batch_norm.h); `what` names
+  // it in a timeout's message. Same communicator, order and timeout as start_sum.
+  virtual void sum_now(void* data, int64_t count, DType dtype, const std::string& what) = 0;
   // Blocking sum of host values over every rank (losses, sample counts); `what` names the
   // reduction in a timeout's message.
   virtual void sum(std::vector<double>& values, const std::string& what) = 0;

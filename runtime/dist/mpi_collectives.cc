@@ -320,31 +320,32 @@ int MpiCollectives::local_rank() const {
   return impl_->local_rank;
 }
 
-void MpiCollectives::start_sum(int64_t tag, void* data, int64_t count, DType dtype) {
-  auto& d = *impl_;
-  if (tag < 0) throw Error("internal: negative all-reduce tag");
-  MPI_Datatype type = MPI_FLOAT;
-  MPI_Op op = MPI_SUM;
+// The MPI type and sum of `dtype` (fp16/bf16: 16-bit words summed by our own ops).
+static std::pair<MPI_Datatype, MPI_Op> mpi_sum_of(const MpiCollectivesImpl& d, DType dtype) {
   switch (dtype) {
     case DType::kFloat32:
-      break;
+      return {MPI_FLOAT, MPI_SUM};
     case DType::kFloat64:
-      type = MPI_DOUBLE;
-      break;
+      return {MPI_DOUBLE, MPI_SUM};
     case DType::kFloat16:
-      type = MPI_UINT16_T;
-      op = d.half_op;
-      break;
+      return {MPI_UINT16_T, d.half_op};
     case DType::kBFloat16:
-      type = MPI_UINT16_T;
-      op = d.bf16_op;
-      break;
+      return {MPI_UINT16_T, d.bf16_op};
     default:
       throw Error("cannot all-reduce " + std::string(dtype_name(dtype)));
   }
+}
+
+static void check_count(int64_t count) {
   if (count > std::numeric_limits<int>::max())
-    throw Error("a gradient of " + std::to_string(count) +
-                " elements is too large for one MPI call");
+    throw Error("a tensor of " + std::to_string(count) + " elements is too large for one MPI call");
+}
+
+void MpiCollectives::start_sum(int64_t tag, void* data, int64_t count, DType dtype) {
+  auto& d = *impl_;
+  if (tag < 0) throw Error("internal: negative all-reduce tag");
+  const auto [type, op] = mpi_sum_of(d, dtype);
+  check_count(count);
   MPI_Request r;
   {
     std::lock_guard lock(d.m);
@@ -361,6 +362,23 @@ void MpiCollectives::start_sum(int64_t tag, void* data, int64_t count, DType dty
           "MPI_Iallreduce");
   }
   d.add(tag, r);
+}
+
+void MpiCollectives::sum_now(void* data, int64_t count, DType dtype, const std::string& what) {
+  auto& d = *impl_;
+  const auto [type, op] = mpi_sum_of(d, dtype);
+  check_count(count);
+  MPI_Request r;
+  {
+    std::lock_guard g(d.mpi);
+    d.beat();
+    check(MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), type, op, d.comm, &r),
+          "MPI_Iallreduce");
+  }
+  // Waited like every host collective: the progress thread tests it, the wait is bounded by
+  // the timeout and names a silent or lagging rank.
+  d.add(-4, r);
+  d.wait(-4, what, d.options.timeout_s);
 }
 
 void MpiCollectives::bucket_started(int64_t tag) {

@@ -49,6 +49,7 @@ class MpiCollectives final : public Collectives {
   void start_sum(int64_t tag, void* data, int64_t count, DType dtype) override;
   void bucket_started(int64_t tag) override;
   void wait(int64_t tag) override;
+  void sum_now(void* data, int64_t count, DType dtype, const std::string& what) override;
   void sum(std::vector<double>& values, const std::string& what) override;
   std::vector<uint64_t> all_gather(uint64_t value, const std::string& what) override;
   void broadcast(std::vector<char>& bytes, int root, const std::string& what) override;

@@ -37,6 +37,7 @@ class OneRank final : public rt::dist::Collectives {
   int local_rank() const override { return 0; }
   void start_sum(int64_t, void*, int64_t, DType) override {}
   void wait(int64_t) override {}
+  void sum_now(void*, int64_t, DType, const std::string&) override {}
   void sum(std::vector<double>&, const std::string&) override {}
   std::vector<uint64_t> all_gather(uint64_t v, const std::string&) override { return {v}; }
   void broadcast(std::vector<char>&, int, const std::string&) override {}
@@ -68,6 +69,19 @@ TEST(NcclPlan, EveryStepHasACudaBuilder) {
     EXPECT_TRUE(rt::cuda::missing_cuda_ops(p).empty())
         << "no CUDA builder for " << rt::cuda::missing_cuda_ops(p)[0];
   }
+}
+
+// --sync-batchnorm's ops (ampc.AllReduceSum, ampc.BatchStatistics) have CUDA builders too.
+TEST(NcclPlan, SyncBatchNormStepsHaveCudaBuilders) {
+  compiler::CompileOptions o;
+  o.train = true;
+  o.data_parallel = {.enabled = true, .sync_batchnorm = true};
+  o.lowering.target = "cuda:sm_90";
+  const plan::Plan p = compiler::compile_file(source_dir() + "/models/cnn.onnx", o);
+  EXPECT_EQ(count_steps(p, "AllReduceSum"), 1 + 4 * 2);  // world size; 2 + 2 per BatchNorm
+  EXPECT_EQ(count_steps(p, "BatchStatistics"), 2);
+  EXPECT_TRUE(rt::cuda::missing_cuda_ops(p).empty())
+      << "no CUDA builder for " << rt::cuda::missing_cuda_ops(p)[0];
 }
 
 TEST(NcclSmoke, OneRankTrainsLikeTheCpuBackend) {

@@ -261,6 +261,28 @@ elif ((total_skip)) && grep -q "skipped: no CUDA device" "$log"; then
   echo "note: $total_skip GPU test cases skipped: this machine has no CUDA device"
 fi
 
+# Synchronised BatchNorm's ops (ampc.AllReduceSum, ampc.BatchStatistics) on one GPU, where
+# they are copies: the cnn compiled with --data-parallel --sync-batchnorm trains 10 steps on the
+# GPU with the CPU's losses (within 1e-4 relative).
+stamp "sync-batchnorm plan on one GPU against the CPU"
+rc=0
+(cd "$work" && "$bin/ampc" compile --train --data-parallel --sync-batchnorm \
+  "$repo/models/cnn.onnx" -o syncbn.plan && for d in cpu cuda; do
+  "$bin/ampc" train syncbn.plan --data "$repo/models/data/digits_images.npz" --steps 10 \
+    --device "$d" --log "syncbn_$d.jsonl" || exit 1
+done) >"$work/syncbn.out" 2>&1 || rc=$?
+cat "$work/syncbn.out" >>"$log"
+if ((rc != 0)) || ! python3 - "$work/syncbn_cpu.jsonl" "$work/syncbn_cuda.jsonl" <<'PY'
+import json, sys
+cpu, gpu = ([json.loads(l)["loss"] for l in open(p)] for p in sys.argv[1:])
+sys.exit(0 if len(cpu) == len(gpu) == 10 and
+         all(abs(a - b) <= 1e-4 * abs(a) for a, b in zip(cpu, gpu)) else 1)
+PY
+then
+  echo "run.sh: error: the sync-batchnorm plan on one GPU failed or differs from the CPU"
+  status=1
+fi
+
 # Data parallel on two GPUs (docs/data-parallel.md): mpirun -np 2 with NCCL, 20 steps of the mlp,
 # when this machine has two GPUs and Open MPI's mpirun (the single-GPU NCCL test is
 # nccl_smoke_test above).
@@ -275,6 +297,18 @@ if ((gpus >= 2)) && command -v mpirun >/dev/null; then
   tail -5 "$work/dp.out"
   if ((rc != 0)) || ! grep -q "identical on 2 ranks" "$work/dp.out"; then
     echo "run.sh: error: the 2-GPU data-parallel run failed (status $rc)"
+    status=1
+  fi
+  # --sync-batchnorm on two GPUs: the cnn's BatchNorm statistics through NCCL.
+  rc=0
+  (cd "$work" && OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 120 \
+    mpirun -np 2 "$bin/ampc" train "$repo/models/cnn.onnx" \
+    --data "$repo/models/data/digits_images.npz" --steps 20 --device cuda --sync-batchnorm \
+    --check-replicas) >"$work/dp_syncbn.out" 2>&1 || rc=$?
+  cat "$work/dp_syncbn.out" >>"$log"
+  tail -3 "$work/dp_syncbn.out"
+  if ((rc != 0)) || ! grep -q "identical on 2 ranks" "$work/dp_syncbn.out"; then
+    echo "run.sh: error: the 2-GPU --sync-batchnorm run failed (status $rc)"
     status=1
   fi
 else

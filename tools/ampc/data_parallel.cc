@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "base/error.h"
+#include "runtime/dist/collectives.h"
 #include "runtime/plan/plan_file.h"
 #ifdef AMPC_HAVE_MPI
 #include "runtime/dist/mpi_collectives.h"
@@ -114,6 +115,11 @@ void add_data_parallel_options(CLI::App* cmd, DataParallelArgs& a, bool train) {
   cmd->add_option("--bucket-kib", a.bucket_kib,
                   "Data parallel: gradients per all-reduce bucket, in KiB (default 1024)")
       ->check(CLI::PositiveNumber);
+  cmd->add_flag("--sync-batchnorm", a.sync_batchnorm,
+                "Data parallel: every training-mode BatchNormalization normalises with the "
+                "statistics of the global batch (every rank's samples), as PyTorch's "
+                "SyncBatchNorm: 2 blocking all-reduces per BatchNorm in the forward, 2 in the "
+                "backward (on GPUs through NCCL)");
   if (train) {
     cmd->add_option("--comm-timeout", a.comm_timeout,
                     "Data parallel: seconds a collective may take before the run stops, naming "
@@ -121,7 +127,8 @@ void add_data_parallel_options(CLI::App* cmd, DataParallelArgs& a, bool train) {
         ->check(CLI::PositiveNumber);
     cmd->add_flag("--check-replicas", a.check_replicas,
                   "Data parallel: after training, check that every rank holds the same state, "
-                  "bit for bit (per-rank BatchNorm statistics differ by design)");
+                  "bit for bit (per-rank BatchNorm statistics differ by design, unless "
+                  "--sync-batchnorm)");
     cmd->add_flag("--no-comm-overlap", a.no_overlap,
                   "Data parallel: wait for each bucket's all-reduce as soon as it starts (to "
                   "measure what overlapping it with the backward hides)");
@@ -130,7 +137,9 @@ void add_data_parallel_options(CLI::App* cmd, DataParallelArgs& a, bool train) {
 
 void set_data_parallel_options(const DataParallelArgs& a, int world, compiler::CompileOptions& o) {
   auto& dp = o.data_parallel;
-  dp.enabled = a.data_parallel || world > 1;
+  // Under mpirun (even -np 1) --sync-batchnorm implies data parallel, as N > 1 ranks do.
+  dp.enabled = a.data_parallel || world > 1 || (a.sync_batchnorm && rt::dist::current());
+  dp.sync_batchnorm = a.sync_batchnorm;
   dp.reduce_dtype = a.reduce_dtype == "fp16"   ? DType::kFloat16
                     : a.reduce_dtype == "bf16" ? DType::kBFloat16
                                                : DType::kUndefined;

@@ -26,9 +26,10 @@ struct DataParallelArgs {
   double comm_timeout = 300;          // --comm-timeout S (train)
   bool no_overlap = false;            // --no-comm-overlap (train; a measurement aid)
   bool check_replicas = false;        // --check-replicas (train)
+  bool sync_batchnorm = false;        // --sync-batchnorm (passes/sync_batch_norm.h)
 };
 
-// --data-parallel (compile only), --reduce-dtype, --bucket-kib.
+// --data-parallel (compile only), --reduce-dtype, --bucket-kib, --sync-batchnorm.
 void add_data_parallel_options(CLI::App* cmd, DataParallelArgs& args, bool train);
 // The compiler's options from the arguments; `world`: the run's ranks (train: > 1 implies
 // data parallel).

@@ -1,7 +1,8 @@
 // The data-parallel communication ops of the "ampc" domain (schemas and semantics:
 // passes/comm_schemas.h) on the CPU: AllReduceStart starts a non-blocking sum over the ranks
-// of runtime/dist/collectives.h, AllReduceWait waits for it. Without collectives (a process
-// not launched by mpirun) the world has one rank and both are copies (with the casts).
+// of runtime/dist/collectives.h, AllReduceWait waits for it; AllReduceSum sums at once, and
+// BatchStatistics passes a synchronised BatchNorm's batch statistics on. Without collectives (a
+// process not launched by mpirun) the world has one rank and both are copies (with the casts).
 #include <cstring>
 
 #include "runtime/cpu/op_registry.h"
@@ -102,11 +103,37 @@ void all_reduce_wait(OpContext& ctx) {
   }
 }
 
+// AllReduceSum(X) -> Y: Y = the sum of X over the ranks, blocking (synchronised BatchNorm's
+// statistics and their gradients, passes/sync_batch_norm.h). One rank: a copy.
+void all_reduce_sum(OpContext& ctx) {
+  const Tensor& x = ctx.in(0);
+  if (!reducible(x.dtype())) ctx.unsupported_dtype(0);
+  Tensor& y = ctx.output(0, x.dtype(), x.shape());
+  convert(x, y, 1.0);
+  dist::Collectives* c = dist::current();
+  if (c && c->world() > 1)
+    c->sum_now(y.raw(), y.numel(), y.dtype(),
+               "the synchronised BatchNorm's all-reduce " + ctx.label());
+}
+
+// BatchStatistics(running_mean, running_var, batch_mean, batch_var) -> (mean, var): the
+// batch's statistics in training (inference_mode.h selects the running ones instead).
+void batch_statistics(OpContext& ctx) {
+  if (ctx.num_inputs() != 4 || ctx.num_outputs() != 2) ctx.fail("needs 4 inputs and 2 outputs");
+  for (int i = 0; i < 2; ++i) {
+    const Tensor& batch = ctx.in(2 + i);
+    Tensor& out = ctx.output(i, batch.dtype(), batch.shape());
+    std::memcpy(out.raw(), batch.raw(), batch.nbytes());
+  }
+}
+
 }  // namespace
 
 void register_comm_ops(OpRegistry& r) {
   r.add("AllReduceStart", all_reduce_start, "ampc");
   r.add("AllReduceWait", all_reduce_wait, "ampc");
+  r.add("AllReduceSum", all_reduce_sum, "ampc");
+  r.add("BatchStatistics", batch_statistics, "ampc");
 }
 
 }  // namespace ampc::rt::cpu
