@@ -194,6 +194,14 @@ TEST(Train, RefusesContradictoryOptions) {
   EXPECT_THAT(expect_user_error({"train", (dir / "mlp.plan").string(), "--data", data.string(),
                                  "--lr", "0.1", "--precision", "fp16"}),
               HasSubstr("--lr, --precision: '"));
+  // Also the data-parallel options that shape the compiled step; `ampc compile` refuses them
+  // without --data-parallel.
+  EXPECT_THAT(expect_user_error({"train", (dir / "mlp.plan").string(), "--data", data.string(),
+                                 "--reduce-dtype", "fp16", "--bucket-kib", "4"}),
+              HasSubstr("--reduce-dtype, --bucket-kib: '"));
+  EXPECT_THAT(expect_user_error({"compile", source_path("models/mlp.onnx").string(), "--train",
+                                 "--reduce-dtype", "bf16", "-o", (dir / "x.plan").string()}),
+              HasSubstr("--reduce-dtype: data-parallel options, but no --data-parallel"));
   // A checkpoint of another model does not fit.
   expect_success({"train", source_path("models/cnn.onnx").string(), "--data",
                   source_path("models/data/digits_images.npz").string(), "--steps", "1",

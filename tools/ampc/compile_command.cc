@@ -46,6 +46,13 @@ void run_compile(const CompileArgs& args) {
   for (const auto& spec : args.input_shapes) onnx_io::parse_input_shape(spec, options.import);
   finish_training_options(options, args.training);
   if (args.dp.data_parallel && !options.train) throw Error("--data-parallel needs --train");
+  // `ampc train` takes them without mpirun too (one script for any -np; one rank has nothing
+  // to reduce), but `ampc compile` is told data parallel or not: there they would be ignored.
+  if (!args.dp.data_parallel && !args.dp.compile_options_given.empty()) {
+    std::string names;
+    for (const auto& n : args.dp.compile_options_given) names += (names.empty() ? "" : ", ") + n;
+    throw Error(names + ": data-parallel options, but no --data-parallel");
+  }
   set_data_parallel_options(args.dp, 1, options);
   compiler::StageTimes times;
   if (args.time_passes) options.stage_times = &times;

@@ -111,10 +111,12 @@ void add_data_parallel_options(CLI::App* cmd, DataParallelArgs& a, bool train) {
   cmd->add_option("--reduce-dtype", a.reduce_dtype,
                   "Data parallel: the dtype gradients are all-reduced in: fp32 (default), fp16, "
                   "bf16")
-      ->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
+      ->check(CLI::IsMember({"fp32", "fp16", "bf16"}))
+      ->each([&a](const std::string&) { a.compile_options_given.push_back("--reduce-dtype"); });
   cmd->add_option("--bucket-kib", a.bucket_kib,
                   "Data parallel: gradients per all-reduce bucket, in KiB (default 1024)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::PositiveNumber)
+      ->each([&a](const std::string&) { a.compile_options_given.push_back("--bucket-kib"); });
   cmd->add_flag("--sync-batchnorm", a.sync_batchnorm,
                 "Data parallel: every training-mode BatchNormalization normalises with the "
                 "statistics of the global batch (every rank's samples), as PyTorch's "

@@ -27,6 +27,8 @@ struct DataParallelArgs {
   bool no_overlap = false;            // --no-comm-overlap (train; a measurement aid)
   bool check_replicas = false;        // --check-replicas (train)
   bool sync_batchnorm = false;        // --sync-batchnorm (passes/sync_batch_norm.h)
+  // The options given that shape the compiled step (a plan file cannot take them).
+  std::vector<std::string> compile_options_given;
 };
 
 // --data-parallel (compile only), --reduce-dtype, --bucket-kib, --sync-batchnorm.

@@ -70,6 +70,7 @@ plan::Plan training_plan(TrainArgs& args) {
   if (plan::looks_like_plan(args.model)) {
     auto given = compile_options_given(args.training);
     if (!args.input_shapes.empty()) given.push_back("--input-shape");
+    for (const auto& name : args.dp.compile_options_given) given.push_back(name);
     if (args.dp.sync_batchnorm) given.push_back("--sync-batchnorm");
     if (!given.empty()) {
       std::string names;
