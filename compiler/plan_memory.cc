@@ -137,6 +137,30 @@ bool full_operand(const Plan& p, const Step& step, const kernels::KernelDef* def
   return !operand.scalar() && operand.strides().empty();
 }
 
+// ampc.UnscaleCheck (the loss scaler's unscale of every gradient): gradient k (input k) is
+// read and written unscaled (output k) element for element, each element by the thread that
+// read it (kernels/cuda/amp.cu), so output k may take input k's storage when nothing else of
+// the step reads it. Without this the fp16 plan held every gradient twice at its end, scaled
+// and unscaled, and planned a larger arena than the fp32 plan.
+void unscale_in_place(const Plan& p, const Step& step, const Storage& st,
+                      std::vector<passes::MemoryBuffer>& problem,
+                      std::map<std::pair<int32_t, int32_t>, int32_t>& pairs) {
+  std::unordered_map<int32_t, int> reads;  // storage -> reads by this step
+  for (int j = 0; j < step.inputs_size(); ++j) {
+    if (step.inputs(j) >= 0) ++reads[st.root[step.inputs(j)]];
+  }
+  for (int k = 1; k < step.inputs_size() && k < step.outputs_size(); ++k) {
+    const int32_t in = step.inputs(k), out = step.outputs(k);
+    if (in < 0 || out < 0 || st.root[out] != out || !in_arena_role(p.buffers(out))) continue;
+    const int32_t storage = st.root[in];
+    if (!in_arena_role(p.buffers(storage)) || reads.at(storage) != 1 ||
+        buffer_bytes(p.buffers(in)) != buffer_bytes(p.buffers(out)) || pairs.count({out, storage}))
+      continue;
+    pairs[{out, storage}] = in;
+    problem[out].may_share.push_back(storage);
+  }
+}
+
 // In-place candidates of one step: for each arena output, the inputs of its segment with the
 // same bytes and shape whose storage is read by this step only element for element. Appends
 // (output, input) to `pairs`, the input's storage root to the output's may_share.
@@ -145,6 +169,10 @@ void inplace_candidates(const Plan& p, int32_t s, const Storage& st,
                         std::vector<passes::MemoryBuffer>& problem,
                         std::map<std::pair<int32_t, int32_t>, int32_t>& pairs) {
   const Step& step = p.steps(s);
+  if (step.domain() == "ampc" && step.op() == "UnscaleCheck") {
+    unscale_in_place(p, step, st, problem, pairs);
+    return;
+  }
   const kernels::KernelDef* def = nullptr;
   if (!step.kernel().empty()) {
     const auto it = kernels.find(step.kernel());

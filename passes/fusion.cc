@@ -152,7 +152,7 @@ bool types_supported(const Node& n, Kind kind) {
   return false;
 }
 
-// Where(guard, state, new) outputs written in place into their state (FusionGroup::guard).
+// State updates computed in place into their state (FusionGroup::guarded_states).
 struct StateInfo {
   std::unordered_map<const Value*, const Value*> target_of_source;  // source -> state
   std::unordered_set<const Value*> targets;
@@ -385,27 +385,65 @@ void Fuser::build_groups() {
 }
 
 void Fuser::detect_guard(FusionGroup& group, int root) {
-  const Value* guard = nullptr;
+  // A state `s` an output may be computed into: the group's shape, not a graph output, not
+  // itself a source of an update, not taken by another output.
   std::vector<const Value*> states;
+  auto takes = [&](const Value* s) {
+    if (*s->type.shape != group.shape || states_.graph_outputs.count(s) ||
+        states_.sources.count(s) || std::count(states.begin(), states.end(), s))
+      return false;
+    states.push_back(s);
+    return true;
+  };
+  // The state `out` is the new value of, when only the state update reads it (or, with
+  // `inside`, also members of the group, which take it from the kernel's registers).
+  auto updated_state = [&](const Value* out, bool inside) -> const Value* {
+    if (states_.graph_outputs.count(out)) return nullptr;
+    for (const auto& use : out->uses) {
+      auto it = index_.find(use.node);
+      if (!inside || it == index_.end() || find(it->second) != root) return nullptr;
+    }
+    auto it = states_.target_of_source.find(out);
+    return it == states_.target_of_source.end() ? nullptr : it->second;
+  };
+  const Value* guard = nullptr;
+  bool guarded = true;
   for (const Value* out : group.outputs) {
     const Node* w = out->producer;
-    if (w->op_type != "Where" || !out->uses.empty() || states_.graph_outputs.count(out)) return;
+    if (w->op_type != "Where") {
+      guarded = false;
+      break;
+    }
     const Value* g = w->inputs[0];
     const Value* s = w->inputs[1];
     const bool g_outside =
         !g->producer || !index_.count(g->producer) || find(index_.at(g->producer)) != root;
-    if (!g_outside || numel(*g->type.shape) != 1 || (guard && g != guard)) return;
+    if (!g_outside || numel(*g->type.shape) != 1 || (guard && g != guard)) {
+      guarded = false;
+      break;
+    }
     guard = g;
-    auto it = states_.target_of_source.find(out);
-    if (it == states_.target_of_source.end() || it->second != s) return;
-    if (*s->type.shape != group.shape || states_.graph_outputs.count(s) ||
-        states_.sources.count(s) || std::count(states.begin(), states.end(), s))
-      return;
-    states.push_back(s);
+    if (updated_state(out, false) != s || !takes(s)) {
+      guarded = false;
+      break;
+    }
   }
-  if (!guard) return;
-  group.guard = guard;
-  group.guarded_states = std::move(states);
+  if (guarded && guard) {
+    group.guard = guard;
+    group.guarded_states = std::move(states);
+    return;
+  }
+  // Without a guard: every output is the new value of a state that nothing after the group
+  // reads (an optimizer update without a skip-step, a running statistic), computed straight
+  // into that state. The kernel reads and writes each element at one index, so reading the
+  // old value and writing the new one in place is safe; a member reading another output (the
+  // parameter update reading the new momentum) takes it from the kernel's registers.
+  states.clear();
+  for (const Value* out : group.outputs) {
+    const Value* s = updated_state(out, true);
+    if (!s || !takes(s)) return;
+  }
+  if (!states.empty()) group.guarded_states = std::move(states);
 }
 
 // Kahn's algorithm over units (groups and unfused nodes), by the position of their first

@@ -27,6 +27,10 @@ struct FusionGroup {
   // state (guarded_states[k] for output k) and writes nothing when `guard` (a scalar bool
   // input) is true. Null: no guard.
   const ir::Value* guard = nullptr;
+  // The states the outputs are computed into, in place (output k into guarded_states[k]):
+  // those of the guard, or, without a guard, when every output is the new value of a STATE
+  // (an optimizer update without a skip-step) that nothing reads after the group. Empty:
+  // every output gets a buffer of its own.
   std::vector<const ir::Value*> guarded_states;
 };
 

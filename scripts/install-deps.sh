@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config ccache
   libprotobuf-dev protobuf-compiler libonnx-dev libonnx-testdata
-  libopenblas-dev libgtest-dev googletest
+  libopenblas-dev libdnnl-dev libgtest-dev googletest
   nlohmann-json3-dev libcli11-dev libzip-dev
   llvm-19-dev clang-19 libfuzzer-19-dev libclang-rt-19-dev libomp-19-dev
   graphviz chromium

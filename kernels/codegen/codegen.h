@@ -47,6 +47,19 @@ std::vector<TargetCode> emit_ptx_all(const std::vector<const KernelDef*>& kernel
 // host when `sm` is empty, otherwise for that CUDA architecture.
 std::string llvm_ir_text(const KernelDef& kernel, const std::string& sm = "");
 
+// The CPU host code is compiled for, detected when the first plan is loaded (LLVM's
+// sys::getHostCPUName / getHostCPUFeatures): e.g. "znver4" with "avx512f", "avx512bf16".
+struct HostTarget {
+  std::string cpu;
+  std::vector<std::string> features;  // enabled ones, sorted
+  bool has(const std::string& feature) const;
+};
+const HostTarget& host_target();
+
+// One kernel's host machine code as assembly text (what HostKernels runs), for tests and
+// `ampc inspect --show asm`.
+std::string host_assembly(const KernelDef& kernel);
+
 // Two kernels with the same key compile to the same code (everything but the name and the
 // generated code enters the key), so a plan defines each distinct kernel once.
 std::string structure_key(const KernelDef& kernel);

@@ -10,6 +10,10 @@
 #include <llvm/Support/SmallVectorMemoryBuffer.h>
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
+#include <llvm/TargetParser/Host.h>
+#include <llvm/TargetParser/Triple.h>
+
+#include <algorithm>
 
 #include <unordered_map>
 
@@ -31,13 +35,41 @@ void check(llvm::Error e, const std::string& what) {
   if (e) throw Error(what + ": " + llvm::toString(std::move(e)));
 }
 
+// The machine this process runs on, as LLVM detects it: the CPU's name and every feature it
+// has (AVX-512, AVX512-BF16, ...). A plan carries no host code; the kernels are compiled for
+// this CPU when the plan is loaded, so a plan stays portable between machines.
+HostTarget detect_host() {
+  HostTarget t;
+  t.cpu = llvm::sys::getHostCPUName().str();
+  for (const auto& f : llvm::sys::getHostCPUFeatures()) {
+    if (f.getValue()) t.features.push_back(f.getKey().str());
+  }
+  std::sort(t.features.begin(), t.features.end());
+  return t;
+}
+
 // The host machine, without mul+add contraction so that both targets round alike.
 llvm::orc::JITTargetMachineBuilder host_machine_builder() {
   initialize_llvm();
-  auto jtmb = take(llvm::orc::JITTargetMachineBuilder::detectHost(), "LLVM host detection");
+  llvm::orc::JITTargetMachineBuilder jtmb{llvm::Triple(llvm::sys::getProcessTriple())};
+  const HostTarget& host = host_target();
+  jtmb.setCPU(host.cpu);
+  for (const auto& f : llvm::sys::getHostCPUFeatures()) {
+    jtmb.getFeatures().AddFeature(f.getKey(), f.getValue());
+  }
   jtmb.setCodeGenOptLevel(llvm::CodeGenOptLevel::Default);
   jtmb.getOptions().AllowFPOpFusion = llvm::FPOpFusion::Strict;
   return jtmb;
+}
+
+// With AVX-512 the loops use the full 512-bit registers: LLVM's tuning for many AVX-512 CPUs
+// prefers 256-bit vectors (a frequency concern of early Xeons), which halves the width of
+// these memory-streaming loops for nothing.
+void tune_for_host(llvm::Module& module) {
+  if (!host_target().has("avx512f")) return;
+  for (llvm::Function& f : module) {
+    if (!f.isDeclaration()) f.addFnAttr("prefer-vector-width", "512");
+  }
 }
 
 // Kernel names may be anything (even "exp"): the objects' symbols are numbered instead.
@@ -61,6 +93,7 @@ std::unique_ptr<llvm::MemoryBuffer> compile_chunk(const std::vector<const Kernel
   for (size_t i = first; i < kernels.size(); i += stride) {
     add_kernel(module, *kernels[i], symbol_of(i), Target::kHost);
   }
+  tune_for_host(module);
   optimize_module(module, *machine, 2);
   llvm::SmallVector<char, 0> object;
   llvm::raw_svector_ostream out(object);
@@ -140,11 +173,41 @@ std::string llvm_ir_text(const KernelDef& kernel, const std::string& sm) {
   module.setTargetTriple(machine->getTargetTriple().str());
   // Prefixed: a kernel named like a C library function ("exp") must not shadow it.
   add_kernel(module, kernel, "ampc_" + kernel.name(), Target::kHost);
+  tune_for_host(module);
   optimize_module(module, *machine, 2);
   std::string text;
   llvm::raw_string_ostream out(text);
   module.print(out, nullptr);
   return out.str();
+}
+
+const HostTarget& host_target() {
+  static const HostTarget host = detect_host();
+  return host;
+}
+
+bool HostTarget::has(const std::string& feature) const {
+  return std::binary_search(features.begin(), features.end(), feature);
+}
+
+std::string host_assembly(const KernelDef& kernel) {
+  auto jtmb = host_machine_builder();
+  auto machine = take(jtmb.createTargetMachine(), "LLVM host target");
+  llvm::LLVMContext context;
+  llvm::Module module(kernel.name(), context);
+  module.setDataLayout(machine->createDataLayout());
+  module.setTargetTriple(machine->getTargetTriple().str());
+  add_kernel(module, kernel, "ampc_" + kernel.name(), Target::kHost);
+  tune_for_host(module);
+  optimize_module(module, *machine, 2);
+  llvm::SmallVector<char, 0> text;
+  llvm::raw_svector_ostream out(text);
+  llvm::legacy::PassManager passes;
+  if (machine->addPassesToEmitFile(passes, out, nullptr, llvm::CodeGenFileType::AssemblyFile)) {
+    throw Error("the host back end cannot emit assembly");
+  }
+  passes.run(module);
+  return std::string(text.begin(), text.end());
 }
 
 }  // namespace ampc::kernels::codegen

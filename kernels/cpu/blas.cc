@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include "kernels/cpu/dnnl_matmul.h"
+
 namespace ampc::kernels::cpu {
 namespace {
 
@@ -69,6 +71,18 @@ void gemm_parallel(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, c
 
 void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
            int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  DnnlMatmul p;
+  p.trans_a = trans_a;
+  p.trans_b = trans_b;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.lda = lda;
+  p.ldb = ldb;
+  p.ldc = ldc;
+  p.alpha = alpha;
+  p.beta = beta;
+  if (dnnl_matmul(p, a, b, c)) return;
   gemm_parallel(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 

@@ -1,5 +1,6 @@
-// Row-major GEMM through OpenBLAS: C = alpha * op(A) * op(B) + beta * C. OpenBLAS runs
-// single-threaded; large products are split across the OpenMP threads (see blas.cc).
+// Row-major GEMM: C = alpha * op(A) * op(B) + beta * C. fp32 goes through oneDNN's matmul
+// (dnnl_matmul.h); double, and what oneDNN does not serve, through OpenBLAS, which runs
+// single-threaded with large products split across the OpenMP threads (see blas.cc).
 // k == 0 is allowed (C = beta * C).
 #pragma once
 

@@ -108,9 +108,18 @@ class MemoryChecker {
         ++kinds["view"];
         continue;
       }
-      // In place: an elementwise step reading the target, with the same shape.
+      // In place: an elementwise step reading the target, with the same shape (or the loss
+      // scaler's unscale, output k over its input k).
       ++kinds["in place"];
-      EXPECT_TRUE(!step.kernel().empty() || step.domain().empty()) << buf.name();
+      const bool unscale = step.domain() == "ampc" && step.op() == "UnscaleCheck";
+      EXPECT_TRUE(!step.kernel().empty() || step.domain().empty() || unscale) << buf.name();
+      if (unscale) {
+        for (int k = 0; k < step.outputs_size(); ++k) {
+          if (step.outputs(k) == b) {
+            EXPECT_EQ(step.inputs(k), target) << buf.name();
+          }
+        }
+      }
       EXPECT_TRUE(std::find(step.inputs().begin(), step.inputs().end(), target) !=
                   step.inputs().end())
           << buf.name();
@@ -290,6 +299,59 @@ TEST(PlanMemory, Fp16ActivationsAtBatch32) {
                 fuse ? "fused" : "unfused", static_cast<long long>(fp16),
                 static_cast<long long>(fp32), ratio);
     EXPECT_LE(ratio, 0.62);
+  }
+}
+
+// Optimizer updates in place for every precision: each state update's source lives in its
+// state (alias_of), so no parameter-sized fresh buffer is planned and nothing is copied after
+// the step, and a bf16 plan's arena is never larger than the fp32 plan's (it was: bf16
+// resnet18 planned 106.6 MiB against fp32's 85.3 MiB, all of it fresh update buffers); nor is
+// an fp16 plan's, except on cnn (below).
+TEST(PlanMemory, UpdatesInPlaceAndHalfArenasNoLargerThanFp32) {
+  for (const std::string model : {"cnn", "mlp", "gpt"}) {
+    for (const std::string optimizer : {"sgd", "adam"}) {
+      std::map<Precision, int64_t> arena;
+      for (Precision precision : {Precision::kFP32, Precision::kBF16, Precision::kFP16}) {
+        SCOPED_TRACE(model + " " + optimizer + " " +
+                     std::string(passes::precision_name(precision)));
+        compiler::CompileOptions o;
+        o.train = true;
+        o.optimizer.kind = optimizer;
+        o.optimizer.momentum = 0.9f;
+        o.autocast.precision = precision;
+        const plan::Plan p = compiler::compile_file(model_path(model), o);
+        arena[precision] = p.memory().arena_bytes();
+        // Sources written by generated kernels (the optimizer's updates; BatchNorm's running
+        // statistics and the loss scaler's scale come from their own ops, one value each).
+        std::set<int32_t> kernel_outputs;
+        for (const auto& step : p.steps()) {
+          if (!step.kernel().empty())
+            kernel_outputs.insert(step.outputs().begin(), step.outputs().end());
+        }
+        int in_place = 0;
+        for (const auto& u : p.state_updates()) {
+          // One-element states (Adam's step counter, read in its new value by every parameter's
+          // update outside its group) keep a buffer of their own: 4 bytes.
+          if (!kernel_outputs.count(u.source()) || bytes_of(p.buffers(u.state())) <= 8) continue;
+          ++in_place;
+          EXPECT_EQ(p.buffers(u.source()).alias_of(), u.state() + 1)
+              << "update of '" << p.buffers(u.state()).name() << "' from '"
+              << p.buffers(u.source()).name() << "' is not computed in place";
+        }
+        EXPECT_GT(in_place, 0);
+      }
+      std::printf("%s %s arena: fp32 %lld, bf16 %lld, fp16 %lld B\n", model.c_str(),
+                  optimizer.c_str(), static_cast<long long>(arena[Precision::kFP32]),
+                  static_cast<long long>(arena[Precision::kBF16]),
+                  static_cast<long long>(arena[Precision::kFP16]));
+      EXPECT_LE(arena[Precision::kBF16], arena[Precision::kFP32]) << model << " " << optimizer;
+      // fp16 on cnn (a 8x8 convnet with BatchNorm): 396 KiB against fp32's 371 KiB, the fp16
+      // convolution outputs and their fp32 copies for BatchNorm live together in the backward;
+      // not solved here, so cnn's fp16 arena is printed, not bounded.
+      if (model != "cnn") {
+        EXPECT_LE(arena[Precision::kFP16], arena[Precision::kFP32]) << model << " " << optimizer;
+      }
+    }
   }
 }
 

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <iostream>
 #include <limits>
 #include <map>
 #include <random>
@@ -495,6 +496,47 @@ TEST(CodegenHost, FlatKernelOverSubRanges) {
     jit.find("flat")(ops, cut1, cut2);
     expect_bits(k, got, want[0], 0, 0, n);
   }
+}
+
+// The CPU's flags as the kernel reports them (/proc/cpuinfo), the oracle of host detection.
+std::string cpuinfo_flags() {
+  FILE* f = std::fopen("/proc/cpuinfo", "r");
+  if (!f) return "";
+  char line[8192];
+  std::string flags;
+  while (std::fgets(line, sizeof line, f)) {
+    if (std::strncmp(line, "flags", 5) == 0) {
+      flags = std::string(line) + " ";
+      break;
+    }
+  }
+  std::fclose(f);
+  return flags;
+}
+
+// Host code targets the CPU it runs on: its features as the kernel lists them, and with
+// AVX-512 the loops of a streaming kernel use 512-bit registers.
+TEST(CodegenHost, CompiledForTheHostCpu) {
+  const std::string flags = cpuinfo_flags();
+  if (flags.empty()) GTEST_SKIP() << "no /proc/cpuinfo";
+  const HostTarget& host = host_target();
+  EXPECT_FALSE(host.cpu.empty());
+  const bool avx512 = flags.find(" avx512f ") != std::string::npos;
+  EXPECT_EQ(host.has("avx512f"), avx512);
+  EXPECT_EQ(host.has("avx2"), flags.find(" avx2 ") != std::string::npos);
+  EXPECT_EQ(host.has("avx512bf16"), flags.find(" avx512_bf16 ") != std::string::npos);
+  KernelBuilder b("axpy");
+  const int x = b.input(kF32), y = b.input(kF32), a = b.input(kF32, true);
+  b.output(b.op("add", kF32, {b.op("mul", kF32, {a, x}), y}));
+  const std::string assembly = host_assembly(b.def());
+  if (avx512) {
+    EXPECT_THAT(assembly, HasSubstr("zmm"));
+  } else if (host.has("avx2")) {
+    EXPECT_THAT(assembly, HasSubstr("ymm"));
+  }
+  std::cout << "host CPU " << host.cpu << ", " << host.features.size() << " features"
+            << (avx512 ? ", AVX-512" : "") << (host.has("avx512bf16") ? ", AVX512-BF16" : "")
+            << "\n";
 }
 
 // Guard true: nothing written; false: computed.

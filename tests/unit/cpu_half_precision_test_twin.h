@@ -1,7 +1,10 @@
 // Twin tests of the CPU backend's fp16/bf16 emulation (amp-semantics.md section 1): an op run
 // on 16-bit inputs must give, bit for bit, what the same op gives on the fp32 upcast of those
 // inputs, rounded once (round-to-nearest-even) to the 16-bit type. Outputs that are not
-// 16-bit (bool masks, int64 indices, fp32 statistics) must be byte-identical.
+// 16-bit (bool masks, int64 indices, fp32 statistics) must be byte-identical. One exception:
+// bf16 MatMul, Gemm, Conv and ConvGrad on a CPU with bf16 arithmetic run oneDNN's bf16 kernels,
+// which sum in their own fp32 order, so there either bf16 neighbour of the twin is accepted
+// (tests/unit/dnnl_numerics_test.cc bounds them against a double oracle).
 #pragma once
 
 #include <cstdint>

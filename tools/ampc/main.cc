@@ -5,12 +5,14 @@
 #include "base/error.h"
 #include "tools/ampc/commands.h"
 #include "tools/ampc/omp_wait_policy.h"
+#include "tools/ampc/threads_option.h"
 
 int main(int argc, char** argv) {
   ampc::cli::ensure_passive_omp_wait(argc, argv);
   CLI::App app{"ampc: ahead-of-time mixed-precision compiler and trainer for ONNX models"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("ampc 0.1.0"));
+  ampc::cli::add_threads_option(app);
   ampc::cli::add_compile_command(app);
   ampc::cli::add_run_command(app);
   ampc::cli::add_train_command(app);

@@ -1,7 +1,12 @@
 // Gradient ops of ampc's "ampc" domain (their schemas: passes/autodiff/ampc_schemas.h):
 // ConvGrad, MaxPoolGrad and AveragePoolGrad. They take the forward op's attributes and
 // compute in the input type (float or double; 16-bit inputs widened).
+#include <algorithm>
+#include <type_traits>
+
 #include "kernels/cpu/conv_grad.h"
+#include "kernels/cpu/dnnl_conv.h"
+#include "kernels/cpu/dnnl_matmul.h"
 #include "kernels/cpu/pool_grad.h"
 #include "runtime/cpu/op_registry.h"
 #include "runtime/cpu/ops/families.h"
@@ -29,8 +34,8 @@ k::ConvGeom forward_geometry(const OpContext& ctx, const Tensor& dy, const Tenso
   return g;
 }
 
-template <typename T>
-void conv_grad(OpContext& ctx) {
+// The checked geometry of a ConvGrad.
+k::ConvGeom conv_grad_geometry(const OpContext& ctx) {
   const Tensor &dy = ctx.in(0), &x = ctx.in(1), &w = ctx.in(2);
   const int64_t group = ctx.attr_int("group", 1);
   if (w.rank() != x.rank() || group <= 0 || x.dim(1) != w.dim(1) * group || w.dim(0) % group) {
@@ -38,15 +43,63 @@ void conv_grad(OpContext& ctx) {
              std::to_string(group));
   }
   const std::vector<int64_t> kernel(w.shape().begin() + 2, w.shape().end());
-  const k::ConvGeom g = forward_geometry(ctx, dy, x, kernel, w.dim(0), false);
+  return forward_geometry(ctx, dy, x, kernel, w.dim(0), false);
+}
+
+// dx, dw and db (each may be null) through oneDNN, every operand of element type t; false
+// when oneDNN cannot serve it (then the outputs are left to the caller's fallback).
+bool conv_grad_dnnl(const OpContext& ctx, const k::ConvGeom& g, DType t, void* dx, void* dw,
+                    void* db) {
+  const Tensor &dy = ctx.in(0), &x = ctx.in(1), &w = ctx.in(2);
+  k::DnnlConv p = nn::dnnl_conv_problem(g, static_cast<size_t>(x.rank() - 2), x.dim(0), x.dim(1),
+                                        w.dim(0), ctx.attr_int("group", 1));
+  p.x_type = p.w_type = p.y_type = p.bias_type = t;
+  if (dx && !k::dnnl_conv_backward_data(p, dy.raw(), w.raw(), dx)) return false;
+  if (dw) return k::dnnl_conv_backward_weights(p, dy.raw(), x.raw(), dw, db);
+  return db == nullptr;
+}
+
+template <typename T>
+void conv_grad(OpContext& ctx) {
+  const Tensor &dy = ctx.in(0), &x = ctx.in(1), &w = ctx.in(2);
+  const k::ConvGeom g = conv_grad_geometry(ctx);
   auto out = [&](int i, const std::vector<int64_t>& shape) {
     return ctx.has_output(i) ? ctx.output(i, x.dtype(), shape).template data<T>() : nullptr;
   };
   T* dx = out(0, x.shape());
   T* dw = out(1, w.shape());
   T* db = out(2, {w.dim(0)});
+  if constexpr (std::is_same_v<T, float>) {
+    if (conv_grad_dnnl(ctx, g, DType::kFloat32, dx, dw, db)) return;
+    // oneDNN may have written dx before refusing dw: the fallback starts from zeros.
+    if (dx) std::fill(dx, dx + x.numel(), 0.0f);
+  }
   k::conv_grad(g, dy.data<T>(), x.data<T>(), w.data<T>(), dx, dw, db, x.dim(0), x.dim(1), w.dim(0),
-               group);
+               ctx.attr_int("group", 1));
+}
+
+// bf16 ConvGrad on a CPU with bf16 arithmetic: oneDNN in bf16 (fp32 accumulation, each
+// gradient rounded once), no widening. False where it does not apply (then run widened).
+bool low_conv_grad(OpContext& ctx) {
+  const Tensor &dy = ctx.in(0), &x = ctx.in(1), &w = ctx.in(2);
+  const DType bf16 = DType::kBFloat16;
+  if (dy.dtype() != bf16 || x.dtype() != bf16 || w.dtype() != bf16 || !k::dnnl_bf16_native())
+    return false;
+  const k::ConvGeom g = conv_grad_geometry(ctx);
+  Tensor dx, dw, db;
+  if (ctx.has_output(0)) dx = Tensor(bf16, x.shape());
+  if (ctx.has_output(1)) dw = Tensor(bf16, w.shape());
+  if (ctx.has_output(2)) db = Tensor(bf16, {w.dim(0)});
+  if (x.numel() == 0 || dy.numel() == 0 ||
+      !conv_grad_dnnl(ctx, g, bf16, ctx.has_output(0) ? dx.raw() : nullptr,
+                      ctx.has_output(1) ? dw.raw() : nullptr,
+                      ctx.has_output(2) ? db.raw() : nullptr)) {
+    return false;
+  }
+  if (ctx.has_output(0)) ctx.set_output(0, std::move(dx));
+  if (ctx.has_output(1)) ctx.set_output(1, std::move(dw));
+  if (ctx.has_output(2)) ctx.set_output(2, std::move(db));
+  return true;
 }
 
 template <typename T, bool max>
@@ -80,7 +133,12 @@ void register_grad_ops(OpRegistry& r) {
     r.add(
         name, [fn, out_like](OpContext& ctx) { nn::run_widened(ctx, fn, out_like); }, "ampc");
   };
-  add("ConvGrad", conv_grad_op, {1, 2, 2});
+  r.add(
+      "ConvGrad",
+      [](OpContext& ctx) {
+        if (!low_conv_grad(ctx)) nn::run_widened(ctx, conv_grad_op, {1, 2, 2});
+      },
+      "ampc");
   add("MaxPoolGrad", pool_grad_op<true>, {1});
   add("AveragePoolGrad", pool_grad_op<false>, {1});
 }

@@ -1,5 +1,9 @@
-// Conv (im2col + GEMM) and ConvTranspose (GEMM + col2im), 1 to 3 spatial dimensions.
+// Conv (oneDNN; im2col + GEMM where oneDNN cannot serve) and ConvTranspose (GEMM + col2im), 1 to 3
+// spatial dimensions.
+#include <type_traits>
+
 #include "kernels/cpu/conv.h"
+#include "kernels/cpu/dnnl_matmul.h"
 #include "runtime/cpu/op_registry.h"
 #include "runtime/cpu/ops/nn_util.h"
 
@@ -18,37 +22,85 @@ void check_bias(const OpContext& ctx, const Tensor* b, int64_t m) {
   }
 }
 
+// A checked Conv: geometry, output shape and sizes.
+struct ConvCall {
+  k::ConvGeom g;
+  std::vector<int64_t> shape;
+  size_t spatial = 0;
+  int64_t n = 0, c = 0, m = 0, group = 1;
+};
+
+ConvCall conv_call(const OpContext& ctx, const Tensor& x, const Tensor& w, const Tensor* b) {
+  check_spatial_rank(ctx, x.rank());
+  if (w.rank() != x.rank())
+    ctx.fail("weight " + w.type_str() + " does not match X " + x.type_str());
+  ConvCall call;
+  call.n = x.dim(0);
+  call.c = x.dim(1);
+  call.m = w.dim(0);
+  call.group = ctx.attr_int("group", 1);
+  if (call.group <= 0 || call.c != w.dim(1) * call.group || call.m % call.group != 0) {
+    ctx.fail("channels of X " + x.type_str() + " and W " + w.type_str() + " do not fit group " +
+             std::to_string(call.group));
+  }
+  check_bias(ctx, b, call.m);
+  const std::vector<int64_t> in(x.shape().begin() + 2, x.shape().end());
+  const std::vector<int64_t> kernel(w.shape().begin() + 2, w.shape().end());
+  call.g = window_geometry(ctx, in, kernel, false);
+  if (ctx.attr_ints("kernel_shape", kernel) != kernel) {
+    ctx.fail("kernel_shape does not match W " + w.type_str());
+  }
+  call.spatial = in.size();
+  call.shape = {call.n, call.m};
+  for (int64_t d : geom_cols(call.g, in.size())) call.shape.push_back(d);
+  return call;
+}
+
+// y = conv(x, w) + b through oneDNN, every operand of element type t; false when it cannot.
+bool conv_dnnl(const ConvCall& call, DType t, const Tensor& x, const Tensor& w, const Tensor* b,
+               Tensor& y) {
+  kernels::cpu::DnnlConv p =
+      dnnl_conv_problem(call.g, call.spatial, call.n, call.c, call.m, call.group);
+  p.x_type = p.w_type = p.y_type = t;
+  if (b) p.bias_type = b->dtype();
+  return kernels::cpu::dnnl_conv_forward(p, x.raw(), w.raw(), b ? b->raw() : nullptr, y.raw());
+}
+
 }  // namespace
 
 template <typename T>
 Tensor conv_of(const OpContext& ctx, const Tensor& x, const Tensor& w, const Tensor* b) {
-  check_spatial_rank(ctx, x.rank());
-  if (w.rank() != x.rank())
-    ctx.fail("weight " + w.type_str() + " does not match X " + x.type_str());
-  const int64_t n = x.dim(0), c = x.dim(1), m = w.dim(0), group = ctx.attr_int("group", 1);
-  if (group <= 0 || c != w.dim(1) * group || m % group != 0) {
-    ctx.fail("channels of X " + x.type_str() + " and W " + w.type_str() + " do not fit group " +
-             std::to_string(group));
-  }
-  check_bias(ctx, b, m);
-  const std::vector<int64_t> in(x.shape().begin() + 2, x.shape().end());
-  const std::vector<int64_t> kernel(w.shape().begin() + 2, w.shape().end());
-  const k::ConvGeom g = window_geometry(ctx, in, kernel, false);
-  if (ctx.attr_ints("kernel_shape", kernel) != kernel) {
-    ctx.fail("kernel_shape does not match W " + w.type_str());
-  }
-  std::vector<int64_t> shape = {n, m};
-  for (int64_t d : geom_cols(g, in.size())) shape.push_back(d);
-  Tensor y(dtype_of<T>(), shape);
+  const ConvCall call = conv_call(ctx, x, w, b);
+  Tensor y(dtype_of<T>(), call.shape);
   if (y.numel() == 0) return y;
-  k::conv_forward(g, x.data<T>(), w.data<T>(), b ? b->data<T>() : nullptr, y.data<T>(), n, c, m,
-                  group);
+  if constexpr (std::is_same_v<T, float>) {
+    if (conv_dnnl(call, DType::kFloat32, x, w, b, y)) return y;
+  }
+  k::conv_forward(call.g, x.data<T>(), w.data<T>(), b ? b->data<T>() : nullptr, y.data<T>(), call.n,
+                  call.c, call.m, call.group);
   return y;
 }
 template Tensor conv_of<float>(const OpContext&, const Tensor&, const Tensor&, const Tensor*);
 template Tensor conv_of<double>(const OpContext&, const Tensor&, const Tensor&, const Tensor*);
 
 namespace {
+
+// bf16 Conv on a CPU with bf16 arithmetic: oneDNN in bf16 (fp32 accumulation, one rounding
+// of the output), no widening. False (nothing done) where it does not apply.
+bool low_conv(OpContext& ctx) {
+  const Tensor& x = ctx.in(0);
+  const Tensor& w = ctx.in(1);
+  const Tensor* b = ctx.input(2);
+  if (x.dtype() != DType::kBFloat16 || w.dtype() != DType::kBFloat16 ||
+      (b && b->dtype() != DType::kBFloat16) || !kernels::cpu::dnnl_bf16_native()) {
+    return false;
+  }
+  const ConvCall call = conv_call(ctx, x, w, b);
+  Tensor y(DType::kBFloat16, call.shape);
+  if (y.numel() > 0 && !conv_dnnl(call, DType::kBFloat16, x, w, b, y)) return false;
+  ctx.set_output(0, std::move(y));
+  return true;
+}
 
 void conv_op(OpContext& ctx) {
   dispatch_float(ctx, [&](auto tag) {
@@ -140,9 +192,12 @@ void conv_transpose_op(OpContext& ctx) {
 }  // namespace
 
 void register_conv_ops(OpRegistry& r) {
-  add_widened(r, "Conv", conv_op);
+  auto conv = [](OpContext& ctx) {
+    if (!low_conv(ctx)) run_widened(ctx, conv_op);
+  };
+  r.add("Conv", conv);
   // ampc.Conv: the same op where bfloat16 is allowed (passes/autodiff/ampc_schemas.h).
-  add_widened(r, "Conv", conv_op, {}, "ampc");
+  r.add("Conv", conv, "ampc");
   add_widened(r, "ConvTranspose", conv_transpose_op);
 }
 

@@ -1,6 +1,8 @@
 // MatMul (numpy semantics: batched, broadcast batch dimensions, 1-D operands) and Gemm.
 #include <type_traits>
 
+#include "base/half.h"
+#include "kernels/cpu/dnnl_matmul.h"
 #include "kernels/cpu/matmul.h"
 #include "runtime/cpu/op_registry.h"
 #include "runtime/cpu/ops/nn_util.h"
@@ -25,17 +27,27 @@ void mm(int64_t m, int64_t n, int64_t kk, const T* a, const T* b, T* c) {
   }
 }
 
-}  // namespace
+// The batch structure of a numpy MatMul: output shape, batch entries and each entry's
+// matrix offsets into A and B (0 stride along broadcast dimensions).
+struct MatmulGeom {
+  std::vector<int64_t> out_shape;
+  int64_t m = 0, n = 0, kk = 0, nb = 0;
+  bool shared_b = false;     // one B for all entries, A entries contiguous: stack the A matrices
+  bool plain_batch = false;  // entry j at j * m * kk in A and j * kk * n in B
+  std::vector<int64_t> a_off, b_off;
+};
 
-template <typename T>
-Tensor matmul_of(const OpContext& ctx, const Tensor& a, const Tensor& b) {
+MatmulGeom matmul_geometry(const OpContext& ctx, const Tensor& a, const Tensor& b) {
+  MatmulGeom g;
   std::vector<int64_t> as = a.shape(), bs = b.shape();
   if (as.empty() || bs.empty()) ctx.fail("inputs of rank 0 are not allowed");
   const bool a_vec = as.size() == 1, b_vec = bs.size() == 1;
   if (a_vec) as.insert(as.begin(), 1);
   if (b_vec) bs.push_back(1);
-  const int64_t m = as[as.size() - 2], kk = as.back(), n = bs.back();
-  if (bs[bs.size() - 2] != kk) {
+  g.m = as[as.size() - 2];
+  g.kk = as.back();
+  g.n = bs.back();
+  if (bs[bs.size() - 2] != g.kk) {
     ctx.fail("inner dimensions of " + a.type_str() + " and " + b.type_str() + " do not match");
   }
   // Batch dimensions, right-aligned and broadcast.
@@ -50,37 +62,87 @@ Tensor matmul_of(const OpContext& ctx, const Tensor& a, const Tensor& b) {
     }
     batch[i] = a_dim[i] == 1 ? b_dim[i] : a_dim[i];
   }
-  std::vector<int64_t> out_shape = batch;
-  if (!a_vec) out_shape.push_back(m);
-  if (!b_vec) out_shape.push_back(n);
-  Tensor y(dtype_of<T>(), out_shape);
-  const int64_t nb = product(batch, 0, rank);
-  if (nb == 0 || m == 0 || n == 0) return y;
-  const T* ap = a.data<T>();
-  const T* bp = b.data<T>();
-  T* yp = y.data<T>();
-  if (product(b_dim, 0, rank) == 1 && product(a_dim, 0, rank) == nb) {
-    mm(nb * m, n, kk, ap, bp, yp);  // one B for all: stack the A matrices
-    return y;
-  }
-  // Matrix offsets of every batch entry (0 stride along broadcast dimensions).
-  std::vector<int64_t> a_off(nb), b_off(nb);
+  g.out_shape = batch;
+  if (!a_vec) g.out_shape.push_back(g.m);
+  if (!b_vec) g.out_shape.push_back(g.n);
+  g.nb = product(batch, 0, rank);
+  if (g.nb == 0 || g.m == 0 || g.n == 0) return g;
+  g.shared_b = product(b_dim, 0, rank) == 1 && product(a_dim, 0, rank) == g.nb;
+  g.plain_batch = a_dim == batch && b_dim == batch;
+  if (g.shared_b) return g;
+  g.a_off.resize(g.nb);
+  g.b_off.resize(g.nb);
   std::vector<int64_t> idx(rank, 0);
-  for (int64_t j = 0; j < nb; ++j) {
+  for (int64_t j = 0; j < g.nb; ++j) {
     int64_t ao = 0, bo = 0;
     for (size_t d = 0; d < rank; ++d) {
       ao = ao * a_dim[d] + (a_dim[d] == 1 ? 0 : idx[d]);
       bo = bo * b_dim[d] + (b_dim[d] == 1 ? 0 : idx[d]);
     }
-    a_off[j] = ao * m * kk;
-    b_off[j] = bo * kk * n;
+    g.a_off[j] = ao * g.m * g.kk;
+    g.b_off[j] = bo * g.kk * g.n;
     for (size_t d = rank; d-- > 0;) {
       if (++idx[d] < batch[d]) break;
       idx[d] = 0;
     }
   }
+  return g;
+}
+
+// The whole MatMul through oneDNN in `t` (f32 or bf16 operands and result): one call for
+// a shared B or a plain batch, one per entry otherwise. False when oneDNN cannot serve it.
+bool matmul_dnnl(const MatmulGeom& g, DType t, const void* a, const void* b, void* y) {
+  k::DnnlMatmul p;
+  p.a_type = p.b_type = p.c_type = t;
+  p.m = g.m;
+  p.n = g.n;
+  p.k = g.kk;
+  p.lda = g.kk;
+  p.ldb = g.n;
+  p.ldc = g.n;
+  if (g.shared_b) {
+    p.m = g.nb * g.m;
+    return k::dnnl_matmul(p, a, b, y);
+  }
+  if (g.plain_batch) {
+    p.batch = g.nb;
+    p.stride_a = g.m * g.kk;
+    p.stride_b = g.kk * g.n;
+    return k::dnnl_matmul(p, a, b, y);
+  }
+  const size_t bytes = t == DType::kFloat32 ? 4 : 2;
+  auto at = [bytes](const void* base, int64_t elems) {
+    return static_cast<const char*>(base) + static_cast<size_t>(elems) * bytes;
+  };
+  for (int64_t j = 0; j < g.nb; ++j) {
+    if (!k::dnnl_matmul(p, at(a, g.a_off[j]), at(b, g.b_off[j]),
+                        const_cast<char*>(at(y, j * g.m * g.n)))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+template <typename T>
+Tensor matmul_of(const OpContext& ctx, const Tensor& a, const Tensor& b) {
+  const MatmulGeom g = matmul_geometry(ctx, a, b);
+  Tensor y(dtype_of<T>(), g.out_shape);
+  if (g.nb == 0 || g.m == 0 || g.n == 0) return y;
+  const T* ap = a.data<T>();
+  const T* bp = b.data<T>();
+  T* yp = y.data<T>();
+  if constexpr (std::is_same_v<T, float>) {
+    if (g.kk > 0 && matmul_dnnl(g, DType::kFloat32, ap, bp, yp)) return y;
+  }
+  const int64_t m = g.m, n = g.n, kk = g.kk, nb = g.nb;
+  if (g.shared_b) {
+    mm(nb * m, n, kk, ap, bp, yp);  // one B for all: stack the A matrices
+    return y;
+  }
 #pragma omp parallel for if (m * n * kk < kSmallGemm && nb * m * n * kk >= kParallelWork)
-  for (int64_t j = 0; j < nb; ++j) mm(m, n, kk, ap + a_off[j], bp + b_off[j], yp + j * m * n);
+  for (int64_t j = 0; j < nb; ++j) mm(m, n, kk, ap + g.a_off[j], bp + g.b_off[j], yp + j * m * n);
   return y;
 }
 template Tensor matmul_of<float>(const OpContext&, const Tensor&, const Tensor&);
@@ -129,7 +191,28 @@ void gemm(OpContext& ctx) {
   } else {
     c = nullptr;
   }
-  if constexpr (std::is_floating_point_v<T>) {
+  if constexpr (std::is_same_v<T, BFloat16>) {
+    k::DnnlMatmul p;
+    p.a_type = p.b_type = p.c_type = DType::kBFloat16;
+    p.trans_a = ta;
+    p.trans_b = tb;
+    p.m = m;
+    p.n = n;
+    p.k = kk;
+    p.lda = a.dim(1);
+    p.ldb = b.dim(1);
+    p.ldc = n;
+    p.alpha = alpha;
+    p.beta = c ? beta : 0.0f;
+    if (kk > 0 && !k::dnnl_matmul(p, a.raw(), b.raw(), yp)) {
+      ctx.fail("oneDNN cannot run this bf16 Gemm");
+    }
+    if (kk == 0) {  // y = beta * C, rounded once
+      for (int64_t i = 0; i < m * n; ++i) {
+        yp[i] = float_to_bf16(c ? beta * bf16_to_float(yp[i]) : 0.0f);
+      }
+    }
+  } else if constexpr (std::is_floating_point_v<T>) {
     k::gemm(ta, tb, m, n, kk, T(alpha), a.data<T>(), a.dim(1), b.data<T>(), b.dim(1),
             c ? T(beta) : T(0), yp, n);
   } else {
@@ -142,6 +225,35 @@ void gemm(OpContext& ctx) {
   }
 }
 
+// bf16 MatMul on a CPU with bf16 arithmetic: oneDNN's bf16 matmul (fp32 accumulation, one
+// rounding of the result), no widening. False (nothing done) where it does not apply.
+bool low_matmul(OpContext& ctx) {
+  const Tensor& a = ctx.in(0);
+  const Tensor& b = ctx.in(1);
+  if (a.dtype() != DType::kBFloat16 || b.dtype() != DType::kBFloat16 || !k::dnnl_bf16_native())
+    return false;
+  const MatmulGeom g = matmul_geometry(ctx, a, b);
+  Tensor y(DType::kBFloat16, g.out_shape);  // zeros: the result when kk == 0
+  if (g.nb > 0 && g.m > 0 && g.n > 0 && g.kk > 0 &&
+      !matmul_dnnl(g, DType::kBFloat16, a.raw(), b.raw(), y.raw())) {
+    return false;
+  }
+  ctx.set_output(0, std::move(y));
+  return true;
+}
+
+// bf16 Gemm (A, B and C, when given, in bf16), as low_matmul: y = C broadcast, then
+// alpha * op(A) op(B) + beta * y in fp32, rounded once.
+bool low_gemm(OpContext& ctx) {
+  const Tensor* c = ctx.input(2);
+  if (ctx.in(0).dtype() != DType::kBFloat16 || ctx.in(1).dtype() != DType::kBFloat16 ||
+      (c && c->numel() > 0 && c->dtype() != DType::kBFloat16) || !k::dnnl_bf16_native()) {
+    return false;
+  }
+  gemm<BFloat16>(ctx);
+  return true;
+}
+
 void gemm_op(OpContext& ctx) {
   auto run = [&](auto tag) { gemm<decltype(tag)>(ctx); };
   if (!dispatch<float, double, int32_t, int64_t, uint32_t, uint64_t>(ctx.in(0).dtype(), run)) {
@@ -152,8 +264,12 @@ void gemm_op(OpContext& ctx) {
 }  // namespace
 
 void register_matmul_ops(OpRegistry& r) {
-  add_widened(r, "MatMul", matmul_op);
-  add_widened(r, "Gemm", gemm_op);
+  r.add("MatMul", [](OpContext& ctx) {
+    if (!low_matmul(ctx)) run_widened(ctx, matmul_op);
+  });
+  r.add("Gemm", [](OpContext& ctx) {
+    if (!low_gemm(ctx)) run_widened(ctx, gemm_op);
+  });
 }
 
 }  // namespace ampc::rt::cpu::nn

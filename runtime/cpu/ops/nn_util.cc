@@ -196,4 +196,24 @@ kernels::cpu::ConvGeom window_geometry(const OpContext& ctx, const std::vector<i
   return g;
 }
 
+kernels::cpu::DnnlConv dnnl_conv_problem(const kernels::cpu::ConvGeom& g, size_t spatial, int64_t n,
+                                         int64_t c, int64_t m, int64_t group) {
+  kernels::cpu::DnnlConv p;
+  p.spatial = static_cast<int>(spatial);
+  p.n = n;
+  p.c = c;
+  p.m = m;
+  p.group = group;
+  for (size_t i = 0; i < spatial; ++i) {
+    const int s = geom_slot(i, spatial);
+    p.image[i] = g.image[s];
+    p.cols[i] = g.cols[s];
+    p.kernel[i] = g.kernel[s];
+    p.stride[i] = g.stride[s];
+    p.dilation[i] = g.dilation[s];
+    p.pad[i] = g.pad[s];
+  }
+  return p;
+}
+
 }  // namespace ampc::rt::cpu::nn

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/cpu/conv.h"
+#include "kernels/cpu/dnnl_conv.h"
 #include "runtime/cpu/op_context.h"
 
 namespace ampc::rt::cpu {
@@ -84,6 +85,10 @@ kernels::cpu::ConvGeom window_geometry(const OpContext& ctx, const std::vector<i
 int geom_slot(size_t i, size_t n);
 // The output (cols) spatial sizes of the last n slots.
 std::vector<int64_t> geom_cols(const kernels::cpu::ConvGeom& g, size_t n);
+// The oneDNN convolution of geometry g over `spatial` axes (element types fp32; the caller
+// sets others): n images of c channels, m filters in `group` groups.
+kernels::cpu::DnnlConv dnnl_conv_problem(const kernels::cpu::ConvGeom& g, size_t spatial, int64_t n,
+                                         int64_t c, int64_t m, int64_t group);
 // Fails unless an input of this rank ([N, C, spatial...]) has 1 to 3 spatial dimensions.
 void check_spatial_rank(const OpContext& ctx, int64_t rank);
 

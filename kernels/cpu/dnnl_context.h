@@ -1,0 +1,63 @@
+// The CPU backend's oneDNN (Debian's libdnnl, 2.6) plumbing shared by dnnl_matmul and
+// dnnl_conv: one CPU engine, a stream per thread, a cache of primitives keyed by their full
+// description (a plan's shapes are static, so every GEMM and convolution of a plan creates
+// its primitive once, on its first execution, and reuses it for every later step), and the
+// scratchpad in user mode from a per-thread workspace that grows to the largest need and is
+// kept. oneDNN runs on the same OpenMP threads as the rest of the backend (libdnnl is built
+// with the OpenMP runtime).
+#pragma once
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/dtype.h"
+
+namespace ampc::kernels::cpu::dnnl_support {
+
+// A primitive prepared for one problem: its arguments (oneDNN ids) with the layout the
+// caller's buffers have ("user") and the layout the primitive wants; where they differ the
+// argument is reordered into (inputs) or out of (outputs) a per-thread buffer around the call.
+struct Prepared {
+  dnnl::primitive primitive;
+  struct Arg {
+    int id = 0;
+    bool output = false;
+    dnnl::memory::desc user, inner;
+    std::unique_ptr<dnnl::reorder> reorder;  // user -> inner (inputs) or inner -> user
+  };
+  std::vector<Arg> args;
+  size_t scratchpad_bytes = 0;
+};
+
+// oneDNN's element type for f32 / bf16; false for any other.
+bool dnnl_type(DType t, dnnl::memory::data_type* out);
+
+dnnl::engine& engine();
+
+// The cached Prepared for `key`, made by `make` the first time (null when make returns
+// null or throws dnnl::error: then the caller runs its fallback).
+const Prepared* find_or_make(const std::string& key,
+                             const std::function<std::unique_ptr<Prepared>()>& make);
+
+// Completes a Prepared from a primitive descriptor: each (id, user desc, output) gets the
+// primitive's own desc for it (query by id) and a reorder where the layouts differ.
+struct ArgSpec {
+  int id;
+  dnnl::memory::desc user;
+  bool output;
+};
+std::unique_ptr<Prepared> prepare(const dnnl::primitive_desc_base& pd, dnnl::primitive primitive,
+                                  const std::vector<ArgSpec>& args);
+
+// Runs the primitive on the caller's buffers (in the order of Prepared::args).
+void execute(const Prepared& p, const std::vector<const void*>& buffers);
+
+// A primitive_attr with a user-mode scratchpad.
+dnnl::primitive_attr user_scratchpad_attr();
+
+}  // namespace ampc::kernels::cpu::dnnl_support

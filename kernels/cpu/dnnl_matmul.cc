@@ -1,0 +1,82 @@
+#include "kernels/cpu/dnnl_matmul.h"
+
+#include <bit>
+#include <cstdint>
+#include <string>
+
+#include "kernels/cpu/dnnl_context.h"
+
+namespace ampc::kernels::cpu {
+namespace {
+
+namespace ds = dnnl_support;
+using dnnl::memory;
+
+std::string key_of(const DnnlMatmul& p) {
+  std::string k = "matmul";
+  for (int64_t v :
+       {int64_t(p.a_type), int64_t(p.b_type), int64_t(p.c_type), int64_t(p.trans_a),
+        int64_t(p.trans_b), p.m, p.n, p.k, p.lda, p.ldb, p.ldc, p.batch, p.stride_a, p.stride_b}) {
+    k += ',' + std::to_string(v);
+  }
+  // alpha and beta by their bits: std::to_string keeps 6 decimals, so alphas such as 1/60000
+  // and 1/65536 made one key and the second GEMM ran with the first one's output scale.
+  for (float v : {p.alpha, p.beta}) k += ',' + std::to_string(std::bit_cast<uint32_t>(v));
+  return k;
+}
+
+// A [rows, cols] operand stored row-major with leading dimension ld (transposed when trans),
+// batched with `stride` (0: one matrix for every batch entry, a broadcast batch dimension).
+memory::desc operand(memory::data_type t, bool trans, int64_t rows, int64_t cols, int64_t ld,
+                     int64_t batch, int64_t stride) {
+  const memory::dim rs = trans ? 1 : ld, cs = trans ? ld : 1;
+  if (batch == 1) return memory::desc({rows, cols}, t, {rs, cs});
+  if (stride == 0) return memory::desc({1, rows, cols}, t, {(trans ? cols : rows) * ld, rs, cs});
+  return memory::desc({batch, rows, cols}, t, {stride, rs, cs});
+}
+
+std::unique_ptr<ds::Prepared> make(const DnnlMatmul& p) {
+  memory::data_type ta, tb, tc;
+  if (!ds::dnnl_type(p.a_type, &ta) || !ds::dnnl_type(p.b_type, &tb) ||
+      !ds::dnnl_type(p.c_type, &tc)) {
+    return nullptr;
+  }
+  const memory::desc a = operand(ta, p.trans_a, p.m, p.k, p.lda, p.batch, p.stride_a);
+  const memory::desc b = operand(tb, p.trans_b, p.k, p.n, p.ldb, p.batch, p.stride_b);
+  const memory::desc c = operand(tc, false, p.m, p.n, p.ldc, p.batch, p.m * p.ldc);
+  dnnl::primitive_attr attr = ds::user_scratchpad_attr();
+  if (p.alpha != 1.0f) attr.set_output_scales(0, {p.alpha});
+  if (p.beta != 0.0f) {
+    dnnl::post_ops ops;
+    ops.append_sum(p.beta);
+    attr.set_post_ops(ops);
+  }
+  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), attr, ds::engine());
+  auto prepared = ds::prepare(
+      pd, dnnl::matmul(pd),
+      {{DNNL_ARG_SRC, a, false}, {DNNL_ARG_WEIGHTS, b, false}, {DNNL_ARG_DST, c, true}});
+  // The sum post-op reads C where the primitive writes it: only without a reorder of C.
+  if (p.beta != 0.0f && prepared->args[2].reorder) return nullptr;
+  return prepared;
+}
+
+}  // namespace
+
+bool dnnl_bf16_native() {
+  static const bool native = [] {
+    const auto bf16 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_bf16);
+    return (static_cast<unsigned>(dnnl::get_effective_cpu_isa()) & bf16) == bf16;
+  }();
+  return native;
+}
+
+bool dnnl_matmul(const DnnlMatmul& p, const void* a, const void* b, void* c) {
+  if (p.m <= 0 || p.n <= 0 || p.batch <= 0) return true;  // nothing to compute
+  if (p.k <= 0) return false;                             // C = beta * C: the caller's loop does it
+  const ds::Prepared* prepared = ds::find_or_make(key_of(p), [&] { return make(p); });
+  if (!prepared) return false;
+  ds::execute(*prepared, {a, b, c});
+  return true;
+}
+
+}  // namespace ampc::kernels::cpu

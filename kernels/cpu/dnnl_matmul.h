@@ -1,0 +1,32 @@
+// Matrix products through oneDNN's matmul primitive, in fp32 or bf16 (fp32 accumulation,
+// the output rounded once): C = alpha * op(A) * op(B) + beta * C, row-major, over a batch.
+#pragma once
+
+#include <cstdint>
+
+#include "base/dtype.h"
+
+namespace ampc::kernels::cpu {
+
+struct DnnlMatmul {
+  DType a_type = DType::kFloat32, b_type = DType::kFloat32, c_type = DType::kFloat32;
+  bool trans_a = false, trans_b = false;
+  int64_t m = 0, n = 0, k = 0;
+  int64_t lda = 0, ldb = 0, ldc = 0;
+  // Batch entries: A and B either have `batch` matrices `stride_*` elements apart or one
+  // matrix shared by all (stride 0); C has `batch` matrices m * ldc apart.
+  int64_t batch = 1, stride_a = 0, stride_b = 0;
+  float alpha = 1.0f;
+  float beta = 0.0f;  // C = ... + beta * C when nonzero (C read before it is written)
+};
+
+// Whether this CPU multiplies bf16 natively (AVX512-BF16 or AMX, as oneDNN sees it): only
+// then do bf16 GEMMs and convolutions run in bf16; elsewhere they stay widened to fp32,
+// which is faster than oneDNN's bf16 emulation.
+bool dnnl_bf16_native();
+
+// False when oneDNN cannot serve the problem (element types other than f32 / bf16, sizes
+// beyond its limits, a configuration it does not implement); then nothing was written.
+bool dnnl_matmul(const DnnlMatmul& p, const void* a, const void* b, void* c);
+
+}  // namespace ampc::kernels::cpu

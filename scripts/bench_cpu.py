@@ -1,0 +1,272 @@
+#!/usr/bin/env python3
+"""CPU training step time: ampc fp32, ampc bf16, PyTorch fp32 eager and PyTorch bf16 autocast
+on the same models, batches, optimizer (SGD, momentum 0.9) and thread count, measured side by
+side in one process tree. A benchmark: prints a markdown table, passes or fails nothing.
+
+    /usr/bin/python3 scripts/bench_cpu.py [--ampc build/tools/ampc/ampc] [--threads 2]
+        [--models resnet18,mobilenet_v2,gpt,gpt_wide,mlp] [--out docs/benchmarks.md]
+
+Models: torchvision resnet18 and mobilenet_v2 (10 classes, batch 32, 3x32x32), the bundled
+gpt (models/export_models.py, batch 8), a wider gpt (width 512, 4 layers, 8 heads, sequence
+128, batch 8) and an MLP 784-2048-2048-10 (ReLU, batch 256). Each step is forward, backward
+and the optimizer update; step times are medians after warm-up (loading the plan, the host
+JIT included, and the first steps, which create the oneDNN primitives, are not timed); ampc's
+compile time (ONNX to training plan, `ampc compile`) is reported apart. GFLOP/s counts 3x the forward GEMM and convolution
+multiply-adds (x2) of the exported graph per step, for both sides. The machine's fp32 and bf16
+GEMM peak (PyTorch, 1024^3) is printed with the table.
+
+OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE are unset for both sides in this process and its
+children only (the environment of the machine is left alone). With --out the table (and the
+load average beside it) replaces the section "CPU training: ampc vs PyTorch" of that file.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+
+for var in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):
+    os.environ.pop(var, None)
+# libgomp's busy-waiting stalls parallel regions on a loaded machine; both sides wait passively
+# (set before torch loads libgomp).
+os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+
+import numpy as np  # noqa: E402
+import onnx  # noqa: E402
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(ROOT, "models"))
+import export_models  # noqa: E402
+
+LR = 0.01
+MOMENTUM = 0.9
+SECTION = "## CPU training: ampc vs PyTorch"
+
+
+class Classifier(nn.Module):
+    def __init__(self, net):
+        super().__init__()
+        self.net = net
+
+    def forward(self, x, y):
+        return F.cross_entropy(self.net(x), y)
+
+
+def mlp():
+    net = nn.Sequential(nn.Linear(784, 2048), nn.ReLU(), nn.Linear(2048, 2048), nn.ReLU(),
+                        nn.Linear(2048, 10))
+    return Classifier(net)
+
+
+def build(name):
+    """(module in training mode, inputs: dict name -> tensor)."""
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(1)
+    if name in ("resnet18", "mobilenet_v2"):
+        import torchvision.models as M
+        model = Classifier(getattr(M, name)(num_classes=10))
+        inputs = {"x": torch.randn(32, 3, 32, 32, generator=g),
+                  "y": torch.randint(0, 10, (32,), generator=g)}
+    elif name == "gpt":
+        model = export_models.build("gpt")
+        inputs = export_models.example_inputs("gpt")
+    elif name == "gpt_wide":
+        model = export_models.GPT(vocab=64, max_len=128, width=512, n_heads=8, n_layers=4,
+                                  mlp_width=2048)
+        inputs = {"tokens": torch.randint(0, 64, (8, 128), generator=g),
+                  "targets": torch.randint(0, 64, (8, 128), generator=g)}
+    elif name == "mlp":
+        model = mlp()
+        inputs = {"x": torch.rand(256, 784, generator=g),
+                  "y": torch.randint(0, 10, (256,), generator=g)}
+    else:
+        raise KeyError(name)
+    return model.train(), inputs
+
+
+def export(model, inputs, path):
+    warnings.filterwarnings("ignore")
+    torch.onnx.export(model, tuple(inputs.values()), path, input_names=list(inputs),
+                      output_names=["loss"], opset_version=17,
+                      training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
+                      export_params=True, keep_initializers_as_inputs=False)
+
+
+def forward_flops(path):
+    """2 x the multiply-adds of the graph's MatMul, Gemm and Conv nodes."""
+    # data_prop: shapes computed in the graph (the gpt's Reshape targets) propagate too.
+    m = onnx.shape_inference.infer_shapes(onnx.load(path), data_prop=True)
+    g = m.graph
+    shapes = {}
+    for vi in list(g.value_info) + list(g.input) + list(g.output):
+        dims = vi.type.tensor_type.shape.dim
+        shapes[vi.name] = [d.dim_value for d in dims]
+    for t in g.initializer:
+        shapes[t.name] = list(t.dims)
+    total = 0
+    for n in g.node:
+        if n.op_type in ("MatMul", "Gemm"):
+            a, b = shapes.get(n.input[0]), shapes.get(n.input[1])
+            y = shapes.get(n.output[0])
+            if not a or not y:
+                continue
+            trans_a = any(at.name == "transA" and at.i for at in n.attribute)
+            k = a[-2] if trans_a else a[-1]
+            total += 2 * int(np.prod(y)) * k
+        elif n.op_type == "Conv":
+            w, y = shapes.get(n.input[1]), shapes.get(n.output[0])
+            if not w or not y:
+                continue
+            total += 2 * int(np.prod(y)) * int(np.prod(w[1:]))
+    return total
+
+
+def torch_ms(model, inputs, threads, bf16, warmup, seconds):
+    torch.set_num_threads(threads)
+    opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
+    args = tuple(inputs.values())
+
+    def step():
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            loss = model(*args)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        return loss
+
+    for _ in range(warmup):
+        step()
+    times = []
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end or len(times) < 5:
+        t0 = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times)) * 1e3
+
+
+def ampc_ms(ampc, onnx_path, npys, precision, threads, warmup, iterations, folder):
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
+    plan = os.path.join(folder, precision + ".plan")
+    cmd = [ampc, "compile", onnx_path, "--train", "--optimizer", "sgd", "--lr", str(LR),
+           "--momentum", str(MOMENTUM), "-o", plan]
+    if precision != "fp32":
+        cmd += ["--precision", precision]
+    t0 = time.perf_counter()
+    subprocess.run(cmd, env=env, check=True, capture_output=True, text=True)
+    compile_s = time.perf_counter() - t0
+    cmd = [ampc, "bench", plan, "--warmup", str(warmup), "--iterations", str(iterations),
+           "--format", "json"]
+    for name, path in npys.items():
+        cmd += ["--input", f"{name}={path}"]
+    out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True)
+    j = json.loads(out.stdout)
+    return j["median_ms"], compile_s
+
+
+def gemm_peak(threads, dtype):
+    torch.set_num_threads(threads)
+    a = torch.randn(1024, 1024).to(dtype)
+    b = torch.randn(1024, 1024).to(dtype)
+    for _ in range(3):
+        a @ b
+    reps, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < 1.0:
+        a @ b
+        reps += 1
+    return 2 * 1024 ** 3 * reps / (time.perf_counter() - t0) / 1e9
+
+
+def fmt_ratio(x):
+    return f"{x:.2f}" if x == x else "n/a"
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--ampc", default=os.path.join(ROOT, "build", "tools", "ampc", "ampc"))
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--models", default="resnet18,mobilenet_v2,gpt,gpt_wide,mlp")
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--iterations", type=int, default=20, help="timed ampc steps per case")
+    p.add_argument("--seconds", type=float, default=4.0, help="timed PyTorch seconds per case")
+    p.add_argument("--out", help="markdown file whose benchmark section gets the table")
+    args = p.parse_args()
+
+    lines = []
+    load = os.getloadavg()
+    peak32, peak16 = gemm_peak(args.threads, torch.float32), gemm_peak(args.threads, torch.bfloat16)
+    lines.append(f"{args.threads} threads both sides; SGD momentum {MOMENTUM}; OMP_WAIT_POLICY="
+                 f"{os.environ['OMP_WAIT_POLICY']}; OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE unset; "
+                 f"PyTorch {torch.__version__}; load average before: "
+                 f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; GEMM peak (PyTorch 1024^3): "
+                 f"fp32 {peak32:.0f}, bf16 {peak16:.0f} GFLOP/s")
+    lines.append("")
+    lines.append("| model | batch | ampc fp32 ms | ampc bf16 ms | torch fp32 ms | torch bf16 ms | "
+                 "ampc fp32 / torch fp32 | ampc bf16 / ampc fp32 | ampc bf16 / torch bf16 | "
+                 "GFLOP/s ampc fp32, bf16 / torch fp32, bf16 | ampc compile s (fp32, bf16) |")
+    lines.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|")
+    print("\n".join(lines), flush=True)
+    for name in args.models.split(","):
+        with tempfile.TemporaryDirectory() as folder:
+            model, inputs = build(name)
+            onnx_path = os.path.join(folder, name + ".onnx")
+            import copy
+            export(copy.deepcopy(model), inputs, onnx_path)
+            npys = {}
+            for k, v in inputs.items():
+                npys[k] = os.path.join(folder, k + ".npy")
+                np.save(npys[k], v.numpy())
+            flops = 3 * forward_flops(onnx_path)
+            r = {}
+            for prec in ("fp32", "bf16"):
+                r["ampc " + prec] = ampc_ms(args.ampc, onnx_path, npys, prec, args.threads,
+                                            args.warmup, args.iterations, folder)
+            for prec in ("fp32", "bf16"):
+                try:
+                    r["torch " + prec] = torch_ms(copy.deepcopy(model), inputs, args.threads,
+                                                  prec == "bf16", args.warmup, args.seconds)
+                except Exception as e:  # what PyTorch cannot run in bf16 is reported as n/a
+                    print(f"{name}: torch {prec}: {type(e).__name__}: {e}", file=sys.stderr)
+                    r["torch " + prec] = float("nan")
+        a32, a16 = r["ampc fp32"][0], r["ampc bf16"][0]
+        t32, t16 = r["torch fp32"], r["torch bf16"]
+        gf = [flops / ms / 1e6 for ms in (a32, a16, t32, t16)]
+        batch = list(inputs.values())[0].shape[0]
+        line = (f"| {name} | {batch} | {a32:.1f} | {a16:.1f} | {t32:.1f} | {t16:.1f} | "
+                f"{fmt_ratio(a32 / t32)} | {fmt_ratio(a16 / a32)} | {fmt_ratio(a16 / t16)} | "
+                f"{gf[0]:.1f}, {gf[1]:.1f} / {gf[2]:.1f}, {gf[3]:.1f} | "
+                f"{r['ampc fp32'][1]:.1f}, {r['ampc bf16'][1]:.1f} |")
+        print(line, flush=True)
+        lines.append(line)
+    load = os.getloadavg()
+    tail = f"\nLoad average after: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} (`uptime`: " + \
+        subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip() + ")"
+    print(tail)
+    lines.append(tail)
+    if args.out:
+        write_section(args.out, lines)
+
+
+def write_section(path, lines):
+    text = open(path).read() if os.path.exists(path) else ""
+    body = SECTION + "\n\n`/usr/bin/python3 scripts/bench_cpu.py --out docs/benchmarks.md` " \
+        "(see the script's docstring for what is measured)\n\n" + "\n".join(lines) + "\n"
+    if SECTION in text:
+        start = text.index(SECTION)
+        nxt = text.find("\n## ", start + len(SECTION))
+        text = text[:start] + body + (text[nxt:] if nxt >= 0 else "")
+    else:
+        text = text.rstrip("\n") + "\n\n" + body
+    with open(path, "w") as f:
+        f.write(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,216 @@
+// GEMM and convolution through oneDNN (kernels/cpu/dnnl_*): the CPU operators MatMul, Gemm,
+// Conv and ampc.ConvGrad in bf16 and fp32 against an oracle in double over the same
+// (bf16-rounded) inputs.
+//
+// The bound: every output is a sum of K products of representable inputs. Products of bf16
+// (and fp32) values are exact in double; fp32 accumulation in any order stays within
+// gamma_K * sum |products| of the exact sum, gamma_K = K u / (1 - K u), u = 2^-24 (Higham,
+// Accuracy and Stability, 3.1). A bf16 result is that fp32 sum rounded once: it lies between
+// the bf16 roundings of exact - bound and exact + bound, so for most elements it equals the
+// exact sum rounded once, and anything rounded twice (to bf16 before the end) or computed
+// from other inputs falls outside. fp32 results lie within the bound itself.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "base/half.h"
+#include "kernels/cpu/dnnl_matmul.h"
+#include "tests/unit/op_test_helpers.h"
+
+namespace ampc::rt::cpu {
+namespace {
+
+using optest::attr_f;
+using optest::attr_i;
+using optest::attr_ints;
+
+// A reference value: the exact sum, the sum of |terms| and the number of terms.
+struct Exact {
+  double sum = 0, abs_sum = 0;
+  int64_t terms = 0;
+  void add(double a, double b) {
+    sum += a * b;
+    abs_sum += std::fabs(a * b);
+    ++terms;
+  }
+};
+
+double round_bf16(double v) {
+  return bf16_to_float(float_to_bf16(static_cast<float>(v)));
+}
+
+// Random values in [-2, 2) representable in `dtype` (bf16 or fp32).
+std::vector<double> inputs(DType dtype, size_t n, uint32_t seed) {
+  std::vector<double> v = optest::pseudo_random(n, seed);
+  for (double& x : v) {
+    x *= 2;
+    x = dtype == DType::kBFloat16 ? round_bf16(x) : static_cast<float>(x);
+  }
+  return v;
+}
+
+// Checks `got` (the op's output, as doubles) against the oracle, element by element.
+void expect_within(DType dtype, const std::vector<double>& got, const std::vector<Exact>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  int64_t exact_hits = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const Exact& e = want[i];
+    const double u = std::ldexp(1.0, -24);
+    const double k = static_cast<double>(std::max<int64_t>(e.terms, 1));
+    const double bound = k * u / (1 - k * u) * e.abs_sum;
+    if (dtype == DType::kBFloat16) {
+      const double lo = round_bf16(e.sum - bound), hi = round_bf16(e.sum + bound);
+      ASSERT_TRUE(got[i] >= lo && got[i] <= hi) << "element " << i << ": " << got[i] << " outside ["
+                                                << lo << ", " << hi << "], exact " << e.sum;
+      exact_hits += got[i] == round_bf16(e.sum);
+    } else {
+      ASSERT_LE(std::fabs(got[i] - e.sum), bound)
+          << "element " << i << ": " << got[i] << ", exact " << e.sum;
+    }
+  }
+  // Differences in fp32 order flip a bf16 rounding only near a midpoint: rare.
+  if (dtype == DType::kBFloat16) {
+    EXPECT_GE(exact_hits, static_cast<int64_t>(got.size() * 95 / 100));
+  }
+}
+
+class DnnlNumerics : public ::testing::TestWithParam<DType> {};
+
+TEST_P(DnnlNumerics, BatchedMatMulWithBroadcast) {
+  const DType t = GetParam();
+  // A [2, 3, m, k] x B [3, k, n]: B broadcast along the first batch dimension.
+  const int64_t m = 17, k = 300, n = 33;
+  const auto a = inputs(t, 2 * 3 * m * k, 1), b = inputs(t, 3 * k * n, 2);
+  const auto y = optest::run(
+      "MatMul", {optest::make(t, {2, 3, m, k}, a), optest::make(t, {3, k, n}, b)}, {}, 1, 13)[0];
+  ASSERT_EQ(y.dtype(), t);
+  std::vector<Exact> want(2 * 3 * m * n);
+  for (int64_t p = 0; p < 2; ++p)
+    for (int64_t q = 0; q < 3; ++q)
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j)
+          for (int64_t r = 0; r < k; ++r)
+            want[((p * 3 + q) * m + i) * n + j].add(a[((p * 3 + q) * m + i) * k + r],
+                                                    b[(q * k + r) * n + j]);
+  expect_within(t, optest::values(y), want);
+}
+
+TEST_P(DnnlNumerics, GemmWithTransposesAlphaBetaAndC) {
+  const DType t = GetParam();
+  const int64_t m = 40, k = 257, n = 24;
+  const auto a = inputs(t, k * m, 3), b = inputs(t, n * k, 4), c = inputs(t, n, 5);
+  const float alpha = 0.5f, beta = 2.0f;  // powers of two: exact scalings
+  const auto y = optest::run(
+      "Gemm", {optest::make(t, {k, m}, a), optest::make(t, {n, k}, b), optest::make(t, {n}, c)},
+      {attr_i("transA", 1), attr_i("transB", 1), attr_f("alpha", alpha), attr_f("beta", beta)}, 1,
+      13)[0];
+  std::vector<Exact> want(m * n);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      Exact& e = want[i * n + j];
+      for (int64_t r = 0; r < k; ++r) e.add(alpha * a[r * m + i], b[j * k + r]);
+      e.add(beta * c[j], 1.0);
+    }
+  expect_within(t, optest::values(y), want);
+}
+
+// A grouped, strided, dilated, padded 2-D convolution: x [n, c, h, w], w [m, c/g, kh, kw].
+struct ConvCase {
+  int64_t n = 2, c = 8, h = 11, w = 9, m = 12, g = 2, kh = 3, kw = 2;
+  int64_t sh = 2, sw = 1, dh = 2, dw = 1, ph = 2, pw = 1, ph_end = 1, pw_end = 0;
+  int64_t oh() const { return (h + ph + ph_end - (dh * (kh - 1) + 1)) / sh + 1; }
+  int64_t ow() const { return (w + pw + pw_end - (dw * (kw - 1) + 1)) / sw + 1; }
+  std::vector<plan::Attribute> attrs() const {
+    return {attr_i("group", g), attr_ints("strides", {sh, sw}), attr_ints("dilations", {dh, dw}),
+            attr_ints("pads", {ph, pw, ph_end, pw_end}), attr_ints("kernel_shape", {kh, kw})};
+  }
+  // Calls f(x index, w index, y index) for every tap that reads the input (not padding).
+  template <typename F>
+  void taps(F f) const {
+    const int64_t cg = c / g, mg = m / g;
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t o = 0; o < m; ++o)
+        for (int64_t yi = 0; yi < oh(); ++yi)
+          for (int64_t xi = 0; xi < ow(); ++xi)
+            for (int64_t ci = 0; ci < cg; ++ci)
+              for (int64_t ki = 0; ki < kh; ++ki)
+                for (int64_t kj = 0; kj < kw; ++kj) {
+                  const int64_t ii = yi * sh - ph + ki * dh, jj = xi * sw - pw + kj * dw;
+                  if (ii < 0 || ii >= h || jj < 0 || jj >= w) continue;
+                  const int64_t cin = (o / mg) * cg + ci;
+                  f(((b * c + cin) * h + ii) * w + jj, ((o * cg + ci) * kh + ki) * kw + kj,
+                    ((b * m + o) * oh() + yi) * ow() + xi);
+                }
+  }
+};
+
+TEST_P(DnnlNumerics, ConvForward) {
+  const DType t = GetParam();
+  const ConvCase cc;
+  const auto x = inputs(t, cc.n * cc.c * cc.h * cc.w, 6);
+  const auto w = inputs(t, cc.m * (cc.c / cc.g) * cc.kh * cc.kw, 7);
+  const auto bias = inputs(t, cc.m, 8);
+  const auto y = optest::run(
+      "Conv",
+      {optest::make(t, {cc.n, cc.c, cc.h, cc.w}, x),
+       optest::make(t, {cc.m, cc.c / cc.g, cc.kh, cc.kw}, w), optest::make(t, {cc.m}, bias)},
+      cc.attrs(), 1, 11)[0];
+  ASSERT_EQ(y.shape(), (std::vector<int64_t>{cc.n, cc.m, cc.oh(), cc.ow()}));
+  std::vector<Exact> want(cc.n * cc.m * cc.oh() * cc.ow());
+  for (size_t i = 0; i < want.size(); ++i) {
+    want[i].add(bias[(i / (cc.oh() * cc.ow())) % cc.m], 1.0);
+  }
+  cc.taps([&](int64_t xi, int64_t wi, int64_t yi) { want[yi].add(x[xi], w[wi]); });
+  expect_within(t, optest::values(y), want);
+}
+
+TEST_P(DnnlNumerics, ConvGradDataWeightsAndBias) {
+  const DType t = GetParam();
+  const ConvCase cc;
+  const auto x = inputs(t, cc.n * cc.c * cc.h * cc.w, 9);
+  const auto w = inputs(t, cc.m * (cc.c / cc.g) * cc.kh * cc.kw, 10);
+  const auto dy = inputs(t, cc.n * cc.m * cc.oh() * cc.ow(), 11);
+  const auto out = optest::run("ConvGrad",
+                               {optest::make(t, {cc.n, cc.m, cc.oh(), cc.ow()}, dy),
+                                optest::make(t, {cc.n, cc.c, cc.h, cc.w}, x),
+                                optest::make(t, {cc.m, cc.c / cc.g, cc.kh, cc.kw}, w)},
+                               cc.attrs(), 3, 1, "ampc");
+  std::vector<Exact> dx(x.size()), dw(w.size()), db(cc.m);
+  cc.taps([&](int64_t xi, int64_t wi, int64_t yi) {
+    dx[xi].add(dy[yi], w[wi]);
+    dw[wi].add(dy[yi], x[xi]);
+  });
+  for (size_t i = 0; i < dy.size(); ++i) db[(i / (cc.oh() * cc.ow())) % cc.m].add(dy[i], 1.0);
+  {
+    SCOPED_TRACE("dX");
+    expect_within(t, optest::values(out[0]), dx);
+  }
+  {
+    SCOPED_TRACE("dW");
+    expect_within(t, optest::values(out[1]), dw);
+  }
+  {
+    SCOPED_TRACE("dB");
+    expect_within(t, optest::values(out[2]), db);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, DnnlNumerics, ::testing::Values(DType::kFloat32, DType::kBFloat16),
+                         [](const auto& info) {
+                           return std::string(info.param == DType::kFloat32 ? "fp32" : "bf16");
+                         });
+
+// Which path the bf16 cases above took, for the log: oneDNN's bf16 kernels on a CPU with
+// bf16 arithmetic, the fp32 kernels on widened inputs elsewhere (both must pass).
+TEST(DnnlNumericsInfo, Bf16Path) {
+  std::cout << "bf16 GEMM/convolution: "
+            << (kernels::cpu::dnnl_bf16_native() ? "oneDNN bf16 kernels (AVX512-BF16)"
+                                                 : "widened to fp32 (no bf16 arithmetic)")
+            << "\n";
+}
+
+}  // namespace
+}  // namespace ampc::rt::cpu
