@@ -88,7 +88,8 @@ ir::Value* GradBuilder::ints(const std::vector<int64_t>& values) {
   t.dtype = DType::kInt64;
   t.dims = {static_cast<int64_t>(values.size())};
   t.bytes.resize(values.size() * 8);
-  std::memcpy(t.bytes.data(), values.data(), t.bytes.size());
+  // memcpy's pointers must not be null, also for no bytes (an empty vector's data() may be).
+  if (!values.empty()) std::memcpy(t.bytes.data(), values.data(), t.bytes.size());
   ir::Value* v = graph_.add_value(fresh("ints"), {DType::kInt64, t.dims});
   t.name = v->name;
   v->initializer = std::make_unique<ir::Tensor>(std::move(t));

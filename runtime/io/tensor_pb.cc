@@ -38,7 +38,8 @@ Tensor tensor_from_onnx(const onnx::TensorProto& p, const std::string& what) {
         throw Error("raw data has " + std::to_string(p.raw_data().size()) + " bytes for " +
                     t.type_str());
       }
-      std::memcpy(t.raw(), p.raw_data().data(), t.nbytes());
+      // An empty tensor's storage may be null, which memcpy must not be given.
+      if (t.nbytes() > 0) std::memcpy(t.raw(), p.raw_data().data(), t.nbytes());
     } else {
       switch (t.dtype()) {
         case DType::kFloat32:

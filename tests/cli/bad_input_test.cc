@@ -125,7 +125,7 @@ TEST_F(BadInput, FileThatIsNotOnnx) {
 
 TEST_F(BadInput, BinaryFileThatIsNotOnnx) {
   write_bytes(model_dir_ / "image.onnx",
-              std::string("\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x10", 24));
+              std::string("\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x10", 20));
   expect_refused(model_dir_ / "image.onnx", "image.onnx' is not a valid ONNX model");
 }
 

@@ -361,8 +361,9 @@ TEST(Fusion, GuardWritesTheUpdateInPlaceUnlessSkipped) {
     flag.data<bool>()[0] = s;
     fused.run({{"skip", flag}, {"grad", g}});
     unfused.run({{"skip", flag}, {"grad", g}});
-    const rt::Tensor& got = fused.state().at("w");
-    const rt::Tensor& want = unfused.state().at("w");
+    // Copies: state() returns a new map each call.
+    const rt::Tensor got = fused.state().at("w");
+    const rt::Tensor want = unfused.state().at("w");
     EXPECT_EQ(std::memcmp(got.raw(), want.raw(), want.nbytes()), 0) << "skip " << s;
   }
   EXPECT_EQ(fused.state().at("w").data<float>()[0], 1.5f + 2 * 0.25f) << "two steps applied";
