@@ -59,5 +59,19 @@ if [[ $mode == thread ]]; then
   export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 fi
 args=("$@")
-if ((${#args[@]} == 0)); then args=(-j "${JOBS:-$(nproc)}"); fi
-ctest --test-dir "$dir" --output-on-failure --no-tests=error "${args[@]}"
+if ((${#args[@]} > 0)); then
+  exec ctest --test-dir "$dir" --output-on-failure --no-tests=error "${args[@]}"
+fi
+jobs=(-j "${JOBS:-$(nproc)}")
+if [[ $mode == thread ]]; then
+  exec ctest --test-dir "$dir" --output-on-failure --no-tests=error "${jobs[@]}"
+fi
+# The whole suite. The data-parallel tests (label mpi) run without leak detection: Open MPI
+# leaks by design at MPI_Finalize and MPI_Abort, mostly from plugins it has unloaded by then
+# (`<unknown module>` frames, which no suppression can name); memory errors and UB there are
+# still reported.
+status=0
+ctest --test-dir "$dir" --output-on-failure --no-tests=error "${jobs[@]}" -LE mpi || status=$?
+ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0" \
+  ctest --test-dir "$dir" --output-on-failure "${jobs[@]}" -L mpi || status=$?
+exit $status

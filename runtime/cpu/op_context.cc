@@ -115,7 +115,8 @@ Tensor tensor_from_data(const plan::TensorData& data) {
       throw Error("plan tensor data has " + std::to_string(data.data().size()) + " bytes for " +
                   t.type_str());
     }
-    std::memcpy(t.raw(), data.data().data(), t.nbytes());
+    // An empty tensor's storage may be null, which memcpy must not be given.
+    if (t.nbytes() > 0) std::memcpy(t.raw(), data.data().data(), t.nbytes());
   }
   return t;
 }
