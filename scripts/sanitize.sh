@@ -73,5 +73,5 @@ fi
 status=0
 ctest --test-dir "$dir" --output-on-failure --no-tests=error "${jobs[@]}" -LE mpi || status=$?
 ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0" \
-  ctest --test-dir "$dir" --output-on-failure "${jobs[@]}" -L mpi || status=$?
+  ctest --test-dir "$dir" --output-on-failure "${jobs[@]}" --timeout 600 -L mpi || status=$?
 exit $status
