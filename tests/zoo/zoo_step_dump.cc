@@ -7,15 +7,11 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <map>
 #include <string>
 
-#include "base/error.h"
-#include "compiler/onnx/import.h"
-#include "compiler/pipeline.h"
-#include "passes/autodiff/autodiff.h"
 #include "runtime/cpu/executor.h"
 #include "runtime/io/npy.h"
+#include "tests/zoo/gradient_plan.h"
 
 namespace fs = std::filesystem;
 
@@ -25,16 +21,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    auto model = ampc::onnx_io::load_model(argv[1]);
-    ampc::compiler::prepare_forward(*model);
-    ampc::ir::Graph& g = *model->graph;
-    const auto grads = ampc::passes::differentiate(*model, {});
-    for (const auto& pg : grads) {
-      ampc::ir::Value* out = g.add_value("grad." + pg.parameter->name, pg.gradient->type);
-      g.add_node("Identity", {pg.gradient}, {out}, "grad." + pg.parameter->name);
-      g.outputs.push_back(out);
-    }
-    ampc::rt::cpu::Executor exec(ampc::compiler::compile_model(*model, {}, "zoo"));
+    ampc::rt::cpu::Executor exec(ampc::zoo::gradient_plan(argv[1]).plan);
     const auto& plan = exec.plan();
     const fs::path out_dir = argv[3];
     fs::create_directories(out_dir);
@@ -60,12 +47,7 @@ int main(int argc, char** argv) {
         ampc::rt::io::write_npy(*outs[k], (out_dir / name).string());
       }
     });
-    std::map<std::string, ampc::rt::Tensor> batch;
-    for (const auto& entry : fs::directory_iterator(argv[2])) {
-      if (entry.path().extension() != ".npy") continue;
-      batch[entry.path().stem().string()] = ampc::rt::io::read_npy(entry.path().string());
-    }
-    exec.run(batch);
+    exec.run(ampc::zoo::read_batch(argv[2]));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "ampc: error: %s\n", e.what());
     return 1;
