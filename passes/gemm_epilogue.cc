@@ -109,11 +109,22 @@ class Finder {
     return only_reader(v) == &reader && !pinned_.count(v);
   }
 
+  // A transpose read only by GEMMs, as their A or B operand: each of them folds it (a Linear
+  // layer's W^T is read by the forward GEMM and by the backward one for the input gradient).
+  // Lowering keeps it as a step of its own where one of those GEMMs is not folded after all.
+  bool transpose_foldable(const Value* v) const {
+    if (pinned_.count(v) || v->uses.empty()) return false;
+    for (const ir::Use& u : v->uses) {
+      if (!is_gemm_call(*u.node) || u.input_index > 1) return false;
+    }
+    return true;
+  }
+
   void fold_transposes(GemmFold& f) {
     for (int k = 0; k < 2; ++k) {
       const Value* v = f.inputs[k];
       const Node* t = v->producer;
-      if (!t || !is_onnx(*t, "Transpose") || !foldable(v, *f.gemm) || !is_last_two_swap(*t))
+      if (!t || !is_onnx(*t, "Transpose") || !transpose_foldable(v) || !is_last_two_swap(*t))
         continue;
       f.inputs[k] = t->inputs[0];
       (k == 0 ? f.trans_a : f.trans_b) = true;

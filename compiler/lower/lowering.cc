@@ -19,6 +19,29 @@ std::string cuda_arch(const std::string& target) {
   throw Error("unknown target '" + target + "': expected cuda:sm_90, cuda:sm_80 or cpu");
 }
 
+// A transpose folded by several GEMMs disappears only when every reader of its output is a
+// kept fold that folded it; otherwise it stays a step of its own (for the other readers),
+// and the folds that read its input with a trans flag no longer count it as theirs.
+void keep_shared_transposes(std::vector<passes::GemmFold>& folds) {
+  std::unordered_map<const ir::Node*, std::unordered_set<const ir::Node*>> folded_by;
+  for (const auto& f : folds) {
+    for (const ir::Node* n : f.folded) folded_by[n].insert(f.gemm);
+  }
+  auto all_readers_fold = [&](const ir::Node* n) {
+    for (const ir::Value* v : n->outputs) {
+      for (const ir::Use& u : v->uses) {
+        if (!folded_by[n].count(u.node)) return false;
+      }
+    }
+    return true;
+  };
+  for (auto& f : folds) {
+    std::erase_if(f.folded, [&](const ir::Node* n) {
+      return n->domain.empty() && n->op_type == "Transpose" && !all_readers_fold(n);
+    });
+  }
+}
+
 // The folds whose GEMM step, in the schedule, comes after everything its inputs need and
 // before every reader of its outputs (else the folded nodes simply run as steps of their
 // own), moved into out.folds; returns each kept GEMM's index there.
@@ -47,6 +70,7 @@ std::unordered_map<const ir::Node*, int> kept_folds(const std::vector<passes::Fu
     kept[f.gemm] = static_cast<int>(out.folds.size());
     out.folds.push_back(std::move(f));
   }
+  keep_shared_transposes(out.folds);
   return kept;
 }
 
@@ -65,8 +89,7 @@ int define_kernel(const LoweredKernel& k, const std::string& key,
 // An elementwise node on its own, as a kernel of one member: on CUDA targets every float and
 // bool elementwise op runs as generated code (the CUDA backend has no per-op kernels for them).
 LoweredStep single_kernel_step(const ir::Node& n, const KernelBuilder& builder,
-                               std::unordered_map<std::string, int>& kernel_of_key,
-                               Lowering& out) {
+                               std::unordered_map<std::string, int>& kernel_of_key, Lowering& out) {
   LoweredStep step;
   LoweredKernel k = builder.build(passes::group_of_one(n));
   step.kernel = define_kernel(k, codegen::structure_key(k.def), kernel_of_key, out);

@@ -15,6 +15,7 @@
 #include "kernels/codegen/instr_set.h"
 #include "kernels/codegen/ir_builder.h"
 #include "kernels/codegen/ir_convert.h"
+#include "kernels/shared/float_math.h"
 
 namespace ampc::kernels::codegen {
 
@@ -152,6 +153,62 @@ class BodyBuilder {
 
   Value* isnan(Value* x) { return b_.CreateFCmpUNO(x, x); }
 
+  // kernels/shared/float_math.h's exp_f32 and erf_f32, operation for operation (the CPU ops
+  // call those), inline: no call, so the loop vectorises.
+  llvm::Constant* f32(float v) { return llvm::ConstantFP::get(b_.getFloatTy(), v); }
+
+  template <int N>
+  Value* horner(const float (&c)[N], Value* x) {
+    Value* p = f32(c[0]);
+    for (int i = 1; i < N; ++i) p = b_.CreateFAdd(b_.CreateFMul(p, x), f32(c[i]));
+    return p;
+  }
+
+  Value* pow2i(Value* k) {
+    Value* bits = b_.CreateShl(b_.CreateAdd(k, b_.getInt32(127)), 23);
+    return b_.CreateBitCast(bits, b_.getFloatTy());
+  }
+
+  Value* exp_f32(Value* x) {
+    namespace fm = kernels::fmath;
+    Value* c = b_.CreateSelect(b_.CreateFCmpOLT(x, f32(fm::kExpLow)), f32(fm::kExpLow), x);
+    c = b_.CreateSelect(b_.CreateFCmpOGT(c, f32(fm::kExpHigh)), f32(fm::kExpHigh), c);
+    Value* t = b_.CreateFAdd(b_.CreateFMul(c, f32(fm::kExpLog2e)), f32(fm::kExpShift));
+    Value* n = b_.CreateFSub(t, f32(fm::kExpShift));
+    Value* ni = b_.CreateSub(b_.CreateBitCast(t, b_.getInt32Ty()), b_.getInt32(fm::kExpShiftBits));
+    Value* r = b_.CreateFSub(b_.CreateFSub(c, b_.CreateFMul(n, f32(fm::kExpLn2Hi))),
+                             b_.CreateFMul(n, f32(fm::kExpLn2Lo)));
+    Value* p = horner(fm::kExpPoly, r);
+    Value* n1 = b_.CreateAShr(ni, 1);
+    Value* y = b_.CreateFMul(b_.CreateFMul(p, pow2i(n1)), pow2i(b_.CreateSub(ni, n1)));
+    return b_.CreateSelect(isnan(x), b_.CreateFAdd(x, x), y);
+  }
+
+  Value* erf_f32(Value* x) {
+    namespace fm = kernels::fmath;
+    Value* bits = b_.CreateAnd(b_.CreateBitCast(x, b_.getInt32Ty()), b_.getInt32(0x7FFFFFFF));
+    Value* a = b_.CreateBitCast(bits, b_.getFloatTy());
+    Value* small = b_.CreateFMul(x, horner(fm::kErfSmallPoly, b_.CreateFMul(x, x)));
+    Value* ac = b_.CreateSelect(b_.CreateFCmpOLT(a, f32(fm::kErfOne)), a, f32(fm::kErfOne));
+    Value* large = b_.CreateFSub(f32(1.0f), exp_f32(horner(fm::kErfLargePoly, ac)));
+    Value* negative = b_.CreateFCmpOLT(x, f32(0.0f));
+    Value* signed_large = b_.CreateSelect(negative, b_.CreateFNeg(large), large);
+    Value* one = b_.CreateSelect(negative, f32(-1.0f), f32(1.0f));
+    Value* y =
+        b_.CreateSelect(b_.CreateFCmpOLT(a, f32(fm::kErfSmall)), small,
+                        b_.CreateSelect(b_.CreateFCmpOLT(a, f32(fm::kErfOne)), signed_large, one));
+    return b_.CreateSelect(isnan(x), b_.CreateFAdd(x, x), y);
+  }
+
+  // exp / erf: fp32 on the host through the shared definitions; fp64, and NVPTX, through
+  // the C library / libdevice.
+  Value* exp(Value* x) {
+    return target_ == Target::kHost && x->getType()->isFloatTy() ? exp_f32(x) : libm("exp", {x});
+  }
+  Value* erf(Value* x) {
+    return target_ == Target::kHost && x->getType()->isFloatTy() ? erf_f32(x) : libm("erf", {x});
+  }
+
   Value* unary(const std::string& op, Value* x) {
     llvm::Type* t = x->getType();
     if (op == "neg") return b_.CreateFNeg(x);
@@ -161,10 +218,12 @@ class BodyBuilder {
     // op's inline expansion of std::floor / std::ceil does (GCC calls no library there).
     if (op == "floor") return b_.CreateSelect(isnan(x), x, intrinsic(llvm::Intrinsic::floor, x));
     if (op == "ceil") return b_.CreateSelect(isnan(x), x, intrinsic(llvm::Intrinsic::ceil, x));
-    if (op == "exp" || op == "log" || op == "tanh" || op == "erf") return libm(op, {x});
+    if (op == "exp") return exp(x);
+    if (op == "erf") return erf(x);
+    if (op == "log" || op == "tanh") return libm(op, {x});
     if (op == "reciprocal") return b_.CreateFDiv(fconst(t, 1.0), x);
     if (op == "sigmoid") {
-      Value* e = libm("exp", {b_.CreateFNeg(x)});
+      Value* e = exp(b_.CreateFNeg(x));
       return b_.CreateFDiv(fconst(t, 1.0), b_.CreateFAdd(fconst(t, 1.0), e));
     }
     if (op == "relu")

@@ -36,7 +36,19 @@ void* buffer(size_t index, size_t bytes) {
   return b[index].data();
 }
 
+thread_local bool prepare_only = false;
+
 }  // namespace
+
+PrepareOnly::PrepareOnly() : outer_(prepare_only) {
+  prepare_only = true;
+}
+PrepareOnly::~PrepareOnly() {
+  prepare_only = outer_;
+}
+bool PrepareOnly::active() {
+  return prepare_only;
+}
 
 bool dnnl_type(DType t, dnnl::memory::data_type* out) {
   if (t == DType::kFloat32) {
@@ -75,6 +87,12 @@ const Prepared* find_or_make(const std::string& key,
   return c.entries.emplace(key, std::move(p)).first->second.get();
 }
 
+size_t cached_problems() {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  return c.entries.size();
+}
+
 std::unique_ptr<Prepared> prepare(const dnnl::primitive_desc_base& pd, dnnl::primitive primitive,
                                   const std::vector<ArgSpec>& args) {
   auto p = std::make_unique<Prepared>();
@@ -98,6 +116,13 @@ std::unique_ptr<Prepared> prepare(const dnnl::primitive_desc_base& pd, dnnl::pri
 }
 
 void execute(const Prepared& p, const std::vector<const void*>& buffers) {
+  if (prepare_only) {
+    if (p.scratchpad_bytes > 0) buffer(0, p.scratchpad_bytes);
+    for (size_t i = 0; i < p.args.size(); ++i) {
+      if (p.args[i].reorder) buffer(1 + i, p.args[i].inner.get_size());
+    }
+    return;
+  }
   dnnl::stream& s = thread_stream();
   std::unordered_map<int, dnnl::memory> exec_args;
   std::vector<std::pair<dnnl::memory, dnnl::memory>> copy_back;  // inner -> user

@@ -1,10 +1,10 @@
 // The CPU backend's oneDNN (Debian's libdnnl, 2.6) plumbing shared by dnnl_matmul and
 // dnnl_conv: one CPU engine, a stream per thread, a cache of primitives keyed by their full
 // description (a plan's shapes are static, so every GEMM and convolution of a plan creates
-// its primitive once, on its first execution, and reuses it for every later step), and the
-// scratchpad in user mode from a per-thread workspace that grows to the largest need and is
-// kept. oneDNN runs on the same OpenMP threads as the rest of the backend (libdnnl is built
-// with the OpenMP runtime).
+// its primitive once, when the CPU executor loads the plan (PrepareOnly below), and reuses
+// it for every step), and the scratchpad in user mode from a per-thread workspace sized
+// then to the largest need and kept. oneDNN runs on the same OpenMP threads as the rest of the
+// backend (libdnnl is built with the OpenMP runtime).
 #pragma once
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -44,6 +44,10 @@ dnnl::engine& engine();
 const Prepared* find_or_make(const std::string& key,
                              const std::function<std::unique_ptr<Prepared>()>& make);
 
+// How many problems the cache holds (made, or found unservable): tests see when
+// primitives are created.
+size_t cached_problems();
+
 // Completes a Prepared from a primitive descriptor: each (id, user desc, output) gets the
 // primitive's own desc for it (query by id) and a reorder where the layouts differ.
 struct ArgSpec {
@@ -54,8 +58,24 @@ struct ArgSpec {
 std::unique_ptr<Prepared> prepare(const dnnl::primitive_desc_base& pd, dnnl::primitive primitive,
                                   const std::vector<ArgSpec>& args);
 
-// Runs the primitive on the caller's buffers (in the order of Prepared::args).
+// Runs the primitive on the caller's buffers (in the order of Prepared::args). Within a
+// PrepareOnly scope it only sizes this thread's scratchpad and reorder buffers.
 void execute(const Prepared& p, const std::vector<const void*>& buffers);
+
+// While one lives on this thread, execute() runs nothing: a caller goes through its normal
+// path (the primitive is made and cached, the workspace sized) without computing. The CPU
+// executor prepares a plan's GEMMs and convolutions this way when the plan is loaded.
+class PrepareOnly {
+ public:
+  PrepareOnly();
+  ~PrepareOnly();
+  PrepareOnly(const PrepareOnly&) = delete;
+  PrepareOnly& operator=(const PrepareOnly&) = delete;
+  static bool active();
+
+ private:
+  bool outer_;
+};
 
 // A primitive_attr with a user-mode scratchpad.
 dnnl::primitive_attr user_scratchpad_attr();

@@ -3,6 +3,7 @@
 #include <bit>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "kernels/cpu/dnnl_context.h"
 
@@ -14,9 +15,9 @@ using dnnl::memory;
 
 std::string key_of(const DnnlMatmul& p) {
   std::string k = "matmul";
-  for (int64_t v :
-       {int64_t(p.a_type), int64_t(p.b_type), int64_t(p.c_type), int64_t(p.trans_a),
-        int64_t(p.trans_b), p.m, p.n, p.k, p.lda, p.ldb, p.ldc, p.batch, p.stride_a, p.stride_b}) {
+  for (int64_t v : {int64_t(p.a_type), int64_t(p.b_type), int64_t(p.c_type), int64_t(p.trans_a),
+                    int64_t(p.trans_b), p.m, p.n, p.k, p.lda, p.ldb, p.ldc, p.batch, p.stride_a,
+                    p.stride_b, int64_t(p.bias), int64_t(p.bias_type), int64_t(p.relu)}) {
     k += ',' + std::to_string(v);
   }
   // alpha and beta by their bits: std::to_string keeps 6 decimals, so alphas such as 1/60000
@@ -44,19 +45,24 @@ std::unique_ptr<ds::Prepared> make(const DnnlMatmul& p) {
   const memory::desc a = operand(ta, p.trans_a, p.m, p.k, p.lda, p.batch, p.stride_a);
   const memory::desc b = operand(tb, p.trans_b, p.k, p.n, p.ldb, p.batch, p.stride_b);
   const memory::desc c = operand(tc, false, p.m, p.n, p.ldc, p.batch, p.m * p.ldc);
+  memory::data_type tbias = memory::data_type::f32;
+  if (p.bias && !ds::dnnl_type(p.bias_type, &tbias)) return nullptr;
+  const memory::desc bias = p.batch == 1 ? memory::desc({1, p.n}, tbias, {p.n, 1})
+                                         : memory::desc({1, 1, p.n}, tbias, {p.n, p.n, 1});
   dnnl::primitive_attr attr = ds::user_scratchpad_attr();
   if (p.alpha != 1.0f) attr.set_output_scales(0, {p.alpha});
-  if (p.beta != 0.0f) {
-    dnnl::post_ops ops;
-    ops.append_sum(p.beta);
-    attr.set_post_ops(ops);
-  }
-  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), attr, ds::engine());
-  auto prepared = ds::prepare(
-      pd, dnnl::matmul(pd),
-      {{DNNL_ARG_SRC, a, false}, {DNNL_ARG_WEIGHTS, b, false}, {DNNL_ARG_DST, c, true}});
+  dnnl::post_ops ops;
+  if (p.beta != 0.0f) ops.append_sum(p.beta);
+  if (p.relu) ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+  if (ops.len() > 0) attr.set_post_ops(ops);
+  const auto desc = p.bias ? dnnl::matmul::desc(a, b, bias, c) : dnnl::matmul::desc(a, b, c);
+  const dnnl::matmul::primitive_desc pd(desc, attr, ds::engine());
+  std::vector<ds::ArgSpec> args = {{DNNL_ARG_SRC, a, false}, {DNNL_ARG_WEIGHTS, b, false}};
+  if (p.bias) args.push_back({DNNL_ARG_BIAS, bias, false});
+  args.push_back({DNNL_ARG_DST, c, true});
+  auto prepared = ds::prepare(pd, dnnl::matmul(pd), args);
   // The sum post-op reads C where the primitive writes it: only without a reorder of C.
-  if (p.beta != 0.0f && prepared->args[2].reorder) return nullptr;
+  if (p.beta != 0.0f && prepared->args.back().reorder) return nullptr;
   return prepared;
 }
 
@@ -71,12 +77,27 @@ bool dnnl_bf16_native() {
 }
 
 bool dnnl_matmul(const DnnlMatmul& p, const void* a, const void* b, void* c) {
+  if (p.bias) return false;  // the bias operand is missing
+  return dnnl_matmul(p, a, b, nullptr, c);
+}
+
+bool dnnl_matmul(const DnnlMatmul& p, const void* a, const void* b, const void* bias, void* c) {
   if (p.m <= 0 || p.n <= 0 || p.batch <= 0) return true;  // nothing to compute
   if (p.k <= 0) return false;                             // C = beta * C: the caller's loop does it
   const ds::Prepared* prepared = ds::find_or_make(key_of(p), [&] { return make(p); });
   if (!prepared) return false;
-  ds::execute(*prepared, {a, b, c});
+  if (p.bias) {
+    ds::execute(*prepared, {a, b, bias, c});
+  } else {
+    ds::execute(*prepared, {a, b, c});
+  }
   return true;
+}
+
+bool dnnl_matmul_prepare(const DnnlMatmul& p) {
+  if (p.m <= 0 || p.n <= 0 || p.batch <= 0) return true;
+  if (p.k <= 0) return false;
+  return ds::find_or_make(key_of(p), [&] { return make(p); }) != nullptr;
 }
 
 }  // namespace ampc::kernels::cpu

@@ -18,6 +18,11 @@ struct DnnlMatmul {
   int64_t batch = 1, stride_a = 0, stride_b = 0;
   float alpha = 1.0f;
   float beta = 0.0f;  // C = ... + beta * C when nonzero (C read before it is written)
+  // Epilogue, applied to the fp32 accumulator before the one rounding of C: + bias[n] (a row
+  // of n elements of bias_type, the same for every row and batch entry), then max(0, .).
+  bool bias = false;
+  DType bias_type = DType::kFloat32;
+  bool relu = false;
 };
 
 // Whether this CPU multiplies bf16 natively (AVX512-BF16 or AMX, as oneDNN sees it): only
@@ -28,5 +33,10 @@ bool dnnl_bf16_native();
 // False when oneDNN cannot serve the problem (element types other than f32 / bf16, sizes
 // beyond its limits, a configuration it does not implement); then nothing was written.
 bool dnnl_matmul(const DnnlMatmul& p, const void* a, const void* b, void* c);
+// With the bias operand (p.bias).
+bool dnnl_matmul(const DnnlMatmul& p, const void* a, const void* b, const void* bias, void* c);
+// Creates (and caches) the primitive for p now, e.g. when a plan is loaded; false when
+// oneDNN cannot serve p.
+bool dnnl_matmul_prepare(const DnnlMatmul& p);
 
 }  // namespace ampc::kernels::cpu

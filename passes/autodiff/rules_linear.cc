@@ -6,12 +6,20 @@ namespace {
 
 using ir::Value;
 
-// Swaps the last two axes.
+// Swaps the last two axes. Of a value that is itself such a swap (a Linear layer's W^T, as
+// torch exports it), the swapped value: the backward then reads W as it is, and the forward
+// transpose, read by its GEMM only, folds into that GEMM's call (passes/gemm_epilogue.h).
 Value* transpose_last(GradBuilder& b, Value* x) {
   const auto& s = *x->type.shape;
   std::vector<int64_t> perm(s.size());
   for (size_t i = 0; i < s.size(); ++i) perm[i] = static_cast<int64_t>(i);
   std::swap(perm[s.size() - 1], perm[s.size() - 2]);
+  if (const ir::Node* t = x->producer;
+      t && t->domain.empty() && t->op_type == "Transpose" && t->inputs.size() == 1) {
+    const ir::Attribute* p = t->attr("perm");
+    if (p && p->ints == perm && t->inputs[0]->type.dtype == x->type.dtype)
+      return t->inputs[0];
+  }
   std::vector<int64_t> out = s;
   std::swap(out[s.size() - 1], out[s.size() - 2]);
   return b.op("Transpose", {x}, {x->type.dtype, out},

@@ -1,9 +1,13 @@
 #include "runtime/cpu/executor.h"
 
 #include <chrono>
+#include <cstdlib>
+#include <cstring>
 
 #include "base/error.h"
+#include "kernels/cpu/dnnl_context.h"
 #include "runtime/cpu/library_step.h"
+#include "runtime/plan/plan_stats.h"
 
 namespace ampc::rt::cpu {
 namespace {
@@ -83,9 +87,160 @@ Executor::Executor(plan::Plan plan) : plan_(std::move(plan)) {
     if (plan_.buffers(id).role() == plan::ACTIVATION && last_reader[id] >= 0 && slot(id) == id)
       free_after_[last_reader[id]].push_back(id);
   }
+  place_in_arena();
+  prepare_library_steps();
+  plan::OutputCopies copies = plan::output_copies(plan_);
+  output_copies_ = std::move(copies.after_step);
+  end_copies_ = std::move(copies.at_end);
 }
 
 Executor::~Executor() = default;
+
+void Executor::FreeBytes::operator()(uint8_t* p) const {
+  std::free(p);
+}
+
+// The arena of the plan's memory plan, and each arena buffer's place in it. A place outside
+// the arena is a broken plan, refused here rather than written.
+void Executor::place_in_arena() {
+  placed_.assign(static_cast<size_t>(plan_.buffers_size()), nullptr);
+  const int64_t bytes = plan_.has_memory() ? plan_.memory().arena_bytes() : 0;
+  if (bytes <= 0) return;
+  constexpr int64_t kAlign = 4096;  // pages: also every alignment the plan asks for
+  const int64_t alignment = plan_.memory().alignment();
+  if (alignment < 0 || (alignment > 0 && kAlign % alignment != 0))
+    throw Error("the plan's memory alignment " + std::to_string(alignment) + " is not supported");
+  const auto size = static_cast<size_t>((bytes + kAlign - 1) / kAlign * kAlign);
+  arena_.reset(static_cast<uint8_t*>(std::aligned_alloc(kAlign, size)));
+  if (!arena_)
+    throw Error("cannot allocate the plan's arena of " + std::to_string(bytes) + " bytes");
+  std::memset(arena_.get(), 0, size);  // mapped once, here, rather than during a step
+  for (const auto& b : plan_.buffers()) {
+    if (b.region() != plan::REGION_ARENA || !b.shape_known() || slot(b.id()) != b.id()) continue;
+    if (b.role() != plan::ACTIVATION && b.role() != plan::OUTPUT) continue;
+    const int64_t need = numel_of({b.shape().begin(), b.shape().end()}) *
+                         static_cast<int64_t>(dtype_size(static_cast<DType>(b.dtype())));
+    if (b.offset() < 0 || b.offset() > bytes - need || (alignment > 0 && b.offset() % alignment))
+      throw Error("plan buffer '" + b.name() + "' (" + buffer_type(b) + ") at arena offset " +
+                  std::to_string(b.offset()) + " does not fit the arena of " +
+                  std::to_string(bytes) + " bytes");
+    placed_[static_cast<size_t>(b.id())] = arena_.get() + b.offset();
+  }
+}
+
+// The GEMMs and convolutions that oneDNN serves get their primitives (and this thread's
+// workspace) now, when the plan is loaded, not during the first training step: each such
+// step runs once in oneDNN's prepare-only mode, over its constants and state and zeros for
+// the rest (nothing is computed by oneDNN; what an op does around the call is cheap).
+void Executor::prepare_library_steps() {
+  auto is_library = [](const plan::Step& s) {
+    return (s.domain().empty() && (s.op() == "MatMul" || s.op() == "Gemm" || s.op() == "Conv")) ||
+           (s.domain() == "ampc" && s.op() == "ConvGrad");
+  };
+  auto dnnl_type = [](int32_t t) {
+    return t == static_cast<int32_t>(DType::kFloat32) ||
+           t == static_cast<int32_t>(DType::kBFloat16);
+  };
+  std::vector<int> steps;
+  size_t scratch_bytes = 0;
+  for (int i = 0; i < plan_.steps_size(); ++i) {
+    const auto& s = plan_.steps(i);
+    if (!ops_[static_cast<size_t>(i)] || !is_library(s) || s.inputs_size() == 0) continue;
+    bool ok = s.inputs(0) >= 0 && dnnl_type(plan_.buffers(s.inputs(0)).dtype());
+    for (int id : s.inputs()) {
+      if (id < 0) continue;
+      const auto& b = plan_.buffers(id);
+      ok &= b.shape_known();
+      if (ok)
+        scratch_bytes = std::max(
+            scratch_bytes, static_cast<size_t>(numel_of({b.shape().begin(), b.shape().end()}) *
+                                               dtype_size(static_cast<DType>(b.dtype()))));
+    }
+    if (ok) steps.push_back(i);
+  }
+  if (steps.empty()) return;
+  std::vector<uint8_t> zeros(scratch_bytes);
+  const kernels::cpu::dnnl_support::PrepareOnly prepare_only;
+  for (int i : steps) {
+    const auto& s = plan_.steps(i);
+    std::vector<Tensor> in_values;
+    in_values.reserve(static_cast<size_t>(s.inputs_size()));
+    std::vector<const Tensor*> ins;
+    for (int id : s.inputs()) {
+      if (id < 0) {
+        ins.push_back(nullptr);
+        continue;
+      }
+      const auto& b = plan_.buffers(id);
+      if (values_[slot(id)].defined()) {
+        ins.push_back(&values_[slot(id)]);  // a constant or a piece of state
+        continue;
+      }
+      in_values.push_back(Tensor::borrowed(static_cast<DType>(b.dtype()),
+                                           {b.shape().begin(), b.shape().end()}, zeros.data()));
+      ins.push_back(&in_values.back());
+    }
+    std::vector<Tensor> out_values(static_cast<size_t>(s.outputs_size()));
+    std::vector<Tensor*> outs;
+    for (int k = 0; k < s.outputs_size(); ++k) {
+      const int id = s.outputs(k);
+      if (id >= 0 && placed_[static_cast<size_t>(id)]) {  // no allocation: its planned place
+        const auto& b = plan_.buffers(id);
+        out_values[static_cast<size_t>(k)] =
+            Tensor::borrowed(static_cast<DType>(b.dtype()), {b.shape().begin(), b.shape().end()},
+                             placed_[static_cast<size_t>(id)]);
+      }
+      outs.push_back(id >= 0 ? &out_values[static_cast<size_t>(k)] : nullptr);
+    }
+    try {
+      if (folded_[static_cast<size_t>(i)]) {
+        folded_[static_cast<size_t>(i)]->run(ins, outs);
+      } else {
+        OpContext ctx(s, std::move(ins), std::move(outs));
+        (*ops_[static_cast<size_t>(i)])(ctx);
+      }
+    } catch (const Error&) {
+      // Reported when the step runs, with its inputs.
+    }
+  }
+}
+
+void Executor::bind_placed_outputs(size_t index) {
+  for (int id : plan_.steps(static_cast<int>(index)).outputs()) {
+    if (id < 0 || !placed_[static_cast<size_t>(id)]) continue;
+    const auto& b = plan_.buffers(id);
+    values_[id] =
+        Tensor::borrowed(static_cast<DType>(b.dtype()), {b.shape().begin(), b.shape().end()},
+                         placed_[static_cast<size_t>(id)]);
+  }
+}
+
+std::vector<Tensor> Executor::inputs_overwritten_by(size_t index,
+                                                    const std::vector<const Tensor*>& ins) const {
+  std::vector<Tensor> copies(ins.size());
+  auto range = [](const Tensor& t) {
+    const auto* p = static_cast<const uint8_t*>(t.raw());
+    return std::make_pair(p, p + t.nbytes());
+  };
+  for (int id : plan_.steps(static_cast<int>(index)).outputs()) {
+    if (id < 0 || !values_[slot(id)].defined() || values_[slot(id)].nbytes() == 0) continue;
+    const auto [lo, hi] = range(values_[slot(id)]);
+    for (size_t k = 0; k < ins.size(); ++k) {
+      if (!ins[k] || ins[k]->nbytes() == 0 || copies[k].defined()) continue;
+      const auto [a, b] = range(*ins[k]);
+      if (a < hi && lo < b) {
+        copies[k] = Tensor(ins[k]->dtype(), ins[k]->shape());
+        std::memcpy(copies[k].raw(), ins[k]->raw(), ins[k]->nbytes());
+      }
+    }
+  }
+  return copies;
+}
+
+void Executor::copy_outputs_of(size_t index) {
+  for (int k : output_copies_[index])
+    output_values_[static_cast<size_t>(k)] = values_[slot(plan_.outputs(k).buffer())].owned_copy();
+}
 
 // Outputs of kernel step `index` that alias the STATE buffer they update (alias_of, with the
 // matching state update) live in that state's slot: the kernel computes into it, and the
@@ -135,6 +290,7 @@ std::map<std::string, Tensor> Executor::run(const std::map<std::string, Tensor>&
     // buffers are never written (outputs get slots of their own, or a state's).
     values_[binding.buffer()] = t;
   }
+  output_values_.assign(static_cast<size_t>(plan_.outputs_size()), Tensor());
   for (size_t i = 0; i < ops_.size(); ++i) {
     if (!step_hook_) {
       run_step(i);
@@ -146,13 +302,25 @@ std::map<std::string, Tensor> Executor::run(const std::map<std::string, Tensor>&
                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
   ++runs_done_;
+  for (int k : end_copies_)
+    output_values_[static_cast<size_t>(k)] = values_[slot(plan_.outputs(k).buffer())].owned_copy();
   std::map<std::string, Tensor> outputs;
-  for (const auto& binding : plan_.outputs())
-    outputs[binding.name()] = values_[slot(binding.buffer())].owned_copy();
+  for (int k = 0; k < plan_.outputs_size(); ++k)
+    outputs[plan_.outputs(k).name()] = std::move(output_values_[static_cast<size_t>(k)]);
+  output_values_.clear();
   for (const auto& u : plan_.state_updates()) {
     if (slot(u.source()) == u.state()) continue;
     Tensor& source = values_[u.source()];
-    values_[u.state()] = source.is_borrowed() ? source.owned_copy() : std::move(source);
+    Tensor& state = values_[u.state()];
+    if (!source.is_borrowed()) {
+      state = std::move(source);
+    } else if (!state.is_borrowed() && state.dtype() == source.dtype() &&
+               state.shape() == source.shape()) {
+      // Into the state's own storage: an arena source is overwritten by the next run.
+      if (source.nbytes() > 0) std::memcpy(state.raw(), source.raw(), source.nbytes());
+    } else {
+      state = source.owned_copy();
+    }
   }
   for (int id = 0; id < plan_.buffers_size(); ++id) {
     const auto role = plan_.buffers(id).role();
@@ -189,6 +357,7 @@ void Executor::load_state(const std::map<std::string, Tensor>& values) {
 
 void Executor::run_step(size_t index) {
   const auto& s = plan_.steps(static_cast<int>(index));
+  bind_placed_outputs(index);
   std::vector<const Tensor*> ins;
   for (int id : s.inputs()) {
     if (id < 0) {
@@ -201,6 +370,10 @@ void Executor::run_step(size_t index) {
     }
     ins.push_back(&values_[slot(id)]);
   }
+  // The observer sees the inputs as the step read them: an input the step overwrites (a
+  // write in place) is copied first.
+  std::vector<Tensor> before;
+  if (step_observer_) before = inputs_overwritten_by(index, ins);
   if (ops_[index]) {
     std::vector<Tensor*> outs;
     for (int id : s.outputs()) outs.push_back(id >= 0 ? &values_[id] : nullptr);
@@ -235,18 +408,24 @@ void Executor::run_step(size_t index) {
       for (int id : ids) ts.push_back(id >= 0 ? &values_[slot(id)] : nullptr);
       return ts;
     };
-    step_observer_(static_cast<int>(index), tensors(s.inputs()), tensors(s.outputs()));
+    std::vector<const Tensor*> seen = tensors(s.inputs());
+    for (size_t k = 0; k < seen.size(); ++k) {
+      if (before[k].defined()) seen[k] = &before[k];
+    }
+    step_observer_(static_cast<int>(index), seen, tensors(s.outputs()));
   }
+  copy_outputs_of(index);
   for (int id : free_after_[index]) values_[id] = Tensor();
 }
 
-// Outputs are allocated with the plan's static types, except those computed in place into
-// a state (which already holds the state's value: a guarded kernel may keep it).
+// Outputs are views of the arena where the memory plan places them (not zeroed: a kernel
+// writes every element), else allocated with the plan's static types, except those computed
+// in place into a state (which already holds the state's value: a guarded kernel may keep it).
 void Executor::run_kernel(size_t index, const std::vector<const Tensor*>& inputs) {
   const auto& s = plan_.steps(static_cast<int>(index));
   std::vector<Tensor*> outs;
   for (int id : s.outputs()) {
-    if (slot(id) == id) {
+    if (slot(id) == id && !placed_[static_cast<size_t>(id)]) {  // placed: a view already
       const auto& b = plan_.buffers(id);
       values_[id] = Tensor(static_cast<DType>(b.dtype()), {b.shape().begin(), b.shape().end()});
     }

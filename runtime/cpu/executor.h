@@ -1,7 +1,11 @@
-// Runs a plan's steps in order on the CPU. Constant and state buffers are loaded once;
-// activations are freed after their last reader. Fused kernels (Plan.kernels) are compiled
-// for this machine at construction (kernel_step.h); a kernel output that aliases the STATE
-// buffer it updates (Buffer.alias_of) is computed in place into that state.
+// Runs a plan's steps in order on the CPU. Constant and state buffers are loaded once.
+// Activations and outputs live where the plan's static memory plan puts them: one arena,
+// allocated at construction, each buffer a view at its planned offset (views and in-place
+// writes share storage as the plan says), so every CPU run rehearses the memory layout the
+// GPU uses. Buffers the plan does not place (no memory plan, data-dependent shapes) get
+// storage of their own, freed after their last reader. Fused kernels (Plan.kernels) are
+// compiled for this machine at construction (kernel_step.h); a kernel output that aliases
+// the STATE buffer it updates (Buffer.alias_of) is computed in place into that state.
 #pragma once
 
 #include <functional>
@@ -65,6 +69,15 @@ class Executor : public Backend {
   void run_step(size_t index);
   void run_kernel(size_t index, const std::vector<const Tensor*>& inputs);
   void place_in_state(size_t index);
+  void place_in_arena();
+  void prepare_library_steps();
+  // Views of the arena for the outputs of step `index` that the memory plan places.
+  void bind_placed_outputs(size_t index);
+  void copy_outputs_of(size_t index);
+  // Copies of the inputs of step `index` whose memory its outputs share (undefined tensors
+  // for the others).
+  std::vector<Tensor> inputs_overwritten_by(size_t index,
+                                            const std::vector<const Tensor*>& ins) const;
   // Where buffer `id` lives: its own slot, or the state it is computed into in place.
   int slot(int id) const { return slot_[id]; }
 
@@ -76,6 +89,16 @@ class Executor : public Backend {
   std::vector<int> slot_;                            // per buffer
   std::vector<std::vector<int>> free_after_;  // per step: activation buffers read for the last time
   std::vector<Tensor> values_;                // per buffer
+  struct FreeBytes {
+    void operator()(uint8_t* p) const;
+  };
+  std::unique_ptr<uint8_t, FreeBytes> arena_;  // the memory plan's arena (null: none)
+  std::vector<uint8_t*> placed_;               // per buffer: its planned place, or null
+  // Outputs are copied out as soon as their step has written them: a buffer made an output
+  // after memory planning (the loss scale, found_inf) may share arena storage with later ones.
+  std::vector<std::vector<int>> output_copies_;  // per step: indices into plan.outputs
+  std::vector<int> end_copies_;                  // outputs no step writes
+  std::vector<Tensor> output_values_;            // per plan output, during a run
   StepHook step_hook_;
   StepObserver step_observer_;
   uint64_t seed_ = 0;

@@ -83,6 +83,9 @@ FoldedGemm::FoldedGemm(const CpuOp& op, const plan::Step& step, const plan::Plan
   };
   if (trans_a_) transpose_a_ = folded("Transpose", {ints_attr("perm", axes(rank(0), true))});
   if (trans_b_) transpose_b_ = folded("Transpose", {ints_attr("perm", axes(rank(1), true))});
+  if (matmul) {
+    dnnl_ = DnnlFoldedMatmul::make(step, plan, {trans_a_, trans_b_, bias_input_, relu_});
+  }
   if (bias_input_) add_ = folded("Add", {});
   if (relu_) relu_op_ = folded("Relu", {});
   if (bgrad_) {
@@ -111,6 +114,11 @@ void FoldedGemm::run_folded(const Folded& f, const std::vector<const Tensor*>& i
 
 void FoldedGemm::run(const std::vector<const Tensor*>& inputs,
                      const std::vector<Tensor*>& outputs) const {
+  if (dnnl_ && dnnl_->run(*inputs[0], *inputs[1], bias_input_ ? inputs[core_inputs_] : nullptr,
+                          outputs.at(0))) {
+    if (bgrad_) run_folded(reduce_sum_, {inputs[1]}, outputs[1]);
+    return;
+  }
   // Operands, transposed as the flags say.
   Tensor ta, tb;
   std::vector<const Tensor*> core(inputs.begin(), inputs.begin() + core_inputs_);

@@ -1,13 +1,17 @@
 // A GEMM step with what the compiler folded into it (passes/gemm_epilogue.h): operand
 // transposes (attributes ampc_trans_a / ampc_trans_b) and an epilogue (Step.epilogue: BIAS,
-// RELU, RELU_BIAS, BGRADB). The CPU backend runs the folded work with the very operators it
-// replaced (Transpose, Add, Relu, ReduceSum), so a plan computes bit for bit what it computed
-// before folding; the CUDA backend hands the same description to cuBLASLt.
+// RELU, RELU_BIAS, BGRADB). Where oneDNN serves the GEMM (f32, and bf16 on CPUs with bf16
+// arithmetic) the CPU backend hands it the same description the CUDA backend hands cuBLASLt:
+// transposes as strides, the epilogue applied before the one rounding of the output
+// (dnnl_folded_matmul.h). Elsewhere (fp16, other types and shapes) it runs the folded work
+// with the very operators it replaced (Transpose, Add, Relu, ReduceSum), which computes bit
+// for bit what the plan computed before folding.
 #pragma once
 
 #include <string>
 #include <vector>
 
+#include "runtime/cpu/dnnl_folded_matmul.h"
 #include "runtime/cpu/op_registry.h"
 
 namespace ampc::rt::cpu {
@@ -41,6 +45,7 @@ class FoldedGemm {
   bool trans_a_ = false, trans_b_ = false, bias_input_ = false, relu_ = false, bgrad_ = false;
   size_t core_inputs_ = 0;
   Folded transpose_a_, transpose_b_, add_, relu_op_, reduce_sum_;
+  std::unique_ptr<DnnlFoldedMatmul> dnnl_;  // null: the unfolded operators run
 };
 
 }  // namespace ampc::rt::cpu

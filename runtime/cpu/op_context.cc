@@ -10,7 +10,28 @@ const Tensor& OpContext::in(int i) const {
   return *t;
 }
 
+Tensor* OpContext::placed(int i, DType dtype, const std::vector<int64_t>& shape) const {
+  if (!has_output(i)) return nullptr;
+  Tensor* t = outputs_[i];
+  return t->is_borrowed() && t->dtype() == dtype && t->shape() == shape ? t : nullptr;
+}
+
+bool OpContext::overlaps_input(const Tensor& t) const {
+  const auto* lo = static_cast<const uint8_t*>(t.raw());
+  const auto* hi = lo + t.nbytes();
+  for (const Tensor* in : inputs_) {
+    if (!in || in->nbytes() == 0) continue;
+    const auto* a = static_cast<const uint8_t*>(in->raw());
+    if (a < hi && lo < a + in->nbytes()) return true;
+  }
+  return false;
+}
+
 Tensor& OpContext::output(int i, DType dtype, std::vector<int64_t> shape) {
+  if (Tensor* t = placed(i, dtype, shape)) {
+    if (!overlaps_input(*t) && t->nbytes() > 0) std::memset(t->raw(), 0, t->nbytes());
+    return *t;
+  }
   // An omitted output still gets storage of its own (the op may write it), kept in a map
   // so that references to several of them stay valid together.
   Tensor& slot = has_output(i) ? *outputs_[i] : discarded_[i];
@@ -18,8 +39,18 @@ Tensor& OpContext::output(int i, DType dtype, std::vector<int64_t> shape) {
   return slot;
 }
 
+Tensor& OpContext::output_for_overwrite(int i, DType dtype, std::vector<int64_t> shape) {
+  if (Tensor* t = placed(i, dtype, shape)) return *t;
+  return output(i, dtype, std::move(shape));
+}
+
 void OpContext::set_output(int i, Tensor t) {
-  if (has_output(i)) *outputs_[i] = std::move(t);
+  if (!has_output(i)) return;
+  if (Tensor* slot = placed(i, t.dtype(), t.shape())) {
+    if (slot->raw() != t.raw() && t.nbytes() > 0) std::memmove(slot->raw(), t.raw(), t.nbytes());
+    return;
+  }
+  *outputs_[i] = std::move(t);
 }
 
 const plan::Attribute* OpContext::find(const std::string& name) const {

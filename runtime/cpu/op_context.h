@@ -26,11 +26,18 @@ class OpContext {
   const Tensor* input(int i) const { return i < num_inputs() ? inputs_[i] : nullptr; }
   const Tensor& in(int i) const;
 
-  // Outputs: allocate with the computed type and shape, then fill.
+  // Outputs: allocate with the computed type and shape, then fill. Zero-filled. Where the
+  // executor has already placed the output (a view of the memory plan's arena of that type
+  // and shape), that storage is used: zeroed, unless it overlaps an input, which the memory
+  // plan allows only for a write in place (elementwise ops, views), whose input is kept.
   int num_outputs() const { return static_cast<int>(outputs_.size()); }
   bool has_output(int i) const { return i < num_outputs() && outputs_[i] != nullptr; }
   Tensor& output(int i, DType dtype, std::vector<int64_t> shape);
-  // Stores a finished tensor as output i (no-op when that output is omitted).
+  // As output(), for an op that writes every element: placed storage is not zeroed first.
+  Tensor& output_for_overwrite(int i, DType dtype, std::vector<int64_t> shape);
+  // Stores a finished tensor as output i (no-op when that output is omitted); into the
+  // placed storage when there is one of its type and shape (nothing to copy for a view
+  // already there).
   void set_output(int i, Tensor t);
 
   // Attributes.
@@ -60,6 +67,9 @@ class OpContext {
 
  private:
   const plan::Attribute* find(const std::string& name) const;
+  // The placed output i when it has this type and shape, else null.
+  Tensor* placed(int i, DType dtype, const std::vector<int64_t>& shape) const;
+  bool overlaps_input(const Tensor& t) const;
 
   const plan::Step& step_;
   std::vector<const Tensor*> inputs_;

@@ -69,20 +69,10 @@ Executor::Executor(plan::Plan plan, ExecutorOptions options)
   res_.handles.ptx = ptx_.get();
   build_steps();
   check_state_updates();
-  // An output is copied as soon as its step has written it: a buffer that the trainer made an
-  // output after compiling (found_inf, the scale...) may share arena storage with later ones.
-  output_copies_.resize(static_cast<size_t>(plan_.steps_size()));
-  for (int k = 0; k < plan_.outputs_size(); ++k) {
-    int writer = -1;
-    for (int i = 0; i < plan_.steps_size(); ++i) {
-      for (int id : plan_.steps(i).outputs()) writer = id == plan_.outputs(k).buffer() ? i : writer;
-    }
-    if (writer >= 0) {
-      output_copies_[static_cast<size_t>(writer)].push_back(k);
-    } else {
-      end_copies_.push_back(k);
-    }
-  }
+  // An output is copied as soon as its step has written it (plan_stats.h).
+  plan::OutputCopies copies = plan::output_copies(plan_);
+  output_copies_ = std::move(copies.after_step);
+  end_copies_ = std::move(copies.at_end);
   memory_->allocate();
   slot_outputs_ = align_up(memory_->input_bytes());
   slot_bytes_ = slot_outputs_ + align_up(memory_->output_block_bytes());

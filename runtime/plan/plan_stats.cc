@@ -17,4 +17,21 @@ int64_t count_kernels(const Plan& plan) {
   return n;
 }
 
+OutputCopies output_copies(const Plan& plan) {
+  OutputCopies c;
+  c.after_step.resize(static_cast<size_t>(plan.steps_size()));
+  for (int k = 0; k < plan.outputs_size(); ++k) {
+    int writer = -1;
+    for (int i = 0; i < plan.steps_size(); ++i) {
+      for (int id : plan.steps(i).outputs()) writer = id == plan.outputs(k).buffer() ? i : writer;
+    }
+    if (writer >= 0) {
+      c.after_step[static_cast<size_t>(writer)].push_back(k);
+    } else {
+      c.at_end.push_back(k);
+    }
+  }
+  return c;
+}
+
 }  // namespace ampc::plan

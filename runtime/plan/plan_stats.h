@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "runtime/plan/plan.pb.h"
 
@@ -14,5 +15,15 @@ bool is_view_step(const Step& step);
 // Kernels a step of the plan launches: every step but views (a multi-tensor kernel is one
 // launch, whatever its number of segments).
 int64_t count_kernels(const Plan& plan);
+
+// When a backend copies each of the plan's outputs out: as soon as the step that writes it
+// has run (a buffer made an output after memory planning, such as the loss scale or
+// found_inf, may share arena storage with later buffers), or at the end of the run for an
+// output no step writes.
+struct OutputCopies {
+  std::vector<std::vector<int>> after_step;  // per step: indices into plan.outputs
+  std::vector<int> at_end;
+};
+OutputCopies output_copies(const Plan& plan);
 
 }  // namespace ampc::plan

@@ -288,8 +288,10 @@ INSTANTIATE_TEST_SUITE_P(Models, PlanMemoryTest, ::testing::ValuesIn(cases()), c
 // attention probabilities cast again in the backward (passes/recompute_casts.h); 0.622 before.
 // Since a weight shared by a batched MatMul gets its gradient as one GEMM (rules_linear.cc,
 // no per-sample [B, K, N] products), the fp32 arena fused is 7.71 MB instead of 8.09 MB while
-// the fp16 one stays 4.78 MB: 0.619 fused, 0.591 unfused. The bound is 0.62: the fp16 arena did
-// not grow, the fp32 baseline shrank.
+// the fp16 one stays 4.78 MB: 0.619 fused, 0.591 unfused. Since the backward reads a Linear
+// layer's W itself instead of transposing W^T back (rules_linear.cc) and the forward's W^T
+// folds into its GEMM, the fp32 arena fused is 7.60 MB and the fp16 one 4.77 MB: 0.628 fused,
+// 0.597 unfused. The bound is 0.63: the fp16 arena did not grow, the fp32 baseline shrank.
 TEST(PlanMemory, Fp16ActivationsAtBatch32) {
   for (bool fuse : {true, false}) {
     const int64_t fp32 = compile("gpt_b32", Precision::kFP32, fuse).memory().arena_bytes();
@@ -298,7 +300,7 @@ TEST(PlanMemory, Fp16ActivationsAtBatch32) {
     std::printf("gpt batch 32 %s: arena fp16 %lld B / fp32 %lld B = %.3f\n",
                 fuse ? "fused" : "unfused", static_cast<long long>(fp16),
                 static_cast<long long>(fp32), ratio);
-    EXPECT_LE(ratio, 0.62);
+    EXPECT_LE(ratio, 0.63);
   }
 }
 

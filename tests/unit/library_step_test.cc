@@ -1,12 +1,14 @@
 // GEMM steps with folded work (runtime/cpu/library_step.h): operand transposes and the BIAS,
 // RELU_BIAS and BGRADB epilogues, against a float64 reference computed here, and against the
-// unfolded operators bit for bit (16-bit included).
+// unfolded operators bit for bit (fp16 included; bf16 rounds the fp32 result once).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
+#include "base/half.h"
+#include "kernels/cpu/dnnl_matmul.h"
 #include "runtime/cpu/library_step.h"
 #include "tests/unit/op_test_helpers.h"
 
@@ -75,8 +77,10 @@ TEST(LibraryStep, TransposedOperandsBiasAndReluMatchFloat64) {
   expect_close(values(y[0]), want, 1e-5);
 }
 
+// f32 and fp16: the unfolded operators' result, bit for bit (f32 through oneDNN, whose bias
+// and ReLU follow the fp32 product; fp16 through the operators themselves).
 TEST(LibraryStep, EpiloguesEqualTheUnfoldedOperatorsBitForBit) {
-  for (DType t : {DType::kFloat32, DType::kFloat16, DType::kBFloat16}) {
+  for (DType t : {DType::kFloat32, DType::kFloat16}) {
     SCOPED_TRACE(dtype_name(t));
     const Tensor x = make(t, {2, 6, 4}, pseudo_random(48, 4));
     const Tensor wt = make(t, {5, 4}, pseudo_random(20, 5));  // W^T, folded as ampc_trans_b
@@ -89,6 +93,30 @@ TEST(LibraryStep, EpiloguesEqualTheUnfoldedOperatorsBitForBit) {
     const Tensor want = run("Relu", {biased}, {}, 1, 17)[0];
     EXPECT_TRUE(same_bits(folded[0], want));
   }
+}
+
+// bf16 through oneDNN (on a CPU with bf16 arithmetic): the epilogue is applied to the fp32
+// accumulator and the output rounded once, as cuBLASLt does on the GPU: the f32 result on the
+// bf16 values, rounded to bf16 (within one bf16 unit for the order of the fp32 sums).
+TEST(LibraryStep, Bf16EpilogueRoundsTheFp32ResultOnce) {
+  if (!kernels::cpu::dnnl_bf16_native()) GTEST_SKIP() << "no bf16 arithmetic on this CPU";
+  const Tensor x = make(DType::kBFloat16, {2, 6, 4}, pseudo_random(48, 4));
+  const Tensor wt = make(DType::kBFloat16, {5, 4}, pseudo_random(20, 5));
+  const Tensor b = make(DType::kBFloat16, {5}, pseudo_random(5, 6));
+  const auto folded = run_folded("MatMul", "RELU_BIAS", {x, wt, b}, 1, {attr_i("ampc_trans_b", 1)});
+  auto widened = [](const Tensor& v) { return make(DType::kFloat32, v.shape(), values(v)); };
+  const auto f32 = run_folded("MatMul", "RELU_BIAS", {widened(x), widened(wt), widened(b)}, 1,
+                              {attr_i("ampc_trans_b", 1)});
+  ASSERT_EQ(folded[0].shape(), f32[0].shape());
+  const auto got = values(folded[0]), exact = values(f32[0]);
+  int rounded_once = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const float want = bf16_to_float(float_to_bf16(static_cast<float>(exact[i])));
+    rounded_once += got[i] == want;
+    EXPECT_NEAR(got[i], want, std::abs(want) / 128 + 1e-30) << i;
+  }
+  // Two roundings (product, then the biased sum) would differ from one in several places.
+  EXPECT_GE(rounded_once, static_cast<int>(got.size()) - 2);
 }
 
 TEST(LibraryStep, BiasGradientIsTheColumnSumOfB) {

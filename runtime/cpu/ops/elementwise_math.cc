@@ -3,10 +3,32 @@
 #include <cmath>
 #include <type_traits>
 
+#include "kernels/shared/float_math.h"
 #include "runtime/cpu/ops/elementwise_common.h"
 
 namespace ampc::rt::cpu {
 namespace {
+
+// exp and erf in fp32 (also the 16-bit types' opmath) are the host JIT's own functions
+// (kernels/shared/float_math.h), so fused kernels give these ops' results bit for bit; fp64
+// goes to the C library.
+template <typename V>
+V exp_of(V x) {
+  if constexpr (std::is_same_v<V, float>) {
+    return kernels::fmath::exp_f32(x);
+  } else {
+    return std::exp(x);
+  }
+}
+
+template <typename V>
+V erf_of(V x) {
+  if constexpr (std::is_same_v<V, float>) {
+    return kernels::fmath::erf_f32(x);
+  } else {
+    return std::erf(x);
+  }
+}
 
 using kc::kFloats;
 using kc::kNumeric;
@@ -41,13 +63,13 @@ void register_math(OpRegistry& r) {
     }
   });
   add_unary<kFloats>(r, "Sqrt", [](auto x) { return std::sqrt(x); });
-  add_unary<kFloats>(r, "Exp", [](auto x) { return std::exp(x); });
+  add_unary<kFloats>(r, "Exp", [](auto x) { return exp_of(x); });
   add_unary<kFloats>(r, "Log", [](auto x) { return std::log(x); });
   add_unary<kFloats>(r, "Reciprocal", [](auto x) { return decltype(x)(1) / x; });
   add_unary<kFloats>(r, "Floor", [](auto x) { return std::floor(x); });
   add_unary<kFloats>(r, "Ceil", [](auto x) { return std::ceil(x); });
   add_unary<kFloats>(r, "Round", [](auto x) { return std::nearbyint(x); });  // half to even
-  add_unary<kFloats>(r, "Erf", [](auto x) { return std::erf(x); });
+  add_unary<kFloats>(r, "Erf", [](auto x) { return erf_of(x); });
   add_unary<kFloats>(r, "Tanh", [](auto x) { return std::tanh(x); });
   add_unary<kFloats>(r, "Sin", [](auto x) { return std::sin(x); });
   add_unary<kFloats>(r, "Cos", [](auto x) { return std::cos(x); });
@@ -63,7 +85,7 @@ void register_math(OpRegistry& r) {
 }
 
 void register_activations(OpRegistry& r) {
-  add_unary<kFloats>(r, "Sigmoid", [](auto x) { return decltype(x)(1) / (1 + std::exp(-x)); });
+  add_unary<kFloats>(r, "Sigmoid", [](auto x) { return decltype(x)(1) / (1 + exp_of(-x)); });
   // Relu keeps NaN (as torch does); integer types are allowed from opset 14.
   add_unary<kSignedNumeric>(r, "Relu",
                             [](auto x) { return x < decltype(x)(0) ? decltype(x)(0) : x; });

@@ -63,16 +63,21 @@ template <typename T>
 void conv_grad(OpContext& ctx) {
   const Tensor &dy = ctx.in(0), &x = ctx.in(1), &w = ctx.in(2);
   const k::ConvGeom g = conv_grad_geometry(ctx);
+  // oneDNN writes every element of each gradient; the fallback starts from zeros.
   auto out = [&](int i, const std::vector<int64_t>& shape) {
-    return ctx.has_output(i) ? ctx.output(i, x.dtype(), shape).template data<T>() : nullptr;
+    if (!ctx.has_output(i)) return static_cast<T*>(nullptr);
+    Tensor& t = std::is_same_v<T, float> ? ctx.output_for_overwrite(i, x.dtype(), shape)
+                                         : ctx.output(i, x.dtype(), shape);
+    return t.template data<T>();
   };
   T* dx = out(0, x.shape());
   T* dw = out(1, w.shape());
   T* db = out(2, {w.dim(0)});
   if constexpr (std::is_same_v<T, float>) {
     if (conv_grad_dnnl(ctx, g, DType::kFloat32, dx, dw, db)) return;
-    // oneDNN may have written dx before refusing dw: the fallback starts from zeros.
     if (dx) std::fill(dx, dx + x.numel(), 0.0f);
+    if (dw) std::fill(dw, dw + w.numel(), 0.0f);
+    if (db) std::fill(db, db + w.dim(0), 0.0f);
   }
   k::conv_grad(g, dy.data<T>(), x.data<T>(), w.data<T>(), dx, dw, db, x.dim(0), x.dim(1), w.dim(0),
                ctx.attr_int("group", 1));
@@ -86,20 +91,16 @@ bool low_conv_grad(OpContext& ctx) {
   if (dy.dtype() != bf16 || x.dtype() != bf16 || w.dtype() != bf16 || !k::dnnl_bf16_native())
     return false;
   const k::ConvGeom g = conv_grad_geometry(ctx);
-  Tensor dx, dw, db;
-  if (ctx.has_output(0)) dx = Tensor(bf16, x.shape());
-  if (ctx.has_output(1)) dw = Tensor(bf16, w.shape());
-  if (ctx.has_output(2)) db = Tensor(bf16, {w.dim(0)});
-  if (x.numel() == 0 || dy.numel() == 0 ||
-      !conv_grad_dnnl(ctx, g, bf16, ctx.has_output(0) ? dx.raw() : nullptr,
-                      ctx.has_output(1) ? dw.raw() : nullptr,
-                      ctx.has_output(2) ? db.raw() : nullptr)) {
-    return false;
-  }
-  if (ctx.has_output(0)) ctx.set_output(0, std::move(dx));
-  if (ctx.has_output(1)) ctx.set_output(1, std::move(dw));
-  if (ctx.has_output(2)) ctx.set_output(2, std::move(db));
-  return true;
+  if (x.numel() == 0 || dy.numel() == 0) return false;
+  // Into the gradients' places: oneDNN writes every element (the widened fallback, when it
+  // refuses, writes them again from zeros).
+  auto out = [&](int i, const std::vector<int64_t>& shape) {
+    return ctx.has_output(i) ? ctx.output_for_overwrite(i, bf16, shape).raw() : nullptr;
+  };
+  void* dx = out(0, x.shape());
+  void* dw = out(1, w.shape());
+  void* db = out(2, {w.dim(0)});
+  return conv_grad_dnnl(ctx, g, bf16, dx, dw, db);
 }
 
 template <typename T, bool max>

@@ -96,13 +96,21 @@ bool low_conv(OpContext& ctx) {
     return false;
   }
   const ConvCall call = conv_call(ctx, x, w, b);
-  Tensor y(DType::kBFloat16, call.shape);
-  if (y.numel() > 0 && !conv_dnnl(call, DType::kBFloat16, x, w, b, y)) return false;
-  ctx.set_output(0, std::move(y));
-  return true;
+  // oneDNN writes every element, or refuses before writing any.
+  Tensor& y = ctx.output_for_overwrite(0, DType::kBFloat16, call.shape);
+  return y.numel() == 0 || conv_dnnl(call, DType::kBFloat16, x, w, b, y);
 }
 
 void conv_op(OpContext& ctx) {
+  const Tensor &x = ctx.in(0), &w = ctx.in(1);
+  const Tensor* b = ctx.input(2);
+  if (x.dtype() == DType::kFloat32 && w.dtype() == DType::kFloat32 &&
+      (!b || b->dtype() == DType::kFloat32)) {
+    // Straight into the output's place where oneDNN serves it.
+    const ConvCall call = conv_call(ctx, x, w, b);
+    Tensor& y = ctx.output_for_overwrite(0, DType::kFloat32, call.shape);
+    if (y.numel() == 0 || conv_dnnl(call, DType::kFloat32, x, w, b, y)) return;
+  }
   dispatch_float(ctx, [&](auto tag) {
     ctx.set_output(0, conv_of<decltype(tag)>(ctx, ctx.in(0), ctx.in(1), ctx.input(2)));
   });

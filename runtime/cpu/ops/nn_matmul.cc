@@ -125,24 +125,34 @@ bool matmul_dnnl(const MatmulGeom& g, DType t, const void* a, const void* b, voi
 
 }  // namespace
 
+namespace {
+
+// y (of the geometry's output shape, zero-filled unless kk > 0) = a x b.
 template <typename T>
-Tensor matmul_of(const OpContext& ctx, const Tensor& a, const Tensor& b) {
-  const MatmulGeom g = matmul_geometry(ctx, a, b);
-  Tensor y(dtype_of<T>(), g.out_shape);
-  if (g.nb == 0 || g.m == 0 || g.n == 0) return y;
+void matmul_into(const MatmulGeom& g, const Tensor& a, const Tensor& b, Tensor& y) {
+  if (g.nb == 0 || g.m == 0 || g.n == 0) return;
   const T* ap = a.data<T>();
   const T* bp = b.data<T>();
   T* yp = y.data<T>();
   if constexpr (std::is_same_v<T, float>) {
-    if (g.kk > 0 && matmul_dnnl(g, DType::kFloat32, ap, bp, yp)) return y;
+    if (g.kk > 0 && matmul_dnnl(g, DType::kFloat32, ap, bp, yp)) return;
   }
   const int64_t m = g.m, n = g.n, kk = g.kk, nb = g.nb;
   if (g.shared_b) {
     mm(nb * m, n, kk, ap, bp, yp);  // one B for all: stack the A matrices
-    return y;
+    return;
   }
 #pragma omp parallel for if (m * n * kk < kSmallGemm && nb * m * n * kk >= kParallelWork)
   for (int64_t j = 0; j < nb; ++j) mm(m, n, kk, ap + g.a_off[j], bp + g.b_off[j], yp + j * m * n);
+}
+
+}  // namespace
+
+template <typename T>
+Tensor matmul_of(const OpContext& ctx, const Tensor& a, const Tensor& b) {
+  const MatmulGeom g = matmul_geometry(ctx, a, b);
+  Tensor y(dtype_of<T>(), g.out_shape);
+  matmul_into<T>(g, a, b, y);
   return y;
 }
 template Tensor matmul_of<float>(const OpContext&, const Tensor&, const Tensor&);
@@ -152,7 +162,13 @@ namespace {
 
 void matmul_op(OpContext& ctx) {
   auto run = [&](auto tag) {
-    ctx.set_output(0, matmul_of<decltype(tag)>(ctx, ctx.in(0), ctx.in(1)));
+    using T = decltype(tag);
+    const Tensor &a = ctx.in(0), &b = ctx.in(1);
+    const MatmulGeom g = matmul_geometry(ctx, a, b);
+    // Every element is written unless the product is empty (then zeros).
+    Tensor& y = g.kk > 0 ? ctx.output_for_overwrite(0, dtype_of<T>(), g.out_shape)
+                         : ctx.output(0, dtype_of<T>(), g.out_shape);
+    matmul_into<T>(g, a, b, y);
   };
   if (!dispatch<float, double, int32_t, int64_t, uint32_t, uint64_t>(ctx.in(0).dtype(), run)) {
     ctx.unsupported_dtype(0);
@@ -233,12 +249,12 @@ bool low_matmul(OpContext& ctx) {
   if (a.dtype() != DType::kBFloat16 || b.dtype() != DType::kBFloat16 || !k::dnnl_bf16_native())
     return false;
   const MatmulGeom g = matmul_geometry(ctx, a, b);
-  Tensor y(DType::kBFloat16, g.out_shape);  // zeros: the result when kk == 0
-  if (g.nb > 0 && g.m > 0 && g.n > 0 && g.kk > 0 &&
-      !matmul_dnnl(g, DType::kBFloat16, a.raw(), b.raw(), y.raw())) {
-    return false;
+  if (g.nb > 0 && g.m > 0 && g.n > 0 && g.kk > 0) {
+    // oneDNN writes every element of the placed output, or refuses before writing any.
+    Tensor& y = ctx.output_for_overwrite(0, DType::kBFloat16, g.out_shape);
+    return matmul_dnnl(g, DType::kBFloat16, a.raw(), b.raw(), y.raw());
   }
-  ctx.set_output(0, std::move(y));
+  ctx.output(0, DType::kBFloat16, g.out_shape);  // zeros: the result when kk == 0
   return true;
 }
 

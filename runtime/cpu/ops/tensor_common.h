@@ -73,5 +73,9 @@ void copy_strided(const Tensor& src, int64_t src_offset, const Shape& src_stride
 
 // out = src viewed with `view_shape` (same element count), dimensions permuted by `perm`.
 Tensor transpose_view(const Tensor& src, const Shape& view_shape, const std::vector<int64_t>& perm);
+// The same into `out`, of the transposed shape (transposed_shape) and src's type.
+Shape transposed_shape(const Shape& view_shape, const std::vector<int64_t>& perm);
+void transpose_into(const Tensor& src, const Shape& view_shape, const std::vector<int64_t>& perm,
+                    Tensor& out);
 
 }  // namespace ampc::rt::cpu

@@ -21,7 +21,8 @@ void transpose_op(OpContext& ctx) {
     if (seen[p]) ctx.fail("perm repeats axis " + std::to_string(p));
     seen[p] = true;
   }
-  ctx.set_output(0, transpose_view(x, x.shape(), perm));
+  Tensor& y = ctx.output_for_overwrite(0, x.dtype(), transposed_shape(x.shape(), perm));
+  transpose_into(x, x.shape(), perm, y);
 }
 
 void concat_op(OpContext& ctx) {

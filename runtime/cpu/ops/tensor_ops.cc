@@ -29,16 +29,24 @@ void copy_strided(const Tensor& src, int64_t src_offset, const Shape& src_stride
   });
 }
 
+Shape transposed_shape(const Shape& view_shape, const std::vector<int64_t>& perm) {
+  Shape out_shape;
+  for (int64_t p : perm) out_shape.push_back(view_shape[p]);
+  return out_shape;
+}
+
+void transpose_into(const Tensor& src, const Shape& view_shape, const std::vector<int64_t>& perm,
+                    Tensor& out) {
+  const Shape in_strides = kc::contiguous_strides(view_shape);
+  Shape strides;
+  for (int64_t p : perm) strides.push_back(in_strides[p]);
+  copy_strided(src, 0, strides, out, 0, kc::contiguous_strides(out.shape()), out.shape());
+}
+
 Tensor transpose_view(const Tensor& src, const Shape& view_shape,
                       const std::vector<int64_t>& perm) {
-  const Shape in_strides = kc::contiguous_strides(view_shape);
-  Shape out_shape, strides;
-  for (int64_t p : perm) {
-    out_shape.push_back(view_shape[p]);
-    strides.push_back(in_strides[p]);
-  }
-  Tensor out(src.dtype(), out_shape);
-  copy_strided(src, 0, strides, out, 0, kc::contiguous_strides(out_shape), out_shape);
+  Tensor out(src.dtype(), transposed_shape(view_shape, perm));
+  transpose_into(src, view_shape, perm, out);
   return out;
 }
 

@@ -1,0 +1,39 @@
+// A folded MatMul step (library_step.h) as one oneDNN matmul: the folded operand transposes
+// become the operands' strides, the BIAS / RELU epilogues the primitive's bias and ReLU
+// post-op, applied to the fp32 accumulator before the one rounding of the output (the
+// numerics cuBLASLt's epilogues have on the GPU). Made when the plan is loaded, from the
+// plan's static shapes, which is also when the primitive is created.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "kernels/cpu/dnnl_matmul.h"
+#include "runtime/plan/plan.pb.h"
+#include "runtime/tensor.h"
+
+namespace ampc::rt::cpu {
+
+class DnnlFoldedMatmul {
+ public:
+  struct Folding {
+    bool trans_a = false, trans_b = false, bias = false, relu = false;
+  };
+  // Null where one oneDNN call cannot serve the step: not f32 (or bf16 on a CPU with bf16
+  // arithmetic), shapes not static, 1-D operands, batch dimensions other than equal or
+  // absent on one side, a bias other than one row of N, an empty product.
+  static std::unique_ptr<DnnlFoldedMatmul> make(const plan::Step& step, const plan::Plan& plan,
+                                                const Folding& folding);
+
+  // y = epilogue(op(a) op(b) + bias): into *y when it already has the output's type and
+  // shape (the memory plan's place), else into new storage. False when oneDNN refused at
+  // run time (nothing written; the caller runs the unfolded operators).
+  bool run(const Tensor& a, const Tensor& b, const Tensor* bias, Tensor* y) const;
+
+ private:
+  kernels::cpu::DnnlMatmul p_;
+  DType type_ = DType::kFloat32;
+  std::vector<int64_t> a_shape_, b_shape_, out_shape_;
+};
+
+}  // namespace ampc::rt::cpu

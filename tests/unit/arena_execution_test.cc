@@ -1,0 +1,182 @@
+// The CPU executor runs the plan's static memory plan (runtime/cpu/executor.h): every arena
+// buffer a step writes lies at its planned offset in one arena, so CPU training depends on
+// the plan being right, as the GPU run does. A plan whose offsets make two live buffers
+// overlap trains wrongly; the intact plan trains as a plan without placement does.
+#include <gtest/gtest.h>
+
+#include <climits>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "compiler/pipeline.h"
+#include "kernels/cpu/dnnl_context.h"
+#include "runtime/cpu/executor.h"
+
+namespace ampc::rt::cpu {
+namespace {
+
+plan::Plan mlp_training_plan() {
+  compiler::CompileOptions o;
+  o.train = true;
+  o.lowering.target = "cpu";
+  return compiler::compile_file(std::string(AMPC_SOURCE_DIR) + "/models/mlp.onnx", o);
+}
+
+std::map<std::string, Tensor> batch(int step) {
+  Tensor x(DType::kFloat32, {32, 64});
+  Tensor y(DType::kInt64, {32});
+  for (int64_t i = 0; i < x.numel(); ++i)
+    x.data<float>()[i] = static_cast<float>((i * 7 + step) % 17) / 17.f;
+  for (int64_t i = 0; i < y.numel(); ++i) y.data<int64_t>()[i] = (i + step) % 10;
+  return {{"x", x}, {"y", y}};
+}
+
+int64_t bytes_of(const plan::Buffer& b) {
+  int64_t n = static_cast<int64_t>(dtype_size(static_cast<DType>(b.dtype())));
+  for (int64_t d : b.shape()) n *= d;
+  return n;
+}
+
+// Losses of `steps` training steps and the state after them.
+struct Trained {
+  std::vector<float> losses;
+  std::map<std::string, Tensor> state;
+};
+
+Trained train(const plan::Plan& p, int steps) {
+  Executor ex(p);
+  Trained t;
+  for (int s = 0; s < steps; ++s) t.losses.push_back(ex.run(batch(s)).at("loss").data<float>()[0]);
+  t.state = ex.state();
+  return t;
+}
+
+// The largest relative difference between two states, tensor by tensor (norm-wise).
+double state_difference(const std::map<std::string, Tensor>& a,
+                        const std::map<std::string, Tensor>& b) {
+  double worst = 0;
+  for (const auto& [name, ta] : a) {
+    const Tensor& tb = b.at(name);
+    if (ta.dtype() != DType::kFloat32) continue;
+    double diff = 0, norm = 0;
+    for (int64_t i = 0; i < ta.numel(); ++i) {
+      const double x = ta.data<float>()[i], y = tb.data<float>()[i];
+      diff += (x - y) * (x - y);
+      norm += y * y;
+    }
+    if (norm > 0) worst = std::max(worst, std::sqrt(diff / norm));
+    if (std::isnan(diff)) return INFINITY;
+  }
+  return worst;
+}
+
+TEST(ArenaExecution, EveryPlacedOutputLiesAtItsPlannedOffset) {
+  const plan::Plan p = mlp_training_plan();
+  ASSERT_GT(p.memory().arena_bytes(), 0);
+  Executor ex(p);
+  const uint8_t* base = nullptr;
+  int checked = 0;
+  ex.set_step_observer(
+      [&](int step, const std::vector<const Tensor*>&, const std::vector<const Tensor*>& outputs) {
+        const auto& s = p.steps(step);
+        for (int k = 0; k < s.outputs_size(); ++k) {
+          const auto& b = p.buffers(s.outputs(k));
+          if (b.region() != plan::REGION_ARENA || !outputs[k] || outputs[k]->nbytes() == 0)
+            continue;
+          const auto* at = static_cast<const uint8_t*>(outputs[k]->raw());
+          if (!base) base = at - b.offset();
+          EXPECT_EQ(at - base, b.offset()) << b.name();
+          ++checked;
+        }
+      });
+  ex.run(batch(0));
+  EXPECT_GT(checked, 10);
+}
+
+TEST(ArenaExecution, IntactPlanTrainsAsWithoutPlacement) {
+  const plan::Plan p = mlp_training_plan();
+  plan::Plan unplaced = p;
+  unplaced.mutable_memory()->set_arena_bytes(0);  // no arena: storage per value
+  const Trained a = train(p, 4), b = train(unplaced, 4);
+  EXPECT_EQ(a.losses, b.losses);
+  EXPECT_EQ(state_difference(a.state, b.state), 0.0);
+}
+
+TEST(ArenaExecution, OverlappingLiveBuffersBreakTraining) {
+  const plan::Plan p = mlp_training_plan();
+  // Lifetimes: the first step writing each buffer and the last step reading it.
+  const int n = p.buffers_size();
+  std::vector<int> first(n, INT_MAX), last(n, -1);
+  for (int s = 0; s < p.steps_size(); ++s) {
+    for (int id : p.steps(s).outputs())
+      if (id >= 0) first[id] = std::min(first[id], s);
+    for (int id : p.steps(s).inputs())
+      if (id >= 0) last[id] = std::max(last[id], s);
+  }
+  std::vector<bool> shared(n, false);  // storage shared with a view or an in-place write
+  for (const auto& b : p.buffers()) {
+    if (b.alias_of() > 0) shared[b.id()] = shared[b.alias_of() - 1] = true;
+  }
+  auto plain = [&](const plan::Buffer& b) {
+    return b.region() == plan::REGION_ARENA && b.role() == plan::ACTIVATION && !shared[b.id()] &&
+           first[b.id()] < last[b.id()];
+  };
+  // A: the fp32 activation live the longest (saved by the forward for the backward).
+  int a = -1;
+  for (const auto& b : p.buffers()) {
+    if (plain(b) && b.dtype() == static_cast<int32_t>(DType::kFloat32) &&
+        (a < 0 || last[b.id()] - first[b.id()] > last[a] - first[a]))
+      a = b.id();
+  }
+  ASSERT_GE(a, 0);
+  // B: the largest other arena buffer written while A is live that fits A's place.
+  int victim = -1;
+  for (const auto& b : p.buffers()) {
+    if (b.region() != plan::REGION_ARENA || b.id() == a || b.alias_of() == a + 1 ||
+        first[b.id()] <= first[a] || first[b.id()] >= last[a] ||
+        bytes_of(b) > bytes_of(p.buffers(a)))
+      continue;
+    if (victim < 0 || bytes_of(b) > bytes_of(p.buffers(victim))) victim = b.id();
+  }
+  ASSERT_GE(victim, 0);
+  plan::Plan broken = p;
+  broken.mutable_buffers(victim)->set_offset(p.buffers(a).offset());
+  SCOPED_TRACE("'" + p.buffers(victim).name() + "' moved onto '" + p.buffers(a).name() + "'");
+
+  const Trained intact = train(p, 4), corrupted = train(broken, 4);
+  EXPECT_GT(state_difference(corrupted.state, intact.state), 1e-3);
+}
+
+// oneDNN's primitives (GEMMs and convolutions) are created when the plan is loaded: a
+// training step creates none.
+TEST(LibraryPrimitives, AreCreatedWhenThePlanIsLoaded) {
+  for (const char* model : {"mlp", "cnn"}) {
+    SCOPED_TRACE(model);
+    compiler::CompileOptions o;
+    o.train = true;
+    o.lowering.target = "cpu";
+    // A batch of 3, which no other test of this process uses: its problems are new.
+    o.import.input_shapes =
+        std::string(model) == "mlp"
+            ? std::map<std::string, std::vector<int64_t>>{{"x", {3, 64}}, {"y", {3}}}
+            : std::map<std::string, std::vector<int64_t>>{{"x", {3, 1, 8, 8}}, {"y", {3}}};
+    const plan::Plan p =
+        compiler::compile_file(std::string(AMPC_SOURCE_DIR) + "/models/" + model + ".onnx", o);
+    const size_t before = kernels::cpu::dnnl_support::cached_problems();
+    Executor ex(p);
+    const size_t loaded = kernels::cpu::dnnl_support::cached_problems();
+    EXPECT_GT(loaded, before);
+    std::map<std::string, Tensor> inputs;
+    for (const auto& binding : p.inputs()) {
+      const auto& b = p.buffers(binding.buffer());
+      inputs[binding.name()] =
+          Tensor(static_cast<DType>(b.dtype()), {b.shape().begin(), b.shape().end()});
+    }
+    ex.run(inputs);
+    EXPECT_EQ(kernels::cpu::dnnl_support::cached_problems(), loaded);
+  }
+}
+
+}  // namespace
+}  // namespace ampc::rt::cpu
