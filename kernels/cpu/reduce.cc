@@ -133,6 +133,25 @@ void log_sum_exp(const T* x, int64_t outer, int64_t n, int64_t inner, T* y) {
   }
 }
 
+// x [n1, kept, n2] summed over n1 and n2 (BatchNorm's gradient sums over N and H*W of
+// NCHW): per kept index, the n2-element runs of every n1 row, each run summed with a
+// vectorised reduction; no transposed copy of x.
+template <typename T>
+void sum_outer_and_inner(const T* x, int64_t n1, int64_t kept, int64_t n2, bool mean, T* y) {
+#pragma omp parallel for if (kept > 1 && n1 * kept * n2 > kParallelWork)
+  for (int64_t k = 0; k < kept; ++k) {
+    T total = 0;
+    for (int64_t a = 0; a < n1; ++a) {
+      const T* run = x + (a * kept + k) * n2;
+      T s = 0;
+#pragma omp simd reduction(+ : s)
+      for (int64_t i = 0; i < n2; ++i) s += run[i];
+      total += s;
+    }
+    y[k] = mean ? total / static_cast<T>(n1 * n2) : total;
+  }
+}
+
 }  // namespace
 
 template <typename T>
@@ -190,6 +209,12 @@ void reduce(ReduceKind kind, const T* x, const std::vector<int64_t>& dims,
       }
     }
     return reduce_axis(kind, x, outer, n, inner, y);
+  }
+  if constexpr (std::is_floating_point_v<T>) {
+    if (size.size() == 3 && red[0] && !red[1] && red[2] &&
+        (kind == ReduceKind::kSum || kind == ReduceKind::kMean)) {
+      return sum_outer_and_inner(x, size[0], size[1], size[2], kind == ReduceKind::kMean, y);
+    }
   }
   // Several reduced groups: move the kept axes to the front, then reduce the tail.
   std::vector<int> perm;
