@@ -236,16 +236,6 @@ bool uses_gemm(const Plan& p) {
 
 }  // namespace
 
-int64_t buffer_bytes(const Buffer& b) {
-  const size_t element = dtype_size(static_cast<DType>(b.dtype()));
-  if (!b.shape_known() || element == 0 || !dtype_is_known(b.dtype())) return -1;
-  std::vector<int64_t> shape(b.shape().begin(), b.shape().end());
-  for (int64_t d : shape) {
-    if (d < 0) return -1;
-  }
-  return checked_tensor_bytes(shape, element, "buffer '" + b.name() + "'");
-}
-
 void plan_memory(Plan& p) {
   const int32_t n = p.buffers_size();
   for (Buffer& b : *p.mutable_buffers()) {

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "runtime/plan/plan.pb.h"
+#include "runtime/plan/plan_stats.h"
 
 namespace ampc::compiler {
 
@@ -45,8 +46,7 @@ struct ArenaPeak {
 };
 ArenaPeak arena_peak(const plan::Plan& p);
 
-// Bytes of a buffer's data (aligned to nothing); -1 when its shape is not static or its
-// element type has no fixed width.
-int64_t buffer_bytes(const plan::Buffer& b);
+// Bytes of a buffer's data (runtime/plan/plan_stats.h).
+using plan::buffer_bytes;
 
 }  // namespace ampc::compiler

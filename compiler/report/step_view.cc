@@ -8,9 +8,12 @@
 #include "base/dtype.h"
 #include "base/error.h"
 #include "compiler/report/plan_precision.h"
+#include "runtime/plan/plan_stats.h"
 
 namespace ampc::report {
 namespace {
+
+using plan::buffer_bytes;
 
 constexpr const char* kFoundInf = "amp.found_inf";  // passes/loss_scaling.h kFoundInfName
 
@@ -41,13 +44,6 @@ std::string buffer_type(const plan::Buffer& b) {
   ir::TensorType t{static_cast<DType>(b.dtype()), std::nullopt};
   if (b.shape_known()) t.shape = std::vector<int64_t>(b.shape().begin(), b.shape().end());
   return t.str();
-}
-
-int64_t buffer_bytes(const plan::Buffer& b) {
-  if (!b.shape_known() || !dtype_is_known(b.dtype())) return -1;
-  int64_t n = 1;
-  for (int64_t d : b.shape()) n *= d;
-  return n * static_cast<int64_t>(dtype_size(static_cast<DType>(b.dtype())));
 }
 
 int64_t value_bytes(const ir::TensorType& t) {

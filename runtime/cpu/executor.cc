@@ -118,8 +118,8 @@ void Executor::place_in_arena() {
   for (const auto& b : plan_.buffers()) {
     if (b.region() != plan::REGION_ARENA || !b.shape_known() || slot(b.id()) != b.id()) continue;
     if (b.role() != plan::ACTIVATION && b.role() != plan::OUTPUT) continue;
-    const int64_t need = numel_of({b.shape().begin(), b.shape().end()}) *
-                         static_cast<int64_t>(dtype_size(static_cast<DType>(b.dtype())));
+    const int64_t need = plan::buffer_bytes(b);
+    if (need < 0) continue;  // no fixed size: storage of its own
     if (b.offset() < 0 || b.offset() > bytes - need || (alignment > 0 && b.offset() % alignment))
       throw Error("plan buffer '" + b.name() + "' (" + buffer_type(b) + ") at arena offset " +
                   std::to_string(b.offset()) + " does not fit the arena of " +
@@ -150,11 +150,9 @@ void Executor::prepare_library_steps() {
     for (int id : s.inputs()) {
       if (id < 0) continue;
       const auto& b = plan_.buffers(id);
-      ok &= b.shape_known();
-      if (ok)
-        scratch_bytes = std::max(
-            scratch_bytes, static_cast<size_t>(numel_of({b.shape().begin(), b.shape().end()}) *
-                                               dtype_size(static_cast<DType>(b.dtype()))));
+      const int64_t bytes = plan::buffer_bytes(b);
+      ok &= bytes >= 0;
+      if (ok) scratch_bytes = std::max(scratch_bytes, static_cast<size_t>(bytes));
     }
     if (ok) steps.push_back(i);
   }

@@ -1,7 +1,11 @@
 #include "runtime/plan/plan_stats.h"
 
 #include <set>
+#include <vector>
+
 #include <string>
+#include "base/checked_size.h"
+#include "base/dtype.h"
 
 namespace ampc::plan {
 
@@ -15,6 +19,16 @@ int64_t count_kernels(const Plan& plan) {
   int64_t n = 0;
   for (const auto& s : plan.steps()) n += is_view_step(s) ? 0 : 1;
   return n;
+}
+
+int64_t buffer_bytes(const Buffer& b) {
+  const size_t element = dtype_size(static_cast<DType>(b.dtype()));
+  if (!b.shape_known() || element == 0 || !dtype_is_known(b.dtype())) return -1;
+  std::vector<int64_t> shape(b.shape().begin(), b.shape().end());
+  for (int64_t d : shape) {
+    if (d < 0) return -1;
+  }
+  return checked_tensor_bytes(shape, element, "buffer '" + b.name() + "'");
 }
 
 OutputCopies output_copies(const Plan& plan) {

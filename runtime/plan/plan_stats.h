@@ -16,6 +16,11 @@ bool is_view_step(const Step& step);
 // launch, whatever its number of segments).
 int64_t count_kernels(const Plan& plan);
 
+// Bytes of a buffer's data (aligned to nothing); -1 when its shape is not static or its
+// element type has no fixed width. Throws ampc::Error, naming the buffer, when the size does
+// not fit 64 bits.
+int64_t buffer_bytes(const Buffer& b);
+
 // When a backend copies each of the plan's outputs out: as soon as the step that writes it
 // has run (a buffer made an output after memory planning, such as the loss scale or
 // found_inf, may share arena storage with later buffers), or at the end of the run for an

@@ -12,6 +12,7 @@
 #include "compiler/pipeline.h"
 #include "kernels/cpu/dnnl_context.h"
 #include "runtime/cpu/executor.h"
+#include "runtime/plan/plan_stats.h"
 
 namespace ampc::rt::cpu {
 namespace {
@@ -30,12 +31,6 @@ std::map<std::string, Tensor> batch(int step) {
     x.data<float>()[i] = static_cast<float>((i * 7 + step) % 17) / 17.f;
   for (int64_t i = 0; i < y.numel(); ++i) y.data<int64_t>()[i] = (i + step) % 10;
   return {{"x", x}, {"y", y}};
-}
-
-int64_t bytes_of(const plan::Buffer& b) {
-  int64_t n = static_cast<int64_t>(dtype_size(static_cast<DType>(b.dtype())));
-  for (int64_t d : b.shape()) n *= d;
-  return n;
 }
 
 // Losses of `steps` training steps and the state after them.
@@ -135,9 +130,10 @@ TEST(ArenaExecution, OverlappingLiveBuffersBreakTraining) {
   for (const auto& b : p.buffers()) {
     if (b.region() != plan::REGION_ARENA || b.id() == a || b.alias_of() == a + 1 ||
         first[b.id()] <= first[a] || first[b.id()] >= last[a] ||
-        bytes_of(b) > bytes_of(p.buffers(a)))
+        plan::buffer_bytes(b) > plan::buffer_bytes(p.buffers(a)))
       continue;
-    if (victim < 0 || bytes_of(b) > bytes_of(p.buffers(victim))) victim = b.id();
+    if (victim < 0 || plan::buffer_bytes(b) > plan::buffer_bytes(p.buffers(victim)))
+      victim = b.id();
   }
   ASSERT_GE(victim, 0);
   plan::Plan broken = p;
