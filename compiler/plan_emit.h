@@ -4,6 +4,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 
 #include "compiler/ir/graph.h"
@@ -26,6 +27,8 @@ struct EmitOptions {
   const passes::AutocastReport* autocast = nullptr;
   // The steps to emit and the kernels they run; null: one step per node, in graph order.
   const lower::Lowering* lowering = nullptr;
+  // A training plan's signature (compiler/training_signature.h), copied into the plan.
+  std::optional<plan::TrainingSignature> training;
 };
 
 plan::Plan emit_plan(const ir::Model& model, const EmitOptions& options);

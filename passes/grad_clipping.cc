@@ -27,7 +27,7 @@ ir::Value* clip_gradients(ir::Model& model, std::vector<ParameterGradient>& grad
   std::vector<ir::Attribute> a;
   if (clip) a.push_back(ir::Attribute::make_float("max_norm", static_cast<float>(max_norm)));
   const auto outs = b.op_n("ClipGradNorm", inputs, types, std::move(a), autodiff::kAmpcDomain);
-  outs[0]->name = kGradNormName;
+  model.graph->rename_value(outs[0], kGradNormName);  // indexed: find_value sees it
   if (clip) {
     for (size_t i = 0; i < gradients.size(); ++i) gradients[i].gradient = outs[i + 1];
   } else {

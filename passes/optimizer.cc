@@ -162,7 +162,7 @@ void add_optimizer(ir::Model& model, const std::vector<ParameterGradient>& gradi
     }
   }
   const DType t = gradients[0].parameter->type.dtype;
-  Value* lr = state(b, model, "optimizer.lr", o.lr, {t, std::vector<int64_t>{}});
+  Value* lr = state(b, model, kLrName, o.lr, {t, std::vector<int64_t>{}});
   if (o.schedule.active()) lr = add_lr_schedule(model, b, lr, o.schedule, advance);
   Groups groups{b, o, lr, {}};
   if (o.kind == "sgd") {

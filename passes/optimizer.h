@@ -19,6 +19,9 @@
 
 namespace ampc::passes {
 
+// The lr the step applies before any schedule: state, so that a checkpoint keeps it.
+inline constexpr const char* kLrName = "optimizer.lr";
+
 struct OptimizerOptions {
   std::string kind = "sgd";  // sgd | adam | adamw
   double lr = 1e-3;

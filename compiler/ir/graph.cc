@@ -68,6 +68,7 @@ Node* Graph::add_node(std::string op_type, std::vector<Value*> node_inputs,
   n->name = std::move(node_name);
   n->domain = std::move(node_domain);
   n->owner = this;
+  n->phase = build_phase;
   n->inputs = std::move(node_inputs);
   n->outputs = std::move(node_outputs);
   for (size_t i = 0; i < n->inputs.size(); ++i) {

@@ -32,6 +32,18 @@ struct TensorType {
   bool operator==(const TensorType&) const = default;
 };
 
+// The part of a training step a node computes. The pipeline sets Graph::build_phase while it
+// builds each part (compiler/pipeline.cc); the plan records it per step (Step.phase), so that
+// reports and the non-finite search need not guess it from node names.
+enum class Phase : uint8_t {
+  kUnknown,
+  kForward,
+  kBackward,
+  kLossScaling,  // scale, unscale and check, clip, accumulate, the scale's update
+  kOptimizer,
+  kStatistics,  // --grad-stats range statistics
+};
+
 struct Use {
   Node* node;
   int input_index;
@@ -65,6 +77,7 @@ class Node {
   std::vector<Attribute> attributes;  // in file order
   std::string doc_string;
   Graph* owner = nullptr;
+  Phase phase = Phase::kUnknown;  // the owner's build_phase when the node was added
 
   const Attribute* attr(std::string_view attr_name) const;
   // "name (OpType)" or "#index (OpType)" for unnamed nodes: how messages point at a node.
@@ -78,9 +91,10 @@ class Graph {
   Graph* parent = nullptr;                   // enclosing graph, for subgraphs
   std::vector<std::unique_ptr<Node>> nodes;  // topological order
   std::vector<std::unique_ptr<Value>> values;
-  std::vector<Value*> inputs;        // declared graph inputs, in order
-  std::vector<Value*> outputs;       // declared graph outputs, in order
-  std::vector<Value*> initializers;  // in file order
+  std::vector<Value*> inputs;           // declared graph inputs, in order
+  std::vector<Value*> outputs;          // declared graph outputs, in order
+  std::vector<Value*> initializers;     // in file order
+  Phase build_phase = Phase::kUnknown;  // given to each node add_node appends
 
   Value* add_value(std::string value_name, TensorType type = {});
   // Appends a node; wires producer and use links of the given values.

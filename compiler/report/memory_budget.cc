@@ -23,15 +23,16 @@
 namespace ampc::compiler::report {
 namespace {
 
-bool ends_with(const std::string& s, const char* suffix) {
-  const size_t n = std::strlen(suffix);
-  return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
+// The loss scaler's state, as the training signature names it.
+bool is_scaler_state(const plan::Plan& p, const std::string& name) {
+  const auto& names = p.training().scaler_state();
+  return std::find(names.begin(), names.end(), name) != names.end();
 }
 
-bool is_optimizer_state(const std::string& name) {
-  return name.rfind("optimizer.", 0) == 0 || ends_with(name, ".exp_avg") ||
-         ends_with(name, ".exp_avg_sq") || ends_with(name, ".momentum_buffer") ||
-         ends_with(name, ".grad_accum") || ends_with(name, ".step");
+// A gradient: a buffer the backward or the loss scaler writes (Step.source_phases).
+bool written_by_backward(const plan::Step& s) {
+  const plan::StepPhase phase = s.source_phases_size() ? s.source_phases(0) : plan::FORWARD;
+  return phase == plan::BACKWARD || phase == plan::LOSS_SCALING;
 }
 
 std::string option(const plan::Plan& p, const std::string& key) {
@@ -105,12 +106,12 @@ MemoryBreakdown memory_breakdown(const plan::Plan& p) {
   for (const auto& b : p.buffers()) {
     if (b.role() != plan::STATE || b.alias_of() != 0) continue;
     const int64_t bytes = std::max<int64_t>(buffer_bytes(b), 0);
-    if (b.name().rfind("amp.", 0) == 0)
+    if (is_scaler_state(p, b.name()))
       m.scaler_state += bytes;
-    else if (is_optimizer_state(b.name()))
-      m.optimizer_state += bytes;
+    else if (b.from_model())
+      m.parameters += bytes;  // and running statistics
     else
-      m.parameters += bytes;
+      m.optimizer_state += bytes;
   }
   for (int32_t id : arena_peak(p).buffers) {
     const auto& b = p.buffers(id);
@@ -121,7 +122,7 @@ MemoryBreakdown memory_breakdown(const plan::Plan& p) {
                           p.buffers(it->second->inputs(0)).role() == plan::STATE;
     if (low_copy)
       m.low_copies_at_peak += bytes;
-    else if (b.name().rfind("grad", 0) == 0 || b.name().rfind("amp", 0) == 0)
+    else if (it != producer.end() && written_by_backward(*it->second))
       m.gradients_at_peak += bytes;
     else
       m.activations_at_peak += bytes;
@@ -164,8 +165,8 @@ BatchCompiler::BatchCompiler(const std::string& model_path, CompileOptions optio
     // The training step as the plan has it: optimizer and loss scaling from its state.
     options_.optimizer.kind = "sgd";
     for (const auto& b : p.buffers()) {
-      if (ends_with(b.name(), ".exp_avg")) options_.optimizer.kind = "adam";
-      if (ends_with(b.name(), ".momentum_buffer")) options_.optimizer.momentum = 0.9;
+      if (b.name().ends_with(".exp_avg")) options_.optimizer.kind = "adam";
+      if (b.name().ends_with(".momentum_buffer")) options_.optimizer.momentum = 0.9;
     }
     for (const auto& o : p.options()) {
       if (o.key().rfind("input-shape.", 0) == 0)

@@ -17,12 +17,14 @@
 
 namespace ampc::compiler::report {
 
-// Bytes by category. State: parameters (fp32 masters in a mixed plan), optimizer state
-// (moments, momentum buffers, step counters, gradient accumulators), loss-scaler state. The
-// arena's buffers live at its peak (compiler/plan_memory.h arena_peak): low-precision copies
-// of parameters (Casts of STATE buffers), gradients (the backward's values: "grad/..." and
-// the loss scaler's), activations (the rest). total = state + constants + inputs + arena +
-// workspace (the regions as planned, Plan.memory): what a device allocates for the plan.
+// Bytes by category. State: parameters (the model's own state, Buffer.from_model: fp32
+// masters in a mixed plan, running statistics), loss-scaler state (the training signature's
+// scaler_state), optimizer state (the rest: moments, momentum buffers, step counters,
+// gradient accumulators). The arena's buffers live at its peak (compiler/plan_memory.h
+// arena_peak): low-precision copies of parameters (Casts of STATE buffers), gradients (what
+// backward and loss-scaling steps write, Step.source_phases), activations (the rest). total = state
+// + constants + inputs + arena + workspace (the regions as planned, Plan.memory): what a device
+// allocates for the plan.
 struct MemoryBreakdown {
   int64_t batch = 0;
   std::string precision;

@@ -1,11 +1,11 @@
 #include "compiler/report/plan_precision.h"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <set>
 #include <unordered_map>
 
-#include "passes/loss_scaling.h"
 #include "passes/recompute_casts.h"
 
 namespace ampc::report {
@@ -105,7 +105,7 @@ std::optional<double> float_attribute(const plan::Step& s, const std::string& na
 }
 
 // The Casts, with their bytes per step as autocast counts them: numel x (in + out bytes).
-// An fp32 master weight is a STATE or CONSTANT buffer outside the loss scaler's amp.* values.
+// An fp32 master weight is an initializer of the source model (Buffer.from_model).
 void add_casts(const plan::Plan& p, PrecisionReport& r) {
   for (const auto& s : p.steps()) {
     if (!is_onnx_op(s, "Cast") || s.inputs_size() != 1 || s.outputs_size() != 1) continue;
@@ -114,8 +114,7 @@ void add_casts(const plan::Plan& p, PrecisionReport& r) {
     const int64_t n = numel(in);
     const int64_t bytes =
         n < 0 ? -1 : n * static_cast<int64_t>(dtype_size(dtype_of(in)) + dtype_size(dtype_of(out)));
-    const bool parameter = (in.role() == plan::STATE || in.role() == plan::CONSTANT) &&
-                           in.name().rfind("amp.", 0) != 0;
+    const bool parameter = in.from_model();
     r.casts.push_back(
         {source_nodes(s), in.name(), dtype_of(in), dtype_of(out), n, bytes, parameter});
   }
@@ -151,12 +150,14 @@ std::optional<LossScalingReport> loss_scaling(const plan::Plan& p, std::set<int>
       s.clip_grad_norm = float_attribute(step, "max_norm");
     }
   }
+  // The scale and the growth tracker, as the training signature names them.
+  const plan::TrainingSignature& signature = p.training();
   for (const auto& b : p.buffers()) {
-    if (b.name() == passes::kScaleName) {
+    if (!signature.scale_state().empty() && b.name() == signature.scale_state()) {
       s.mode = b.role() == plan::STATE ? "dynamic" : "static";
       s.init_scale = scalar(b);
-    }
-    if (b.name() == passes::kGrowthTrackerName) {
+    } else if (std::find(signature.scaler_state().begin(), signature.scaler_state().end(),
+                         b.name()) != signature.scaler_state().end()) {
       if (auto v = scalar(b)) s.init_growth_tracker = static_cast<int64_t>(*v);
     }
   }
@@ -180,15 +181,19 @@ std::optional<LossScalingReport> loss_scaling(const plan::Plan& p, std::set<int>
   return s;
 }
 
-// Which pass made a step the compiler added ("" for none of them), by the prefix its builder gives
-// node names (passes/autodiff: "grad/", passes/optimizer: "optimizer/", passes/loss_scaling:
-// "amp/").
+// Which part of the training step the compiler added a step for ("" for the forward and
+// for what it does not know), as it recorded it (Step.source_phases).
 std::string_view part_of_step(const plan::Step& s) {
-  const std::string first = s.source_nodes_size() ? s.source_nodes(0) : "";
-  if (first.starts_with("grad/")) return "backward";
-  if (first.starts_with("optimizer/")) return "optimizer";
-  if (first.starts_with("amp/")) return "loss scaling";
-  return "";
+  switch (s.source_phases_size() ? s.source_phases(0) : plan::PHASE_UNSPECIFIED) {
+    case plan::BACKWARD:
+      return "backward";
+    case plan::OPTIMIZER:
+      return "optimizer";
+    case plan::LOSS_SCALING:
+      return "loss scaling";
+    default:
+      return "";
+  }
 }
 
 std::string recorded_option(const plan::Plan& p, const std::string& key) {

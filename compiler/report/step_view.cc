@@ -15,8 +15,6 @@ namespace {
 
 using plan::buffer_bytes;
 
-constexpr const char* kFoundInf = "amp.found_inf";  // passes/loss_scaling.h kFoundInfName
-
 std::string short_dtype(DType t) {
   switch (t) {
     case DType::kFloat32:
@@ -133,7 +131,7 @@ class Builder {
     if (auto it = tensor_index_.find(name); it != tensor_index_.end()) return it->second;
     ViewTensor t;
     t.name = name;
-    t.found_inf = name == kFoundInf;
+    t.found_inf = !plan_.training().found_inf().empty() && name == plan_.training().found_inf();
     if (auto it = buffers_.find(name); it != buffers_.end()) {
       const plan::Buffer& b = *it->second;
       t.type = buffer_type(b);
@@ -226,7 +224,10 @@ class Builder {
       }
       bool reads_found_inf = false;
       for (int t : n.inputs) reads_found_inf |= view_.tensors[t].found_inf;
-      n.phase = phase_of(n.name, n.op, reads_found_inf);
+      const plan::StepPhase phase = m < static_cast<size_t>(step.source_phases_size())
+                                        ? step.source_phases(static_cast<int>(m))
+                                        : plan::PHASE_UNSPECIFIED;
+      n.phase = phase_of(phase, n.op, reads_found_inf);
       n.scope = scope_of(n.name);
       n.inserted_cast = n.op == "Cast" && (n.name.find("autocast/") != std::string::npos ||
                                            starts_with(n.name, "half_inputs/"));
@@ -318,13 +319,20 @@ const std::vector<std::string>& view_phases() {
   return phases;
 }
 
-std::string phase_of(const std::string& node_name, const std::string& op, bool reads_found_inf) {
+std::string phase_of(plan::StepPhase phase, const std::string& op, bool reads_found_inf) {
   if (reads_found_inf && op == "Where") return kPhaseSkipStep;
-  if (starts_with(node_name, "grad/")) return kPhaseBackward;
-  if (starts_with(node_name, "amp/")) return kPhaseLossScaling;
-  if (starts_with(node_name, "optimizer/")) return kPhaseOptimizer;
-  if (starts_with(node_name, "stats/")) return kPhaseStatistics;
-  return kPhaseForward;
+  switch (phase) {
+    case plan::BACKWARD:
+      return kPhaseBackward;
+    case plan::LOSS_SCALING:
+      return kPhaseLossScaling;
+    case plan::OPTIMIZER:
+      return kPhaseOptimizer;
+    case plan::STATISTICS:
+      return kPhaseStatistics;
+    default:
+      return kPhaseForward;
+  }
 }
 
 std::vector<std::string> scope_of(const std::string& node_name) {

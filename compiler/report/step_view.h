@@ -69,9 +69,9 @@ struct StepView {
   std::vector<ViewTensor> tensors;
 };
 
-// Which phase a node belongs to, from the names the passes give (grad/, amp/, optimizer/,
-// stats/) and from what it reads (a Where on amp.found_inf is the skip-step).
-std::string phase_of(const std::string& node_name, const std::string& op, bool reads_found_inf);
+// Which phase a node belongs to: the part of the step the compiler recorded for it
+// (Step.source_phases); Wheres that read found_inf are the skip-step.
+std::string phase_of(plan::StepPhase phase, const std::string& op, bool reads_found_inf);
 // The name scope of a node below its phase prefix: "/blocks.0/attn/MatMul" -> {"blocks.0",
 // "attn"}; "grad//blocks.0/attn/MatMul/MatMul_node_5" -> {"blocks.0", "attn", "MatMul"}.
 std::vector<std::string> scope_of(const std::string& node_name);

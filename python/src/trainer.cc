@@ -18,21 +18,6 @@ bool training_step_option(const std::string& name) {
   return name != "precision" && name != "input_shapes" && name != "fusion" && name != "target";
 }
 
-// The model's state: the main graph's initializers of the plan's training model.
-std::vector<std::string> model_initializer_names(const plan::Plan& p) {
-  std::vector<std::string> names;
-  onnx::ModelProto model;
-  if (p.training_model().empty() || !model.ParseFromString(p.training_model())) return names;
-  for (const auto& init : model.graph().initializer()) {
-    // The loss scaler's and the optimizer's values the inference graph may hold are not the
-    // model's (passes/loss_scaling.h, passes/optimizer.h name them so).
-    const std::string& n = init.name();
-    if (n.rfind("amp.", 0) == 0 || n.rfind("optimizer.", 0) == 0) continue;
-    names.push_back(n);
-  }
-  return names;
-}
-
 }  // namespace
 
 plan::Plan training_plan(const std::string& path, const TrainOptions& t) {
@@ -86,15 +71,18 @@ Trainer::Trainer(plan::Plan plan, std::string model, uint64_t seed, const std::s
   if (plan.outputs_size() < 1) throw Error("the plan has no output to report as the loss");
   losses_ = cli::loss_names(plan);
   accum_ = cli::accum_steps_of(plan);
-  amp_ = cli::expose_amp_outputs(plan);
+  amp_ = cli::amp_outputs(plan);
   inputs_ = cli::plan_inputs(plan);
   // The command line's backend (and its check that the plan fits the machine's memory).
   backend_ = cli::make_backend(std::move(plan), cli::parse_device(device), 1, model_);
   backend_->set_random_state(seed_, 0);
-  lr_ = cli::compiled_lr(backend_->plan(), *backend_);
+  lr_ = cli::compiled_lr(*backend_);
   const auto state = backend_->state();
-  for (const auto& name : model_initializer_names(compiled_))
-    if (state.count(name)) model_state_.push_back(name);
+  // The model's own state (parameters, running statistics), not the optimizer's or the
+  // loss scaler's, as the compiler recorded it.
+  for (const auto& b : compiled_.buffers())
+    if (b.role() == plan::STATE && b.from_model() && state.count(b.name()))
+      model_state_.push_back(b.name());
 }
 
 std::map<std::string, std::pair<DType, std::vector<int64_t>>> Trainer::step_inputs() const {

@@ -37,10 +37,18 @@ TensorMagnitude measure(const std::string& name, const Tensor& t) {
   return m;
 }
 
-std::string phase_of(const std::string& node) {
-  if (node.rfind("grad/", 0) == 0) return "backward";
-  if (node.rfind("optimizer/", 0) == 0 || node.rfind("amp/", 0) == 0) return "optimizer";
-  return "forward";
+// The part of the step the compiler recorded for the step's first node; the loss scaler's
+// steps (unscale, clip, the scale's update) count as the optimizer's, as in the log.
+std::string phase_of(const plan::Step& s) {
+  switch (s.source_phases_size() ? s.source_phases(0) : plan::FORWARD) {
+    case plan::BACKWARD:
+      return "backward";
+    case plan::LOSS_SCALING:
+    case plan::OPTIMIZER:
+      return "optimizer";
+    default:
+      return "forward";
+  }
 }
 
 // Thrown by the observer to stop the run at the origin.
@@ -82,7 +90,7 @@ std::optional<NonFiniteOrigin> find_nonfinite_origin(Executor& exec,
       // A fused kernel computes several nodes: all of them are named.
       std::string node;
       for (const auto& n : s.source_nodes()) node += (node.empty() ? "" : ", ") + n;
-      const std::string phase = phase_of(s.source_nodes_size() ? s.source_nodes(0) : "");
+      const std::string phase = phase_of(s);
       origin = NonFiniteOrigin{index, node, (s.domain().empty() ? "" : s.domain() + ".") + s.op(),
                                phase, m,    in_m};
       throw Found{};

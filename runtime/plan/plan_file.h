@@ -14,7 +14,8 @@
 
 namespace ampc::plan {
 
-inline constexpr uint32_t kPlanFormatVersion = 1;
+// 2: typed training signature (Plan.training) and step phases; version 1 plans are refused.
+inline constexpr uint32_t kPlanFormatVersion = 2;
 
 std::string serialize_plan(const Plan& plan);
 // The header (magic, version, size, checksum) followed by an already serialised payload.

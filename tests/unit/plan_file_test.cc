@@ -198,7 +198,8 @@ TEST(PlanFile, RoundTripsThroughSaveAndLoad) {
 TEST(PlanFile, RefusesAnotherFormatVersionNamingBoth) {
   TempDir dir;
   const std::string good = serialize_plan(sample_plan());
-  for (uint32_t version : {kPlanFormatVersion + 1, kPlanFormatVersion + 1000, 0u}) {
+  // Version 1 plans (before the training signature) are the ones users hold.
+  for (uint32_t version : {1u, kPlanFormatVersion + 1, kPlanFormatVersion + 1000, 0u}) {
     SCOPED_TRACE("version " + std::to_string(version));
     std::string bytes = good;
     write_le<uint32_t>(bytes, 8, version);
@@ -206,6 +207,7 @@ TEST(PlanFile, RefusesAnotherFormatVersionNamingBoth) {
     EXPECT_THAT(msg, HasSubstr("bad.plan"));
     EXPECT_THAT(msg, HasSubstr("version " + std::to_string(version)));
     EXPECT_THAT(msg, HasSubstr("version " + std::to_string(kPlanFormatVersion)));
+    EXPECT_THAT(msg, HasSubstr("recompile"));
     EXPECT_THAT(msg, Not(HasSubstr("checksum")));
   }
 }

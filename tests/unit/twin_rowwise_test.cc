@@ -66,7 +66,9 @@ void expect_agree(const Tensor& got, const Tensor& want, double floor, const std
 void expect_bits_equal(const Tensor& got, const Tensor& want, const std::string& what) {
   ASSERT_EQ(got.dtype(), want.dtype()) << what;
   ASSERT_EQ(got.nbytes(), want.nbytes()) << what;
-  if (got.nbytes() > 0) EXPECT_EQ(std::memcmp(got.raw(), want.raw(), got.nbytes()), 0) << what;
+  if (got.nbytes() > 0) {
+    EXPECT_EQ(std::memcmp(got.raw(), want.raw(), got.nbytes()), 0) << what;
+  }
 }
 
 // ---- The shared scalar math (kernels/shared/rowwise_fp.h) ----

@@ -209,7 +209,7 @@ void run_train(TrainArgs& args, DataParallelRun& dp) {
   const std::string& loss_name = losses[0];  // held-out evaluation reports the first loss
   // One optimizer step is `accum` runs of the plan, one micro-batch each.
   const int64_t accum = accum_steps_of(compiled);
-  const AmpOutputs amp = expose_amp_outputs(compiled);
+  const AmpOutputs amp = amp_outputs(compiled);
   // On a GPU the steps up to the next log line or checkpoint run ahead: the host waits for
   // the device once per window (step_window.h). The CPU and --find-nonfinite run one at a time.
   const int64_t ahead = device.cuda && !args.find_nonfinite ? args.log_every : 1;
@@ -257,7 +257,7 @@ void run_train(TrainArgs& args, DataParallelRun& dp) {
   // Dropout masks follow the seed and the step, so a resumed run draws the same ones.
   executor.set_random_state(args.seed, progress.step * accum);
   if (!args.checkpoint.empty()) rt::io::model_with_state(p, executor.state());
-  const float lr = compiled_lr(p, executor);
+  const float lr = compiled_lr(executor);
 
   std::ofstream log;
   if (!args.log_file.empty() && dp.rank() == 0) {  // rank 0 logs and checkpoints
