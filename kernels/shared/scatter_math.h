@@ -38,23 +38,7 @@ AMPC_HD int64_t tuple_row(const RowIndex& r, const Index* indices, int64_t t, bo
 // The compute type of a scatter with a reduction: fp32 for 16-bit floats (the CPU op widens
 // them and rounds once), the element type otherwise.
 template <typename T>
-struct ScatterElem {
-  using Math = T;
-  AMPC_HD static T load(T v) { return v; }
-  AMPC_HD static T store(T v) { return v; }
-};
-template <>
-struct ScatterElem<Half> {
-  using Math = float;
-  AMPC_HD static float load(Half v) { return shared::Elem<Half>::load(v); }
-  AMPC_HD static Half store(float v) { return shared::Elem<Half>::store(v); }
-};
-template <>
-struct ScatterElem<BFloat16> {
-  using Math = float;
-  AMPC_HD static float load(BFloat16 v) { return shared::Elem<BFloat16>::load(v); }
-  AMPC_HD static BFloat16 store(float v) { return shared::Elem<BFloat16>::store(v); }
-};
+using ScatterElem = shared::Elem<T>;
 
 // dst op src as apply_update (none: src): + and * (integers wrap around, as the x86 code of the CPU
 // op does), std::max(a, b) = a < b ? b : a, std::min(a, b) = b < a ? b : a. Floats round once per
