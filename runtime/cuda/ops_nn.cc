@@ -264,18 +264,7 @@ kc::PoolGeometry pool_geometry(const StepContext& ctx, const std::vector<int64_t
   cpu::nn::check_spatial_rank(ctx.attrs(), static_cast<int64_t>(x.size()));
   if (!ctx.attrs().has_attr("kernel_shape")) ctx.fail("attribute 'kernel_shape' is required");
   const std::vector<int64_t> in(x.begin() + 2, x.end());
-  const auto g = cpu::nn::window_geometry(ctx.attrs(), in, {}, true);
-  kc::PoolGeometry p;
-  for (int i = 0; i < 3; ++i) {
-    p.image[i] = g.image[i];
-    p.cols[i] = g.cols[i];
-    p.kernel[i] = g.kernel[i];
-    p.stride[i] = g.stride[i];
-    p.dilation[i] = g.dilation[i];
-    p.pad[i] = g.pad[i];
-    p.pad_end[i] = g.pad_end[i];
-  }
-  return p;
+  return cpu::nn::window_geometry(ctx.attrs(), in, {}, true);  // a ConvGeom: a PoolGeometry
 }
 
 Launch build_pool(StepContext& ctx) {
