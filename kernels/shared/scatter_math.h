@@ -89,6 +89,17 @@ AMPC_HD ScatterWorkspace scatter_workspace(int64_t rows, int64_t tuples) {
   return w;
 }
 
+// The workspace's int32 arrays at w's offsets.
+struct ScatterArrays {
+  int32_t *count, *start, *cursor, *row_of, *list, *sorted;
+};
+
+AMPC_HD ScatterArrays scatter_arrays(void* workspace, const ScatterWorkspace& w) {
+  char* ws = static_cast<char*>(workspace);
+  const auto at = [ws](int64_t offset) { return reinterpret_cast<int32_t*>(ws + offset); };
+  return {at(w.count), at(w.start), at(w.cursor), at(w.row_of), at(w.list), at(w.sorted)};
+}
+
 // ---- Host side ----
 
 // ScatterND's addressing for data_shape and index tuples of `depth` entries: rows (the
@@ -138,6 +149,14 @@ void visit_scatter_type(DType t, F&& f) {
     default:
       if (!visit_float(t, f)) unsupported("scatter_nd with a reduction", t);
   }
+}
+
+// f(TypeTag<T>) for the fold of a scatter: the bit-moving type of the element's size for kNone
+// (the values are only moved), else the element type (visit_scatter_type).
+template <typename F>
+void visit_scatter_fold_type(DType t, int32_t reduction, F&& f) {
+  if (reduction == kNone) return visit_bits(t, "scatter_nd", f);
+  visit_scatter_type(t, f);
 }
 
 // The reduction code, after checking that dtype supports it.
