@@ -201,12 +201,6 @@ void update_scale(const void* scale, const void* growth_tracker, const void* fou
   sh::check_launch("update_scale");
 }
 
-size_t clip_grad_norm_workspace_bytes(int64_t num_tensors, const int64_t* numels) {
-  int64_t chunks = 0;
-  for (int64_t j = 0; j < num_tensors; ++j) chunks += chunks_of(numels[j]);
-  return static_cast<size_t>(chunks + num_tensors) * sizeof(double) + 16;
-}
-
 // Workspace: the chunks' sums of squares, the tensors' squared norms, the clip coefficient.
 void clip_grad_norm(int64_t num_tensors, const DType* dtypes, const void* const* grads,
                     void* const* outs, const int64_t* numels, bool has_max_norm, float max_norm,

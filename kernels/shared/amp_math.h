@@ -3,9 +3,12 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
+#include "base/error.h"
 #include "kernels/shared/hd.h"
 #include "kernels/shared/rowwise_fp.h"
+#include "kernels/shared/rowwise_tree.h"
 
 namespace ampc::kernels::shared {
 
@@ -65,6 +68,20 @@ AMPC_HD ScaleUpdate update_scale_value(float scale, int32_t tracker, bool found_
     r.tracker = tracker + 1;
   }
   return r;
+}
+
+// ---- Host: for the kernels and the twin ----
+
+// Chunks of kAmpChunk elements (blocks) a tensor of numel elements takes.
+inline int64_t amp_chunks(int64_t numel) {
+  return ceil_div(numel, kAmpChunk);
+}
+
+inline void check_growth_interval(int64_t interval) {
+  if (interval < 1) {
+    throw Error("update_scale: growth_interval must be at least 1, got " +
+                std::to_string(interval));
+  }
 }
 
 }  // namespace ampc::kernels::shared

@@ -60,12 +60,6 @@ void update_scale(const void* scale, const void* growth_tracker, const void* fou
   *static_cast<int32_t*>(new_growth_tracker) = r.tracker;
 }
 
-size_t clip_grad_norm_workspace_bytes(int64_t num_tensors, const int64_t* numels) {
-  int64_t chunks = 0;
-  for (int64_t j = 0; j < num_tensors; ++j) chunks += chunks_of(numels[j]);
-  return static_cast<size_t>(chunks + num_tensors) * sizeof(double) + 16;
-}
-
 // Workspace: the chunks' sums of squares (tensor by tensor), the tensors' squared norms, then
 // the clip coefficient (fp32).
 void clip_grad_norm(int64_t num_tensors, const DType* dtypes, const void* const* grads,

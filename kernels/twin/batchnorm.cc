@@ -48,10 +48,6 @@ void batch_norm_inference(DType x_dtype, DType param_dtype, DType stat_dtype, co
   });
 }
 
-size_t batch_norm_training_workspace_bytes(int64_t n, int64_t c, int64_t spatial) {
-  return static_cast<size_t>(bn::workspace_layout(n, c, spatial).bytes);
-}
-
 void batch_norm_training(DType x_dtype, DType param_dtype, DType stat_dtype, const void* x,
                          int64_t n, int64_t c, int64_t spatial, const void* scale, const void* bias,
                          const void* mean, const void* var, float epsilon, float momentum, void* y,

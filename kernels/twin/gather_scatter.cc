@@ -59,12 +59,6 @@ void gather(DType dtype, const void* data, int64_t outer, int64_t axis_dim, int6
   });
 }
 
-size_t scatter_nd_workspace_bytes(const std::vector<int64_t>& data_shape, int64_t num_tuples,
-                                  int64_t depth) {
-  const dm::ScatterGeometry s = dm::scatter_geometry(data_shape, num_tuples, depth);
-  return static_cast<size_t>(dm::scatter_workspace(s.rows, num_tuples).bytes);
-}
-
 void scatter_nd(DType dtype, const void* data, const std::vector<int64_t>& data_shape,
                 DType index_dtype, const void* indices, int64_t num_tuples, int64_t depth,
                 const void* updates, ScatterReduction reduction, void* out, void* workspace,
