@@ -77,6 +77,31 @@ std::string symbol_of(size_t kernel) {
   return "ampc_kernel_" + std::to_string(kernel);
 }
 
+// module compiled by machine to an object file or assembly text (`what` names it in errors).
+llvm::SmallVector<char, 0> emit(llvm::Module& module, llvm::TargetMachine& machine,
+                                llvm::CodeGenFileType type, const char* what) {
+  llvm::SmallVector<char, 0> bytes;
+  llvm::raw_svector_ostream out(bytes);
+  llvm::legacy::PassManager passes;
+  if (machine.addPassesToEmitFile(passes, out, nullptr, type)) {
+    throw Error(std::string("the host back end cannot emit ") + what);
+  }
+  passes.run(module);
+  return bytes;
+}
+
+// module holds kernel alone for the host target, optimised as the JIT optimises it (the IR and
+// assembly listings). Prefixed: a kernel named like a C library function ("exp") must not
+// shadow it.
+void add_listed_kernel(llvm::Module& module, llvm::TargetMachine& machine,
+                       const KernelDef& kernel) {
+  module.setDataLayout(machine.createDataLayout());
+  module.setTargetTriple(machine.getTargetTriple().str());
+  add_kernel(module, kernel, "ampc_" + kernel.name(), Target::kHost);
+  tune_for_host(module);
+  optimize_module(module, machine, 2);
+}
+
 // One object file of host code for the kernels kernels[first], kernels[first + stride], ...,
 // each under the symbol symbol_of(i): built, optimised and compiled to machine code with a
 // context and a target machine of this call's own (neither may be shared between threads).
@@ -95,13 +120,8 @@ std::unique_ptr<llvm::MemoryBuffer> compile_chunk(const std::vector<const Kernel
   }
   tune_for_host(module);
   optimize_module(module, *machine, 2);
-  llvm::SmallVector<char, 0> object;
-  llvm::raw_svector_ostream out(object);
-  llvm::legacy::PassManager passes;
-  if (machine->addPassesToEmitFile(passes, out, nullptr, llvm::CodeGenFileType::ObjectFile)) {
-    throw Error("the host back end cannot emit object code");
-  }
-  passes.run(module);
+  llvm::SmallVector<char, 0> object =
+      emit(module, *machine, llvm::CodeGenFileType::ObjectFile, "object code");
   return std::make_unique<llvm::SmallVectorMemoryBuffer>(std::move(object), "ampc_host_kernels",
                                                          /*RequiresNullTerminator=*/false);
 }
@@ -169,12 +189,7 @@ std::string llvm_ir_text(const KernelDef& kernel, const std::string& sm) {
   auto machine = take(jtmb.createTargetMachine(), "LLVM host target");
   llvm::LLVMContext context;
   llvm::Module module(kernel.name(), context);
-  module.setDataLayout(machine->createDataLayout());
-  module.setTargetTriple(machine->getTargetTriple().str());
-  // Prefixed: a kernel named like a C library function ("exp") must not shadow it.
-  add_kernel(module, kernel, "ampc_" + kernel.name(), Target::kHost);
-  tune_for_host(module);
-  optimize_module(module, *machine, 2);
+  add_listed_kernel(module, *machine, kernel);
   std::string text;
   llvm::raw_string_ostream out(text);
   module.print(out, nullptr);
@@ -195,18 +210,9 @@ std::string host_assembly(const KernelDef& kernel) {
   auto machine = take(jtmb.createTargetMachine(), "LLVM host target");
   llvm::LLVMContext context;
   llvm::Module module(kernel.name(), context);
-  module.setDataLayout(machine->createDataLayout());
-  module.setTargetTriple(machine->getTargetTriple().str());
-  add_kernel(module, kernel, "ampc_" + kernel.name(), Target::kHost);
-  tune_for_host(module);
-  optimize_module(module, *machine, 2);
-  llvm::SmallVector<char, 0> text;
-  llvm::raw_svector_ostream out(text);
-  llvm::legacy::PassManager passes;
-  if (machine->addPassesToEmitFile(passes, out, nullptr, llvm::CodeGenFileType::AssemblyFile)) {
-    throw Error("the host back end cannot emit assembly");
-  }
-  passes.run(module);
+  add_listed_kernel(module, *machine, kernel);
+  const llvm::SmallVector<char, 0> text =
+      emit(module, *machine, llvm::CodeGenFileType::AssemblyFile, "assembly");
   return std::string(text.begin(), text.end());
 }
 

@@ -40,17 +40,25 @@ Value* strided_offset(llvm::IRBuilder<>& b, const KernelDef& k, const Operand& o
   return offset;
 }
 
+// Branches to body_bb when first < end, else to exit, and opens body_bb with the loop's
+// counter: a phi that starts at first (the caller adds the latch's value).
+llvm::PHINode* enter_loop(llvm::IRBuilder<>& b, llvm::BasicBlock* body_bb, Value* first, Value* end,
+                          llvm::BasicBlock* exit, const char* counter) {
+  llvm::BasicBlock* pre = b.GetInsertBlock();
+  b.CreateCondBr(b.CreateICmpSLT(first, end), body_bb, exit);
+  b.SetInsertPoint(body_bb);
+  llvm::PHINode* phi = b.CreatePHI(b.getInt64Ty(), 2, counter);
+  phi->addIncoming(first, pre);
+  return phi;
+}
+
 // for (i = from; i < to; ++i) body(i), as a rotated loop; `loop_md` tags its latch.
 void emit_loop(llvm::IRBuilder<>& b, Value* from, Value* to, llvm::MDNode* loop_md,
                const std::function<void(Value*)>& body) {
   llvm::Function* f = b.GetInsertBlock()->getParent();
-  llvm::BasicBlock* pre = b.GetInsertBlock();
   llvm::BasicBlock* loop = llvm::BasicBlock::Create(b.getContext(), "loop", f);
   llvm::BasicBlock* exit = llvm::BasicBlock::Create(b.getContext(), "loop.exit", f);
-  b.CreateCondBr(b.CreateICmpSLT(from, to), loop, exit);
-  b.SetInsertPoint(loop);
-  llvm::PHINode* i = b.CreatePHI(b.getInt64Ty(), 2, "i");
-  i->addIncoming(from, pre);
+  llvm::PHINode* i = enter_loop(b, loop, from, to, exit, "i");
   body(i);
   Value* next = b.CreateAdd(i, b.getInt64(1), "", /*HasNUW=*/true, /*HasNSW=*/true);
   i->addIncoming(next, b.GetInsertBlock());
@@ -114,12 +122,8 @@ void build_host(llvm::Function* f, const KernelDef& k) {
     // div/mod over the outer dimensions), then a vectorisable loop along the row.
     const int ndims = k.shape_size();
     Value* last = b.getInt64(k.shape(ndims - 1));
-    llvm::BasicBlock* pre = b.GetInsertBlock();
     llvm::BasicBlock* row_bb = llvm::BasicBlock::Create(c, "row", f);
-    b.CreateCondBr(b.CreateICmpSLT(begin, end), row_bb, done);
-    b.SetInsertPoint(row_bb);
-    llvm::PHINode* start = b.CreatePHI(b.getInt64Ty(), 2, "row.start");
-    start->addIncoming(begin, pre);
+    llvm::PHINode* start = enter_loop(b, row_bb, begin, end, done, "row.start");
     Value* row = b.CreateUDiv(start, last);
     Value* row_first = b.CreateMul(row, last);
     Value* row_end = b.CreateAdd(row_first, last);
@@ -169,12 +173,8 @@ void build_nvptx(llvm::Function* f, const KernelDef& k) {
       b.CreateAdd(b.CreateMul(sreg(llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_x), block_size),
                   sreg(llvm::Intrinsic::nvvm_read_ptx_sreg_tid_x));
   Value* stride = b.CreateMul(sreg(llvm::Intrinsic::nvvm_read_ptx_sreg_nctaid_x), block_size);
-  llvm::BasicBlock* pre = b.GetInsertBlock();
   llvm::BasicBlock* loop = llvm::BasicBlock::Create(c, "loop", f);
-  b.CreateCondBr(b.CreateICmpSLT(first, count), loop, done);
-  b.SetInsertPoint(loop);
-  llvm::PHINode* i = b.CreatePHI(b.getInt64Ty(), 2, "i");
-  i->addIncoming(first, pre);
+  llvm::PHINode* i = enter_loop(b, loop, first, count, done, "i");
   std::vector<Value*> offsets;
   for (const Operand& op : k.inputs()) {
     if (op.scalar()) {

@@ -98,6 +98,30 @@ void col2im(const ConvGeom& g, const T* col, int64_t channels, T* y) {
   }
 }
 
+// out [group x mg rows of ld] = w [group x mg x cgk] x col [group x cgk rows of ld]: one GEMM
+// per group.
+template <typename T>
+void grouped_gemm(const T* w, const T* col, T* out, int64_t group, int64_t mg, int64_t cgk,
+                  int64_t ld) {
+  for (int64_t gi = 0; gi < group; ++gi) {
+    gemm(false, false, mg, ld, cgk, T(1), w + gi * mg * cgk, cgk, col + gi * cgk * ld, ld, T(0),
+         out + gi * mg * ld, ld);
+  }
+}
+
+// The GEMM result out [m, nb images x len] back to y [nb, m, p]: copy(src, dst, bias value)
+// for every image b and output channel mi, src = out's row mi at b * len, dst = y's row (b, mi).
+template <typename T, typename Copy>
+void for_each_output(const T* out, int64_t len, const T* bias, T* y, int64_t nb, int64_t m,
+                     int64_t p, Copy copy) {
+  const int64_t ld = nb * len;
+#pragma omp parallel for collapse(2) if (m * ld > (1 << 18))
+  for (int64_t b = 0; b < nb; ++b) {
+    for (int64_t mi = 0; mi < m; ++mi)
+      copy(out + mi * ld + b * len, y + (b * m + mi) * p, bias ? bias[mi] : T(0));
+  }
+}
+
 // Convolution with stride 1 everywhere: the input is copied once into a zero-padded buffer
 // of extent P[d] = cols[d] + (kernel[d] - 1) * dilation[d]. Then the column row of a
 // kernel offset is one contiguous slice of each padded image: output position (o0, o1, o2)
@@ -146,24 +170,16 @@ void conv_forward_unit_stride(const ConvGeom& g, const T* x, const T* w, const T
         std::copy(src, src + len, col.get() + r * ld + b * len);
       }
     }
-    for (int64_t gi = 0; gi < group; ++gi) {
-      gemm(false, false, mg, ld, cg * k, T(1), w + gi * mg * cg * k, cg * k,
-           col.get() + gi * cg * k * ld, ld, T(0), out.get() + gi * mg * ld, ld);
-    }
-#pragma omp parallel for collapse(2) if (m * ld > (1 << 18))
-    for (int64_t b = 0; b < nb; ++b) {
-      for (int64_t mi = 0; mi < m; ++mi) {
-        const T* src = out.get() + mi * ld + b * len;
-        T* dst = y + ((n0 + b) * m + mi) * p;
-        const T bv = bias ? bias[mi] : T(0);
-        for (int64_t o0 = 0; o0 < g.cols[0]; ++o0) {
-          for (int64_t o1 = 0; o1 < g.cols[1]; ++o1, dst += g.cols[2]) {
-            const T* row = src + (o0 * P[1] + o1) * P[2];
-            for (int64_t o2 = 0; o2 < g.cols[2]; ++o2) dst[o2] = row[o2] + bv;
-          }
-        }
-      }
-    }
+    grouped_gemm(w, col.get(), out.get(), group, mg, cg * k, ld);
+    for_each_output(out.get(), len, bias, y + n0 * m * p, nb, m, p,
+                    [&](const T* src, T* dst, T bv) {
+                      for (int64_t o0 = 0; o0 < g.cols[0]; ++o0) {
+                        for (int64_t o1 = 0; o1 < g.cols[1]; ++o1, dst += g.cols[2]) {
+                          const T* row = src + (o0 * P[1] + o1) * P[2];
+                          for (int64_t o2 = 0; o2 < g.cols[2]; ++o2) dst[o2] = row[o2] + bv;
+                        }
+                      }
+                    });
   }
 }
 
@@ -193,10 +209,7 @@ void conv_forward(const ConvGeom& g, const T* x, const T* w, const T* bias, T* y
       colp = col.get();
     }
     T* out = nb == 1 ? y + n0 * m * p : tmp.get();
-    for (int64_t gi = 0; gi < group; ++gi) {
-      gemm(false, false, mg, ld, cg * k, T(1), w + gi * mg * cg * k, cg * k,
-           colp + gi * cg * k * ld, ld, T(0), out + gi * mg * ld, ld);
-    }
+    grouped_gemm(w, colp, out, group, mg, cg * k, ld);
     if (nb == 1) {
       if (!bias) continue;
 #pragma omp parallel for if (m * p > (1 << 18))
@@ -206,15 +219,9 @@ void conv_forward(const ConvGeom& g, const T* x, const T* w, const T* bias, T* y
       }
       continue;
     }
-#pragma omp parallel for collapse(2) if (m * ld > (1 << 18))
-    for (int64_t b = 0; b < nb; ++b) {
-      for (int64_t mi = 0; mi < m; ++mi) {
-        const T* src = tmp.get() + mi * ld + b * p;
-        T* dst = y + ((n0 + b) * m + mi) * p;
-        const T bv = bias ? bias[mi] : T(0);
-        for (int64_t j = 0; j < p; ++j) dst[j] = src[j] + bv;
-      }
-    }
+    for_each_output(tmp.get(), p, bias, y + n0 * m * p, nb, m, p, [&](const T* src, T* dst, T bv) {
+      for (int64_t j = 0; j < p; ++j) dst[j] = src[j] + bv;
+    });
   }
 }
 

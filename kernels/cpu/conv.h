@@ -4,22 +4,18 @@
 
 #include <cstdint>
 
+#include "kernels/shared/kernel_args.h"
+
 namespace ampc::kernels::cpu {
 
 // How a sliding window maps between the "image" side (convolution input, transposed
 // convolution output, pooling input) and the "column" side (one position per window:
-// convolution output, transposed convolution input, pooling output):
+// convolution output, transposed convolution input, pooling output): the fields of
+// kernels/shared/kernel_args.h's PoolGeometry (image, cols, kernel, stride, dilation, pad,
+// pad_end), which the CUDA pooling kernels take as they are.
 //   image index = column index * stride - pad + kernel index * dilation.
 // Image indices outside [0, image) are padding. pad may be negative (extra room at the start).
-struct ConvGeom {
-  int64_t image[3] = {1, 1, 1};
-  int64_t cols[3] = {1, 1, 1};
-  int64_t kernel[3] = {1, 1, 1};
-  int64_t stride[3] = {1, 1, 1};
-  int64_t dilation[3] = {1, 1, 1};
-  int64_t pad[3] = {0, 0, 0};      // at the start of each dimension
-  int64_t pad_end[3] = {0, 0, 0};  // at the end (pooling divisors only)
-
+struct ConvGeom : shared::PoolGeometry {
   int64_t image_size() const { return image[0] * image[1] * image[2]; }
   int64_t cols_size() const { return cols[0] * cols[1] * cols[2]; }
   int64_t kernel_size() const { return kernel[0] * kernel[1] * kernel[2]; }

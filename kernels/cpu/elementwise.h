@@ -47,51 +47,52 @@ inline void binary_row(const A* a, int64_t sa, const B* b, int64_t sb, Out* y, i
   }
 }
 
-// y[out_shape] = f(a broadcast, b broadcast). The work is a list of rows over the innermost
-// (collapsed) dimension; a fully collapsed walk is cut into chunks so threads can share it.
+// The rows a broadcast map walks: rows over the innermost (collapsed) dimension; a fully
+// collapsed walk is cut into chunks so threads can share it. row(first, off, len) for each row:
+// y's row starts at `first`, off[k] is operand k's element offset, len its length.
+template <size_t K, typename Row>
+void for_each_broadcast_row(const BroadcastPlan& p, Row row) {
+  const bool flat = p.shape.size() == 1;
+  constexpr int64_t kChunk = 8192;
+  const int64_t n = flat ? std::min(kChunk, p.inner()) : p.inner();
+  const int64_t rows = flat ? (p.inner() + kChunk - 1) / kChunk : p.rows();
+#pragma omp parallel for schedule(static) if (p.numel >= kParallelThreshold)
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t off[K];
+    for (size_t k = 0; k < K; ++k) off[k] = r * n * p.strides[k].back();
+    if (!flat) p.row_offsets(r, off);
+    row(r * n, off, std::min(n, p.numel - r * n));
+  }
+}
+
+// y[out_shape] = f(a broadcast, b broadcast).
 template <typename A, typename B, typename Out, typename F>
 void binary_map(const A* a, const Shape& a_shape, const B* b, const Shape& b_shape, Out* y,
                 const Shape& out_shape, F f) {
   const BroadcastPlan p = make_broadcast_plan(out_shape, {a_shape, b_shape});
   if (p.numel == 0) return;
   const int64_t sa = p.strides[0].back(), sb = p.strides[1].back();
-  const bool flat = p.shape.size() == 1;
-  constexpr int64_t kChunk = 8192;
-  const int64_t n = flat ? std::min(kChunk, p.inner()) : p.inner();
-  const int64_t rows = flat ? (p.inner() + kChunk - 1) / kChunk : p.rows();
-#pragma omp parallel for schedule(static) if (p.numel >= kParallelThreshold)
-  for (int64_t r = 0; r < rows; ++r) {
-    int64_t off[2] = {r * n * sa, r * n * sb};
-    if (!flat) p.row_offsets(r, off);
-    const int64_t len = std::min(n, p.numel - r * n);
-    binary_row(a + off[0], sa, b + off[1], sb, y + r * n, len, f);
-  }
+  for_each_broadcast_row<2>(p, [&](int64_t first, const int64_t* off, int64_t len) {
+    binary_row(a + off[0], sa, b + off[1], sb, y + first, len, f);
+  });
 }
 
-// y[out_shape] = f(a, b, c), all three broadcast (Where); rows as in binary_map.
+// y[out_shape] = f(a, b, c), all three broadcast (Where).
 template <typename A, typename B, typename C, typename Out, typename F>
 void ternary_map(const A* a, const Shape& a_shape, const B* b, const Shape& b_shape, const C* c,
                  const Shape& c_shape, Out* y, const Shape& out_shape, F f) {
   const BroadcastPlan p = make_broadcast_plan(out_shape, {a_shape, b_shape, c_shape});
   if (p.numel == 0) return;
   const int64_t sa = p.strides[0].back(), sb = p.strides[1].back(), sc = p.strides[2].back();
-  const bool flat = p.shape.size() == 1;
-  constexpr int64_t kChunk = 8192;
-  const int64_t n = flat ? std::min(kChunk, p.inner()) : p.inner();
-  const int64_t rows = flat ? (p.inner() + kChunk - 1) / kChunk : p.rows();
-#pragma omp parallel for schedule(static) if (p.numel >= kParallelThreshold)
-  for (int64_t r = 0; r < rows; ++r) {
-    int64_t off[3] = {r * n * sa, r * n * sb, r * n * sc};
-    if (!flat) p.row_offsets(r, off);
+  for_each_broadcast_row<3>(p, [&](int64_t first, const int64_t* off, int64_t len) {
     const A* ar = a + off[0];
     const B* br = b + off[1];
     const C* cr = c + off[2];
-    Out* yr = y + r * n;
-    const int64_t len = std::min(n, p.numel - r * n);
+    Out* yr = y + first;
     for (int64_t i = 0; i < len; ++i) {
       yr[i] = store<Out>(f(load(ar[i * sa]), load(br[i * sb]), load(cr[i * sc])));
     }
-  }
+  });
 }
 
 }  // namespace ampc::kernels::cpu

@@ -4,26 +4,18 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/shared/pool_math.h"
+
 namespace ampc::kernels::cpu {
 namespace {
 
 constexpr int64_t kParallelWork = 1 << 18;
 
-// The taps t in [0, k) whose position start + t * dilation lies in [lo_bound, hi_bound).
-inline void tap_range(int64_t start, int64_t k, int64_t dilation, int64_t lo_bound,
-                      int64_t hi_bound, int64_t* lo, int64_t* hi) {
-  int64_t l = start >= lo_bound ? 0 : (lo_bound - start + dilation - 1) / dilation;
-  int64_t h = start < hi_bound ? (hi_bound - start + dilation - 1) / dilation : 0;
-  if (h > k) h = k;
-  if (l > h) l = h;
-  *lo = l;
-  *hi = h;
-}
-
-// The valid tap ranges of one output position in all three dimensions.
-struct Window {
-  int64_t start[3], lo[3], hi[3];
-};
+// The window helpers are pool_math.h's, which the CUDA pooling kernels and their twins use too.
+using shared::pool::column_major_offset;
+using shared::pool::tap_range;
+using shared::pool::Window;
+using shared::pool::window_count;
 
 // Per dimension and output coordinate: window start and its taps inside the image.
 struct WindowTable {
@@ -148,27 +140,14 @@ void max_pool(const ConvGeom& g, const T* x, int64_t planes, T* y, int64_t* indi
     y[out] = best;
     if (!indices) return;
     if (arg < 0) arg = 0;
-    if (column_major) {
-      const int64_t i2 = arg % g.image[2], i1 = (arg / g.image[2]) % g.image[1];
-      const int64_t i0 = arg / (g.image[2] * g.image[1]);
-      arg = i0 + i1 * g.image[0] + i2 * g.image[0] * g.image[1];
-    }
-    indices[out] = pl * img + arg;
+    indices[out] = pl * img + (column_major ? column_major_offset(g, arg) : arg);
   });
 }
 
 template <typename T>
 void avg_pool(const ConvGeom& g, const T* x, int64_t planes, T* y, bool count_include_pad) {
   auto divide = [&](T sum, const Window& w) {
-    int64_t count = 1;
-    for (int d = 0; d < 3; ++d) {
-      int64_t lo = w.lo[d], hi = w.hi[d];
-      if (count_include_pad) {
-        tap_range(w.start[d], g.kernel[d], g.dilation[d], -g.pad[d], g.image[d] + g.pad_end[d], &lo,
-                  &hi);
-      }
-      count *= hi - lo;
-    }
+    const int64_t count = window_count(g, w, count_include_pad);
     return count > 0 ? sum / static_cast<T>(count) : T(0);
   };
   pool_by_rows(

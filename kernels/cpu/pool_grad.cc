@@ -4,18 +4,15 @@
 #include <vector>
 
 #include "kernels/cpu/pool.h"
+#include "kernels/shared/pool_math.h"
 
 namespace ampc::kernels::cpu {
 namespace {
 
-// The taps t in [0, k) whose position start + t * dilation lies in [lo_bound, hi_bound).
-void tap_range(int64_t start, int64_t k, int64_t dilation, int64_t lo_bound, int64_t hi_bound,
-               int64_t* lo, int64_t* hi) {
-  int64_t l = start >= lo_bound ? 0 : (lo_bound - start + dilation - 1) / dilation;
-  int64_t h = start < hi_bound ? (hi_bound - start + dilation - 1) / dilation : 0;
-  *hi = std::min(h, k);
-  *lo = std::min(l, *hi);
-}
+// The window helpers are pool_math.h's, which the CUDA pooling kernels and their twins use too.
+using shared::pool::Window;
+using shared::pool::window_at;
+using shared::pool::window_count;
 
 }  // namespace
 
@@ -39,17 +36,9 @@ void avg_pool_grad(const ConvGeom& g, const T* dy, int64_t planes, T* dx, bool c
       for (int64_t o1 = 0; o1 < g.cols[1]; ++o1) {
         for (int64_t o2 = 0; o2 < g.cols[2]; ++o2) {
           const int64_t o[3] = {o0, o1, o2};
-          int64_t start[3], lo[3], hi[3], count = 1;
-          for (int d = 0; d < 3; ++d) {
-            start[d] = o[d] * g.stride[d] - g.pad[d];
-            tap_range(start[d], g.kernel[d], g.dilation[d], 0, g.image[d], &lo[d], &hi[d]);
-            int64_t cl = lo[d], ch = hi[d];
-            if (count_include_pad) {
-              tap_range(start[d], g.kernel[d], g.dilation[d], -g.pad[d], g.image[d] + g.pad_end[d],
-                        &cl, &ch);
-            }
-            count *= ch - cl;
-          }
+          const Window w = window_at(g, o);
+          const int64_t *start = w.start, *lo = w.lo, *hi = w.hi;
+          const int64_t count = window_count(g, w, count_include_pad);
           if (count <= 0) continue;
           const T share = dy[(pl * g.cols[0] + o0) * g.cols[1] * g.cols[2] + o1 * g.cols[2] + o2] /
                           static_cast<T>(count);

@@ -50,7 +50,9 @@ __device__ void with_type(DType d, F f) {
   }
 }
 
-__global__ void unscale_kernel(TensorTable t, const float* inv_scale, bool* found_inf) {
+// UnscaleCheck (factor: inv_scale, found_inf set when some element is not finite) and
+// ClipGradNorm's clipping (factor: the coefficient, found_inf null): out = in * factor.
+__global__ void scale_kernel(TensorTable t, const float* factor, bool* found_inf) {
   const int64_t chunk = blockIdx.x;
   const int j = find_tensor(t, chunk);
   const int64_t start = (chunk - t.first_chunk[j]) * sh::kAmpChunk;
@@ -58,17 +60,14 @@ __global__ void unscale_kernel(TensorTable t, const float* inv_scale, bool* foun
   bool bad = false;
   with_type(t.dtype[j], [&](auto tag) {
     using T = decltype(tag);
-    using M = typename sh::Elem<T>::Math;
     const T* x = static_cast<const T*>(t.in[j]);
     T* y = static_cast<T*>(t.out[j]);
-    const M s = static_cast<M>(*inv_scale);
-    for (int64_t i = start + threadIdx.x; i < end; i += blockDim.x) {
-      const M v = sh::Elem<T>::load(x[i]);
-      bad |= !sh::is_finite(v);
-      y[i] = sh::Elem<T>::store(sh::unscale_value(v, s));
-    }
+    const auto f = static_cast<typename sh::Elem<T>::Math>(*factor);
+    for (int64_t i = start + threadIdx.x; i < end; i += blockDim.x)
+      bad |= sh::scale_element(x, y, i, f);
   });
-  if (__syncthreads_or(bad) && threadIdx.x == 0) *found_inf = true;
+  // found_inf is the same for the whole block, so every thread or none reaches the barrier.
+  if (found_inf && __syncthreads_or(bad) && threadIdx.x == 0) *found_inf = true;
 }
 
 __global__ void update_scale_kernel(const float* scale, const int32_t* tracker,
@@ -104,39 +103,15 @@ __global__ void clip_partial_kernel(TensorTable t, double* partial) {
 __global__ void clip_norm_kernel(TensorTable t, const double* partial, double* norm_sq) {
   const int j = threadIdx.x;
   if (j >= t.count) return;
-  double sum = 0.0;
-  for (int64_t c = t.first_chunk[j]; c < t.first_chunk[j + 1]; ++c)
-    sum = sh::add(sum, partial[t.global_chunk + c]);
-  norm_sq[t.first_tensor + j] = sh::norm_squared(sum);
+  norm_sq[t.first_tensor + j] = sh::tensor_norm_squared(partial + t.global_chunk + t.first_chunk[j],
+                                                        t.first_chunk[j + 1] - t.first_chunk[j]);
 }
 
 __global__ void clip_total_kernel(const double* norm_sq, int64_t count, bool has_max_norm,
                                   float max_norm, float* total_norm, float* coef) {
-  double sum = 0.0;
-  for (int64_t j = 0; j < count; ++j) sum = sh::add(sum, norm_sq[j]);
-  const float total = sh::total_norm_of(sum);
+  const float total = sh::total_norm_from(norm_sq, count);
   *total_norm = total;
   if (has_max_norm) *coef = sh::clip_coef(max_norm, total);
-}
-
-__global__ void clip_scale_kernel(TensorTable t, const float* coef) {
-  const int64_t chunk = blockIdx.x;
-  const int j = find_tensor(t, chunk);
-  const int64_t start = (chunk - t.first_chunk[j]) * sh::kAmpChunk;
-  const int64_t end = t.numel[j] < start + sh::kAmpChunk ? t.numel[j] : start + sh::kAmpChunk;
-  with_type(t.dtype[j], [&](auto tag) {
-    using T = decltype(tag);
-    using M = typename sh::Elem<T>::Math;
-    const T* x = static_cast<const T*>(t.in[j]);
-    T* y = static_cast<T*>(t.out[j]);
-    const M c = static_cast<M>(*coef);
-    for (int64_t i = start + threadIdx.x; i < end; i += blockDim.x)
-      y[i] = sh::Elem<T>::store(sh::mul(sh::Elem<T>::load(x[i]), c));
-  });
-}
-
-int64_t chunks_of(int64_t numel) {
-  return sh::ceil_div(numel, sh::kAmpChunk);
 }
 
 // Calls f(table, chunks in the table) for consecutive tables of the list; empty tensors are
@@ -160,7 +135,7 @@ void for_each_table(const char* what, int64_t num_tensors, const DType* dtypes,
       t.in[e] = ins[j];
       t.out[e] = outs ? outs[j] : nullptr;
       t.dtype[e] = dtypes[j];
-      chunks += chunks_of(numels[j]);
+      chunks += sh::amp_chunks(numels[j]);
     }
     t.first_chunk[t.count] = chunks;
     f(t, chunks);
@@ -179,7 +154,7 @@ void unscale_check(int64_t num_tensors, const DType* dtypes, const void* const* 
   for_each_table(what, num_tensors, dtypes, grads, outs, numels,
                  [&](const TensorTable& t, int64_t chunks) {
                    if (chunks == 0) return;
-                   unscale_kernel<<<sh::grid_of(chunks, what), sh::kAmpThreads, 0, stream>>>(
+                   scale_kernel<<<sh::grid_of(chunks, what), sh::kAmpThreads, 0, stream>>>(
                        t, static_cast<const float*>(inv_scale), static_cast<bool*>(found_inf));
                    sh::check_launch(what);
                  });
@@ -189,10 +164,7 @@ void update_scale(const void* scale, const void* growth_tracker, const void* fou
                   float growth_factor, float backoff_factor, int64_t growth_interval,
                   bool has_min_scale, float min_scale, bool has_max_scale, float max_scale,
                   void* new_scale, void* new_growth_tracker, cudaStream_t stream) {
-  if (growth_interval < 1) {
-    throw Error("update_scale: growth_interval must be at least 1, got " +
-                std::to_string(growth_interval));
-  }
+  sh::check_growth_interval(growth_interval);
   update_scale_kernel<<<1, 1, 0, stream>>>(
       static_cast<const float*>(scale), static_cast<const int32_t*>(growth_tracker),
       static_cast<const bool*>(found_inf), growth_factor, backoff_factor, growth_interval,
@@ -201,19 +173,13 @@ void update_scale(const void* scale, const void* growth_tracker, const void* fou
   sh::check_launch("update_scale");
 }
 
-size_t clip_grad_norm_workspace_bytes(int64_t num_tensors, const int64_t* numels) {
-  int64_t chunks = 0;
-  for (int64_t j = 0; j < num_tensors; ++j) chunks += chunks_of(numels[j]);
-  return static_cast<size_t>(chunks + num_tensors) * sizeof(double) + 16;
-}
-
 // Workspace: the chunks' sums of squares, the tensors' squared norms, the clip coefficient.
 void clip_grad_norm(int64_t num_tensors, const DType* dtypes, const void* const* grads,
                     void* const* outs, const int64_t* numels, bool has_max_norm, float max_norm,
                     void* total_norm, void* workspace, cudaStream_t stream) {
   const char* what = "clip_grad_norm";
   int64_t total_chunks = 0;
-  for (int64_t j = 0; j < num_tensors; ++j) total_chunks += chunks_of(numels[j]);
+  for (int64_t j = 0; j < num_tensors; ++j) total_chunks += sh::amp_chunks(numels[j]);
   double* partial = static_cast<double*>(workspace);
   double* norm_sq = partial + total_chunks;
   float* coef = reinterpret_cast<float*>(norm_sq + num_tensors);
@@ -234,7 +200,7 @@ void clip_grad_norm(int64_t num_tensors, const DType* dtypes, const void* const*
   for_each_table(
       what, num_tensors, dtypes, grads, outs, numels, [&](const TensorTable& t, int64_t chunks) {
         if (chunks == 0) return;
-        clip_scale_kernel<<<sh::grid_of(chunks, what), sh::kAmpThreads, 0, stream>>>(t, coef);
+        scale_kernel<<<sh::grid_of(chunks, what), sh::kAmpThreads, 0, stream>>>(t, coef, nullptr);
         sh::check_launch(what);
       });
 }

@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "base/dtype.h"
+#include "kernels/shared/workspace_bytes.h"
 
 namespace ampc::kernels::cuda {
 
@@ -29,7 +30,7 @@ void update_scale(const void* scale, const void* growth_tracker, const void* fou
                   void* new_scale, void* new_growth_tracker, cudaStream_t stream);
 
 // Device workspace that clip_grad_norm needs for these gradient sizes.
-size_t clip_grad_norm_workspace_bytes(int64_t num_tensors, const int64_t* numels);
+using shared::clip_grad_norm_workspace_bytes;
 
 // ClipGradNorm (torch.nn.utils.clip_grad_norm_, 2-norm): total_norm (device f32 scalar) =
 // the 2-norm of the per-tensor norms (fp64 sums, each norm rounded to fp32); with

@@ -28,7 +28,7 @@ __global__ void __launch_bounds__(bn::kThreads)
   bn::chunk_range(count, splits, s, &begin, &end);
   const M v = bn::thread_sum<M>(x, ch, c, spatial, begin, end, static_cast<int>(threadIdx.x));
   const M total =
-      detail::block_tree_sum<bn::kThreads>(v, scratch, [](M a, M b) { return bn::b_add(a, b); });
+      detail::block_tree_sum<bn::kThreads>(v, scratch, [](M a, M b) { return shared::add(a, b); });
   if (threadIdx.x == 0) part_sum[blockIdx.x] = total;
 }
 
@@ -43,7 +43,7 @@ __global__ void __launch_bounds__(bn::kThreads)
   const M m = bn::combine_mean(part_sum + ch * splits, splits, count);
   const M v = bn::thread_sq_dev<M>(x, ch, c, spatial, begin, end, static_cast<int>(threadIdx.x), m);
   const M total =
-      detail::block_tree_sum<bn::kThreads>(v, scratch, [](M a, M b) { return bn::b_add(a, b); });
+      detail::block_tree_sum<bn::kThreads>(v, scratch, [](M a, M b) { return shared::add(a, b); });
   if (threadIdx.x == 0) part_sq[blockIdx.x] = total;
 }
 
@@ -84,8 +84,7 @@ __global__ void inference_kernel(const T* __restrict__ x, int64_t c, int64_t spa
   for (int64_t pl = blockIdx.y; pl < planes; pl += gridDim.y) {
     const int64_t ch = pl % c;
     M a, b;
-    bn::fold(bn::b_load<M>(scale, ch), bn::b_load<M>(bias, ch), bn::b_load<M>(mean, ch),
-             bn::b_load<M>(var, ch), eps, &a, &b);
+    bn::fold_channel(ch, scale, bias, mean, var, eps, &a, &b);
     const T* xp = x + pl * spatial;
     T* yp = y + pl * spatial;
     AMPC_GRID_STRIDE(int64_t, j, spatial)
@@ -122,10 +121,6 @@ void batch_norm_inference(DType x_dtype, DType param_dtype, DType stat_dtype, co
   });
 }
 
-size_t batch_norm_training_workspace_bytes(int64_t n, int64_t c, int64_t spatial) {
-  return static_cast<size_t>(bn::workspace_layout(n, c, spatial).bytes);
-}
-
 void batch_norm_training(DType x_dtype, DType param_dtype, DType stat_dtype, const void* x,
                          int64_t n, int64_t c, int64_t spatial, const void* scale, const void* bias,
                          const void* mean, const void* var, float epsilon, float momentum, void* y,
@@ -140,11 +135,7 @@ void batch_norm_training(DType x_dtype, DType param_dtype, DType stat_dtype, con
     const bn::Workspace w = bn::workspace_layout(n, c, spatial);
     const int64_t count = n * spatial, splits = w.splits, blocks = c * splits;
     if (blocks >= (int64_t(1) << 31)) throw Error("batch_norm_training: too many channels");
-    char* ws = static_cast<char*>(workspace);
-    M* part_sum = reinterpret_cast<M*>(ws + w.part_sum);
-    M* part_sq = reinterpret_cast<M*>(ws + w.part_sq);
-    M* a = reinterpret_cast<M*>(ws + w.a);
-    M* b = reinterpret_cast<M*>(ws + w.b);
+    const auto [part_sum, part_sq, a, b] = bn::workspace_arrays<M>(workspace, w);
     const T* xs = static_cast<const T*>(x);
     chunk_sum_kernel<M, T><<<static_cast<unsigned>(blocks), bn::kThreads, 0, stream>>>(
         xs, c, spatial, count, splits, part_sum);

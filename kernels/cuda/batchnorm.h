@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "base/dtype.h"
+#include "kernels/shared/workspace_bytes.h"
 
 namespace ampc::kernels::cuda {
 
@@ -29,7 +30,7 @@ void batch_norm_inference(DType x_dtype, DType param_dtype, DType stat_dtype, co
 // running_var_out likewise with the biased batch variance, saved_mean / saved_var = the batch
 // statistics (opset < 14). All four have stat_dtype. workspace: device memory of
 // batch_norm_training_workspace_bytes(n, c, spatial) bytes (256-byte aligned).
-size_t batch_norm_training_workspace_bytes(int64_t n, int64_t c, int64_t spatial);
+using shared::batch_norm_training_workspace_bytes;
 void batch_norm_training(DType x_dtype, DType param_dtype, DType stat_dtype, const void* x,
                          int64_t n, int64_t c, int64_t spatial, const void* scale, const void* bias,
                          const void* mean, const void* var, float epsilon, float momentum, void* y,

@@ -194,36 +194,22 @@ void contiguous_copy(DType dtype, const void* src, void* dst, int64_t numel, cud
 void concat(DType dtype, const std::vector<const void*>& inputs,
             const std::vector<int64_t>& axis_sizes, int64_t outer, int64_t inner, void* out,
             cudaStream_t stream) {
-  if (inputs.size() != axis_sizes.size())
-    throw Error("concat: " + std::to_string(inputs.size()) + " inputs but " +
-                std::to_string(axis_sizes.size()) + " axis sizes");
-  int64_t total = 0;
-  for (int64_t a : axis_sizes) total += a;
-  int64_t offset = 0;
-  for (size_t k = 0; k < inputs.size(); ++k) {
-    const int64_t row = axis_sizes[k] * inner;
-    strided_copy(dtype, {outer, row}, inputs[k], 0, {row, 1}, out, offset * inner,
-                 {total * inner, 1}, stream);
-    offset += axis_sizes[k];
-  }
+  sh::dm::for_each_joined_part(
+      "concat", "inputs", inputs.size(), axis_sizes, inner,
+      [&](size_t k, int64_t row, int64_t offset, int64_t joined) {
+        strided_copy(dtype, {outer, row}, inputs[k], 0, {row, 1}, out, offset, {joined, 1}, stream);
+      });
 }
 
 void split(DType dtype, const void* in, int64_t outer, int64_t inner,
            const std::vector<int64_t>& axis_sizes, const std::vector<void*>& outputs,
            cudaStream_t stream) {
-  if (outputs.size() != axis_sizes.size())
-    throw Error("split: " + std::to_string(outputs.size()) + " outputs but " +
-                std::to_string(axis_sizes.size()) + " axis sizes");
-  int64_t total = 0;
-  for (int64_t a : axis_sizes) total += a;
-  int64_t offset = 0;
-  for (size_t k = 0; k < outputs.size(); ++k) {
-    const int64_t row = axis_sizes[k] * inner;
-    if (outputs[k])
-      strided_copy(dtype, {outer, row}, in, offset * inner, {total * inner, 1}, outputs[k], 0,
-                   {row, 1}, stream);
-    offset += axis_sizes[k];
-  }
+  sh::dm::for_each_joined_part("split", "outputs", outputs.size(), axis_sizes, inner,
+                               [&](size_t k, int64_t row, int64_t offset, int64_t joined) {
+                                 if (outputs[k])
+                                   strided_copy(dtype, {outer, row}, in, offset, {joined, 1},
+                                                outputs[k], 0, {row, 1}, stream);
+                               });
 }
 
 }  // namespace ampc::kernels::cuda

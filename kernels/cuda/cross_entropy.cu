@@ -75,20 +75,12 @@ template <typename T, int kThreads>
 __global__ void __launch_bounds__(sh::block_threads(kThreads))
     ce_rows(const T* x, T* log_prob, CeArgs a) {
   __shared__ float smem[sh::kWarpSize];
-  constexpr int kRows = kThreads == sh::kWarpSize ? sh::kRowsPerWarpBlock : 1;
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * kRows + threadIdx.x / kThreads;
-  if (row >= a.n) return;
-  const int t = threadIdx.x % kThreads;
-  const sh::RowPlan plan{kThreads, sh::row_plan(a.c).vec};
+  int t;
+  const int64_t row = sh::block_row<kThreads>(a.n, &t);
+  if (row < 0) return;
   const T* xr = x + row * a.c;
-  // 512-thread rows (n >= 16384) never fit: not compiled there (it would cost registers).
-  if constexpr (kThreads != 512) {
-    if (sh::row_fits_cache(a.c, kThreads)) {  // uniform across the block
-      ce_row<kThreads>(sh::CachedRow<T>(xr, a.c, plan, t), row, xr, log_prob, smem, a);
-      return;
-    }
-  }
-  ce_row<kThreads>(sh::StreamedRow<T>{xr, a.c, plan, t}, row, xr, log_prob, smem, a);
+  sh::with_row_part<kThreads>(
+      xr, a.c, t, [&](const auto& part) { ce_row<kThreads>(part, row, xr, log_prob, smem, a); });
 }
 
 template <typename T>
@@ -161,11 +153,6 @@ void launch(const T* x, T* log_prob, const CeArgs& a, CeReduction reduction, cud
 }
 
 }  // namespace
-
-size_t softmax_cross_entropy_workspace_bytes(int64_t n, int64_t, int64_t d, CeReduction reduction) {
-  if (reduction == CeReduction::kNone) return 0;
-  return static_cast<size_t>(2 * n * d) * sizeof(float);
-}
 
 void softmax_cross_entropy(DType dtype, const void* scores, DType label_dtype, const void* labels,
                            int64_t n, int64_t c, int64_t d, DType weight_dtype, const void* weight,

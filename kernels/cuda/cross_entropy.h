@@ -9,14 +9,14 @@
 
 #include "base/dtype.h"
 #include "kernels/shared/kernel_args.h"
+#include "kernels/shared/workspace_bytes.h"
 
 namespace ampc::kernels::cuda {
 
 using shared::CeReduction;
 
 // Device workspace that softmax_cross_entropy needs (0 for kNone).
-size_t softmax_cross_entropy_workspace_bytes(int64_t n, int64_t c, int64_t d,
-                                             CeReduction reduction);
+using shared::softmax_cross_entropy_workspace_bytes;
 
 // log_prob = log_softmax(scores) over c; loss[i, j] = -log_prob[i, label[i, j], j] *
 // weight[label] (0 where has_ignore_index and label == ignore_index); kNone writes loss [n, d],

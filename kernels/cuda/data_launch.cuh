@@ -1,6 +1,7 @@
 // Launch helpers shared by the data-movement, elementwise, pooling and BatchNorm kernels
 // (copy.cu, pad.cu, gather_scatter.cu, elementwise.cu, pool.cu, batchnorm.cu): grid sizes for
-// grid-stride loops, the error check after a launch, and a block's fixed-order tree sum.
+// grid-stride loops, the error check after a launch, a grid-stride runner of a per-index functor
+// and a block's fixed-order tree sum.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -38,6 +39,24 @@ inline void check_call(cudaError_t e, const char* what) {
 #define AMPC_GRID_STRIDE(I, i, n)                                                          \
   for (I i = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; i < static_cast<I>(n); \
        i += static_cast<I>(blockDim.x) * gridDim.x)
+
+template <typename F>
+__global__ void for_each_index_kernel(int64_t n, F f) {
+  AMPC_GRID_STRIDE(int64_t, k, n) f(k);
+}
+
+// The device runner of kernels/shared's run_* dispatchers (the twins pass a host loop):
+// f(k) for every k in [0, n), one thread per k (grid-stride) on `stream`. f is a functor with
+// an AMPC_HD operator(), passed to the kernel by value.
+struct GridRun {
+  cudaStream_t stream;
+  template <typename F>
+  void operator()(const char* what, int64_t n, const F& f) const {
+    if (n <= 0) return;
+    for_each_index_kernel<<<grid_for(n), kThreads, 0, stream>>>(n, f);
+    check_launch(what);
+  }
+};
 
 // The sum of v over a block of kBlock threads (a power of two >= 32) in a fixed order: a tree
 // v[t] += v[t + s] for s = kBlock/2 down to 1 (shared memory while s >= 32, then warp

@@ -188,12 +188,6 @@ void gather(DType dtype, const void* data, int64_t outer, int64_t axis_dim, int6
   });
 }
 
-size_t scatter_nd_workspace_bytes(const std::vector<int64_t>& data_shape, int64_t num_tuples,
-                                  int64_t depth) {
-  const dm::ScatterGeometry s = dm::scatter_geometry(data_shape, num_tuples, depth);
-  return static_cast<size_t>(dm::scatter_workspace(s.rows, num_tuples).bytes);
-}
-
 void scatter_nd(DType dtype, const void* data, const std::vector<int64_t>& data_shape,
                 DType index_dtype, const void* indices, int64_t num_tuples, int64_t depth,
                 const void* updates, ScatterReduction reduction, void* out, void* workspace,
@@ -203,42 +197,29 @@ void scatter_nd(DType dtype, const void* data, const std::vector<int64_t>& data_
   visit_index(index_dtype, "scatter_nd", [](auto) {});
   if (s.rows * s.slice == 0) return;
   const dm::ScatterWorkspace w = dm::scatter_workspace(s.rows, num_tuples);
-  char* ws = static_cast<char*>(workspace);
-  int32_t* count = reinterpret_cast<int32_t*>(ws + w.count);
-  int32_t* start = reinterpret_cast<int32_t*>(ws + w.start);
-  int32_t* cursor = reinterpret_cast<int32_t*>(ws + w.cursor);
-  int32_t* row_of = reinterpret_cast<int32_t*>(ws + w.row_of);
-  int32_t* list = reinterpret_cast<int32_t*>(ws + w.list);
-  int32_t* sorted = reinterpret_cast<int32_t*>(ws + w.sorted);
+  const dm::ScatterArrays a = dm::scatter_arrays(workspace, w);
   // count and cursor are adjacent (count, start, cursor): clear both.
-  detail::check_call(cudaMemsetAsync(count, 0, static_cast<size_t>(w.row_of), stream),
+  detail::check_call(cudaMemsetAsync(a.count, 0, static_cast<size_t>(w.row_of), stream),
                      "scatter_nd (clear)");
   if (num_tuples > 0) {
     visit_index(index_dtype, "scatter_nd", [&](auto itag) {
       using I = typename decltype(itag)::type;
       scatter_rows_kernel<I><<<grid_for(num_tuples), kThreads, 0, stream>>>(
-          s.index, static_cast<const I*>(indices), num_tuples, row_of, count, bad_index);
+          s.index, static_cast<const I*>(indices), num_tuples, a.row_of, a.count, bad_index);
       detail::check_launch("scatter_nd (rows)");
     });
-    scatter_scan_kernel<<<1, kScanThreads, 0, stream>>>(count, s.rows, start);
+    scatter_scan_kernel<<<1, kScanThreads, 0, stream>>>(a.count, s.rows, a.start);
     detail::check_launch("scatter_nd (scan)");
-    scatter_group_kernel<<<grid_for(num_tuples), kThreads, 0, stream>>>(row_of, num_tuples, start,
-                                                                        cursor, list);
+    scatter_group_kernel<<<grid_for(num_tuples), kThreads, 0, stream>>>(a.row_of, num_tuples,
+                                                                        a.start, a.cursor, a.list);
     detail::check_launch("scatter_nd (group)");
-    scatter_order_kernel<<<grid_for(num_tuples), kThreads, 0, stream>>>(row_of, num_tuples, start,
-                                                                        count, list, sorted);
+    scatter_order_kernel<<<grid_for(num_tuples), kThreads, 0, stream>>>(
+        a.row_of, num_tuples, a.start, a.count, a.list, a.sorted);
     detail::check_launch("scatter_nd (order)");
   }
-  if (red == dm::kNone) {
-    sh::visit_bits(dtype, "scatter_nd", [&](auto tag) {
-      using U = typename decltype(tag)::type;
-      launch_fold<U>(data, updates, s.rows, s.slice, count, start, sorted, red, out, stream);
-    });
-    return;
-  }
-  dm::visit_scatter_type(dtype, [&](auto tag) {
+  dm::visit_scatter_fold_type(dtype, red, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    launch_fold<T>(data, updates, s.rows, s.slice, count, start, sorted, red, out, stream);
+    launch_fold<T>(data, updates, s.rows, s.slice, a.count, a.start, a.sorted, red, out, stream);
   });
 }
 

@@ -14,6 +14,7 @@
 
 #include "base/dtype.h"
 #include "kernels/shared/kernel_args.h"
+#include "kernels/shared/workspace_bytes.h"
 
 namespace ampc::kernels::cuda {
 
@@ -34,8 +35,7 @@ using shared::ScatterReduction;
 // with a reduction accumulate in fp32 and round once, as the CPU op does (nn::run_widened).
 // Element types: f32, f64, f16, bf16, i32, i64 (none: also bool, u8, i8). out may not alias
 // data. workspace: scatter_nd_workspace_bytes(...) bytes of device memory (256-byte aligned).
-size_t scatter_nd_workspace_bytes(const std::vector<int64_t>& data_shape, int64_t num_tuples,
-                                  int64_t depth);
+using shared::scatter_nd_workspace_bytes;
 void scatter_nd(DType dtype, const void* data, const std::vector<int64_t>& data_shape,
                 DType index_dtype, const void* indices, int64_t num_tuples, int64_t depth,
                 const void* updates, ScatterReduction reduction, void* out, void* workspace,

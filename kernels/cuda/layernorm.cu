@@ -48,21 +48,13 @@ template <typename T, int kThreads>
 __global__ void __launch_bounds__(sh::block_threads(kThreads))
     layer_norm_rows(const T* x, T* y, LayerNormArgs a) {
   __shared__ float smem[sh::kWarpSize];
-  constexpr int kRows = kThreads == sh::kWarpSize ? sh::kRowsPerWarpBlock : 1;
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * kRows + threadIdx.x / kThreads;
-  if (row >= a.rows) return;
-  const int t = threadIdx.x % kThreads;
+  int t;
+  const int64_t row = sh::block_row<kThreads>(a.rows, &t);
+  if (row < 0) return;
   const int64_t n = a.cols;
-  const sh::RowPlan plan{kThreads, sh::row_plan(n).vec};
-  // 512-thread rows (n >= 16384) never fit: not compiled there (it would cost registers).
-  if constexpr (kThreads != 512) {
-    if (sh::row_fits_cache(n, kThreads)) {  // uniform across the block
-      layer_norm_row<kThreads>(sh::CachedRow<T>(x + row * n, n, plan, t), row, y + row * n, smem,
-                               a);
-      return;
-    }
-  }
-  layer_norm_row<kThreads>(sh::StreamedRow<T>{x + row * n, n, plan, t}, row, y + row * n, smem, a);
+  sh::with_row_part<kThreads>(x + row * n, n, t, [&](const auto& part) {
+    layer_norm_row<kThreads>(part, row, y + row * n, smem, a);
+  });
 }
 
 template <typename T>

@@ -43,8 +43,8 @@ __global__ void __launch_bounds__(rs::kThreads)
     atomicAdd(&shared[rs::kClasses + e.scaled_class], 1ull);
     if (e.bin < 0) continue;
     atomicAdd(&shared[2 * rs::kClasses + e.bin], 1ull);
-    atomicMax(&max_bits, rs::float_bits(e.abs));
-    atomicMax(&inv_min_bits, ~rs::float_bits(e.abs));
+    atomicMax(&max_bits, shared::to_bits(e.abs));
+    atomicMax(&inv_min_bits, ~shared::to_bits(e.abs));
   }
   __syncthreads();
   for (int k = threadIdx.x; k < rs::kWorkCounters; k += blockDim.x)

@@ -186,27 +186,11 @@ void launch(ReduceKind k, const T* x, T* y, const sh::ReduceShape& s, float* ws,
   sh::check_launch("reduce");
 }
 
-sh::ReduceShape checked_shape(int rank, const int64_t* dims, const bool* reduced) {
-  if (rank < 0 || rank > 8) {
-    throw Error("reduce: rank " + std::to_string(rank) + " is not supported (at most 8)");
-  }
-  return sh::reduce_shape(rank, dims, reduced);
-}
-
 }  // namespace
-
-size_t reduce_workspace_bytes(ReduceOp, DType, int rank, const int64_t* dims, const bool* reduced) {
-  const sh::ReduceShape s = checked_shape(rank, dims, reduced);
-  if (const sh::ChannelReduce ch = sh::channel_reduce(s); ch.ok)
-    return static_cast<size_t>(sh::channel_partials(ch)) * 4;
-  if (s.general) return 0;
-  const sh::SegmentPlan seg = sh::segment_plan(s.outer, s.n, s.inner);
-  return seg.segments == 1 ? 0 : static_cast<size_t>(s.outer * seg.segments * s.inner) * 4;
-}
 
 void reduce(ReduceOp op, DType dtype, const void* x, void* y, int rank, const int64_t* dims,
             const bool* reduced, void* workspace, cudaStream_t stream) {
-  const sh::ReduceShape s = checked_shape(rank, dims, reduced);
+  const sh::ReduceShape s = sh::checked_reduce_shape(rank, dims, reduced);
   if (static_cast<int32_t>(op) < 0 || static_cast<int32_t>(op) > 8) {
     throw Error("reduce: unknown reduction " + std::to_string(static_cast<int32_t>(op)));
   }

@@ -10,14 +10,14 @@
 
 #include "base/dtype.h"
 #include "kernels/shared/kernel_args.h"
+#include "kernels/shared/workspace_bytes.h"
 
 namespace ampc::kernels::cuda {
 
 using shared::ReduceOp;
 
 // Device workspace that reduce needs for these arguments.
-size_t reduce_workspace_bytes(ReduceOp op, DType dtype, int rank, const int64_t* dims,
-                              const bool* reduced);
+using shared::reduce_workspace_bytes;
 
 // y = the reduction of x (dims[0..rank), contiguous) over the axes with reduced[i] true; y holds
 // the kept dimensions in order (keepdims and noop_with_empty_axes are the caller's: an empty

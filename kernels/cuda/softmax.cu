@@ -34,21 +34,12 @@ template <typename T, int kThreads>
 __global__ void __launch_bounds__(sh::block_threads(kThreads))
     softmax_rows(const T* x, T* y, int64_t outer, int64_t n, bool log_softmax) {
   __shared__ float smem[sh::kWarpSize];
-  constexpr int kRows = kThreads == sh::kWarpSize ? sh::kRowsPerWarpBlock : 1;
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * kRows + threadIdx.x / kThreads;
-  if (row >= outer) return;  // whole warps only (kRows > 1 only for warp rows)
-  const int t = threadIdx.x % kThreads;
-  const sh::RowPlan plan{kThreads, sh::row_plan(n).vec};
-  // 512-thread rows (n >= 16384) never fit: not compiled there (it would cost registers).
-  if constexpr (kThreads != 512) {
-    if (sh::row_fits_cache(n, kThreads)) {  // uniform across the block
-      softmax_row<kThreads>(sh::CachedRow<T>(x + row * n, n, plan, t), y + row * n, smem,
-                            log_softmax);
-      return;
-    }
-  }
-  softmax_row<kThreads>(sh::StreamedRow<T>{x + row * n, n, plan, t}, y + row * n, smem,
-                        log_softmax);
+  int t;
+  const int64_t row = sh::block_row<kThreads>(outer, &t);
+  if (row < 0) return;
+  sh::with_row_part<kThreads>(x + row * n, n, t, [&](const auto& part) {
+    softmax_row<kThreads>(part, y + row * n, smem, log_softmax);
+  });
 }
 
 template <typename T>

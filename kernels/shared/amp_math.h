@@ -3,9 +3,12 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
+#include "base/error.h"
 #include "kernels/shared/hd.h"
 #include "kernels/shared/rowwise_fp.h"
+#include "kernels/shared/rowwise_tree.h"
 
 namespace ampc::kernels::shared {
 
@@ -17,10 +20,13 @@ constexpr int kAmpThreads = 256;
 constexpr int64_t kAmpChunk = 16384;
 constexpr int kAmpMaxTensorsPerLaunch = 48;  // keeps the kernel's by-value table < 4 KiB
 
-// UnscaleCheck on one element: the scaled product, and whether the input was not finite.
-template <typename M>
-AMPC_HD M unscale_value(M v, M inv_scale) {
-  return mul(v, inv_scale);
+// UnscaleCheck (factor: inv_scale) and ClipGradNorm's clipping (factor: the coefficient) of
+// element i: y[i] = x[i] * factor, one rounding; true when x[i] is inf or NaN (found_inf).
+template <typename T>
+AMPC_HD bool scale_element(const T* x, T* y, int64_t i, typename Elem<T>::Math factor) {
+  const typename Elem<T>::Math v = Elem<T>::load(x[i]);
+  y[i] = Elem<T>::store(mul(v, factor));
+  return !is_finite(v);
 }
 
 // ClipGradNorm: one element's square in double.
@@ -39,6 +45,20 @@ AMPC_HD float total_norm_of(double sum) {
 AMPC_HD float clip_coef(float max_norm, float total) {
   const float q = div(max_norm, add(total, 1e-6f));
   return 1.0f < q ? 1.0f : q;
+}
+
+// A tensor's squared norm from its chunks' sums of squares, added in chunk order.
+AMPC_HD double tensor_norm_squared(const double* chunk_sums, int64_t chunks) {
+  double sum = 0.0;
+  for (int64_t c = 0; c < chunks; ++c) sum = add(sum, chunk_sums[c]);
+  return norm_squared(sum);
+}
+
+// The total norm from the tensors' squared norms, added in tensor order.
+AMPC_HD float total_norm_from(const double* norm_sq, int64_t count) {
+  double sum = 0.0;
+  for (int64_t j = 0; j < count; ++j) sum = add(sum, norm_sq[j]);
+  return total_norm_of(sum);
 }
 
 // UpdateScale (torch's _amp_update_scale_ and the optional bounds, with the CPU op's
@@ -65,6 +85,20 @@ AMPC_HD ScaleUpdate update_scale_value(float scale, int32_t tracker, bool found_
     r.tracker = tracker + 1;
   }
   return r;
+}
+
+// ---- Host: for the kernels and the twin ----
+
+// Chunks of kAmpChunk elements (blocks) a tensor of numel elements takes.
+inline int64_t amp_chunks(int64_t numel) {
+  return ceil_div(numel, kAmpChunk);
+}
+
+inline void check_growth_interval(int64_t interval) {
+  if (interval < 1) {
+    throw Error("update_scale: growth_interval must be at least 1, got " +
+                std::to_string(interval));
+  }
 }
 
 }  // namespace ampc::kernels::shared

@@ -39,6 +39,19 @@ inline Workspace workspace_layout(int64_t n, int64_t c, int64_t spatial) {
   return w;
 }
 
+// The training workspace's arrays of compute type M at w's offsets.
+template <typename M>
+struct WorkspaceArrays {
+  M *part_sum, *part_sq, *a, *b;
+};
+
+template <typename M>
+WorkspaceArrays<M> workspace_arrays(void* workspace, const Workspace& w) {
+  char* ws = static_cast<char*>(workspace);
+  return {reinterpret_cast<M*>(ws + w.part_sum), reinterpret_cast<M*>(ws + w.part_sq),
+          reinterpret_cast<M*>(ws + w.a), reinterpret_cast<M*>(ws + w.b)};
+}
+
 // f(TypeTag<X>, TypeTag<P>, TypeTag<S>) for x, scale/bias and statistics dtypes, each a float
 // type (f32, f64, f16, bf16).
 template <typename F>

@@ -43,45 +43,8 @@ AMPC_HD void chunk_range(int64_t count, int64_t splits, int64_t s, int64_t* begi
   *end = b + chunk < count ? b + chunk : count;
 }
 
-// Correctly rounded, never contracted arithmetic in the compute type M (float or double).
-AMPC_HD float b_add(float a, float b) {
-  return add(a, b);
-}
-AMPC_HD double b_add(double a, double b) {
-  return add(a, b);
-}
-AMPC_HD float b_sub(float a, float b) {
-  return sub(a, b);
-}
-AMPC_HD double b_sub(double a, double b) {
-#if defined(__CUDA_ARCH__)
-  return __dsub_rn(a, b);
-#else
-  return a - b;
-#endif
-}
-AMPC_HD float b_mul(float a, float b) {
-  return mul(a, b);
-}
-AMPC_HD double b_mul(double a, double b) {
-  return mul(a, b);
-}
-AMPC_HD float b_div(float a, float b) {
-  return div(a, b);
-}
-AMPC_HD double b_div(double a, double b) {
-#if defined(__CUDA_ARCH__)
-  return __ddiv_rn(a, b);
-#else
-  return a / b;
-#endif
-}
-AMPC_HD float b_sqrt(float a) {
-  return sqrt_rn(a);
-}
-AMPC_HD double b_sqrt(double a) {
-  return sqrt_rn(a);
-}
+// Arithmetic in the compute type M (float or double) is rowwise_fp.h's add / sub / mul / div /
+// sqrt_rn: correctly rounded and never contracted.
 
 // Any storage type <-> the compute type M, as the CPU op's widening does (exact loads, one
 // rounding at the store; see elementwise_int.h's Cast).
@@ -120,7 +83,7 @@ AMPC_HD M thread_sum(const T* x, int64_t ch, int64_t c, int64_t spatial, int64_t
                      int t) {
   M acc = M(0);
   for_thread_elements(ch, c, spatial, begin + t, end,
-                      [&](int64_t k) { acc = b_add(acc, b_load<M>(x, k)); });
+                      [&](int64_t k) { acc = add(acc, b_load<M>(x, k)); });
   return acc;
 }
 template <typename M, typename T>
@@ -128,8 +91,8 @@ AMPC_HD M thread_sq_dev(const T* x, int64_t ch, int64_t c, int64_t spatial, int6
                         int64_t end, int t, M m) {
   M acc = M(0);
   for_thread_elements(ch, c, spatial, begin + t, end, [&](int64_t k) {
-    const M d = b_sub(b_load<M>(x, k), m);
-    acc = b_add(acc, b_mul(d, d));
+    const M d = sub(b_load<M>(x, k), m);
+    acc = add(acc, mul(d, d));
   });
   return acc;
 }
@@ -138,26 +101,34 @@ AMPC_HD M thread_sq_dev(const T* x, int64_t ch, int64_t c, int64_t spatial, int6
 template <typename M>
 AMPC_HD M combine_mean(const M* parts, int64_t splits, int64_t count) {
   M s = M(0);
-  for (int64_t k = 0; k < splits; ++k) s = b_add(s, parts[k]);
-  return count ? b_div(s, static_cast<M>(count)) : M(0);
+  for (int64_t k = 0; k < splits; ++k) s = add(s, parts[k]);
+  return count ? div(s, static_cast<M>(count)) : M(0);
 }
 
 // The folded affine map of a channel.
 template <typename M>
 AMPC_HD void fold(M scale, M bias, M mean, M var, M eps, M* a, M* b) {
-  *a = b_div(scale, b_sqrt(b_add(var, eps)));
-  *b = b_sub(bias, b_mul(mean, *a));
+  *a = div(scale, sqrt_rn(add(var, eps)));
+  *b = sub(bias, mul(mean, *a));
+}
+
+// Inference: channel ch's affine map folded from the parameters and running statistics.
+template <typename M, typename P, typename S>
+AMPC_HD void fold_channel(int64_t ch, const P* scale, const P* bias, const S* mean, const S* var,
+                          M eps, M* a, M* b) {
+  fold(b_load<M>(scale, ch), b_load<M>(bias, ch), b_load<M>(mean, ch), b_load<M>(var, ch), eps, a,
+       b);
 }
 
 template <typename M>
 AMPC_HD M affine(M a, M b, M x) {
-  return b_add(b_mul(a, x), b);
+  return add(mul(a, x), b);
 }
 
 // running * momentum + batch * (1 - momentum).
 template <typename M>
 AMPC_HD M running_update(M running, M batch, M momentum) {
-  return b_add(b_mul(running, momentum), b_mul(batch, b_sub(M(1), momentum)));
+  return add(mul(running, momentum), mul(batch, sub(M(1), momentum)));
 }
 
 // Channel ch's epilogue: mean and biased variance from the chunks' sums, the folded affine map

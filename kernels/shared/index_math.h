@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/shared/hd.h"
 
@@ -112,22 +113,11 @@ AMPC_HD int64_t gather_source(K k, int64_t axis_dim, int64_t inner, int64_t num_
 
 // Bit-moving storage type of an element size (1, 2, 4, 8 bytes).
 template <int Bytes>
-struct Bits;
-template <>
-struct Bits<1> {
-  using type = uint8_t;
-};
-template <>
-struct Bits<2> {
-  using type = uint16_t;
-};
-template <>
-struct Bits<4> {
-  using type = uint32_t;
-};
-template <>
-struct Bits<8> {
-  using type = uint64_t;
+struct Bits {
+  static_assert(Bytes == 1 || Bytes == 2 || Bytes == 4 || Bytes == 8);
+  using type = std::conditional_t<
+      Bytes == 1, uint8_t,
+      std::conditional_t<Bytes == 2, uint16_t, std::conditional_t<Bytes == 4, uint32_t, uint64_t>>>;
 };
 
 // ---- Host side: building the layouts (plain inline functions) ----
@@ -226,6 +216,25 @@ inline PadLayout make_pad_layout(const Dims& in_shape, const Dims& pads_begin, c
       throw Error("pad: cannot edge- or reflect-pad an empty axis");
   }
   return l;
+}
+
+// Concat and Split as one [outer, row] strided copy per part: part k's row is
+// axis_sizes[k] * inner elements, at `offset` elements into the joined rows of `joined` elements
+// ([outer, total * inner]). copy(k, row, offset, joined) for every part in order. parts (the
+// number of inputs or outputs, what `noun` names) must be axis_sizes.size().
+template <typename Copy>
+void for_each_joined_part(const char* what, const char* noun, size_t parts, const Dims& axis_sizes,
+                          int64_t inner, Copy&& copy) {
+  if (parts != axis_sizes.size())
+    throw Error(std::string(what) + ": " + std::to_string(parts) + " " + noun + " but " +
+                std::to_string(axis_sizes.size()) + " axis sizes");
+  int64_t total = 0;
+  for (int64_t a : axis_sizes) total += a;
+  int64_t offset = 0;
+  for (size_t k = 0; k < parts; ++k) {
+    copy(k, axis_sizes[k] * inner, offset * inner, total * inner);
+    offset += axis_sizes[k];
+  }
 }
 
 // Bytes of a fixed-width element type the data-movement kernels move; throws otherwise.

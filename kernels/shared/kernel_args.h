@@ -37,7 +37,8 @@ constexpr int kMaxPadDims = 8;
 // pad.h: Pad's mode attribute.
 enum class PadMode : int32_t { kConstant = 0, kEdge = 1, kReflect = 2 };
 
-// pool.h: the same fields and meaning as kernels::cpu::ConvGeom (copy them over one by one):
+// pool.h: the window geometry, kernels::cpu::ConvGeom's base (pad: at the start of each
+// dimension; pad_end: at the end, for pooling divisors only):
 //   image index = column index * stride - pad + kernel index * dilation.
 struct PoolGeometry {
   int64_t image[3] = {1, 1, 1};

@@ -29,15 +29,13 @@ struct Geom : PoolGeometry {
   AMPC_HD int64_t cols_size() const { return cols[0] * cols[1] * cols[2]; }
 };
 
-// Storage type -> the type pooling compares and sums in (fp32 for 16-bit floats), and the
-// identity of max (-inf for floats, the type's lowest for int8 / uint8, as the CPU kernel).
+// Storage type -> the type pooling compares and sums in (rowwise_fp.h's Elem: fp32 for 16-bit
+// floats), and the identity of max (-inf for floats, the type's lowest for int8 / uint8, as
+// the CPU kernel).
 template <typename T>
-struct PoolElem {
-  using Math = T;
-  AMPC_HD static T load(T v) { return v; }
-  AMPC_HD static T store(T v) { return v; }
-  AMPC_HD static T lowest() {
-    if constexpr (std::is_same_v<T, float>) {
+struct PoolElem : Elem<T> {
+  AMPC_HD static typename Elem<T>::Math lowest() {
+    if constexpr (std::is_same_v<typename Elem<T>::Math, float>) {
       return -__builtin_huge_valf();
     } else if constexpr (std::is_same_v<T, double>) {
       return -__builtin_huge_val();
@@ -49,38 +47,9 @@ struct PoolElem {
     }
   }
 };
-template <>
-struct PoolElem<Half> {
-  using Math = float;
-  AMPC_HD static float load(Half v) { return shared::Elem<Half>::load(v); }
-  AMPC_HD static Half store(float v) { return shared::Elem<Half>::store(v); }
-  AMPC_HD static float lowest() { return -__builtin_huge_valf(); }
-};
-template <>
-struct PoolElem<BFloat16> {
-  using Math = float;
-  AMPC_HD static float load(BFloat16 v) { return shared::Elem<BFloat16>::load(v); }
-  AMPC_HD static BFloat16 store(float v) { return shared::Elem<BFloat16>::store(v); }
-  AMPC_HD static float lowest() { return -__builtin_huge_valf(); }
-};
 
-// Correctly rounded sum and quotient whatever nvcc's flags (never contracted or approximated).
-AMPC_HD float padd(float a, float b) {
-  return add(a, b);
-}
-AMPC_HD double padd(double a, double b) {
-  return add(a, b);
-}
-AMPC_HD float pdiv(float a, float b) {
-  return div(a, b);
-}
-AMPC_HD double pdiv(double a, double b) {
-#if defined(__CUDA_ARCH__)
-  return __ddiv_rn(a, b);
-#else
-  return a / b;
-#endif
-}
+// Sums and quotients go through rowwise_fp.h's add / div (float and double): correctly
+// rounded whatever nvcc's flags (never contracted or approximated).
 
 // The taps t in [0, k) whose position start + t * dilation lies in [lo_bound, hi_bound).
 AMPC_HD void tap_range(int64_t start, int64_t k, int64_t dilation, int64_t lo_bound,
@@ -97,7 +66,9 @@ struct Window {
   int64_t start[3], lo[3], hi[3];
 };
 
-AMPC_HD Window window_at(const Geom& g, const int64_t (&o)[3]) {
+// G: Geom or kernels::cpu::ConvGeom (the CPU kernels call it too).
+template <typename G>
+AMPC_HD Window window_at(const G& g, const int64_t (&o)[3]) {
   Window w;
   for (int d = 0; d < 3; ++d) {
     w.start[d] = o[d] * g.stride[d] - g.pad[d];
@@ -106,12 +77,13 @@ AMPC_HD Window window_at(const Geom& g, const int64_t (&o)[3]) {
   return w;
 }
 
-// Output coordinates (o0, o1, o2) of the flat output index j within a plane.
-AMPC_HD void output_coords(const Geom& g, int64_t j, int64_t (&o)[3]) {
-  o[2] = j % g.cols[2];
-  j /= g.cols[2];
-  o[1] = j % g.cols[1];
-  o[0] = j / g.cols[1];
+// The coordinates c of the flat row-major index k within a box of dims (a plane's outputs:
+// g.cols; its image: g.image).
+AMPC_HD void unflatten(const int64_t (&dims)[3], int64_t k, int64_t (&c)[3]) {
+  c[2] = k % dims[2];
+  k /= dims[2];
+  c[1] = k % dims[1];
+  c[0] = k / dims[1];
 }
 
 template <typename M>
@@ -119,24 +91,34 @@ AMPC_HD M max_of(M a, M b) {
   return b > a ? b : a;
 }
 
-// Max over the window (pool_by_rows' order); xp is the plane.
-template <typename T>
-AMPC_HD typename PoolElem<T>::Math max_window(const Geom& g, const Window& w, const T* xp) {
+// The window's values combined in pool_by_rows' order: each column over dimensions 0 and 1
+// first (starting from init), then the columns along dimension 2 (from init too); xp is the
+// plane.
+template <typename T, typename Combine>
+AMPC_HD typename PoolElem<T>::Math fold_window(const Geom& g, const Window& w, const T* xp,
+                                               typename PoolElem<T>::Math init, Combine combine) {
   using E = PoolElem<T>;
-  typename E::Math acc = E::lowest();
+  typename E::Math acc = init;
   for (int64_t t2 = w.lo[2]; t2 < w.hi[2]; ++t2) {
     const int64_t i2 = w.start[2] + t2 * g.dilation[2];
-    typename E::Math column = E::lowest();
+    typename E::Math column = init;
     for (int64_t t0 = w.lo[0]; t0 < w.hi[0]; ++t0) {
       const int64_t i0 = w.start[0] + t0 * g.dilation[0];
       for (int64_t t1 = w.lo[1]; t1 < w.hi[1]; ++t1) {
         const int64_t i1 = w.start[1] + t1 * g.dilation[1];
-        column = max_of(column, E::load(xp[(i0 * g.image[1] + i1) * g.image[2] + i2]));
+        column = combine(column, E::load(xp[(i0 * g.image[1] + i1) * g.image[2] + i2]));
       }
     }
-    acc = max_of(acc, column);
+    acc = combine(acc, column);
   }
   return acc;
+}
+
+// Max over the window.
+template <typename T>
+AMPC_HD typename PoolElem<T>::Math max_window(const Geom& g, const Window& w, const T* xp) {
+  using M = typename PoolElem<T>::Math;
+  return fold_window(g, w, xp, PoolElem<T>::lowest(), [](M a, M b) { return max_of(a, b); });
 }
 
 // Max and the spatial offset of its first occurrence (for_each_tap's order); *arg is 0 for a
@@ -165,16 +147,19 @@ AMPC_HD typename PoolElem<T>::Math argmax_window(const Geom& g, const Window& w,
   return best;
 }
 
-// A row-major spatial offset rewritten column-major (MaxPool's storage_order = 1).
-AMPC_HD int64_t column_major_offset(const Geom& g, int64_t arg) {
+// A row-major spatial offset rewritten column-major (MaxPool's storage_order = 1). G: Geom or
+// kernels::cpu::ConvGeom (the CPU kernel calls it too).
+template <typename G>
+AMPC_HD int64_t column_major_offset(const G& g, int64_t arg) {
   const int64_t i2 = arg % g.image[2], i1 = (arg / g.image[2]) % g.image[1];
   const int64_t i0 = arg / (g.image[2] * g.image[1]);
   return i0 + i1 * g.image[0] + i2 * g.image[0] * g.image[1];
 }
 
 // AveragePool's divisor of a window: its taps inside the image, or with count_include_pad
-// also those in the padding (up to pad_end).
-AMPC_HD int64_t window_count(const Geom& g, const Window& w, bool count_include_pad) {
+// also those in the padding (up to pad_end). G: Geom or kernels::cpu::ConvGeom.
+template <typename G>
+AMPC_HD int64_t window_count(const G& g, const Window& w, bool count_include_pad) {
   int64_t count = 1;
   for (int d = 0; d < 3; ++d) {
     int64_t lo = w.lo[d], hi = w.hi[d];
@@ -187,27 +172,14 @@ AMPC_HD int64_t window_count(const Geom& g, const Window& w, bool count_include_
   return count;
 }
 
-// Mean over the window (pool_by_rows' sums: each column over dimensions 0 and 1, then along 2).
+// Mean over the window (fold_window's sums, divided by the divisor).
 template <typename T>
 AMPC_HD typename PoolElem<T>::Math average_window(const Geom& g, const Window& w, const T* xp,
                                                   bool count_include_pad) {
-  using E = PoolElem<T>;
-  using M = typename E::Math;
-  M acc = M(0);
-  for (int64_t t2 = w.lo[2]; t2 < w.hi[2]; ++t2) {
-    const int64_t i2 = w.start[2] + t2 * g.dilation[2];
-    M column = M(0);
-    for (int64_t t0 = w.lo[0]; t0 < w.hi[0]; ++t0) {
-      const int64_t i0 = w.start[0] + t0 * g.dilation[0];
-      for (int64_t t1 = w.lo[1]; t1 < w.hi[1]; ++t1) {
-        const int64_t i1 = w.start[1] + t1 * g.dilation[1];
-        column = padd(column, E::load(xp[(i0 * g.image[1] + i1) * g.image[2] + i2]));
-      }
-    }
-    acc = padd(acc, column);
-  }
+  using M = typename PoolElem<T>::Math;
+  const M acc = fold_window(g, w, xp, M(0), [](M a, M b) { return add(a, b); });
   const int64_t count = window_count(g, w, count_include_pad);
-  return count > 0 ? pdiv(acc, static_cast<M>(count)) : M(0);
+  return count > 0 ? div(acc, static_cast<M>(count)) : M(0);
 }
 
 // The outputs [*lo, *hi] along one dimension whose window can reach image position i (a tap
@@ -276,7 +248,7 @@ AMPC_HD typename PoolElem<T>::Math max_grad_at(const Geom& g, const T* xp, const
           argmax_window(g, w, xp, &arg);
           if (arg != at) continue;
         }
-        acc = padd(acc, E::load(dyp[(o0 * g.cols[1] + o1) * g.cols[2] + o2]));
+        acc = add(acc, E::load(dyp[(o0 * g.cols[1] + o1) * g.cols[2] + o2]));
       }
     }
   }
@@ -303,20 +275,12 @@ AMPC_HD typename PoolElem<T>::Math average_grad_at(const Geom& g, const T* dyp,
         const int64_t count = window_count(g, window_at(g, o), count_include_pad);
         if (count <= 0) continue;
         const M share =
-            pdiv(E::load(dyp[(o0 * g.cols[1] + o1) * g.cols[2] + o2]), static_cast<M>(count));
-        acc = padd(acc, share);
+            div(E::load(dyp[(o0 * g.cols[1] + o1) * g.cols[2] + o2]), static_cast<M>(count));
+        acc = add(acc, share);
       }
     }
   }
   return acc;
-}
-
-// Image coordinates (i0, i1, i2) of the flat spatial offset k within a plane.
-AMPC_HD void image_coords(const Geom& g, int64_t k, int64_t (&i)[3]) {
-  i[2] = k % g.image[2];
-  k /= g.image[2];
-  i[1] = k % g.image[1];
-  i[0] = k / g.image[1];
 }
 
 // GlobalAveragePool's block: kGlobalThreads threads, thread t sums elements t, t + threads,
@@ -328,14 +292,66 @@ template <typename T>
 AMPC_HD typename PoolElem<T>::Math thread_sum(const T* xp, int64_t spatial, int t) {
   using E = PoolElem<T>;
   typename E::Math acc(0);
-  for (int64_t k = t; k < spatial; k += kGlobalThreads) acc = padd(acc, E::load(xp[k]));
+  for (int64_t k = t; k < spatial; k += kGlobalThreads) acc = add(acc, E::load(xp[k]));
   return acc;
 }
 
 // The plane's mean from the block's sum (the CPU kernel: sum / count, 0 for no elements).
 template <typename M>
 AMPC_HD M global_mean(M sum, int64_t spatial) {
-  return spatial > 0 ? pdiv(sum, static_cast<M>(spatial)) : M(0);
+  return spatial > 0 ? div(sum, static_cast<M>(spatial)) : M(0);
 }
+
+// ---- One flat index of a launch ----
+// The kernels run one thread per index k (grid-stride), the twin a loop, both through the same
+// operator() (pool_layout.h's run_pool / run_pool_grad).
+
+// Output k of planes x outputs: MaxPool (y, and indices when not null) or, with kAverage,
+// AveragePool.
+template <typename T, bool kAverage>
+struct PoolOutput {
+  Geom g;
+  const T* x;
+  T* y;
+  bool count_include_pad;  // AveragePool
+  int64_t* indices;        // MaxPool: null for none
+  bool column_major;       // MaxPool: indices in column-major order
+  AMPC_HD void operator()(int64_t k) const {
+    const int64_t img = g.image_size(), p = g.cols_size(), pl = k / p;
+    int64_t o[3];
+    unflatten(g.cols, k - pl * p, o);
+    const Window w = window_at(g, o);
+    if constexpr (kAverage) {
+      y[k] = PoolElem<T>::store(average_window(g, w, x + pl * img, count_include_pad));
+    } else if (!indices) {
+      y[k] = PoolElem<T>::store(max_window(g, w, x + pl * img));
+    } else {
+      int64_t arg;
+      y[k] = PoolElem<T>::store(argmax_window(g, w, x + pl * img, &arg));
+      indices[k] = pl * img + (column_major ? column_major_offset(g, arg) : arg);
+    }
+  }
+};
+
+// dx element k of planes x image: MaxPoolGrad or, with kAverage, AveragePoolGrad.
+template <typename T, bool kAverage>
+struct PoolGradElement {
+  Geom g;
+  const T* dy;
+  T* dx;
+  bool count_include_pad;  // AveragePoolGrad
+  const T* x;              // MaxPoolGrad: the forward input
+  bool empty_windows;      // MaxPoolGrad: has_empty_window(g)
+  AMPC_HD void operator()(int64_t k) const {
+    const int64_t img = g.image_size(), p = g.cols_size(), pl = k / img;
+    int64_t i[3];
+    unflatten(g.image, k - pl * img, i);
+    if constexpr (kAverage) {
+      dx[k] = PoolElem<T>::store(average_grad_at(g, dy + pl * p, i, count_include_pad));
+    } else {
+      dx[k] = PoolElem<T>::store(max_grad_at(g, x + pl * img, dy + pl * p, i, empty_windows));
+    }
+  }
+};
 
 }  // namespace ampc::kernels::shared::pool

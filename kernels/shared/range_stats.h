@@ -8,9 +8,10 @@
 #pragma once
 
 #include <cstdint>
-#include <cstring>
 
+#include "base/half.h"
 #include "kernels/shared/hd.h"
+#include "kernels/shared/rowwise_fp.h"
 
 namespace ampc::kernels::range_stats {
 
@@ -36,46 +37,13 @@ inline constexpr int kHist = kScaledClass + kClasses;
 inline constexpr int kHistBins = 256;
 inline constexpr int kSize = kHist + kHistBins;
 
-AMPC_HD uint32_t float_bits(float f) {
-#if defined(__CUDA_ARCH__)
-  return __float_as_uint(f);
-#else
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  return u;
-#endif
-}
-
-AMPC_HD float bits_float(uint32_t u) {
-#if defined(__CUDA_ARCH__)
-  return __uint_as_float(u);
-#else
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-#endif
-}
-
-// IEEE binary16 and bfloat16 bits to fp32 (exact).
+// IEEE binary16 and bfloat16 bits to fp32 (exact): rowwise_fp.h's conversions.
 AMPC_HD float fp16_bits_to_float(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  uint32_t exp = (h >> 10) & 0x1fu;
-  uint32_t man = h & 0x3ffu;
-  if (exp == 0x1fu) return bits_float(sign | 0x7f800000u | (man << 13));
-  if (exp == 0) {
-    if (man == 0) return bits_float(sign);
-    exp = 1;  // normalise the subnormal
-    while (!(man & 0x400u)) {
-      man <<= 1;
-      --exp;
-    }
-    man &= 0x3ffu;
-  }
-  return bits_float(sign | ((exp + 112u) << 23) | (man << 13));
+  return shared::load_half(Half{h});
 }
 
 AMPC_HD float bf16_bits_to_float(uint16_t b) {
-  return bits_float(static_cast<uint32_t>(b) << 16);
+  return shared::load_bf16(BFloat16{b});
 }
 
 // The class of |x| (a = |x|, non-negative or NaN).
@@ -105,7 +73,7 @@ AMPC_HD ElementBins bin_element(float x, float scale) {
   e.scaled_class = classify(s);
   e.bin = (e.true_class == kZero || e.true_class == kNonFinite)
               ? -1
-              : static_cast<int>((float_bits(e.abs) >> 23) & 0xffu);
+              : static_cast<int>((shared::to_bits(e.abs) >> 23) & 0xffu);
   return e;
 }
 
@@ -133,8 +101,8 @@ inline constexpr int kWorkBytes = kWorkCounters * 8 + 2 * 4;
 AMPC_HD void finish(const unsigned long long* c, uint32_t max_bits, uint32_t inv_min_bits,
                     int64_t n, float scale, double* out) {
   out[kNumel] = static_cast<double>(n);
-  out[kMaxAbs] = bits_float(max_bits);
-  out[kMinNonzeroAbs] = inv_min_bits == 0 ? 0.0 : bits_float(~inv_min_bits);
+  out[kMaxAbs] = shared::from_bits(max_bits);
+  out[kMinNonzeroAbs] = inv_min_bits == 0 ? 0.0 : shared::from_bits(~inv_min_bits);
   out[kScale] = scale;
   for (int k = 0; k < 2 * kClasses; ++k) out[kTrueClass + k] = static_cast<double>(c[k]);
   for (int b = 0; b < kHistBins; ++b) out[kHist + b] = static_cast<double>(c[2 * kClasses + b]);

@@ -6,7 +6,9 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
+#include "base/error.h"
 #include "kernels/shared/hd.h"
 #include "kernels/shared/kernel_args.h"
 #include "kernels/shared/rowwise_fp.h"
@@ -208,6 +210,15 @@ AMPC_HD ChannelReduce channel_reduce(const ReduceShape& r) {
 // Workspace floats of a channel reduction: a partial per row and piece.
 AMPC_HD int64_t channel_partials(const ChannelReduce& ch) {
   return ch.n * ch.c * ch.seg.segments;
+}
+
+// ---- Host: the launch API's shape check, for the kernels and the twin ----
+
+inline ReduceShape checked_reduce_shape(int rank, const int64_t* dims, const bool* reduced) {
+  if (rank < 0 || rank > 8) {
+    throw Error("reduce: rank " + std::to_string(rank) + " is not supported (at most 8)");
+  }
+  return reduce_shape(rank, dims, reduced);
 }
 
 }  // namespace ampc::kernels::shared

@@ -205,4 +205,26 @@ constexpr int block_threads(int row_threads) {
   return row_threads == kWarpSize ? kWarpSize * kRowsPerWarpBlock : row_threads;
 }
 
+// A row kernel's thread: its row (-1 past the last of `rows`; kRowsPerWarpBlock rows per block
+// for warp rows, so whole warps leave together) and its index *t in the row's group.
+template <int kThreads>
+__device__ __forceinline__ int64_t block_row(int64_t rows, int* t) {
+  constexpr int kRows = kThreads == kWarpSize ? kRowsPerWarpBlock : 1;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kRows + threadIdx.x / kThreads;
+  *t = threadIdx.x % kThreads;
+  return row < rows ? row : -1;
+}
+
+// body(part) with thread t's part of the row xr of n elements: a CachedRow when the row fits
+// (uniform across the block), else a StreamedRow. 512-thread rows (n >= 16384) never fit, so
+// the cached variant is not compiled for them (it would cost registers).
+template <int kThreads, typename T, typename Body>
+__device__ __forceinline__ void with_row_part(const T* xr, int64_t n, int t, Body body) {
+  const RowPlan plan{kThreads, row_plan(n).vec};
+  if constexpr (kThreads != 512) {
+    if (row_fits_cache(n, kThreads)) return body(CachedRow<T>(xr, n, plan, t));
+  }
+  body(StreamedRow<T>{xr, n, plan, t});
+}
+
 }  // namespace ampc::kernels::shared

@@ -93,7 +93,8 @@ AMPC_HD float rint_f(float a) {
 #endif
 }
 
-// fp64, for the AMP ops that accumulate in double as the CPU op does.
+// fp64, for the AMP ops that accumulate in double as the CPU op does, and the f64 pooling and
+// BatchNorm kernels.
 AMPC_HD double add(double a, double b) {
 #if defined(__CUDA_ARCH__)
   return __dadd_rn(a, b);
@@ -101,11 +102,25 @@ AMPC_HD double add(double a, double b) {
   return a + b;
 #endif
 }
+AMPC_HD double sub(double a, double b) {
+#if defined(__CUDA_ARCH__)
+  return __dsub_rn(a, b);
+#else
+  return a - b;
+#endif
+}
 AMPC_HD double mul(double a, double b) {
 #if defined(__CUDA_ARCH__)
   return __dmul_rn(a, b);
 #else
   return a * b;
+#endif
+}
+AMPC_HD double div(double a, double b) {
+#if defined(__CUDA_ARCH__)
+  return __ddiv_rn(a, b);
+#else
+  return a / b;
 #endif
 }
 AMPC_HD double sqrt_rn(double a) {
@@ -175,20 +190,13 @@ AMPC_HD BFloat16 round_bf16(float f) {
   return {static_cast<uint16_t>(rounded >> 16)};
 }
 
-// Storage type <-> compute type ("opmath"): fp32 for f32 / f16 / bf16, fp64 for f64.
+// Storage type <-> compute type ("opmath"): fp32 for f16 / bf16 (exact loads, one rounding at
+// the store), the type itself otherwise (f32, f64, and the integers of pooling and ScatterND).
 template <typename T>
-struct Elem;
-template <>
-struct Elem<float> {
-  using Math = float;
-  AMPC_HD static float load(float v) { return v; }
-  AMPC_HD static float store(float v) { return v; }
-};
-template <>
-struct Elem<double> {
-  using Math = double;
-  AMPC_HD static double load(double v) { return v; }
-  AMPC_HD static double store(double v) { return v; }
+struct Elem {
+  using Math = T;
+  AMPC_HD static T load(T v) { return v; }
+  AMPC_HD static T store(T v) { return v; }
 };
 template <>
 struct Elem<Half> {

@@ -38,23 +38,7 @@ AMPC_HD int64_t tuple_row(const RowIndex& r, const Index* indices, int64_t t, bo
 // The compute type of a scatter with a reduction: fp32 for 16-bit floats (the CPU op widens
 // them and rounds once), the element type otherwise.
 template <typename T>
-struct ScatterElem {
-  using Math = T;
-  AMPC_HD static T load(T v) { return v; }
-  AMPC_HD static T store(T v) { return v; }
-};
-template <>
-struct ScatterElem<Half> {
-  using Math = float;
-  AMPC_HD static float load(Half v) { return shared::Elem<Half>::load(v); }
-  AMPC_HD static Half store(float v) { return shared::Elem<Half>::store(v); }
-};
-template <>
-struct ScatterElem<BFloat16> {
-  using Math = float;
-  AMPC_HD static float load(BFloat16 v) { return shared::Elem<BFloat16>::load(v); }
-  AMPC_HD static BFloat16 store(float v) { return shared::Elem<BFloat16>::store(v); }
-};
+using ScatterElem = shared::Elem<T>;
 
 // dst op src as apply_update (none: src): + and * (integers wrap around, as the x86 code of the CPU
 // op does), std::max(a, b) = a < b ? b : a, std::min(a, b) = b < a ? b : a. Floats round once per
@@ -103,6 +87,17 @@ AMPC_HD ScatterWorkspace scatter_workspace(int64_t rows, int64_t tuples) {
   w.sorted = 3 * r + 2 * t;
   w.bytes = 3 * r + 3 * t;
   return w;
+}
+
+// The workspace's int32 arrays at w's offsets.
+struct ScatterArrays {
+  int32_t *count, *start, *cursor, *row_of, *list, *sorted;
+};
+
+AMPC_HD ScatterArrays scatter_arrays(void* workspace, const ScatterWorkspace& w) {
+  char* ws = static_cast<char*>(workspace);
+  const auto at = [ws](int64_t offset) { return reinterpret_cast<int32_t*>(ws + offset); };
+  return {at(w.count), at(w.start), at(w.cursor), at(w.row_of), at(w.list), at(w.sorted)};
 }
 
 // ---- Host side ----
@@ -154,6 +149,14 @@ void visit_scatter_type(DType t, F&& f) {
     default:
       if (!visit_float(t, f)) unsupported("scatter_nd with a reduction", t);
   }
+}
+
+// f(TypeTag<T>) for the fold of a scatter: the bit-moving type of the element's size for kNone
+// (the values are only moved), else the element type (visit_scatter_type).
+template <typename F>
+void visit_scatter_fold_type(DType t, int32_t reduction, F&& f) {
+  if (reduction == kNone) return visit_bits(t, "scatter_nd", f);
+  visit_scatter_type(t, f);
 }
 
 // The reduction code, after checking that dtype supports it.

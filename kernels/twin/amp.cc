@@ -1,26 +1,32 @@
 #include "kernels/twin/amp.h"
 
-#include <string>
-
 #include "kernels/shared/amp_math.h"
 #include "kernels/shared/rowwise.h"
 #include "kernels/shared/rowwise_dispatch.h"
 #include "kernels/shared/rowwise_tree.h"
 
 namespace ampc::kernels::twin {
-namespace {
 
 namespace sh = kernels::shared;
 
-int64_t chunks_of(int64_t numel) {
-  return sh::ceil_div(numel, sh::kAmpChunk);
-}
+namespace {
 
-void check_growth_interval(int64_t interval) {
-  if (interval < 1) {
-    throw Error("update_scale: growth_interval must be at least 1, got " +
-                std::to_string(interval));
+// outs[j] = grads[j] * factor for every tensor (the kernels' scale_kernel); true when some
+// gradient element is not finite.
+bool scale_tensors(const char* what, int64_t num_tensors, const DType* dtypes,
+                   const void* const* grads, void* const* outs, const int64_t* numels,
+                   float factor) {
+  bool found = false;
+  for (int64_t j = 0; j < num_tensors; ++j) {
+    sh::dispatch_float_types_f64(dtypes[j], what, [&](auto tag) {
+      using T = decltype(tag);
+      const T* x = static_cast<const T*>(grads[j]);
+      T* y = static_cast<T*>(outs[j]);
+      const auto f = static_cast<typename sh::Elem<T>::Math>(factor);
+      for (int64_t i = 0; i < numels[j]; ++i) found |= sh::scale_element(x, y, i, f);
+    });
   }
+  return found;
 }
 
 }  // namespace
@@ -28,42 +34,21 @@ void check_growth_interval(int64_t interval) {
 void unscale_check(int64_t num_tensors, const DType* dtypes, const void* const* grads,
                    void* const* outs, const int64_t* numels, const void* inv_scale,
                    void* found_inf) {
-  const float inv = *static_cast<const float*>(inv_scale);
-  bool found = false;
-  for (int64_t j = 0; j < num_tensors; ++j) {
-    sh::dispatch_float_types_f64(dtypes[j], "unscale_check", [&](auto tag) {
-      using T = decltype(tag);
-      using M = typename sh::Elem<T>::Math;
-      const T* x = static_cast<const T*>(grads[j]);
-      T* y = static_cast<T*>(outs[j]);
-      const M s = static_cast<M>(inv);
-      for (int64_t i = 0; i < numels[j]; ++i) {
-        const M v = sh::Elem<T>::load(x[i]);
-        found |= !sh::is_finite(v);
-        y[i] = sh::Elem<T>::store(sh::unscale_value(v, s));
-      }
-    });
-  }
-  *static_cast<bool*>(found_inf) = found;
+  *static_cast<bool*>(found_inf) = scale_tensors("unscale_check", num_tensors, dtypes, grads, outs,
+                                                 numels, *static_cast<const float*>(inv_scale));
 }
 
 void update_scale(const void* scale, const void* growth_tracker, const void* found_inf,
                   float growth_factor, float backoff_factor, int64_t growth_interval,
                   bool has_min_scale, float min_scale, bool has_max_scale, float max_scale,
                   void* new_scale, void* new_growth_tracker) {
-  check_growth_interval(growth_interval);
+  sh::check_growth_interval(growth_interval);
   const sh::ScaleUpdate r = sh::update_scale_value(
       *static_cast<const float*>(scale), *static_cast<const int32_t*>(growth_tracker),
       *static_cast<const bool*>(found_inf), growth_factor, backoff_factor, growth_interval,
       has_min_scale, min_scale, has_max_scale, max_scale);
   *static_cast<float*>(new_scale) = r.scale;
   *static_cast<int32_t*>(new_growth_tracker) = r.tracker;
-}
-
-size_t clip_grad_norm_workspace_bytes(int64_t num_tensors, const int64_t* numels) {
-  int64_t chunks = 0;
-  for (int64_t j = 0; j < num_tensors; ++j) chunks += chunks_of(numels[j]);
-  return static_cast<size_t>(chunks + num_tensors) * sizeof(double) + 16;
 }
 
 // Workspace: the chunks' sums of squares (tensor by tensor), the tensors' squared norms, then
@@ -73,14 +58,14 @@ void clip_grad_norm(int64_t num_tensors, const DType* dtypes, const void* const*
                     void* total_norm, void* workspace) {
   double* partial = static_cast<double*>(workspace);
   int64_t first_chunk = 0;
-  for (int64_t j = 0; j < num_tensors; ++j) first_chunk += chunks_of(numels[j]);
+  for (int64_t j = 0; j < num_tensors; ++j) first_chunk += sh::amp_chunks(numels[j]);
   double* norm_sq = partial + first_chunk;
   first_chunk = 0;
   for (int64_t j = 0; j < num_tensors; ++j) {
     sh::dispatch_float_types_f64(dtypes[j], "clip_grad_norm", [&](auto tag) {
       using T = decltype(tag);
       const T* x = static_cast<const T*>(grads[j]);
-      const int64_t chunks = chunks_of(numels[j]);
+      const int64_t chunks = sh::amp_chunks(numels[j]);
       for (int64_t c = 0; c < chunks; ++c) {
         const int64_t start = c * sh::kAmpChunk;
         const int64_t len = numels[j] - start < sh::kAmpChunk ? numels[j] - start : sh::kAmpChunk;
@@ -91,29 +76,15 @@ void clip_grad_norm(int64_t num_tensors, const DType* dtypes, const void* const*
             },
             sh::DoubleSumCombine());
       }
-      double sum = 0.0;
-      for (int64_t c = 0; c < chunks; ++c) sum = sh::add(sum, partial[first_chunk + c]);
-      norm_sq[j] = sh::norm_squared(sum);
+      norm_sq[j] = sh::tensor_norm_squared(partial + first_chunk, chunks);
       first_chunk += chunks;
     });
   }
-  double sum = 0.0;
-  for (int64_t j = 0; j < num_tensors; ++j) sum = sh::add(sum, norm_sq[j]);
-  const float total = sh::total_norm_of(sum);
+  const float total = sh::total_norm_from(norm_sq, num_tensors);
   *static_cast<float*>(total_norm) = total;
   if (!has_max_norm) return;
   const float coef = sh::clip_coef(max_norm, total);
-  for (int64_t j = 0; j < num_tensors; ++j) {
-    sh::dispatch_float_types_f64(dtypes[j], "clip_grad_norm", [&](auto tag) {
-      using T = decltype(tag);
-      using M = typename sh::Elem<T>::Math;
-      const T* x = static_cast<const T*>(grads[j]);
-      T* y = static_cast<T*>(outs[j]);
-      const M c = static_cast<M>(coef);
-      for (int64_t i = 0; i < numels[j]; ++i)
-        y[i] = sh::Elem<T>::store(sh::mul(sh::Elem<T>::load(x[i]), c));
-    });
-  }
+  scale_tensors("clip_grad_norm", num_tensors, dtypes, grads, outs, numels, coef);
 }
 
 }  // namespace ampc::kernels::twin

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "base/dtype.h"
+#include "kernels/shared/workspace_bytes.h"
 
 namespace ampc::kernels::twin {
 
@@ -19,7 +20,7 @@ void update_scale(const void* scale, const void* growth_tracker, const void* fou
                   bool has_min_scale, float min_scale, bool has_max_scale, float max_scale,
                   void* new_scale, void* new_growth_tracker);
 
-size_t clip_grad_norm_workspace_bytes(int64_t num_tensors, const int64_t* numels);
+using shared::clip_grad_norm_workspace_bytes;
 
 void clip_grad_norm(int64_t num_tensors, const DType* dtypes, const void* const* grads,
                     void* const* outs, const int64_t* numels, bool has_max_norm, float max_norm,

@@ -7,6 +7,7 @@
 
 #include "kernels/shared/batchnorm_layout.h"
 #include "kernels/shared/batchnorm_math.h"
+#include "kernels/shared/rowwise_tree.h"
 
 namespace ampc::kernels::twin {
 
@@ -14,12 +15,11 @@ namespace bn = ampc::kernels::shared::bn;
 
 namespace {
 
-// A chunk's total as the block computes it: thread values, then the tree.
+// A chunk's total as the block computes it: thread values, then the tree (data_launch.cuh's
+// block_tree_sum, which halves as a warp's tree does).
 template <typename M>
 M tree(std::vector<M>& v) {
-  for (int s = bn::kThreads / 2; s > 0; s /= 2) {
-    for (int t = 0; t < s; ++t) v[t] = bn::b_add(v[t], v[t + s]);
-  }
+  shared::warp_tree_host(v.data(), bn::kThreads, [](M a, M b) { return shared::add(a, b); });
   return v[0];
 }
 
@@ -40,17 +40,12 @@ void batch_norm_inference(DType x_dtype, DType param_dtype, DType stat_dtype, co
     for (int64_t k = 0; k < total; ++k) {
       const int64_t ch = (k / spatial) % c;
       M a, b;
-      bn::fold(bn::b_load<M>(static_cast<const P*>(scale), ch),
-               bn::b_load<M>(static_cast<const P*>(bias), ch),
-               bn::b_load<M>(static_cast<const S*>(mean), ch),
-               bn::b_load<M>(static_cast<const S*>(var), ch), static_cast<M>(epsilon), &a, &b);
+      bn::fold_channel(ch, static_cast<const P*>(scale), static_cast<const P*>(bias),
+                       static_cast<const S*>(mean), static_cast<const S*>(var),
+                       static_cast<M>(epsilon), &a, &b);
       bn::b_store(ys, k, bn::affine(a, b, bn::b_load<M>(xs, k)));
     }
   });
-}
-
-size_t batch_norm_training_workspace_bytes(int64_t n, int64_t c, int64_t spatial) {
-  return static_cast<size_t>(bn::workspace_layout(n, c, spatial).bytes);
 }
 
 void batch_norm_training(DType x_dtype, DType param_dtype, DType stat_dtype, const void* x,
@@ -64,9 +59,7 @@ void batch_norm_training(DType x_dtype, DType param_dtype, DType stat_dtype, con
     using S = typename decltype(st)::type;
     using M = bn::MathOf<T>;
     const bn::Workspace w = bn::workspace_layout(n, c, spatial);
-    char* ws = static_cast<char*>(workspace);
-    M* part_sum = reinterpret_cast<M*>(ws + w.part_sum);
-    M* part_sq = reinterpret_cast<M*>(ws + w.part_sq);
+    const auto [part_sum, part_sq, a, b] = bn::workspace_arrays<M>(workspace, w);
     const T* xs = static_cast<const T*>(x);
     const int64_t count = n * spatial, splits = w.splits;
     std::vector<M> v(bn::kThreads);
@@ -92,8 +85,6 @@ void batch_norm_training(DType x_dtype, DType param_dtype, DType stat_dtype, con
       }
     }
     // Per channel: statistics, folded affine map, running statistics; then y.
-    M* a = reinterpret_cast<M*>(ws + w.a);
-    M* b = reinterpret_cast<M*>(ws + w.b);
     for (int64_t ch = 0; ch < c; ++ch) {
       bn::finish_channel<M>(ch, splits, count, part_sum, part_sq, static_cast<const P*>(scale),
                             static_cast<const P*>(bias), static_cast<const S*>(mean),

@@ -86,11 +86,6 @@ void run(const T* x, const L* labels, int64_t n, int64_t c, int64_t d, const W* 
 
 }  // namespace
 
-size_t softmax_cross_entropy_workspace_bytes(int64_t n, int64_t, int64_t d, CeReduction reduction) {
-  if (reduction == CeReduction::kNone) return 0;
-  return static_cast<size_t>(2 * n * d) * sizeof(float);
-}
-
 void softmax_cross_entropy(DType dtype, const void* scores, DType label_dtype, const void* labels,
                            int64_t n, int64_t c, int64_t d, DType weight_dtype, const void* weight,
                            bool has_ignore_index, int64_t ignore_index, CeReduction reduction,

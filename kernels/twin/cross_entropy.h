@@ -8,13 +8,13 @@
 
 #include "base/dtype.h"
 #include "kernels/shared/kernel_args.h"
+#include "kernels/shared/workspace_bytes.h"
 
 namespace ampc::kernels::twin {
 
 using shared::CeReduction;
 
-size_t softmax_cross_entropy_workspace_bytes(int64_t n, int64_t c, int64_t d,
-                                             CeReduction reduction);
+using shared::softmax_cross_entropy_workspace_bytes;
 
 void softmax_cross_entropy(DType dtype, const void* scores, DType label_dtype, const void* labels,
                            int64_t n, int64_t c, int64_t d, DType weight_dtype, const void* weight,

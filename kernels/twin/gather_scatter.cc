@@ -59,12 +59,6 @@ void gather(DType dtype, const void* data, int64_t outer, int64_t axis_dim, int6
   });
 }
 
-size_t scatter_nd_workspace_bytes(const std::vector<int64_t>& data_shape, int64_t num_tuples,
-                                  int64_t depth) {
-  const dm::ScatterGeometry s = dm::scatter_geometry(data_shape, num_tuples, depth);
-  return static_cast<size_t>(dm::scatter_workspace(s.rows, num_tuples).bytes);
-}
-
 void scatter_nd(DType dtype, const void* data, const std::vector<int64_t>& data_shape,
                 DType index_dtype, const void* indices, int64_t num_tuples, int64_t depth,
                 const void* updates, ScatterReduction reduction, void* out, void* workspace,
@@ -72,13 +66,9 @@ void scatter_nd(DType dtype, const void* data, const std::vector<int64_t>& data_
   const dm::ScatterGeometry s = dm::scatter_geometry(data_shape, num_tuples, depth);
   const int32_t red = dm::check_scatter_type(dtype, static_cast<int32_t>(reduction));
   const dm::ScatterWorkspace w = dm::scatter_workspace(s.rows, num_tuples);
-  char* ws = static_cast<char*>(workspace);
-  int32_t* count = reinterpret_cast<int32_t*>(ws + w.count);
-  int32_t* start = reinterpret_cast<int32_t*>(ws + w.start);
-  int32_t* cursor = reinterpret_cast<int32_t*>(ws + w.cursor);
-  int32_t* row_of = reinterpret_cast<int32_t*>(ws + w.row_of);
-  int32_t* list = reinterpret_cast<int32_t*>(ws + w.list);
-  int32_t* sorted = reinterpret_cast<int32_t*>(ws + w.sorted);
+  const dm::ScatterArrays a = dm::scatter_arrays(workspace, w);
+  int32_t *count = a.count, *start = a.start, *cursor = a.cursor, *row_of = a.row_of;
+  int32_t *list = a.list, *sorted = a.sorted;
   for (int64_t r = 0; r < s.rows; ++r) count[r] = cursor[r] = 0;
   // 1. The row of every tuple, and the tuples per row.
   bool bad = false;
@@ -106,15 +96,7 @@ void scatter_nd(DType dtype, const void* data, const std::vector<int64_t>& data_
     sorted[start[r] + dm::rank_in_segment(list + start[r], count[r], t)] = t;
   }
   // 5. Every output element folds its row's updates.
-  if (red == dm::kNone) {
-    sh::visit_bits(dtype, "scatter_nd", [&](auto tag) {
-      using U = typename decltype(tag)::type;
-      fold_rows(static_cast<const U*>(data), static_cast<const U*>(updates), s.rows, s.slice, count,
-                start, sorted, red, static_cast<U*>(out));
-    });
-    return;
-  }
-  dm::visit_scatter_type(dtype, [&](auto tag) {
+  dm::visit_scatter_fold_type(dtype, red, [&](auto tag) {
     using T = typename decltype(tag)::type;
     fold_rows(static_cast<const T*>(data), static_cast<const T*>(updates), s.rows, s.slice, count,
               start, sorted, red, static_cast<T*>(out));

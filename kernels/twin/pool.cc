@@ -1,74 +1,33 @@
-// CPU twin of kernels/cuda/pool.cu: pool_math.h's per-output and per-dx-element functions over
-// every element, and GlobalAveragePool's block reduction (thread sums, then the tree) emulated.
+// CPU twin of kernels/cuda/pool.cu: pool_math.h's per-output and per-dx-element functors over
+// every index (pool_layout.h's run_pool / run_pool_grad with a loop), and GlobalAveragePool's
+// block reduction (thread sums, then the tree) emulated.
 #include "kernels/twin/pool.h"
 
-#include <string>
 #include <vector>
 
-#include "kernels/shared/elementwise_dispatch.h"
 #include "kernels/shared/pool_layout.h"
 #include "kernels/shared/pool_math.h"
+#include "kernels/shared/rowwise_tree.h"
+#include "kernels/twin/index_loop.h"
 
 namespace ampc::kernels::twin {
 
-namespace sh = ampc::kernels::shared;
 namespace pm = ampc::kernels::shared::pool;
-
-namespace {
-
-using pm::to_geom;
-using pm::visit_pool_type;
-
-}  // namespace
 
 void max_pool(DType dtype, const PoolGeometry& geometry, int64_t planes, const void* x, void* y,
               int64_t* indices, bool column_major) {
-  const pm::Geom g = to_geom(geometry);
-  visit_pool_type<true>(dtype, "max_pool", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    using E = pm::PoolElem<T>;
-    const T* xs = static_cast<const T*>(x);
-    T* ys = static_cast<T*>(y);
-    const int64_t img = g.image_size(), p = g.cols_size();
-    for (int64_t pl = 0; pl < planes; ++pl) {
-      for (int64_t j = 0; j < p; ++j) {
-        int64_t o[3];
-        pm::output_coords(g, j, o);
-        const pm::Window w = pm::window_at(g, o);
-        if (!indices) {
-          ys[pl * p + j] = E::store(pm::max_window(g, w, xs + pl * img));
-          continue;
-        }
-        int64_t arg;
-        ys[pl * p + j] = E::store(pm::argmax_window(g, w, xs + pl * img, &arg));
-        indices[pl * p + j] = pl * img + (column_major ? pm::column_major_offset(g, arg) : arg);
-      }
-    }
-  });
+  pm::run_pool<false>(IndexLoop{}, "max_pool", dtype, geometry, planes, x, y, false, indices,
+                      column_major);
 }
 
 void average_pool(DType dtype, const PoolGeometry& geometry, int64_t planes, const void* x, void* y,
                   bool count_include_pad) {
-  const pm::Geom g = to_geom(geometry);
-  visit_pool_type<false>(dtype, "average_pool", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    using E = pm::PoolElem<T>;
-    const T* xs = static_cast<const T*>(x);
-    T* ys = static_cast<T*>(y);
-    const int64_t img = g.image_size(), p = g.cols_size();
-    for (int64_t pl = 0; pl < planes; ++pl) {
-      for (int64_t j = 0; j < p; ++j) {
-        int64_t o[3];
-        pm::output_coords(g, j, o);
-        ys[pl * p + j] =
-            E::store(pm::average_window(g, pm::window_at(g, o), xs + pl * img, count_include_pad));
-      }
-    }
-  });
+  pm::run_pool<true>(IndexLoop{}, "average_pool", dtype, geometry, planes, x, y, count_include_pad,
+                     nullptr, false);
 }
 
 void global_average_pool(DType dtype, int64_t planes, int64_t spatial, const void* x, void* y) {
-  visit_pool_type<false>(dtype, "global_average_pool", [&](auto tag) {
+  pm::visit_pool_type<false>(dtype, "global_average_pool", [&](auto tag) {
     using T = typename decltype(tag)::type;
     using E = pm::PoolElem<T>;
     using M = typename E::Math;
@@ -78,9 +37,9 @@ void global_average_pool(DType dtype, int64_t planes, int64_t spatial, const voi
     for (int64_t pl = 0; pl < planes; ++pl) {
       for (int t = 0; t < pm::kGlobalThreads; ++t)
         v[t] = pm::thread_sum(xs + pl * spatial, spatial, t);
-      for (int s = pm::kGlobalThreads / 2; s > 0; s /= 2) {
-        for (int t = 0; t < s; ++t) v[t] = pm::padd(v[t], v[t + s]);
-      }
+      // The block's tree (data_launch.cuh's block_tree_sum) halves as a warp's does.
+      shared::warp_tree_host(v.data(), pm::kGlobalThreads,
+                             [](M a, M b) { return shared::add(a, b); });
       ys[pl] = E::store(pm::global_mean(v[0], spatial));
     }
   });
@@ -88,42 +47,13 @@ void global_average_pool(DType dtype, int64_t planes, int64_t spatial, const voi
 
 void max_pool_grad(DType dtype, const PoolGeometry& geometry, int64_t planes, const void* x,
                    const void* dy, void* dx) {
-  const pm::Geom g = to_geom(geometry);
-  const bool empty = pm::has_empty_window(g);
-  visit_pool_type<false>(dtype, "max_pool_grad", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    using E = pm::PoolElem<T>;
-    const T* xs = static_cast<const T*>(x);
-    const T* dys = static_cast<const T*>(dy);
-    T* dxs = static_cast<T*>(dx);
-    const int64_t img = g.image_size(), p = g.cols_size();
-    for (int64_t pl = 0; pl < planes; ++pl) {
-      for (int64_t k = 0; k < img; ++k) {
-        int64_t i[3];
-        pm::image_coords(g, k, i);
-        dxs[pl * img + k] = E::store(pm::max_grad_at(g, xs + pl * img, dys + pl * p, i, empty));
-      }
-    }
-  });
+  pm::run_pool_grad<false>(IndexLoop{}, "max_pool_grad", dtype, geometry, planes, x, dy, dx, false);
 }
 
 void average_pool_grad(DType dtype, const PoolGeometry& geometry, int64_t planes, const void* dy,
                        void* dx, bool count_include_pad) {
-  const pm::Geom g = to_geom(geometry);
-  visit_pool_type<false>(dtype, "average_pool_grad", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    using E = pm::PoolElem<T>;
-    const T* dys = static_cast<const T*>(dy);
-    T* dxs = static_cast<T*>(dx);
-    const int64_t img = g.image_size(), p = g.cols_size();
-    for (int64_t pl = 0; pl < planes; ++pl) {
-      for (int64_t k = 0; k < img; ++k) {
-        int64_t i[3];
-        pm::image_coords(g, k, i);
-        dxs[pl * img + k] = E::store(pm::average_grad_at(g, dys + pl * p, i, count_include_pad));
-      }
-    }
-  });
+  pm::run_pool_grad<true>(IndexLoop{}, "average_pool_grad", dtype, geometry, planes, nullptr, dy,
+                          dx, count_include_pad);
 }
 
 }  // namespace ampc::kernels::twin

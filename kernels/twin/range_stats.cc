@@ -49,8 +49,8 @@ void range_stats(DType dtype, const void* x, int64_t numel, const void* enabled,
           ++shared[rs::kClasses + e.scaled_class];
           if (e.bin < 0) continue;
           ++shared[2 * rs::kClasses + e.bin];
-          max_bits = std::max(max_bits, rs::float_bits(e.abs));
-          inv_min_bits = std::max(inv_min_bits, ~rs::float_bits(e.abs));
+          max_bits = std::max(max_bits, shared::to_bits(e.abs));
+          inv_min_bits = std::max(inv_min_bits, ~shared::to_bits(e.abs));
         }
       }
       for (int k = 0; k < rs::kWorkCounters; ++k) counters[k] += shared[k];

@@ -12,13 +12,6 @@ namespace {
 namespace sh = kernels::shared;
 using sh::ReduceKind;
 
-sh::ReduceShape checked_shape(int rank, const int64_t* dims, const bool* reduced) {
-  if (rank < 0 || rank > 8) {
-    throw Error("reduce: rank " + std::to_string(rank) + " is not supported (at most 8)");
-  }
-  return sh::reduce_shape(rank, dims, reduced);
-}
-
 // inner == 1: rows, each split into pieces that a block reduces; a warp combines the pieces.
 template <typename T>
 void reduce_rows(ReduceKind k, const T* x, T* y, int64_t outer, int64_t n, float* ws) {
@@ -132,18 +125,9 @@ void reduce_general(ReduceKind k, const T* x, T* y, const sh::ReduceShape& s) {
 
 }  // namespace
 
-size_t reduce_workspace_bytes(ReduceOp, DType, int rank, const int64_t* dims, const bool* reduced) {
-  const sh::ReduceShape s = checked_shape(rank, dims, reduced);
-  if (const sh::ChannelReduce ch = sh::channel_reduce(s); ch.ok)
-    return static_cast<size_t>(sh::channel_partials(ch)) * 4;
-  if (s.general) return 0;
-  const sh::SegmentPlan seg = sh::segment_plan(s.outer, s.n, s.inner);
-  return seg.segments == 1 ? 0 : static_cast<size_t>(s.outer * seg.segments * s.inner) * 4;
-}
-
 void reduce(ReduceOp op, DType dtype, const void* x, void* y, int rank, const int64_t* dims,
             const bool* reduced, void* workspace) {
-  const sh::ReduceShape s = checked_shape(rank, dims, reduced);
+  const sh::ReduceShape s = sh::checked_reduce_shape(rank, dims, reduced);
   const auto k = static_cast<ReduceKind>(op);
   sh::dispatch_float_types(dtype, "reduce", [&](auto tag) {
     using T = decltype(tag);

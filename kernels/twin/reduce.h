@@ -7,13 +7,13 @@
 
 #include "base/dtype.h"
 #include "kernels/shared/kernel_args.h"
+#include "kernels/shared/workspace_bytes.h"
 
 namespace ampc::kernels::twin {
 
 using shared::ReduceOp;
 
-size_t reduce_workspace_bytes(ReduceOp op, DType dtype, int rank, const int64_t* dims,
-                              const bool* reduced);
+using shared::reduce_workspace_bytes;
 
 void reduce(ReduceOp op, DType dtype, const void* x, void* y, int rank, const int64_t* dims,
             const bool* reduced, void* workspace);

@@ -41,6 +41,23 @@ std::vector<int> packed(const std::vector<int>& dims) {
 
 constexpr int kCount = 16;  // heuristic answers asked for
 
+// One pass's algorithm: find(&n, perf) asks the heuristics for kCount answers, choose_algo picks
+// one, the pass's convolution descriptor `conv` gets its math type, and size(algo) queries the
+// workspace. `pass` ("forward", ...) names the pass in errors.
+template <typename Perf, typename Find, typename Size>
+auto pick_algo(cudnnConvolutionDescriptor_t conv, bool fp32, const std::string& label,
+               const std::string& pass, Find find, Size size) {
+  Perf perf[kCount];
+  int n = 0;
+  check(find(&n, perf), label + ": " + pass + " heuristics");
+  const Perf* c = choose_algo(perf, n, fp32);
+  if (!c) throw Error(label + ": cuDNN has no " + pass + " algorithm for this convolution");
+  check(cudnnSetConvolutionMathType(conv, math_for_pass(c->mathType, fp32)),
+        label + ": " + pass + " math type");
+  check(size(c->algo), label + ": " + pass + " workspace size");
+  return c->algo;
+}
+
 }  // namespace
 
 CudnnConv::CudnnConv(cudnnHandle_t handle, const ConvShape& s, bool forward, bool data_grad,
@@ -84,48 +101,43 @@ CudnnConv::CudnnConv(cudnnHandle_t handle, const ConvShape& s, bool forward, boo
     if (out != y) throw Error(label + ": cuDNN's output shape differs from the plan's");
   }
 
-  int n = 0;
+  // Each pass: the heuristics' answers for its descriptors, then its workspace for the choice.
   if (forward) {
     fwd_ = make_conv();
-    cudnnConvolutionFwdAlgoPerf_t perf[kCount];
-    check(cudnnGetConvolutionForwardAlgorithm_v7(handle, x_, w_, fwd_, y_, kCount, &n, perf),
-          label + ": forward heuristics");
-    const auto* c = choose_algo(perf, n, fp32);
-    if (!c) throw Error(label + ": cuDNN has no forward algorithm for this convolution");
-    fwd_algo_ = c->algo;
-    check(cudnnSetConvolutionMathType(fwd_, math_for_pass(c->mathType, fp32)),
-          label + ": forward math type");
-    check(cudnnGetConvolutionForwardWorkspaceSize(handle, x_, w_, fwd_, y_, fwd_algo_, &fwd_ws_),
-          label + ": forward workspace size");
+    fwd_algo_ = pick_algo<cudnnConvolutionFwdAlgoPerf_t>(
+        fwd_, fp32, label, "forward",
+        [&](int* n, auto* perf) {
+          return cudnnGetConvolutionForwardAlgorithm_v7(handle, x_, w_, fwd_, y_, kCount, n, perf);
+        },
+        [&](auto algo) {
+          return cudnnGetConvolutionForwardWorkspaceSize(handle, x_, w_, fwd_, y_, algo, &fwd_ws_);
+        });
   }
   if (data_grad) {
     data_ = make_conv();
-    cudnnConvolutionBwdDataAlgoPerf_t perf[kCount];
-    check(cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, w_, y_, data_, x_, kCount, &n, perf),
-          label + ": backward-data heuristics");
-    const auto* c = choose_algo(perf, n, fp32);
-    if (!c) throw Error(label + ": cuDNN has no backward-data algorithm for this convolution");
-    data_algo_ = c->algo;
-    check(cudnnSetConvolutionMathType(data_, math_for_pass(c->mathType, fp32)),
-          label + ": backward-data math type");
-    check(cudnnGetConvolutionBackwardDataWorkspaceSize(handle, w_, y_, data_, x_, data_algo_,
-                                                       &data_ws_),
-          label + ": backward-data workspace size");
+    data_algo_ = pick_algo<cudnnConvolutionBwdDataAlgoPerf_t>(
+        data_, fp32, label, "backward-data",
+        [&](int* n, auto* perf) {
+          return cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, w_, y_, data_, x_, kCount, n,
+                                                             perf);
+        },
+        [&](auto algo) {
+          return cudnnGetConvolutionBackwardDataWorkspaceSize(handle, w_, y_, data_, x_, algo,
+                                                              &data_ws_);
+        });
   }
   if (filter_grad) {
     filter_ = make_conv();
-    cudnnConvolutionBwdFilterAlgoPerf_t perf[kCount];
-    check(cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle, x_, y_, filter_, w_, kCount, &n,
-                                                        perf),
-          label + ": backward-filter heuristics");
-    const auto* c = choose_algo(perf, n, fp32);
-    if (!c) throw Error(label + ": cuDNN has no backward-filter algorithm for this convolution");
-    filter_algo_ = c->algo;
-    check(cudnnSetConvolutionMathType(filter_, math_for_pass(c->mathType, fp32)),
-          label + ": backward-filter math type");
-    check(cudnnGetConvolutionBackwardFilterWorkspaceSize(handle, x_, y_, filter_, w_, filter_algo_,
-                                                         &filter_ws_),
-          label + ": backward-filter workspace size");
+    filter_algo_ = pick_algo<cudnnConvolutionBwdFilterAlgoPerf_t>(
+        filter_, fp32, label, "backward-filter",
+        [&](int* n, auto* perf) {
+          return cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle, x_, y_, filter_, w_, kCount,
+                                                               n, perf);
+        },
+        [&](auto algo) {
+          return cudnnGetConvolutionBackwardFilterWorkspaceSize(handle, x_, y_, filter_, w_, algo,
+                                                                &filter_ws_);
+        });
   }
   workspace_ = std::max({fwd_ws_, data_ws_, filter_ws_});
 }

@@ -67,6 +67,16 @@ bool plan_needs_cudnn(const plan::Plan& plan) {
   return false;
 }
 
+int64_t product(const std::vector<int64_t>& v, size_t begin, size_t end) {
+  int64_t p = 1;
+  for (size_t i = begin; i < end && i < v.size(); ++i) p *= v[i];
+  return p;
+}
+
+void require_same_type(const StepContext& ctx) {
+  if (ctx.out_dtype(0) != ctx.in_dtype(0)) ctx.fail("the output's type differs from the input's");
+}
+
 std::string describe_step(const plan::Plan& plan, int index) {
   const plan::Step& s = plan.steps(index);
   std::string out = "step " + std::to_string(index) + " (ONNX node '" +

@@ -11,7 +11,10 @@
 //                   (kernels/cuda)
 #pragma once
 
+#include <cstdint>
+#include <initializer_list>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/error.h"
@@ -67,5 +70,34 @@ bool uses_cudnn(const plan::Step& step);
 bool uses_cublaslt(const plan::Step& step);
 void check_conv_step(StepContext& ctx);
 void check_gemm_step(StepContext& ctx);
+
+// ---- Helpers of the family files ----
+
+// The product of v[begin, end) (end clamped to v's size; 1 when empty).
+int64_t product(const std::vector<int64_t>& v, size_t begin, size_t end);
+
+// Fails unless output 0 has input 0's element type.
+void require_same_type(const StepContext& ctx);
+
+// The device addresses of buffers in order, as a kernel's pointer list takes them (call it in
+// the launch: the memory is allocated only after every step is built).
+template <typename P>
+std::vector<P> addresses(const std::vector<DevPtr>& buffers) {
+  std::vector<P> p;
+  for (const DevPtr& d : buffers) p.push_back(d.get());
+  return p;
+}
+
+// The value that `choices` gives string attribute `name` (default `fallback`); any other value
+// fails with the CPU operators' message.
+template <typename E>
+E attr_choice(const StepContext& ctx, const char* name, const char* fallback,
+              std::initializer_list<std::pair<const char*, E>> choices) {
+  const std::string value = ctx.attrs().attr_string(name, fallback);
+  for (const auto& [text, e] : choices) {
+    if (value == text) return e;
+  }
+  ctx.fail(std::string("attribute '") + name + "' value '" + value + "' is not supported");
+}
 
 }  // namespace ampc::rt::cuda

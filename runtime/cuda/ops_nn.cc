@@ -27,12 +27,6 @@ namespace kc = kernels::cuda;
 constexpr std::initializer_list<DType> kFloats = {DType::kFloat32, DType::kFloat16,
                                                   DType::kBFloat16};
 
-int64_t product(const std::vector<int64_t>& v, size_t begin, size_t end) {
-  int64_t p = 1;
-  for (size_t i = begin; i < end && i < v.size(); ++i) p *= v[i];
-  return p;
-}
-
 Launch build_softmax(StepContext& ctx) {
   ctx.require_dtype(0, kFloats);
   const std::vector<int64_t> dims = ctx.in_shape(0);
@@ -46,7 +40,7 @@ Launch build_softmax(StepContext& ctx) {
   const int64_t outer = product(dims, 0, axis);
   const int64_t n = coerce_2d ? product(dims, axis, dims.size()) : dims[axis];
   const int64_t inner = coerce_2d ? 1 : product(dims, axis + 1, dims.size());
-  if (ctx.out_dtype(0) != ctx.in_dtype(0)) ctx.fail("the output's type differs from the input's");
+  require_same_type(ctx);
   const bool log = ctx.step().op() == "LogSoftmax";
   const DType dtype = ctx.in_dtype(0);
   const DevPtr x = ctx.in(0), y = ctx.out(0);
@@ -91,17 +85,10 @@ Launch build_cross_entropy(StepContext& ctx) {
   if (s.size() < 2) ctx.fail("scores must have at least 2 dimensions");
   const int64_t n = s[0], c = s[1], d = product(s, 2, s.size());
   if (ctx.in_numel(1) != n * d) ctx.fail("labels do not fit the scores");
-  const std::string red = ctx.attrs().attr_string("reduction", "mean");
-  kc::CeReduction reduction;
-  if (red == "none") {
-    reduction = kc::CeReduction::kNone;
-  } else if (red == "sum") {
-    reduction = kc::CeReduction::kSum;
-  } else if (red == "mean") {
-    reduction = kc::CeReduction::kMean;
-  } else {
-    ctx.fail("reduction '" + red + "' is not supported");
-  }
+  const auto reduction = attr_choice<kc::CeReduction>(ctx, "reduction", "mean",
+                                                      {{"none", kc::CeReduction::kNone},
+                                                       {"sum", kc::CeReduction::kSum},
+                                                       {"mean", kc::CeReduction::kMean}});
   const DType dtype = ctx.in_dtype(0), labels_t = ctx.in_dtype(1);
   DType weight_t = DType::kFloat32;
   if (ctx.has_input(2)) {
@@ -140,7 +127,7 @@ Launch build_reduce(StepContext& ctx) {
       {"ReduceSumSquare", kc::ReduceOp::kSumSquare}};
   const kc::ReduceOp op = ops.at(ctx.step().op());
   ctx.require_dtype(0, kFloats);
-  if (ctx.out_dtype(0) != ctx.in_dtype(0)) ctx.fail("the output's type differs from the input's");
+  require_same_type(ctx);
   const std::vector<int64_t> dims = ctx.in_shape(0);
   const auto rank = static_cast<int64_t>(dims.size());
   if (rank > 8) ctx.fail("more than 8 dimensions");
@@ -174,16 +161,8 @@ struct TensorList {
   std::vector<int64_t> numels;
   std::vector<DevPtr> ins, outs;
 
-  std::vector<const void*> in_pointers() const {
-    std::vector<const void*> p;
-    for (const DevPtr& d : ins) p.push_back(d.get());
-    return p;
-  }
-  std::vector<void*> out_pointers() const {
-    std::vector<void*> p;
-    for (const DevPtr& d : outs) p.push_back(d.get());
-    return p;
-  }
+  std::vector<const void*> in_pointers() const { return addresses<const void*>(ins); }
+  std::vector<void*> out_pointers() const { return addresses<void*>(outs); }
 };
 
 TensorList tensor_list(const StepContext& ctx, int first_in, int first_out, int count) {
@@ -264,18 +243,7 @@ kc::PoolGeometry pool_geometry(const StepContext& ctx, const std::vector<int64_t
   cpu::nn::check_spatial_rank(ctx.attrs(), static_cast<int64_t>(x.size()));
   if (!ctx.attrs().has_attr("kernel_shape")) ctx.fail("attribute 'kernel_shape' is required");
   const std::vector<int64_t> in(x.begin() + 2, x.end());
-  const auto g = cpu::nn::window_geometry(ctx.attrs(), in, {}, true);
-  kc::PoolGeometry p;
-  for (int i = 0; i < 3; ++i) {
-    p.image[i] = g.image[i];
-    p.cols[i] = g.cols[i];
-    p.kernel[i] = g.kernel[i];
-    p.stride[i] = g.stride[i];
-    p.dilation[i] = g.dilation[i];
-    p.pad[i] = g.pad[i];
-    p.pad_end[i] = g.pad_end[i];
-  }
-  return p;
+  return cpu::nn::window_geometry(ctx.attrs(), in, {}, true);  // a ConvGeom: a PoolGeometry
 }
 
 Launch build_pool(StepContext& ctx) {
@@ -283,7 +251,7 @@ Launch build_pool(StepContext& ctx) {
   const kc::PoolGeometry g = pool_geometry(ctx, x);
   const int64_t planes = x[0] * x[1];
   const DType dtype = ctx.in_dtype(0);
-  if (ctx.out_dtype(0) != dtype) ctx.fail("the output's type differs from the input's");
+  require_same_type(ctx);
   const DevPtr in = ctx.in(0), out = ctx.out(0), indices = ctx.out(1);
   if (ctx.step().op() == "MaxPool") {
     if (ctx.has_output(1) && ctx.out_dtype(1) != DType::kInt64) ctx.fail("Indices must be int64");
@@ -328,7 +296,7 @@ Launch build_global_average_pool(StepContext& ctx) {
   if (x.size() < 3) ctx.fail("input must have spatial dimensions");
   const int64_t planes = x[0] * x[1], spatial = product(x, 2, x.size());
   const DType dtype = ctx.in_dtype(0);
-  if (ctx.out_dtype(0) != dtype) ctx.fail("the output's type differs from the input's");
+  require_same_type(ctx);
   const DevPtr in = ctx.in(0), out = ctx.out(0);
   return [=](cudaStream_t stream) {
     if (planes == 0) return;

@@ -26,16 +26,6 @@ Shape contiguous_strides(const Shape& shape) {
   return s;
 }
 
-int64_t product(const Shape& v, size_t begin, size_t end) {
-  int64_t p = 1;
-  for (size_t i = begin; i < end && i < v.size(); ++i) p *= v[i];
-  return p;
-}
-
-void require_same_type(const StepContext& ctx) {
-  if (ctx.out_dtype(0) != ctx.in_dtype(0)) ctx.fail("the output's type differs from the input's");
-}
-
 // out = in viewed through (offset, strides), written contiguously.
 Launch strided(StepContext& ctx, const Shape& shape, int64_t offset, const Shape& strides) {
   require_same_type(ctx);
@@ -146,9 +136,7 @@ Launch build_concat(StepContext& ctx) {
   const DevPtr out = ctx.out(0);
   return [=](cudaStream_t stream) {
     if (outer * inner == 0) return;
-    std::vector<const void*> p;
-    for (const DevPtr& d : ins) p.push_back(d.get());
-    kc::concat(dtype, p, sizes, outer, inner, out.get(), stream);
+    kc::concat(dtype, addresses<const void*>(ins), sizes, outer, inner, out.get(), stream);
   };
 }
 
@@ -168,9 +156,7 @@ Launch build_split(StepContext& ctx) {
   const DevPtr in = ctx.in(0);
   return [=](cudaStream_t stream) {
     if (outer * inner == 0) return;
-    std::vector<void*> p;
-    for (const DevPtr& d : outs) p.push_back(d.get());
-    kc::split(dtype, in.get(), outer, inner, sizes, p, stream);
+    kc::split(dtype, in.get(), outer, inner, sizes, addresses<void*>(outs), stream);
   };
 }
 
@@ -178,17 +164,10 @@ Launch build_pad(StepContext& ctx) {
   const auto& a = ctx.attrs();
   const Shape x = ctx.in_shape(0);
   const auto rank = static_cast<int64_t>(x.size());
-  const std::string mode_name = a.attr_string("mode", "constant");
-  kc::PadMode mode;
-  if (mode_name == "constant") {
-    mode = kc::PadMode::kConstant;
-  } else if (mode_name == "edge") {
-    mode = kc::PadMode::kEdge;
-  } else if (mode_name == "reflect") {
-    mode = kc::PadMode::kReflect;
-  } else {
-    ctx.fail("attribute 'mode' value '" + mode_name + "' is not supported");
-  }
+  const kc::PadMode mode = attr_choice<kc::PadMode>(ctx, "mode", "constant",
+                                                    {{"constant", kc::PadMode::kConstant},
+                                                     {"edge", kc::PadMode::kEdge},
+                                                     {"reflect", kc::PadMode::kReflect}});
   const Shape pads = a.opset() < 11 ? a.attr_ints(a.opset() < 2 ? "paddings" : "pads")
                                     : ctx.constant_ints(1, "pads");
   Shape axes;
@@ -211,7 +190,8 @@ Launch build_pad(StepContext& ctx) {
     shape[d] = x[d] + before[d] + after[d];
     if (shape[d] < 0) ctx.fail("pads remove more than the whole axis " + std::to_string(d));
     if (mode != kc::PadMode::kConstant && x[d] == 0 && shape[d] > 0)
-      ctx.fail("cannot " + mode_name + "-pad an empty axis");
+      ctx.fail(std::string("cannot ") + (mode == kc::PadMode::kEdge ? "edge" : "reflect") +
+               "-pad an empty axis");
   }
   if (shape != ctx.out_shape(0)) ctx.fail("the output is not the padded shape " + shape_str(shape));
   require_same_type(ctx);
@@ -257,16 +237,12 @@ Launch build_scatter_nd(StepContext& ctx) {
   const int64_t depth = idx.back(), tuples = numel_of(idx) / std::max<int64_t>(depth, 1);
   if (depth < 1 || depth > static_cast<int64_t>(data.size())) ctx.fail("bad index depth");
   if (ctx.in_dtype(2) != ctx.in_dtype(0)) ctx.fail("updates have another type than the data");
-  const std::string r = ctx.attrs().attr_string("reduction", "none");
-  static const std::map<std::string, kc::ScatterReduction> reductions = {
-      {"none", kc::ScatterReduction::kNone},
-      {"add", kc::ScatterReduction::kAdd},
-      {"mul", kc::ScatterReduction::kMul},
-      {"max", kc::ScatterReduction::kMax},
-      {"min", kc::ScatterReduction::kMin}};
-  auto it = reductions.find(r);
-  if (it == reductions.end()) ctx.fail("reduction '" + r + "' is not supported");
-  const kc::ScatterReduction reduction = it->second;
+  const auto reduction = attr_choice<kc::ScatterReduction>(ctx, "reduction", "none",
+                                                           {{"none", kc::ScatterReduction::kNone},
+                                                            {"add", kc::ScatterReduction::kAdd},
+                                                            {"mul", kc::ScatterReduction::kMul},
+                                                            {"max", kc::ScatterReduction::kMax},
+                                                            {"min", kc::ScatterReduction::kMin}});
   const WorkspacePtr ws =
       ctx.workspace(static_cast<int64_t>(kc::scatter_nd_workspace_bytes(data, tuples, depth)));
   const DType dtype = ctx.in_dtype(0), index_t = ctx.in_dtype(1);
