@@ -179,6 +179,25 @@ size_t source_index(size_t linear, const std::vector<int64_t>& out,
   return index;
 }
 
+// The ops that mean the same on doubles and int64s (comparisons give 0 or 1); nullopt for
+// the others, which `elementwise` computes per kind.
+template <typename T>
+std::optional<T> same_on_floats_and_ints(const std::string& op, T x, T y) {
+  if (op == "Add") return x + y;
+  if (op == "Sub") return x - y;
+  if (op == "Mul") return x * y;
+  if (op == "Min") return std::min(x, y);
+  if (op == "Max") return std::max(x, y);
+  if (op == "Neg") return -x;
+  if (op == "Identity") return x;
+  if (op == "Equal") return x == y;
+  if (op == "Less") return x < y;
+  if (op == "Greater") return x > y;
+  if (op == "LessOrEqual") return x <= y;
+  if (op == "GreaterOrEqual") return x >= y;
+  return std::nullopt;
+}
+
 std::optional<Tensor> elementwise(const ir::Node& n) {
   static const std::set<std::string> kUnary = {"Neg",  "Abs",  "Not",     "Floor",
                                                "Ceil", "Sqrt", "Identity"};
@@ -208,20 +227,10 @@ std::optional<Tensor> elementwise(const ir::Node& n) {
     if (a->floating()) {
       const double x = a->f[ia], y = b->f[ib];
       double r;
-      if (op == "Add")
-        r = x + y;
-      else if (op == "Sub")
-        r = x - y;
-      else if (op == "Mul")
-        r = x * y;
+      if (auto shared = same_on_floats_and_ints(op, x, y))
+        r = *shared;
       else if (op == "Div")
         r = x / y;
-      else if (op == "Min")
-        r = std::min(x, y);
-      else if (op == "Max")
-        r = std::max(x, y);
-      else if (op == "Neg")
-        r = -x;
       else if (op == "Abs")
         r = std::fabs(x);
       else if (op == "Floor")
@@ -230,18 +239,6 @@ std::optional<Tensor> elementwise(const ir::Node& n) {
         r = std::ceil(x);
       else if (op == "Sqrt")
         r = std::sqrt(x);
-      else if (op == "Identity")
-        r = x;
-      else if (op == "Equal")
-        r = x == y;
-      else if (op == "Less")
-        r = x < y;
-      else if (op == "Greater")
-        r = x > y;
-      else if (op == "LessOrEqual")
-        r = x <= y;
-      else if (op == "GreaterOrEqual")
-        r = x >= y;
       else
         return std::nullopt;
       // One rounding to float32 per op, as the backend computes it.
@@ -254,12 +251,8 @@ std::optional<Tensor> elementwise(const ir::Node& n) {
     }
     const int64_t x = a->i[ia], y = b->i[ib];
     int64_t r;
-    if (op == "Add")
-      r = x + y;
-    else if (op == "Sub")
-      r = x - y;
-    else if (op == "Mul")
-      r = x * y;
+    if (auto shared = same_on_floats_and_ints(op, x, y))
+      r = *shared;
     else if (op == "Div") {
       if (y == 0) return std::nullopt;
       r = x / y;  // ONNX integer Div truncates, as C++ does
@@ -268,15 +261,9 @@ std::optional<Tensor> elementwise(const ir::Node& n) {
       const auto* fmod = n.attr("fmod");
       r = x % y;
       if (!(fmod && fmod->i) && r != 0 && ((r < 0) != (y < 0))) r += y;  // sign of divisor
-    } else if (op == "Min")
-      r = std::min(x, y);
-    else if (op == "Max")
-      r = std::max(x, y);
-    else if (op == "Neg")
-      r = -x;
-    else if (op == "Abs")
+    } else if (op == "Abs")
       r = x < 0 ? -x : x;
-    else if (op == "Floor" || op == "Ceil" || op == "Identity")
+    else if (op == "Floor" || op == "Ceil")
       r = x;
     else if (op == "Not")
       r = !x;
@@ -284,16 +271,8 @@ std::optional<Tensor> elementwise(const ir::Node& n) {
       r = x && y;
     else if (op == "Or")
       r = x || y;
-    else if (op == "Equal")
-      r = x == y;
-    else if (op == "Less")
-      r = x < y;
-    else if (op == "Greater")
-      r = x > y;
-    else if (op == "LessOrEqual")
-      r = x <= y;
     else
-      r = x >= y;
+      return std::nullopt;
     out.i.push_back(r);
   }
   return write(out, out.dtype);
