@@ -7,6 +7,7 @@
 #include <set>
 
 #include "base/error.h"
+#include "compiler/ir/verifier.h"
 #include "passes/autodiff/ampc_schemas.h"
 #include "passes/cast_cleanup.h"
 #include "passes/precision_policy.h"
@@ -20,19 +21,6 @@ DType widest(DType a, DType b) {
   if (a == DType::kUndefined) return b;
   if (a == DType::kFloat64 || b == DType::kFloat64) return DType::kFloat64;
   return DType::kFloat32;
-}
-
-std::string_view onnx_type_str(DType t) {
-  switch (t) {
-    case DType::kFloat16:
-      return "tensor(float16)";
-    case DType::kBFloat16:
-      return "tensor(bfloat16)";
-    case DType::kFloat64:
-      return "tensor(double)";
-    default:
-      return "tensor(float)";
-  }
 }
 
 // The type string of formal input/output `i` ("T", "T1", or a fixed "tensor(int64)"); the
@@ -53,9 +41,9 @@ const onnx::OpSchema::TypeConstraintParam* constraint(const onnx::OpSchema& s,
 
 bool allows(const onnx::OpSchema& s, const std::string& type_str, DType t) {
   const auto* c = constraint(s, type_str);
-  if (!c) return type_str == onnx_type_str(t);
+  if (!c) return type_str == ir::onnx_type_string(t);
   return std::find(c->allowed_type_strs.begin(), c->allowed_type_strs.end(),
-                   std::string(onnx_type_str(t))) != c->allowed_type_strs.end();
+                   ir::onnx_type_string(t)) != c->allowed_type_strs.end();
 }
 
 int64_t static_numel(const ir::TensorType& t) {
