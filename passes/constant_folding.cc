@@ -35,20 +35,9 @@ std::vector<int64_t> int_values(const Tensor& t) {
   return out;
 }
 
+// An int64 or int32 tensor of `values`.
 Tensor int_tensor(DType dtype, std::vector<int64_t> dims, const std::vector<int64_t>& values) {
-  Tensor t;
-  t.dtype = dtype;
-  t.dims = std::move(dims);
-  t.bytes.resize(values.size() * dtype_size(dtype));
-  for (size_t i = 0; i < values.size(); ++i) {
-    if (dtype == DType::kInt64) {
-      std::memcpy(t.bytes.data() + 8 * i, &values[i], 8);
-    } else {
-      const auto v = static_cast<int32_t>(values[i]);
-      std::memcpy(t.bytes.data() + 4 * i, &v, 4);
-    }
-  }
-  return t;
+  return ir::tensor_of<int32_t>(dtype, DType::kInt64, std::move(dims), values);
 }
 
 int64_t norm_axis(int64_t axis, int64_t rank) {
