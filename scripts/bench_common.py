@@ -44,3 +44,15 @@ def read_log(path):
 def mean_step_ms(lines, batch):
     """The mean step time in milliseconds over log lines, from their samples_per_s."""
     return 1000 * sum(batch / line["samples_per_s"] for line in lines) / len(lines)
+
+
+def print_table_header(*columns):
+    """A markdown table's header: the first two columns (model, precision) left-aligned, the
+    numbers after them right-aligned."""
+    print_row(*columns)
+    print("|" + "|".join("---" if i < 2 else "---:" for i in range(len(columns))) + "|")
+
+
+def print_row(*cells):
+    """A markdown table's row."""
+    print("| " + " | ".join(str(c) for c in cells) + " |")

@@ -15,7 +15,8 @@ import re
 import subprocess
 import tempfile
 
-from bench_common import ROOT, arg_parser, mean_step_ms, read_log, thread_env
+from bench_common import (ROOT, arg_parser, mean_step_ms, print_row, print_table_header, read_log,
+                          thread_env)
 
 # name: (data file, batch of the committed model, steps)
 CASES = {"mlp": ("digits.npz", 32, 300), "cnn": ("digits_images.npz", 32, 150),
@@ -45,9 +46,8 @@ def main():
     p = arg_parser(__doc__, threads=1)
     args = p.parse_args()
     print(f"{args.threads} thread(s); ms per training step (CPU backend), kernels per step")
-    print("| model | precision | kernels unfused | kernels fused | ms unfused | ms fused | "
-          "speed-up |")
-    print("|---|---|---:|---:|---:|---:|---:|")
+    print_table_header("model", "precision", "kernels unfused", "kernels fused", "ms unfused",
+                       "ms fused", "speed-up")
     with tempfile.TemporaryDirectory() as tmp:
         for name in CASES:
             for precision in ("fp32", "fp16", "bf16"):
@@ -57,8 +57,8 @@ def main():
                     kernels = compile_plan(args.ampc, name, precision, fused, plan)
                     ms = step_ms(args.ampc, name, plan, args.threads, plan + ".jsonl")
                     r[fused] = (kernels, ms)
-                print(f"| {name} | {precision} | {r[False][0]} | {r[True][0]} | "
-                      f"{r[False][1]:.3f} | {r[True][1]:.3f} | {r[False][1] / r[True][1]:.2f}x |")
+                print_row(name, precision, r[False][0], r[True][0], f"{r[False][1]:.3f}",
+                          f"{r[True][1]:.3f}", f"{r[False][1] / r[True][1]:.2f}x")
 
 
 if __name__ == "__main__":

@@ -15,7 +15,8 @@ import re
 import subprocess
 import tempfile
 
-from bench_common import ROOT, arg_parser, mean_step_ms, read_log, thread_env
+from bench_common import (ROOT, arg_parser, mean_step_ms, print_row, print_table_header, read_log,
+                          thread_env)
 
 # name: (data file, batch of the committed model, steps, optimizer options)
 CASES = {
@@ -51,16 +52,15 @@ def main():
     print(f"{args.threads} thread(s), OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}; "
           "loss = mean of the last 20 steps; held-out = last 10% of the data; step time = mean "
           "over steps 11.. (from the log's samples_per_s)")
-    print("| model | precision | first loss | last loss | held-out loss | held-out acc % | "
-          "skipped | final scale | ms / step |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    print_table_header("model", "precision", "first loss", "last loss", "held-out loss",
+                       "held-out acc %", "skipped", "final scale", "ms / step")
     with tempfile.TemporaryDirectory() as tmp:
         for name in CASES:
             for precision in ("fp32", "fp16", "bf16"):
                 r = train(args.ampc, name, precision, args.threads, tmp)
-                print(f"| {name} | {precision} | {r['first']:.4f} | {r['last']:.4f} | "
-                      f"{r['held_loss']:.4f} | {r['held_acc']} | {r['skipped']} | {r['scale']} | "
-                      f"{r['batch_ms']:.4f} |")
+                print_row(name, precision, f"{r['first']:.4f}", f"{r['last']:.4f}",
+                          f"{r['held_loss']:.4f}", r["held_acc"], r["skipped"], r["scale"],
+                          f"{r['batch_ms']:.4f}")
 
 
 if __name__ == "__main__":
