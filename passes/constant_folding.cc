@@ -1,7 +1,6 @@
 #include "passes/constant_folding.h"
 
 #include <algorithm>
-#include <cstring>
 #include <optional>
 #include <set>
 
@@ -24,13 +23,8 @@ bool is_int(DType t) {
 std::vector<int64_t> int_values(const Tensor& t) {
   std::vector<int64_t> out(static_cast<size_t>(t.numel()));
   for (size_t i = 0; i < out.size(); ++i) {
-    if (t.dtype == DType::kInt64) {
-      std::memcpy(&out[i], t.bytes.data() + 8 * i, 8);
-    } else {
-      int32_t v;
-      std::memcpy(&v, t.bytes.data() + 4 * i, 4);
-      out[i] = v;
-    }
+    out[i] = t.dtype == DType::kInt64 ? ir::load_element<int64_t>(t.bytes.data(), i)
+                                      : ir::load_element<int32_t>(t.bytes.data(), i);
   }
   return out;
 }

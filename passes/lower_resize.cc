@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 
 #include "base/error.h"
 
@@ -20,15 +19,11 @@ std::vector<double> constant_scales(const ir::Node& n) {
   const ir::Tensor& t = *n.inputs[2]->initializer;
   std::vector<double> out;
   for (int64_t k = 0; k < t.numel(); ++k) {
-    if (t.dtype == DType::kFloat32) {
-      float v;
-      std::memcpy(&v, t.bytes.data() + 4 * k, 4);
-      out.push_back(v);
-    } else if (t.dtype == DType::kFloat64) {
-      double v;
-      std::memcpy(&v, t.bytes.data() + 8 * k, 8);
-      out.push_back(v);
-    }
+    const auto i = static_cast<size_t>(k);
+    if (t.dtype == DType::kFloat32)
+      out.push_back(ir::load_element<float>(t.bytes.data(), i));
+    else if (t.dtype == DType::kFloat64)
+      out.push_back(ir::load_element<double>(t.bytes.data(), i));
   }
   return out;
 }

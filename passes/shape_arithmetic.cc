@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <functional>
 #include <set>
 #include <string>
@@ -49,24 +48,15 @@ std::optional<Arr> read(const Tensor& t) {
   const uint8_t* p = t.bytes.data();
   for (size_t k = 0; k < n; ++k) {
     switch (t.dtype) {
-      case DType::kInt64: {
-        int64_t v;
-        std::memcpy(&v, p + 8 * k, 8);
-        a.i.push_back(v);
+      case DType::kInt64:
+        a.i.push_back(ir::load_element<int64_t>(p, k));
         break;
-      }
-      case DType::kInt32: {
-        int32_t v;
-        std::memcpy(&v, p + 4 * k, 4);
-        a.i.push_back(v);
+      case DType::kInt32:
+        a.i.push_back(ir::load_element<int32_t>(p, k));
         break;
-      }
-      case DType::kInt16: {
-        int16_t v;
-        std::memcpy(&v, p + 2 * k, 2);
-        a.i.push_back(v);
+      case DType::kInt16:
+        a.i.push_back(ir::load_element<int16_t>(p, k));
         break;
-      }
       case DType::kInt8:
         a.i.push_back(static_cast<int8_t>(p[k]));
         break;
@@ -76,17 +66,11 @@ std::optional<Arr> read(const Tensor& t) {
       case DType::kBool:
         a.i.push_back(p[k] != 0);
         break;
-      case DType::kFloat32: {
-        float v;
-        std::memcpy(&v, p + 4 * k, 4);
-        a.f.push_back(v);
+      case DType::kFloat32:
+        a.f.push_back(ir::load_element<float>(p, k));
         break;
-      }
-      default: {
-        double v;
-        std::memcpy(&v, p + 8 * k, 8);
-        a.f.push_back(v);
-      }
+      default:
+        a.f.push_back(ir::load_element<double>(p, k));
     }
   }
   return a;
@@ -105,18 +89,14 @@ Tensor write(const Arr& a, DType to) {
     const int64_t iv = a.floating() ? static_cast<int64_t>(std::trunc(a.f[k])) : a.i[k];
     switch (to) {
       case DType::kInt64:
-        std::memcpy(p + 8 * k, &iv, 8);
+        ir::store_element(p, k, iv);
         break;
-      case DType::kInt32: {
-        const auto v = static_cast<int32_t>(iv);
-        std::memcpy(p + 4 * k, &v, 4);
+      case DType::kInt32:
+        ir::store_element(p, k, static_cast<int32_t>(iv));
         break;
-      }
-      case DType::kInt16: {
-        const auto v = static_cast<int16_t>(iv);
-        std::memcpy(p + 2 * k, &v, 2);
+      case DType::kInt16:
+        ir::store_element(p, k, static_cast<int16_t>(iv));
         break;
-      }
       case DType::kInt8:
       case DType::kUInt8:
         p[k] = static_cast<uint8_t>(iv);
@@ -124,13 +104,11 @@ Tensor write(const Arr& a, DType to) {
       case DType::kBool:
         p[k] = a.floating() ? a.f[k] != 0 : a.i[k] != 0;
         break;
-      case DType::kFloat32: {
-        const auto v = static_cast<float>(fv);
-        std::memcpy(p + 4 * k, &v, 4);
+      case DType::kFloat32:
+        ir::store_element(p, k, static_cast<float>(fv));
         break;
-      }
       default:
-        std::memcpy(p + 8 * k, &fv, 8);
+        ir::store_element(p, k, fv);
     }
   }
   return t;

@@ -29,6 +29,19 @@ struct Tensor {
 
 int64_t shape_numel(const std::vector<int64_t>& dims);
 
+// Element `k` of raw tensor bytes holding Ts (through memcpy: the bytes need no alignment).
+template <typename T>
+T load_element(const uint8_t* bytes, size_t k) {
+  T v;
+  std::memcpy(&v, bytes + sizeof(T) * k, sizeof(T));
+  return v;
+}
+
+template <typename T>
+void store_element(uint8_t* bytes, size_t k, T v) {
+  std::memcpy(bytes + sizeof(T) * k, &v, sizeof(T));
+}
+
 // A tensor of `dtype` holding 64-bit `values` (int64 or double): copied as they are when
 // `dtype` is `wide`, their own dtype, otherwise each cast to the 32-bit `Narrow` (int32,
 // float), the only other dtype the callers write.
@@ -41,12 +54,10 @@ Tensor tensor_of(DType dtype, DType wide, std::vector<int64_t> dims,
   t.dims = std::move(dims);
   t.bytes.resize(values.size() * dtype_size(dtype));
   for (size_t i = 0; i < values.size(); ++i) {
-    if (dtype == wide) {
-      std::memcpy(t.bytes.data() + 8 * i, &values[i], 8);
-    } else {
-      const auto v = static_cast<Narrow>(values[i]);
-      std::memcpy(t.bytes.data() + 4 * i, &v, 4);
-    }
+    if (dtype == wide)
+      store_element(t.bytes.data(), i, values[i]);
+    else
+      store_element(t.bytes.data(), i, static_cast<Narrow>(values[i]));
   }
   return t;
 }
