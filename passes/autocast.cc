@@ -349,33 +349,40 @@ class Autocaster {
 
 }  // namespace
 
-std::string_view precision_name(Precision p) {
-  switch (p) {
-    case Precision::kFP16:
-      return "fp16";
-    case Precision::kBF16:
-      return "bf16";
-    default:
-      return "fp32";
+namespace {
+
+// Each precision's name and storage dtype; the first is what an out-of-range value reads as.
+struct PrecisionInfo {
+  Precision precision;
+  std::string_view name;
+  DType dtype;
+};
+constexpr PrecisionInfo kPrecisions[] = {{Precision::kFP32, "fp32", DType::kFloat32},
+                                         {Precision::kFP16, "fp16", DType::kFloat16},
+                                         {Precision::kBF16, "bf16", DType::kBFloat16}};
+
+const PrecisionInfo& precision_info(Precision p) {
+  for (const auto& i : kPrecisions) {
+    if (i.precision == p) return i;
   }
+  return kPrecisions[0];
+}
+
+}  // namespace
+
+std::string_view precision_name(Precision p) {
+  return precision_info(p).name;
 }
 
 Precision parse_precision(std::string_view name) {
-  if (name == "fp32") return Precision::kFP32;
-  if (name == "fp16") return Precision::kFP16;
-  if (name == "bf16") return Precision::kBF16;
+  for (const auto& i : kPrecisions) {
+    if (i.name == name) return i.precision;
+  }
   throw Error("unknown precision '" + std::string(name) + "' (expected fp32, fp16 or bf16)");
 }
 
 DType precision_dtype(Precision p) {
-  switch (p) {
-    case Precision::kFP16:
-      return DType::kFloat16;
-    case Precision::kBF16:
-      return DType::kBFloat16;
-    default:
-      return DType::kFloat32;
-  }
+  return precision_info(p).dtype;
 }
 
 int64_t AutocastReport::total_cast_bytes() const {
