@@ -3,32 +3,18 @@
 #include <onnx/defs/schema.h>
 #include <onnx/defs/shape_inference.h>
 
+#include "passes/autodiff/ampc_schema_parts.h"
 #include "passes/autodiff/ampc_schemas.h"
 #include "passes/comm_schemas.h"
 
 namespace ampc::passes {
 namespace {
 
-using autodiff::kAmpcDomain;
-using autodiff::kAmpcDomainVersion;
+using autodiff::ampc_op_schema;
+using autodiff::float_type_strs;
+using autodiff::output_like_input;
 using onnx::AttributeProto;
 using onnx::OpSchema;
-
-const std::vector<std::string> kGradTypes = {"tensor(float16)", "tensor(bfloat16)", "tensor(float)",
-                                             "tensor(double)"};
-
-OpSchema base(const char* name, const char* doc) {
-  OpSchema s;
-  s.SetName(name).SetDomain(kAmpcDomain).SinceVersion(kAmpcDomainVersion).SetDoc(doc);
-  return s;
-}
-
-// Output `out` has the type and shape of input `in`.
-void like(onnx::InferenceContext& ctx, size_t in, size_t out) {
-  if (ctx.getNumOutputs() <= out || !ctx.getOutputType(out)) return;
-  onnx::propagateElemTypeFromInputToOutput(ctx, in, out);
-  if (onnx::hasInputShape(ctx, in)) onnx::propagateShapeFromInputToOutput(ctx, in, out);
-}
 
 // Output `out` is a scalar of element type `type`.
 void scalar(onnx::InferenceContext& ctx, size_t out, int32_t type) {
@@ -37,25 +23,27 @@ void scalar(onnx::InferenceContext& ctx, size_t out, int32_t type) {
 }
 
 OpSchema unscale_check() {
-  OpSchema s = base("UnscaleCheck",
-                    "Multiplies every gradient by inv_scale and reports whether any element of "
-                    "any gradient is not finite.");
-  s.TypeConstraint("G", kGradTypes, "Gradient tensors.")
+  OpSchema s =
+      ampc_op_schema("UnscaleCheck",
+                     "Multiplies every gradient by inv_scale and reports whether any element of "
+                     "any gradient is not finite.");
+  s.TypeConstraint("G", float_type_strs(), "Gradient tensors.")
       .Input(0, "inv_scale", "1 / loss scale (fp32 scalar).", "tensor(float)")
       .Input(1, "gradients", "Scaled gradients.", "G", OpSchema::Variadic, false)
       .Output(0, "found_inf", "True when a gradient holds inf or NaN.", "tensor(bool)")
       .Output(1, "unscaled", "The gradients times inv_scale.", "G", OpSchema::Variadic, false)
       .TypeAndShapeInferenceFunction([](onnx::InferenceContext& ctx) {
         scalar(ctx, 0, onnx::TensorProto::BOOL);
-        for (size_t i = 1; i < ctx.getNumOutputs() && i < ctx.getNumInputs(); ++i) like(ctx, i, i);
+        for (size_t i = 1; i < ctx.getNumOutputs() && i < ctx.getNumInputs(); ++i)
+          output_like_input(ctx, i, i);
       });
   return s;
 }
 
 OpSchema update_scale() {
-  OpSchema s = base("UpdateScale",
-                    "torch's _amp_update_scale_: backs off on found_inf, grows after "
-                    "growth_interval steps without one; optional bounds.");
+  OpSchema s = ampc_op_schema("UpdateScale",
+                              "torch's _amp_update_scale_: backs off on found_inf, grows after "
+                              "growth_interval steps without one; optional bounds.");
   s.Attr("growth_factor", "Factor after growth_interval clean steps.", AttributeProto::FLOAT, 2.0f)
       .Attr("backoff_factor", "Factor after a step with non-finite gradients.",
             AttributeProto::FLOAT, 0.5f)
@@ -71,19 +59,20 @@ OpSchema update_scale() {
       .Output(0, "new_scale", "Next loss scale.", "tensor(float)")
       .Output(1, "new_growth_tracker", "Next growth tracker.", "tensor(int32)")
       .TypeAndShapeInferenceFunction([](onnx::InferenceContext& ctx) {
-        like(ctx, 0, 0);
-        like(ctx, 1, 1);
+        output_like_input(ctx, 0, 0);
+        output_like_input(ctx, 1, 1);
       });
   return s;
 }
 
 OpSchema clip_grad_norm() {
-  OpSchema s = base("ClipGradNorm",
-                    "Global L2 norm of all gradients; with max_norm, the gradients scaled by "
-                    "min(max_norm / (norm + 1e-6), 1).");
+  OpSchema s =
+      ampc_op_schema("ClipGradNorm",
+                     "Global L2 norm of all gradients; with max_norm, the gradients scaled by "
+                     "min(max_norm / (norm + 1e-6), 1).");
   s.Attr("max_norm", "Clip threshold; absent: compute the norm only.", AttributeProto::FLOAT,
          onnx::OPTIONAL_VALUE)
-      .TypeConstraint("G", kGradTypes, "Gradient tensors.")
+      .TypeConstraint("G", float_type_strs(), "Gradient tensors.")
       .Input(0, "gradients", "Gradients.", "G", OpSchema::Variadic, false)
       .Output(0, "total_norm", "Global L2 norm (fp32 scalar).", "tensor(float)")
       .Output(1, "clipped", "Clipped gradients (none without max_norm).", "G", OpSchema::Variadic,
@@ -91,7 +80,7 @@ OpSchema clip_grad_norm() {
       .TypeAndShapeInferenceFunction([](onnx::InferenceContext& ctx) {
         scalar(ctx, 0, onnx::TensorProto::FLOAT);
         for (size_t i = 1; i < ctx.getNumOutputs() && i <= ctx.getNumInputs(); ++i)
-          like(ctx, i - 1, i);
+          output_like_input(ctx, i - 1, i);
       });
   return s;
 }

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "base/error.h"
+#include "compiler/ir/verifier.h"
 #include "passes/autodiff/ampc_schemas.h"
 #include "passes/cast_cleanup.h"
 #include "passes/precision_policy.h"
@@ -20,19 +21,6 @@ DType widest(DType a, DType b) {
   if (a == DType::kUndefined) return b;
   if (a == DType::kFloat64 || b == DType::kFloat64) return DType::kFloat64;
   return DType::kFloat32;
-}
-
-std::string_view onnx_type_str(DType t) {
-  switch (t) {
-    case DType::kFloat16:
-      return "tensor(float16)";
-    case DType::kBFloat16:
-      return "tensor(bfloat16)";
-    case DType::kFloat64:
-      return "tensor(double)";
-    default:
-      return "tensor(float)";
-  }
 }
 
 // The type string of formal input/output `i` ("T", "T1", or a fixed "tensor(int64)"); the
@@ -53,9 +41,9 @@ const onnx::OpSchema::TypeConstraintParam* constraint(const onnx::OpSchema& s,
 
 bool allows(const onnx::OpSchema& s, const std::string& type_str, DType t) {
   const auto* c = constraint(s, type_str);
-  if (!c) return type_str == onnx_type_str(t);
+  if (!c) return type_str == ir::onnx_type_string(t);
   return std::find(c->allowed_type_strs.begin(), c->allowed_type_strs.end(),
-                   std::string(onnx_type_str(t))) != c->allowed_type_strs.end();
+                   ir::onnx_type_string(t)) != c->allowed_type_strs.end();
 }
 
 int64_t static_numel(const ir::TensorType& t) {
@@ -361,33 +349,40 @@ class Autocaster {
 
 }  // namespace
 
-std::string_view precision_name(Precision p) {
-  switch (p) {
-    case Precision::kFP16:
-      return "fp16";
-    case Precision::kBF16:
-      return "bf16";
-    default:
-      return "fp32";
+namespace {
+
+// Each precision's name and storage dtype; the first is what an out-of-range value reads as.
+struct PrecisionInfo {
+  Precision precision;
+  std::string_view name;
+  DType dtype;
+};
+constexpr PrecisionInfo kPrecisions[] = {{Precision::kFP32, "fp32", DType::kFloat32},
+                                         {Precision::kFP16, "fp16", DType::kFloat16},
+                                         {Precision::kBF16, "bf16", DType::kBFloat16}};
+
+const PrecisionInfo& precision_info(Precision p) {
+  for (const auto& i : kPrecisions) {
+    if (i.precision == p) return i;
   }
+  return kPrecisions[0];
+}
+
+}  // namespace
+
+std::string_view precision_name(Precision p) {
+  return precision_info(p).name;
 }
 
 Precision parse_precision(std::string_view name) {
-  if (name == "fp32") return Precision::kFP32;
-  if (name == "fp16") return Precision::kFP16;
-  if (name == "bf16") return Precision::kBF16;
+  for (const auto& i : kPrecisions) {
+    if (i.name == name) return i.precision;
+  }
   throw Error("unknown precision '" + std::string(name) + "' (expected fp32, fp16 or bf16)");
 }
 
 DType precision_dtype(Precision p) {
-  switch (p) {
-    case Precision::kFP16:
-      return DType::kFloat16;
-    case Precision::kBF16:
-      return DType::kBFloat16;
-    default:
-      return DType::kFloat32;
-  }
+  return precision_info(p).dtype;
 }
 
 int64_t AutocastReport::total_cast_bytes() const {

@@ -5,23 +5,9 @@
 namespace ampc::passes {
 namespace {
 
+// Bits of an integer dtype; 0 for any other.
 int bits_of_integer(DType t) {
-  switch (t) {
-    case DType::kInt8:
-    case DType::kUInt8:
-      return 8;
-    case DType::kInt16:
-    case DType::kUInt16:
-      return 16;
-    case DType::kInt32:
-    case DType::kUInt32:
-      return 32;
-    case DType::kInt64:
-    case DType::kUInt64:
-      return 64;
-    default:
-      return 0;
-  }
+  return is_integer(t) ? 8 * static_cast<int>(dtype_size(t)) : 0;
 }
 
 bool is_unsigned(DType t) {

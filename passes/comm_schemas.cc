@@ -3,16 +3,16 @@
 #include <onnx/defs/schema.h>
 #include <onnx/defs/shape_inference.h>
 
+#include "passes/autodiff/ampc_schema_parts.h"
 #include "passes/autodiff/ampc_schemas.h"
 
 namespace ampc::passes {
 namespace {
 
+using autodiff::ampc_op_schema;
+using autodiff::float_type_strs;
 using onnx::AttributeProto;
 using onnx::OpSchema;
-
-const std::vector<std::string> kFloatTypes = {"tensor(float16)", "tensor(bfloat16)",
-                                              "tensor(float)", "tensor(double)"};
 
 // Output i: input i's shape, element type from the attribute `to`.
 void shape_like_inputs(onnx::InferenceContext& ctx) {
@@ -24,15 +24,11 @@ void shape_like_inputs(onnx::InferenceContext& ctx) {
 }
 
 OpSchema comm_op(const char* name, const char* doc, const char* in, const char* out) {
-  OpSchema s;
-  s.SetName(name)
-      .SetDomain(autodiff::kAmpcDomain)
-      .SinceVersion(autodiff::kAmpcDomainVersion)
-      .SetDoc(doc)
-      .Attr("bucket", "The gradient bucket (pairs a start with its wait).", AttributeProto::INT)
+  OpSchema s = ampc_op_schema(name, doc);
+  s.Attr("bucket", "The gradient bucket (pairs a start with its wait).", AttributeProto::INT)
       .Attr("to", "Element type of the outputs (TensorProto.DataType).", AttributeProto::INT)
-      .TypeConstraint("A", kFloatTypes, "Inputs.")
-      .TypeConstraint("B", kFloatTypes, "Outputs.")
+      .TypeConstraint("A", float_type_strs(), "Inputs.")
+      .TypeConstraint("B", float_type_strs(), "Outputs.")
       .Input(0, in, "One tensor per gradient of the bucket.", "A", OpSchema::Variadic, false)
       .Output(0, out, "One tensor per input.", "B", OpSchema::Variadic, false)
       .TypeAndShapeInferenceFunction(shape_like_inputs);
@@ -41,12 +37,9 @@ OpSchema comm_op(const char* name, const char* doc, const char* in, const char* 
 
 // AllReduceSum: the input's type and shape.
 OpSchema all_reduce_sum() {
-  OpSchema s;
-  s.SetName("AllReduceSum")
-      .SetDomain(autodiff::kAmpcDomain)
-      .SinceVersion(autodiff::kAmpcDomainVersion)
-      .SetDoc("The sum of X over every rank, blocking (a copy on one rank).")
-      .TypeConstraint("T", kFloatTypes, "Any float.")
+  OpSchema s = ampc_op_schema("AllReduceSum",
+                              "The sum of X over every rank, blocking (a copy on one rank).");
+  s.TypeConstraint("T", float_type_strs(), "Any float.")
       .Input(0, "X", "This rank's tensor.", "T")
       .Output(0, "Y", "The sum over the ranks.", "T")
       .TypeAndShapeInferenceFunction(onnx::propagateShapeAndTypeFromFirstInput);
@@ -55,14 +48,11 @@ OpSchema all_reduce_sum() {
 
 // BatchStatistics: outputs 0, 1 have the type and shape of inputs 2, 3.
 OpSchema batch_statistics() {
-  OpSchema s;
-  s.SetName("BatchStatistics")
-      .SetDomain(autodiff::kAmpcDomain)
-      .SinceVersion(autodiff::kAmpcDomainVersion)
-      .SetDoc(
-          "The statistics a synchronised BatchNormalization normalises with: in training the "
-          "batch's (inputs 2, 3); evaluation replaces the node by the running ones (0, 1).")
-      .TypeConstraint("T", kFloatTypes, "Any float.")
+  OpSchema s = ampc_op_schema(
+      "BatchStatistics",
+      "The statistics a synchronised BatchNormalization normalises with: in training the "
+      "batch's (inputs 2, 3); evaluation replaces the node by the running ones (0, 1).");
+  s.TypeConstraint("T", float_type_strs(), "Any float.")
       .Input(0, "running_mean", "Running mean.", "T")
       .Input(1, "running_var", "Running variance.", "T")
       .Input(2, "batch_mean", "The batch's mean over every rank.", "T")
@@ -70,10 +60,7 @@ OpSchema batch_statistics() {
       .Output(0, "mean", "batch_mean.", "T")
       .Output(1, "var", "batch_var.", "T")
       .TypeAndShapeInferenceFunction([](onnx::InferenceContext& ctx) {
-        for (size_t i = 0; i < 2; ++i) {
-          onnx::propagateElemTypeFromInputToOutput(ctx, i + 2, i);
-          if (onnx::hasInputShape(ctx, i + 2)) onnx::propagateShapeFromInputToOutput(ctx, i + 2, i);
-        }
+        for (size_t i = 0; i < 2; ++i) autodiff::output_like_input(ctx, i + 2, i);
       });
   return s;
 }

@@ -1,7 +1,6 @@
 #include "passes/constant_folding.h"
 
 #include <algorithm>
-#include <cstring>
 #include <optional>
 #include <set>
 
@@ -24,31 +23,15 @@ bool is_int(DType t) {
 std::vector<int64_t> int_values(const Tensor& t) {
   std::vector<int64_t> out(static_cast<size_t>(t.numel()));
   for (size_t i = 0; i < out.size(); ++i) {
-    if (t.dtype == DType::kInt64) {
-      std::memcpy(&out[i], t.bytes.data() + 8 * i, 8);
-    } else {
-      int32_t v;
-      std::memcpy(&v, t.bytes.data() + 4 * i, 4);
-      out[i] = v;
-    }
+    out[i] = t.dtype == DType::kInt64 ? ir::load_element<int64_t>(t.bytes.data(), i)
+                                      : ir::load_element<int32_t>(t.bytes.data(), i);
   }
   return out;
 }
 
+// An int64 or int32 tensor of `values`.
 Tensor int_tensor(DType dtype, std::vector<int64_t> dims, const std::vector<int64_t>& values) {
-  Tensor t;
-  t.dtype = dtype;
-  t.dims = std::move(dims);
-  t.bytes.resize(values.size() * dtype_size(dtype));
-  for (size_t i = 0; i < values.size(); ++i) {
-    if (dtype == DType::kInt64) {
-      std::memcpy(t.bytes.data() + 8 * i, &values[i], 8);
-    } else {
-      const auto v = static_cast<int32_t>(values[i]);
-      std::memcpy(t.bytes.data() + 4 * i, &v, 4);
-    }
-  }
-  return t;
+  return ir::tensor_of<int32_t>(dtype, DType::kInt64, std::move(dims), values);
 }
 
 int64_t norm_axis(int64_t axis, int64_t rank) {

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 
 #include "base/error.h"
 
@@ -20,15 +19,11 @@ std::vector<double> constant_scales(const ir::Node& n) {
   const ir::Tensor& t = *n.inputs[2]->initializer;
   std::vector<double> out;
   for (int64_t k = 0; k < t.numel(); ++k) {
-    if (t.dtype == DType::kFloat32) {
-      float v;
-      std::memcpy(&v, t.bytes.data() + 4 * k, 4);
-      out.push_back(v);
-    } else if (t.dtype == DType::kFloat64) {
-      double v;
-      std::memcpy(&v, t.bytes.data() + 8 * k, 8);
-      out.push_back(v);
-    }
+    const auto i = static_cast<size_t>(k);
+    if (t.dtype == DType::kFloat32)
+      out.push_back(ir::load_element<float>(t.bytes.data(), i));
+    else if (t.dtype == DType::kFloat64)
+      out.push_back(ir::load_element<double>(t.bytes.data(), i));
   }
   return out;
 }
@@ -85,18 +80,7 @@ std::vector<double> weights(const ir::Node& n, int64_t in, int64_t out, double s
 
 ir::Value* matrix(ir::Graph& g, const std::string& name, DType dtype, int64_t rows, int64_t cols,
                   const std::vector<double>& values) {
-  ir::Tensor t;
-  t.dtype = dtype;
-  t.dims = {rows, cols};
-  t.bytes.resize(values.size() * dtype_size(dtype));
-  for (size_t k = 0; k < values.size(); ++k) {
-    if (dtype == DType::kFloat64) {
-      std::memcpy(t.bytes.data() + 8 * k, &values[k], 8);
-    } else {
-      const auto f = static_cast<float>(values[k]);
-      std::memcpy(t.bytes.data() + 4 * k, &f, 4);
-    }
-  }
+  ir::Tensor t = ir::tensor_of<float>(dtype, DType::kFloat64, {rows, cols}, values);
   ir::Value* v = g.add_value(name, {dtype, t.dims});
   t.name = v->name;
   v->initializer = std::make_unique<ir::Tensor>(std::move(t));

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <functional>
 #include <set>
 #include <string>
@@ -49,24 +48,15 @@ std::optional<Arr> read(const Tensor& t) {
   const uint8_t* p = t.bytes.data();
   for (size_t k = 0; k < n; ++k) {
     switch (t.dtype) {
-      case DType::kInt64: {
-        int64_t v;
-        std::memcpy(&v, p + 8 * k, 8);
-        a.i.push_back(v);
+      case DType::kInt64:
+        a.i.push_back(ir::load_element<int64_t>(p, k));
         break;
-      }
-      case DType::kInt32: {
-        int32_t v;
-        std::memcpy(&v, p + 4 * k, 4);
-        a.i.push_back(v);
+      case DType::kInt32:
+        a.i.push_back(ir::load_element<int32_t>(p, k));
         break;
-      }
-      case DType::kInt16: {
-        int16_t v;
-        std::memcpy(&v, p + 2 * k, 2);
-        a.i.push_back(v);
+      case DType::kInt16:
+        a.i.push_back(ir::load_element<int16_t>(p, k));
         break;
-      }
       case DType::kInt8:
         a.i.push_back(static_cast<int8_t>(p[k]));
         break;
@@ -76,17 +66,11 @@ std::optional<Arr> read(const Tensor& t) {
       case DType::kBool:
         a.i.push_back(p[k] != 0);
         break;
-      case DType::kFloat32: {
-        float v;
-        std::memcpy(&v, p + 4 * k, 4);
-        a.f.push_back(v);
+      case DType::kFloat32:
+        a.f.push_back(ir::load_element<float>(p, k));
         break;
-      }
-      default: {
-        double v;
-        std::memcpy(&v, p + 8 * k, 8);
-        a.f.push_back(v);
-      }
+      default:
+        a.f.push_back(ir::load_element<double>(p, k));
     }
   }
   return a;
@@ -105,18 +89,14 @@ Tensor write(const Arr& a, DType to) {
     const int64_t iv = a.floating() ? static_cast<int64_t>(std::trunc(a.f[k])) : a.i[k];
     switch (to) {
       case DType::kInt64:
-        std::memcpy(p + 8 * k, &iv, 8);
+        ir::store_element(p, k, iv);
         break;
-      case DType::kInt32: {
-        const auto v = static_cast<int32_t>(iv);
-        std::memcpy(p + 4 * k, &v, 4);
+      case DType::kInt32:
+        ir::store_element(p, k, static_cast<int32_t>(iv));
         break;
-      }
-      case DType::kInt16: {
-        const auto v = static_cast<int16_t>(iv);
-        std::memcpy(p + 2 * k, &v, 2);
+      case DType::kInt16:
+        ir::store_element(p, k, static_cast<int16_t>(iv));
         break;
-      }
       case DType::kInt8:
       case DType::kUInt8:
         p[k] = static_cast<uint8_t>(iv);
@@ -124,13 +104,11 @@ Tensor write(const Arr& a, DType to) {
       case DType::kBool:
         p[k] = a.floating() ? a.f[k] != 0 : a.i[k] != 0;
         break;
-      case DType::kFloat32: {
-        const auto v = static_cast<float>(fv);
-        std::memcpy(p + 4 * k, &v, 4);
+      case DType::kFloat32:
+        ir::store_element(p, k, static_cast<float>(fv));
         break;
-      }
       default:
-        std::memcpy(p + 8 * k, &fv, 8);
+        ir::store_element(p, k, fv);
     }
   }
   return t;
@@ -179,6 +157,25 @@ size_t source_index(size_t linear, const std::vector<int64_t>& out,
   return index;
 }
 
+// The ops that mean the same on doubles and int64s (comparisons give 0 or 1); nullopt for
+// the others, which `elementwise` computes per kind.
+template <typename T>
+std::optional<T> same_on_floats_and_ints(const std::string& op, T x, T y) {
+  if (op == "Add") return x + y;
+  if (op == "Sub") return x - y;
+  if (op == "Mul") return x * y;
+  if (op == "Min") return std::min(x, y);
+  if (op == "Max") return std::max(x, y);
+  if (op == "Neg") return -x;
+  if (op == "Identity") return x;
+  if (op == "Equal") return x == y;
+  if (op == "Less") return x < y;
+  if (op == "Greater") return x > y;
+  if (op == "LessOrEqual") return x <= y;
+  if (op == "GreaterOrEqual") return x >= y;
+  return std::nullopt;
+}
+
 std::optional<Tensor> elementwise(const ir::Node& n) {
   static const std::set<std::string> kUnary = {"Neg",  "Abs",  "Not",     "Floor",
                                                "Ceil", "Sqrt", "Identity"};
@@ -208,20 +205,10 @@ std::optional<Tensor> elementwise(const ir::Node& n) {
     if (a->floating()) {
       const double x = a->f[ia], y = b->f[ib];
       double r;
-      if (op == "Add")
-        r = x + y;
-      else if (op == "Sub")
-        r = x - y;
-      else if (op == "Mul")
-        r = x * y;
+      if (auto shared = same_on_floats_and_ints(op, x, y))
+        r = *shared;
       else if (op == "Div")
         r = x / y;
-      else if (op == "Min")
-        r = std::min(x, y);
-      else if (op == "Max")
-        r = std::max(x, y);
-      else if (op == "Neg")
-        r = -x;
       else if (op == "Abs")
         r = std::fabs(x);
       else if (op == "Floor")
@@ -230,18 +217,6 @@ std::optional<Tensor> elementwise(const ir::Node& n) {
         r = std::ceil(x);
       else if (op == "Sqrt")
         r = std::sqrt(x);
-      else if (op == "Identity")
-        r = x;
-      else if (op == "Equal")
-        r = x == y;
-      else if (op == "Less")
-        r = x < y;
-      else if (op == "Greater")
-        r = x > y;
-      else if (op == "LessOrEqual")
-        r = x <= y;
-      else if (op == "GreaterOrEqual")
-        r = x >= y;
       else
         return std::nullopt;
       // One rounding to float32 per op, as the backend computes it.
@@ -254,12 +229,8 @@ std::optional<Tensor> elementwise(const ir::Node& n) {
     }
     const int64_t x = a->i[ia], y = b->i[ib];
     int64_t r;
-    if (op == "Add")
-      r = x + y;
-    else if (op == "Sub")
-      r = x - y;
-    else if (op == "Mul")
-      r = x * y;
+    if (auto shared = same_on_floats_and_ints(op, x, y))
+      r = *shared;
     else if (op == "Div") {
       if (y == 0) return std::nullopt;
       r = x / y;  // ONNX integer Div truncates, as C++ does
@@ -268,15 +239,9 @@ std::optional<Tensor> elementwise(const ir::Node& n) {
       const auto* fmod = n.attr("fmod");
       r = x % y;
       if (!(fmod && fmod->i) && r != 0 && ((r < 0) != (y < 0))) r += y;  // sign of divisor
-    } else if (op == "Min")
-      r = std::min(x, y);
-    else if (op == "Max")
-      r = std::max(x, y);
-    else if (op == "Neg")
-      r = -x;
-    else if (op == "Abs")
+    } else if (op == "Abs")
       r = x < 0 ? -x : x;
-    else if (op == "Floor" || op == "Ceil" || op == "Identity")
+    else if (op == "Floor" || op == "Ceil")
       r = x;
     else if (op == "Not")
       r = !x;
@@ -284,16 +249,8 @@ std::optional<Tensor> elementwise(const ir::Node& n) {
       r = x && y;
     else if (op == "Or")
       r = x || y;
-    else if (op == "Equal")
-      r = x == y;
-    else if (op == "Less")
-      r = x < y;
-    else if (op == "Greater")
-      r = x > y;
-    else if (op == "LessOrEqual")
-      r = x <= y;
     else
-      r = x >= y;
+      return std::nullopt;
     out.i.push_back(r);
   }
   return write(out, out.dtype);

@@ -19,7 +19,6 @@ OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE are unset for both sides in this process 
 children only (the environment of the machine is left alone). With --out the table (and the
 load average beside it) replaces the section "CPU training: ampc vs PyTorch" of that file.
 """
-import argparse
 import json
 import os
 import subprocess
@@ -28,22 +27,15 @@ import tempfile
 import time
 import warnings
 
-for var in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):
-    os.environ.pop(var, None)
-# libgomp's busy-waiting stalls parallel regions on a loaded machine; both sides wait passively
-# (set before torch loads libgomp).
-os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+from bench_common import ROOT, arg_parser, thread_env  # first: sets the environment
 
-import numpy as np  # noqa: E402
-import onnx  # noqa: E402
-import torch  # noqa: E402
-import torch.nn as nn  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
+import numpy as np
+import onnx
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(ROOT, "models"))
-import export_models  # noqa: E402
+import export_models
 
 LR = 0.01
 MOMENTUM = 0.9
@@ -153,7 +145,7 @@ def torch_ms(model, inputs, threads, bf16, warmup, seconds):
 
 
 def ampc_ms(ampc, onnx_path, npys, precision, threads, warmup, iterations, folder):
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
+    env = thread_env(threads)
     plan = os.path.join(folder, precision + ".plan")
     cmd = [ampc, "compile", onnx_path, "--train", "--optimizer", "sgd", "--lr", str(LR),
            "--momentum", str(MOMENTUM), "-o", plan]
@@ -189,9 +181,7 @@ def fmt_ratio(x):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--ampc", default=os.path.join(ROOT, "build", "tools", "ampc", "ampc"))
-    p.add_argument("--threads", type=int, default=2)
+    p = arg_parser(__doc__, threads=2)
     p.add_argument("--models", default="resnet18,mobilenet_v2,gpt,gpt_wide,mlp")
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--iterations", type=int, default=20, help="timed ampc steps per case")

@@ -9,18 +9,14 @@ kernel counts of both plans. A benchmark: prints a table, passes or fails nothin
 Like the other benchmarks it unsets OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE in its own
 process and children only. Step time = mean over steps 21.. (the log's samples_per_s).
 """
-import argparse
 import json
 import os
 import re
 import subprocess
 import tempfile
 
-for var in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):
-    os.environ.pop(var, None)
-os.environ.setdefault("OMP_WAIT_POLICY", "passive")
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from bench_common import (ROOT, arg_parser, mean_step_ms, print_row, print_table_header, read_log,
+                          thread_env)
 
 # name: (data file, batch of the committed model, steps)
 CASES = {"mlp": ("digits.npz", 32, 300), "cnn": ("digits_images.npz", 32, 150),
@@ -42,21 +38,16 @@ def step_ms(ampc, name, plan, threads, log):
     data, batch, steps = CASES[name]
     cmd = [ampc, "train", plan, "--data", os.path.join(ROOT, "models", "data", data), "--steps",
            str(steps), "--log", log, "--log-every", "1"]
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
-    subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
-    lines = [json.loads(l) for l in open(log)][20:]
-    return 1000 * sum(batch / l["samples_per_s"] for l in lines) / len(lines)
+    subprocess.run(cmd, env=thread_env(threads), capture_output=True, text=True, check=True)
+    return mean_step_ms(read_log(log)[20:], batch)
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--ampc", default=os.path.join(ROOT, "build", "tools", "ampc", "ampc"))
-    p.add_argument("--threads", type=int, default=1)
+    p = arg_parser(__doc__, threads=1)
     args = p.parse_args()
     print(f"{args.threads} thread(s); ms per training step (CPU backend), kernels per step")
-    print("| model | precision | kernels unfused | kernels fused | ms unfused | ms fused | "
-          "speed-up |")
-    print("|---|---|---:|---:|---:|---:|---:|")
+    print_table_header("model", "precision", "kernels unfused", "kernels fused", "ms unfused",
+                       "ms fused", "speed-up")
     with tempfile.TemporaryDirectory() as tmp:
         for name in CASES:
             for precision in ("fp32", "fp16", "bf16"):
@@ -66,8 +57,8 @@ def main():
                     kernels = compile_plan(args.ampc, name, precision, fused, plan)
                     ms = step_ms(args.ampc, name, plan, args.threads, plan + ".jsonl")
                     r[fused] = (kernels, ms)
-                print(f"| {name} | {precision} | {r[False][0]} | {r[True][0]} | "
-                      f"{r[False][1]:.3f} | {r[True][1]:.3f} | {r[False][1] / r[True][1]:.2f}x |")
+                print_row(name, precision, r[False][0], r[True][0], f"{r[False][1]:.3f}",
+                          f"{r[True][1]:.3f}", f"{r[False][1] / r[True][1]:.2f}x")
 
 
 if __name__ == "__main__":

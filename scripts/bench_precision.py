@@ -10,18 +10,13 @@ so they are slower than fp32 on the CPU; the point is the numerics, which the CU
 reproduces. Like the other benchmarks it unsets OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE in its
 own process and children only.
 """
-import argparse
-import json
 import os
 import re
 import subprocess
 import tempfile
 
-for var in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):
-    os.environ.pop(var, None)
-os.environ.setdefault("OMP_WAIT_POLICY", "passive")
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from bench_common import (ROOT, arg_parser, mean_step_ms, print_row, print_table_header, read_log,
+                          thread_env)
 
 # name: (data file, batch of the committed model, steps, optimizer options)
 CASES = {
@@ -38,11 +33,11 @@ def train(ampc, name, precision, threads, tmp):
            os.path.join(ROOT, "models", "data", data), "--holdout", "0.1", "--steps", str(steps),
            "--shuffle", "--seed", "1", "--precision", precision, "--log", log,
            "--log-every", str(steps)] + opts
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
-    out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout
-    lines = [json.loads(l) for l in open(log)]
+    out = subprocess.run(cmd, env=thread_env(threads), capture_output=True, text=True,
+                         check=True).stdout
+    lines = read_log(log)
     last = sum(l["loss"] for l in lines[-20:]) / 20
-    step_ms = 1000 * sum(batch / l["samples_per_s"] for l in lines[10:]) / (len(lines) - 10)
+    step_ms = mean_step_ms(lines[10:], batch)
     held = re.search(r"held-out: \d+ samples: loss ([0-9.]+)(?:, accuracy ([0-9.]+)%)?", out)
     skipped = re.search(r"(\d+) of \d+ steps skipped", out)
     scale = re.search(r"final scale (\S+)", out)
@@ -52,23 +47,20 @@ def train(ampc, name, precision, threads, tmp):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--ampc", default=os.path.join(ROOT, "build", "tools", "ampc", "ampc"))
-    p.add_argument("--threads", type=int, default=1)
+    p = arg_parser(__doc__, threads=1)
     args = p.parse_args()
     print(f"{args.threads} thread(s), OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}; "
           "loss = mean of the last 20 steps; held-out = last 10% of the data; step time = mean "
           "over steps 11.. (from the log's samples_per_s)")
-    print("| model | precision | first loss | last loss | held-out loss | held-out acc % | "
-          "skipped | final scale | ms / step |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    print_table_header("model", "precision", "first loss", "last loss", "held-out loss",
+                       "held-out acc %", "skipped", "final scale", "ms / step")
     with tempfile.TemporaryDirectory() as tmp:
         for name in CASES:
             for precision in ("fp32", "fp16", "bf16"):
                 r = train(args.ampc, name, precision, args.threads, tmp)
-                print(f"| {name} | {precision} | {r['first']:.4f} | {r['last']:.4f} | "
-                      f"{r['held_loss']:.4f} | {r['held_acc']} | {r['skipped']} | {r['scale']} | "
-                      f"{r['batch_ms']:.4f} |")
+                print_row(name, precision, f"{r['first']:.4f}", f"{r['last']:.4f}",
+                          f"{r['held_loss']:.4f}", r["held_acc"], r["skipped"], r["scale"],
+                          f"{r['batch_ms']:.4f}")
 
 
 if __name__ == "__main__":

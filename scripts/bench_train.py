@@ -7,25 +7,16 @@ thread count, measured in one run. A benchmark: prints a table, passes or fails 
 Like bench_forward.py it unsets OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE for both sides, in
 its own process and its children only.
 """
-import argparse
 import os
 import subprocess
-import sys
 import time
 
-for var in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):
-    os.environ.pop(var, None)
-# libgomp's default busy-waiting stalls parallel regions on a loaded 2-core machine (see
-# docs/benchmarks.md); both sides wait passively. Set before torch loads libgomp.
-os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+from bench_common import ROOT, arg_parser, thread_env  # first: sets the environment
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
+import numpy as np
+import torch
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(ROOT, "models"))
-import export_models  # noqa: E402
+import export_models
 
 # name: (data file, input names, batch, learning rate)
 CASES = {
@@ -63,7 +54,7 @@ def torch_steps_per_s(name, steps, threads):
 
 def ampc_steps_per_s(ampc, name, steps, threads):
     data_file, _, _, lr = CASES[name]
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
+    env = thread_env(threads)
     cmd = [ampc, "train", os.path.join(ROOT, "models", name + ".onnx"), "--data",
            os.path.join(ROOT, "models", "data", data_file), "--steps", str(steps), "--optimizer", "adam",
            "--lr", str(lr), "--log-every", "1"]
@@ -75,9 +66,7 @@ def ampc_steps_per_s(ampc, name, steps, threads):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--ampc", default=os.path.join(ROOT, "build", "tools", "ampc", "ampc"))
-    p.add_argument("--threads", type=int, default=2)
+    p = arg_parser(__doc__, threads=2)
     p.add_argument("--steps", type=int, default=300)
     args = p.parse_args()
     print(f"OPENBLAS_CORETYPE/OPENBLAS_L2_SIZE unset for both sides; {args.threads} threads; "

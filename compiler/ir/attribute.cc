@@ -4,52 +4,42 @@
 
 namespace ampc::ir {
 
-Attribute Attribute::make_int(std::string name, int64_t v) {
+namespace {
+
+// An attribute of `kind` whose value is `v`, kept in the member `field` of that kind.
+template <typename Field, typename V>
+Attribute make(std::string name, AttrKind kind, Field Attribute::*field, V v) {
   Attribute a;
   a.name = std::move(name);
-  a.kind = AttrKind::kInt;
-  a.i = v;
+  a.kind = kind;
+  a.*field = std::move(v);
   return a;
+}
+
+}  // namespace
+
+Attribute Attribute::make_int(std::string name, int64_t v) {
+  return make(std::move(name), AttrKind::kInt, &Attribute::i, v);
 }
 
 Attribute Attribute::make_float(std::string name, float v) {
-  Attribute a;
-  a.name = std::move(name);
-  a.kind = AttrKind::kFloat;
-  a.f = v;
-  return a;
+  return make(std::move(name), AttrKind::kFloat, &Attribute::f, v);
 }
 
 Attribute Attribute::make_string(std::string name, std::string v) {
-  Attribute a;
-  a.name = std::move(name);
-  a.kind = AttrKind::kString;
-  a.s = std::move(v);
-  return a;
+  return make(std::move(name), AttrKind::kString, &Attribute::s, std::move(v));
 }
 
 Attribute Attribute::make_ints(std::string name, std::vector<int64_t> v) {
-  Attribute a;
-  a.name = std::move(name);
-  a.kind = AttrKind::kInts;
-  a.ints = std::move(v);
-  return a;
+  return make(std::move(name), AttrKind::kInts, &Attribute::ints, std::move(v));
 }
 
 Attribute Attribute::make_floats(std::string name, std::vector<float> v) {
-  Attribute a;
-  a.name = std::move(name);
-  a.kind = AttrKind::kFloats;
-  a.floats = std::move(v);
-  return a;
+  return make(std::move(name), AttrKind::kFloats, &Attribute::floats, std::move(v));
 }
 
 Attribute Attribute::make_tensor(std::string name, Tensor v) {
-  Attribute a;
-  a.name = std::move(name);
-  a.kind = AttrKind::kTensor;
-  a.t = std::move(v);
-  return a;
+  return make(std::move(name), AttrKind::kTensor, &Attribute::t, std::move(v));
 }
 
 std::string_view attr_kind_name(AttrKind k) {

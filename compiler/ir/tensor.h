@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/dtype.h"
@@ -26,5 +28,38 @@ struct Tensor {
 };
 
 int64_t shape_numel(const std::vector<int64_t>& dims);
+
+// Element `k` of raw tensor bytes holding Ts (through memcpy: the bytes need no alignment).
+template <typename T>
+T load_element(const uint8_t* bytes, size_t k) {
+  T v;
+  std::memcpy(&v, bytes + sizeof(T) * k, sizeof(T));
+  return v;
+}
+
+template <typename T>
+void store_element(uint8_t* bytes, size_t k, T v) {
+  std::memcpy(bytes + sizeof(T) * k, &v, sizeof(T));
+}
+
+// A tensor of `dtype` holding 64-bit `values` (int64 or double): copied as they are when
+// `dtype` is `wide`, their own dtype, otherwise each cast to the 32-bit `Narrow` (int32,
+// float), the only other dtype the callers write.
+template <typename Narrow, typename Wide>
+Tensor tensor_of(DType dtype, DType wide, std::vector<int64_t> dims,
+                 const std::vector<Wide>& values) {
+  static_assert(sizeof(Wide) == 8 && sizeof(Narrow) == 4);
+  Tensor t;
+  t.dtype = dtype;
+  t.dims = std::move(dims);
+  t.bytes.resize(values.size() * dtype_size(dtype));
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (dtype == wide)
+      store_element(t.bytes.data(), i, values[i]);
+    else
+      store_element(t.bytes.data(), i, static_cast<Narrow>(values[i]));
+  }
+  return t;
+}
 
 }  // namespace ampc::ir

@@ -10,9 +10,8 @@
 #include "base/error.h"
 
 namespace ampc::ir {
-namespace {
 
-std::string type_string(DType t) {
+std::string onnx_type_string(DType t) {
   static const std::map<DType, std::string> kOnnx = {{DType::kFloat32, "float"},
                                                      {DType::kUInt8, "uint8"},
                                                      {DType::kInt8, "int8"},
@@ -32,6 +31,8 @@ std::string type_string(DType t) {
   auto it = kOnnx.find(t);
   return it == kOnnx.end() ? "?" : "tensor(" + it->second + ")";
 }
+
+namespace {
 
 class Verifier {
  public:
@@ -173,7 +174,7 @@ class Verifier {
           throw Error("node " + n.label() + " has more " + side + "s than its schema allows");
         }
         const auto& allowed = formal.GetTypes();
-        const std::string ts = type_string(actual[i]->type.dtype);
+        const std::string ts = onnx_type_string(actual[i]->type.dtype);
         bool ok = false;
         for (const auto* t : allowed) ok |= (*t == ts);
         if (!ok) {
@@ -193,8 +194,8 @@ class Verifier {
             bound.emplace(var, std::make_pair(actual[i]->type.dtype, actual[i]->name));
         if (!fresh && it->second.first != actual[i]->type.dtype) {
           throw Error("node " + n.label() + ": '" + actual[i]->name + "' is " + ts + " but '" +
-                      it->second.second + "' is " + type_string(it->second.first) + " (both type " +
-                      var + ")");
+                      it->second.second + "' is " + onnx_type_string(it->second.first) +
+                      " (both type " + var + ")");
         }
       }
     };

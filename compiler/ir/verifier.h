@@ -16,4 +16,7 @@ struct VerifyOptions {
 // constraints.
 void verify(const Model& model, const VerifyOptions& options = {});
 
+// The type string ONNX op schemas give element type `t` ("tensor(float16)"); "?" for none.
+std::string onnx_type_string(DType t);
+
 }  // namespace ampc::ir

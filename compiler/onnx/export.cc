@@ -5,6 +5,7 @@
 
 #include "base/error.h"
 #include "base/file_util.h"
+#include "compiler/onnx/onnx_errors.h"
 #include "compiler/onnx/proto_convert.h"
 #include "compiler/onnx/training_info.h"
 #include "passes/amp_schemas.h"
@@ -139,7 +140,7 @@ void save_model(const ir::Model& model, const std::string& path) {
 
 void check_model(const onnx::ModelProto& proto) {
   passes::register_amp_schemas();  // the whole "ampc" domain
-  try {
+  with_first_line_errors("ONNX checker: ", [&] {
     onnx::checker::check_model(proto);
     onnx::ShapeInferenceOptions strict(/*check_type=*/true, /*error_mode=*/1, /*data_prop=*/false);
     // libonnx 1.12's checker does not look at training_info; the combined training graph
@@ -147,11 +148,7 @@ void check_model(const onnx::ModelProto& proto) {
     onnx::ModelProto copy = proto.training_info_size() ? combined_training_model(proto) : proto;
     if (proto.training_info_size()) onnx::checker::check_model(copy);
     onnx::shape_inference::InferShapes(copy, onnx::OpSchemaRegistry::Instance(), strict);
-  } catch (const std::exception& e) {
-    std::string msg = e.what();
-    if (auto nl = msg.find('\n'); nl != std::string::npos) msg.resize(nl);
-    throw Error("ONNX checker: " + msg);
-  }
+  });
 }
 
 }  // namespace ampc::onnx_io

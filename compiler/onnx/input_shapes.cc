@@ -8,6 +8,7 @@
 #include <onnx/shape_inference/implementation.h>
 
 #include "base/error.h"
+#include "compiler/onnx/onnx_errors.h"
 
 namespace ampc::onnx_io {
 namespace {
@@ -198,14 +199,10 @@ void infer_shapes(onnx::ModelProto& proto) {
     opsets[o.domain() == "ai.onnx" ? "" : o.domain()] = static_cast<int>(o.version());
   }
   require_schema_attributes(proto.graph(), opsets);
-  try {
+  with_first_line_errors("shape inference failed: ", [&] {
     onnx::ShapeInferenceOptions opts(/*check_type=*/false, /*error_mode=*/0, /*data_prop=*/true);
     onnx::shape_inference::InferShapes(proto, onnx::OpSchemaRegistry::Instance(), opts);
-  } catch (const std::exception& e) {
-    std::string msg = e.what();
-    if (auto nl = msg.find('\n'); nl != std::string::npos) msg.resize(nl);
-    throw Error("shape inference failed: " + msg);
-  }
+  });
 }
 
 }  // namespace ampc::onnx_io

@@ -4,63 +4,24 @@
 
 #include "base/checked_size.h"
 #include "base/error.h"
+#include "runtime/io/tensor_proto_fields.h"
 
 namespace ampc::onnx_io {
 namespace {
 
-template <typename Src, typename Dst>
-void append_as(const Src& values, std::vector<uint8_t>& bytes) {
-  const size_t start = bytes.size();
-  bytes.resize(start + values.size() * sizeof(Dst));
-  auto* out = bytes.data() + start;
-  for (const auto& v : values) {
-    const Dst d = static_cast<Dst>(v);
-    std::memcpy(out, &d, sizeof(Dst));
-    out += sizeof(Dst);
-  }
-}
-
-// Typed-field encodings as the ONNX spec lays them out (onnx.proto, TensorProto).
+// Appends the typed-field values of `t` (its dtype's field as onnx.proto lays it out), each
+// as the C++ type its dtype stores.
 void typed_data(const onnx::TensorProto& t, DType dtype, std::vector<uint8_t>& bytes) {
-  switch (dtype) {
-    case DType::kFloat32:
-    case DType::kComplex64:
-      append_as<decltype(t.float_data()), float>(t.float_data(), bytes);
-      break;
-    case DType::kFloat64:
-    case DType::kComplex128:
-      append_as<decltype(t.double_data()), double>(t.double_data(), bytes);
-      break;
-    case DType::kInt64:
-      append_as<decltype(t.int64_data()), int64_t>(t.int64_data(), bytes);
-      break;
-    case DType::kUInt32:
-      append_as<decltype(t.uint64_data()), uint32_t>(t.uint64_data(), bytes);
-      break;
-    case DType::kUInt64:
-      append_as<decltype(t.uint64_data()), uint64_t>(t.uint64_data(), bytes);
-      break;
-    case DType::kInt32:
-      append_as<decltype(t.int32_data()), int32_t>(t.int32_data(), bytes);
-      break;
-    case DType::kInt16:
-      append_as<decltype(t.int32_data()), int16_t>(t.int32_data(), bytes);
-      break;
-    case DType::kUInt16:
-    case DType::kFloat16:
-    case DType::kBFloat16:
-      append_as<decltype(t.int32_data()), uint16_t>(t.int32_data(), bytes);
-      break;
-    case DType::kInt8:
-      append_as<decltype(t.int32_data()), int8_t>(t.int32_data(), bytes);
-      break;
-    case DType::kUInt8:
-    case DType::kBool:
-      append_as<decltype(t.int32_data()), uint8_t>(t.int32_data(), bytes);
-      break;
-    default:
-      break;
-  }
+  rt::io::visit_typed_field(t, dtype, [&]<typename Dst>(const auto& values) {
+    const size_t start = bytes.size();
+    bytes.resize(start + values.size() * sizeof(Dst));
+    auto* out = bytes.data() + start;
+    for (const auto& v : values) {
+      const Dst d = static_cast<Dst>(v);
+      std::memcpy(out, &d, sizeof(Dst));
+      out += sizeof(Dst);
+    }
+  });
 }
 
 }  // namespace

@@ -3,35 +3,43 @@
 #include <onnx/defs/schema.h>
 #include <onnx/defs/shape_inference.h>
 
+#include "passes/autodiff/ampc_schema_parts.h"
+
 namespace ampc::passes::autodiff {
+
+const std::vector<std::string>& float_type_strs() {
+  static const std::vector<std::string> kTypes = {"tensor(float16)", "tensor(bfloat16)",
+                                                  "tensor(float)", "tensor(double)"};
+  return kTypes;
+}
+
+onnx::OpSchema ampc_op_schema(const char* name, const char* doc) {
+  onnx::OpSchema s;
+  s.SetName(name).SetDomain(kAmpcDomain).SinceVersion(kAmpcDomainVersion).SetDoc(doc);
+  return s;
+}
+
+void output_like_input(onnx::InferenceContext& ctx, size_t in, size_t out) {
+  if (ctx.getNumOutputs() <= out || !ctx.getOutputType(out)) return;
+  onnx::propagateElemTypeFromInputToOutput(ctx, in, out);
+  if (onnx::hasInputShape(ctx, in)) onnx::propagateShapeFromInputToOutput(ctx, in, out);
+}
+
 namespace {
 
 using onnx::AttributeProto;
 using onnx::OpSchema;
 
-const std::vector<std::string> kFloatTypes = {"tensor(float16)", "tensor(bfloat16)",
-                                              "tensor(float)", "tensor(double)"};
-
+// An op with the window attributes of a Conv or a pooling (kernel_shape, strides, pads, ...).
 OpSchema base(const char* name, const char* doc) {
-  OpSchema s;
-  s.SetName(name)
-      .SetDomain(kAmpcDomain)
-      .SinceVersion(kAmpcDomainVersion)
-      .SetDoc(doc)
-      .TypeConstraint("T", kFloatTypes, "Float tensors.")
+  OpSchema s = ampc_op_schema(name, doc);
+  s.TypeConstraint("T", float_type_strs(), "Float tensors.")
       .Attr("kernel_shape", "Window shape.", AttributeProto::INTS, onnx::OPTIONAL_VALUE)
       .Attr("strides", "Window strides.", AttributeProto::INTS, onnx::OPTIONAL_VALUE)
       .Attr("pads", "Explicit pads (begin..., end...).", AttributeProto::INTS, onnx::OPTIONAL_VALUE)
       .Attr("dilations", "Window dilations.", AttributeProto::INTS, onnx::OPTIONAL_VALUE)
       .Attr("auto_pad", "As the forward op's.", AttributeProto::STRING, std::string("NOTSET"));
   return s;
-}
-
-// Output `out` has the type and shape of input `in`.
-void like(onnx::InferenceContext& ctx, size_t in, size_t out) {
-  if (ctx.getNumOutputs() <= out || !ctx.getOutputType(out)) return;
-  onnx::propagateElemTypeFromInputToOutput(ctx, in, out);
-  if (onnx::hasInputShape(ctx, in)) onnx::propagateShapeFromInputToOutput(ctx, in, out);
 }
 
 OpSchema conv_grad() {
@@ -44,8 +52,8 @@ OpSchema conv_grad() {
       .Output(1, "dW", "Gradient of W.", "T", OpSchema::Optional)
       .Output(2, "dB", "Gradient of the bias.", "T", OpSchema::Optional)
       .TypeAndShapeInferenceFunction([](onnx::InferenceContext& ctx) {
-        like(ctx, 1, 0);
-        like(ctx, 2, 1);
+        output_like_input(ctx, 1, 0);
+        output_like_input(ctx, 2, 1);
         if (ctx.getNumOutputs() < 3 || !ctx.getOutputType(2)) return;
         onnx::propagateElemTypeFromInputToOutput(ctx, 2, 2);
         if (!onnx::hasInputShape(ctx, 2)) return;
@@ -77,7 +85,8 @@ OpSchema pool_grad(const char* name, const char* doc) {
       .Input(0, "dY", "Gradient of the pooling output.", "T")
       .Input(1, "X", "The pooling input.", "T")
       .Output(0, "dX", "Gradient of X.", "T")
-      .TypeAndShapeInferenceFunction([](onnx::InferenceContext& ctx) { like(ctx, 1, 0); });
+      .TypeAndShapeInferenceFunction(
+          [](onnx::InferenceContext& ctx) { output_like_input(ctx, 1, 0); });
   return s;
 }
 

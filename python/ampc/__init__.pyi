@@ -1,24 +1,17 @@
 # Type stubs of the ampc package (python/ampc): the public interface, see docs/python.md.
 import os
-from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
+
+# StepResult's fields are declared once, with their meaning, where the class is defined.
+from ._trainer import StepResult as StepResult
 
 _Path = Union[str, os.PathLike]
 _Array = Any  # a numpy array, a torch tensor, or anything numpy.asarray takes
 
 class Error(RuntimeError):
     """An error the user can act on, with the message `ampc` prints after `ampc: error:`."""
-
-class StepResult(NamedTuple):
-    loss: float
-    scale: Optional[float]
-    skipped: bool
-    grad_norm: Optional[float]
-    lr: float
-    step: int
-    losses: Dict[str, float]
-    def __float__(self) -> float: ...
 
 class Trainer:
     last_step_copies: List[str]

@@ -38,7 +38,7 @@ class StepResult(NamedTuple):
     step: int
     losses: Dict[str, float]
 
-    def __float__(self):
+    def __float__(self) -> float:
         return self.loss
 
 

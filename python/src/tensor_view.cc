@@ -1,6 +1,9 @@
 #include "python/src/tensor_view.h"
 
+#include <algorithm>
 #include <cstring>
+#include <iterator>
+#include <utility>
 
 #include "base/error.h"
 #include "base/half.h"
@@ -13,41 +16,28 @@ std::string type_str(DType dtype, const std::vector<int64_t>& shape) {
   return std::string(dtype_name(dtype)) + rt::shape_str(shape);
 }
 
+namespace {
+
+// Each element type numpy holds and its buffer-protocol format character (bfloat16 has none).
+// 'q'/'Q' name 64-bit integers here; in a buffer they, like 'l'/'L', go by their item size.
+constexpr std::pair<DType, char> kFormats[] = {
+    {DType::kFloat32, 'f'}, {DType::kFloat64, 'd'}, {DType::kFloat16, 'e'}, {DType::kBool, '?'},
+    {DType::kInt8, 'b'},    {DType::kUInt8, 'B'},   {DType::kInt16, 'h'},   {DType::kUInt16, 'H'},
+    {DType::kInt32, 'i'},   {DType::kUInt32, 'I'},  {DType::kInt64, 'q'},   {DType::kUInt64, 'Q'}};
+
+}  // namespace
+
 DType dtype_of_buffer(const py::buffer_info& info) {
   std::string f = info.format;
   if (!f.empty() && (f[0] == '<' || f[0] == '=' || f[0] == '@')) f = f.substr(1);
   if (f.size() != 1) return DType::kUndefined;
-  const auto size = info.itemsize;
-  switch (f[0]) {
-    case 'f':
-      return DType::kFloat32;
-    case 'd':
-      return DType::kFloat64;
-    case 'e':
-      return DType::kFloat16;
-    case '?':
-      return DType::kBool;
-    case 'b':
-      return DType::kInt8;
-    case 'B':
-      return DType::kUInt8;
-    case 'h':
-      return DType::kInt16;
-    case 'H':
-      return DType::kUInt16;
-    case 'i':
-      return DType::kInt32;
-    case 'I':
-      return DType::kUInt32;
-    case 'l':
-    case 'q':
-      return size == 8 ? DType::kInt64 : DType::kInt32;
-    case 'L':
-    case 'Q':
-      return size == 8 ? DType::kUInt64 : DType::kUInt32;
-    default:
-      return DType::kUndefined;
+  const bool eight_bytes = info.itemsize == 8;
+  if (f[0] == 'l' || f[0] == 'q') return eight_bytes ? DType::kInt64 : DType::kInt32;
+  if (f[0] == 'L' || f[0] == 'Q') return eight_bytes ? DType::kUInt64 : DType::kUInt32;
+  for (const auto& [dtype, c] : kFormats) {
+    if (c == f[0]) return dtype;
   }
+  return DType::kUndefined;
 }
 
 BorrowedArray borrow(const py::buffer_info& info, const std::string& name) {
@@ -78,47 +68,11 @@ py::array to_numpy(const rt::Tensor& t) {
     for (int64_t i = 0; i < t.numel(); ++i) o[i] = bf16_to_float(in[i]);
     return out;
   }
-  const char* format = nullptr;
-  switch (t.dtype()) {
-    case DType::kFloat32:
-      format = "f";
-      break;
-    case DType::kFloat64:
-      format = "d";
-      break;
-    case DType::kFloat16:
-      format = "e";
-      break;
-    case DType::kBool:
-      format = "?";
-      break;
-    case DType::kInt8:
-      format = "b";
-      break;
-    case DType::kUInt8:
-      format = "B";
-      break;
-    case DType::kInt16:
-      format = "h";
-      break;
-    case DType::kUInt16:
-      format = "H";
-      break;
-    case DType::kInt32:
-      format = "i";
-      break;
-    case DType::kUInt32:
-      format = "I";
-      break;
-    case DType::kInt64:
-      format = "q";
-      break;
-    case DType::kUInt64:
-      format = "Q";
-      break;
-    default:
-      throw Error("a " + t.type_str() + " tensor has no numpy equivalent");
-  }
+  const auto* entry = std::find_if(std::begin(kFormats), std::end(kFormats),
+                                   [&](const auto& e) { return e.first == t.dtype(); });
+  if (entry == std::end(kFormats))
+    throw Error("a " + t.type_str() + " tensor has no numpy equivalent");
+  const std::string format(1, entry->second);
   // Without a base object, pybind11 copies the bytes into the new array.
   return py::array(py::dtype(format), shape, t.raw());
 }

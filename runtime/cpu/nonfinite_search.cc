@@ -4,28 +4,15 @@
 #include <cstdio>
 
 #include "base/error.h"
-#include "base/half.h"
+#include "runtime/cpu/op_context.h"
 
 namespace ampc::rt::cpu {
 namespace {
 
-double element(const Tensor& t, int64_t i) {
-  switch (t.dtype()) {
-    case DType::kFloat32:
-      return t.data<float>()[i];
-    case DType::kFloat64:
-      return t.data<double>()[i];
-    case DType::kFloat16:
-      return half_to_float(t.data<Half>()[i]);
-    default:
-      return bf16_to_float(t.data<BFloat16>()[i]);
-  }
-}
-
 TensorMagnitude measure(const std::string& name, const Tensor& t) {
   TensorMagnitude m{name, t.type_str()};
   for (int64_t i = 0; i < t.numel(); ++i) {
-    const double v = element(t, i);
+    const double v = float_element(t, i);
     if (std::isnan(v)) {
       ++m.nan;
     } else if (std::isinf(v)) {

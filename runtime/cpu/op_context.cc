@@ -60,11 +60,17 @@ const plan::Attribute* OpContext::find(const std::string& name) const {
   return nullptr;
 }
 
-int64_t OpContext::attr_int(const std::string& name, int64_t fallback) const {
+const plan::Attribute* OpContext::find_of_kind(const std::string& name,
+                                               plan::Attribute::ValueCase kind,
+                                               const char* kind_name) const {
   const auto* a = find(name);
-  if (!a) return fallback;
-  if (a->value_case() != plan::Attribute::kI) fail("attribute '" + name + "' is not an int");
-  return a->i();
+  if (a && a->value_case() != kind) fail("attribute '" + name + "' is not " + kind_name);
+  return a;
+}
+
+int64_t OpContext::attr_int(const std::string& name, int64_t fallback) const {
+  const auto* a = find_of_kind(name, plan::Attribute::kI, "an int");
+  return a ? a->i() : fallback;
 }
 
 int64_t OpContext::attr_int(const std::string& name) const {
@@ -73,49 +79,38 @@ int64_t OpContext::attr_int(const std::string& name) const {
 }
 
 float OpContext::attr_float(const std::string& name, float fallback) const {
-  const auto* a = find(name);
-  if (!a) return fallback;
-  if (a->value_case() != plan::Attribute::kF) fail("attribute '" + name + "' is not a float");
-  return a->f();
+  const auto* a = find_of_kind(name, plan::Attribute::kF, "a float");
+  return a ? a->f() : fallback;
 }
 
 std::string OpContext::attr_string(const std::string& name, const std::string& fallback) const {
-  const auto* a = find(name);
-  if (!a) return fallback;
-  if (a->value_case() != plan::Attribute::kS) fail("attribute '" + name + "' is not a string");
-  return a->s();
+  const auto* a = find_of_kind(name, plan::Attribute::kS, "a string");
+  return a ? a->s() : fallback;
 }
 
 std::vector<int64_t> OpContext::attr_ints(const std::string& name,
                                           std::vector<int64_t> fallback) const {
-  const auto* a = find(name);
+  const auto* a = find_of_kind(name, plan::Attribute::kInts, "a list of ints");
   if (!a) return fallback;
-  if (a->value_case() != plan::Attribute::kInts)
-    fail("attribute '" + name + "' is not a list of ints");
   return {a->ints().v().begin(), a->ints().v().end()};
 }
 
 std::vector<float> OpContext::attr_floats(const std::string& name,
                                           std::vector<float> fallback) const {
-  const auto* a = find(name);
+  const auto* a = find_of_kind(name, plan::Attribute::kFloats, "a list of floats");
   if (!a) return fallback;
-  if (a->value_case() != plan::Attribute::kFloats)
-    fail("attribute '" + name + "' is not a list of floats");
   return {a->floats().v().begin(), a->floats().v().end()};
 }
 
 std::vector<std::string> OpContext::attr_strings(const std::string& name) const {
-  const auto* a = find(name);
+  const auto* a = find_of_kind(name, plan::Attribute::kStrings, "a list of strings");
   if (!a) return {};
-  if (a->value_case() != plan::Attribute::kStrings)
-    fail("attribute '" + name + "' is not a list of strings");
   return {a->strings().v().begin(), a->strings().v().end()};
 }
 
 std::optional<Tensor> OpContext::attr_tensor(const std::string& name) const {
-  const auto* a = find(name);
+  const auto* a = find_of_kind(name, plan::Attribute::kT, "a tensor");
   if (!a) return std::nullopt;
-  if (a->value_case() != plan::Attribute::kT) fail("attribute '" + name + "' is not a tensor");
   return tensor_from_data(a->t());
 }
 
@@ -150,6 +145,21 @@ Tensor tensor_from_data(const plan::TensorData& data) {
     if (t.nbytes() > 0) std::memcpy(t.raw(), data.data().data(), t.nbytes());
   }
   return t;
+}
+
+double float_element(const Tensor& t, int64_t i) {
+  switch (t.dtype()) {
+    case DType::kFloat32:
+      return t.data<float>()[i];
+    case DType::kFloat64:
+      return t.data<double>()[i];
+    case DType::kFloat16:
+      return half_to_float(t.data<Half>()[i]);
+    case DType::kBFloat16:
+      return bf16_to_float(t.data<BFloat16>()[i]);
+    default:
+      throw Error("float_element: " + t.type_str() + " is not a float tensor");
+  }
 }
 
 }  // namespace ampc::rt::cpu

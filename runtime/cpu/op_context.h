@@ -67,6 +67,10 @@ class OpContext {
 
  private:
   const plan::Attribute* find(const std::string& name) const;
+  // The attribute `name`, null when absent; a failure when it is not of `kind` (`kind_name`:
+  // "an int", "a list of floats", ...).
+  const plan::Attribute* find_of_kind(const std::string& name, plan::Attribute::ValueCase kind,
+                                      const char* kind_name) const;
   // The placed output i when it has this type and shape, else null.
   Tensor* placed(int i, DType dtype, const std::vector<int64_t>& shape) const;
   bool overlaps_input(const Tensor& t) const;
@@ -80,5 +84,9 @@ class OpContext {
 
 // Converts plan tensor data into a runtime tensor.
 Tensor tensor_from_data(const plan::TensorData& data);
+
+// Element `i` of a float tensor (f32, f64, f16 or bf16) as a double: for code that reads
+// elements one at a time whatever their type (checks, small ops), not for kernels.
+double float_element(const Tensor& t, int64_t i);
 
 }  // namespace ampc::rt::cpu

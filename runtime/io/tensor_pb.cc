@@ -4,6 +4,7 @@
 
 #include "base/error.h"
 #include "base/file_util.h"
+#include "runtime/io/tensor_proto_fields.h"
 
 namespace ampc::rt::io {
 namespace {
@@ -41,43 +42,11 @@ Tensor tensor_from_onnx(const onnx::TensorProto& p, const std::string& what) {
       // An empty tensor's storage may be null, which memcpy must not be given.
       if (t.nbytes() > 0) std::memcpy(t.raw(), p.raw_data().data(), t.nbytes());
     } else {
-      switch (t.dtype()) {
-        case DType::kFloat32:
-          copy_field<float>(p.float_data(), t);
-          break;
-        case DType::kFloat64:
-          copy_field<double>(p.double_data(), t);
-          break;
-        case DType::kInt64:
-          copy_field<int64_t>(p.int64_data(), t);
-          break;
-        case DType::kUInt64:
-          copy_field<uint64_t>(p.uint64_data(), t);
-          break;
-        case DType::kUInt32:
-          copy_field<uint32_t>(p.uint64_data(), t);
-          break;
-        case DType::kInt32:
-          copy_field<int32_t>(p.int32_data(), t);
-          break;
-        case DType::kInt16:
-          copy_field<int16_t>(p.int32_data(), t);
-          break;
-        case DType::kInt8:
-          copy_field<int8_t>(p.int32_data(), t);
-          break;
-        case DType::kUInt16:
-        case DType::kFloat16:
-        case DType::kBFloat16:
-          copy_field<uint16_t>(p.int32_data(), t);
-          break;
-        case DType::kUInt8:
-        case DType::kBool:
-          copy_field<uint8_t>(p.int32_data(), t);
-          break;
-        default:
-          throw Error("element type " + std::string(dtype_name(t.dtype())) + " is not supported");
-      }
+      auto copy = [&]<typename Dst>(const auto& field) { copy_field<Dst>(field, t); };
+      // Complex tensors have typed fields too, but the runtime does not compute with them.
+      const bool complex = t.dtype() == DType::kComplex64 || t.dtype() == DType::kComplex128;
+      if (complex || !visit_typed_field(p, t.dtype(), copy))
+        throw Error("element type " + std::string(dtype_name(t.dtype())) + " is not supported");
     }
   } catch (const Error& e) {
     throw Error(what + ": " + e.what());

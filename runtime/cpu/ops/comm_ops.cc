@@ -12,19 +12,6 @@
 namespace ampc::rt::cpu {
 namespace {
 
-float load(const Tensor& t, int64_t i) {
-  switch (t.dtype()) {
-    case DType::kFloat32:
-      return t.data<float>()[i];
-    case DType::kFloat16:
-      return half_to_float(t.data<Half>()[i]);
-    case DType::kBFloat16:
-      return bf16_to_float(t.data<BFloat16>()[i]);
-    default:
-      return static_cast<float>(t.data<double>()[i]);
-  }
-}
-
 void store(Tensor& t, int64_t i, double v) {
   switch (t.dtype()) {
     case DType::kFloat32:
@@ -39,11 +26,6 @@ void store(Tensor& t, int64_t i, double v) {
     default:
       t.data<double>()[i] = v;
   }
-}
-
-bool reducible(DType t) {
-  return t == DType::kFloat32 || t == DType::kFloat64 || t == DType::kFloat16 ||
-         t == DType::kBFloat16;
 }
 
 // `out` = `in` converted to out's dtype, times `factor` (applied in the wider type).
@@ -64,8 +46,9 @@ void convert(const Tensor& in, Tensor& out, double factor) {
     for (int64_t i = 0; i < n; ++i) y[i] = x[i] * f;
     return;
   }
-  for (int64_t i = 0; i < n; ++i)
-    store(out, i, static_cast<double>(load(in, i) * static_cast<float>(factor)));
+  // f32 (into another dtype), f16 or bf16: the product in fp32.
+  const auto f = static_cast<float>(factor);
+  for (int64_t i = 0; i < n; ++i) store(out, i, static_cast<float>(float_element(in, i)) * f);
 }
 
 // AllReduceStart(G1..Gn) -> R1..Rn: Ri = Gi / world in the dtype `to`, and the sum of the Ri
@@ -76,12 +59,12 @@ void all_reduce_start(OpContext& ctx) {
   if (ctx.num_outputs() != n) ctx.fail("needs one output per gradient");
   const auto to = static_cast<DType>(ctx.attr_int("to"));
   const int64_t bucket = ctx.attr_int("bucket");
-  if (!reducible(to)) ctx.fail("cannot reduce in " + std::string(dtype_name(to)));
+  if (!is_float(to)) ctx.fail("cannot reduce in " + std::string(dtype_name(to)));
   dist::Collectives* c = dist::current();
   const int world = c ? c->world() : 1;
   for (int i = 0; i < n; ++i) {
     const Tensor& g = ctx.in(i);
-    if (!reducible(g.dtype())) ctx.unsupported_dtype(i);
+    if (!is_float(g.dtype())) ctx.unsupported_dtype(i);
     Tensor& r = ctx.output(i, to, g.shape());
     convert(g, r, 1.0 / world);
     if (c && world > 1) c->start_sum(bucket, r.raw(), r.numel(), to);
@@ -94,7 +77,7 @@ void all_reduce_wait(OpContext& ctx) {
   const int n = ctx.num_inputs();
   if (ctx.num_outputs() != n) ctx.fail("needs one output per reduced gradient");
   const auto to = static_cast<DType>(ctx.attr_int("to"));
-  if (!reducible(to)) ctx.fail("cannot return gradients of " + std::string(dtype_name(to)));
+  if (!is_float(to)) ctx.fail("cannot return gradients of " + std::string(dtype_name(to)));
   dist::Collectives* c = dist::current();
   if (c && c->world() > 1) c->wait(ctx.attr_int("bucket"));
   for (int i = 0; i < n; ++i) {
@@ -107,7 +90,7 @@ void all_reduce_wait(OpContext& ctx) {
 // statistics and their gradients, passes/sync_batch_norm.h). One rank: a copy.
 void all_reduce_sum(OpContext& ctx) {
   const Tensor& x = ctx.in(0);
-  if (!reducible(x.dtype())) ctx.unsupported_dtype(0);
+  if (!is_float(x.dtype())) ctx.unsupported_dtype(0);
   Tensor& y = ctx.output(0, x.dtype(), x.shape());
   convert(x, y, 1.0);
   dist::Collectives* c = dist::current();
