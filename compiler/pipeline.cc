@@ -134,6 +134,13 @@ int64_t node_count(const ir::Model& model) {
 
 }  // namespace
 
+void mark_imported_phases(ir::Model& model) {
+  if (model.state_updates.empty())
+    ir::set_phase(*model.graph, ir::Phase::kForward);
+  else  // a model in ONNX's training format brings its own step
+    ir::set_phases_from_exported_names(*model.graph);
+}
+
 passes::AutocastReport autocast_forward(ir::Model& model, const passes::AutocastOptions& options) {
   passes::AutocastReport report = passes::apply_autocast(model, options);
   if (options.precision == passes::Precision::kFP32) return report;
@@ -190,10 +197,7 @@ EmitOptions emit_options(const CompileOptions& options, const std::string& model
 std::vector<passes::RangeStatsTarget> build_step(ir::Model& model, const CompileOptions& options,
                                                  passes::AutocastReport& autocast) {
   StageTimes* times = options.stage_times;
-  if (model.state_updates.empty())
-    ir::set_phase(*model.graph, ir::Phase::kForward);
-  else  // a model in ONNX's training format brings its own step
-    ir::set_phases_from_exported_names(*model.graph);
+  mark_imported_phases(model);
   StageTimer stage(times, "constant folding");
   const bool mixed = options.autocast.precision != passes::Precision::kFP32;
   prepare_forward(model, mixed);
@@ -284,7 +288,8 @@ plan::Plan compile_model(ir::Model& model, const CompileOptions& options,
   // the memory plan plans them as outputs), and no longer afterwards: the graph compile_model
   // leaves exports as the training step, as the embedded one.
   const size_t graph_outputs = model.graph->outputs.size();
-  if (options.train) add_trainer_outputs(model);
+  const bool training = !model.state_updates.empty();  // built here or imported
+  if (training) add_trainer_outputs(model);
 
   EmitOptions emit = emit_options(options, model_name);
   // Autocast's decisions, recorded in the plan (moved into *autocast_report when given).
@@ -299,7 +304,7 @@ plan::Plan compile_model(ir::Model& model, const CompileOptions& options,
     stage.finish(node_count(model));
   }
 
-  if (options.train)
+  if (training)
     emit.training = training_signature(model, chosen_losses(options.autodiff), options.accum_steps);
   plan::Plan p = lower_and_emit(model, options, emit);
   model.graph->outputs.resize(graph_outputs);

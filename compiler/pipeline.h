@@ -75,6 +75,10 @@ void prepare_forward(ir::Model& model, bool low_precision = false);
 
 // The mixed-precision part of compile_model: autocast of the forward graph, then cast
 // folding, CSE and dead-code elimination. The report lists only the Casts that survive.
+// Every node of a freshly imported model is forward; a model in ONNX's training format
+// carries its parts in the names ampc's passes gave them (compiler/ir/phase.h).
+void mark_imported_phases(ir::Model& model);
+
 passes::AutocastReport autocast_forward(ir::Model& model, const passes::AutocastOptions& options);
 
 // load_model with the import options `options` implies (training format when training).

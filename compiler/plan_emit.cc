@@ -58,22 +58,15 @@ std::string node_name(const ir::Node& n, size_t index) {
   return n.name.empty() ? "#" + std::to_string(index) : n.name;
 }
 
+// ir::Phase and plan::StepPhase list the same phases in the same order.
 plan::StepPhase step_phase(ir::Phase phase) {
-  switch (phase) {
-    case ir::Phase::kUnknown:
-      return plan::PHASE_UNSPECIFIED;
-    case ir::Phase::kForward:
-      return plan::FORWARD;
-    case ir::Phase::kBackward:
-      return plan::BACKWARD;
-    case ir::Phase::kLossScaling:
-      return plan::LOSS_SCALING;
-    case ir::Phase::kOptimizer:
-      return plan::OPTIMIZER;
-    case ir::Phase::kStatistics:
-      return plan::STATISTICS;
-  }
-  return plan::PHASE_UNSPECIFIED;
+  static_assert(static_cast<int>(ir::Phase::kForward) == plan::FORWARD &&
+                static_cast<int>(ir::Phase::kBackward) == plan::BACKWARD &&
+                static_cast<int>(ir::Phase::kLossScaling) == plan::LOSS_SCALING &&
+                static_cast<int>(ir::Phase::kOptimizer) == plan::OPTIMIZER &&
+                static_cast<int>(ir::Phase::kStatistics) == plan::STATISTICS &&
+                static_cast<int>(ir::Phase::kUnknown) == plan::PHASE_UNSPECIFIED);
+  return static_cast<plan::StepPhase>(phase);
 }
 
 // Plan.precision_decisions: autocast's decision for each node still in the graph. The report

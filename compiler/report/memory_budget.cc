@@ -19,9 +19,20 @@
 #include "compiler/plan_memory.h"
 #include "passes/constant_folding.h"
 #include "runtime/plan/plan_file.h"
+#include "runtime/plan/step_phase.h"
 
 namespace ampc::compiler::report {
 namespace {
+
+// A graph input's shape: as --input-shape fixes it, else as the model declares it.
+std::vector<int64_t> input_dims(const onnx::ValueInfoProto& in,
+                                const onnx_io::ImportOptions& import) {
+  if (auto it = import.input_shapes.find(in.name()); it != import.input_shapes.end())
+    return it->second;
+  std::vector<int64_t> dims;
+  for (const auto& d : in.type().tensor_type().shape().dim()) dims.push_back(d.dim_value());
+  return dims;
+}
 
 // The loss scaler's state, as the training signature names it.
 bool is_scaler_state(const plan::Plan& p, const std::string& name) {
@@ -31,7 +42,7 @@ bool is_scaler_state(const plan::Plan& p, const std::string& name) {
 
 // A gradient: a buffer the backward or the loss scaler writes (Step.source_phases).
 bool written_by_backward(const plan::Step& s) {
-  const plan::StepPhase phase = s.source_phases_size() ? s.source_phases(0) : plan::FORWARD;
+  const plan::StepPhase phase = plan::first_phase(s);
   return phase == plan::BACKWARD || phase == plan::LOSS_SCALING;
 }
 
@@ -187,13 +198,7 @@ BatchCompiler::BatchCompiler(const std::string& model_path, CompileOptions optio
   if (!plan::looks_like_plan(model_path)) parameters_ = initializers;
   for (const auto& in : proto.graph().input()) {
     if (initializers.count(in.name())) continue;
-    std::vector<int64_t> dims;
-    if (auto it = options_.import.input_shapes.find(in.name());
-        it != options_.import.input_shapes.end()) {
-      dims = it->second;
-    } else {
-      for (const auto& d : in.type().tensor_type().shape().dim()) dims.push_back(d.dim_value());
-    }
+    const std::vector<int64_t> dims = input_dims(in, options_.import);
     if (dims.empty() || dims[0] <= 0) continue;
     if (model_batch_ == 0) model_batch_ = dims[0];
     if (dims[0] == model_batch_) batch_inputs_.push_back(in.name());
@@ -211,13 +216,7 @@ plan::Plan BatchCompiler::compile(int64_t batch, passes::Precision precision) co
   for (const auto& in : proto.graph().input()) {
     if (std::find(batch_inputs_.begin(), batch_inputs_.end(), in.name()) == batch_inputs_.end())
       continue;
-    std::vector<int64_t> dims;
-    if (auto it = options_.import.input_shapes.find(in.name());
-        it != options_.import.input_shapes.end()) {
-      dims = it->second;
-    } else {
-      for (const auto& d : in.type().tensor_type().shape().dim()) dims.push_back(d.dim_value());
-    }
+    std::vector<int64_t> dims = input_dims(in, options_.import);
     dims[0] = batch;
     import.input_shapes[in.name()] = dims;
   }

@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "passes/recompute_casts.h"
+#include "runtime/plan/step_phase.h"
 
 namespace ampc::report {
 namespace {
@@ -105,7 +106,8 @@ std::optional<double> float_attribute(const plan::Step& s, const std::string& na
 }
 
 // The Casts, with their bytes per step as autocast counts them: numel x (in + out bytes).
-// An fp32 master weight is an initializer of the source model (Buffer.from_model).
+// An fp32 master weight is an initializer of the source model (Buffer.from_model) other than
+// the loss scaler's state (which a model in ONNX's training format carries as initializers).
 void add_casts(const plan::Plan& p, PrecisionReport& r) {
   for (const auto& s : p.steps()) {
     if (!is_onnx_op(s, "Cast") || s.inputs_size() != 1 || s.outputs_size() != 1) continue;
@@ -114,7 +116,9 @@ void add_casts(const plan::Plan& p, PrecisionReport& r) {
     const int64_t n = numel(in);
     const int64_t bytes =
         n < 0 ? -1 : n * static_cast<int64_t>(dtype_size(dtype_of(in)) + dtype_size(dtype_of(out)));
-    const bool parameter = in.from_model();
+    const auto& scaler = p.training().scaler_state();
+    const bool parameter =
+        in.from_model() && std::find(scaler.begin(), scaler.end(), in.name()) == scaler.end();
     r.casts.push_back(
         {source_nodes(s), in.name(), dtype_of(in), dtype_of(out), n, bytes, parameter});
   }
@@ -182,18 +186,12 @@ std::optional<LossScalingReport> loss_scaling(const plan::Plan& p, std::set<int>
 }
 
 // Which part of the training step the compiler added a step for ("" for the forward and
-// for what it does not know), as it recorded it (Step.source_phases).
+// the statistics), as it recorded it (Step.source_phases).
 std::string_view part_of_step(const plan::Step& s) {
-  switch (s.source_phases_size() ? s.source_phases(0) : plan::PHASE_UNSPECIFIED) {
-    case plan::BACKWARD:
-      return "backward";
-    case plan::OPTIMIZER:
-      return "optimizer";
-    case plan::LOSS_SCALING:
-      return "loss scaling";
-    default:
-      return "";
-  }
+  const plan::StepPhase phase = plan::first_phase(s);
+  return phase == plan::BACKWARD || phase == plan::LOSS_SCALING || phase == plan::OPTIMIZER
+             ? plan::phase_name(phase)
+             : "";
 }
 
 std::string recorded_option(const plan::Plan& p, const std::string& key) {

@@ -226,7 +226,7 @@ class Builder {
       for (int t : n.inputs) reads_found_inf |= view_.tensors[t].found_inf;
       const plan::StepPhase phase = m < static_cast<size_t>(step.source_phases_size())
                                         ? step.source_phases(static_cast<int>(m))
-                                        : plan::PHASE_UNSPECIFIED;
+                                        : plan::FORWARD;
       n.phase = phase_of(phase, n.op, reads_found_inf);
       n.scope = scope_of(n.name);
       n.inserted_cast = n.op == "Cast" && (n.name.find("autocast/") != std::string::npos ||
@@ -321,18 +321,7 @@ const std::vector<std::string>& view_phases() {
 
 std::string phase_of(plan::StepPhase phase, const std::string& op, bool reads_found_inf) {
   if (reads_found_inf && op == "Where") return kPhaseSkipStep;
-  switch (phase) {
-    case plan::BACKWARD:
-      return kPhaseBackward;
-    case plan::LOSS_SCALING:
-      return kPhaseLossScaling;
-    case plan::OPTIMIZER:
-      return kPhaseOptimizer;
-    case plan::STATISTICS:
-      return kPhaseStatistics;
-    default:
-      return kPhaseForward;
-  }
+  return plan::phase_name(phase);  // kPhaseForward ... kPhaseStatistics
 }
 
 std::vector<std::string> scope_of(const std::string& node_name) {

@@ -19,17 +19,20 @@
 
 #include "compiler/ir/graph.h"
 #include "runtime/plan/plan.pb.h"
+#include "runtime/plan/step_phase.h"
 
 namespace ampc::report {
 
 // Phases, in the order they run; also the clusters of the pictures.
+// The compiler's phases (runtime/plan/step_phase.h), the inputs before them and the
+// skip-step (the optimizer's Wheres on found_inf) apart.
 inline constexpr const char* kPhaseInputs = "inputs";
-inline constexpr const char* kPhaseForward = "forward";
-inline constexpr const char* kPhaseBackward = "backward";
-inline constexpr const char* kPhaseLossScaling = "loss scaling";
-inline constexpr const char* kPhaseOptimizer = "optimizer";
+inline constexpr const char* kPhaseForward = plan::phase_name(plan::FORWARD);
+inline constexpr const char* kPhaseBackward = plan::phase_name(plan::BACKWARD);
+inline constexpr const char* kPhaseLossScaling = plan::phase_name(plan::LOSS_SCALING);
+inline constexpr const char* kPhaseOptimizer = plan::phase_name(plan::OPTIMIZER);
 inline constexpr const char* kPhaseSkipStep = "skip-step";
-inline constexpr const char* kPhaseStatistics = "statistics";
+inline constexpr const char* kPhaseStatistics = plan::phase_name(plan::STATISTICS);
 const std::vector<std::string>& view_phases();
 
 struct ViewTensor {

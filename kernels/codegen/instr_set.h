@@ -48,4 +48,8 @@ inline bool strided(const Operand& op) {
 // reference (argument, operand, output, guard, strides).
 void validate_kernel(const KernelDef& kernel);
 
+// Elements a strided operand spans: 1 + sum over dimensions of (extent - 1) * stride; what
+// a backend checks the operand's buffer holds before it runs the kernel.
+int64_t strided_extent(const KernelDef& kernel, const Operand& operand);
+
 }  // namespace ampc::kernels::codegen

@@ -99,4 +99,13 @@ void validate_kernel(const KernelDef& k) {
   }
 }
 
+int64_t strided_extent(const KernelDef& kernel, const Operand& operand) {
+  int64_t extent = 1;
+  for (int d = 0; d < kernel.shape_size(); ++d) {
+    if (kernel.shape(d) == 0) return 0;
+    extent += (kernel.shape(d) - 1) * operand.strides(d);
+  }
+  return extent;
+}
+
 }  // namespace ampc::kernels::codegen

@@ -8,6 +8,7 @@
 #include "kernels/cpu/dnnl_context.h"
 #include "runtime/cpu/library_step.h"
 #include "runtime/plan/plan_stats.h"
+#include "runtime/value_checks.h"
 
 namespace ampc::rt::cpu {
 namespace {
@@ -22,11 +23,6 @@ uint64_t mix(uint64_t z) {
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
   return z ^ (z >> 31);
-}
-
-std::string buffer_type(const plan::Buffer& b) {
-  return std::string(dtype_name(static_cast<DType>(b.dtype()))) +
-         (b.shape_known() ? shape_str({b.shape().begin(), b.shape().end()}) : "[*]");
 }
 
 }  // namespace
@@ -266,27 +262,10 @@ void Executor::place_in_state(size_t index) {
 }
 
 std::map<std::string, Tensor> Executor::run(const std::map<std::string, Tensor>& inputs) {
-  for (const auto& [name, t] : inputs) {
-    bool known = false;
-    for (const auto& b : plan_.inputs()) known |= (b.name() == name);
-    if (!known) throw Error("the plan has no input named '" + name + "'");
-  }
-  for (const auto& binding : plan_.inputs()) {
-    auto it = inputs.find(binding.name());
-    const auto& buf = plan_.buffers(binding.buffer());
-    if (it == inputs.end())
-      throw Error("input '" + binding.name() + "' (" + buffer_type(buf) + ") is not given");
-    const Tensor& t = it->second;
-    const bool type_ok = static_cast<DType>(buf.dtype()) == t.dtype();
-    const bool shape_ok = !buf.shape_known() ||
-                          std::vector<int64_t>(buf.shape().begin(), buf.shape().end()) == t.shape();
-    if (!type_ok || !shape_ok) {
-      throw Error("input '" + binding.name() + "' must be " + buffer_type(buf) + ", got " +
-                  t.type_str());
-    }
+  for (const auto& [id, t] : checked_inputs(plan_, inputs)) {
     // A borrowed input (the Python API's caller's array) is read where it lies: input
     // buffers are never written (outputs get slots of their own, or a state's).
-    values_[binding.buffer()] = t;
+    values_[id] = *t;
   }
   output_values_.assign(static_cast<size_t>(plan_.outputs_size()), Tensor());
   for (size_t i = 0; i < ops_.size(); ++i) {
@@ -337,18 +316,7 @@ std::map<std::string, Tensor> Executor::state() const {
 }
 
 void Executor::load_state(const std::map<std::string, Tensor>& values) {
-  std::vector<std::pair<int, const Tensor*>> updates;
-  for (const auto& b : plan_.buffers()) {
-    if (b.role() != plan::STATE) continue;
-    auto it = values.find(b.name());
-    if (it == values.end()) throw Error("no value for state '" + b.name() + "'");
-    const Tensor& t = it->second;
-    const std::vector<int64_t> shape(b.shape().begin(), b.shape().end());
-    if (static_cast<DType>(b.dtype()) != t.dtype() || (b.shape_known() && shape != t.shape())) {
-      throw Error("state '" + b.name() + "' must be " + buffer_type(b) + ", got " + t.type_str());
-    }
-    updates.emplace_back(b.id(), &t);
-  }
+  const auto updates = checked_state_values(plan_, values);
   // The steps update state in place: never in a caller's memory.
   for (const auto& [id, t] : updates) values_[id] = t->owned_copy();
 }

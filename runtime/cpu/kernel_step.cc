@@ -1,6 +1,7 @@
 #include "runtime/cpu/kernel_step.h"
 
 #include "base/error.h"
+#include "kernels/codegen/instr_set.h"
 #include "kernels/cpu/elementwise.h"
 
 namespace ampc::rt::cpu {
@@ -11,16 +12,6 @@ using kernels::Operand;
 
 std::string type_name(int32_t dtype) {
   return std::string(dtype_name(static_cast<DType>(dtype)));
-}
-
-// Elements a strided operand spans: 1 + sum over dimensions of (extent - 1) * stride.
-int64_t strided_extent(const KernelDef& def, const Operand& op) {
-  int64_t extent = 1;
-  for (int d = 0; d < def.shape_size(); ++d) {
-    if (def.shape(d) == 0) return 0;
-    extent += (def.shape(d) - 1) * op.strides(d);
-  }
-  return extent;
 }
 
 }  // namespace
@@ -101,7 +92,9 @@ void run_kernel_step(const KernelCall& call, const std::vector<const Tensor*>& i
     for (int j = 0; j < n_in; ++j) {
       const Tensor* t = inputs[seg * n_in + j];
       const Operand& op = def.inputs(j);
-      const int64_t need = op.scalar() ? 1 : op.strides_size() ? strided_extent(def, op) : n;
+      const int64_t need = op.scalar()         ? 1
+                           : op.strides_size() ? kernels::codegen::strided_extent(def, op)
+                                               : n;
       const bool ok = op.scalar() || op.strides_size() ? t->numel() >= need : t->numel() == need;
       if (!ok) {
         throw Error(label + ": input " + std::to_string(j) + " is " + t->type_str() +

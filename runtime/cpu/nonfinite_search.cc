@@ -5,6 +5,7 @@
 
 #include "base/error.h"
 #include "runtime/cpu/op_context.h"
+#include "runtime/plan/step_phase.h"
 
 namespace ampc::rt::cpu {
 namespace {
@@ -27,15 +28,10 @@ TensorMagnitude measure(const std::string& name, const Tensor& t) {
 // The part of the step the compiler recorded for the step's first node; the loss scaler's
 // steps (unscale, clip, the scale's update) count as the optimizer's, as in the log.
 std::string phase_of(const plan::Step& s) {
-  switch (s.source_phases_size() ? s.source_phases(0) : plan::FORWARD) {
-    case plan::BACKWARD:
-      return "backward";
-    case plan::LOSS_SCALING:
-    case plan::OPTIMIZER:
-      return "optimizer";
-    default:
-      return "forward";
-  }
+  const plan::StepPhase phase = plan::first_phase(s);
+  if (phase == plan::LOSS_SCALING) return plan::phase_name(plan::OPTIMIZER);
+  return phase == plan::BACKWARD || phase == plan::OPTIMIZER ? plan::phase_name(phase)
+                                                             : plan::phase_name(plan::FORWARD);
 }
 
 // Thrown by the observer to stop the run at the origin.

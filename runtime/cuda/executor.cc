@@ -8,6 +8,7 @@
 #include "runtime/cuda/op_builders.h"
 #include "runtime/cuda/ptx_library.h"
 #include "runtime/plan/plan_stats.h"
+#include "runtime/value_checks.h"
 
 namespace ampc::rt::cuda {
 namespace {
@@ -16,11 +17,6 @@ constexpr int64_t kAlign = 256;
 
 int64_t align_up(int64_t n) {
   return (n + kAlign - 1) / kAlign * kAlign;
-}
-
-std::string buffer_type(const plan::Buffer& b) {
-  return std::string(dtype_name(static_cast<DType>(b.dtype()))) +
-         shape_str({b.shape().begin(), b.shape().end()});
 }
 
 bool same_storage(const plan::Buffer& a, const plan::Buffer& b) {
@@ -212,32 +208,15 @@ void Executor::sync() const {
 }
 
 void Executor::submit(const std::map<std::string, Tensor>& inputs) {
-  for (const auto& [name, t] : inputs) {
-    bool known = false;
-    for (const auto& b : plan_.inputs()) known |= (b.name() == name);
-    if (!known) throw Error("the plan has no input named '" + name + "'");
-  }
-  std::vector<std::pair<const plan::Buffer*, const Tensor*>> bound;
-  for (const auto& binding : plan_.inputs()) {
-    auto it = inputs.find(binding.name());
-    const auto& buf = plan_.buffers(binding.buffer());
-    if (it == inputs.end())
-      throw Error("input '" + binding.name() + "' (" + buffer_type(buf) + ") is not given");
-    const Tensor& t = it->second;
-    if (static_cast<DType>(buf.dtype()) != t.dtype() ||
-        std::vector<int64_t>(buf.shape().begin(), buf.shape().end()) != t.shape()) {
-      throw Error("input '" + binding.name() + "' must be " + buffer_type(buf) + ", got " +
-                  t.type_str());
-    }
-    bound.emplace_back(&buf, &t);
-  }
+  const auto bound = checked_inputs(plan_, inputs);
   if (pending_.full()) {  // every staging slot is in flight: wait for them
     sync();
     for (auto& out : pending_.drain([this](int64_t s) { return outputs_of(s); }))
       ready_.push_back(std::move(out));
   }
   char* slot = res_.pinned + pending_.next_slot() * slot_bytes_;
-  for (const auto& [buf, t] : bound) {
+  for (const auto& [id, t] : bound) {
+    const plan::Buffer* buf = &plan_.buffers(id);
     if (buf->region() != plan::REGION_INPUTS)
       throw Error("input '" + buf->name() + "' is not in the plan's input region");
     std::memcpy(slot + buf->offset(), t->raw(), t->nbytes());
@@ -313,18 +292,7 @@ std::map<std::string, Tensor> Executor::state() const {
 }
 
 void Executor::load_state(const std::map<std::string, Tensor>& values) {
-  std::vector<std::pair<int, const Tensor*>> updates;
-  for (const auto& b : plan_.buffers()) {
-    if (b.role() != plan::STATE) continue;
-    auto it = values.find(b.name());
-    if (it == values.end()) throw Error("no value for state '" + b.name() + "'");
-    const Tensor& t = it->second;
-    if (static_cast<DType>(b.dtype()) != t.dtype() ||
-        std::vector<int64_t>(b.shape().begin(), b.shape().end()) != t.shape()) {
-      throw Error("state '" + b.name() + "' must be " + buffer_type(b) + ", got " + t.type_str());
-    }
-    updates.emplace_back(b.id(), &t);
-  }
+  const auto updates = checked_state_values(plan_, values);
   sync();
   for (const auto& [id, t] : updates) {
     memory_->upload(id, *t);

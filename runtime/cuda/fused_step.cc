@@ -2,25 +2,14 @@
 // generated kernel launched over the step's buffers, once per segment of a multi-tensor step.
 // Operand counts, element types and sizes are checked at load, as the CPU backend checks
 // them (runtime/cpu/kernel_step.cc).
+#include "kernels/codegen/instr_set.h"
 #include "runtime/cuda/op_builders.h"
 #include "runtime/cuda/ptx_library.h"
 
 namespace ampc::rt::cuda {
-namespace {
 
 using kernels::KernelDef;
 using kernels::Operand;
-
-int64_t strided_extent(const KernelDef& def, const Operand& op) {
-  int64_t extent = 1;
-  for (int d = 0; d < def.shape_size(); ++d) {
-    if (def.shape(d) == 0) return 0;
-    extent += (def.shape(d) - 1) * op.strides(d);
-  }
-  return extent;
-}
-
-}  // namespace
 
 Launch build_fused_kernel(StepContext& ctx) {
   const plan::Step& step = ctx.step();
@@ -57,7 +46,9 @@ Launch build_fused_kernel(StepContext& ctx) {
                     " is not of the kernel's type " +
                     std::string(dtype_name(static_cast<DType>(op.dtype()))));
       }
-      const int64_t need = op.scalar() ? 1 : op.strides_size() ? strided_extent(*def, op) : s.count;
+      const int64_t need = op.scalar()         ? 1
+                           : op.strides_size() ? kernels::codegen::strided_extent(*def, op)
+                                               : s.count;
       const int64_t have = ctx.in_numel(k);
       if (op.scalar() || op.strides_size() ? have < need : have != need) {
         throw Error(label + ": input " + std::to_string(k) + " " + describe_buffer(b) +

@@ -88,18 +88,9 @@ Launch build_slice(StepContext& ctx) {
         static_cast<size_t>(cpu::nn::normalize_axis(a, axes[i], static_cast<int64_t>(x.size())));
     const int64_t dim = x[ax], step = steps[i];
     if (step == 0) ctx.fail("slice step is 0");
-    int64_t s = starts[i] < 0 ? starts[i] + dim : starts[i];
-    int64_t e = ends[i] < 0 ? ends[i] + dim : ends[i];
-    if (step > 0) {
-      s = std::clamp<int64_t>(s, 0, dim);
-      e = std::clamp<int64_t>(e, 0, dim);
-      shape[ax] = e > s ? (e - s - 1) / step + 1 : 0;
-    } else {
-      s = std::clamp<int64_t>(s, 0, dim - 1);
-      e = std::clamp<int64_t>(e, -1, dim - 1);
-      shape[ax] = s > e ? (s - e - 1) / -step + 1 : 0;
-    }
-    if (shape[ax] > 0) offset += s * in_strides[ax];
+    const cpu::nn::SliceAxis r = cpu::nn::slice_axis(starts[i], ends[i], step, dim);
+    shape[ax] = r.count;
+    if (shape[ax] > 0) offset += r.start * in_strides[ax];
     strides[ax] = in_strides[ax] * step;
   }
   return strided(ctx, shape, offset, strides);

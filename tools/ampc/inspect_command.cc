@@ -17,6 +17,7 @@
 #include "compiler/report/plan_summary.h"
 #include "compiler/report/precision_report.h"
 #include "compiler/report/summary.h"
+#include "compiler/training_signature.h"
 #include "kernels/codegen/codegen.h"
 #include "passes/constant_folding.h"
 #include "runtime/plan/plan_file.h"
@@ -155,7 +156,10 @@ void run_inspect(const InspectArgs& args) {
   } else if (args.precision_report) {
     passes::fold_constants(*model);
     // Lowered as `ampc compile` would, so that steps read the buffers they would in a plan.
-    const plan::Plan lowered = compiler::emit_plan(*model, {});
+    compiler::mark_imported_phases(*model);
+    compiler::EmitOptions emit;
+    if (!model->state_updates.empty()) emit.training = compiler::training_signature(*model, {}, 1);
+    const plan::Plan lowered = compiler::emit_plan(*model, emit);
     print_precision_report(report::plan_precision_report(lowered, report::PlanOrigin::kModel),
                            args);
   } else if (args.format == "json") {

@@ -3,6 +3,8 @@
 // window geometry.
 #pragma once
 
+#include <algorithm>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -65,6 +67,26 @@ void dispatch_float(const OpContext& ctx, F&& f) {
 
 // axis in [-rank, rank) -> [0, rank); fails otherwise.
 int64_t normalize_axis(const OpContext& ctx, int64_t axis, int64_t rank);
+
+// One axis of ONNX Slice over a dimension of `dim` elements: the first index read and how
+// many are read (negative starts and ends count from the end, both clamped as ONNX says;
+// step != 0). Shared by the CPU op and the CUDA step builder.
+struct SliceAxis {
+  int64_t start = 0;
+  int64_t count = 0;
+};
+inline SliceAxis slice_axis(int64_t start, int64_t end, int64_t step, int64_t dim) {
+  int64_t s = start < 0 ? start + dim : start;
+  int64_t e = end < 0 ? end + dim : end;
+  if (step > 0) {
+    s = std::clamp<int64_t>(s, 0, dim);
+    e = std::clamp<int64_t>(e, 0, dim);
+    return {s, e > s ? (e - s - 1) / step + 1 : 0};
+  }
+  s = std::clamp<int64_t>(s, 0, dim - 1);
+  e = std::clamp<int64_t>(e, -1, dim - 1);
+  return {s, s > e ? (s - e - 1) / -step + 1 : 0};
+}
 // Product of dims[begin, end).
 int64_t product(const std::vector<int64_t>& dims, size_t begin, size_t end);
 // The values of an int64 or int32 input (axes, shapes).

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "kernels/cpu/elementwise_types.h"
+#include "runtime/cpu/ops/nn_util.h"
 #include "runtime/cpu/ops/tensor_common.h"
 
 namespace ampc::rt::cpu {
@@ -117,18 +118,9 @@ void slice_op(OpContext& ctx) {
     const int64_t a = normalize_axis(ctx, axes[i], x.rank());
     const int64_t dim = x.dim(a), step = steps[i];
     if (step == 0) ctx.fail("slice step is 0");
-    int64_t s = starts[i] < 0 ? starts[i] + dim : starts[i];
-    int64_t e = ends[i] < 0 ? ends[i] + dim : ends[i];
-    if (step > 0) {
-      s = std::clamp<int64_t>(s, 0, dim);
-      e = std::clamp<int64_t>(e, 0, dim);
-      shape[a] = e > s ? (e - s - 1) / step + 1 : 0;
-    } else {
-      s = std::clamp<int64_t>(s, 0, dim - 1);
-      e = std::clamp<int64_t>(e, -1, dim - 1);
-      shape[a] = s > e ? (s - e - 1) / -step + 1 : 0;
-    }
-    if (shape[a] > 0) offset += s * in_strides[a];
+    const nn::SliceAxis r = nn::slice_axis(starts[i], ends[i], step, dim);
+    shape[a] = r.count;
+    if (shape[a] > 0) offset += r.start * in_strides[a];
     strides[a] = in_strides[a] * step;
   }
   Tensor& y = ctx.output(0, x.dtype(), shape);
