@@ -17,6 +17,7 @@
 #include "compiler/onnx/import.h"
 #include "compiler/onnx/read_model.h"
 #include "compiler/plan_memory.h"
+#include "compiler/report/plan_precision.h"
 #include "passes/constant_folding.h"
 #include "runtime/plan/plan_file.h"
 #include "runtime/plan/step_phase.h"
@@ -32,12 +33,6 @@ std::vector<int64_t> input_dims(const onnx::ValueInfoProto& in,
   std::vector<int64_t> dims;
   for (const auto& d : in.type().tensor_type().shape().dim()) dims.push_back(d.dim_value());
   return dims;
-}
-
-// The loss scaler's state, as the training signature names it.
-bool is_scaler_state(const plan::Plan& p, const std::string& name) {
-  const auto& names = p.training().scaler_state();
-  return std::find(names.begin(), names.end(), name) != names.end();
 }
 
 // A gradient: a buffer the backward or the loss scaler writes (Step.source_phases).
@@ -117,7 +112,7 @@ MemoryBreakdown memory_breakdown(const plan::Plan& p) {
   for (const auto& b : p.buffers()) {
     if (b.role() != plan::STATE || b.alias_of() != 0) continue;
     const int64_t bytes = std::max<int64_t>(buffer_bytes(b), 0);
-    if (is_scaler_state(p, b.name()))
+    if (ampc::report::is_scaler_state(p, b.name()))
       m.scaler_state += bytes;
     else if (b.from_model())
       m.parameters += bytes;  // and running statistics

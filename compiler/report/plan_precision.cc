@@ -116,9 +116,7 @@ void add_casts(const plan::Plan& p, PrecisionReport& r) {
     const int64_t n = numel(in);
     const int64_t bytes =
         n < 0 ? -1 : n * static_cast<int64_t>(dtype_size(dtype_of(in)) + dtype_size(dtype_of(out)));
-    const auto& scaler = p.training().scaler_state();
-    const bool parameter =
-        in.from_model() && std::find(scaler.begin(), scaler.end(), in.name()) == scaler.end();
+    const bool parameter = in.from_model() && !is_scaler_state(p, in.name());
     r.casts.push_back(
         {source_nodes(s), in.name(), dtype_of(in), dtype_of(out), n, bytes, parameter});
   }
@@ -160,8 +158,7 @@ std::optional<LossScalingReport> loss_scaling(const plan::Plan& p, std::set<int>
     if (!signature.scale_state().empty() && b.name() == signature.scale_state()) {
       s.mode = b.role() == plan::STATE ? "dynamic" : "static";
       s.init_scale = scalar(b);
-    } else if (std::find(signature.scaler_state().begin(), signature.scaler_state().end(),
-                         b.name()) != signature.scaler_state().end()) {
+    } else if (is_scaler_state(p, b.name())) {
       if (auto v = scalar(b)) s.init_growth_tracker = static_cast<int64_t>(*v);
     }
   }
@@ -202,6 +199,11 @@ std::string recorded_option(const plan::Plan& p, const std::string& key) {
 }
 
 }  // namespace
+
+bool is_scaler_state(const plan::Plan& p, const std::string& name) {
+  const auto& names = p.training().scaler_state();
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
 
 PrecisionReport plan_precision_report(const plan::Plan& p, PlanOrigin origin) {
   PrecisionReport r;

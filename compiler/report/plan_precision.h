@@ -2,8 +2,10 @@
 // --precision-report`), or an ONNX model ampc exported, lowered to a plan first. Dtypes come
 // from the buffers each step reads and writes, rules from Plan.precision_decisions (what
 // autocast recorded at compile time), and the loss-scaling subgraph from the ampc ops and the
-// amp.* values of passes/loss_scaling.h.
+// buffers the plan's training signature names.
 #pragma once
+
+#include <string>
 
 #include "compiler/report/precision_report.h"
 #include "runtime/plan/plan.pb.h"
@@ -16,6 +18,9 @@ enum class PlanOrigin {
 };
 
 PrecisionReport plan_precision_report(const plan::Plan& plan, PlanOrigin origin);
+
+// Whether the buffer `name` is the loss scaler's state, as the training signature names it.
+bool is_scaler_state(const plan::Plan& plan, const std::string& name);
 
 // The report of a lowered plan (fused kernels, folded GEMM epilogues), stored in it at compile
 // time (Plan.precision_report) as JSON: made from the same graph lowered one step per node
