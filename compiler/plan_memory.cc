@@ -11,6 +11,7 @@
 #include "base/checked_size.h"
 #include "base/dtype.h"
 #include "kernels/codegen/kernel.pb.h"
+#include "ops/op_info.h"
 #include "passes/memory_plan.h"
 #include "runtime/plan/plan_stats.h"
 
@@ -73,13 +74,7 @@ Lifetimes lifetimes(const Plan& p) {
 // Single ONNX ops whose output element i depends only on element i of each input of the
 // output's shape (the others broadcast): in an unfused plan, candidates for in-place writes.
 bool is_elementwise_op(const Step& s) {
-  static const std::set<std::string> ops = {
-      "Abs",      "Add",        "And",  "Cast",  "Ceil", "Clip",        "Cos",       "Div",
-      "Elu",      "Erf",        "Exp",  "Floor", "Gelu", "HardSigmoid", "LeakyRelu", "Log",
-      "Max",      "Min",        "Mod",  "Mul",   "Neg",  "Not",         "Or",        "Pow",
-      "PRelu",    "Reciprocal", "Relu", "Round", "Selu", "Sigmoid",     "Sign",      "Sin",
-      "Softplus", "Softsign",   "Sqrt", "Sub",   "Sum",  "Tanh",        "Where",     "Xor"};
-  return s.domain().empty() && s.kernel().empty() && ops.count(s.op()) > 0;
+  return s.kernel().empty() && ops::op_info(s.domain(), s.op()).in_place;
 }
 
 // Storage shared through views and aliases: the buffer whose storage each buffer uses.

@@ -8,6 +8,7 @@
 
 #include "base/error.h"
 #include "compiler/ir/verifier.h"
+#include "ops/op_info.h"
 #include "passes/autodiff/ampc_schemas.h"
 #include "passes/cast_cleanup.h"
 #include "passes/precision_policy.h"
@@ -57,9 +58,8 @@ int64_t static_numel(const ir::TensorType& t) {
 }
 
 // Ops that only move elements: casting their input or their output is the same.
-bool is_layout_op(const std::string& op) {
-  return op == "Transpose" || op == "Reshape" || op == "Flatten" || op == "Squeeze" ||
-         op == "Unsqueeze" || op == "Identity";
+bool is_layout_op(const ir::Node& n) {
+  return ops::op_info(n.domain, n.op_type).moves_elements;
 }
 
 // A constant of the compiler or the model's graph (not a parameter) with one element.
@@ -174,7 +174,7 @@ class Autocaster {
       if (out->uses.empty() || is_pinned_value(model_, out)) return false;
       for (const ir::Use& u : out->uses) {
         const bool layout =
-            is_layout_op(u.node->op_type) && policy_.classify(*u.node).op_class == OpClass::kFollow;
+            is_layout_op(*u.node) && policy_.classify(*u.node).op_class == OpClass::kFollow;
         if (layout ? !only_low_readers(*u.node) : !computes_low(*u.node)) return false;
       }
     }
@@ -258,7 +258,7 @@ class Autocaster {
     } else if (d.op_class == OpClass::kDeny) {
       target = DType::kFloat32;
     }
-    if (d.op_class == OpClass::kFollow && target == DType::kFloat32 && is_layout_op(n.op_type) &&
+    if (d.op_class == OpClass::kFollow && target == DType::kFloat32 && is_layout_op(n) &&
         only_low_readers(n)) {
       // Casting before a pure data movement is the same as after it; done before, the Cast
       // reads the parameter itself (a transposed weight): one Cast per parameter, and its

@@ -11,6 +11,7 @@
 #include <unordered_set>
 
 #include "base/error.h"
+#include "ops/op_info.h"
 
 namespace ampc::passes {
 namespace {
@@ -43,61 +44,8 @@ bool broadcasts_to(const std::vector<int64_t>& in, const std::vector<int64_t>& o
   return true;
 }
 
-enum class Kind {
-  kArith,
-  kPow,
-  kVariadic,
-  kUnary,
-  kCompare,
-  kNot,
-  kLogic,
-  kWhere,
-  kPredicate,
-  kCast,
-  kIdentity
-};
-
-const std::unordered_map<std::string, Kind>& op_kinds() {
-  static const std::unordered_map<std::string, Kind> kinds = {
-      {"Add", Kind::kArith},
-      {"Sub", Kind::kArith},
-      {"Mul", Kind::kArith},
-      {"Div", Kind::kArith},
-      {"Pow", Kind::kPow},
-      {"Max", Kind::kVariadic},
-      {"Min", Kind::kVariadic},
-      {"Sum", Kind::kVariadic},
-      {"Mean", Kind::kVariadic},
-      {"Neg", Kind::kUnary},
-      {"Abs", Kind::kUnary},
-      {"Sqrt", Kind::kUnary},
-      {"Exp", Kind::kUnary},
-      {"Log", Kind::kUnary},
-      {"Reciprocal", Kind::kUnary},
-      {"Tanh", Kind::kUnary},
-      {"Erf", Kind::kUnary},
-      {"Sigmoid", Kind::kUnary},
-      {"Relu", Kind::kUnary},
-      {"Sign", Kind::kUnary},
-      {"Floor", Kind::kUnary},
-      {"Ceil", Kind::kUnary},
-      {"Equal", Kind::kCompare},
-      {"Less", Kind::kCompare},
-      {"LessOrEqual", Kind::kCompare},
-      {"Greater", Kind::kCompare},
-      {"GreaterOrEqual", Kind::kCompare},
-      {"Not", Kind::kNot},
-      {"And", Kind::kLogic},
-      {"Or", Kind::kLogic},
-      {"Xor", Kind::kLogic},
-      {"Where", Kind::kWhere},
-      {"IsNaN", Kind::kPredicate},
-      {"IsInf", Kind::kPredicate},
-      {"Cast", Kind::kCast},
-      {"Identity", Kind::kIdentity},
-  };
-  return kinds;
-}
+// How each op fuses is its FusedForm in the op table (ops/op_info.h).
+using Kind = ops::FusedForm;
 
 // Attributes other than these change the op's meaning (legacy broadcast, string Cast
 // targets, ...): such nodes stay unfused.
@@ -148,6 +96,8 @@ bool types_supported(const Node& n, Kind kind) {
              static_cast<int64_t>(out) == n.attr("to")->i;
     case Kind::kIdentity:
       return in.size() == 1 && is_kernel_type(in[0]) && in[0] == out;
+    case Kind::kNone:
+      break;
   }
   return false;
 }
@@ -589,15 +539,14 @@ std::vector<FusionStep> Fuser::schedule() {
 }  // namespace
 
 bool is_fusible(const ir::Node& n) {
-  if (!n.domain.empty() && n.domain != "ai.onnx") return false;
-  auto it = op_kinds().find(n.op_type);
-  if (it == op_kinds().end()) return false;
+  const Kind kind = ops::op_info(n.domain, n.op_type).fused;
+  if (kind == Kind::kNone) return false;
   if (n.outputs.size() != 1 || !n.outputs[0] || !n.outputs[0]->type.is_static()) return false;
   const auto& shape = *n.outputs[0]->type.shape;
   for (const Value* v : n.inputs) {
     if (!v || !v->type.is_static() || !broadcasts_to(*v->type.shape, shape)) return false;
   }
-  return attributes_supported(n, it->second) && types_supported(n, it->second);
+  return attributes_supported(n, kind) && types_supported(n, kind);
 }
 
 FusionGroup group_of_one(const ir::Node& node) {

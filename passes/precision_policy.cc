@@ -11,36 +11,6 @@
 namespace ampc::passes {
 namespace {
 
-// The default policy (amp-semantics.md section 2), the one table of it: every op of the
-// default domain not listed here is FOLLOW; explicit Casts are KEEP.
-// clang-format off
-const std::map<std::string, OpClass>& table() {
-  static const std::map<std::string, OpClass> t = {
-      {"MatMul", OpClass::kAllow}, {"Gemm", OpClass::kAllow}, {"Conv", OpClass::kAllow},
-      {"ConvTranspose", OpClass::kAllow}, {"Einsum", OpClass::kAllow},
-      {"LSTM", OpClass::kAllow}, {"GRU", OpClass::kAllow}, {"RNN", OpClass::kAllow},
-
-      {"Exp", OpClass::kDeny}, {"Log", OpClass::kDeny}, {"Pow", OpClass::kDeny},
-      {"Reciprocal", OpClass::kDeny}, {"Acos", OpClass::kDeny}, {"Asin", OpClass::kDeny},
-      {"Cosh", OpClass::kDeny}, {"Sinh", OpClass::kDeny}, {"Tan", OpClass::kDeny},
-      {"Softplus", OpClass::kDeny}, {"Softmax", OpClass::kDeny},
-      {"LogSoftmax", OpClass::kDeny}, {"LayerNormalization", OpClass::kDeny},
-      {"GroupNormalization", OpClass::kDeny}, {"InstanceNormalization", OpClass::kDeny},
-      {"LpNormalization", OpClass::kDeny}, {"ReduceSum", OpClass::kDeny},
-      {"ReduceMean", OpClass::kDeny}, {"ReduceProd", OpClass::kDeny},
-      {"ReduceL1", OpClass::kDeny}, {"ReduceL2", OpClass::kDeny},
-      {"ReduceLogSum", OpClass::kDeny}, {"ReduceLogSumExp", OpClass::kDeny},
-      {"ReduceSumSquare", OpClass::kDeny}, {"CumSum", OpClass::kDeny},
-      {"SoftmaxCrossEntropyLoss", OpClass::kDeny},
-      {"NegativeLogLikelihoodLoss", OpClass::kDeny}, {"Resize", OpClass::kDeny},
-      {"Upsample", OpClass::kDeny},
-
-      {"Cast", OpClass::kKeep},
-  };
-  return t;
-}
-// clang-format on
-
 OpClass parse_class(const std::string& key) {
   if (key == "allow") return OpClass::kAllow;
   if (key == "deny") return OpClass::kDeny;
@@ -95,9 +65,10 @@ std::string_view op_class_name(OpClass c) {
   return "?";
 }
 
+// The default policy (amp-semantics.md section 2): the ops' precision class in the op table
+// (ops/op_table.cc); every op of the default domain without one is FOLLOW.
 OpClass PrecisionPolicy::table_class(const std::string& op_type) {
-  auto it = table().find(op_type);
-  return it == table().end() ? OpClass::kFollow : it->second;
+  return ops::op_info("", op_type).precision;
 }
 
 PrecisionPolicy::PrecisionPolicy(const AutocastOptions& options) {

@@ -1,5 +1,5 @@
 // The precision policy: which class each ONNX op of the default domain belongs to
-// (../shared/amp-semantics.md section 2, one table in precision_policy.cc), with the
+// (../shared/amp-semantics.md section 2, the precision column of ops/op_table.cc), with the
 // user's overrides (--allow/--deny/--follow/--keep-fp32/--policy) applied on top.
 #pragma once
 
@@ -8,16 +8,15 @@
 #include <vector>
 
 #include "compiler/ir/graph.h"
+#include "ops/op_info.h"
 #include "passes/autocast.h"
 
 namespace ampc::passes {
 
-enum class OpClass {
-  kAllow,   // compute in the low dtype; float inputs cast down
-  kDeny,    // compute in fp32; float inputs cast up
-  kFollow,  // compute in the widest dtype of the float inputs
-  kKeep,    // untouched (explicit Casts, other domains, subgraph-carrying ops)
-};
+// ALLOW: compute in the low dtype, float inputs cast down; DENY: fp32, float inputs cast up;
+// FOLLOW: the widest dtype of the float inputs; KEEP: untouched (explicit Casts, other
+// domains, subgraph-carrying ops). The table's classes are the ops' (ops/op_info.h).
+using OpClass = ops::Precision;
 
 std::string_view op_class_name(OpClass c);  // "ALLOW", "DENY", "FOLLOW", "KEEP"
 

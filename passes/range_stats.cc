@@ -6,6 +6,7 @@
 
 #include "base/error.h"
 #include "kernels/shared/range_stats.h"
+#include "ops/op_info.h"
 #include "passes/autodiff/ampc_schemas.h"
 #include "passes/loss_scaling.h"
 
@@ -17,9 +18,7 @@ using ir::Value;
 
 // Ops that only carry a parameter to its layer (autocast's Cast, exporters' Transpose).
 bool passes_through(const Node& n) {
-  static const std::set<std::string> ops = {"Cast",      "Transpose", "Reshape", "Identity",
-                                            "Unsqueeze", "Squeeze",   "Flatten"};
-  return n.domain.empty() && ops.count(n.op_type) > 0;
+  return n.domain.empty() && (n.op_type == "Cast" || ops::op_info("", n.op_type).moves_elements);
 }
 
 }  // namespace

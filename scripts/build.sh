@@ -8,6 +8,8 @@ if [[ -x /usr/local/cuda/bin/nvcc ]]; then cuda=(-DCMAKE_CUDA_COMPILER=/usr/loca
 # ccache (Debian) makes rebuilds on the same machine cheap: a fresh clone that builds the same
 # sources again compiles nothing it has compiled before.
 launcher=()
+# Paths under the checkout are hashed relative to it, so that clones elsewhere hit too.
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}"
 if command -v ccache >/dev/null; then
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
 fi

@@ -8,6 +8,7 @@
 
 #include "base/error.h"
 #include "base/half.h"
+#include "ops/op_info.h"
 
 namespace ampc::compiler::lower {
 namespace {
@@ -181,38 +182,6 @@ class Emitter {
   }
 
   int emit(const Node& n) {
-    static const std::unordered_map<std::string, std::string> simple = {
-        {"Add", "add"},
-        {"Sub", "sub"},
-        {"Mul", "mul"},
-        {"Div", "div"},
-        {"Pow", "pow"},
-        {"Neg", "neg"},
-        {"Abs", "abs"},
-        {"Sqrt", "sqrt"},
-        {"Exp", "exp"},
-        {"Log", "log"},
-        {"Reciprocal", "reciprocal"},
-        {"Tanh", "tanh"},
-        {"Erf", "erf"},
-        {"Sigmoid", "sigmoid"},
-        {"Relu", "relu"},
-        {"Sign", "sign"},
-        {"Floor", "floor"},
-        {"Ceil", "ceil"},
-        {"Equal", "equal"},
-        {"Less", "less"},
-        {"LessOrEqual", "less_equal"},
-        {"Greater", "greater"},
-        {"GreaterOrEqual", "greater_equal"},
-        {"Not", "not"},
-        {"And", "and"},
-        {"Or", "or"},
-        {"Xor", "xor"},
-        {"Where", "where"},
-        {"IsNaN", "isnan"},
-        {"IsInf", "isinf"},
-    };
     const DType out = n.outputs[0]->type.dtype;
     const std::string& op = n.op_type;
     if (op == "Identity") return value(n.inputs[0]);
@@ -222,11 +191,12 @@ class Emitter {
     }
     if (op == "Sum" || op == "Mean" || op == "Max" || op == "Min")
       return variadic(n, n.inputs[0]->type.dtype);
-    auto it = simple.find(op);
-    if (it == simple.end()) refuse(n);
+    // Every other fused op is one kernel instruction (ops/op_table.cc).
+    const std::string_view instruction = ops::op_info(n.domain, op).instruction;
+    if (instruction.empty()) refuse(n);
     std::vector<int> args;
     for (const Value* v : n.inputs) args.push_back(value(v));
-    const int i = add(it->second, out, args);
+    const int i = add(std::string(instruction), out, args);
     if (op == "IsInf") {
       const ir::Attribute* pos = n.attr("detect_positive");
       const ir::Attribute* neg = n.attr("detect_negative");

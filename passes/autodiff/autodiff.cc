@@ -117,8 +117,7 @@ std::vector<ir::Value*> gradients_of(ir::Graph& g, const std::vector<SeededOutpu
                     n.label() + " is " + v->type.str());
       }
     }
-    const autodiff::GradRule* rule =
-        registry.find(n.domain.empty() ? n.op_type : n.domain + "." + n.op_type);
+    const autodiff::GradRule* rule = registry.find({n.domain, n.op_type});
     if (!rule)
       throw Error("no gradient rule for operator '" + n.op_type + "' (node " + n.label() + ")");
     autodiff::GradBuilder builder(g, "grad/" + (n.name.empty() ? n.op_type : n.name));

@@ -1,5 +1,7 @@
 #include "passes/autodiff/gradient_registry.h"
 
+#include <stdexcept>
+
 #include "base/error.h"
 
 namespace ampc::passes::autodiff {
@@ -18,8 +20,16 @@ void GradContext::fail(const std::string& what) const {
   throw Error("gradient of node " + node_.label() + ": " + what);
 }
 
-const GradRule* GradientRegistry::find(const std::string& op_type) const {
-  auto it = rules_.find(op_type);
+void GradientRegistry::add(std::string_view op_type, GradRule rule) {
+  // "ampc.Conv" here would be an op of the default domain named so, which no node finds.
+  if (op_type.find('.') != std::string_view::npos)
+    throw std::logic_error("gradient rule for '" + std::string(op_type) +
+                           "': give another domain's op as an OpKey");
+  add(ops::OpKey("", op_type), std::move(rule));
+}
+
+const GradRule* GradientRegistry::find(const ops::OpKey& key) const {
+  auto it = rules_.find(key);
   return it == rules_.end() ? nullptr : &it->second;
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "compiler/ir/graph.h"
+#include "ops/op_key.h"
 #include "passes/autodiff/grad_builder.h"
 
 namespace ampc::passes::autodiff {
@@ -53,14 +54,17 @@ class GradContext {
 
 using GradRule = std::function<void(GradContext&)>;
 
+// Gradient rules keyed by op (ops/op_key.h, the key every per-op registry uses).
 class GradientRegistry {
  public:
-  void add(const std::string& op_type, GradRule rule) { rules_[op_type] = std::move(rule); }
-  const GradRule* find(const std::string& op_type) const;
+  // An op of the default domain; another domain's op is added by its OpKey.
+  void add(std::string_view op_type, GradRule rule);
+  void add(const ops::OpKey& key, GradRule rule) { rules_[key] = std::move(rule); }
+  const GradRule* find(const ops::OpKey& key) const;
   static const GradientRegistry& instance();
 
  private:
-  std::map<std::string, GradRule> rules_;
+  std::map<ops::OpKey, GradRule> rules_;
 };
 
 // One per family file.
@@ -68,9 +72,11 @@ void register_elementwise_gradients(GradientRegistry& r);  // rules_elementwise.
 void register_linear_gradients(GradientRegistry& r);       // rules_linear.cc: MatMul, Gemm
 void register_shape_gradients(GradientRegistry& r);   // rules_shape.cc: Reshape, Transpose, ...
 void register_reduce_gradients(GradientRegistry& r);  // rules_reduce.cc: ReduceSum, ReduceMean
-void register_index_gradients(GradientRegistry& r);    // rules_index.cc: Gather, Concat, Slice, Where, ...
-void register_softmax_gradients(GradientRegistry& r);  // rules_softmax.cc: Softmax, LogSoftmax, losses
-void register_nn_gradients(GradientRegistry& r);       // rules_nn.cc: Conv, pooling, normalisation
+void register_index_gradients(
+    GradientRegistry& r);  // rules_index.cc: Gather, Concat, Slice, Where, ...
+void register_softmax_gradients(
+    GradientRegistry& r);                         // rules_softmax.cc: Softmax, LogSoftmax, losses
+void register_nn_gradients(GradientRegistry& r);  // rules_nn.cc: Conv, pooling, normalisation
 // rules_comm.cc: ampc.AllReduceSum (synchronised BatchNorm), ampc.BatchStatistics
 void register_comm_gradients(GradientRegistry& r);
 

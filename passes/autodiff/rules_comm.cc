@@ -26,8 +26,8 @@ void batch_statistics(GradContext& c) {
 }  // namespace
 
 void register_comm_gradients(GradientRegistry& r) {
-  r.add(std::string(kAmpcDomain) + ".AllReduceSum", all_reduce_sum);
-  r.add(std::string(kAmpcDomain) + ".BatchStatistics", batch_statistics);
+  r.add(ops::OpKey(kAmpcDomain, "AllReduceSum"), all_reduce_sum);
+  r.add(ops::OpKey(kAmpcDomain, "BatchStatistics"), batch_statistics);
 }
 
 }  // namespace ampc::passes::autodiff

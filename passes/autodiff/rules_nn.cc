@@ -311,7 +311,7 @@ void instance_norm(GradContext& c) {
 
 void register_nn_gradients(GradientRegistry& r) {
   r.add("Conv", conv);
-  r.add("ampc.Conv", conv);  // the bf16 Conv autocast substitutes
+  r.add(ops::OpKey(kAmpcDomain, "Conv"), conv);  // the bf16 Conv autocast substitutes
   r.add("ConvTranspose", conv_transpose);
   r.add("MaxPool", [](GradContext& c) { pool(c, true); });
   r.add("AveragePool", [](GradContext& c) { pool(c, false); });

@@ -5,18 +5,17 @@
 namespace ampc::rt::cpu {
 
 void OpRegistry::add(const std::string& op, CpuOp fn, const std::string& domain) {
-  ops_[{domain == "ai.onnx" ? "" : domain, op}] = std::move(fn);
+  ops_[{domain, op}] = std::move(fn);
 }
 
 const CpuOp* OpRegistry::find(const std::string& op, const std::string& domain) const {
-  auto it = ops_.find({domain == "ai.onnx" ? "" : domain, op});
+  auto it = ops_.find({domain, op});
   return it == ops_.end() ? nullptr : &it->second;
 }
 
 std::vector<std::string> OpRegistry::names() const {
   std::vector<std::string> out;
-  for (const auto& [key, fn] : ops_)
-    out.push_back(key.first.empty() ? key.second : key.first + "." + key.second);
+  for (const auto& [key, fn] : ops_) out.push_back(key.str());
   return out;
 }
 

@@ -1,4 +1,5 @@
-// The CPU backend's operators, keyed by (domain, op type). Each family of operators lives in
+// The CPU backend's operators, keyed by (domain, op type) as every per-op registry
+// (ops/op_key.h). Each family of operators lives in
 // its own file under runtime/cpu/ops/ and registers itself from register_all_cpu_ops.
 #pragma once
 
@@ -6,6 +7,7 @@
 #include <map>
 #include <string>
 
+#include "ops/op_key.h"
 #include "runtime/cpu/op_context.h"
 
 namespace ampc::rt::cpu {
@@ -23,7 +25,7 @@ class OpRegistry {
   static const OpRegistry& instance();
 
  private:
-  std::map<std::pair<std::string, std::string>, CpuOp> ops_;
+  std::map<ops::OpKey, CpuOp> ops_;
 };
 
 }  // namespace ampc::rt::cpu

@@ -1,14 +1,11 @@
 #include "runtime/cuda/op_builders.h"
 
+#include "ops/op_info.h"
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/plan/plan_stats.h"
 
 namespace ampc::rt::cuda {
 namespace {
-
-std::string key(const std::string& domain, const std::string& op) {
-  return (domain.empty() ? std::string("ai.onnx") : domain) + "." + op;
-}
 
 Launch build_view(StepContext& ctx) {
   // The memory plan puts a view in its input's storage, so nothing moves; when it does not,
@@ -30,8 +27,8 @@ const BuilderTable& table() {
   static const BuilderTable t = [] {
     BuilderTable t;
     t.add("ampc.kernel", "FusedElementwise", build_fused_kernel);
-    for (const char* op : {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"})
-      t.add("", op, build_view);
+    for (const ops::OpInfo& info : ops::all_op_infos())
+      if (info.is_view()) t.add(std::string(info.domain), std::string(info.op), build_view);
     register_gemm_ops(t);
     register_conv_ops(t);
     register_nn_ops(t);
@@ -45,15 +42,12 @@ const BuilderTable& table() {
 }  // namespace
 
 void BuilderTable::add(const std::string& domain, const std::string& op, Builder b) {
-  entries_.emplace_back(key(domain, op), b);
+  entries_.emplace(ops::OpKey{domain, op}, b);  // the first registration wins
 }
 
 Builder BuilderTable::find(const std::string& domain, const std::string& op) const {
-  const std::string k = key(domain, op);
-  for (const auto& [name, b] : entries_) {
-    if (name == k) return b;
-  }
-  return nullptr;
+  auto it = entries_.find({domain, op});
+  return it == entries_.end() ? nullptr : it->second;
 }
 
 Builder find_builder(const std::string& domain, const std::string& op) {

@@ -13,11 +13,13 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "base/error.h"
+#include "ops/op_key.h"
 #include "runtime/cuda/step_context.h"
 
 namespace ampc::rt::cuda {
@@ -54,7 +56,7 @@ class BuilderTable {
   Builder find(const std::string& domain, const std::string& op) const;
 
  private:
-  std::vector<std::pair<std::string, Builder>> entries_;  // key "domain.op"
+  std::map<ops::OpKey, Builder> entries_;  // the key of every per-op registry (ops/op_key.h)
 };
 void register_gemm_ops(BuilderTable& t);
 void register_conv_ops(BuilderTable& t);

@@ -6,13 +6,12 @@
 #include <string>
 #include "base/checked_size.h"
 #include "base/dtype.h"
+#include "ops/op_info.h"
 
 namespace ampc::plan {
 
 bool is_view_step(const Step& step) {
-  static const std::set<std::string> views = {"Reshape", "Flatten", "Squeeze", "Unsqueeze",
-                                              "Identity"};
-  return step.domain().empty() && views.count(step.op()) > 0;
+  return ops::op_info(step.domain(), step.op()).is_view();
 }
 
 int64_t count_kernels(const Plan& plan) {

@@ -1,0 +1,187 @@
+// The table of op facts (ops/op_info.h): one row per operator that differs from the defaults.
+// Adding an op means adding its row here; the consumers need no change.
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+#include "ops/op_info.h"
+#include "ops/op_key.h"
+
+namespace ampc::ops {
+namespace {
+
+using F = FusedForm;
+using P = Precision;
+
+// A fused elementwise op; `in_place` as OpInfo::in_place.
+OpInfo fused(std::string_view op, F form, std::string_view instruction, bool in_place,
+             P precision = P::kFollow) {
+  return {"", op, Pattern::kElementwise, precision, form, instruction, in_place, false};
+}
+
+// An elementwise op that only the CPU op and the CUDA builders compute (never fused).
+OpInfo elementwise(std::string_view op, bool in_place, P precision = P::kFollow) {
+  return {"", op, Pattern::kElementwise, precision, F::kNone, {}, in_place, false};
+}
+
+OpInfo of(std::string_view op, Pattern pattern, P precision = P::kFollow) {
+  return {"", op, pattern, precision, F::kNone, {}, false, false};
+}
+
+// Reshape and its kin: the output is the input's bytes.
+OpInfo view(std::string_view op) {
+  return {"", op, Pattern::kView, P::kFollow, F::kNone, {}, false, true};
+}
+
+std::vector<OpInfo> rows() {
+  constexpr bool kInPlace = true;
+  constexpr bool kNew = false;  // writes a fresh buffer (its output differs in type or count)
+  std::vector<OpInfo> t = {
+      // Arithmetic and math, fused into generated kernels.
+      fused("Add", F::kArith, "add", kInPlace),
+      fused("Sub", F::kArith, "sub", kInPlace),
+      fused("Mul", F::kArith, "mul", kInPlace),
+      fused("Div", F::kArith, "div", kInPlace),
+      fused("Pow", F::kPow, "pow", kInPlace, P::kDeny),
+      fused("Max", F::kVariadic, {}, kInPlace),
+      fused("Min", F::kVariadic, {}, kInPlace),
+      fused("Sum", F::kVariadic, {}, kInPlace),
+      fused("Mean", F::kVariadic, {}, kNew),
+      fused("Neg", F::kUnary, "neg", kInPlace),
+      fused("Abs", F::kUnary, "abs", kInPlace),
+      fused("Sqrt", F::kUnary, "sqrt", kInPlace),
+      fused("Exp", F::kUnary, "exp", kInPlace, P::kDeny),
+      fused("Log", F::kUnary, "log", kInPlace, P::kDeny),
+      fused("Reciprocal", F::kUnary, "reciprocal", kInPlace, P::kDeny),
+      fused("Tanh", F::kUnary, "tanh", kInPlace),
+      fused("Erf", F::kUnary, "erf", kInPlace),
+      fused("Sigmoid", F::kUnary, "sigmoid", kInPlace),
+      fused("Relu", F::kUnary, "relu", kInPlace),
+      fused("Sign", F::kUnary, "sign", kInPlace),
+      fused("Floor", F::kUnary, "floor", kInPlace),
+      fused("Ceil", F::kUnary, "ceil", kInPlace),
+      // Comparisons, logic, selection, predicates.
+      fused("Equal", F::kCompare, "equal", kNew),
+      fused("Less", F::kCompare, "less", kNew),
+      fused("LessOrEqual", F::kCompare, "less_equal", kNew),
+      fused("Greater", F::kCompare, "greater", kNew),
+      fused("GreaterOrEqual", F::kCompare, "greater_equal", kNew),
+      fused("Not", F::kNot, "not", kInPlace),
+      fused("And", F::kLogic, "and", kInPlace),
+      fused("Or", F::kLogic, "or", kInPlace),
+      fused("Xor", F::kLogic, "xor", kInPlace),
+      fused("Where", F::kWhere, "where", kInPlace),
+      fused("IsNaN", F::kPredicate, "isnan", kNew),
+      fused("IsInf", F::kPredicate, "isinf", kNew),
+      // An explicit Cast is never re-typed by autocast.
+      fused("Cast", F::kCast, {}, kInPlace, P::kKeep),
+      // Elementwise, unfused.
+      elementwise("Clip", kInPlace),
+      elementwise("Cos", kInPlace),
+      elementwise("Sin", kInPlace),
+      elementwise("Elu", kInPlace),
+      elementwise("Gelu", kInPlace),
+      elementwise("HardSigmoid", kInPlace),
+      elementwise("LeakyRelu", kInPlace),
+      elementwise("Mod", kInPlace),
+      elementwise("PRelu", kInPlace),
+      elementwise("Round", kInPlace),
+      elementwise("Selu", kInPlace),
+      elementwise("Softsign", kInPlace),
+      elementwise("Softplus", kInPlace, P::kDeny),
+      elementwise("Acos", kNew, P::kDeny),
+      elementwise("Asin", kNew, P::kDeny),
+      elementwise("Cosh", kNew, P::kDeny),
+      elementwise("Sinh", kNew, P::kDeny),
+      elementwise("Tan", kNew, P::kDeny),
+      // Contractions: the low dtype (and recurrent layers, which are made of them).
+      of("MatMul", Pattern::kGemm, P::kAllow),
+      of("Gemm", Pattern::kGemm, P::kAllow),
+      of("Conv", Pattern::kGemm, P::kAllow),
+      of("ConvTranspose", Pattern::kGemm, P::kAllow),
+      of("Einsum", Pattern::kGemm, P::kAllow),
+      of("LSTM", Pattern::kOpaque, P::kAllow),
+      of("GRU", Pattern::kOpaque, P::kAllow),
+      of("RNN", Pattern::kOpaque, P::kAllow),
+      // Row-wise: fp32.
+      of("Softmax", Pattern::kRowwise, P::kDeny),
+      of("LogSoftmax", Pattern::kRowwise, P::kDeny),
+      of("LayerNormalization", Pattern::kRowwise, P::kDeny),
+      of("GroupNormalization", Pattern::kRowwise, P::kDeny),
+      of("InstanceNormalization", Pattern::kRowwise, P::kDeny),
+      of("LpNormalization", Pattern::kRowwise, P::kDeny),
+      // Reductions: sums in fp32, max/min and pooling follow their input.
+      of("ReduceSum", Pattern::kReduction, P::kDeny),
+      of("ReduceMean", Pattern::kReduction, P::kDeny),
+      of("ReduceProd", Pattern::kReduction, P::kDeny),
+      of("ReduceL1", Pattern::kReduction, P::kDeny),
+      of("ReduceL2", Pattern::kReduction, P::kDeny),
+      of("ReduceLogSum", Pattern::kReduction, P::kDeny),
+      of("ReduceLogSumExp", Pattern::kReduction, P::kDeny),
+      of("ReduceSumSquare", Pattern::kReduction, P::kDeny),
+      of("ReduceMax", Pattern::kReduction),
+      of("ReduceMin", Pattern::kReduction),
+      of("ArgMax", Pattern::kReduction),
+      of("ArgMin", Pattern::kReduction),
+      of("MaxPool", Pattern::kReduction),
+      of("AveragePool", Pattern::kReduction),
+      of("GlobalAveragePool", Pattern::kReduction),
+      of("GlobalMaxPool", Pattern::kReduction),
+      of("BatchNormalization", Pattern::kReduction),
+      // Other fp32 ops: losses, prefix sums, interpolation.
+      of("CumSum", Pattern::kOpaque, P::kDeny),
+      of("SoftmaxCrossEntropyLoss", Pattern::kOpaque, P::kDeny),
+      of("NegativeLogLikelihoodLoss", Pattern::kOpaque, P::kDeny),
+      of("Resize", Pattern::kOpaque, P::kDeny),
+      of("Upsample", Pattern::kOpaque, P::kDeny),
+      // Views and data movement.
+      view("Reshape"),
+      view("Flatten"),
+      view("Squeeze"),
+      view("Unsqueeze"),
+      {"", "Identity", Pattern::kView, P::kFollow, F::kIdentity, {}, false, true},
+      {"", "Transpose", Pattern::kDataMovement, P::kFollow, F::kNone, {}, false, true},
+  };
+  for (const char* op : {"Concat", "Split", "Slice", "Gather", "GatherElements", "GatherND",
+                         "ScatterND", "ScatterElements", "Expand", "Tile", "Pad"})
+    t.push_back(of(op, Pattern::kDataMovement));
+  return t;
+}
+
+bool key_less(const OpInfo& a, const OpInfo& b) {
+  return a.domain != b.domain ? a.domain < b.domain : a.op < b.op;
+}
+
+std::vector<OpInfo> sorted_table() {
+  std::vector<OpInfo> t = rows();
+  std::sort(t.begin(), t.end(), key_less);
+  for (size_t i = 1; i < t.size(); ++i) {
+    if (!key_less(t[i - 1], t[i]))  // a programming error: caught by the first test that runs
+      throw std::logic_error("ops/op_table.cc: two rows for " + std::string(t[i].op));
+  }
+  return t;
+}
+
+}  // namespace
+
+const std::vector<OpInfo>& all_op_infos() {
+  static const std::vector<OpInfo> table = sorted_table();
+  return table;
+}
+
+const OpInfo* find_op_info(std::string_view domain, std::string_view op) {
+  const auto& t = all_op_infos();
+  OpInfo probe;
+  probe.domain = canonical_domain(domain);
+  probe.op = op;
+  auto it = std::lower_bound(t.begin(), t.end(), probe, key_less);
+  return it != t.end() && it->domain == probe.domain && it->op == op ? &*it : nullptr;
+}
+
+const OpInfo& op_info(std::string_view domain, std::string_view op) {
+  static const OpInfo unlisted{};
+  const OpInfo* info = find_op_info(domain, op);
+  return info ? *info : unlisted;
+}
+
+}  // namespace ampc::ops
