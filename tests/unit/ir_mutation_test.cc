@@ -173,8 +173,9 @@ TEST(IrMutation, ReplaceAllUsesLeavesGraphOutputsAlone) {
   Value* r = f.g.add_value("r", f32({2}));
   f.g.add_node("Relu", {f.y}, {r}, "reader");
   f.g.outputs.push_back(r);
-  replace_all_uses(f.y, y2);  // y stays a graph output; its reader moves (not Identity's own
-                              // use: this would make a cycle, which the verifier refuses)
+  // Every reader moves, the Identity that writes y2 included (a cycle, which the verifier
+  // refuses, undone below); y stays a graph output all the same.
+  replace_all_uses(f.y, y2);
   EXPECT_THAT(f.g.outputs, ElementsAre(f.y, f.z, r));
   EXPECT_THAT(uses_of(y2), ElementsAre(Pair("copy", 0), Pair("reader", 0)));
   EXPECT_THROW(verify(*f.model), Error);
