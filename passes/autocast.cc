@@ -83,16 +83,13 @@ class Autocaster {
     std::vector<ir::Node*> original;
     for (const auto& n : g_.nodes) original.push_back(n.get());
     for (ir::Node* n : original) {
+      current_ = n;
       process(*n);
-      order_.push_back(n);
     }
     restore_outputs();
-    // Inserted Casts were appended to the graph; put every node where order_ says.
-    std::map<const ir::Node*, size_t> position;
-    for (size_t i = 0; i < order_.size(); ++i) position[order_[i]] = i;
-    std::stable_sort(g_.nodes.begin(), g_.nodes.end(), [&](const auto& a, const auto& b) {
-      return position.at(a.get()) < position.at(b.get());
-    });
+    // Inserted Casts were appended to the graph (so that the nodes' "#index" labels in the
+    // report stay those of the model); each goes just before the node that first read it.
+    for (const auto& [cast, reader] : placement_) g_.move_node_before(cast, reader);
     return std::move(report_);
   }
 
@@ -102,15 +99,6 @@ class Autocaster {
     for (int i = 1; names_.count(name); ++i) name = base + "_" + std::to_string(i);
     names_.insert(name);
     return name;
-  }
-
-  void set_input(ir::Node& n, size_t i, ir::Value* v) {
-    ir::Value* old = n.inputs[i];
-    std::erase_if(old->uses, [&](const ir::Use& u) {
-      return u.node == &n && u.input_index == static_cast<int>(i);
-    });
-    n.inputs[i] = v;
-    v->uses.push_back({&n, static_cast<int>(i)});
   }
 
   // `v` as dtype `to`: one Cast per (value, dtype), shared by every consumer, placed before
@@ -125,7 +113,7 @@ class Autocaster {
     ir::Value* out = g_.add_value(fresh(v->name + suffix), {to, v->type.shape});
     ir::Node* c = g_.add_node("Cast", {v}, {out}, fresh("autocast/" + v->name + suffix));
     c->attributes.push_back(ir::Attribute::make_int("to", static_cast<int64_t>(to)));
-    order_.push_back(c);
+    placement_.emplace_back(c, current_);
     cache_[key] = out;
     source_[out] = v;
     record_cast(*c, *v, to);
@@ -208,7 +196,7 @@ class Autocaster {
         ir::Value* v = n.inputs[i];
         if (!v) continue;
         if (auto it = original_.find(v); it != original_.end())
-          set_input(n, i, cast_to(v, it->second));
+          ir::set_input(&n, i, cast_to(v, it->second));
       }
     }
     const ir::Attribute* to = n.op_type == "Cast" ? n.attr("to") : nullptr;
@@ -291,7 +279,7 @@ class Autocaster {
     for (size_t i = 0; i < n.inputs.size(); ++i) {
       ir::Value* v = n.inputs[i];
       if (!v || !is_float(v->type.dtype) || formal_type(schema->inputs(), i) != param) continue;
-      if (v->type.dtype != target) set_input(n, i, cast_to(v, target));
+      if (v->type.dtype != target) ir::set_input(&n, i, cast_to(v, target));
     }
     for (size_t i = 0; i < n.outputs.size(); ++i) {
       ir::Value* v = n.outputs[i];
@@ -318,18 +306,12 @@ class Autocaster {
       if (it == original_.end() || v->type.dtype == it->second || !v->producer) continue;
       ir::Value* low =
           g_.add_value(fresh(v->name + "_" + std::string(dtype_name(v->type.dtype))), v->type);
-      ir::Node* producer = v->producer;
-      producer->outputs[v->producer_output] = low;
-      low->producer = producer;
-      low->producer_output = v->producer_output;
-      low->uses = std::move(v->uses);
-      v->uses.clear();
-      for (const ir::Use& u : low->uses) u.node->inputs[u.input_index] = low;
+      ir::set_output(v->producer, static_cast<size_t>(v->producer_output), low);
+      ir::replace_all_uses(v, low);
       v->type.dtype = it->second;
       original_.erase(it);
       ir::Node* c = g_.add_node("Cast", {low}, {v}, fresh("autocast/" + v->name + "_restore"));
       c->attributes.push_back(ir::Attribute::make_int("to", static_cast<int64_t>(v->type.dtype)));
-      order_.push_back(c);
       record_cast(*c, *low, v->type.dtype);
     }
   }
@@ -340,7 +322,9 @@ class Autocaster {
   DType low_;
   AutocastReport report_;
   std::set<std::string> names_;
-  std::vector<ir::Node*> order_;
+  ir::Node* current_ = nullptr;  // the node being processed
+  // Inserted Casts and the node each goes before (null: stays at the end).
+  std::vector<std::pair<ir::Node*, const ir::Node*>> placement_;
   std::map<std::pair<ir::Value*, DType>, ir::Value*> cache_;
   std::map<ir::Value*, ir::Value*> source_;  // inserted Cast result -> the value it casts
   std::map<ir::Value*, DType> original_;     // node results whose dtype the pass changed

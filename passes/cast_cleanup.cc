@@ -60,14 +60,6 @@ bool dtype_holds(DType wide, DType narrow) {
   return !is_unsigned(wide) && wb > nb;  // unsigned into a wider signed type
 }
 
-void replace_all_uses(ir::Value* from, ir::Value* to) {
-  for (const ir::Use& u : from->uses) {
-    u.node->inputs[u.input_index] = to;
-    to->uses.push_back(u);
-  }
-  from->uses.clear();
-}
-
 bool is_pinned_value(const ir::Model& model, const ir::Value* v) {
   const auto& outs = model.graph->outputs;
   if (std::find(outs.begin(), outs.end(), v) != outs.end()) return true;
@@ -90,7 +82,7 @@ int cleanup_casts(ir::Model& model, const CastCleanupOptions&) {
       const DType to = cast_target(*c);
       // Cast to the dtype the value has: readers read the value itself.
       if (in->type.dtype == to && !is_pinned_value(model, out) && !out->uses.empty()) {
-        replace_all_uses(out, in);
+        ir::replace_all_uses(out, in);
         ++changed;
         again = true;
         continue;
@@ -102,11 +94,9 @@ int cleanup_casts(ir::Model& model, const CastCleanupOptions&) {
       if (!dtype_holds(in->type.dtype, src->type.dtype)) continue;
       if (src->type.dtype == to && !is_pinned_value(model, out)) {
         if (out->uses.empty()) continue;
-        replace_all_uses(out, src);
+        ir::replace_all_uses(out, src);
       } else {
-        std::erase_if(in->uses, [&](const ir::Use& u) { return u.node == c; });
-        c->inputs[0] = src;
-        src->uses.push_back({c, 0});
+        ir::set_input(c, 0, src);
       }
       ++changed;
       again = true;

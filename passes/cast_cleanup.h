@@ -13,8 +13,6 @@ struct CastCleanupOptions {};
 // Whether every value of dtype `narrow` is exactly representable in `wide`.
 bool dtype_holds(DType wide, DType narrow);
 
-// Points every reader of `from` at `to` (both of the same graph). CSE uses it too.
-void replace_all_uses(ir::Value* from, ir::Value* to);
 // Graph outputs and state-update sources/targets: values a pass may not rename away.
 bool is_pinned_value(const ir::Model& model, const ir::Value* v);
 

@@ -103,7 +103,7 @@ int eliminate_common_subexpressions(ir::Model& model, const CseOptions&) {
     }
     if (pinned) continue;
     for (size_t i = 0; i < n->outputs.size(); ++i) {
-      if (n->outputs[i]) replace_all_uses(n->outputs[i], first->outputs[i]);
+      if (n->outputs[i]) ir::replace_all_uses(n->outputs[i], first->outputs[i]);
     }
     duplicates.push_back(n);
   }

@@ -229,23 +229,18 @@ int fold_constants(ir::Model& model, const ConstantFoldingOptions& options) {
                     out->type.str());
       }
     }
-    for (size_t k = 0; k < n->inputs.size(); ++k) {
-      ir::Value* in = n->inputs[k];
-      if (in) std::erase_if(in->uses, [&](const ir::Use& u) { return u.node == n; });
-    }
     // The node goes; each output value becomes an initializer under the same name, so
     // every consumer and graph output keeps pointing at it.
+    const std::vector<ir::Value*> outs = n->outputs;
+    g.detach_node(n);
     for (size_t k = 0; k < values->size(); ++k) {
-      ir::Value* out = n->outputs[k];
+      ir::Value* out = outs[k];
       Tensor& value = (*values)[k];
       value.name = out->name;
-      out->producer = nullptr;
-      out->producer_output = -1;
       out->type = ir::TensorType{value.dtype, value.dims};
       out->initializer = std::make_unique<Tensor>(std::move(value));
       g.initializers.push_back(out);
     }
-    std::erase_if(g.nodes, [&](const std::unique_ptr<ir::Node>& p) { return p.get() == n; });
     ++folded;
   }
   return folded;

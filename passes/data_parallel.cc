@@ -1,6 +1,7 @@
 #include "passes/data_parallel.h"
 
 #include <algorithm>
+#include <tuple>
 #include <unordered_map>
 
 #include "base/error.h"
@@ -12,15 +13,6 @@ namespace {
 
 using autodiff::attrs;
 using autodiff::GradBuilder;
-
-// Moves `node` (the graph's last node) to just after index `after` in the node order.
-void move_after(ir::Graph& g, const ir::Node* node, int64_t after) {
-  auto it = std::find_if(g.nodes.begin(), g.nodes.end(),
-                         [&](const std::unique_ptr<ir::Node>& n) { return n.get() == node; });
-  std::unique_ptr<ir::Node> owned = std::move(*it);
-  g.nodes.erase(it);
-  g.nodes.insert(g.nodes.begin() + (after + 1), std::move(owned));
-}
 
 }  // namespace
 
@@ -69,7 +61,8 @@ int reduce_gradients(ir::Model& model, std::vector<ParameterGradient>& gradients
   }
 
   GradBuilder b(g, "dp/allreduce");
-  std::vector<std::pair<int64_t, const ir::Node*>> starts;  // (insert after, node)
+  // (position of the node to follow, that node or null for the front, the start)
+  std::vector<std::tuple<int64_t, const ir::Node*, ir::Node*>> starts;
   for (size_t k = 0; k < buckets.size(); ++k) {
     std::vector<ir::Value*> in;
     std::vector<ir::TensorType> in_flight, reduced;
@@ -87,7 +80,8 @@ int reduce_gradients(ir::Model& model, std::vector<ParameterGradient>& gradients
                attrs(ir::Attribute::make_int("bucket", bucket),
                      ir::Attribute::make_int("to", static_cast<int64_t>(in_flight[0].dtype))),
                autodiff::kAmpcDomain);
-    starts.emplace_back(ready, g.nodes.back().get());
+    starts.emplace_back(ready, ready < 0 ? nullptr : g.nodes[static_cast<size_t>(ready)].get(),
+                        g.nodes.back().get());
     auto waited =
         b.op_n("AllReduceWait", started, reduced,
                attrs(ir::Attribute::make_int("bucket", bucket),
@@ -96,10 +90,10 @@ int reduce_gradients(ir::Model& model, std::vector<ParameterGradient>& gradients
     for (size_t j = 0; j < in.size(); ++j) gradients[buckets[k][j]].gradient = waited[j];
   }
   // Each start right after the node that completes its bucket (latest insertion point first,
-  // so the earlier points keep their indices).
+  // as the order of the starts that follow the same node depends on it).
   std::sort(starts.begin(), starts.end(),
-            [](const auto& a, const auto& c) { return a.first > c.first; });
-  for (const auto& [after, node] : starts) move_after(g, node, after);
+            [](const auto& a, const auto& c) { return std::get<0>(a) > std::get<0>(c); });
+  for (const auto& [ready, after, start] : starts) g.move_node_after(start, after);
   return static_cast<int>(buckets.size());
 }
 

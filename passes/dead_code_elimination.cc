@@ -1,5 +1,6 @@
 #include "passes/dead_code_elimination.h"
 
+#include <algorithm>
 #include <set>
 
 namespace ampc::passes {
@@ -11,18 +12,21 @@ int eliminate_dead_code(ir::Model& model, const DeadCodeOptions&) {
     outputs.insert(u.source);
     outputs.insert(u.target);
   }
-  // Walk backwards so a chain of dead nodes goes in one sweep: a dead node's uses of its
-  // inputs are dropped at once, the nodes themselves in one removal at the end.
+  // Walk backwards so a chain of dead nodes goes in one sweep: a use by a node already found
+  // dead does not count (its readers come after it), the nodes go in one removal at the end.
   std::vector<ir::Node*> dead;
+  std::set<const ir::Node*> gone;
+  auto read = [&](const ir::Value* v) {
+    return std::any_of(v->uses.begin(), v->uses.end(),
+                       [&](const ir::Use& u) { return !gone.count(u.node); });
+  };
   for (size_t i = g.nodes.size(); i-- > 0;) {
     ir::Node* n = g.nodes[i].get();
     bool live = false;
-    for (const ir::Value* v : n->outputs) live |= v && (!v->uses.empty() || outputs.count(v));
+    for (const ir::Value* v : n->outputs) live |= v && (outputs.count(v) || read(v));
     if (live) continue;
-    for (ir::Value* in : n->inputs) {
-      if (in) std::erase_if(in->uses, [&](const ir::Use& u) { return u.node == n; });
-    }
     dead.push_back(n);
+    gone.insert(n);
   }
   const int removed = static_cast<int>(dead.size());
   g.remove_nodes(dead);

@@ -13,18 +13,13 @@ int halve_float_inputs(ir::Model& model, DType low) {
   int converted = 0;
   for (ir::Value* in : g.inputs) {
     if (in->is_initializer() || in->type.dtype != DType::kFloat32) continue;
-    std::vector<ir::Use> uses = in->uses;
     ir::Value* wide = g.add_value(in->name + ".f32", in->type);
     in->type.dtype = low;
-    ir::Node* cast = g.add_node("Cast", {in}, {wide}, "half_inputs/" + in->name);
+    // Every reader reads the wide value, which a Cast, the first node, makes.
+    ir::replace_all_uses(in, wide);
+    ir::Node* cast = g.insert_node_after(nullptr, "Cast", {in}, {wide}, "half_inputs/" + in->name);
     cast->attributes.push_back(
         ir::Attribute::make_int("to", static_cast<int64_t>(DType::kFloat32)));
-    for (const ir::Use& u : uses) {
-      u.node->inputs[static_cast<size_t>(u.input_index)] = wide;
-      wide->uses.push_back(u);
-    }
-    std::erase_if(in->uses, [&](const ir::Use& u) { return u.node != cast; });
-    std::rotate(g.nodes.begin(), g.nodes.end() - 1, g.nodes.end());  // the Cast first
     // A graph output that is the input itself keeps reading the wide value.
     std::replace(g.outputs.begin(), g.outputs.end(), in, wide);
     ++converted;

@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "base/error.h"
-#include "passes/cast_cleanup.h"
 #include "passes/dead_code_elimination.h"
 
 namespace ampc::passes {
@@ -29,13 +28,9 @@ void drop_outputs_from(ir::Graph& g, ir::Node& n, size_t first) {
 }
 
 void drop_input(ir::Node& n, size_t k) {
-  ir::Value* v = n.inputs[k];
-  if (!v) return;
-  std::erase_if(v->uses, [&](const ir::Use& u) {
-    return u.node == &n && u.input_index == static_cast<int>(k);
-  });
-  n.inputs[k] = nullptr;
-  while (!n.inputs.empty() && !n.inputs.back()) n.inputs.pop_back();
+  if (!n.inputs[k]) return;
+  ir::set_input(&n, k, nullptr);
+  ir::trim_omitted_inputs(&n);
 }
 
 }  // namespace
@@ -50,7 +45,7 @@ int set_inference_mode(ir::Model& model) {
       // A synchronised BatchNorm (passes/sync_batch_norm.h): its running statistics instead
       // of the batch's; the batch's, with their all-reduces, are left without readers.
       for (size_t k = 0; k < 2 && k < n.outputs.size(); ++k) {
-        if (n.outputs[k]) replace_all_uses(n.outputs[k], n.inputs[k]);
+        if (n.outputs[k]) ir::replace_all_uses(n.outputs[k], n.inputs[k]);
       }
       dead.push_back(&n);
       ++changed;

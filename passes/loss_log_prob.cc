@@ -13,11 +13,7 @@ int keep_loss_log_prob(ir::Model& model, const LossLogProbOptions&) {
     if (n.inputs.empty() || !n.inputs[0]) continue;
     std::string name = n.outputs[0]->name + "_log_prob";
     while (g.find_value(name)) name += "_";
-    ir::Value* log_prob = g.add_value(name, n.inputs[0]->type);
-    log_prob->producer = &n;
-    log_prob->producer_output = 1;
-    n.outputs.resize(2, nullptr);
-    n.outputs[1] = log_prob;
+    ir::set_output(&n, 1, g.add_value(name, n.inputs[0]->type));
     ++changed;
   }
   return changed;

@@ -113,10 +113,6 @@ void lower(ir::Graph& g, size_t index) {
   const size_t rank = in.size();
   const std::vector<double> scales = constant_scales(*n);
   const std::string base = (n->name.empty() ? "resize" : n->name) + "/";
-  // Detach the node; the MatMuls that replace it write its output value.
-  for (ir::Value* v : n->inputs) {
-    if (v) std::erase_if(v->uses, [&](const ir::Use& u) { return u.node == n; });
-  }
   std::vector<std::pair<size_t, int64_t>> axes;  // resized axes
   for (size_t a = 0; a < rank; ++a) {
     if (in[a] == out[a] && (scales.size() != rank || scales[a] == 1.0)) continue;
@@ -151,10 +147,10 @@ void lower(ir::Graph& g, size_t index) {
     cur = next;
   }
   if (axes.empty()) g.add_node("Identity", {x}, {y}, base + "identity");
-  // The new nodes take the Resize's place in the order.
-  std::rotate(g.nodes.begin() + static_cast<std::ptrdiff_t>(index) + 1,
-              g.nodes.begin() + static_cast<std::ptrdiff_t>(first_new), g.nodes.end());
-  g.nodes.erase(g.nodes.begin() + static_cast<std::ptrdiff_t>(index));
+  // The new nodes take the Resize's place in the order; the MatMuls that replace it write
+  // its output value.
+  g.move_tail_before(first_new, n);
+  g.detach_node(n);
 }
 
 }  // namespace

@@ -91,22 +91,20 @@ void add_range_stats(ir::Model& model, const std::vector<RangeStatsTarget>& targ
         g.add_value(name, {DType::kFloat64, std::vector<int64_t>{kernels::range_stats::kSize}});
     std::vector<Value*> inputs{x, enabled};
     if (t.kind == "gradient" && scale) inputs.push_back(scale);
-    Node* n = g.add_node(kRangeStatsOp, inputs, {out}, "stats/" + t.kind + "/" + t.tensor,
-                         autodiff::kAmpcDomain);
+    // Right after the producer of x (and of the scale), so x lives no longer than it did.
+    const Node* last = nullptr;
+    for (const auto& p : g.nodes) {
+      if (p.get() == x->producer || (scale && p.get() == scale->producer && inputs.size() > 2))
+        last = p.get();
+    }
+    Node* n = g.insert_node_after(last, kRangeStatsOp, inputs, {out},
+                                  "stats/" + t.kind + "/" + t.tensor, autodiff::kAmpcDomain);
     n->attributes.push_back(ir::Attribute::make_string("kind", t.kind));
     n->attributes.push_back(ir::Attribute::make_string("tensor", t.tensor));
     n->attributes.push_back(ir::Attribute::make_string("node", t.node));
     n->attributes.push_back(ir::Attribute::make_int("depth", t.depth));
     g.outputs.push_back(out);
     uses_domain = true;
-    // Right after the producer of x (and of the scale), so x lives no longer than it did.
-    auto& nodes = g.nodes;
-    size_t after = 0;
-    for (size_t i = 0; i + 1 < nodes.size(); ++i) {
-      const Node* p = nodes[i].get();
-      if (p == x->producer || (scale && p == scale->producer && inputs.size() > 2)) after = i + 1;
-    }
-    std::rotate(nodes.begin() + static_cast<std::ptrdiff_t>(after), nodes.end() - 1, nodes.end());
   }
   if (uses_domain && !model.opset_version(autodiff::kAmpcDomain))
     model.opsets.push_back({autodiff::kAmpcDomain, autodiff::kAmpcDomainVersion});

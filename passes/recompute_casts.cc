@@ -9,7 +9,8 @@ namespace ampc::passes {
 namespace {
 
 bool is_float_dtype(DType t) {
-  return t == DType::kFloat16 || t == DType::kBFloat16 || t == DType::kFloat32 || t == DType::kFloat64;
+  return t == DType::kFloat16 || t == DType::kBFloat16 || t == DType::kFloat32 ||
+         t == DType::kFloat64;
 }
 
 bool narrowing_float_cast(const ir::Node& n) {
@@ -38,12 +39,14 @@ int recompute_casts(ir::Model& model, const RecomputeCastsOptions& options) {
       ir::Value* y = c.outputs[0];
       if (!x->producer || !y->type.is_static() || y->uses.size() < 2) continue;
       std::vector<ir::Use> uses = y->uses;
-      if (std::any_of(uses.begin(), uses.end(), [&](const ir::Use& u) { return !pos.count(u.node); }))
+      if (std::any_of(uses.begin(), uses.end(),
+                      [&](const ir::Use& u) { return !pos.count(u.node); }))
         continue;  // read by a subgraph
       std::sort(uses.begin(), uses.end(),
                 [&](const ir::Use& a, const ir::Use& b) { return pos[a.node] < pos[b.node]; });
       int x_last = -1;
-      for (const ir::Use& u : x->uses) x_last = std::max(x_last, pos.count(u.node) ? pos[u.node] : -1);
+      for (const ir::Use& u : x->uses)
+        x_last = std::max(x_last, pos.count(u.node) ? pos[u.node] : -1);
       // The first gap of at least min_gap nodes after which x is still read.
       int prev = pos[&c];
       for (size_t i = 0; i < uses.size(); ++i) {
@@ -62,23 +65,15 @@ int recompute_casts(ir::Model& model, const RecomputeCastsOptions& options) {
     std::string name = y->name + std::string(kRecomputedSuffix);
     while (g.find_value(name)) name += "_";
     ir::Value* copy = g.add_value(name, y->type);
-    ir::Node* again = g.add_node("Cast", {c.inputs[0]}, {copy}, c.name + std::string(kRecomputedSuffix), c.domain);
+    // The recomputation runs just before its first reader (nodes stay topologically ordered).
+    ir::Node* again = g.insert_node_before(plan.late.front().node, "Cast", {c.inputs[0]}, {copy},
+                                           c.name + std::string(kRecomputedSuffix), c.domain);
     for (const ir::Attribute& a : c.attributes) {  // Cast's are integers ("to", "saturate")
-      if (a.kind == ir::AttrKind::kInt) again->attributes.push_back(ir::Attribute::make_int(a.name, a.i));
+      if (a.kind == ir::AttrKind::kInt)
+        again->attributes.push_back(ir::Attribute::make_int(a.name, a.i));
     }
     // Readers move to the copy.
-    for (const ir::Use& u : plan.late) {
-      u.node->inputs[static_cast<size_t>(u.input_index)] = copy;
-      copy->uses.push_back(u);
-      std::erase_if(y->uses, [&](const ir::Use& w) {
-        return w.node == u.node && w.input_index == u.input_index;
-      });
-    }
-    // The recomputation runs just before its first reader (nodes stay topologically ordered).
-    const ir::Node* first = plan.late.front().node;
-    auto at = std::find_if(g.nodes.begin(), g.nodes.end(),
-                           [&](const std::unique_ptr<ir::Node>& n) { return n.get() == first; });
-    std::rotate(at, g.nodes.end() - 1, g.nodes.end());
+    for (const ir::Use& u : plan.late) ir::replace_use(u, copy);
   }
   return static_cast<int>(plans.size());
 }

@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "base/error.h"
-#include "passes/cast_cleanup.h"
 #include "passes/recurrent_cells.h"
 
 namespace ampc::passes {
@@ -199,11 +198,9 @@ std::vector<Value*> lower_node(GradBuilder& b, const ir::Node& n, const LayerSpe
 
 // The node's outputs replaced by `outs` (which take their names), the node removed, and
 // the new nodes (appended at the end of the graph) moved to where it was.
-void splice(ir::Model& model, ir::Node* n, size_t position, size_t first_new,
-            const std::vector<Value*>& outs) {
+void splice(ir::Model& model, ir::Node* n, size_t first_new, const std::vector<Value*>& outs) {
   ir::Graph& g = *model.graph;
-  std::rotate(g.nodes.begin() + static_cast<std::ptrdiff_t>(position),
-              g.nodes.begin() + static_cast<std::ptrdiff_t>(first_new), g.nodes.end());
+  g.move_tail_before(first_new, n);
   std::vector<std::pair<Value*, std::string>> renames;
   for (size_t k = 0; k < n->outputs.size(); ++k) {
     Value* old = n->outputs[k];
@@ -215,13 +212,10 @@ void splice(ir::Model& model, ir::Node* n, size_t position, size_t first_new,
     if (now->is_graph_input || now->is_initializer() ||
         std::find(g.outputs.begin(), g.outputs.end(), now) != g.outputs.end()) {
       Value* copy = g.add_value(old->name + ".lowered", now->type);
-      g.add_node("Identity", {now}, {copy}, old->name + ".lowered");
-      auto at =
-          std::find_if(g.nodes.begin(), g.nodes.end(), [&](const auto& p) { return p.get() == n; });
-      std::rotate(at, g.nodes.end() - 1, g.nodes.end());  // just before the node
+      g.insert_node_before(n, "Identity", {now}, {copy}, old->name + ".lowered");
       now = copy;
     }
-    replace_all_uses(old, now);
+    ir::replace_all_uses(old, now);
     std::replace(g.outputs.begin(), g.outputs.end(), old, now);
     for (auto& u : model.state_updates) {
       if (u.source == old) u.source = now;
@@ -250,7 +244,7 @@ int lower_recurrent_layers(ir::Model& model, const RecurrentLoweringOptions& opt
     GradBuilder b(g, (n->name.empty() ? n->op_type : n->name) + "/lowered");
     const std::vector<Value*> outs = lower_node(b, *n, spec);
     const size_t added = g.nodes.size() - first_new;
-    splice(model, n, i, first_new, outs);
+    splice(model, n, first_new, outs);
     i += added - 1;  // the node itself is gone; continue after its replacement
     ++lowered;
   }

@@ -6,7 +6,6 @@
 #include "base/error.h"
 #include "passes/autodiff/ampc_schemas.h"
 #include "passes/autodiff/grad_builder.h"
-#include "passes/cast_cleanup.h"
 
 namespace ampc::passes {
 namespace {
@@ -23,27 +22,6 @@ bool training_mode(const ir::Node& n) {
 float float_attr(const ir::Node& n, const char* name, float fallback) {
   const auto* a = n.attr(name);
   return a ? a->f : fallback;
-}
-
-// Points input `k` of `n` at `v`, keeping the use lists.
-void set_input(ir::Node& n, size_t k, ir::Value* v) {
-  if (ir::Value* old = n.inputs[k]) {
-    std::erase_if(old->uses, [&](const ir::Use& u) {
-      return u.node == &n && u.input_index == static_cast<int>(k);
-    });
-  }
-  n.inputs[k] = v;
-  v->uses.push_back({&n, static_cast<int>(k)});
-}
-
-// The nodes appended since `first` move to just before `before` in the node order.
-void move_tail_before(ir::Graph& g, size_t first, const ir::Node* before) {
-  std::vector<std::unique_ptr<ir::Node>> tail;
-  for (size_t i = first; i < g.nodes.size(); ++i) tail.push_back(std::move(g.nodes[i]));
-  g.nodes.resize(first);
-  auto at = std::find_if(g.nodes.begin(), g.nodes.end(),
-                         [&](const std::unique_ptr<ir::Node>& n) { return n.get() == before; });
-  g.nodes.insert(at, std::make_move_iterator(tail.begin()), std::make_move_iterator(tail.end()));
 }
 
 class Synchronizer {
@@ -103,11 +81,11 @@ class Synchronizer {
     ir::Value* unbiased =
         b.op("Div", {squares, b.op("Sub", {n_global, b.scalar(1.0, p)}, scalar)}, per_channel);
     ir::Value* new_stats[2] = {blend(stats[0], mean), blend(stats[1], unbiased)};
-    move_tail_before(g_, first, &n);
+    g_.move_tail_before(first, &n);
 
     // The node itself normalises with the statistics, in inference mode.
-    set_input(n, 3, used[0]);
-    set_input(n, 4, used[1]);
+    ir::set_input(&n, 3, used[0]);
+    ir::set_input(&n, 4, used[1]);
     std::erase_if(n.attributes, [](const ir::Attribute& a) {
       return a.name == "training_mode" || a.name == "momentum";
     });
@@ -118,9 +96,9 @@ class Synchronizer {
       ir::Value* old = n.outputs[k];
       if (!old) continue;
       updated[k - 1] = true;
-      replace_all_uses(old, new_stats[k - 1]);  // of the statistics' dtype, p
+      ir::replace_all_uses(old, new_stats[k - 1]);  // of the statistics' dtype, p
       std::replace(g_.outputs.begin(), g_.outputs.end(), old, new_stats[k - 1]);
-      old->producer = nullptr;
+      ir::set_output(&n, k, nullptr);
       g_.erase_values_if([old](const ir::Value& v) { return &v == old; });
     }
     if (n.outputs.size() > 1) n.outputs.erase(n.outputs.begin() + 1, n.outputs.end());

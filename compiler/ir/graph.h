@@ -101,12 +101,32 @@ class Graph {
   Node* add_node(std::string op_type, std::vector<Value*> node_inputs,
                  std::vector<Value*> node_outputs, std::string node_name = {},
                  std::string node_domain = {});
+  // add_node, with the node placed just before `pos` (a node of this graph) in the node
+  // order instead of at the end; a null `pos` is the end.
+  Node* insert_node_before(const Node* pos, std::string op_type, std::vector<Value*> node_inputs,
+                           std::vector<Value*> node_outputs, std::string node_name = {},
+                           std::string node_domain = {});
+  // add_node, with the node placed just after `pos`; a null `pos` is the front.
+  Node* insert_node_after(const Node* pos, std::string op_type, std::vector<Value*> node_inputs,
+                          std::vector<Value*> node_outputs, std::string node_name = {},
+                          std::string node_domain = {});
+  // Moves a node of this graph to just before `pos` (null: to the end) or just after `pos`
+  // (null: to the front). The caller keeps the order topological.
+  void move_node_before(Node* node, const Node* pos);
+  void move_node_after(Node* node, const Node* pos);
+  // Moves nodes[first..end) (typically what a builder just appended), in their order, to
+  // just before `pos`, a node before index `first`.
+  void move_tail_before(size_t first, const Node* pos);
   // Removes a node whose outputs nobody reads (and that are not graph outputs), with its
   // output values; unlinks its uses of its inputs.
   void remove_node(Node* node);
   // remove_node for several nodes at once, in one sweep over the graph (no output of one may
   // be read by another node that stays).
   void remove_nodes(const std::vector<Node*>& dead);
+  // Removes a node but keeps its output values, which another definition takes over (an
+  // initializer, a node that writes them): those still naming this node as their producer
+  // lose it. Unlinks its uses of its inputs.
+  void detach_node(Node* node);
   // A value of this graph or of an enclosing one, by name; null when absent. Indexed: values
   // must be renamed through rename_value, not by assigning Value::name.
   Value* find_value(std::string_view value_name) const;
@@ -129,7 +149,32 @@ class Graph {
   // Values by name, in the order they were added (names are not necessarily unique while a
   // graph is being built); kept by add_value, rename_value and remove_node.
   std::unordered_map<std::string, std::vector<Value*>> by_name_;
+  using NodeIterator = std::vector<std::unique_ptr<Node>>::iterator;
+  NodeIterator position_of(const Node* node);  // throws when the node is not in `nodes`
+  // Moves the node at `it` to just before `at`.
+  void move_node_to(NodeIterator it, NodeIterator at);
 };
+
+// Mutation of the def-use links. Passes never assign Node::inputs, Node::outputs entries or
+// Value::uses themselves: these functions keep each value's use list equal to the (node,
+// input index) pairs that read it, which the verifier checks.
+
+// Points input `k` (< inputs.size()) of `n` at `v`: the old input's use entry for (n, k) goes,
+// `v` lists (n, k) last. `v` may be null (an omitted optional input).
+void set_input(Node* n, size_t k, Value* v);
+// set_input for the reader of one use: the reader reads `to` there instead.
+void replace_use(const Use& use, Value* to);
+// Every node that reads `from` (subgraph nodes included) reads `to` instead, in the order of
+// `from`'s use list; `from` is left without uses. A null `to` leaves those inputs omitted.
+// Graph outputs and state updates are not uses: they keep naming `from`.
+void replace_all_uses(Value* from, Value* to);
+// Drops the trailing omitted (null) inputs of `n`: how ONNX writes omitted optional inputs
+// at the end.
+void trim_omitted_inputs(Node* n);
+// Makes `v` (a value without a producer, or null) output `k` of `n`; outputs grow with
+// omitted ones when k is past the end. `v`'s producer becomes (n, k); the value it replaces,
+// if still produced there, has no producer any more.
+void set_output(Node* n, size_t k, Value* v);
 
 struct OpsetImport {
   std::string domain;

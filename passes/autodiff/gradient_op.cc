@@ -61,7 +61,7 @@ void expand(ir::Model& model, ir::Node* n) {
     ir::Value* out = n->outputs[k];
     if (!out) continue;
     ir::Value* grad = grads[k] ? grads[k] : b.filled(0.0, xs[k]->type);
-    n->outputs[k] = nullptr;
+    ir::set_output(n, k, nullptr);
     g.add_node("Identity", {grad}, {out}, prefix + "/output_" + std::to_string(k));
   }
   g.remove_node(n);
