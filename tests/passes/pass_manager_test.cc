@@ -70,6 +70,12 @@ std::string error_of(const std::function<void()>& f) {
   return "<no error>";
 }
 
+PassOptions verifying(bool on) {
+  PassOptions o;
+  o.verify_each = on;
+  return o;
+}
+
 TEST(PassManager, NamesThePassThatBrokeTheIr) {
   auto model = small_model();
   std::vector<std::string> ran;
@@ -82,7 +88,7 @@ TEST(PassManager, NamesThePassThatBrokeTheIr) {
        }},
       {"after", [&](ir::Model&) { ran.push_back("after"); }},
   };
-  const std::string e = error_of([&] { PassManager(passes, {.verify_each = true}).run(*model); });
+  const std::string e = error_of([&] { PassManager(passes, verifying(true)).run(*model); });
   EXPECT_THAT(e, HasSubstr("after pass 'corrupt'"));
   EXPECT_THAT(e, Not(HasSubstr("harmless")));
   EXPECT_THAT(ran, ElementsAre("harmless", "corrupt"));  // nothing runs on a broken IR
@@ -90,7 +96,7 @@ TEST(PassManager, NamesThePassThatBrokeTheIr) {
   // Without verification the manager runs on (what debug builds do unless told).
   auto unchecked = small_model();
   ran.clear();
-  PassManager(passes, {.verify_each = false}).run(*unchecked);
+  PassManager(passes, verifying(false)).run(*unchecked);
   EXPECT_THAT(ran, ElementsAre("harmless", "corrupt", "after"));
 }
 
@@ -117,12 +123,18 @@ TEST(PassManager, TimesEachPassThatRuns) {
   EXPECT_EQ(times[0].nodes, 2);
 }
 
+PassOptions printing(std::vector<std::string> names) {
+  PassOptions o;
+  o.print_after = std::move(names);
+  return o;
+}
+
 TEST(PassManager, RefusesAnUnknownPassNameListingTheValidOnes) {
   auto model = small_model();
   bool ran = false;
   const std::string e = error_of([&] {
     PassManager({{"first", [&](ir::Model&) { ran = true; }}, {"second", [](ir::Model&) {}}},
-                {.print_after = {"first", "thrid"}})
+                printing({"first", "thrid"}))
         .run(*model);
   });
   EXPECT_EQ(e, "--print-after: unknown pass 'thrid'; the passes are: all, first, second");
