@@ -8,27 +8,23 @@
 #include "compiler/ir/verifier.h"
 #include "compiler/onnx/export.h"
 #include "compiler/onnx/export_training.h"
+#include "compiler/pass_manager.h"
 #include "compiler/plan_emit.h"
 #include "compiler/plan_memory.h"
 #include "compiler/report/plan_precision.h"
+#include "compiler/training_build.h"
 #include "compiler/training_signature.h"
 #include "passes/autodiff/gradient_op.h"
 #include "passes/cast_cleanup.h"
 #include "passes/common_subexpression.h"
 #include "passes/constant_folding.h"
-#include "passes/data_parallel.h"
 #include "passes/dead_code_elimination.h"
-#include "passes/grad_accumulation.h"
-#include "passes/grad_clipping.h"
 #include "passes/half_inputs.h"
-#include "passes/loss_log_prob.h"
 #include "passes/lower_resize.h"
 #include "passes/range_stats.h"
 #include "passes/recompute_casts.h"
 #include "passes/recurrent_lowering.h"
-#include "passes/running_statistics.h"
 #include "passes/static_shapes.h"
-#include "passes/sync_batch_norm.h"
 
 namespace ampc::compiler {
 namespace {
@@ -37,85 +33,6 @@ std::string shape_spec(const std::vector<int64_t>& dims) {
   std::string s;
   for (size_t i = 0; i < dims.size(); ++i) s += (i ? "x" : "") + std::to_string(dims[i]);
   return s;
-}
-
-// Backward graph, optimizer step, running statistics as state; or, for a model that came
-// in ONNX's training format, its own training step. Returns the tensors whose range
-// statistics were asked for (options.range_stats), added after the export.
-std::vector<passes::RangeStatsTarget> add_training_step(ir::Model& model,
-                                                        const CompileOptions& options) {
-  if (!model.state_updates.empty()) {
-    if (options.range_stats.any())
-      throw Error(
-          "range statistics (--grad-stats) need a forward model, not one in ONNX's "
-          "training format");
-    if (options.data_parallel.sync_batchnorm)
-      throw Error(
-          "--sync-batchnorm cannot change a model that already holds its training step (ONNX "
-          "training format)");
-    if (options.optimizer_options_given) {
-      throw Error(
-          "the model already holds its training step (ONNX training format): "
-          "--optimizer, --lr, --momentum, --nesterov, --weight-decay, --betas, --eps, "
-          "--loss, --freeze, --accum-steps and the loss-scaling options cannot change it");
-    }
-    return {};
-  }
-  // --sync-batchnorm: BatchNorm's statistics over every rank, before differentiation so that
-  // autodiff builds their backward (passes/sync_batch_norm.h).
-  std::vector<ir::Model::StateUpdate> synced_statistics;
-  if (options.data_parallel.sync_batchnorm) {
-    if (!options.data_parallel.enabled)
-      throw Error(
-          "--sync-batchnorm needs data parallel: `ampc train` under mpirun, or `ampc compile "
-          "--train --data-parallel`");
-    passes::synchronize_batch_norm(model, synced_statistics);
-  }
-  const size_t forward_nodes = model.graph->nodes.size();
-  // Each part of the step marks the nodes it adds with its phase (Node::phase, Step's
-  // source_phases), which reports show; the name prefixes the passes give are only names.
-  ir::Graph& g = *model.graph;
-  // Loss scaling around the backward (amp-semantics.md section 3): seed it with the scale,
-  // unscale and check, clip, skip the optimizer's updates on found_inf, update the scale.
-  // With gradient accumulation the seed is scale / N, the gradients are summed over the N
-  // micro-batches, and the optimizer and the scale update apply on the last one only.
-  passes::LossScaleOptions scaling_options = options.loss_scale;
-  scaling_options.precision = options.autocast.precision;  // picks the default mode
-  const passes::LossScaleConfig scaling = passes::resolve_loss_scale(scaling_options);
-  g.build_phase = ir::Phase::kLossScaling;
-  const passes::LossScaleState scale = passes::add_loss_scale_state(model, scaling);
-  const passes::AccumulationState accum =
-      passes::add_accumulation_state(model, options.accum_steps, scale.scale);
-  g.build_phase = ir::Phase::kForward;
-  passes::keep_loss_log_prob(model);
-  g.build_phase = ir::Phase::kBackward;
-  auto gradients = passes::differentiate(model, options.autodiff, accum.seed);
-  g.build_phase = ir::Phase::kLossScaling;
-  passes::accumulate_gradients(model, gradients, accum);
-  g.build_phase = ir::Phase::kBackward;
-  passes::reduce_gradients(model, gradients, options.data_parallel);  // mean over the ranks
-  g.build_phase = ir::Phase::kLossScaling;
-  ir::Value* found_inf = passes::unscale_and_check(model, scale, gradients, scaling);
-  auto stats = passes::stats_targets(model, forward_nodes, gradients, options.range_stats);
-  passes::clip_gradients(model, gradients, scaling.options.clip_grad_norm,
-                         scaling.options.log_grad_norm);
-  ir::Value* skip = passes::skip_predicate(model, found_inf, accum);
-  g.build_phase = ir::Phase::kOptimizer;
-  passes::add_optimizer(model, gradients, options.optimizer, skip, accum.last_micro);
-  g.build_phase = ir::Phase::kLossScaling;
-  passes::add_scale_update(model, scale, found_inf, scaling, accum.last_micro);
-  g.build_phase = ir::Phase::kForward;
-  passes::add_running_statistics_updates(model);
-  model.state_updates.insert(model.state_updates.end(), synced_statistics.begin(),
-                             synced_statistics.end());
-  // The counter's update first: the folder leaves alone only what reads a state that has an
-  // update, and it folds integer comparisons (micro_step == N - 1 would fold to false).
-  g.build_phase = ir::Phase::kLossScaling;
-  passes::add_micro_step_update(model, accum);
-  // Later passes' nodes take their phase from their neighbours (ir/phase.h).
-  g.build_phase = ir::Phase::kUnknown;
-  passes::fold_constants(model);
-  return stats;
 }
 
 // The training step in ONNX's training format without the data of the STATE buffers (their
@@ -128,10 +45,6 @@ std::string training_model_bytes(const ir::Model& model) {
   return onnx_io::serialize_model(proto);
 }
 
-int64_t node_count(const ir::Model& model) {
-  return static_cast<int64_t>(model.graph->nodes.size());
-}
-
 }  // namespace
 
 void mark_imported_phases(ir::Model& model) {
@@ -141,27 +54,62 @@ void mark_imported_phases(ir::Model& model) {
     ir::set_phases_from_exported_names(*model.graph);
 }
 
+namespace {
+
+// Standalone runs of a part of the pipeline (prepare_forward, autocast_forward) check no more
+// than any import guarantees.
+constexpr ir::VerifyOptions kPartVerify{.require_static_inputs = false};
+
+// Constants first: gradient rules need constant shapes, axes and slice bounds; folding shape
+// arithmetic to a fixed point makes every shape static (static_shapes.h).
+void add_forward_preparation(std::vector<Pass>& out, bool low_precision) {
+  out.push_back({"fold-static-shapes", [](ir::Model& m) { passes::fold_static_shapes(m); }});
+  // Interpolation as MatMuls (lower_resize.h).
+  out.push_back({"lower-resize", [](ir::Model& m) { passes::lower_resize(m); }});
+  // ai.onnx.preview.training Gradient nodes become the gradient graph they stand for.
+  out.push_back({"expand-gradient-ops", [](ir::Model& m) {
+                   if (passes::expand_gradient_ops(m) > 0) passes::fold_constants(m);
+                 }});
+  // LSTM, GRU, RNN as primitive per-time-step ops (passes/recurrent_lowering.h).
+  out.push_back({"lower-recurrent", [low_precision](ir::Model& m) {
+                   passes::lower_recurrent_layers(m, {.cast_projections = low_precision});
+                 }});
+}
+
+// Autocast of the forward graph into `report`, then (mixed precision) cast folding, CSE and
+// dead-code elimination; the report then lists only the Casts that survive.
+void add_autocast(std::vector<Pass>& out, const passes::AutocastOptions& options,
+                  passes::AutocastReport& report) {
+  out.push_back({"autocast", [&options, &report](ir::Model& m) {
+                   report = passes::apply_autocast(m, options);
+                 }});
+  out.push_back({"cast-cleanup",
+                 [&report](ir::Model& m) {
+                   passes::cleanup_casts(m);
+                   passes::eliminate_common_subexpressions(m);
+                   passes::eliminate_dead_code(m);
+                   std::set<std::string> live;
+                   for (const auto& n : m.graph->nodes) live.insert(n->name);
+                   std::erase_if(report.casts, [&](const auto& c) { return !live.count(c.node); });
+                 },
+                 std::nullopt,
+                 [&options] { return options.precision != passes::Precision::kFP32; }});
+}
+
+}  // namespace
+
 passes::AutocastReport autocast_forward(ir::Model& model, const passes::AutocastOptions& options) {
-  passes::AutocastReport report = passes::apply_autocast(model, options);
-  if (options.precision == passes::Precision::kFP32) return report;
-  passes::cleanup_casts(model);
-  passes::eliminate_common_subexpressions(model);
-  passes::eliminate_dead_code(model);
-  std::set<std::string> live;
-  for (const auto& n : model.graph->nodes) live.insert(n->name);
-  std::erase_if(report.casts, [&](const auto& c) { return !live.count(c.node); });
+  passes::AutocastReport report;
+  std::vector<Pass> part;
+  add_autocast(part, options, report);
+  PassManager(std::move(part), {}, kPartVerify).run(model);
   return report;
 }
 
 void prepare_forward(ir::Model& model, bool low_precision) {
-  // Constants first: gradient rules need constant shapes, axes and slice bounds; folding
-  // shape arithmetic to a fixed point makes every shape static (static_shapes.h).
-  passes::fold_static_shapes(model);
-  passes::lower_resize(model);  // interpolation as MatMuls (lower_resize.h)
-  // ai.onnx.preview.training Gradient nodes become the gradient graph they stand for.
-  if (passes::expand_gradient_ops(model) > 0) passes::fold_constants(model);
-  // LSTM, GRU, RNN as primitive per-time-step ops (passes/recurrent_lowering.h).
-  passes::lower_recurrent_layers(model, {.cast_projections = low_precision});
+  std::vector<Pass> part;
+  add_forward_preparation(part, low_precision);
+  PassManager(std::move(part), {}, kPartVerify).run(model);
 }
 
 namespace {
@@ -193,43 +141,80 @@ EmitOptions emit_options(const CompileOptions& options, const std::string& model
   return emit;
 }
 
-// Forward preparation, autocast, the training step and cleanup: the graph the plan is made of.
-std::vector<passes::RangeStatsTarget> build_step(ir::Model& model, const CompileOptions& options,
-                                                 passes::AutocastReport& autocast) {
-  StageTimes* times = options.stage_times;
-  mark_imported_phases(model);
-  StageTimer stage(times, "constant folding");
-  const bool mixed = options.autocast.precision != passes::Precision::kFP32;
-  prepare_forward(model, mixed);
+// What the pipeline's passes hand each other and compile_model.
+struct PipelineState {
+  passes::AutocastReport autocast;
+  TrainingBuild build;
+  std::string training_model;  // the embedded training step (Plan.training_model)
+  size_t graph_outputs = 0;    // before the trainer's outputs were added
+  bool training = false;       // the step was built here or imported
+};
 
+// Every pass over the IR, in order: forward preparation, autocast, the training step and
+// cleanup (the graph the plan is made of), then the training step's export and what the plan
+// adds after it. Passes that the options leave out are in the list, disabled.
+std::vector<Pass> pipeline_passes(const CompileOptions& o, PipelineState& s) {
+  const bool mixed = o.autocast.precision != passes::Precision::kFP32;
+  const bool mixed_training = mixed && o.train;
+  std::vector<Pass> out;
+  out.push_back({"mark-phases", mark_imported_phases});
+  add_forward_preparation(out, mixed);
   // Mixed precision on the forward graph, before differentiation (amp-semantics.md 2).
-  stage.finish(node_count(model));
-  stage = StageTimer(times, "autocast");
-  if (options.half_inputs) {
-    if (!mixed) throw Error("--half-inputs needs --precision fp16 or bf16");
-    passes::halve_float_inputs(model, options.autocast.precision == passes::Precision::kBF16
-                                          ? DType::kBFloat16
-                                          : DType::kFloat16);
-  }
-  autocast = autocast_forward(model, options.autocast);
-
-  stage.finish(node_count(model));
-  stage = StageTimer(times, "training build");
-  std::vector<passes::RangeStatsTarget> range_stats;
-  if (options.train) range_stats = add_training_step(model, options);
-  model.graph->build_phase = ir::Phase::kUnknown;
+  out.push_back({"half-inputs",
+                 [&o, mixed](ir::Model& m) {
+                   if (!mixed) throw Error("--half-inputs needs --precision fp16 or bf16");
+                   passes::halve_float_inputs(m, o.autocast.precision == passes::Precision::kBF16
+                                                     ? DType::kBFloat16
+                                                     : DType::kFloat16);
+                 },
+                 std::nullopt, [&o] { return o.half_inputs; }});
+  add_autocast(out, o.autocast, s.autocast);
+  add_training_passes(out, o, s.build);
   // The backward of a Cast is a Cast back: fold the pairs it makes, merge duplicates.
-  if (mixed && options.train) {
-    passes::cleanup_casts(model);
-    passes::eliminate_common_subexpressions(model);
-  }
-  stage.finish(node_count(model));
-
-  stage = StageTimer(times, "cleanup + verify");
-  passes::eliminate_dead_code(model);
-  ir::verify(model, {.require_static_inputs = options.import.require_static_inputs});
-  stage.finish(node_count(model));
-  return range_stats;
+  out.push_back({"training-cast-cleanup",
+                 [](ir::Model& m) {
+                   passes::cleanup_casts(m);
+                   passes::eliminate_common_subexpressions(m);
+                 },
+                 ir::Phase::kUnknown, [mixed_training] { return mixed_training; }});
+  out.push_back({"eliminate-dead-code", [](ir::Model& m) { passes::eliminate_dead_code(m); },
+                 ir::Phase::kUnknown});
+  out.push_back({"verify", [&o](ir::Model& m) {
+                   ir::verify(m, {.require_static_inputs = o.import.require_static_inputs});
+                 }});
+  // The steps that cleanup, statistics and lowering add take their neighbours' phase.
+  out.push_back({"fill-phases", [](ir::Model& m) { ir::fill_unknown_phases(*m.graph); }});
+  // The training step as ONNX, before lowering folds GEMM epilogues (which are not ONNX).
+  out.push_back({"export-training-model",
+                 [&o, &s](ir::Model& m) {
+                   s.training_model = training_model_bytes(m);
+                   if (o.training_onnx)
+                     *o.training_onnx = onnx_io::serialize_model(onnx_io::export_training_model(m));
+                 },
+                 std::nullopt, [&o] { return o.train; }});
+  // After the export, so that the embedded training step (checkpoints, held-out evaluation)
+  // keeps its own outputs: range statistics (--grad-stats) and what the trainer logs.
+  out.push_back({"range-stats",
+                 [&s](ir::Model& m) { passes::add_range_stats(m, s.build.range_stats); },
+                 ir::Phase::kStatistics, [&s] { return !s.build.range_stats.empty(); }});
+  // The trainer's outputs are graph outputs while the plan is made (lowering keeps them,
+  // the memory plan plans them as outputs), and no longer afterwards: the graph compile_model
+  // leaves exports as the training step, as the embedded one.
+  out.push_back({"trainer-outputs",
+                 [&s](ir::Model& m) {
+                   s.graph_outputs = m.graph->outputs.size();
+                   s.training = !m.state_updates.empty();
+                   if (s.training) add_trainer_outputs(m);
+                 },
+                 ir::Phase::kUnknown});
+  // Memory: fp16 copies the backward reads again are cast again there, not kept.
+  out.push_back({"recompute-casts",
+                 [](ir::Model& m) {
+                   passes::recompute_casts(m);
+                   ir::fill_unknown_phases(*m.graph);
+                 },
+                 ir::Phase::kUnknown, [mixed_training] { return mixed_training; }});
+  return out;
 }
 
 // Lowering (GEMM epilogues and fused kernels, or one step per node), then the plan.
@@ -264,56 +249,33 @@ plan::Plan lower_and_emit(ir::Model& model, const CompileOptions& options, EmitO
 
 plan::Plan compile_model(ir::Model& model, const CompileOptions& options,
                          const std::string& model_name, passes::AutocastReport* autocast_report) {
-  StageTimes* times = options.stage_times;
-  passes::AutocastReport autocast;
-  const std::vector<passes::RangeStatsTarget> range_stats = build_step(model, options, autocast);
-  // The steps that cleanup, statistics and lowering add take their neighbours' phase.
-  ir::fill_unknown_phases(*model.graph);
-
-  // The training step as ONNX, before lowering folds GEMM epilogues (which are not ONNX).
-  StageTimer stage(times, "training model export");
-  std::string training_model;
-  if (options.train) {
-    training_model = training_model_bytes(model);
-    if (options.training_onnx)
-      *options.training_onnx = onnx_io::serialize_model(onnx_io::export_training_model(model));
-  }
-  stage.finish(node_count(model));
-  // After the export, so that the embedded training step (checkpoints, held-out evaluation)
-  // keeps its own outputs: range statistics (--grad-stats) and what the trainer logs.
-  model.graph->build_phase = ir::Phase::kStatistics;
-  passes::add_range_stats(model, range_stats);
-  model.graph->build_phase = ir::Phase::kUnknown;
-  // The trainer's outputs are graph outputs while the plan is made (lowering keeps them,
-  // the memory plan plans them as outputs), and no longer afterwards: the graph compile_model
-  // leaves exports as the training step, as the embedded one.
-  const size_t graph_outputs = model.graph->outputs.size();
-  const bool training = !model.state_updates.empty();  // built here or imported
-  if (training) add_trainer_outputs(model);
+  PipelineState s;
+  PassManager(pipeline_passes(options, s), options.passes,
+              {.require_static_inputs = options.import.require_static_inputs}, options.stage_times)
+      .run(model);
 
   EmitOptions emit = emit_options(options, model_name);
   // Autocast's decisions, recorded in the plan (moved into *autocast_report when given).
-  if (autocast_report) *autocast_report = std::move(autocast);
-  emit.autocast = autocast_report ? autocast_report : &autocast;
-
-  // Memory: fp16 copies the backward reads again are cast again there, not kept.
-  if (options.autocast.precision != passes::Precision::kFP32 && options.train) {
-    stage = StageTimer(times, "recompute casts");
-    passes::recompute_casts(model);
-    ir::fill_unknown_phases(*model.graph);
-    stage.finish(node_count(model));
-  }
-
-  if (training)
+  if (autocast_report) *autocast_report = std::move(s.autocast);
+  emit.autocast = autocast_report ? autocast_report : &s.autocast;
+  if (s.training)
     emit.training = training_signature(model, chosen_losses(options.autodiff), options.accum_steps);
   plan::Plan p = lower_and_emit(model, options, emit);
-  model.graph->outputs.resize(graph_outputs);
+  model.graph->outputs.resize(s.graph_outputs);
   p.set_target(options.lowering.target);
-  stage = StageTimer(times, "memory plan");
+  StageTimer stage(options.stage_times, "memory plan");
   plan_memory(p);
   stage.finish(p.steps_size());
-  if (options.train) p.set_training_model(std::move(training_model));
+  if (options.train) p.set_training_model(std::move(s.training_model));
   return p;
+}
+
+std::vector<std::string> pipeline_pass_names() {
+  const CompileOptions defaults;
+  PipelineState unused;
+  std::vector<std::string> names;
+  for (const Pass& p : pipeline_passes(defaults, unused)) names.push_back(p.name);
+  return names;
 }
 
 std::unique_ptr<ir::Model> load_for_compile(const std::string& model_path,

@@ -1,4 +1,5 @@
-// The compile pipeline: every pass, in order, in one function (pipeline.cc).
+// The compile pipeline: every pass over the IR, in order, run by a PassManager
+// (pass_manager.h), then lowering, plan emission and the memory plan (pipeline.cc).
 #pragma once
 
 #include <memory>
@@ -7,6 +8,7 @@
 #include "compiler/ir/graph.h"
 #include "compiler/lower/lowering.h"
 #include "compiler/onnx/import.h"
+#include "compiler/pass_manager.h"
 #include "compiler/stage_timer.h"
 #include "passes/autocast.h"
 #include "passes/autodiff/autodiff.h"
@@ -52,8 +54,11 @@ struct CompileOptions {
   bool optimizer_options_given = false;
   // Fusion and target of the plan's steps (compiler/lower/lowering.h).
   LoweringOptions lowering;
-  // When set, receives the time and node count of every pipeline stage (--time-passes).
+  // When set, receives the time and node count of every pass and later stage (--time-passes).
   StageTimes* stage_times = nullptr;
+  // Verification after every pass (on by default in debug builds; --verify-each) and the
+  // IR printed after the named passes (--print-after, --print-to).
+  PassOptions passes;
   // When set (training), receives the compiled training step in ONNX's training format with
   // all initializer data (what `--emit-onnx` writes), exported before lowering.
   std::string* training_onnx = nullptr;
@@ -66,6 +71,10 @@ plan::Plan compile_model(ir::Model& model, const CompileOptions& options,
                          const std::string& model_name,
                          passes::AutocastReport* autocast_report = nullptr);
 
+// The names of compile_model's passes over the IR, in pipeline order (`--list-passes`); the
+// names --print-after takes, with "all". A pass the options leave out does not run.
+std::vector<std::string> pipeline_pass_names();
+
 // The first part of compile_model, which makes the forward graph ready to differentiate:
 // constants and shape arithmetic folded until every shape is static, Resize and the
 // recurrent layers lowered to primitive ops (their projections cast back to fp32 after the
@@ -73,12 +82,12 @@ plan::Plan compile_model(ir::Model& model, const CompileOptions& options,
 // differentiates a model itself (the zoo's gradient check) calls this first.
 void prepare_forward(ir::Model& model, bool low_precision = false);
 
-// The mixed-precision part of compile_model: autocast of the forward graph, then cast
-// folding, CSE and dead-code elimination. The report lists only the Casts that survive.
 // Every node of a freshly imported model is forward; a model in ONNX's training format
 // carries its parts in the names ampc's passes gave them (compiler/ir/phase.h).
 void mark_imported_phases(ir::Model& model);
 
+// The mixed-precision part of compile_model: autocast of the forward graph, then cast
+// folding, CSE and dead-code elimination. The report lists only the Casts that survive.
 passes::AutocastReport autocast_forward(ir::Model& model, const passes::AutocastOptions& options);
 
 // load_model with the import options `options` implies (training format when training).

@@ -3,8 +3,9 @@
 example gpt's blocks, at a small width so the files stay small: compile time depends on the
 number of nodes, not on the weights), compiled for training in fp16 with Adam for a CUDA
 target. Prints node counts before and after the training build, plan steps and kernels, and
-the time per pipeline stage (`ampc compile --time-passes`, the best of --repeat runs).
-A benchmark: prints a table, passes or fails nothing.
+the time per pipeline stage (`ampc compile --time-passes`, the best of --repeat runs): one
+column per pass or stage that takes at least --min-share of the total in some model, the
+others summed into "other passes". A benchmark: prints a table, passes or fails nothing.
 
     /usr/bin/python3 scripts/bench_compile.py [--ampc build/tools/ampc/ampc] [--layers 12 24 48]
 """
@@ -60,6 +61,8 @@ def main():
     p.add_argument("--precision", default="fp16")
     p.add_argument("--target", default="cuda:sm_90")
     p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--min-share", type=float, default=0.02,
+                   help="stages below this share of the total in every model share one column")
     args = p.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -69,17 +72,24 @@ def main():
             runs = [compile_once(args.ampc, model, os.path.join(tmp, "out.plan"), args)
                     for _ in range(args.repeat)]
             rows.append((layers, min(runs, key=lambda r: r[1])))
-    stage_names = list(rows[0][1][0])
+    # Every pass is a row of --time-passes: the small ones share a column.
+    stage_names = [s for s in rows[0][1][0]
+                   if any(stages.get(s, (0, 0))[0] >= args.min_share * total
+                          for _, (stages, total, _) in rows)]
+    other = "other passes"
     print(f"training step, {args.precision}, Adam, --target {args.target}; width {args.width}; "
           f"best of {args.repeat}; times in ms")
     head = ["layers", "ONNX nodes", "after training build", "plan steps", "kernels (distinct)"]
-    print("| " + " | ".join(head + stage_names + ["total ms", "ms per layer"]) + " |")
-    print("|" + "---|" * (len(head) + len(stage_names) + 2))
+    print("| " + " | ".join(head + stage_names + [other, "total ms", "ms per layer"]) + " |")
+    print("|" + "---|" * (len(head) + len(stage_names) + 3))
     for layers, (stages, total, kernels) in rows:
         nodes = lambda s: stages.get(s, (0, "-"))[1]
-        cells = [str(layers), str(nodes("import")), str(nodes("training build")),
+        # The training build ends with the cast cleanup in fp16/bf16, constant folding in fp32.
+        built = "training-cast-cleanup" if "training-cast-cleanup" in stages else "fold-step-constants"
+        cells = [str(layers), str(nodes("import")), str(nodes(built)),
                  str(nodes("plan emission")), f"{kernels[0]} ({kernels[1]})"]
-        cells += [f"{stages[s][0]:.1f}" for s in stage_names]
+        cells += [f"{stages[s][0]:.1f}" if s in stages else "-" for s in stage_names]
+        cells.append(f"{sum(t for s, (t, _) in stages.items() if s not in stage_names):.1f}")
         cells += [f"{total:.1f}", f"{total / layers:.1f}"]
         print("| " + " | ".join(cells) + " |")
 

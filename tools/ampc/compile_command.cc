@@ -1,6 +1,7 @@
 // `ampc compile MODEL.onnx -o MODEL.plan`: run the pipeline and write the plan file; with
 // --train --emit-onnx FILE also the compiled training step in ONNX's training format.
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 
 #include "base/error.h"
@@ -26,7 +27,15 @@ struct CompileArgs {
   TrainingOptions training;
   DataParallelArgs dp;  // --data-parallel, --reduce-dtype, --bucket-kib (data_parallel.h)
   bool time_passes = false;
+  std::string print_to;  // --print-to FILE: where --print-after writes (default stderr)
 };
+
+// --list-passes: the pipeline's passes in order, then exit (no model needed).
+void list_passes() {
+  for (const auto& name : compiler::pipeline_pass_names()) std::cout << name << '\n';
+  std::cout.flush();
+  throw CLI::Success();
+}
 
 void run_compile(const CompileArgs& args) {
   compiler::CompileOptions options = args.options;
@@ -60,6 +69,13 @@ void run_compile(const CompileArgs& args) {
   // when compiling fails.
   std::string onnx_bytes;
   if (!args.emit_onnx.empty()) options.training_onnx = &onnx_bytes;
+  std::ofstream print_file;
+  if (!args.print_to.empty()) {
+    if (options.passes.print_after.empty()) throw Error("--print-to needs --print-after");
+    print_file.open(args.print_to, std::ios::trunc);
+    if (!print_file) throw Error("cannot write '" + args.print_to + "'");
+    options.passes.print_to = &print_file;
+  }
   compiler::StageTimer import(options.stage_times, "import");
   auto model = compiler::load_for_compile(args.model, options);
   import.finish(static_cast<int64_t>(model->graph->nodes.size()));
@@ -100,7 +116,17 @@ void add_compile_command(CLI::App& app) {
                   "every plan also runs on the CPU backend")
       ->check(CLI::IsMember({"cuda:sm_90", "cuda:sm_80", "cpu"}));
   cmd->add_flag("--time-passes", args->time_passes,
-                "Print the time and node count of every pipeline stage");
+                "Print the time and node count of every pass and pipeline stage");
+  cmd->add_option("--print-after", args->options.passes.print_after,
+                  "Print the IR after this pass (repeatable; `all`: after every pass) to stderr "
+                  "or --print-to; --list-passes names them");
+  cmd->add_option("--print-to", args->print_to, "Write what --print-after prints to this file");
+  cmd->add_flag("--verify-each", args->options.passes.verify_each,
+                "Verify the IR after every pass (always on in debug builds); a failure names "
+                "the pass");
+  // Runs while the command line is parsed, before the model is required.
+  cmd->add_flag_callback("--list-passes", list_passes,
+                         "Print the names of the passes over the IR in pipeline order and exit");
   cmd->add_flag(
       "--no-fusion", [args](int64_t) { args->options.lowering.fuse = false; },
       "One step per graph node: no fused kernels (for comparison and debugging)");
