@@ -5,54 +5,11 @@
 #include <unordered_set>
 
 #include "base/error.h"
+#include "compiler/plan_convert.h"
 #include "passes/gemm_epilogue.h"
 
 namespace ampc::compiler {
 namespace {
-
-void tensor_data(const ir::Tensor& t, plan::TensorData* out) {
-  out->set_dtype(static_cast<int32_t>(t.dtype));
-  for (int64_t d : t.dims) out->add_dims(d);
-  if (t.dtype == DType::kString) {
-    for (const auto& s : t.strings) out->add_strings(s);
-  } else {
-    out->set_data(t.bytes.data(), t.bytes.size());
-  }
-}
-
-void attribute(const ir::Attribute& a, const ir::Node& n, plan::Attribute* out) {
-  out->set_name(a.name);
-  switch (a.kind) {
-    case ir::AttrKind::kInt:
-      out->set_i(a.i);
-      break;
-    case ir::AttrKind::kFloat:
-      out->set_f(a.f);
-      break;
-    case ir::AttrKind::kString:
-      out->set_s(a.s);
-      break;
-    case ir::AttrKind::kInts:
-      for (int64_t v : a.ints) out->mutable_ints()->add_v(v);
-      break;
-    case ir::AttrKind::kFloats:
-      for (float v : a.floats) out->mutable_floats()->add_v(v);
-      break;
-    case ir::AttrKind::kStrings:
-      for (const auto& v : a.strings) out->mutable_strings()->add_v(v);
-      break;
-    case ir::AttrKind::kTensor:
-      tensor_data(a.t, out->mutable_t());
-      break;
-    case ir::AttrKind::kGraph:
-    case ir::AttrKind::kGraphs:
-      throw Error("node " + n.label() +
-                  ": operators with subgraphs (control flow) are not supported by the plan yet");
-    case ir::AttrKind::kTensors:
-      throw Error("node " + n.label() + ": attribute '" + a.name +
-                  "' (a list of tensors) is not supported");
-  }
-}
 
 std::string node_name(const ir::Node& n, size_t index) {
   return n.name.empty() ? "#" + std::to_string(index) : n.name;
@@ -156,7 +113,7 @@ class Emitter {
     for (const ir::Value* v : inputs) s->add_inputs(v ? id_.at(v) : -1);
     for (const ir::Value* v : outputs) s->add_outputs(v ? id_.at(v) : -1);
     add_source(s, n);
-    for (const auto& a : n.attributes) attribute(a, n, s->add_attributes());
+    for (const auto& a : n.attributes) plan_attribute(a, n, s->add_attributes());
     if (!fold) return;
     // What the GEMM call does besides (passes/gemm_epilogue.h), and the nodes that was.
     s->set_epilogue(fold->epilogue);
@@ -218,7 +175,7 @@ class Emitter {
     }
     b->set_role(role);
     b->set_from_model(v->from_model);
-    if (v->initializer) tensor_data(*v->initializer, b->mutable_initial());
+    if (v->initializer) plan_tensor_data(*v->initializer, b->mutable_initial());
     id_[v] = b->id();
   }
 

@@ -1,8 +1,13 @@
-// Folds the small integer computations exporters leave around shapes (PyTorch writes
-// Constant -> Unsqueeze -> Concat -> Reshape chains, and Shape -> Gather of static shapes)
-// into initializers, so later passes see static shape inputs. Constant nodes become
-// initializers. Only data movement and integer arithmetic are evaluated here: the compiler
-// never runs kernels, and float math is left to the backends so it rounds as they do.
+// Folds what the exporters leave around shapes (PyTorch writes Constant -> Unsqueeze ->
+// Concat -> Reshape chains, and Shape -> Gather of static shapes) into initializers, so later
+// passes see static shape inputs. Constant nodes become initializers; Shape and Size fold
+// from static types; any other node folds when all its inputs are constant initializers that
+// do not change (no training state, no graph input) and are not a model's float initializer
+// (a parameter). Nodes are evaluated by the CPU backend's operator (cpu_evaluation.h), the
+// one definition of each op's semantics; a node it rejects stays, for the backend to report
+// when it runs. Integer data folds; float math is left to the backends, so it rounds as they
+// do, except on tiny tensors through ops that every backend computes bit for bit (data
+// movement, comparisons, correctly rounded +, -, *, /, sqrt).
 #pragma once
 
 #include <cstdint>

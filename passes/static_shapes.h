@@ -1,9 +1,9 @@
 // Static shapes through shape arithmetic. torch's exporter computes reshape targets, slice
 // bounds, split sizes and resize sizes from `x.shape` at run time (Shape -> Gather -> Div
 // -> Concat -> Reshape, ...). With static graph inputs every one of these is a constant:
-// fold_static_shapes alternates constant folding (constant_folding.h, shape_arithmetic.h)
-// with ONNX shape inference over the folded graph until neither learns anything more, so
-// that a value whose shape depended on a folded computation gets its static shape.
+// fold_static_shapes alternates constant folding (constant_folding.h) with ONNX shape
+// inference over the folded graph until neither learns anything more, so that a value whose
+// shape depended on a folded computation gets its static shape.
 #pragma once
 
 #include "compiler/ir/graph.h"

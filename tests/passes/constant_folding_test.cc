@@ -1,6 +1,6 @@
-// Constant folding evaluates integer arithmetic over constants, but never over values that
-// change: a training-state counter (`counter + 1`) or an initializer that is also a graph
-// input. Folding those would freeze the counter at its initial value.
+// Constant folding evaluates nodes over constants through the CPU backend's operators, but
+// never over values that change: a training-state counter (`counter + 1`) or an initializer
+// that is also a graph input. Folding those would freeze the counter at its initial value.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -63,6 +63,137 @@ ir::Value* node(ir::Graph& g, const std::string& op, std::vector<ir::Value*> in,
   ir::Value* out = g.add_value(op + std::to_string(g.nodes.size()), type);
   g.add_node(op, std::move(in), {out}, op + "_" + std::to_string(g.nodes.size()));
   return out;
+}
+
+// An initializer of `dtype` (int64 or float32) and `dims` holding `v`.
+ir::Value* tensor(ir::Graph& g, const std::string& name, DType dtype, std::vector<int64_t> dims,
+                  const std::vector<double>& v) {
+  ir::Value* value = g.add_value(name, {dtype, dims});
+  auto t = std::make_unique<ir::Tensor>();
+  t->name = name;
+  t->dtype = dtype;
+  t->dims = std::move(dims);
+  for (size_t k = 0; k < v.size(); ++k) {
+    if (dtype == DType::kInt64) {
+      const auto x = static_cast<int64_t>(v[k]);
+      t->bytes.insert(t->bytes.end(), reinterpret_cast<const uint8_t*>(&x),
+                      reinterpret_cast<const uint8_t*>(&x) + 8);
+    } else {
+      const auto x = static_cast<float>(v[k]);
+      t->bytes.insert(t->bytes.end(), reinterpret_cast<const uint8_t*>(&x),
+                      reinterpret_cast<const uint8_t*>(&x) + 4);
+    }
+  }
+  value->initializer = std::move(t);
+  g.initializers.push_back(value);
+  return value;
+}
+
+std::vector<int64_t> int64s(const ir::Tensor& t) {
+  std::vector<int64_t> out(static_cast<size_t>(t.numel()));
+  std::memcpy(out.data(), t.bytes.data(), t.bytes.size());
+  return out;
+}
+
+// One node of the default domain at opset 17 over `inputs`, its output the graph's output.
+struct OneNode {
+  ir::Model m;
+  ir::Value* out = nullptr;
+  ir::Node* node = nullptr;
+  OneNode() {
+    m.ir_version = 8;
+    m.opsets.push_back({"", 17});
+  }
+  ir::Graph& g() { return *m.graph; }
+  void add(const std::string& op, std::vector<ir::Value*> inputs, DType out_dtype) {
+    out = g().add_value("out", {out_dtype, std::nullopt});
+    node = g().add_node(op, std::move(inputs), {out}, op);
+    g().outputs.push_back(out);
+  }
+  // The folded value of `out`, or an empty tensor when the node stayed.
+  ir::Tensor fold() {
+    fold_constants(m);
+    return out->initializer ? *out->initializer : ir::Tensor{};
+  }
+};
+
+// Folding runs nodes through the CPU backend's operators, so ops beyond shape arithmetic
+// fold too. Expected values worked out by hand.
+TEST(ConstantFolding, FoldsAnIntegerReduceProd) {
+  OneNode f;
+  ir::Value* x = tensor(f.g(), "x", DType::kInt64, {2, 3}, {1, 2, 3, 4, 5, 6});
+  f.add("ReduceProd", {x}, DType::kInt64);
+  f.node->attributes.push_back(ir::Attribute::make_ints("axes", {1}));
+  f.node->attributes.push_back(ir::Attribute::make_int("keepdims", 0));
+  const ir::Tensor t = f.fold();
+  EXPECT_EQ(t.dims, (std::vector<int64_t>{2}));
+  EXPECT_EQ(int64s(t), (std::vector<int64_t>{1 * 2 * 3, 4 * 5 * 6}));
+  EXPECT_TRUE(f.g().nodes.empty());
+}
+
+TEST(ConstantFolding, FoldsAnInt64GatherOnAxisOne) {
+  OneNode f;
+  ir::Value* x = tensor(f.g(), "x", DType::kInt64, {2, 3}, {10, 11, 12, 20, 21, 22});
+  ir::Value* idx = tensor(f.g(), "idx", DType::kInt64, {2}, {2, -3});
+  f.add("Gather", {x, idx}, DType::kInt64);
+  f.node->attributes.push_back(ir::Attribute::make_int("axis", 1));
+  const ir::Tensor t = f.fold();
+  EXPECT_EQ(t.dims, (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(int64s(t), (std::vector<int64_t>{12, 10, 22, 20}));
+}
+
+TEST(ConstantFolding, FoldsASliceWithANegativeStep) {
+  OneNode f;
+  ir::Value* x = tensor(f.g(), "x", DType::kInt64, {10}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
+  ir::Value* starts = ints(f.g(), "starts", {-2});  // 8
+  ir::Value* ends = ints(f.g(), "ends", {0});
+  ir::Value* axes = ints(f.g(), "axes", {0});
+  ir::Value* steps = ints(f.g(), "steps", {-3});
+  f.add("Slice", {x, starts, ends, axes, steps}, DType::kInt64);
+  const ir::Tensor t = f.fold();
+  EXPECT_EQ(int64s(t), (std::vector<int64_t>{8, 5, 2}));
+}
+
+// An op the CPU backend rejects stays in the graph, for the backend to report when it runs.
+TEST(ConstantFolding, LeavesAFailingOpUnfolded) {
+  OneNode f;
+  ir::Value* x = tensor(f.g(), "x", DType::kInt64, {3}, {1, 2, 3});
+  ir::Value* idx = tensor(f.g(), "idx", DType::kInt64, {1}, {3});  // out of range
+  f.add("Gather", {x, idx}, DType::kInt64);
+  EXPECT_EQ(fold_constants(f.m), 0);
+  ASSERT_EQ(f.g().nodes.size(), 1u);
+  EXPECT_EQ(f.g().nodes[0]->op_type, "Gather");
+  EXPECT_FALSE(f.out->initializer);
+}
+
+// Integer division by zero is left to the backend that runs it.
+TEST(ConstantFolding, LeavesAnIntegerDivisionByZero) {
+  OneNode f;
+  ir::Value* a = tensor(f.g(), "a", DType::kInt64, {2}, {6, 7});
+  ir::Value* b = tensor(f.g(), "b", DType::kInt64, {2}, {3, 0});
+  f.add("Div", {a, b}, DType::kInt64);
+  EXPECT_EQ(fold_constants(f.m), 0);
+}
+
+// Float math folds only where every backend computes the same bits: a correctly rounded op on
+// a tiny tensor that no parameter feeds.
+TEST(ConstantFolding, FoldsOnlyExactFloatMathOnTinyConstants) {
+  auto folds = [](const std::string& op, int64_t n, bool parameter) {
+    OneNode f;
+    std::vector<double> v(static_cast<size_t>(n), 0.5);
+    ir::Value* a = tensor(f.g(), "a", DType::kFloat32, {n}, v);
+    a->from_model = parameter;
+    ir::Value* b = tensor(f.g(), "b", DType::kFloat32, {n}, v);
+    if (op == "Exp")
+      f.add(op, {a}, DType::kFloat32);
+    else
+      f.add(op, {a, b}, DType::kFloat32);
+    return fold_constants(f.m) == 1;
+  };
+  EXPECT_TRUE(folds("Mul", 4, false));
+  EXPECT_FALSE(folds("Mul", 4, true));    // a model's float initializer: a parameter
+  EXPECT_FALSE(folds("Mul", 17, false));  // more than tiny
+  EXPECT_FALSE(folds("Exp", 4, false));   // rounds as each backend's exp does
 }
 
 // torch's exporter's pattern (MultiheadAttention's head split): the reshape target is

@@ -1,0 +1,18 @@
+// The IR's attributes and tensor data in the plan's format: plan emission writes each node's
+// step with them, and constant folding the one-node step it runs through the CPU backend.
+// A library of its own (ampc_plan_convert), so that the passes can use it without linking
+// the compiler, which links them.
+#pragma once
+
+#include "compiler/ir/graph.h"
+#include "runtime/plan/plan.pb.h"
+
+namespace ampc::compiler {
+
+void plan_tensor_data(const ir::Tensor& t, plan::TensorData* out);
+
+// Attribute `a` of node `n`. Throws ampc::Error for what a plan cannot hold: subgraphs
+// (control flow) and lists of tensors.
+void plan_attribute(const ir::Attribute& a, const ir::Node& n, plan::Attribute* out);
+
+}  // namespace ampc::compiler
