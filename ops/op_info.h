@@ -64,6 +64,10 @@ struct OpInfo {
   // Only moves or reinterprets elements: casting its input or its output is the same
   // (autocast moves casts across it; range statistics look through it).
   bool moves_elements = false;
+  // Its float32/float64 results are exact or correctly rounded (data movement, comparisons,
+  // IEEE's +, -, *, /, sqrt), so every backend computes the same bits: constant folding may
+  // compute it at compile time on float data (passes/constant_folding.cc).
+  bool exact_float = false;
 
   bool is_view() const { return pattern == Pattern::kView; }
 };

@@ -30,7 +30,13 @@ OpInfo of(std::string_view op, Pattern pattern, P precision = P::kFollow) {
 
 // Reshape and its kin: the output is the input's bytes.
 OpInfo view(std::string_view op) {
-  return {"", op, Pattern::kView, P::kFollow, F::kNone, {}, false, true};
+  return {"", op, Pattern::kView, P::kFollow, F::kNone, {}, false, true, true};
+}
+
+// Marks an op whose float results every backend computes bit for bit (OpInfo::exact_float).
+OpInfo exact(OpInfo info) {
+  info.exact_float = true;
+  return info;
 }
 
 std::vector<OpInfo> rows() {
@@ -38,18 +44,18 @@ std::vector<OpInfo> rows() {
   constexpr bool kNew = false;  // writes a fresh buffer (its output differs in type or count)
   std::vector<OpInfo> t = {
       // Arithmetic and math, fused into generated kernels.
-      fused("Add", F::kArith, "add", kInPlace),
-      fused("Sub", F::kArith, "sub", kInPlace),
-      fused("Mul", F::kArith, "mul", kInPlace),
-      fused("Div", F::kArith, "div", kInPlace),
+      exact(fused("Add", F::kArith, "add", kInPlace)),
+      exact(fused("Sub", F::kArith, "sub", kInPlace)),
+      exact(fused("Mul", F::kArith, "mul", kInPlace)),
+      exact(fused("Div", F::kArith, "div", kInPlace)),
       fused("Pow", F::kPow, "pow", kInPlace, P::kDeny),
-      fused("Max", F::kVariadic, {}, kInPlace),
-      fused("Min", F::kVariadic, {}, kInPlace),
+      exact(fused("Max", F::kVariadic, {}, kInPlace)),
+      exact(fused("Min", F::kVariadic, {}, kInPlace)),
       fused("Sum", F::kVariadic, {}, kInPlace),
       fused("Mean", F::kVariadic, {}, kNew),
-      fused("Neg", F::kUnary, "neg", kInPlace),
-      fused("Abs", F::kUnary, "abs", kInPlace),
-      fused("Sqrt", F::kUnary, "sqrt", kInPlace),
+      exact(fused("Neg", F::kUnary, "neg", kInPlace)),
+      exact(fused("Abs", F::kUnary, "abs", kInPlace)),
+      exact(fused("Sqrt", F::kUnary, "sqrt", kInPlace)),
       fused("Exp", F::kUnary, "exp", kInPlace, P::kDeny),
       fused("Log", F::kUnary, "log", kInPlace, P::kDeny),
       fused("Reciprocal", F::kUnary, "reciprocal", kInPlace, P::kDeny),
@@ -58,23 +64,23 @@ std::vector<OpInfo> rows() {
       fused("Sigmoid", F::kUnary, "sigmoid", kInPlace),
       fused("Relu", F::kUnary, "relu", kInPlace),
       fused("Sign", F::kUnary, "sign", kInPlace),
-      fused("Floor", F::kUnary, "floor", kInPlace),
-      fused("Ceil", F::kUnary, "ceil", kInPlace),
+      exact(fused("Floor", F::kUnary, "floor", kInPlace)),
+      exact(fused("Ceil", F::kUnary, "ceil", kInPlace)),
       // Comparisons, logic, selection, predicates.
-      fused("Equal", F::kCompare, "equal", kNew),
-      fused("Less", F::kCompare, "less", kNew),
-      fused("LessOrEqual", F::kCompare, "less_equal", kNew),
-      fused("Greater", F::kCompare, "greater", kNew),
-      fused("GreaterOrEqual", F::kCompare, "greater_equal", kNew),
+      exact(fused("Equal", F::kCompare, "equal", kNew)),
+      exact(fused("Less", F::kCompare, "less", kNew)),
+      exact(fused("LessOrEqual", F::kCompare, "less_equal", kNew)),
+      exact(fused("Greater", F::kCompare, "greater", kNew)),
+      exact(fused("GreaterOrEqual", F::kCompare, "greater_equal", kNew)),
       fused("Not", F::kNot, "not", kInPlace),
       fused("And", F::kLogic, "and", kInPlace),
       fused("Or", F::kLogic, "or", kInPlace),
       fused("Xor", F::kLogic, "xor", kInPlace),
-      fused("Where", F::kWhere, "where", kInPlace),
+      exact(fused("Where", F::kWhere, "where", kInPlace)),
       fused("IsNaN", F::kPredicate, "isnan", kNew),
       fused("IsInf", F::kPredicate, "isinf", kNew),
       // An explicit Cast is never re-typed by autocast.
-      fused("Cast", F::kCast, {}, kInPlace, P::kKeep),
+      exact(fused("Cast", F::kCast, {}, kInPlace, P::kKeep)),
       // Elementwise, unfused.
       elementwise("Clip", kInPlace),
       elementwise("Cos", kInPlace),
@@ -139,11 +145,13 @@ std::vector<OpInfo> rows() {
       view("Flatten"),
       view("Squeeze"),
       view("Unsqueeze"),
-      {"", "Identity", Pattern::kView, P::kFollow, F::kIdentity, {}, false, true},
-      {"", "Transpose", Pattern::kDataMovement, P::kFollow, F::kNone, {}, false, true},
+      {"", "Identity", Pattern::kView, P::kFollow, F::kIdentity, {}, false, true, true},
+      {"", "Transpose", Pattern::kDataMovement, P::kFollow, F::kNone, {}, false, true, true},
+      exact(of("ConstantOfShape", Pattern::kOpaque)),
   };
-  for (const char* op : {"Concat", "Split", "Slice", "Gather", "GatherElements", "GatherND",
-                         "ScatterND", "ScatterElements", "Expand", "Tile", "Pad"})
+  for (const char* op : {"Concat", "Split", "Slice", "Gather", "Expand", "Tile"})
+    t.push_back(exact(of(op, Pattern::kDataMovement)));
+  for (const char* op : {"GatherElements", "GatherND", "ScatterND", "ScatterElements", "Pad"})
     t.push_back(of(op, Pattern::kDataMovement));
   return t;
 }

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "base/error.h"
+#include "ops/op_info.h"
 #include "passes/cpu_evaluation.h"
 
 namespace ampc::passes {
@@ -20,15 +21,8 @@ using ir::Tensor;
 // ...) is left to the backends, so that it rounds as they do.
 constexpr int64_t kMaxFloatElements = 16;
 
-bool exact_on_floats(const std::string& op) {
-  static const std::set<std::string> kOps = {
-      // Data movement.
-      "Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Concat", "Split",
-      "Slice", "Gather", "Expand", "Tile", "Where", "ConstantOfShape", "Cast",
-      // Exact or correctly rounded arithmetic, comparisons.
-      "Add", "Sub", "Mul", "Div", "Sqrt", "Neg", "Abs", "Min", "Max", "Floor", "Ceil", "Equal",
-      "Less", "Greater", "LessOrEqual", "GreaterOrEqual"};
-  return kOps.count(op) > 0;
+bool exact_on_floats(const ir::Node& n) {
+  return ops::op_info(n.domain, n.op_type).exact_float;  // ops/op_table.cc
 }
 
 bool is_integer_data(DType t) {
@@ -40,7 +34,7 @@ bool is_integer_data(DType t) {
 bool foldable_data(const ir::Node& n, DType dtype, int64_t count) {
   if (is_integer_data(dtype)) return true;
   return (dtype == DType::kFloat32 || dtype == DType::kFloat64) && count <= kMaxFloatElements &&
-         exact_on_floats(n.op_type);
+         exact_on_floats(n);
 }
 
 // Each present input a constant initializer of foldable data, and none a model's float

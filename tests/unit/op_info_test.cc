@@ -79,6 +79,10 @@ TEST(OpInfo, FlagsAgreeWithThePattern) {
     }
     if (info.moves_elements) {
       EXPECT_EQ(info.precision, ops::Precision::kFollow) << name(info);
+      EXPECT_TRUE(info.exact_float) << name(info);  // moving elements never rounds
+    }
+    if (info.exact_float) {  // autocast keeps in fp32 what rounds differently in 16 bits
+      EXPECT_NE(info.precision, ops::Precision::kDeny) << name(info);
     }
   }
 }
