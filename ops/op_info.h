@@ -68,6 +68,9 @@ struct OpInfo {
   // IEEE's +, -, *, /, sqrt), so every backend computes the same bits: constant folding may
   // compute it at compile time on float data (passes/constant_folding.cc).
   bool exact_float = false;
+  // Its result is drawn at random: two nodes are the same only with the same seed (common
+  // subexpressions are not merged) and it is never computed at compile time.
+  bool random = false;
 
   bool is_view() const { return pattern == Pattern::kView; }
 };

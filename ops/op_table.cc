@@ -151,6 +151,12 @@ std::vector<OpInfo> rows() {
   };
   for (const char* op : {"Concat", "Split", "Slice", "Gather", "Expand", "Tile"})
     t.push_back(exact(of(op, Pattern::kDataMovement)));
+  for (const char* op : {"Dropout", "RandomNormal", "RandomUniform", "RandomNormalLike",
+                         "RandomUniformLike", "Bernoulli", "Multinomial"}) {
+    OpInfo info = of(op, Pattern::kOpaque);
+    info.random = true;
+    t.push_back(info);
+  }
   for (const char* op : {"GatherElements", "GatherND", "ScatterND", "ScatterElements", "Pad"})
     t.push_back(of(op, Pattern::kDataMovement));
   return t;

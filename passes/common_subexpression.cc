@@ -4,6 +4,7 @@
 #include <map>
 #include <string>
 
+#include "ops/op_info.h"
 #include "passes/cast_cleanup.h"
 
 namespace ampc::passes {
@@ -18,8 +19,7 @@ bool has_subgraph(const ir::Node& n) {
 
 // Ops whose result is drawn at random: two of them are the same only with the same seed.
 bool is_random(const ir::Node& n) {
-  return n.op_type == "Dropout" || n.op_type.rfind("Random", 0) == 0 || n.op_type == "Bernoulli" ||
-         n.op_type == "Multinomial";
+  return ops::op_info(n.domain, n.op_type).random;  // ops/op_table.cc
 }
 
 // A key that is equal for two nodes exactly when they compute the same thing: op, domain,

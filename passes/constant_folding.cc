@@ -89,7 +89,7 @@ bool typed_outputs_foldable(const ir::Node& n, int64_t max_elements) {
 // variable value.
 std::optional<std::vector<Tensor>> evaluate(const ir::Node& n, const ir::Model& model,
                                             int64_t max_elements) {
-  if (!n.domain.empty()) return std::nullopt;
+  if (!n.domain.empty() || ops::op_info(n.domain, n.op_type).random) return std::nullopt;
   const int64_t opset = model.opset_version(n.domain).value_or(0);
   if (n.op_type == "Constant") return evaluate_on_cpu(n, opset, CpuInputs::kInitializers);
   if (n.op_type == "Shape" || n.op_type == "Size") {

@@ -81,6 +81,9 @@ TEST(OpInfo, FlagsAgreeWithThePattern) {
       EXPECT_EQ(info.precision, ops::Precision::kFollow) << name(info);
       EXPECT_TRUE(info.exact_float) << name(info);  // moving elements never rounds
     }
+    if (info.random) {
+      EXPECT_FALSE(info.exact_float || info.in_place) << name(info);
+    }
     if (info.exact_float) {  // autocast keeps in fp32 what rounds differently in 16 bits
       EXPECT_NE(info.precision, ops::Precision::kDeny) << name(info);
     }
