@@ -5,23 +5,17 @@
 
 #include "base/error.h"
 #include "compiler/plan_convert.h"
+#include "runtime/cpu/op_context.h"
 #include "runtime/cpu/op_registry.h"
 
 namespace ampc::passes {
 namespace {
 
+// Through the plan's constant form, as the CPU backend loads a plan's constants.
 rt::Tensor to_runtime(const ir::Tensor& t) {
-  rt::Tensor out(t.dtype, t.dims);
-  if (t.dtype == DType::kString) {
-    out.strings() = t.strings;
-    return out;
-  }
-  if (t.bytes.size() != out.nbytes()) {
-    throw Error("initializer '" + t.name + "' has " + std::to_string(t.bytes.size()) +
-                " bytes for " + out.type_str());
-  }
-  if (out.nbytes() > 0) std::memcpy(out.raw(), t.bytes.data(), out.nbytes());
-  return out;
+  plan::TensorData data;
+  compiler::plan_tensor_data(t, &data);
+  return rt::cpu::tensor_from_data(data);
 }
 
 ir::Tensor to_ir(const rt::Tensor& t) {
