@@ -63,28 +63,6 @@ void channel_moments(const T* x, int64_t n, int64_t c, int64_t spatial, T* mean,
 }
 
 template <typename T>
-void layer_norm(const T* x, int64_t rows, int64_t cols, const T* scale, const T* bias, T eps, T* y,
-                T* mean, T* inv_std) {
-#pragma omp parallel for if (rows > 1 && rows * cols > kParallelWork)
-  for (int64_t r = 0; r < rows; ++r) {
-    const T* xr = x + r * cols;
-    T* yr = y + r * cols;
-    T m, v;
-    moments(xr, cols, &m, &v);
-    const T inv = T(1) / std::sqrt(v + eps);
-    if (mean) mean[r] = m;
-    if (inv_std) inv_std[r] = inv;
-    if (scale && bias) {
-      for (int64_t j = 0; j < cols; ++j) yr[j] = (xr[j] - m) * inv * scale[j] + bias[j];
-    } else if (scale) {
-      for (int64_t j = 0; j < cols; ++j) yr[j] = (xr[j] - m) * inv * scale[j];
-    } else {
-      for (int64_t j = 0; j < cols; ++j) yr[j] = (xr[j] - m) * inv + (bias ? bias[j] : T(0));
-    }
-  }
-}
-
-template <typename T>
 void instance_norm(const T* x, int64_t n, int64_t c, int64_t spatial, const T* scale, const T* bias,
                    T eps, T* y) {
 #pragma omp parallel for if (n * c > 1 && n * c * spatial > kParallelWork)
@@ -167,7 +145,6 @@ void mean_variance_norm(const T* x, const std::vector<int64_t>& dims,
 #define AMPC_INSTANTIATE(T)                                                                       \
   template void channel_affine<T>(const T*, int64_t, int64_t, int64_t, const T*, const T*, T*);   \
   template void channel_moments<T>(const T*, int64_t, int64_t, int64_t, T*, T*);                  \
-  template void layer_norm<T>(const T*, int64_t, int64_t, const T*, const T*, T, T*, T*, T*);     \
   template void instance_norm<T>(const T*, int64_t, int64_t, int64_t, const T*, const T*, T, T*); \
   template void lrn<T>(const T*, int64_t, int64_t, int64_t, int64_t, T, T, T, T*);                \
   template void mean_variance_norm<T>(const T*, const std::vector<int64_t>&,                      \

@@ -16,13 +16,6 @@ void channel_affine(const T* x, int64_t n, int64_t c, int64_t spatial, const T* 
 template <typename T>
 void channel_moments(const T* x, int64_t n, int64_t c, int64_t spatial, T* mean, T* var);
 
-// Rows of x [rows, cols] normalised to zero mean and unit variance, then
-// y = normalised * scale[col] + bias[col] (scale, bias may be null: 1 and 0).
-// mean and inv_std ([rows], may be null) receive the statistics: inv_std = 1/sqrt(var + eps).
-template <typename T>
-void layer_norm(const T* x, int64_t rows, int64_t cols, const T* scale, const T* bias, T eps, T* y,
-                T* mean, T* inv_std);
-
 // Each (n, c) plane normalised, then scaled by scale[c] and shifted by bias[c].
 template <typename T>
 void instance_norm(const T* x, int64_t n, int64_t c, int64_t spatial, const T* scale, const T* bias,

@@ -1,5 +1,5 @@
 // Softmax and LogSoftmax on the GPU over the middle axis of x viewed as [outer, n, inner]
-// (the CPU op's layout, kernels/cpu/softmax.h). CPU twin: kernels/twin/softmax.h.
+// (the CPU op's layout). CPU twin: kernels/twin/softmax.h.
 #pragma once
 
 #include <cuda_runtime_api.h>

@@ -1,7 +1,7 @@
 // Per-element and per-row math of Softmax / LogSoftmax, LayerNormalization and
 // SoftmaxCrossEntropyLoss, shared by the CUDA kernels (kernels/cuda) and their twins
-// (kernels/twin). Each function is one step of the CPU op's formula (kernels/cpu/softmax.cc,
-// norm.cc, loss.cc) with its rounding steps spelled out (rowwise_fp.h).
+// (kernels/twin, which is also the CPU backend's implementation of these ops), with every
+// rounding step spelled out (rowwise_fp.h).
 #pragma once
 
 #include <cstdint>
@@ -40,24 +40,28 @@ AMPC_HD float softmax_inv_sum(float sum) {
   return div(1.0f, sum);
 }
 
-// LayerNormalization: two passes (mean, then the biased variance around it).
-AMPC_HD float mean_of(float sum, int64_t n) {
-  return n ? div(sum, static_cast<float>(n)) : 0.0f;
+// LayerNormalization: two passes (mean, then the biased variance around it). M is the compute
+// type: float on the device and for f32 / f16 / bf16 on the host, double for the CPU op's f64.
+template <typename M>
+AMPC_HD M mean_of(M sum, int64_t n) {
+  return n ? div(sum, static_cast<M>(n)) : M(0);
 }
-AMPC_HD float add_sq_dev(float acc, float x, float mean) {
-  const float d = sub(x, mean);
+template <typename M>
+AMPC_HD M add_sq_dev(M acc, M x, M mean) {
+  const M d = sub(x, mean);
   return add(acc, mul(d, d));
 }
-AMPC_HD float inv_std_of(float sq_dev_sum, int64_t n, float eps) {
-  const float var = n ? div(sq_dev_sum, static_cast<float>(n)) : 0.0f;
-  return div(1.0f, sqrt_rn(add(var, eps)));
+template <typename M>
+AMPC_HD M inv_std_of(M sq_dev_sum, int64_t n, M eps) {
+  const M var = n ? div(sq_dev_sum, static_cast<M>(n)) : M(0);
+  return div(M(1), sqrt_rn(add(var, eps)));
 }
 // The CPU op's three branches: scale and bias, scale only, neither (plus bias when present).
-AMPC_HD float layer_norm_value(float x, float mean, float inv_std, const float* scale,
-                               const float* bias) {
-  const float t = mul(sub(x, mean), inv_std);
+template <typename M>
+AMPC_HD M layer_norm_value(M x, M mean, M inv_std, const M* scale, const M* bias) {
+  const M t = mul(sub(x, mean), inv_std);
   if (scale) return bias ? add(mul(t, *scale), *bias) : mul(t, *scale);
-  return add(t, bias ? *bias : 0.0f);
+  return add(t, bias ? *bias : M(0));
 }
 
 // SoftmaxCrossEntropyLoss at one position: -log_prob[label] * weight[label]. An ignored position

@@ -228,7 +228,8 @@ AMPC_HD float scale_pow2(float y, int n) {
 }
 
 // exp(x) in fp32: Cody-Waite reduction by ln 2 and Cephes' degree-6 polynomial (within 2 ulp,
-// as kernels/cpu/softmax.cc's). 0 below -87.33654 (as the CPU softmax), inf above 88.72283,
+// the one exp of the row-wise ops on both backends; kernels/twin/exp_array.cc runs it on vector
+// lanes). 0 below -87.33654, inf above 88.72283,
 // NaN stays NaN.
 AMPC_HD float exp_f(float x) {
   if (is_nan(x)) return x;

@@ -1,87 +1,94 @@
 #include "kernels/twin/cross_entropy.h"
 
-#include "kernels/shared/rowwise.h"
+#include <type_traits>
+#include <vector>
+
+#include "base/error.h"
 #include "kernels/shared/rowwise_dispatch.h"
-#include "kernels/shared/rowwise_tree.h"
+#include "kernels/twin/row_host.h"
 
 namespace ampc::kernels::twin {
 namespace {
 
-namespace sh = kernels::shared;
-
-// Position (i, j): its class scores are x[(i * c + k) * d + j], k in [0, c). d == 1: a row as a
-// block (or warp) of the kernel reduces it; d > 1: one thread walks the classes in order.
-template <typename T, typename L, typename W>
-void position(const T* x, const L* labels, int64_t i, int64_t j, int64_t c, int64_t d,
-              const W* weight, bool has_ignore, int64_t ignore_index, T* log_prob, float* loss,
-              float* w_out) {
-  const T* base = x + i * c * d + j;
-  auto load = [&](int64_t k) { return sh::load_f(base, k * d); };
-  float m = sh::kNegInf, s = 0.0f;
+// One sample i: its scores x[(i * c + k) * d + j], class k, position j. d == 1: the c scores
+// are a row that a block (or warp) of the kernel reduces; d > 1: one thread per position walks
+// the classes in order. Writes the log-probabilities (when wanted) and, per position, the loss
+// and the weight it adds to the mean's denominator.
+template <typename T, typename L, typename W, typename M = MathOf<T>>
+void sample(const T* x, const L* labels, int64_t c, int64_t d, const W* weight, bool has_ignore,
+            int64_t ignore_index, T* log_prob, M* loss, M* w_out, std::vector<M>& buf,
+            std::vector<M>& e, std::vector<M>& m, std::vector<M>& log_s) {
+  m.resize(d);
+  log_s.resize(d);
   if (d == 1) {
-    const sh::RowPlan plan = sh::row_plan(c);
-    m = sh::row_reduce_host(
-        plan, c, sh::kNegInf, [&](float a, int64_t k) { return sh::MaxCombine()(a, load(k)); },
-        sh::MaxCombine());
-    s = sh::row_reduce_host(
-        plan, c, 0.0f, [&](float a, int64_t k) { return sh::add(a, sh::exp_shifted(load(k), m)); },
-        sh::SumCombine());
+    const M* v = load_row(x, 1, c, buf);
+    e.resize(c);
+    row_softmax_stats(v, c, e.data(), &m[0], &log_s[0]);
   } else {
-    for (int64_t k = 0; k < c; ++k) m = sh::MaxCombine()(m, load(k));
-    for (int64_t k = 0; k < c; ++k) s = sh::add(s, sh::exp_shifted(load(k), m));
+    e.resize(d);
+    column_softmax_stats(x, c, d, m.data(), log_s.data(), buf, e.data());
   }
-  const float log_s = sh::log_f(s);
+  for (int64_t j = 0; j < d; ++j) log_s[j] = log_of(log_s[j]);
+  auto log_softmax_at = [&](int64_t k, int64_t j) {
+    return sh::sub(sh::sub(static_cast<M>(sh::Elem<T>::load(x[k * d + j])), m[j]), log_s[j]);
+  };
   if (log_prob) {
-    T* out = log_prob + i * c * d + j;
     for (int64_t k = 0; k < c; ++k)
-      sh::store_f(out, k * d, sh::log_softmax_value(load(k), m, log_s));
+      for (int64_t j = 0; j < d; ++j)
+        log_prob[k * d + j] = sh::Elem<T>::store(log_softmax_at(k, j));
   }
-  const int64_t label = static_cast<int64_t>(labels[i * d + j]);
-  switch (sh::label_status(label, c, has_ignore, ignore_index)) {
-    case 0: {
-      const float w = weight ? sh::load_f(weight, label) : 1.0f;
-      *loss = sh::nll_value(sh::log_softmax_value(load(label), m, log_s), w);
-      *w_out = w;
-      break;
+  for (int64_t j = 0; j < d; ++j) {
+    const int64_t label = static_cast<int64_t>(labels[j]);
+    switch (sh::label_status(label, c, has_ignore, ignore_index)) {
+      case 0: {
+        const M w = weight ? static_cast<M>(sh::Elem<W>::load(weight[label])) : M(1);
+        loss[j] = sh::mul(-log_softmax_at(label, j), w);  // sh::nll_value
+        w_out[j] = w;
+        break;
+      }
+      case 1:
+        loss[j] = M(0);
+        w_out[j] = M(0);
+        break;
+      default:
+        loss[j] = static_cast<M>(sh::quiet_nan());
+        w_out[j] = M(0);
     }
-    case 1:
-      *loss = 0.0f;
-      *w_out = 0.0f;
-      break;
-    default:
-      *loss = sh::quiet_nan();
-      *w_out = 0.0f;
   }
 }
 
-template <typename T, typename L, typename W>
+template <typename T, typename L, typename W, typename M = MathOf<T>>
 void run(const T* x, const L* labels, int64_t n, int64_t c, int64_t d, const W* weight,
          bool has_ignore, int64_t ignore_index, CeReduction reduction, T* loss, T* log_prob,
-         float* ws) {
+         M* ws) {
   const int64_t positions = n * d;
-  float* ws_loss = ws;
-  float* ws_w = ws ? ws + positions : nullptr;
-#pragma omp parallel for if (positions * c > (1 << 16))
-  for (int64_t p = 0; p < positions; ++p) {
-    float l, w;
-    position(x, labels, p / d, p % d, c, d, weight, has_ignore, ignore_index, log_prob, &l, &w);
-    if (reduction == CeReduction::kNone) {
-      sh::store_f(loss, p, l);
-    } else {
-      ws_loss[p] = l;
-      ws_w[p] = w;
-    }
+  std::vector<M> own;  // kNone: the per-position values before they are stored
+  if (reduction == CeReduction::kNone) {
+    own.resize(2 * positions);
+    ws = own.data();
   }
-  if (reduction == CeReduction::kNone) return;
+  M* ws_loss = ws;
+  M* ws_w = ws + positions;
+  for_rows(n, n > 1 && positions * c > (1 << 16), [&](int64_t begin, int64_t end) {
+    std::vector<M> buf, e, m, log_s;
+    for (int64_t i = begin; i < end; ++i) {
+      sample(x + i * c * d, labels + i * d, c, d, weight, has_ignore, ignore_index,
+             log_prob ? log_prob + i * c * d : nullptr, ws_loss + i * d, ws_w + i * d, buf, e, m,
+             log_s);
+    }
+  });
+  if (reduction == CeReduction::kNone) {
+    for (int64_t p = 0; p < positions; ++p) loss[p] = sh::Elem<T>::store(ws_loss[p]);
+    return;
+  }
   const sh::RowPlan plan = sh::row_plan(positions);
-  const float sum = sh::row_reduce_host(
-      plan, positions, 0.0f, [&](float a, int64_t p) { return sh::add(a, ws_loss[p]); },
-      sh::SumCombine());
-  if (reduction == CeReduction::kSum) return sh::store_f(loss, 0, sum);
-  const float wsum = sh::row_reduce_host(
-      plan, positions, 0.0f, [&](float a, int64_t p) { return sh::add(a, ws_w[p]); },
-      sh::SumCombine());
-  sh::store_f(loss, 0, sh::div(sum, wsum));
+  const M sum = fold_row(plan, ws_loss, positions, M(0), SumOf());
+  if (reduction == CeReduction::kSum) {
+    loss[0] = sh::Elem<T>::store(sum);
+    return;
+  }
+  const M wsum = fold_row(plan, ws_w, positions, M(0), SumOf());
+  loss[0] = sh::Elem<T>::store(sh::div(sum, wsum));
 }
 
 }  // namespace
@@ -90,22 +97,40 @@ void softmax_cross_entropy(DType dtype, const void* scores, DType label_dtype, c
                            int64_t n, int64_t c, int64_t d, DType weight_dtype, const void* weight,
                            bool has_ignore_index, int64_t ignore_index, CeReduction reduction,
                            void* loss, void* log_prob, void* workspace, int32_t* bad_label) {
-  sh::dispatch_float_types(dtype, "softmax_cross_entropy scores", [&](auto xt) {
+  sh::dispatch_float_types_f64(dtype, "softmax_cross_entropy scores", [&](auto xt) {
     sh::dispatch_label_types(label_dtype, "softmax_cross_entropy labels", [&](auto lt) {
+      using T = decltype(xt);
       using L = decltype(lt);
+      using M = MathOf<T>;
       // The kernel's flag: set by any position whose label is out of range.
       for (int64_t p = 0; bad_label && p < n * d; ++p) {
         const auto label = static_cast<int64_t>(static_cast<const L*>(labels)[p]);
         if (sh::label_status(label, c, has_ignore_index, ignore_index) == 2) *bad_label = 1;
       }
-      sh::dispatch_float_types(
-          weight ? weight_dtype : dtype, "softmax_cross_entropy weight", [&](auto wt) {
-            using T = decltype(xt);
-            using W = decltype(wt);
-            run(static_cast<const T*>(scores), static_cast<const L*>(labels), n, c, d,
-                static_cast<const W*>(weight), has_ignore_index, ignore_index, reduction,
-                static_cast<T*>(loss), static_cast<T*>(log_prob), static_cast<float*>(workspace));
-          });
+      // f64 (the CPU op only) keeps its partials in f64, in its own buffer.
+      std::vector<M> partials;
+      M* ws = static_cast<M*>(workspace);
+      if constexpr (!std::is_same_v<M, float>) {
+        if (reduction != CeReduction::kNone) {
+          partials.resize(2 * n * d);
+          ws = partials.data();
+        }
+      }
+      auto with_weight = [&](auto wt) {
+        using W = decltype(wt);
+        run(static_cast<const T*>(scores), static_cast<const L*>(labels), n, c, d,
+            static_cast<const W*>(weight), has_ignore_index, ignore_index, reduction,
+            static_cast<T*>(loss), static_cast<T*>(log_prob), ws);
+      };
+      if constexpr (std::is_same_v<T, double>) {
+        if (weight && weight_dtype != DType::kFloat64) {
+          throw Error("softmax_cross_entropy: f64 scores need f64 weights");
+        }
+        with_weight(double{});
+      } else {
+        sh::dispatch_float_types(weight ? weight_dtype : dtype, "softmax_cross_entropy weight",
+                                 with_weight);
+      }
     });
   });
 }

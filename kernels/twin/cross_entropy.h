@@ -1,6 +1,8 @@
 // CPU twin of kernels/cuda/cross_entropy.h (same arguments minus the stream, host pointers;
 // the workspace is host memory of softmax_cross_entropy_workspace_bytes), in the kernels'
-// partition and reduction order.
+// partition and reduction order. It is the CPU backend's SoftmaxCrossEntropyLoss too; for the
+// CPU op's f64 (scores and weights f64, computed in double, no device counterpart) the
+// workspace is not used.
 #pragma once
 
 #include <cstddef>

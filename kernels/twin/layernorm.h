@@ -1,5 +1,7 @@
 // CPU twin of kernels/cuda/layernorm.h (same arguments minus the stream, host pointers), in
-// the kernel's partition and reduction order (kernels/shared/rowwise_tree.h).
+// the kernel's partition and reduction order (kernels/shared/rowwise_tree.h). It is the CPU
+// backend's LayerNormalization too; for the CPU op's f64 every operand is f64 (computed in
+// double, no device counterpart).
 #pragma once
 
 #include <cstdint>

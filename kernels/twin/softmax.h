@@ -1,7 +1,8 @@
 // CPU twin of kernels/cuda/softmax.h: the same computation on host pointers, in the kernels'
 // partition and reduction order (kernels/shared/rowwise_tree.h), so that on a GPU machine the
-// kernel and the twin agree bit for bit; tests/unit/twin_rowwise_test.cc checks the twin
-// against the CPU op.
+// kernel and the twin agree bit for bit. It is the CPU backend's Softmax and LogSoftmax too
+// (plus f64, computed in double); tests/unit/twin_rowwise_test.cc checks that the two agree
+// bit for bit.
 #pragma once
 
 #include <cstdint>

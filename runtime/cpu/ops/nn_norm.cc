@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "kernels/cpu/norm.h"
+#include "kernels/twin/layernorm.h"
 #include "runtime/cpu/op_registry.h"
 #include "runtime/cpu/ops/nn_util.h"
 
@@ -95,10 +96,12 @@ void layer_norm(OpContext& ctx) {
   stat_shape.resize(rank, 1);
   Tensor mean(dtype_of<T>(), stat_shape), inv_std(dtype_of<T>(), stat_shape);
   Tensor& y = ctx.output(0, x.dtype(), x.shape());
-  k::layer_norm(x.data<T>(), rows, cols, scale.data(), bias.empty() ? nullptr : bias.data(),
-                static_cast<T>(ctx.attr_float("epsilon", 1e-5f)), y.data<T>(),
-                ctx.has_output(1) ? mean.data<T>() : nullptr,
-                ctx.has_output(2) ? inv_std.data<T>() : nullptr);
+  // The CUDA kernel's host side (kernels/twin/layernorm.h): the GPU's bits.
+  const DType t = dtype_of<T>();
+  kernels::twin::layer_norm(t, x.data<T>(), rows, cols, t, scale.data(),
+                            bias.empty() ? nullptr : bias.data(), ctx.attr_float("epsilon", 1e-5f),
+                            y.data<T>(), t, ctx.has_output(1) ? mean.data<T>() : nullptr,
+                            ctx.has_output(2) ? inv_std.data<T>() : nullptr);
   Tensor* stats[2] = {&mean, &inv_std};
   for (int i = 0; i < 2; ++i) {
     if (!ctx.has_output(1 + i)) continue;

@@ -1,7 +1,7 @@
 // NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss over inputs [N, C, D1, ..., Dk]
 // with targets [N, D1, ..., Dk]: reduction none / sum / mean, ignore_index, class weights.
 #include "kernels/cpu/loss.h"
-#include "kernels/cpu/softmax.h"
+#include "kernels/twin/cross_entropy.h"
 #include "runtime/cpu/op_registry.h"
 #include "runtime/cpu/ops/nn_util.h"
 
@@ -16,6 +16,19 @@ k::LossReduction reduction_attr(const OpContext& ctx) {
   if (red == "sum") return k::LossReduction::kSum;
   if (red != "mean") ctx.fail("attribute 'reduction' value '" + red + "' is not supported");
   return k::LossReduction::kMean;
+}
+
+int64_t label_at(const Tensor& target, int64_t i) {
+  return target.dtype() == DType::kInt64 ? target.data<int64_t>()[i] : target.data<int32_t>()[i];
+}
+
+// The flat position of the first target outside [0, c) that is not ignored, or -1.
+int64_t first_bad_label(const Tensor& target, int64_t c, bool has_ignore, int64_t ignore) {
+  for (int64_t i = 0; i < target.numel(); ++i) {
+    const int64_t label = label_at(target, i);
+    if (!(has_ignore && label == ignore) && (label < 0 || label >= c)) return i;
+  }
+  return -1;
 }
 
 // With softmax (SoftmaxCrossEntropyLoss) input 0 holds scores, and output 1 (optional)
@@ -36,34 +49,41 @@ void nll(OpContext& ctx) {
     ctx.fail("weight " + weight->type_str() + " does not have one value per class");
   }
   const k::LossReduction reduction = reduction_attr(ctx);
-  Tensor log_prob;
-  const T* logp = x.data<T>();
-  if constexpr (softmax) {
-    log_prob = Tensor(x.dtype(), x.shape());
-    if (log_prob.numel() > 0) {
-      k::softmax(k::SoftmaxKind::kLogSoftmax, x.data<T>(), n, c, d, log_prob.data<T>());
-    }
-    logp = log_prob.data<T>();
-  }
   Tensor& loss = ctx.output(
       0, x.dtype(), reduction == k::LossReduction::kNone ? target_shape : std::vector<int64_t>{});
   const bool has_ignore = ctx.has_attr("ignore_index");
   const int64_t ignore = ctx.attr_int("ignore_index", 0);
-  const T* w = weight ? weight->data<T>() : nullptr;
-  int64_t bad = -1;
-  auto run = [&](auto label_tag) {
-    using L = decltype(label_tag);
-    bad = k::nll_loss(logp, target.data<L>(), n, c, d, w, has_ignore, ignore, reduction,
-                      loss.data<T>());
-  };
-  if (!dispatch<int64_t, int32_t>(target.dtype(), run)) ctx.unsupported_dtype(1);
-  if (bad >= 0) {
-    const int64_t label =
-        target.dtype() == DType::kInt64 ? target.data<int64_t>()[bad] : target.data<int32_t>()[bad];
-    ctx.fail("target " + std::to_string(label) + " at position " + std::to_string(bad) +
-             " is not a class index in [0, " + std::to_string(c) + ")");
+  if (target.dtype() != DType::kInt64 && target.dtype() != DType::kInt32) {
+    ctx.unsupported_dtype(1);
   }
-  if constexpr (softmax) ctx.set_output(1, std::move(log_prob));
+  const int64_t bad = first_bad_label(target, c, has_ignore, ignore);
+  if (bad >= 0) {
+    ctx.fail("target " + std::to_string(label_at(target, bad)) + " at position " +
+             std::to_string(bad) + " is not a class index in [0, " + std::to_string(c) + ")");
+  }
+  const T* w = weight ? weight->data<T>() : nullptr;
+  if constexpr (softmax) {
+    // The CUDA kernel's host side (kernels/twin/cross_entropy.h): the GPU's bits.
+    Tensor log_prob(x.dtype(), x.shape());
+    using kernels::shared::CeReduction;
+    const CeReduction red = reduction == k::LossReduction::kNone  ? CeReduction::kNone
+                            : reduction == k::LossReduction::kSum ? CeReduction::kSum
+                                                                  : CeReduction::kMean;
+    std::vector<float> workspace(
+        kernels::twin::softmax_cross_entropy_workspace_bytes(n, c, d, red) / sizeof(float));
+    kernels::twin::softmax_cross_entropy(x.dtype(), x.data<T>(), target.dtype(), target.raw(), n, c,
+                                         d, x.dtype(), w, has_ignore, ignore, red, loss.data<T>(),
+                                         ctx.has_output(1) ? log_prob.data<T>() : nullptr,
+                                         workspace.data());
+    if (ctx.has_output(1)) ctx.set_output(1, std::move(log_prob));
+  } else {
+    auto run = [&](auto label_tag) {
+      using L = decltype(label_tag);
+      k::nll_loss(x.data<T>(), target.data<L>(), n, c, d, w, has_ignore, ignore, reduction,
+                  loss.data<T>());
+    };
+    dispatch<int64_t, int32_t>(target.dtype(), run);
+  }
 }
 
 template <bool softmax>
