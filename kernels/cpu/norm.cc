@@ -26,43 +26,6 @@ void moments(const T* v, int64_t len, T* mean, T* var) {
 }  // namespace
 
 template <typename T>
-void channel_affine(const T* x, int64_t n, int64_t c, int64_t spatial, const T* a, const T* b,
-                    T* y) {
-#pragma omp parallel for collapse(2) if (n * c * spatial > kParallelWork)
-  for (int64_t i = 0; i < n; ++i) {
-    for (int64_t ch = 0; ch < c; ++ch) {
-      const T* xp = x + (i * c + ch) * spatial;
-      T* yp = y + (i * c + ch) * spatial;
-      const T av = a[ch], bv = b[ch];
-      for (int64_t s = 0; s < spatial; ++s) yp[s] = av * xp[s] + bv;
-    }
-  }
-}
-
-template <typename T>
-void channel_moments(const T* x, int64_t n, int64_t c, int64_t spatial, T* mean, T* var) {
-  const int64_t count = n * spatial;
-#pragma omp parallel for if (c > 1 && n * c * spatial > kParallelWork)
-  for (int64_t ch = 0; ch < c; ++ch) {
-    T s = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      const T* xp = x + (i * c + ch) * spatial;
-#pragma omp simd reduction(+ : s)
-      for (int64_t j = 0; j < spatial; ++j) s += xp[j];
-    }
-    const T m = count ? s / static_cast<T>(count) : T(0);
-    T q = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      const T* xp = x + (i * c + ch) * spatial;
-#pragma omp simd reduction(+ : q)
-      for (int64_t j = 0; j < spatial; ++j) q += (xp[j] - m) * (xp[j] - m);
-    }
-    mean[ch] = m;
-    var[ch] = count ? q / static_cast<T>(count) : T(0);
-  }
-}
-
-template <typename T>
 void instance_norm(const T* x, int64_t n, int64_t c, int64_t spatial, const T* scale, const T* bias,
                    T eps, T* y) {
 #pragma omp parallel for if (n * c > 1 && n * c * spatial > kParallelWork)
@@ -143,8 +106,6 @@ void mean_variance_norm(const T* x, const std::vector<int64_t>& dims,
 }
 
 #define AMPC_INSTANTIATE(T)                                                                       \
-  template void channel_affine<T>(const T*, int64_t, int64_t, int64_t, const T*, const T*, T*);   \
-  template void channel_moments<T>(const T*, int64_t, int64_t, int64_t, T*, T*);                  \
   template void instance_norm<T>(const T*, int64_t, int64_t, int64_t, const T*, const T*, T, T*); \
   template void lrn<T>(const T*, int64_t, int64_t, int64_t, int64_t, T, T, T, T*);                \
   template void mean_variance_norm<T>(const T*, const std::vector<int64_t>&,                      \

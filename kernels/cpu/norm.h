@@ -1,20 +1,11 @@
 // Normalisation layers. "Channel" layouts are x [n, c, spatial]. All instantiated for float
-// and double.
+// and double. BatchNormalization runs kernels/twin/batchnorm.h (the CUDA kernels' CPU twin).
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
 namespace ampc::kernels::cpu {
-
-// y = a[ch] * x + b[ch] (batch normalisation once its statistics are folded into a, b).
-template <typename T>
-void channel_affine(const T* x, int64_t n, int64_t c, int64_t spatial, const T* a, const T* b,
-                    T* y);
-
-// Per-channel mean and biased variance over the batch and spatial axes.
-template <typename T>
-void channel_moments(const T* x, int64_t n, int64_t c, int64_t spatial, T* mean, T* var);
 
 // Each (n, c) plane normalised, then scaled by scale[c] and shifted by bias[c].
 template <typename T>

@@ -1,7 +1,6 @@
 #include "kernels/cpu/pool.h"
 
 #include <cmath>
-#include <limits>
 #include <vector>
 
 #include "kernels/shared/pool_math.h"
@@ -12,10 +11,8 @@ namespace {
 constexpr int64_t kParallelWork = 1 << 18;
 
 // The window helpers are pool_math.h's, which the CUDA pooling kernels and their twins use too.
-using shared::pool::column_major_offset;
 using shared::pool::tap_range;
 using shared::pool::Window;
-using shared::pool::window_count;
 
 // Per dimension and output coordinate: window start and its taps inside the image.
 struct WindowTable {
@@ -75,84 +72,7 @@ inline void for_each_tap(const ConvGeom& g, const Window& w, F&& tap) {
   }
 }
 
-// Pooling done in two steps: the window's rows (dimensions 0 and 1) are combined element by
-// element into one row of image[2] values (a contiguous loop that vectorises), then the
-// window slides along that row. finish(acc, window) gives the output.
-template <typename T, typename Combine, typename Finish>
-void pool_by_rows(const ConvGeom& g, const T* x, int64_t planes, T* y, T init, Combine combine,
-                  Finish finish) {
-  const int64_t img = g.image_size(), p = g.cols_size(), width = g.image[2];
-  const WindowTable table(g);
-#pragma omp parallel if (planes > 1 && planes * img > kParallelWork)
-  {
-    std::vector<T> row(width);
-#pragma omp for
-    for (int64_t pl = 0; pl < planes; ++pl) {
-      const T* xp = x + pl * img;
-      T* yp = y + pl * p;
-      for (int64_t o0 = 0; o0 < g.cols[0]; ++o0) {
-        for (int64_t o1 = 0; o1 < g.cols[1]; ++o1, yp += g.cols[2]) {
-          const Window w = table.at(o0, o1, 0);
-          std::fill(row.begin(), row.end(), init);
-          for (int64_t t0 = w.lo[0]; t0 < w.hi[0]; ++t0) {
-            const int64_t i0 = w.start[0] + t0 * g.dilation[0];
-            for (int64_t t1 = w.lo[1]; t1 < w.hi[1]; ++t1) {
-              const T* src = xp + (i0 * g.image[1] + w.start[1] + t1 * g.dilation[1]) * width;
-              for (int64_t i = 0; i < width; ++i) row[i] = combine(row[i], src[i]);
-            }
-          }
-          for (int64_t o2 = 0; o2 < g.cols[2]; ++o2) {
-            const Window wo = table.at(o0, o1, o2);
-            T acc = init;
-            for (int64_t t2 = wo.lo[2]; t2 < wo.hi[2]; ++t2) {
-              acc = combine(acc, row[wo.start[2] + t2 * g.dilation[2]]);
-            }
-            yp[o2] = finish(acc, wo);
-          }
-        }
-      }
-    }
-  }
-}
-
 }  // namespace
-
-template <typename T>
-void max_pool(const ConvGeom& g, const T* x, int64_t planes, T* y, int64_t* indices,
-              bool column_major) {
-  const int64_t img = g.image_size();
-  const T lowest = std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity()
-                                                        : std::numeric_limits<T>::lowest();
-  if (!indices) {
-    return pool_by_rows(
-        g, x, planes, y, lowest, [](T a, T b) { return b > a ? b : a; },
-        [](T acc, const Window&) { return acc; });
-  }
-  for_each_window(g, x, planes, [&](int64_t pl, const T* xp, int64_t out, const Window& w) {
-    T best = lowest;
-    int64_t arg = -1;
-    for_each_tap(g, w, [&](int64_t off) {
-      if (xp[off] > best || arg < 0) {
-        best = xp[off];
-        arg = off;
-      }
-    });
-    y[out] = best;
-    if (!indices) return;
-    if (arg < 0) arg = 0;
-    indices[out] = pl * img + (column_major ? column_major_offset(g, arg) : arg);
-  });
-}
-
-template <typename T>
-void avg_pool(const ConvGeom& g, const T* x, int64_t planes, T* y, bool count_include_pad) {
-  auto divide = [&](T sum, const Window& w) {
-    const int64_t count = window_count(g, w, count_include_pad);
-    return count > 0 ? sum / static_cast<T>(count) : T(0);
-  };
-  pool_by_rows(
-      g, x, planes, y, T(0), [](T a, T b) { return a + b; }, divide);
-}
 
 template <typename T>
 void lp_pool(const ConvGeom& g, const T* x, int64_t planes, T* y, int64_t p) {
@@ -172,12 +92,6 @@ void lp_pool(const ConvGeom& g, const T* x, int64_t planes, T* y, int64_t p) {
   });
 }
 
-template void max_pool<float>(const ConvGeom&, const float*, int64_t, float*, int64_t*, bool);
-template void max_pool<double>(const ConvGeom&, const double*, int64_t, double*, int64_t*, bool);
-template void max_pool<int8_t>(const ConvGeom&, const int8_t*, int64_t, int8_t*, int64_t*, bool);
-template void max_pool<uint8_t>(const ConvGeom&, const uint8_t*, int64_t, uint8_t*, int64_t*, bool);
-template void avg_pool<float>(const ConvGeom&, const float*, int64_t, float*, bool);
-template void avg_pool<double>(const ConvGeom&, const double*, int64_t, double*, bool);
 template void lp_pool<float>(const ConvGeom&, const float*, int64_t, float*, int64_t);
 template void lp_pool<double>(const ConvGeom&, const double*, int64_t, double*, int64_t);
 

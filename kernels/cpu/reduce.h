@@ -1,4 +1,6 @@
-// Reductions over any set of axes, and arg-reductions over one axis.
+// Reductions over any set of axes, and arg-reductions over one axis. The CPU backend's Reduce
+// ops on float data run kernels/twin/reduce.h (the CUDA kernels' twin); these serve integer
+// data, ReduceLogSumExp (no CUDA kernel) and MeanVarianceNormalization's statistics.
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,6 @@
 // ReduceSum, ReduceMean, ReduceProd, ReduceMax, ReduceMin, ReduceL1, ReduceL2, ReduceLogSum and
-// ReduceSumSquare on the GPU over any set of axes (the CPU op: kernels/cpu/reduce.cc).
-// CPU twin: kernels/twin/reduce.h.
+// ReduceSumSquare on the GPU over any set of axes. CPU twin: kernels/twin/reduce.h, which is
+// also the CPU backend's op on float data (and takes f64 too, accumulating in double).
 #pragma once
 
 #include <cuda_runtime_api.h>

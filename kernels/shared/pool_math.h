@@ -1,7 +1,7 @@
 // Per-output and per-input math of the pooling kernels (kernels/cuda/pool.cu) and their CPU
-// twins (kernels/twin/pool.cc), compiled by nvcc and g++. Each function reproduces the order of
-// operations of the CPU kernels (kernels/cpu/pool.cc, pool_grad.cc) for one output (forward)
-// or one dx element (gradients), so that the results are the CPU op's bit for bit:
+// twins (kernels/twin/pool.cc, which are also the CPU backend's pooling ops), compiled by nvcc
+// and g++. Each function fixes the order of operations for one output (forward) or one dx
+// element (gradients) (the order the CPU backend's own pooling kernels had):
 // - max without indices: pool_by_rows' order (each column of the window over dimensions 0 and
 //   1 first, then along dimension 2), with `b > a ? b : a` (NaN never wins; the first of equal
 //   values stays, which decides between -0 and +0);

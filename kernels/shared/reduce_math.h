@@ -1,12 +1,14 @@
 // Reductions (ReduceSum, Mean, Prod, Max, Min, L1, L2, LogSum, SumSquare) shared by the CUDA
-// kernels (kernels/cuda/reduce.cu) and their twin (kernels/twin/reduce.cc): what one element
-// does to an accumulator, how two partial accumulators combine, the final step (the CPU op's
-// kernels/cpu/reduce.cc in fp32), and how the work is split (a plan that depends only on the
-// shape, so that the twin reproduces the device's partition and order).
+// kernels (kernels/cuda/reduce.cu) and their twin (kernels/twin/reduce.cc), which is also the
+// CPU backend's implementation of these ops: what one element does to an accumulator, how two
+// partial accumulators combine, the final step, and how the work is split (a plan that depends
+// only on the shape, so that the twin reproduces the device's partition and order).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "base/error.h"
 #include "kernels/shared/hd.h"
@@ -19,21 +21,26 @@ namespace ampc::kernels::shared {
 // The launch API's ReduceOp (kernel_args.h), under the name the math uses.
 using ReduceKind = ReduceOp;
 
-AMPC_HD float reduce_init(ReduceKind k) {
+// The accumulator type M is float for f32 and the 16-bit types (the CUDA kernels), double for
+// f64 (the CPU backend's f64 reductions, run by the twin); the float path's operations do not
+// depend on the template.
+template <typename M = float>
+AMPC_HD M reduce_init(ReduceKind k) {
   switch (k) {
     case ReduceKind::kProd:
-      return 1.0f;
+      return M(1);
     case ReduceKind::kMax:
-      return -__builtin_huge_valf();
+      return -static_cast<M>(__builtin_huge_val());
     case ReduceKind::kMin:
-      return __builtin_huge_valf();
+      return static_cast<M>(__builtin_huge_val());
     default:
-      return 0.0f;
+      return M(0);
   }
 }
 
 // Max / Min propagate NaN (the first NaN met stays), as the CPU op.
-AMPC_HD float reduce_combine(ReduceKind k, float a, float b) {
+template <typename M>
+AMPC_HD M reduce_combine(ReduceKind k, M a, M b) {
   switch (k) {
     case ReduceKind::kProd:
       return mul(a, b);
@@ -47,10 +54,11 @@ AMPC_HD float reduce_combine(ReduceKind k, float a, float b) {
 }
 
 // One element x into the accumulator.
-AMPC_HD float reduce_accumulate(ReduceKind k, float a, float x) {
+template <typename M>
+AMPC_HD M reduce_accumulate(ReduceKind k, M a, M x) {
   switch (k) {
     case ReduceKind::kL1:
-      return add(a, x < 0.0f ? -x : x);
+      return add(a, x < M(0) ? -x : x);
     case ReduceKind::kL2:
     case ReduceKind::kSumSquare:
       return add(a, mul(x, x));
@@ -59,15 +67,30 @@ AMPC_HD float reduce_accumulate(ReduceKind k, float a, float x) {
   }
 }
 
+// fp64 log of the f64 ReduceLogSum: the host's libm (the CUDA reduce kernels take no f64, so
+// the device branch only keeps nvcc's host-device checks quiet).
+AMPC_HD double log_f64(double a) {
+#if defined(__CUDA_ARCH__)
+  return ::log(a);
+#else
+  return std::log(a);
+#endif
+}
+
 // n: the number of reduced elements.
-AMPC_HD float reduce_finish(ReduceKind k, float a, int64_t n) {
+template <typename M>
+AMPC_HD M reduce_finish(ReduceKind k, M a, int64_t n) {
   switch (k) {
     case ReduceKind::kMean:
-      return div(a, static_cast<float>(n));
+      return div(a, static_cast<M>(n));
     case ReduceKind::kL2:
       return sqrt_rn(a);
     case ReduceKind::kLogSum:
-      return log_f(a);
+      if constexpr (std::is_same_v<M, double>) {
+        return log_f64(a);
+      } else {
+        return log_f(a);
+      }
     default:
       return a;
   }

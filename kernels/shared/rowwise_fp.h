@@ -134,6 +134,9 @@ AMPC_HD double sqrt_rn(double a) {
 AMPC_HD bool is_nan(float v) {
   return (to_bits(v) & 0x7fffffffu) > 0x7f800000u;
 }
+AMPC_HD bool is_nan(double v) {
+  return v != v;
+}
 AMPC_HD bool is_finite(float v) {
   return (to_bits(v) & 0x7f800000u) != 0x7f800000u;
 }

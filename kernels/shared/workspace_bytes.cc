@@ -12,13 +12,15 @@ size_t softmax_cross_entropy_workspace_bytes(int64_t n, int64_t, int64_t d, CeRe
   return static_cast<size_t>(2 * n * d) * sizeof(float);
 }
 
-size_t reduce_workspace_bytes(ReduceOp, DType, int rank, const int64_t* dims, const bool* reduced) {
+size_t reduce_workspace_bytes(ReduceOp, DType dtype, int rank, const int64_t* dims,
+                              const bool* reduced) {
   const ReduceShape s = checked_reduce_shape(rank, dims, reduced);
+  const size_t acc = dtype == DType::kFloat64 ? 8 : 4;  // the accumulator: double for f64
   if (const ChannelReduce ch = channel_reduce(s); ch.ok)
-    return static_cast<size_t>(channel_partials(ch)) * 4;
+    return static_cast<size_t>(channel_partials(ch)) * acc;
   if (s.general) return 0;
   const SegmentPlan seg = segment_plan(s.outer, s.n, s.inner);
-  return seg.segments == 1 ? 0 : static_cast<size_t>(s.outer * seg.segments * s.inner) * 4;
+  return seg.segments == 1 ? 0 : static_cast<size_t>(s.outer * seg.segments * s.inner) * acc;
 }
 
 size_t scatter_nd_workspace_bytes(const std::vector<int64_t>& data_shape, int64_t num_tuples,

@@ -17,7 +17,8 @@ namespace ampc::kernels::shared {
 size_t softmax_cross_entropy_workspace_bytes(int64_t n, int64_t c, int64_t d,
                                              CeReduction reduction);
 
-// reduce.h: fp32 partials when the reduced rows or columns are split (reduce_math.h's plans).
+// reduce.h: partials of the accumulator type (fp32; fp64 for f64) when the reduced rows or
+// columns are split (reduce_math.h's plans).
 // Throws for a rank above 8.
 size_t reduce_workspace_bytes(ReduceOp op, DType dtype, int rank, const int64_t* dims,
                               const bool* reduced);

@@ -1,6 +1,11 @@
-// CPU twin of kernels/cuda/pool.cu: pool_math.h's per-output and per-dx-element functors over
-// every index (pool_layout.h's run_pool / run_pool_grad with a loop), and GlobalAveragePool's
-// block reduction (thread sums, then the tree) emulated.
+// CPU twin of kernels/cuda/pool.cu, and the CPU backend's MaxPool, AveragePool, their Global
+// forms and gradients, in pool_math.h's order: MaxPool with indices runs its argmax_window per
+// output (found through per-dimension window tables instead of the kernels' per-index
+// divisions); MaxPool without indices and AveragePool fold_window's order a row at a time; the
+// gradients scatter each output's share in increasing output order, which is the order in which the
+// kernels' per-dx-element gathers (max_grad_at, average_grad_at) add them, so every dx element gets
+// the same sum. GlobalAveragePool emulates the block reduction (thread sums, then the tree). Planes
+// are independent: they run in parallel (OpenMP) without changing a bit.
 #include "kernels/twin/pool.h"
 
 #include <vector>
@@ -8,22 +13,155 @@
 #include "kernels/shared/pool_layout.h"
 #include "kernels/shared/pool_math.h"
 #include "kernels/shared/rowwise_tree.h"
-#include "kernels/twin/index_loop.h"
 
 namespace ampc::kernels::twin {
 
 namespace pm = ampc::kernels::shared::pool;
 
+namespace {
+
+// Loops over fewer elements than this stay on one thread.
+constexpr int64_t kParallelWork = 1 << 16;
+
+// Per dimension and output coordinate: the window's start and its taps inside the image
+// (pm::window_at, computed once per coordinate).
+struct WindowTable {
+  std::vector<int64_t> start[3], lo[3], hi[3];
+  explicit WindowTable(const pm::Geom& g) {
+    for (int d = 0; d < 3; ++d) {
+      for (int64_t o = 0; o < g.cols[d]; ++o) {
+        int64_t l, h;
+        const int64_t s = o * g.stride[d] - g.pad[d];
+        pm::tap_range(s, g.kernel[d], g.dilation[d], 0, g.image[d], &l, &h);
+        start[d].push_back(s);
+        lo[d].push_back(l);
+        hi[d].push_back(h);
+      }
+    }
+  }
+  pm::Window at(int64_t o0, int64_t o1, int64_t o2) const {
+    const int64_t o[3] = {o0, o1, o2};
+    pm::Window w;
+    for (int d = 0; d < 3; ++d) {
+      w.start[d] = start[d][o[d]];
+      w.lo[d] = lo[d][o[d]];
+      w.hi[d] = hi[d][o[d]];
+    }
+    return w;
+  }
+};
+
+// f(plane, flat output index within the plane, window) for every output, planes in parallel.
+template <typename F>
+void for_each_output(const pm::Geom& g, int64_t planes, F&& f) {
+  const WindowTable table(g);
+  const int64_t p = g.cols_size();
+#pragma omp parallel for if (planes > 1 && planes * p * 4 >= kParallelWork)
+  for (int64_t pl = 0; pl < planes; ++pl) {
+    int64_t j = 0;
+    for (int64_t o0 = 0; o0 < g.cols[0]; ++o0)
+      for (int64_t o1 = 0; o1 < g.cols[1]; ++o1)
+        for (int64_t o2 = 0; o2 < g.cols[2]; ++o2, ++j) f(pl, j, table.at(o0, o1, o2));
+  }
+}
+
+// Calls tap(flat spatial offset) for every in-image tap of window w.
+template <typename F>
+void for_each_tap(const pm::Geom& g, const pm::Window& w, F&& tap) {
+  for (int64_t t0 = w.lo[0]; t0 < w.hi[0]; ++t0) {
+    const int64_t i0 = w.start[0] + t0 * g.dilation[0];
+    for (int64_t t1 = w.lo[1]; t1 < w.hi[1]; ++t1) {
+      const int64_t row = (i0 * g.image[1] + w.start[1] + t1 * g.dilation[1]) * g.image[2];
+      for (int64_t t2 = w.lo[2]; t2 < w.hi[2]; ++t2) tap(row + w.start[2] + t2 * g.dilation[2]);
+    }
+  }
+}
+
+// MaxPool without indices and AveragePool: pm::fold_window's order (each window column over
+// dimensions 0 and 1, then the columns along dimension 2) for a whole output row at once: the
+// window rows are combined element by element into one row of image[2] column values (a
+// contiguous loop that vectorises), then each output folds its columns of that row.
+// finish(acc, window) gives the output.
+template <typename T, typename Combine, typename Finish>
+void pool_by_rows(const pm::Geom& g, const T* x, int64_t planes, T* y,
+                  typename pm::PoolElem<T>::Math init, Combine combine, Finish finish) {
+  using E = pm::PoolElem<T>;
+  using M = typename E::Math;
+  const int64_t img = g.image_size(), p = g.cols_size(), width = g.image[2];
+  const WindowTable table(g);
+#pragma omp parallel if (planes > 1 && planes * img >= kParallelWork)
+  {
+    std::vector<M> row(static_cast<size_t>(width));
+#pragma omp for
+    for (int64_t pl = 0; pl < planes; ++pl) {
+      const T* xp = x + pl * img;
+      T* yp = y + pl * p;
+      for (int64_t o0 = 0; o0 < g.cols[0]; ++o0) {
+        for (int64_t o1 = 0; o1 < g.cols[1]; ++o1, yp += g.cols[2]) {
+          const pm::Window w = table.at(o0, o1, 0);
+          std::fill(row.begin(), row.end(), init);
+          for (int64_t t0 = w.lo[0]; t0 < w.hi[0]; ++t0) {
+            const int64_t i0 = w.start[0] + t0 * g.dilation[0];
+            for (int64_t t1 = w.lo[1]; t1 < w.hi[1]; ++t1) {
+              const T* src = xp + (i0 * g.image[1] + w.start[1] + t1 * g.dilation[1]) * width;
+              for (int64_t i = 0; i < width; ++i) row[i] = combine(row[i], E::load(src[i]));
+            }
+          }
+          for (int64_t o2 = 0; o2 < g.cols[2]; ++o2) {
+            const pm::Window wo = table.at(o0, o1, o2);
+            M acc = init;
+            for (int64_t t2 = wo.lo[2]; t2 < wo.hi[2]; ++t2)
+              acc = combine(acc, row[wo.start[2] + t2 * g.dilation[2]]);
+            yp[o2] = E::store(finish(acc, wo));
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
 void max_pool(DType dtype, const PoolGeometry& geometry, int64_t planes, const void* x, void* y,
               int64_t* indices, bool column_major) {
-  pm::run_pool<false>(IndexLoop{}, "max_pool", dtype, geometry, planes, x, y, false, indices,
-                      column_major);
+  const pm::Geom g = pm::to_geom(geometry);
+  pm::visit_pool_type<true>(dtype, "max_pool", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* xs = static_cast<const T*>(x);
+    T* ys = static_cast<T*>(y);
+    using M = typename pm::PoolElem<T>::Math;
+    if (!indices) {
+      return pool_by_rows(
+          g, xs, planes, ys, pm::PoolElem<T>::lowest(), [](M a, M b) { return pm::max_of(a, b); },
+          [](M acc, const pm::Window&) { return acc; });
+    }
+    const int64_t img = g.image_size(), p = g.cols_size();
+    for_each_output(g, planes, [&](int64_t pl, int64_t j, const pm::Window& w) {
+      const T* xp = xs + pl * img;
+      const int64_t k = pl * p + j;
+      int64_t arg;
+      ys[k] = pm::PoolElem<T>::store(pm::argmax_window(g, w, xp, &arg));
+      indices[k] = pl * img + (column_major ? pm::column_major_offset(g, arg) : arg);
+    });
+  });
 }
 
 void average_pool(DType dtype, const PoolGeometry& geometry, int64_t planes, const void* x, void* y,
                   bool count_include_pad) {
-  pm::run_pool<true>(IndexLoop{}, "average_pool", dtype, geometry, planes, x, y, count_include_pad,
-                     nullptr, false);
+  const pm::Geom g = pm::to_geom(geometry);
+  pm::visit_pool_type<false>(dtype, "average_pool", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* xs = static_cast<const T*>(x);
+    T* ys = static_cast<T*>(y);
+    using M = typename pm::PoolElem<T>::Math;
+    // average_window's division of fold_window's sum.
+    pool_by_rows(
+        g, xs, planes, ys, M(0), [](M a, M b) { return shared::add(a, b); },
+        [&](M acc, const pm::Window& w) {
+          const int64_t count = pm::window_count(g, w, count_include_pad);
+          return count > 0 ? shared::div(acc, static_cast<M>(count)) : M(0);
+        });
+  });
 }
 
 void global_average_pool(DType dtype, int64_t planes, int64_t spatial, const void* x, void* y) {
@@ -33,27 +171,99 @@ void global_average_pool(DType dtype, int64_t planes, int64_t spatial, const voi
     using M = typename E::Math;
     const T* xs = static_cast<const T*>(x);
     T* ys = static_cast<T*>(y);
-    std::vector<M> v(pm::kGlobalThreads);
+    // Threads t >= spatial hold +0, so the tree's steps that only add them are skipped: only
+    // v[l] + 0 for a live v[l] is kept (it turns -0 into +0, as the block does).
+    const int live0 = spatial < pm::kGlobalThreads ? static_cast<int>(spatial) : pm::kGlobalThreads;
+#pragma omp parallel for if (planes > 1 && planes * spatial >= kParallelWork)
     for (int64_t pl = 0; pl < planes; ++pl) {
-      for (int t = 0; t < pm::kGlobalThreads; ++t)
-        v[t] = pm::thread_sum(xs + pl * spatial, spatial, t);
+      M v[pm::kGlobalThreads];
+      for (int t = 0; t < live0; ++t) v[t] = pm::thread_sum(xs + pl * spatial, spatial, t);
+      int live = live0;
       // The block's tree (data_launch.cuh's block_tree_sum) halves as a warp's does.
-      shared::warp_tree_host(v.data(), pm::kGlobalThreads,
-                             [](M a, M b) { return shared::add(a, b); });
-      ys[pl] = E::store(pm::global_mean(v[0], spatial));
+      for (int off = pm::kGlobalThreads / 2; off > 0; off /= 2) {
+        for (int l = 0; l < off && l < live; ++l)
+          v[l] = shared::add(v[l], l + off < live ? v[l + off] : M(0));
+        if (live > off) live = off;
+      }
+      ys[pl] = E::store(pm::global_mean(live0 > 0 ? v[0] : M(0), spatial));
     }
   });
 }
 
 void max_pool_grad(DType dtype, const PoolGeometry& geometry, int64_t planes, const void* x,
                    const void* dy, void* dx) {
-  pm::run_pool_grad<false>(IndexLoop{}, "max_pool_grad", dtype, geometry, planes, x, dy, dx, false);
+  const pm::Geom g = pm::to_geom(geometry);
+  pm::visit_pool_type<false>(dtype, "max_pool_grad", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using E = pm::PoolElem<T>;
+    using M = typename E::Math;
+    const T* xs = static_cast<const T*>(x);
+    const T* dys = static_cast<const T*>(dy);
+    T* dxs = static_cast<T*>(dx);
+    const int64_t img = g.image_size(), p = g.cols_size();
+    const WindowTable table(g);
+    // Each output's dy to its window's first maximum (offset 0 for an empty window), in
+    // increasing output order: max_grad_at's sum for every dx element.
+#pragma omp parallel if (planes > 1 && planes * img >= kParallelWork)
+    {
+      std::vector<M> acc(static_cast<size_t>(img));
+#pragma omp for
+      for (int64_t pl = 0; pl < planes; ++pl) {
+        const T* xp = xs + pl * img;
+        const T* dyp = dys + pl * p;
+        std::fill(acc.begin(), acc.end(), M(0));
+        int64_t j = 0;
+        for (int64_t o0 = 0; o0 < g.cols[0]; ++o0) {
+          for (int64_t o1 = 0; o1 < g.cols[1]; ++o1) {
+            for (int64_t o2 = 0; o2 < g.cols[2]; ++o2, ++j) {
+              int64_t arg;
+              pm::argmax_window(g, table.at(o0, o1, o2), xp, &arg);
+              acc[arg] = shared::add(acc[arg], E::load(dyp[j]));
+            }
+          }
+        }
+        for (int64_t i = 0; i < img; ++i) dxs[pl * img + i] = E::store(acc[i]);
+      }
+    }
+  });
 }
 
 void average_pool_grad(DType dtype, const PoolGeometry& geometry, int64_t planes, const void* dy,
                        void* dx, bool count_include_pad) {
-  pm::run_pool_grad<true>(IndexLoop{}, "average_pool_grad", dtype, geometry, planes, nullptr, dy,
-                          dx, count_include_pad);
+  const pm::Geom g = pm::to_geom(geometry);
+  pm::visit_pool_type<false>(dtype, "average_pool_grad", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using E = pm::PoolElem<T>;
+    using M = typename E::Math;
+    const T* dys = static_cast<const T*>(dy);
+    T* dxs = static_cast<T*>(dx);
+    const int64_t img = g.image_size(), p = g.cols_size();
+    const WindowTable table(g);
+    // dy / divisor of each output to its window's in-image taps, in increasing output order:
+    // average_grad_at's sum for every dx element.
+#pragma omp parallel if (planes > 1 && planes * img >= kParallelWork)
+    {
+      std::vector<M> acc(static_cast<size_t>(img));
+#pragma omp for
+      for (int64_t pl = 0; pl < planes; ++pl) {
+        const T* dyp = dys + pl * p;
+        std::fill(acc.begin(), acc.end(), M(0));
+        int64_t j = 0;
+        for (int64_t o0 = 0; o0 < g.cols[0]; ++o0) {
+          for (int64_t o1 = 0; o1 < g.cols[1]; ++o1) {
+            for (int64_t o2 = 0; o2 < g.cols[2]; ++o2, ++j) {
+              const pm::Window w = table.at(o0, o1, o2);
+              const int64_t count = pm::window_count(g, w, count_include_pad);
+              if (count <= 0) continue;
+              const M share = shared::div(E::load(dyp[j]), static_cast<M>(count));
+              for_each_tap(g, w, [&](int64_t off) { acc[off] = shared::add(acc[off], share); });
+            }
+          }
+        }
+        for (int64_t i = 0; i < img; ++i) dxs[pl * img + i] = E::store(acc[i]);
+      }
+    }
+  });
 }
 
 }  // namespace ampc::kernels::twin

@@ -1,5 +1,7 @@
 // CPU twin of kernels/cuda/reduce.h (same arguments minus the stream, host pointers; the
 // workspace is host memory of reduce_workspace_bytes), in the kernels' partition and order.
+// Also the CPU backend's Reduce ops on float data; besides f32, f16 and bf16 it takes f64
+// (double accumulation, partials of 8 bytes in the workspace).
 #pragma once
 
 #include <cstddef>

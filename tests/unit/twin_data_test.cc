@@ -1,9 +1,9 @@
-// CPU side of the data-movement, elementwise, pooling and BatchNorm CUDA kernels: their twins
-// (kernels/twin, the kernels' per-element code and order run on the host) against the CPU
-// backend's operators (runtime/cpu/ops through the registry) as the oracle, on random inputs.
-// Data movement, integer math, Cast, pooling and ScatterND must match bit for bit (the twins
-// add in the CPU kernels' order); BatchNorm and GlobalAveragePool sum in another order, so
-// fp32 results agree within 1e-5 relative and 16-bit ones within one rounding.
+// CPU side of the data-movement, elementwise, pooling, BatchNorm and reduction CUDA kernels:
+// their twins (kernels/twin, the kernels' per-element code and order run on the host) against
+// the CPU backend's operators (runtime/cpu/ops through the registry), on random inputs, bit for
+// bit. Pooling, BatchNorm and the float Reduce ops are the twins themselves in the CPU backend
+// (the op calls the twin), so these tests pin that routing for every dtype; the pooling twins'
+// row-at-a-time and scatter loops are also checked against pool_math.h's per-index functors.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -17,13 +17,16 @@
 
 #include "base/error.h"
 #include "base/half.h"
+#include "kernels/shared/pool_layout.h"
 #include "kernels/twin/batchnorm.h"
 #include "kernels/twin/bias.h"
 #include "kernels/twin/copy.h"
 #include "kernels/twin/elementwise.h"
 #include "kernels/twin/gather_scatter.h"
+#include "kernels/twin/index_loop.h"
 #include "kernels/twin/pad.h"
 #include "kernels/twin/pool.h"
+#include "kernels/twin/reduce.h"
 #include "tests/unit/op_test_helpers.h"
 
 namespace ampc::rt::cpu {
@@ -535,6 +538,7 @@ const std::vector<PoolCase>& pool_cases() {
       {{2, 2, 7, 7}, {3, 2}, {3, 1}, {2, 0, 2, 1}, {1, 2}, 1},
       {{1, 3, 5, 6}, {2, 2}, {1, 1}, {2, 0, 0, 0}, {1, 1}, 0},  // the first windows are all padding
       {{1, 1, 6, 6}, {6, 6}, {1, 1}, {0, 0, 0, 0}, {1, 1}, 0},
+      {{4, 16, 32, 32}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, 0},  // planes in parallel
   };
   return cases;
 }
@@ -616,31 +620,125 @@ TEST(TwinPool, PoolGradientsMatchCpuOpsBitForBit) {
   }
 }
 
-// 16-bit results computed in fp32 in another order: within one rounding of the 16-bit type.
-double tolerance(DType t) {
-  return t == DType::kFloat16 ? 1.0 / 1024 : t == DType::kBFloat16 ? 1.0 / 128 : 1e-5;
-}
-
-TEST(TwinPool, GlobalAveragePoolAgreesWithCpuOp) {
+TEST(TwinPool, GlobalAveragePoolMatchesCpuOpBitForBit) {
   uint32_t seed = 180;
-  for (const Dims& shape : {Dims{2, 3, 7, 5}, Dims{1, 4, 40, 40}, Dims{3, 2, 1, 1}}) {
+  for (const Dims& shape :
+       {Dims{2, 3, 7, 5}, Dims{1, 4, 40, 40}, Dims{3, 2, 1, 1}, Dims{32, 64, 4, 4}}) {
     for (DType t : {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64}) {
       const Tensor x = random(t, shape, seed++);
       const Tensor want = optest::run("GlobalAveragePool", {x}, {}, 1, 1)[0];
       Tensor y(t, want.shape());
       tw::global_average_pool(t, shape[0] * shape[1], shape[2] * shape[3], x.raw(), y.raw());
-      optest::expect_close(optest::values(y), optest::values(want), tolerance(t));
+      expect_same_bytes(y, want, "GlobalAveragePool " + std::string(dtype_name(t)));
+    }
+  }
+}
+
+// The pooling twins' loops (a row of outputs at a time, gradients scattered in output order)
+// against pool_math.h's per-index functors, which the CUDA kernels run one thread per index.
+TEST(TwinPool, HostLoopsMatchThePerIndexFunctorsBitForBit) {
+  namespace pm = ampc::kernels::shared::pool;
+  uint32_t seed = 190;
+  for (const PoolCase& c : pool_cases()) {
+    for (DType t : {DType::kFloat32, DType::kFloat16, DType::kFloat64}) {
+      const Tensor x = tied(t, c.x_shape, seed++);
+      const tw::PoolGeometry g = geometry(c);
+      const int64_t planes = c.x_shape[0] * c.x_shape[1];
+      const Tensor y = optest::run("MaxPool", {x}, pool_attrs(c), 1, 12)[0];
+      const Tensor dy = random(t, y.shape(), seed++);
+      const std::string what(dtype_name(t));
+      for (bool avg : {false, true}) {
+        Tensor got(t, y.shape()), want(t, y.shape());
+        if (avg) {
+          tw::average_pool(t, g, planes, x.raw(), got.raw(), true);
+          pm::run_pool<true>(tw::IndexLoop{}, "", t, g, planes, x.raw(), want.raw(), true, nullptr,
+                             false);
+        } else {
+          tw::max_pool(t, g, planes, x.raw(), got.raw(), nullptr, false);
+          pm::run_pool<false>(tw::IndexLoop{}, "", t, g, planes, x.raw(), want.raw(), false,
+                              nullptr, false);
+        }
+        expect_same_bytes(got, want, (avg ? "AveragePool " : "MaxPool ") + what);
+        Tensor dgot(t, x.shape()), dwant(t, x.shape());
+        if (avg) {
+          tw::average_pool_grad(t, g, planes, dy.raw(), dgot.raw(), false);
+        } else {
+          tw::max_pool_grad(t, g, planes, x.raw(), dy.raw(), dgot.raw());
+        }
+        if (avg) {
+          pm::run_pool_grad<true>(tw::IndexLoop{}, "", t, g, planes, x.raw(), dy.raw(), dwant.raw(),
+                                  false);
+        } else {
+          pm::run_pool_grad<false>(tw::IndexLoop{}, "", t, g, planes, x.raw(), dy.raw(),
+                                   dwant.raw(), false);
+        }
+        expect_same_bytes(dgot, dwant, (avg ? "AveragePoolGrad " : "MaxPoolGrad ") + what);
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------- Reductions
+
+// ReduceSum ... ReduceSumSquare on float data are the twin in the CPU backend: the op through
+// the registry equals a direct call of tw::reduce, bit for bit, in every float dtype and for
+// every partition (rows, rows in pieces, columns with and without pieces, per channel,
+// several reduced groups), small (serial) and large (parallel).
+TEST(TwinReduce, ReduceOpsMatchTheTwinBitForBit) {
+  const char* const ops[] = {"ReduceSum", "ReduceMean",   "ReduceProd",
+                             "ReduceMax", "ReduceMin",    "ReduceL1",
+                             "ReduceL2",  "ReduceLogSum", "ReduceSumSquare"};
+  const std::vector<std::pair<Dims, Dims>> cases = {
+      {{6, 50}, {1}},           {{3, 40000}, {1}},
+      {{1, 300000}, {1}},       {{512, 96}, {0}},
+      {{4, 30, 7}, {1}},        {{4, 30, 7}, {0, 2}},
+      {{5, 6, 7}, {}},          {{2, 3, 4, 5}, {0, 2}},
+      {{2, 1, 9}, {0, 1}},      {{4096, 3}, {0}},
+      {{64, 2048}, {0}},        {{16, 8, 14, 14}, {0, 2, 3}},
+      {{2, 3, 70000}, {0, 2}},  {{32, 64, 16, 16}, {0, 2, 3}},
+      {{8, 40, 30, 20}, {1, 3}}};
+  uint32_t seed = 300;
+  for (DType t : {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64}) {
+    for (const auto& [shape, axes] : cases) {
+      const int rank = static_cast<int>(shape.size());
+      bool reduced[8] = {};
+      for (int i = 0; i < rank; ++i) reduced[i] = axes.empty();
+      for (int64_t a : axes) reduced[a] = true;
+      Dims out;
+      for (int i = 0; i < rank; ++i)
+        if (!reduced[i]) out.push_back(shape[i]);
+      for (int op = 0; op < 9; ++op) {
+        // Prod near 1, LogSum of positive terms; Max / Min meet a NaN in large inputs.
+        Tensor x = op == 2   ? random(t, shape, seed++, 0.999, 1.001)
+                   : op == 7 ? random(t, shape, seed++, 0.1, 4)
+                             : random(t, shape, seed++);
+        if ((op == 3 || op == 4) && count(shape) > 100) {
+          std::vector<double> v = optest::values(x);
+          v[v.size() / 2] = std::nan("");
+          x = optest::make(t, shape, v);
+        }
+        const std::string what = std::string(ops[op]) + " " + x.type_str();
+        const Tensor want =
+            optest::run(ops[op], {x, ints(axes)}, {attr_i("keepdims", 0)}, 1, 18)[0];
+        Tensor got(t, out);
+        const auto rop = static_cast<tw::ReduceOp>(op);
+        std::vector<double> ws(tw::reduce_workspace_bytes(rop, t, rank, shape.data(), reduced) / 8 +
+                               1);
+        tw::reduce(rop, t, x.raw(), got.raw(), rank, shape.data(), reduced, ws.data());
+        expect_same_bytes(got, want, what);
+      }
     }
   }
 }
 
 // ---------------------------------------------------------------- BatchNormalization
 
-TEST(TwinBatchNorm, TrainingModeOutputsAgreeWithCpuOp) {
+TEST(TwinBatchNorm, TrainingModeOutputsMatchCpuOpBitForBit) {
   uint32_t seed = 200;
-  for (const Dims& shape : {Dims{4, 3, 5, 6}, Dims{2, 5, 70, 70}, Dims{8, 2}}) {
+  for (const Dims& shape :
+       {Dims{4, 3, 5, 6}, Dims{2, 5, 70, 70}, Dims{8, 2}, Dims{32, 64, 16, 16}}) {
     const int64_t n = shape[0], c = shape[1], spatial = count(shape) / (n * c);
-    for (DType t : {DType::kFloat32, DType::kFloat16, DType::kBFloat16}) {
+    for (DType t : {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64}) {
       const Tensor x = random(t, shape, seed++, -3, 5);
       const Tensor scale = random(DType::kFloat32, {c}, seed++, 0.5, 2);
       const Tensor bias = random(DType::kFloat32, {c}, seed++);
@@ -655,14 +753,15 @@ TEST(TwinBatchNorm, TrainingModeOutputsAgreeWithCpuOp) {
                               scale.raw(), bias.raw(), mean.raw(), var.raw(), 1e-3f, 0.8f, y.raw(),
                               rm.raw(), rv.raw(), nullptr, nullptr, ws.data());
       ASSERT_EQ(want[1].dtype(), DType::kFloat32);
-      optest::expect_close(optest::values(y), optest::values(want[0]), tolerance(t) * 4);
-      optest::expect_close(optest::values(rm), optest::values(want[1]), 1e-5);
-      optest::expect_close(optest::values(rv), optest::values(want[2]), 1e-5);
+      const std::string what = "BatchNormalization training " + std::string(dtype_name(t));
+      expect_same_bytes(y, want[0], what + " Y");
+      expect_same_bytes(rm, want[1], what + " running_mean");
+      expect_same_bytes(rv, want[2], what + " running_var");
     }
   }
 }
 
-TEST(TwinBatchNorm, SavedStatisticsBeforeOpset14AndInferenceAgreeWithCpuOp) {
+TEST(TwinBatchNorm, SavedStatisticsBeforeOpset14AndInferenceMatchCpuOpBitForBit) {
   const Dims shape = {3, 4, 6, 5};
   const int64_t n = 3, c = 4, spatial = 30;
   const Tensor x = random(DType::kFloat32, shape, 220, -2, 6);
@@ -680,7 +779,7 @@ TEST(TwinBatchNorm, SavedStatisticsBeforeOpset14AndInferenceAgreeWithCpuOp) {
                           rm.raw(), rv.raw(), sm.raw(), sv.raw(), ws.data());
   const Tensor* got[] = {&y, &rm, &rv, &sm, &sv};
   for (int i = 0; i < 5; ++i)
-    optest::expect_close(optest::values(*got[i]), optest::values(want[i]), 1e-5);
+    expect_same_bytes(*got[i], want[i], "BatchNormalization-9 output " + std::to_string(i));
 
   for (DType t : {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64}) {
     const Tensor xt = random(t, shape, 230 + static_cast<uint32_t>(t));

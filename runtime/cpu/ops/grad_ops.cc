@@ -7,7 +7,7 @@
 #include "kernels/cpu/conv_grad.h"
 #include "kernels/cpu/dnnl_conv.h"
 #include "kernels/cpu/dnnl_matmul.h"
-#include "kernels/cpu/pool_grad.h"
+#include "kernels/twin/pool.h"
 #include "runtime/cpu/op_registry.h"
 #include "runtime/cpu/ops/families.h"
 #include "runtime/cpu/ops/nn_util.h"
@@ -108,13 +108,15 @@ void pool_grad(OpContext& ctx) {
   const Tensor &dy = ctx.in(0), &x = ctx.in(1);
   if (!ctx.has_attr("kernel_shape")) ctx.fail("attribute 'kernel_shape' is required");
   const k::ConvGeom g = forward_geometry(ctx, dy, x, {}, x.dim(1), true);
-  T* dx = ctx.output(0, x.dtype(), x.shape()).template data<T>();
+  void* dx = ctx.output(0, x.dtype(), x.shape()).raw();
   const int64_t planes = x.dim(0) * x.dim(1);
   if (x.numel() == 0) return;
+  // The CUDA kernels' CPU twin (kernels/twin/pool.h): the same sums in the same order.
   if constexpr (max) {
-    k::max_pool_grad(g, x.data<T>(), dy.data<T>(), planes, dx);
+    kernels::twin::max_pool_grad(x.dtype(), g, planes, x.raw(), dy.raw(), dx);
   } else {
-    k::avg_pool_grad(g, dy.data<T>(), planes, dx, ctx.attr_int("count_include_pad", 0) != 0);
+    kernels::twin::average_pool_grad(x.dtype(), g, planes, dy.raw(), dx,
+                                     ctx.attr_int("count_include_pad", 0) != 0);
   }
 }
 

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "kernels/cpu/norm.h"
+#include "kernels/twin/batchnorm.h"
 #include "kernels/twin/layernorm.h"
 #include "runtime/cpu/op_registry.h"
 #include "runtime/cpu/ops/nn_util.h"
@@ -23,6 +24,9 @@ const T* channel_param(const OpContext& ctx, int input, int64_t c) {
   return t.data<T>();
 }
 
+// The CUDA kernels' CPU twin (kernels/twin/batchnorm.h): the batch statistics summed in the
+// kernels' order, so both backends agree bit for bit. run_widened has given every input x's
+// dtype (f32 or f64).
 template <typename T>
 void batch_norm(OpContext& ctx) {
   const Tensor& x = ctx.in(0);
@@ -33,38 +37,27 @@ void batch_norm(OpContext& ctx) {
   const T* bias = channel_param<T>(ctx, 2, c);
   const T* mean = channel_param<T>(ctx, 3, c);
   const T* var = channel_param<T>(ctx, 4, c);
-  const T eps = static_cast<T>(ctx.attr_float("epsilon", 1e-5f));
-  const T momentum = static_cast<T>(ctx.attr_float("momentum", 0.9f));
+  const float eps = ctx.attr_float("epsilon", 1e-5f);
   // Before opset 14 training mode is implied by asking for the statistics outputs.
   const bool training = ctx.opset() >= 14 ? ctx.attr_int("training_mode", 0) != 0
                                           : ctx.has_output(1) || ctx.has_output(2);
-  std::vector<T> a(c), b(c), batch_mean(c), batch_var(c);
-  if (training) {
-    k::channel_moments(x.data<T>(), n, c, spatial, batch_mean.data(), batch_var.data());
+  const DType t = x.dtype();
+  void* y = ctx.output(0, t, x.shape()).raw();
+  if (!training) {
+    return kernels::twin::batch_norm_inference(t, t, t, x.raw(), n, c, spatial, scale, bias, mean,
+                                               var, eps, y);
   }
-  for (int64_t ch = 0; ch < c; ++ch) {
-    const T m = training ? batch_mean[ch] : mean[ch];
-    const T v = training ? batch_var[ch] : var[ch];
-    a[ch] = scale[ch] / std::sqrt(v + eps);
-    b[ch] = bias[ch] - m * a[ch];
-  }
-  Tensor& y = ctx.output(0, x.dtype(), x.shape());
-  k::channel_affine(x.data<T>(), n, c, spatial, a.data(), b.data(), y.data<T>());
-  if (!training) return;
-  // Running statistics: input * momentum + batch * (1 - momentum) (biased batch variance).
-  const T* running[2] = {mean, var};
-  const std::vector<T>* batch[2] = {&batch_mean, &batch_var};
-  for (int i = 0; i < 2; ++i) {
-    if (!ctx.has_output(1 + i)) continue;
-    T* out = ctx.output(1 + i, x.dtype(), {c}).data<T>();
-    for (int64_t ch = 0; ch < c; ++ch) {
-      out[ch] = running[i][ch] * momentum + (*batch[i])[ch] * (T(1) - momentum);
-    }
-    if (ctx.opset() < 14 && ctx.has_output(3 + i)) {  // saved_mean, saved_var
-      T* saved = ctx.output(3 + i, x.dtype(), {c}).data<T>();
-      std::copy(batch[i]->begin(), batch[i]->end(), saved);
-    }
-  }
+  // Running statistics: input * momentum + batch * (1 - momentum) (biased batch variance);
+  // before opset 14 also the batch statistics (saved_mean, saved_var).
+  auto stat = [&](int i) { return ctx.has_output(i) ? ctx.output(i, t, {c}).raw() : nullptr; };
+  void* running_mean = stat(1);
+  void* running_var = stat(2);
+  void* saved_mean = ctx.opset() < 14 ? stat(3) : nullptr;
+  void* saved_var = ctx.opset() < 14 ? stat(4) : nullptr;
+  std::vector<char> workspace(kernels::twin::batch_norm_training_workspace_bytes(n, c, spatial));
+  kernels::twin::batch_norm_training(t, t, t, x.raw(), n, c, spatial, scale, bias, mean, var, eps,
+                                     ctx.attr_float("momentum", 0.9f), y, running_mean, running_var,
+                                     saved_mean, saved_var, workspace.data());
 }
 
 template <typename T>

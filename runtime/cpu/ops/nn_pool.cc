@@ -1,5 +1,9 @@
 // Pooling: MaxPool (with Indices), AveragePool, LpPool, their Global forms, and MaxUnpool.
+// MaxPool, AveragePool, GlobalMaxPool and GlobalAveragePool run the CUDA kernels' CPU twin
+// (kernels/twin/pool.h), so that both backends compute them in the same order, bit for bit;
+// LpPool has no CUDA kernel and runs kernels/cpu/pool.h.
 #include "kernels/cpu/pool.h"
+#include "kernels/twin/pool.h"
 #include "runtime/cpu/op_registry.h"
 #include "runtime/cpu/ops/nn_util.h"
 
@@ -7,6 +11,7 @@ namespace ampc::rt::cpu::nn {
 namespace {
 
 namespace k = kernels::cpu;
+namespace tw = kernels::twin;
 
 enum class Pool { kMax, kAvg, kLp };
 
@@ -41,11 +46,16 @@ void pool(OpContext& ctx) {
     int64_t* indices =
         ctx.has_output(1) ? ctx.output(1, DType::kInt64, shape).data<int64_t>() : nullptr;
     if (y.numel() == 0) return;
-    k::max_pool(g, x.data<T>(), planes, y.data<T>(), indices,
-                ctx.attr_int("storage_order", 0) == 1);
+    tw::max_pool(x.dtype(), g, planes, x.raw(), y.raw(), indices,
+                 ctx.attr_int("storage_order", 0) == 1);
   } else if constexpr (kind == Pool::kAvg) {
     if (y.numel() == 0) return;
-    k::avg_pool(g, x.data<T>(), planes, y.data<T>(), ctx.attr_int("count_include_pad", 0) != 0);
+    if constexpr (global) {  // the CUDA kernel's block reduction per plane
+      tw::global_average_pool(x.dtype(), planes, g.image_size(), x.raw(), y.raw());
+    } else {
+      tw::average_pool(x.dtype(), g, planes, x.raw(), y.raw(),
+                       ctx.attr_int("count_include_pad", 0) != 0);
+    }
   } else {
     const int64_t p = ctx.attr_int("p", 2);
     if (p <= 0) ctx.fail("attribute 'p' must be positive");
