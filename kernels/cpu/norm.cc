@@ -26,21 +26,6 @@ void moments(const T* v, int64_t len, T* mean, T* var) {
 }  // namespace
 
 template <typename T>
-void instance_norm(const T* x, int64_t n, int64_t c, int64_t spatial, const T* scale, const T* bias,
-                   T eps, T* y) {
-#pragma omp parallel for if (n * c > 1 && n * c * spatial > kParallelWork)
-  for (int64_t p = 0; p < n * c; ++p) {
-    const T* xp = x + p * spatial;
-    T* yp = y + p * spatial;
-    T m, v;
-    moments(xp, spatial, &m, &v);
-    const T a = scale[p % c] / std::sqrt(v + eps);
-    const T b = bias[p % c] - m * a;
-    for (int64_t s = 0; s < spatial; ++s) yp[s] = a * xp[s] + b;
-  }
-}
-
-template <typename T>
 void lrn(const T* x, int64_t n, int64_t c, int64_t spatial, int64_t size, T alpha, T beta, T bias,
          T* y) {
   const int64_t before = (size - 1) / 2, after = size - 1 - before;
@@ -105,10 +90,9 @@ void mean_variance_norm(const T* x, const std::vector<int64_t>& dims,
   each([&](int64_t j, int64_t at) { y[j] = (x[j] - mean[at]) / var[at]; });
 }
 
-#define AMPC_INSTANTIATE(T)                                                                       \
-  template void instance_norm<T>(const T*, int64_t, int64_t, int64_t, const T*, const T*, T, T*); \
-  template void lrn<T>(const T*, int64_t, int64_t, int64_t, int64_t, T, T, T, T*);                \
-  template void mean_variance_norm<T>(const T*, const std::vector<int64_t>&,                      \
+#define AMPC_INSTANTIATE(T)                                                        \
+  template void lrn<T>(const T*, int64_t, int64_t, int64_t, int64_t, T, T, T, T*); \
+  template void mean_variance_norm<T>(const T*, const std::vector<int64_t>&,       \
                                       const std::vector<bool>&, T, T*);
 AMPC_INSTANTIATE(float)
 AMPC_INSTANTIATE(double)

@@ -7,11 +7,6 @@
 
 namespace ampc::kernels::cpu {
 
-// Each (n, c) plane normalised, then scaled by scale[c] and shifted by bias[c].
-template <typename T>
-void instance_norm(const T* x, int64_t n, int64_t c, int64_t spatial, const T* scale, const T* bias,
-                   T eps, T* y);
-
 // Local response normalisation across channels:
 // y = x / (bias + alpha / size * sum of x^2 over channels [c - (size-1)/2, c + size/2])^beta.
 template <typename T>

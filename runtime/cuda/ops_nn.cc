@@ -1,7 +1,7 @@
-// Softmax / LogSoftmax, LayerNormalization, SoftmaxCrossEntropyLoss, the Reduce* ops, the loss
-// scaler's ops (ampc UnscaleCheck, UpdateScale, ClipGradNorm), ampc.RangeStats, pooling and
-// BatchNormalization on the hand-written kernels (kernels/cuda), with the attributes read as
-// the CPU operators read them (runtime/cpu/ops).
+// Softmax / LogSoftmax, LayerNormalization, InstanceNormalization, SoftmaxCrossEntropyLoss, the
+// Reduce* ops, the loss scaler's ops (ampc UnscaleCheck, UpdateScale, ClipGradNorm),
+// ampc.RangeStats, pooling and BatchNormalization on the hand-written kernels (kernels/cuda), with
+// the attributes read as the CPU operators read them (runtime/cpu/ops).
 #include <array>
 #include <map>
 #include <memory>
@@ -73,8 +73,29 @@ Launch build_layer_norm(StepContext& ctx) {
                mean = ctx.out(1), inv = ctx.out(2);
   return [=](cudaStream_t stream) {
     if (rows * cols == 0) return;
-    kc::layer_norm(xt, x.get(), rows, cols, pt, scale.get(), bias.get(), eps, y.get(), stash,
+    kc::layer_norm(xt, x.get(), rows, cols, pt, scale.get(), bias.get(), 0, eps, y.get(), stash,
                    mean.get(), inv.get(), stream);
+  };
+}
+
+// InstanceNormalization: the layernorm kernel over the (n, c) planes, scale and bias per channel.
+Launch build_instance_norm(StepContext& ctx) {
+  ctx.require_dtype(0, kFloats);
+  const std::vector<int64_t> dims = ctx.in_shape(0);
+  if (dims.size() < 3) ctx.fail("input has no spatial dimension");
+  const int64_t c = dims[1], rows = dims[0] * c, cols = product(dims, 2, dims.size());
+  for (int k = 1; k <= 2; ++k) {
+    ctx.require_dtype(k, kFloats);
+    if (ctx.in_numel(k) != c) ctx.fail("scale and bias must hold one value per channel");
+  }
+  if (ctx.in_dtype(2) != ctx.in_dtype(1)) ctx.fail("scale and bias have different element types");
+  const float eps = ctx.attrs().attr_float("epsilon", 1e-5f);
+  const DType xt = ctx.in_dtype(0), pt = ctx.in_dtype(1);
+  const DevPtr x = ctx.in(0), scale = ctx.in(1), bias = ctx.in(2), y = ctx.out(0);
+  return [=](cudaStream_t stream) {
+    if (rows * cols == 0) return;
+    kc::layer_norm(xt, x.get(), rows, cols, pt, scale.get(), bias.get(), c, eps, y.get(), xt,
+                   nullptr, nullptr, stream);
   };
 }
 
@@ -368,6 +389,7 @@ void register_nn_ops(BuilderTable& t) {
   t.add("", "Softmax", build_softmax);
   t.add("", "LogSoftmax", build_softmax);
   t.add("", "LayerNormalization", build_layer_norm);
+  t.add("", "InstanceNormalization", build_instance_norm);
   t.add("", "SoftmaxCrossEntropyLoss", build_cross_entropy);
   for (const char* op : {"ReduceSum", "ReduceMean", "ReduceProd", "ReduceMax", "ReduceMin",
                          "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceSumSquare"})

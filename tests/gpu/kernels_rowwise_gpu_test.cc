@@ -198,12 +198,12 @@ TEST(KernelsRowwiseGpu, LayerNormMatchesTwin) {
       x.upload();
       scale.upload();
       bias.upload();
-      cu::layer_norm(dtype, x.dev, rows, cols, DType::kFloat32, scale.dev, bias.dev, 1e-5f, y.dev,
-                     DType::kFloat32, mean.dev, inv.dev, nullptr);
+      cu::layer_norm(dtype, x.dev, rows, cols, DType::kFloat32, scale.dev, bias.dev, 0, 1e-5f,
+                     y.dev, DType::kFloat32, mean.dev, inv.dev, nullptr);
       CUDA_OK(cudaDeviceSynchronize());
       std::vector<uint8_t> wy(count * size_of(dtype)), wm(rows * 4), wi(rows * 4);
       tw::layer_norm(dtype, x.host.data(), rows, cols, DType::kFloat32, scale.host.data(),
-                     bias.host.data(), 1e-5f, wy.data(), DType::kFloat32, wm.data(), wi.data());
+                     bias.host.data(), 0, 1e-5f, wy.data(), DType::kFloat32, wm.data(), wi.data());
       const std::string what = "layer_norm " + std::string(dtype_name(dtype)) + " [" +
                                std::to_string(rows) + "," + std::to_string(cols) + "]";
       expect_agree(y.download(), wy, dtype, 1.0, false, what + " Y");
@@ -219,15 +219,42 @@ TEST(KernelsRowwiseGpu, LayerNormMatchesTwin) {
   scale.host = random_bytes(t, cols, 13, 1.0f);
   x.upload();
   scale.upload();
-  cu::layer_norm(t, x.dev, rows, cols, t, scale.dev, nullptr, 1e-3f, x.dev, st, mean.dev, inv.dev,
-                 nullptr);
+  cu::layer_norm(t, x.dev, rows, cols, t, scale.dev, nullptr, 0, 1e-3f, x.dev, st, mean.dev,
+                 inv.dev, nullptr);
   CUDA_OK(cudaDeviceSynchronize());
   std::vector<uint8_t> wy(rows * cols * 2), wm(rows * 2), wi(rows * 2);
-  tw::layer_norm(t, x.host.data(), rows, cols, t, scale.host.data(), nullptr, 1e-3f, wy.data(), st,
-                 wm.data(), wi.data());
+  tw::layer_norm(t, x.host.data(), rows, cols, t, scale.host.data(), nullptr, 0, 1e-3f, wy.data(),
+                 st, wm.data(), wi.data());
   expect_agree(x.download(), wy, t, 1.0, false, "layer_norm f16 in place, f16 scale, no bias");
   expect_agree(mean.download(), wm, st, 1.0, false, "layer_norm bf16 Mean");
   expect_agree(inv.download(), wi, st, 0.0, false, "layer_norm bf16 InvStdDev");
+}
+
+// InstanceNormalization: the same kernel with scale and bias per channel (row % channels).
+TEST(KernelsRowwiseGpu, InstanceNormMatchesTwin) {
+  AMPC_REQUIRE_DEVICE();
+  const int64_t shapes[][3] = {{8, 4, 1024}, {2, 6, 3000}, {3, 5, 7}};  // n, c, spatial
+  for (DType dtype : kFloatTypes) {
+    for (const auto& s : shapes) {
+      const int64_t c = s[1], rows = s[0] * c, cols = s[2];
+      const size_t count = static_cast<size_t>(rows * cols);
+      Buffer x(count * size_of(dtype)), y(count * size_of(dtype)), scale(c * 4), bias(c * 4);
+      x.host = random_bytes(dtype, count, 21, 2.0f);
+      scale.host = random_bytes(DType::kFloat32, c, 23, 1.0f);
+      bias.host = random_bytes(DType::kFloat32, c, 29, 0.5f);
+      x.upload();
+      scale.upload();
+      bias.upload();
+      cu::layer_norm(dtype, x.dev, rows, cols, DType::kFloat32, scale.dev, bias.dev, c, 1e-5f,
+                     y.dev, dtype, nullptr, nullptr, nullptr);
+      CUDA_OK(cudaDeviceSynchronize());
+      std::vector<uint8_t> wy(count * size_of(dtype));
+      tw::layer_norm(dtype, x.host.data(), rows, cols, DType::kFloat32, scale.host.data(),
+                     bias.host.data(), c, 1e-5f, wy.data(), dtype, nullptr, nullptr);
+      expect_agree(y.download(), wy, dtype, 1.0, false,
+                   "instance_norm " + std::string(dtype_name(dtype)) + " c " + std::to_string(c));
+    }
+  }
 }
 
 // ---- SoftmaxCrossEntropyLoss ----
@@ -627,7 +654,7 @@ TEST(KernelsRowwiseGpu, KernelsCaptureInACudaGraph) {
 TEST(KernelsRowwiseGpu, UnsupportedTypesThrow) {
   AMPC_REQUIRE_DEVICE();
   EXPECT_THROW(cu::softmax(DType::kInt32, nullptr, nullptr, 1, 4, 1, false, nullptr), Error);
-  EXPECT_THROW(cu::layer_norm(DType::kFloat64, nullptr, 1, 4, DType::kFloat32, nullptr, nullptr,
+  EXPECT_THROW(cu::layer_norm(DType::kFloat64, nullptr, 1, 4, DType::kFloat32, nullptr, nullptr, 0,
                               1e-5f, nullptr, DType::kFloat32, nullptr, nullptr, nullptr),
                Error);
   EXPECT_THROW(cu::update_scale(nullptr, nullptr, nullptr, 2, 0.5f, 0, false, 0, false, 0, nullptr,

@@ -68,8 +68,11 @@ void instance_norm(OpContext& ctx) {
   const T* scale = channel_param<T>(ctx, 1, c);
   const T* bias = channel_param<T>(ctx, 2, c);
   Tensor& y = ctx.output(0, x.dtype(), x.shape());
-  k::instance_norm(x.data<T>(), n, c, spatial, scale, bias,
-                   static_cast<T>(ctx.attr_float("epsilon", 1e-5f)), y.data<T>());
+  // The CUDA kernel's host side: LayerNormalization's rows are the (n, c) planes, the scale and
+  // bias one value per channel.
+  const DType t = dtype_of<T>();
+  kernels::twin::layer_norm(t, x.data<T>(), n * c, spatial, t, scale, bias, c,
+                            ctx.attr_float("epsilon", 1e-5f), y.data<T>(), t, nullptr, nullptr);
 }
 
 template <typename T>
@@ -92,8 +95,9 @@ void layer_norm(OpContext& ctx) {
   // The CUDA kernel's host side (kernels/twin/layernorm.h): the GPU's bits.
   const DType t = dtype_of<T>();
   kernels::twin::layer_norm(t, x.data<T>(), rows, cols, t, scale.data(),
-                            bias.empty() ? nullptr : bias.data(), ctx.attr_float("epsilon", 1e-5f),
-                            y.data<T>(), t, ctx.has_output(1) ? mean.data<T>() : nullptr,
+                            bias.empty() ? nullptr : bias.data(), 0,
+                            ctx.attr_float("epsilon", 1e-5f), y.data<T>(), t,
+                            ctx.has_output(1) ? mean.data<T>() : nullptr,
                             ctx.has_output(2) ? inv_std.data<T>() : nullptr);
   Tensor* stats[2] = {&mean, &inv_std};
   for (int i = 0; i < 2; ++i) {
