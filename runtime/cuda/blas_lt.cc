@@ -4,7 +4,7 @@
 
 #include "base/error.h"
 #include "runtime/cuda/cuda_check.h"
-#include "runtime/cuda/dtype_codes.h"
+#include "runtime/dtype_codes.h"
 
 namespace ampc::rt::cuda {
 namespace {
@@ -50,7 +50,7 @@ cudaDataType_t cuda_data_type(DType t, const std::string& label) {
   static constexpr DTypeCode<cudaDataType_t> kCodes[] = {{DType::kFloat32, CUDA_R_32F},
                                                          {DType::kFloat16, CUDA_R_16F},
                                                          {DType::kBFloat16, CUDA_R_16BF}};
-  return library_dtype_code(kCodes, t, label, "GEMM", "f16, bf16, f32");
+  return library_dtype_code(kCodes, t, label, "the CUDA backend's GEMM", "f16, bf16, f32");
 }
 
 LtMatmul::LtMatmul(cublasLtHandle_t handle, const GemmShape& s, int64_t workspace_bytes,

@@ -16,9 +16,9 @@
 
 #include "kernels/cuda/elementwise.h"
 #include "runtime/cuda/cuda_check.h"
-#include "runtime/cuda/dtype_codes.h"
 #include "runtime/cuda/nccl_comm.h"
 #include "runtime/cuda/op_builders.h"
+#include "runtime/dtype_codes.h"
 
 namespace ampc::rt::cuda {
 namespace {
