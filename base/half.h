@@ -1,11 +1,19 @@
 // 16-bit floating-point storage types and their conversions to and from fp32, with
 // round-to-nearest-even (ties to even) as IEEE 754 and CUDA's __float2half_rn do.
 // Header-only and free of the standard library beyond <cstdint>/<cstring> so that the same
-// scalar code can be compiled for the host and, later, for the device.
+// scalar code compiles for the host and the device: under nvcc every function here is
+// __host__ __device__ (kernels/shared/rowwise_fp.h's conversions are these).
 #pragma once
 
 #include <cstdint>
 #include <cstring>
+
+// As kernels/shared/hd.h's AMPC_HD (base depends on nothing).
+#if defined(__CUDACC__)
+#define AMPC_HALF_HD __host__ __device__ __forceinline__
+#else
+#define AMPC_HALF_HD inline
+#endif
 
 namespace ampc {
 
@@ -16,18 +24,15 @@ struct BFloat16 {
   uint16_t bits;
 };
 
-inline uint32_t float_bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
+// The compiler's bit cast (what std::bit_cast is built on), for the host and the device alike.
+AMPC_HALF_HD uint32_t float_bits(float f) {
+  return __builtin_bit_cast(uint32_t, f);
 }
-inline float bits_float(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
+AMPC_HALF_HD float bits_float(uint32_t u) {
+  return __builtin_bit_cast(float, u);
 }
 
-inline float half_to_float(Half h) {
+AMPC_HALF_HD float half_to_float(Half h) {
   const uint32_t sign = (h.bits & 0x8000u) << 16;
   const uint32_t exp = (h.bits >> 10) & 0x1f;
   const uint32_t mant = h.bits & 0x3ffu;
@@ -41,7 +46,7 @@ inline float half_to_float(Half h) {
   return bits_float(sign | ((exp + 112) << 23) | (mant << 13));
 }
 
-inline Half float_to_half(float f) {
+AMPC_HALF_HD Half float_to_half(float f) {
   const uint32_t u = float_bits(f);
   const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
   const uint32_t abs = u & 0x7fffffffu;
@@ -69,11 +74,11 @@ inline Half float_to_half(float f) {
   return {static_cast<uint16_t>(sign | ((rounded - 0x38000000u) >> 13))};
 }
 
-inline float bf16_to_float(BFloat16 b) {
+AMPC_HALF_HD float bf16_to_float(BFloat16 b) {
   return bits_float(static_cast<uint32_t>(b.bits) << 16);
 }
 
-inline BFloat16 float_to_bf16(float f) {
+AMPC_HALF_HD BFloat16 float_to_bf16(float f) {
   const uint32_t u = float_bits(f);
   if ((u & 0x7fffffffu) > 0x7f800000u)
     return {static_cast<uint16_t>((u >> 16) | 0x40u)};  // quiet nan

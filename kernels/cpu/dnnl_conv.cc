@@ -1,6 +1,7 @@
 #include "kernels/cpu/dnnl_conv.h"
 
 #include <string>
+#include <vector>
 
 #include "kernels/cpu/dnnl_context.h"
 
@@ -159,43 +160,39 @@ bool empty(const DnnlConv& p) {
   return sizes == 0;
 }
 
-}  // namespace
-
-bool dnnl_conv_forward(const DnnlConv& p, const void* x, const void* w, const void* bias, void* y) {
+// One pass: the cached primitive for (p, direction, bias), made by `make` on first use, run on
+// `buffers`; false (the caller falls back) when p is empty or oneDNN cannot serve it.
+template <typename Make>
+bool run_conv(const DnnlConv& p, Direction d, bool with_bias, Make&& make,
+              const std::vector<const void*>& buffers) {
   if (empty(p)) return false;
-  const bool with_bias = bias != nullptr;
-  const ds::Prepared* prepared = ds::find_or_make(key_of(p, Direction::kForward, with_bias),
-                                                  [&] { return make_forward(p, with_bias); });
+  const ds::Prepared* prepared = ds::find_or_make(key_of(p, d, with_bias), make);
   if (!prepared) return false;
-  if (with_bias)
-    ds::execute(*prepared, {x, w, bias, y});
-  else
-    ds::execute(*prepared, {x, w, y});
+  ds::execute(*prepared, buffers);
   return true;
 }
 
+}  // namespace
+
+bool dnnl_conv_forward(const DnnlConv& p, const void* x, const void* w, const void* bias, void* y) {
+  const bool with_bias = bias != nullptr;
+  return run_conv(
+      p, Direction::kForward, with_bias, [&] { return make_forward(p, with_bias); },
+      with_bias ? std::vector<const void*>{x, w, bias, y} : std::vector<const void*>{x, w, y});
+}
+
 bool dnnl_conv_backward_data(const DnnlConv& p, const void* dy, const void* w, void* dx) {
-  if (empty(p)) return false;
-  const ds::Prepared* prepared = ds::find_or_make(key_of(p, Direction::kBackwardData, false),
-                                                  [&] { return make_backward_data(p); });
-  if (!prepared) return false;
-  ds::execute(*prepared, {dy, w, dx});
-  return true;
+  return run_conv(p, Direction::kBackwardData, false, [&] { return make_backward_data(p); },
+                  {dy, w, dx});
 }
 
 bool dnnl_conv_backward_weights(const DnnlConv& p, const void* dy, const void* x, void* dw,
                                 void* db) {
-  if (empty(p)) return false;
   const bool with_bias = db != nullptr;
-  const ds::Prepared* prepared =
-      ds::find_or_make(key_of(p, Direction::kBackwardWeights, with_bias),
-                       [&] { return make_backward_weights(p, with_bias); });
-  if (!prepared) return false;
-  if (with_bias)
-    ds::execute(*prepared, {dy, x, dw, db});
-  else
-    ds::execute(*prepared, {dy, x, dw});
-  return true;
+  return run_conv(
+      p, Direction::kBackwardWeights, with_bias,
+      [&] { return make_backward_weights(p, with_bias); },
+      with_bias ? std::vector<const void*>{dy, x, dw, db} : std::vector<const void*>{dy, x, dw});
 }
 
 }  // namespace ampc::kernels::cpu

@@ -11,6 +11,7 @@
 #include "base/dtype.h"
 #include "base/half.h"
 #include "kernels/cpu/half_convert.h"
+#include "kernels/shared/elementwise_int.h"
 
 namespace ampc::kernels::cpu {
 
@@ -44,50 +45,41 @@ inline opmath_t<T> load(T v) {
   }
 }
 
-// double -> float rounded to odd: a later RNE to a format with fewer than 22 mantissa bits
-// then equals a direct RNE from double (no double rounding).
-inline float double_to_float_odd(double d) {
-  float f = static_cast<float>(d);
-  if (!std::isfinite(d) || static_cast<double>(f) == d) return f;
-  if (!(float_bits(f) & 1u)) {
-    // Truncated the other way: step towards d, which makes the last mantissa bit odd.
-    f = std::nextafter(f, static_cast<double>(f) < d ? std::numeric_limits<float>::infinity()
-                                                     : -std::numeric_limits<float>::infinity());
+// The CPU's conversions in store_as / convert_as: load, the vectorisable fp16 conversion, and
+// C++'s float -> integer conversion (what GCC's cvtt* code gives; kernels/shared's float_to_int
+// spells it out).
+struct CpuConversion {
+  template <typename T>
+  static opmath_t<T> load(T v) {
+    return cpu::load(v);
   }
-  return f;
-}
-
-// Any value to element type T: RNE for the 16-bit floats (once, from the value given), C++
-// conversion otherwise (float -> integer truncates towards zero), != 0 for bool.
-template <typename T, typename V>
-inline T store(V v) {
-  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
-    float f;
-    if constexpr (std::is_same_v<V, double>) {
-      f = double_to_float_odd(v);
-    } else {
-      f = static_cast<float>(v);
-    }
-    if constexpr (std::is_same_v<T, Half>) {
+  template <typename To>
+  static To round16(float f) {
+    if constexpr (std::is_same_v<To, Half>) {
       return float_to_half_fast(f);  // = float_to_half, vectorisable
     } else {
       return float_to_bf16(f);
     }
-  } else if constexpr (std::is_same_v<T, bool>) {
-    return v != V(0);
-  } else {
-    return static_cast<T>(v);
   }
+  template <typename I, typename F>
+  static I to_int(F v) {
+    return static_cast<I>(v);
+  }
+};
+
+// Any value to element type T: RNE for the 16-bit floats (once, from the value given), C++
+// conversion otherwise (float -> integer truncates towards zero), != 0 for bool
+// (kernels/shared/elementwise_int.h's store_as).
+template <typename T, typename V>
+inline T store(V v) {
+  return shared::ew::store_as<T, CpuConversion>(v);
 }
 
-// Element-type conversion: what Cast does per element.
+// Element-type conversion: what Cast does per element (kernels/shared/elementwise_int.h's
+// convert_as).
 template <typename To, typename From>
 inline To convert(From v) {
-  if constexpr (std::is_same_v<To, From>) {
-    return v;
-  } else {
-    return store<To>(load(v));
-  }
+  return shared::ew::convert_as<To, CpuConversion>(v);
 }
 
 template <typename T>

@@ -5,6 +5,7 @@
 // the workspace; then one block sums both in the row order (sum, mean).
 #include "kernels/cuda/cross_entropy.h"
 
+#include "kernels/cuda/row_kernel.cuh"
 #include "kernels/shared/rowwise.h"
 #include "kernels/shared/rowwise_device.h"
 #include "kernels/shared/rowwise_dispatch.h"
@@ -74,13 +75,9 @@ __device__ __forceinline__ void ce_row(const Src& src, int64_t row, const T* xr,
 template <typename T, int kThreads>
 __global__ void __launch_bounds__(sh::block_threads(kThreads))
     ce_rows(const T* x, T* log_prob, CeArgs a) {
-  __shared__ float smem[sh::kWarpSize];
-  int t;
-  const int64_t row = sh::block_row<kThreads>(a.n, &t);
-  if (row < 0) return;
-  const T* xr = x + row * a.c;
-  sh::with_row_part<kThreads>(
-      xr, a.c, t, [&](const auto& part) { ce_row<kThreads>(part, row, xr, log_prob, smem, a); });
+  with_block_row<kThreads>(x, a.n, a.c, [&](const auto& part, int64_t row, float* smem) {
+    ce_row<kThreads>(part, row, x + row * a.c, log_prob, smem, a);
+  });
 }
 
 template <typename T>

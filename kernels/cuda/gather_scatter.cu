@@ -159,32 +159,28 @@ void launch_fold(const void* data, const void* updates, int64_t rows, int64_t sl
 void gather(DType dtype, const void* data, int64_t outer, int64_t axis_dim, int64_t inner,
             DType index_dtype, const void* indices, int64_t num_indices, void* out,
             int32_t* bad_index, cudaStream_t stream) {
-  if (axis_dim <= 0 && outer * num_indices * inner > 0)
-    throw Error("gather: indexing an empty axis");
-  sh::visit_bits(dtype, "gather", [&](auto tag) {
+  const int64_t out_numel = outer * num_indices * inner;
+  dm::visit_gather(dtype, index_dtype, axis_dim, out_numel, [&](auto tag, auto itag) {
     using U = typename decltype(tag)::type;
-    visit_index(index_dtype, "gather", [&](auto itag) {
-      using I = typename decltype(itag)::type;
-      if (outer * num_indices * inner == 0) return;
-      // Rows moved as words: inner elements of sizeof(U) bytes -> inner * sizeof(U) / word.
-      const int64_t row_bytes = inner * static_cast<int64_t>(sizeof(U));
-      auto fits = [&](int64_t word) {
-        return static_cast<int64_t>(sizeof(U)) < word && row_bytes % word == 0 &&
-               reinterpret_cast<uintptr_t>(data) % word == 0 &&
-               reinterpret_cast<uintptr_t>(out) % word == 0;
-      };
-      if (fits(16))
-        return launch_gather<uint4, I>(data, outer, axis_dim, row_bytes / 16, indices, num_indices,
-                                       out, bad_index, stream);
-      if (fits(8))
-        return launch_gather<uint2, I>(data, outer, axis_dim, row_bytes / 8, indices, num_indices,
-                                       out, bad_index, stream);
-      if (fits(4))
-        return launch_gather<uint32_t, I>(data, outer, axis_dim, row_bytes / 4, indices,
-                                          num_indices, out, bad_index, stream);
-      launch_gather<U, I>(data, outer, axis_dim, inner, indices, num_indices, out, bad_index,
-                          stream);
-    });
+    using I = typename decltype(itag)::type;
+    if (out_numel == 0) return;
+    // Rows moved as words: inner elements of sizeof(U) bytes -> inner * sizeof(U) / word.
+    const int64_t row_bytes = inner * static_cast<int64_t>(sizeof(U));
+    auto fits = [&](int64_t word) {
+      return static_cast<int64_t>(sizeof(U)) < word && row_bytes % word == 0 &&
+             reinterpret_cast<uintptr_t>(data) % word == 0 &&
+             reinterpret_cast<uintptr_t>(out) % word == 0;
+    };
+    if (fits(16))
+      return launch_gather<uint4, I>(data, outer, axis_dim, row_bytes / 16, indices, num_indices,
+                                     out, bad_index, stream);
+    if (fits(8))
+      return launch_gather<uint2, I>(data, outer, axis_dim, row_bytes / 8, indices, num_indices,
+                                     out, bad_index, stream);
+    if (fits(4))
+      return launch_gather<uint32_t, I>(data, outer, axis_dim, row_bytes / 4, indices, num_indices,
+                                        out, bad_index, stream);
+    launch_gather<U, I>(data, outer, axis_dim, inner, indices, num_indices, out, bad_index, stream);
   });
 }
 

@@ -4,6 +4,7 @@
 // registers when it fits (CachedRow). Scale, bias and the statistics have run-time element types.
 #include "kernels/cuda/layernorm.h"
 
+#include "kernels/cuda/row_kernel.cuh"
 #include "kernels/shared/rowwise.h"
 #include "kernels/shared/rowwise_device.h"
 #include "kernels/shared/rowwise_dispatch.h"
@@ -50,13 +51,8 @@ __device__ __forceinline__ void layer_norm_row(const Src& src, int64_t row, T* y
 template <typename T, int kThreads>
 __global__ void __launch_bounds__(sh::block_threads(kThreads))
     layer_norm_rows(const T* x, T* y, LayerNormArgs a) {
-  __shared__ float smem[sh::kWarpSize];
-  int t;
-  const int64_t row = sh::block_row<kThreads>(a.rows, &t);
-  if (row < 0) return;
-  const int64_t n = a.cols;
-  sh::with_row_part<kThreads>(x + row * n, n, t, [&](const auto& part) {
-    layer_norm_row<kThreads>(part, row, y + row * n, smem, a);
+  with_block_row<kThreads>(x, a.rows, a.cols, [&](const auto& part, int64_t row, float* smem) {
+    layer_norm_row<kThreads>(part, row, y + row * a.cols, smem, a);
   });
 }
 

@@ -4,6 +4,7 @@
 // thread per column walks its n rows in order (loads coalesced across the columns).
 #include "kernels/cuda/softmax.h"
 
+#include "kernels/cuda/row_kernel.cuh"
 #include "kernels/shared/rowwise.h"
 #include "kernels/shared/rowwise_device.h"
 #include "kernels/shared/rowwise_dispatch.h"
@@ -33,11 +34,7 @@ __device__ __forceinline__ void softmax_row(const Src& src, T* yr, float* smem, 
 template <typename T, int kThreads>
 __global__ void __launch_bounds__(sh::block_threads(kThreads))
     softmax_rows(const T* x, T* y, int64_t outer, int64_t n, bool log_softmax) {
-  __shared__ float smem[sh::kWarpSize];
-  int t;
-  const int64_t row = sh::block_row<kThreads>(outer, &t);
-  if (row < 0) return;
-  sh::with_row_part<kThreads>(x + row * n, n, t, [&](const auto& part) {
+  with_block_row<kThreads>(x, outer, n, [&](const auto& part, int64_t row, float* smem) {
     softmax_row<kThreads>(part, y + row * n, smem, log_softmax);
   });
 }

@@ -11,53 +11,22 @@
 #include "base/dtype.h"
 #include "base/error.h"
 #include "base/half.h"
+#include "kernels/shared/dtype_visit.h"
 #include "kernels/shared/elementwise_int.h"
 #include "kernels/shared/index_math.h"
 
 namespace ampc::kernels::shared {
 
-template <typename T>
-struct TypeTag {
-  using type = T;
-};
-
 // f(TypeTag<T>) for the float types: f32, f64, f16, bf16. False for other dtypes.
 template <typename F>
 bool visit_float(DType t, F&& f) {
-  switch (t) {
-    case DType::kFloat32:
-      f(TypeTag<float>{});
-      return true;
-    case DType::kFloat64:
-      f(TypeTag<double>{});
-      return true;
-    case DType::kFloat16:
-      f(TypeTag<Half>{});
-      return true;
-    case DType::kBFloat16:
-      f(TypeTag<BFloat16>{});
-      return true;
-    default:
-      return false;
-  }
+  return visit_listed<F32Entry, F64Entry, F16Entry, BF16Entry>(t, f);
 }
 
 // f(TypeTag<T>) for Cast's types: bool, i32, i64 and the float types.
 template <typename F>
 bool visit_cast_type(DType t, F&& f) {
-  switch (t) {
-    case DType::kBool:
-      f(TypeTag<bool>{});
-      return true;
-    case DType::kInt32:
-      f(TypeTag<int32_t>{});
-      return true;
-    case DType::kInt64:
-      f(TypeTag<int64_t>{});
-      return true;
-    default:
-      return visit_float(t, f);
-  }
+  return visit_listed<BoolEntry, I32Entry, I64Entry>(t, f) || visit_float(t, f);
 }
 
 // f(TypeTag<U>) with U the unsigned integer of the element size of t (1, 2, 4 or 8 bytes):

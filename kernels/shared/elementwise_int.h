@@ -119,8 +119,8 @@ AMPC_HD T cast_load(T v) {
 }
 
 // double -> float rounded to odd, so that a later RNE to 16 bits equals a direct RNE from
-// double (kernels/cpu/elementwise_types.h's double_to_float_odd, with bit steps instead of
-// nextafter: an inexact result with an even last bit moves one ulp towards d).
+// double (no double rounding): an inexact result with an even last bit moves one ulp towards
+// d. Cast's store on every backend (store_as) goes through it.
 AMPC_HD float double_to_float_odd(double d) {
   const float f = static_cast<float>(d);
   if (!is_finite(d) || static_cast<double>(f) == d) return f;
@@ -154,11 +154,14 @@ AMPC_HD I float_to_int(F v) {
   }
 }
 
-// Stores the computation value v as element type To (the CPU's store<To>): 16-bit floats round
-// once to nearest even (from double through round-to-odd), bool is v != 0, float -> integer
-// truncates (float_to_int), everything else is the C++ conversion.
-template <typename To, typename V>
-AMPC_HD To cast_store(V v) {
+// Stores the computation value v as element type To, the one definition of Cast's store (the
+// kernels' cast_store below, the CPU's store<To> in kernels/cpu/elementwise_types.h): 16-bit
+// floats round once to nearest even (from double through round-to-odd) with
+// Conversion::round16<To>(float), bool is v != 0, float -> integer is
+// Conversion::to_int<To>(v), everything else is the C++ conversion. The two Conversion types
+// differ in how they compute, not in the values: both round16 give base/half.h's bits.
+template <typename To, typename Conversion, typename V>
+AMPC_HD To store_as(V v) {
   if constexpr (std::is_same_v<To, Half> || std::is_same_v<To, BFloat16>) {
     float f;
     if constexpr (std::is_same_v<V, double>) {
@@ -166,27 +169,55 @@ AMPC_HD To cast_store(V v) {
     } else {
       f = static_cast<float>(v);
     }
-    if constexpr (std::is_same_v<To, Half>) {
-      return shared::Elem<Half>::store(f);
-    } else {
-      return shared::Elem<BFloat16>::store(f);
-    }
+    return Conversion::template round16<To>(f);
   } else if constexpr (std::is_same_v<To, bool>) {
     return v != V(0);
   } else if constexpr (std::is_integral_v<To> && std::is_floating_point_v<V>) {
-    return float_to_int<To>(v);
+    return Conversion::template to_int<To>(v);
   } else {
     return static_cast<To>(v);
   }
 }
 
-template <typename To, typename From>
-AMPC_HD To cast_value(From v) {
+// The kernels' conversions: cast_load, rowwise_fp.h's rounding and float_to_int's defined
+// truncation.
+struct KernelConversion {
+  template <typename T>
+  AMPC_HD static auto load(T v) {
+    return cast_load(v);
+  }
+  template <typename To>
+  AMPC_HD static To round16(float f) {
+    return shared::Elem<To>::store(f);
+  }
+  template <typename I, typename F>
+  AMPC_HD static I to_int(F v) {
+    return float_to_int<I>(v);
+  }
+};
+
+// Stores the computation value v as element type To as the CPU's store<To> does; float ->
+// integer truncates as x86-64 does (float_to_int).
+template <typename To, typename V>
+AMPC_HD To cast_store(V v) {
+  return store_as<To, KernelConversion>(v);
+}
+
+// Cast of one element on every backend (the CPU's convert in kernels/cpu/elementwise_types.h,
+// the kernels' cast_value): the value itself for the same type, else Conversion::load's
+// computation value stored as To (store_as).
+template <typename To, typename Conversion, typename From>
+AMPC_HD To convert_as(From v) {
   if constexpr (std::is_same_v<To, From>) {
     return v;
   } else {
-    return cast_store<To>(cast_load(v));
+    return store_as<To, Conversion>(Conversion::load(v));
   }
+}
+
+template <typename To, typename From>
+AMPC_HD To cast_value(From v) {
+  return convert_as<To, KernelConversion>(v);
 }
 
 }  // namespace ampc::kernels::shared::ew

@@ -4,8 +4,8 @@
 //   unless told otherwise, so device code goes through the __f*_rn intrinsics (never fused);
 //   fused steps are written as fma() on both sides (std::fma is correctly rounded too). The
 //   host side assumes no -ffp-contract=fast on an FMA target (the build targets plain x86-64);
-// - fp16 / bf16 <-> fp32 conversions bit-identical to base/half.h (round-to-nearest-even, NaN
-//   payload kept and quieted), so the device does not depend on cuda_fp16's NaN choices;
+// - fp16 / bf16 <-> fp32 conversions: base/half.h's (round-to-nearest-even, NaN payload kept
+//   and quieted) on both sides, so the device does not depend on cuda_fp16's NaN choices;
 // - exp and log built from those operations (within 2 ulp), so that softmax, log-softmax and
 //   cross-entropy give the same bits on both sides instead of two libraries' results.
 #pragma once
@@ -17,28 +17,16 @@
 
 #if !defined(__CUDA_ARCH__)
 #include <cmath>
-#include <cstring>
 #endif
 
 namespace ampc::kernels::shared {
 
+// base/half.h's bit casts, under the names kernels/shared uses.
 AMPC_HD uint32_t to_bits(float f) {
-#if defined(__CUDA_ARCH__)
-  return __float_as_uint(f);
-#else
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-#endif
+  return float_bits(f);
 }
 AMPC_HD float from_bits(uint32_t u) {
-#if defined(__CUDA_ARCH__)
-  return __uint_as_float(u);
-#else
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-#endif
+  return bits_float(u);
 }
 
 // fp32 arithmetic, one rounding each (never contracted).
@@ -144,53 +132,18 @@ AMPC_HD bool is_finite(double v) {
   return v - v == 0.0;
 }  // inf - inf and NaN give NaN
 
-// base/half.h's conversions (half_to_float, float_to_half, ...), with the same branches.
+// base/half.h's conversions (one definition, compiled for the device too).
 AMPC_HD float load_half(Half h) {
-  const uint32_t sign = static_cast<uint32_t>(h.bits & 0x8000u) << 16;
-  const uint32_t exp = (h.bits >> 10) & 0x1fu;
-  const uint32_t mant = h.bits & 0x3ffu;
-  if (exp == 0x1f) return from_bits(sign | 0x7f800000u | (mant << 13));
-  if (exp == 0) {
-    if (mant == 0) return from_bits(sign);
-    const float v = mul(static_cast<float>(mant), 5.9604644775390625e-08f);  // mant * 2^-24
-    return sign ? -v : v;
-  }
-  return from_bits(sign | ((exp + 112) << 23) | (mant << 13));
+  return half_to_float(h);
 }
-
 AMPC_HD Half round_half(float f) {
-  const uint32_t u = to_bits(f);
-  const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
-  const uint32_t abs = u & 0x7fffffffu;
-  if (abs >= 0x7f800000u) {
-    return {static_cast<uint16_t>(sign | 0x7c00u |
-                                  (abs > 0x7f800000u ? 0x200u | ((abs >> 13) & 0x3ffu) : 0))};
-  }
-  if (abs >= 0x477ff000u) return {static_cast<uint16_t>(sign | 0x7c00u)};
-  if (abs < 0x38800000u) {
-    if (abs < 0x33000000u) return {sign};
-    const uint32_t exp = abs >> 23;
-    const uint32_t mant = (abs & 0x7fffffu) | 0x800000u;
-    const uint32_t shift = 126 - exp;
-    const uint32_t kept = mant >> shift;
-    const uint32_t rem = mant & ((1u << shift) - 1);
-    const uint32_t halfway = 1u << (shift - 1);
-    const uint32_t r = kept + ((rem > halfway || (rem == halfway && (kept & 1))) ? 1 : 0);
-    return {static_cast<uint16_t>(sign | r)};
-  }
-  const uint32_t rounded = abs + 0xfffu + ((abs >> 13) & 1u);
-  return {static_cast<uint16_t>(sign | ((rounded - 0x38000000u) >> 13))};
+  return float_to_half(f);
 }
-
 AMPC_HD float load_bf16(BFloat16 b) {
-  return from_bits(static_cast<uint32_t>(b.bits) << 16);
+  return bf16_to_float(b);
 }
-
 AMPC_HD BFloat16 round_bf16(float f) {
-  const uint32_t u = to_bits(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return {static_cast<uint16_t>((u >> 16) | 0x40u)};
-  const uint32_t rounded = u + 0x7fffu + ((u >> 16) & 1u);
-  return {static_cast<uint16_t>(rounded >> 16)};
+  return float_to_bf16(f);
 }
 
 // Storage type <-> compute type ("opmath"): fp32 for f16 / bf16 (exact loads, one rounding at

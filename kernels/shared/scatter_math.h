@@ -138,6 +138,17 @@ void visit_index(DType t, const char* what, F&& f) {
               " are not supported (int32 or int64)");
 }
 
+// Gather's checks and types, for the kernel and its twin: indexing an empty axis throws, then
+// f(TypeTag<U>, TypeTag<I>) with U the bit-moving type of dtype's size (the values are only
+// moved) and I the index type. `out_numel`: outer * num_indices * inner.
+template <typename F>
+void visit_gather(DType dtype, DType index_dtype, int64_t axis_dim, int64_t out_numel, F&& f) {
+  if (axis_dim <= 0 && out_numel > 0) throw Error("gather: indexing an empty axis");
+  visit_bits(dtype, "gather", [&](auto tag) {
+    visit_index(index_dtype, "gather", [&](auto itag) { f(tag, itag); });
+  });
+}
+
 // f(TypeTag<T>) for the element types of a scatter with a reduction.
 template <typename F>
 void visit_scatter_type(DType t, F&& f) {

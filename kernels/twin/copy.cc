@@ -6,6 +6,7 @@
 
 #include "kernels/shared/elementwise_dispatch.h"
 #include "kernels/shared/index_math.h"
+#include "kernels/twin/index_loop.h"
 
 namespace ampc::kernels::twin {
 
@@ -21,11 +22,7 @@ void strided_copy(DType dtype, const std::vector<int64_t>& shape, const void* sr
         sh::dm::make_layout<2>(shape, {src_strides, dst_strides}, "strided_copy");
     const U* s = static_cast<const U*>(src) + src_offset;
     U* d = static_cast<U*>(dst) + dst_offset;
-    for (int64_t i = 0; i < l.numel; ++i) {
-      int64_t off[2];
-      sh::dm::layout_offsets(l, i, off);
-      d[off[1]] = s[off[0]];
-    }
+    for_each_layout_offset(l, [&](const int64_t(&off)[2]) { d[off[1]] = s[off[0]]; });
   });
 }
 

@@ -8,6 +8,7 @@
 #include "kernels/shared/elementwise_int.h"
 #include "kernels/shared/elementwise_layout.h"
 #include "kernels/shared/index_math.h"
+#include "kernels/twin/index_loop.h"
 
 namespace ampc::kernels::twin {
 
@@ -23,11 +24,8 @@ void run_binary(const dm::Layout<3>& l, const void* a, const void* b, void* out)
   const V* x = static_cast<const V*>(a);
   const V* y = static_cast<const V*>(b);
   R* z = static_cast<R*>(out);
-  for (int64_t i = 0; i < l.numel; ++i) {
-    int64_t off[3];
-    dm::layout_offsets(l, i, off);
-    z[off[2]] = ew::apply<kOp>(x[off[0]], y[off[1]]);
-  }
+  for_each_layout_offset(
+      l, [&](const int64_t(&off)[3]) { z[off[2]] = ew::apply<kOp>(x[off[0]], y[off[1]]); });
 }
 
 }  // namespace
@@ -54,11 +52,8 @@ void where(DType dtype, const bool* cond, const std::vector<int64_t>& cond_shape
     const U* xs = static_cast<const U*>(x);
     const U* ys = static_cast<const U*>(y);
     U* zs = static_cast<U*>(out);
-    for (int64_t i = 0; i < l.numel; ++i) {
-      int64_t off[4];
-      dm::layout_offsets(l, i, off);
-      zs[off[3]] = cond[off[0]] ? xs[off[1]] : ys[off[2]];
-    }
+    for_each_layout_offset(
+        l, [&](const int64_t(&off)[4]) { zs[off[3]] = cond[off[0]] ? xs[off[1]] : ys[off[2]]; });
   });
 }
 

@@ -1,6 +1,6 @@
-// CPU twin of kernels/cuda/elementwise.h, which documents every function: the same functions with
-// the same arguments minus the stream, on host pointers (what the CUDA header calls device
-// memory, workspaces and flags included, is host memory here). They run the kernels'
+// CPU twin of kernels/cuda/elementwise.h: the declarations of kernels/cuda/elementwise_api.inc,
+// which documents every function, without the stream, on host pointers (what the CUDA header calls
+// device memory, workspaces and flags included, is host memory here). They run the kernels'
 // per-element functions (kernels/shared) in the kernels' order, sequentially.
 #pragma once
 
@@ -12,19 +12,8 @@
 
 namespace ampc::kernels::twin {
 
-using shared::BinaryOp;
-using shared::kMaxElementwiseDims;
-
-void binary(BinaryOp op, DType dtype, const void* a, const std::vector<int64_t>& a_shape,
-            const void* b, const std::vector<int64_t>& b_shape, void* out,
-            const std::vector<int64_t>& out_shape);
-
-void where(DType dtype, const bool* cond, const std::vector<int64_t>& cond_shape, const void* x,
-           const std::vector<int64_t>& x_shape, const void* y, const std::vector<int64_t>& y_shape,
-           void* out, const std::vector<int64_t>& out_shape);
-
-void logical_not(const bool* in, bool* out, int64_t numel);
-
-void cast(DType from, DType to, const void* in, void* out, int64_t numel);
+#define AMPC_KERNEL_STREAM
+#include "kernels/cuda/elementwise_api.inc"
+#undef AMPC_KERNEL_STREAM
 
 }  // namespace ampc::kernels::twin

@@ -41,21 +41,17 @@ void fold_rows(const T* data, const T* updates, int64_t rows, int64_t slice, con
 void gather(DType dtype, const void* data, int64_t outer, int64_t axis_dim, int64_t inner,
             DType index_dtype, const void* indices, int64_t num_indices, void* out,
             int32_t* bad_index) {
-  if (axis_dim <= 0 && outer * num_indices * inner > 0)
-    throw Error("gather: indexing an empty axis");
-  sh::visit_bits(dtype, "gather", [&](auto tag) {
+  const int64_t n = outer * num_indices * inner;
+  dm::visit_gather(dtype, index_dtype, axis_dim, n, [&](auto tag, auto itag) {
     using U = typename decltype(tag)::type;
-    visit_index(index_dtype, "gather", [&](auto itag) {
-      using I = typename decltype(itag)::type;
-      const U* x = static_cast<const U*>(data);
-      U* y = static_cast<U*>(out);
-      bool bad = false;
-      const int64_t n = outer * num_indices * inner;
-      for (int64_t k = 0; k < n; ++k)
-        y[k] = x[dm::gather_source<int64_t>(k, axis_dim, inner, num_indices,
-                                            static_cast<const I*>(indices), &bad)];
-      if (bad && bad_index) *bad_index = 1;
-    });
+    using I = typename decltype(itag)::type;
+    const U* x = static_cast<const U*>(data);
+    U* y = static_cast<U*>(out);
+    bool bad = false;
+    for (int64_t k = 0; k < n; ++k)
+      y[k] = x[dm::gather_source<int64_t>(k, axis_dim, inner, num_indices,
+                                          static_cast<const I*>(indices), &bad)];
+    if (bad && bad_index) *bad_index = 1;
   });
 }
 

@@ -1,6 +1,6 @@
-// CPU twin of kernels/cuda/pad.h, which documents every function: the same functions with
-// the same arguments minus the stream, on host pointers (what the CUDA header calls device
-// memory, workspaces and flags included, is host memory here). They run the kernels'
+// CPU twin of kernels/cuda/pad.h: the declarations of kernels/cuda/pad_api.inc, which
+// documents every function, without the stream, on host pointers (what the CUDA header calls
+// device memory, workspaces and flags included, is host memory here). They run the kernels'
 // per-element functions (kernels/shared) in the kernels' order, sequentially.
 #pragma once
 
@@ -12,11 +12,8 @@
 
 namespace ampc::kernels::twin {
 
-using shared::kMaxPadDims;
-using shared::PadMode;
-
-void pad(DType dtype, const void* in, const std::vector<int64_t>& in_shape,
-         const std::vector<int64_t>& pads_begin, const std::vector<int64_t>& pads_end, PadMode mode,
-         const void* value, float fill_value, void* out);
+#define AMPC_KERNEL_STREAM
+#include "kernels/cuda/pad_api.inc"
+#undef AMPC_KERNEL_STREAM
 
 }  // namespace ampc::kernels::twin

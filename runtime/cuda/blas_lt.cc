@@ -4,6 +4,7 @@
 
 #include "base/error.h"
 #include "runtime/cuda/cuda_check.h"
+#include "runtime/dtype_codes.h"
 
 namespace ampc::rt::cuda {
 namespace {
@@ -46,17 +47,10 @@ cublasLtMatrixLayout_t layout(cudaDataType_t type, int64_t rows, int64_t cols, i
 }  // namespace
 
 cudaDataType_t cuda_data_type(DType t, const std::string& label) {
-  switch (t) {
-    case DType::kFloat32:
-      return CUDA_R_32F;
-    case DType::kFloat16:
-      return CUDA_R_16F;
-    case DType::kBFloat16:
-      return CUDA_R_16BF;
-    default:
-      throw Error(label + ": element type " + std::string(dtype_name(t)) +
-                  " is not supported by the CUDA backend's GEMM (f16, bf16, f32 are)");
-  }
+  static constexpr DTypeCode<cudaDataType_t> kCodes[] = {{DType::kFloat32, CUDA_R_32F},
+                                                         {DType::kFloat16, CUDA_R_16F},
+                                                         {DType::kBFloat16, CUDA_R_16BF}};
+  return library_dtype_code(kCodes, t, label, "the CUDA backend's GEMM", "f16, bf16, f32");
 }
 
 LtMatmul::LtMatmul(cublasLtHandle_t handle, const GemmShape& s, int64_t workspace_bytes,

@@ -5,22 +5,16 @@
 #include "base/error.h"
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/cuda/cudnn_algo.h"
+#include "runtime/dtype_codes.h"
 
 namespace ampc::rt::cuda {
 namespace {
 
 cudnnDataType_t cudnn_type(DType t, const std::string& label) {
-  switch (t) {
-    case DType::kFloat32:
-      return CUDNN_DATA_FLOAT;
-    case DType::kFloat16:
-      return CUDNN_DATA_HALF;
-    case DType::kBFloat16:
-      return CUDNN_DATA_BFLOAT16;
-    default:
-      throw Error(label + ": element type " + std::string(dtype_name(t)) +
-                  " is not supported by the CUDA backend's convolution (f16, bf16, f32 are)");
-  }
+  static constexpr DTypeCode<cudnnDataType_t> kCodes[] = {{DType::kFloat32, CUDNN_DATA_FLOAT},
+                                                          {DType::kFloat16, CUDNN_DATA_HALF},
+                                                          {DType::kBFloat16, CUDNN_DATA_BFLOAT16}};
+  return library_dtype_code(kCodes, t, label, "the CUDA backend's convolution", "f16, bf16, f32");
 }
 
 std::vector<int> to_int(const std::vector<int64_t>& v, const std::string& label) {

@@ -87,28 +87,27 @@ DeviceMemory::DeviceMemory(const plan::Plan& plan) : plan_(plan) {
   // Every placed buffer must fit its region.
   for (int id : used) {
     const plan::Buffer& b = plan.buffers(id);
-    int64_t limit = 0;
-    switch (b.region()) {
-      case plan::REGION_ARENA:
-        limit = arena_bytes_;
-        break;
-      case plan::REGION_STATE:
-        limit = state_bytes_;
-        break;
-      case plan::REGION_CONSTANTS:
-        limit = constant_bytes_;
-        break;
-      case plan::REGION_INPUTS:
-        limit = input_bytes_;
-        break;
-      default:
-        break;
-    }
+    const int64_t limit = region(b.region()).bytes;
     if (b.offset() < 0 || b.offset() + data_bytes(b) > limit) {
       throw Error("buffer " + describe_buffer(b) + " at offset " + std::to_string(b.offset()) +
                   " does not fit its region of " + std::to_string(limit) +
                   " bytes; the plan's memory plan is inconsistent");
     }
+  }
+}
+
+DeviceMemory::RegionSpan DeviceMemory::region(plan::MemoryRegion r) const {
+  switch (r) {
+    case plan::REGION_ARENA:
+      return {arena_, arena_bytes_};
+    case plan::REGION_STATE:
+      return {state_, state_bytes_};
+    case plan::REGION_CONSTANTS:
+      return {io_, constant_bytes_};
+    case plan::REGION_INPUTS:
+      return {io_ ? io_ + inputs_offset_ : nullptr, input_bytes_};
+    default:
+      return {};
   }
 }
 
@@ -167,23 +166,7 @@ int64_t DeviceMemory::bytes(int id) const {
 void* DeviceMemory::address(int id) const {
   if (id < 0) return nullptr;
   const plan::Buffer& b = plan_.buffers(id);
-  char* base = nullptr;
-  switch (b.region()) {
-    case plan::REGION_ARENA:
-      base = arena_;
-      break;
-    case plan::REGION_STATE:
-      base = state_;
-      break;
-    case plan::REGION_CONSTANTS:
-      base = io_;
-      break;
-    case plan::REGION_INPUTS:
-      base = io_ + inputs_offset_;
-      break;
-    default:
-      break;
-  }
+  char* const base = region(b.region()).base;
   if (!base && bytes(id) > 0) {
     throw Error("internal: buffer " + describe_buffer(b) + " has no device storage");
   }

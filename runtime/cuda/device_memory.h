@@ -70,6 +70,14 @@ class DeviceMemory {
   }
 
  private:
+  // A region of the memory plan on the device: its base (null until allocate()) and its size.
+  struct RegionSpan {
+    char* base = nullptr;
+    int64_t bytes = 0;
+  };
+  // {nullptr, 0} for REGION_NONE (no device storage).
+  RegionSpan region(plan::MemoryRegion r) const;
+
   const plan::Plan& plan_;
   int64_t arena_bytes_ = 0, workspace_bytes_ = 0, state_bytes_ = 0;
   int64_t constant_bytes_ = 0, inputs_offset_ = 0, input_bytes_ = 0;

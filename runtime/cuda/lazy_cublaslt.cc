@@ -3,18 +3,10 @@
 // GPU never load it. A call to an entry point not listed here fails to link, by design.
 #include <cublasLt.h>
 
-#include <type_traits>
+#include "runtime/cuda/lazy_entry.h"
 
-#include "runtime/cuda/cuda_libraries.h"
-
-// Defines `name` with the header's signature; its first call looks the symbol up once.
-#define AMPC_CUBLASLT(ret, name, params, args)                                    \
-  extern "C" ret CUBLASWINAPI name params {                                       \
-    static auto* const fn =                                                       \
-        ampc::rt::cuda::library_function<std::remove_pointer_t<decltype(&name)>>( \
-            ampc::rt::cuda::CudaLibrary::kCublasLt, #name);                       \
-    return fn args;                                                               \
-  }
+#define AMPC_CUBLASLT(ret, name, params, args) \
+  AMPC_LAZY_ENTRY(kCublasLt, ret CUBLASWINAPI, name, params, args)
 
 AMPC_CUBLASLT(cublasStatus_t, cublasLtCreate, (cublasLtHandle_t * handle), (handle))
 AMPC_CUBLASLT(cublasStatus_t, cublasLtDestroy, (cublasLtHandle_t handle), (handle))

@@ -3,18 +3,10 @@
 // point not listed here fails to link, by design.
 #include <cudnn.h>
 
-#include <type_traits>
+#include "runtime/cuda/lazy_entry.h"
 
-#include "runtime/cuda/cuda_libraries.h"
-
-// Defines `name` with the header's signature; its first call looks the symbol up once.
-#define AMPC_CUDNN(ret, name, params, args)                                       \
-  extern "C" ret CUDNNWINAPI name params {                                        \
-    static auto* const fn =                                                       \
-        ampc::rt::cuda::library_function<std::remove_pointer_t<decltype(&name)>>( \
-            ampc::rt::cuda::CudaLibrary::kCudnn, #name);                          \
-    return fn args;                                                               \
-  }
+#define AMPC_CUDNN(ret, name, params, args) \
+  AMPC_LAZY_ENTRY(kCudnn, ret CUDNNWINAPI, name, params, args)
 
 using Tensor = cudnnTensorDescriptor_t;
 using Filter = cudnnFilterDescriptor_t;

@@ -3,18 +3,9 @@
 // listed here fails to link, by design.
 #include <nccl.h>
 
-#include <type_traits>
+#include "runtime/cuda/lazy_entry.h"
 
-#include "runtime/cuda/cuda_libraries.h"
-
-// Defines `name` with the header's signature; its first call looks the symbol up once.
-#define AMPC_NCCL(ret, name, params, args)                                        \
-  extern "C" ret name params {                                                    \
-    static auto* const fn =                                                       \
-        ampc::rt::cuda::library_function<std::remove_pointer_t<decltype(&name)>>( \
-            ampc::rt::cuda::CudaLibrary::kNccl, #name);                           \
-    return fn args;                                                               \
-  }
+#define AMPC_NCCL(ret, name, params, args) AMPC_LAZY_ENTRY(kNccl, ret, name, params, args)
 
 AMPC_NCCL(ncclResult_t, ncclGetVersion, (int* version), (version))
 AMPC_NCCL(ncclResult_t, ncclGetUniqueId, (ncclUniqueId * id), (id))

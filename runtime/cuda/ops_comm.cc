@@ -18,6 +18,7 @@
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/cuda/nccl_comm.h"
 #include "runtime/cuda/op_builders.h"
+#include "runtime/dtype_codes.h"
 
 namespace ampc::rt::cuda {
 namespace {
@@ -49,18 +50,12 @@ std::pair<cudaEvent_t, cudaEvent_t> bucket_events(int64_t bucket) {
 }
 
 ncclDataType_t nccl_type(const StepContext& ctx, DType t) {
-  switch (t) {
-    case DType::kFloat32:
-      return ncclFloat32;
-    case DType::kFloat64:
-      return ncclFloat64;
-    case DType::kFloat16:
-      return ncclFloat16;
-    case DType::kBFloat16:
-      return ncclBfloat16;
-    default:
-      ctx.fail("cannot all-reduce " + std::string(dtype_name(t)));
-  }
+  static constexpr DTypeCode<ncclDataType_t> kCodes[] = {{DType::kFloat32, ncclFloat32},
+                                                         {DType::kFloat64, ncclFloat64},
+                                                         {DType::kFloat16, ncclFloat16},
+                                                         {DType::kBFloat16, ncclBfloat16}};
+  if (const auto code = find_dtype_code(kCodes, t)) return *code;
+  ctx.fail("cannot all-reduce " + std::string(dtype_name(t)));
 }
 
 struct Converted {

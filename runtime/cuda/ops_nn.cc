@@ -267,6 +267,23 @@ kc::PoolGeometry pool_geometry(const StepContext& ctx, const std::vector<int64_t
   return cpu::nn::window_geometry(ctx.attrs(), in, {}, true);  // a ConvGeom: a PoolGeometry
 }
 
+// A pooling step's launch, skipped for an empty batch: max(stream) for the max-pooling op,
+// else average(include_pad, stream) with the op's count_include_pad.
+template <typename Max, typename Average>
+Launch pool_launch(const StepContext& ctx, bool is_max, int64_t planes, Max max, Average average) {
+  if (is_max) {
+    return [=](cudaStream_t stream) {
+      if (planes == 0) return;
+      max(stream);
+    };
+  }
+  const bool include_pad = ctx.attrs().attr_int("count_include_pad", 0) != 0;
+  return [=](cudaStream_t stream) {
+    if (planes == 0) return;
+    average(include_pad, stream);
+  };
+}
+
 Launch build_pool(StepContext& ctx) {
   const std::vector<int64_t> x = ctx.in_shape(0);
   const kc::PoolGeometry g = pool_geometry(ctx, x);
@@ -274,20 +291,19 @@ Launch build_pool(StepContext& ctx) {
   const DType dtype = ctx.in_dtype(0);
   require_same_type(ctx);
   const DevPtr in = ctx.in(0), out = ctx.out(0), indices = ctx.out(1);
-  if (ctx.step().op() == "MaxPool") {
-    if (ctx.has_output(1) && ctx.out_dtype(1) != DType::kInt64) ctx.fail("Indices must be int64");
-    const bool column_major = ctx.attrs().attr_int("storage_order", 0) == 1;
-    return [=](cudaStream_t stream) {
-      if (planes == 0) return;
-      kc::max_pool(dtype, g, planes, in.get(), out.get(), static_cast<int64_t*>(indices.get()),
-                   column_major, stream);
-    };
-  }
-  const bool include_pad = ctx.attrs().attr_int("count_include_pad", 0) != 0;
-  return [=](cudaStream_t stream) {
-    if (planes == 0) return;
-    kc::average_pool(dtype, g, planes, in.get(), out.get(), include_pad, stream);
-  };
+  const bool is_max = ctx.step().op() == "MaxPool";
+  if (is_max && ctx.has_output(1) && ctx.out_dtype(1) != DType::kInt64)
+    ctx.fail("Indices must be int64");
+  const bool column_major = is_max && ctx.attrs().attr_int("storage_order", 0) == 1;
+  return pool_launch(
+      ctx, is_max, planes,
+      [=](cudaStream_t stream) {
+        kc::max_pool(dtype, g, planes, in.get(), out.get(), static_cast<int64_t*>(indices.get()),
+                     column_major, stream);
+      },
+      [=](bool include_pad, cudaStream_t stream) {
+        kc::average_pool(dtype, g, planes, in.get(), out.get(), include_pad, stream);
+      });
 }
 
 Launch build_pool_grad(StepContext& ctx) {
@@ -299,17 +315,14 @@ Launch build_pool_grad(StepContext& ctx) {
   if (ctx.in_dtype(0) != dtype || ctx.out_dtype(0) != dtype)
     ctx.fail("dY, X and dX must share a type");
   const DevPtr dy = ctx.in(0), xp = ctx.in(1), dx = ctx.out(0);
-  if (ctx.step().op() == "MaxPoolGrad") {
-    return [=](cudaStream_t stream) {
-      if (planes == 0) return;
-      kc::max_pool_grad(dtype, g, planes, xp.get(), dy.get(), dx.get(), stream);
-    };
-  }
-  const bool include_pad = ctx.attrs().attr_int("count_include_pad", 0) != 0;
-  return [=](cudaStream_t stream) {
-    if (planes == 0) return;
-    kc::average_pool_grad(dtype, g, planes, dy.get(), dx.get(), include_pad, stream);
-  };
+  return pool_launch(
+      ctx, ctx.step().op() == "MaxPoolGrad", planes,
+      [=](cudaStream_t stream) {
+        kc::max_pool_grad(dtype, g, planes, xp.get(), dy.get(), dx.get(), stream);
+      },
+      [=](bool include_pad, cudaStream_t stream) {
+        kc::average_pool_grad(dtype, g, planes, dy.get(), dx.get(), include_pad, stream);
+      });
 }
 
 Launch build_global_average_pool(StepContext& ctx) {

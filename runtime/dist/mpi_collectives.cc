@@ -16,6 +16,7 @@
 
 #include "base/error.h"
 #include "base/half.h"
+#include "runtime/dtype_codes.h"
 
 namespace ampc::rt::dist {
 
@@ -322,18 +323,13 @@ int MpiCollectives::local_rank() const {
 
 // The MPI type and sum of `dtype` (fp16/bf16: 16-bit words summed by our own ops).
 static std::pair<MPI_Datatype, MPI_Op> mpi_sum_of(const MpiCollectivesImpl& d, DType dtype) {
-  switch (dtype) {
-    case DType::kFloat32:
-      return {MPI_FLOAT, MPI_SUM};
-    case DType::kFloat64:
-      return {MPI_DOUBLE, MPI_SUM};
-    case DType::kFloat16:
-      return {MPI_UINT16_T, d.half_op};
-    case DType::kBFloat16:
-      return {MPI_UINT16_T, d.bf16_op};
-    default:
-      throw Error("cannot all-reduce " + std::string(dtype_name(dtype)));
-  }
+  const DTypeCode<std::pair<MPI_Datatype, MPI_Op>> codes[] = {
+      {DType::kFloat32, {MPI_FLOAT, MPI_SUM}},
+      {DType::kFloat64, {MPI_DOUBLE, MPI_SUM}},
+      {DType::kFloat16, {MPI_UINT16_T, d.half_op}},
+      {DType::kBFloat16, {MPI_UINT16_T, d.bf16_op}}};
+  if (const auto code = find_dtype_code(codes, dtype)) return *code;
+  throw Error("cannot all-reduce " + std::string(dtype_name(dtype)));
 }
 
 static void check_count(int64_t count) {

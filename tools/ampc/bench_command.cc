@@ -253,8 +253,7 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option(
       "--input", args->inputs,
       "NAME=FILE (.npy or .pb) (repeatable); other inputs: floats in [0,1), integers 0");
-  cmd->add_option("--input-shape", args->input_shapes,
-                  "Fix an input's shape: NAME=D0xD1x... (repeatable)");
+  add_input_shape_option(cmd, args->input_shapes);
   cmd->add_option("--warmup", args->warmup, "Untimed forward passes first")->capture_default_str();
   cmd->add_option("--iterations", args->iterations, "Timed forward passes")->capture_default_str();
   cmd->add_option("--format", args->format, "Output format")

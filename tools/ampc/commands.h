@@ -2,6 +2,8 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <string>
+#include <vector>
 
 namespace ampc::cli {
 
@@ -11,5 +13,11 @@ void add_run_command(CLI::App& app);
 void add_train_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 void add_report_command(CLI::App& app);
+
+// `--input-shape NAME=D0xD1x...` (repeatable), for the commands that import an ONNX model;
+// the specs go to onnx_io::parse_input_shape.
+inline void add_input_shape_option(CLI::App* cmd, std::vector<std::string>& specs) {
+  cmd->add_option("--input-shape", specs, "Fix an input's shape: NAME=D0xD1x... (repeatable)");
+}
 
 }  // namespace ampc::cli

@@ -102,8 +102,7 @@ void add_compile_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("compile", "Compile an ONNX model into an execution plan");
   cmd->add_option("model", args->model, "ONNX model (.onnx)")->required();
   cmd->add_option("-o,--output", args->output, "Plan file to write")->required();
-  cmd->add_option("--input-shape", args->input_shapes,
-                  "Fix an input's shape: NAME=D0xD1x... (repeatable)");
+  add_input_shape_option(cmd, args->input_shapes);
   auto* train = cmd->add_flag(
       "--train", args->options.train,
       "Compile the training step: backward graph and optimizer (see the options below)");

@@ -185,8 +185,7 @@ void add_inspect_command(CLI::App& app) {
       "Write the graph as Graphviz DOT, nodes coloured by element type; the whole step for a "
       "training model, a plan or --train (docs/viewer.md)");
   cmd->add_option("--svg", args->svg_file, "Render the graph to SVG through Graphviz");
-  cmd->add_option("--input-shape", args->input_shapes,
-                  "Fix an input's shape: NAME=D0xD1x... (repeatable)");
+  add_input_shape_option(cmd, args->input_shapes);
   cmd->add_flag("--precision-report", args->precision_report,
                 "Every node's (a plan's: step's) compute dtype and deciding rule, the Casts and "
                 "the bytes they move per step, and the loss-scaling subgraph");

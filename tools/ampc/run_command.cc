@@ -113,8 +113,7 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--output-dir", args->output_dir, "Write each output to DIR/NAME.npy or .pb");
   cmd->add_option("--format", args->format, "Output file format (default: that of the first input)")
       ->check(CLI::IsMember({"npy", "pb"}));
-  cmd->add_option("--input-shape", args->input_shapes,
-                  "Fix an input's shape: NAME=D0xD1x... (repeatable)");
+  add_input_shape_option(cmd, args->input_shapes);
   cmd->add_option("--device", args->device, "Where to run: cpu (default), cuda or cuda:N");
   cmd->callback([args] { run_run(*args); });
 }

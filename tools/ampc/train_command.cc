@@ -42,8 +42,7 @@ void add_train_command(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--resume", args->resume,
                   "Continue from a checkpoint of the same plan (state and data position)");
-  cmd->add_option("--input-shape", args->input_shapes,
-                  "Fix an input's shape: NAME=D0xD1x... (repeatable)");
+  add_input_shape_option(cmd, args->input_shapes);
   cmd->add_flag("--find-nonfinite", args->find_nonfinite,
                 "Run every skipped step again with a check after each plan step and name the "
                 "ONNX node that first produced a NaN or infinity");
