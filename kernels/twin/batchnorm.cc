@@ -46,6 +46,24 @@ void chunk_thread_values(const T* x, int64_t ch, int64_t c, int64_t spatial, int
     }
   };
   int64_t e = begin, i = spatial ? begin / spatial : 0, j = begin - i * spatial;
+  if (spatial < bn::kThreads) {
+    // Runs shorter than a round (small feature maps): the chunk's elements gathered in order
+    // first, so that element begin + k still goes to thread k % kThreads, in whole rounds.
+    thread_local std::vector<M> gathered;
+    gathered.resize(static_cast<size_t>(end - begin));
+    for (int64_t g = 0; e < end; ++i, j = 0) {
+      const int64_t run = std::min(end - e, spatial - j);
+      const T* p = x + (i * c + ch) * spatial + j;
+      for (int64_t k = 0; k < run; ++k) gathered[g++] = bn::b_load<M>(p, k);
+      e += run;
+    }
+    const int64_t len = end - begin;
+    int64_t k = 0;
+    for (; k + bn::kThreads <= len; k += bn::kThreads)
+      for (int u = 0; u < bn::kThreads; ++u) v[u] = step(v[u], gathered[k + u]);
+    for (int u = 0; k + u < len; ++u) v[u] = step(v[u], gathered[k + u]);
+    return;
+  }
   int t = 0;
   while (e < end) {
     const int64_t run = std::min(end - e, spatial - j);

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <type_traits>
+#include <vector>
 
 #include "kernels/shared/reduce_math.h"
 #include "kernels/shared/rowwise_dispatch.h"
@@ -69,27 +70,137 @@ M combine(M a, M b) {
   return sh::reduce_combine(K, a, b);
 }
 
-// A block's reduction of row[0, len) with the partition of `plan`: sh::row_reduce_host's
-// partials (thread t folds elements t*V .. t*V+V-1, then the same T*V further on) walked in
-// element order, so that the row is read contiguously; then the tree.
+// sh::tree_host for one warp (T = 32) whose threads from `live` on still hold `init`: the
+// same pairs combined in the same order, except that pairs of two `init` values (which give
+// `init` back for every reduction kind) are not computed. Short rows (a few elements per row,
+// as a channel reduction over small spatial sizes) leave most threads empty.
+template <typename M, typename Combine>
+M warp_tree_live(M* v, int live, M init, Combine combine) {
+  for (int off = sh::kWarpSize / 2; off > 0; off /= 2) {
+    for (int l = 0; l < off && l < live; ++l)
+      v[l] = combine(v[l], l + off < live ? v[l + off] : init);
+    live = std::min(live, off);
+  }
+  return v[0];
+}
+
+// Thread partials of a block's reduction of row[0, len) with the partition of `plan`
+// (sh::row_reduce_host's: thread t folds elements t*V .. t*V+V-1, then the same T*V further
+// on), walked in element order so that the row is read contiguously. Sets v[0, live), live
+// being the number of threads that get an element at all.
+template <ReduceKind K, typename T>
+int thread_partials(const sh::RowPlan& plan, const T* row, int64_t len, Acc<T>* v) {
+  const int threads = plan.threads, vec = plan.vec;
+  const int64_t round = sh::partition_stride(threads, vec);
+  const int live = static_cast<int>(std::min<int64_t>(threads, sh::ceil_div(len, vec)));
+  for (int t = 0; t < live; ++t) v[t] = sh::reduce_init<Acc<T>>(K);
+  int64_t b = 0;
+  for (; b + round <= len; b += round) {
+    const T* r = row + b;
+    // Element k of every thread, then k + 1: each thread's order, and the threads' chains
+    // side by side in vector lanes.
+    for (int k = 0; k < vec; ++k)
+      for (int t = 0; t < threads; ++t) v[t] = sh::reduce_accumulate(K, v[t], load(r, t * vec + k));
+  }
+  const int64_t left = len - b;  // the last, partial round: thread t's elements t*V .. left
+  for (int t = 0; static_cast<int64_t>(t) * vec < left; ++t) {
+    const int64_t first = static_cast<int64_t>(t) * vec, end = std::min(left, first + vec);
+    for (int64_t e = first; e < end; ++e) v[t] = sh::reduce_accumulate(K, v[t], load(row + b, e));
+  }
+  return live;
+}
+
+// A block's reduction of row[0, len): the thread partials, then the tree. A warp (rows under
+// 1024 elements) combines only the live partials' pairs: a pair of two `init` values gives
+// `init` back for every reduction kind, the other pairs are combined as sh::tree_host does.
+// Short rows (a channel reduction over small spatial sizes) leave most threads empty.
 template <ReduceKind K, typename T>
 Acc<T> block_reduce(const sh::RowPlan& plan, const T* row, int64_t len) {
   using M = Acc<T>;
-  M v[1024];
-  const int threads = plan.threads, vec = plan.vec;
-  for (int t = 0; t < threads; ++t) v[t] = sh::reduce_init<M>(K);
-  const int64_t round = sh::partition_stride(threads, vec);
-  for (int64_t b = 0; b < len; b += round) {
-    const T* r = row + b;
-    if (b + round <= len) {
-      for (int t = 0; t < threads; ++t)
-        for (int k = 0; k < vec; ++k) v[t] = sh::reduce_accumulate(K, v[t], load(r, t * vec + k));
-    } else {
-      for (int64_t e = 0; e < len - b; ++e)
-        v[e / vec] = sh::reduce_accumulate(K, v[e / vec], load(r, e));
+  const M init = sh::reduce_init<M>(K);
+  if (plan.threads == sh::kWarpSize) {
+    M v[sh::kWarpSize];
+    int live = thread_partials<K>(plan, row, len, v);
+    for (int off = sh::kWarpSize / 2; off > 0; off /= 2) {
+      for (int l = 0; l < off && l < live; ++l)
+        v[l] = combine<K>(v[l], l + off < live ? v[l + off] : init);
+      live = std::min(live, off);
     }
+    return v[0];
   }
-  return sh::tree_host(v, threads, combine<K, M>);
+  M v[1024];
+  const int live = thread_partials<K>(plan, row, len, v);
+  for (int t = live; t < plan.threads; ++t) v[t] = init;
+  return sh::tree_host(v, plan.threads, combine<K, M>);
+}
+
+// block_reduce of `rows` rows of `len` elements (row o at x + o * stride) that a warp each
+// reduces (len < 1024), kRowLanes rows side by side: lane l of every step is row l's step of
+// block_reduce, so each row gets block_reduce's bits, while the steps run as vector operations
+// across rows instead of a short, branchy walk per row.
+constexpr int kRowLanes = 16;
+
+template <ReduceKind K, typename T>
+void warp_reduce_rows(const sh::RowPlan& plan, const T* x, int64_t stride, int64_t rows,
+                      int64_t len, Acc<T>* out) {
+  using M = Acc<T>;
+  constexpr int R = kRowLanes;
+  const int vec = plan.vec;
+  const int64_t round = sh::partition_stride(plan.threads, vec);
+  const int live_threads =
+      static_cast<int>(std::min<int64_t>(plan.threads, sh::ceil_div(len, vec)));
+  const M init = sh::reduce_init<M>(K);
+  std::vector<M> tile(static_cast<size_t>(len) * R);  // tile[j * R + l]: row l's element j
+  M v[sh::kWarpSize][R];
+  for (int64_t r0 = 0; r0 < rows; r0 += R) {
+    const int nr = static_cast<int>(std::min<int64_t>(R, rows - r0));
+    for (int l = 0; l < R; ++l) {
+      const T* row = x + (r0 + std::min(l, nr - 1)) * stride;  // spare lanes repeat a row
+      for (int64_t j = 0; j < len; ++j) tile[j * R + l] = load(row, j);
+    }
+    for (int t = 0; t < live_threads; ++t)
+      for (int l = 0; l < R; ++l) v[t][l] = init;
+    // Element j goes to thread (j % round) / vec; ascending j keeps each thread's order.
+    for (int64_t b = 0; b < len; b += round) {
+      for (int64_t j = b; j < std::min(len, b + round); ++j) {
+        M* acc = v[(j - b) / vec];
+        const M* e = &tile[j * R];
+        for (int l = 0; l < R; ++l) acc[l] = sh::reduce_accumulate(K, acc[l], e[l]);
+      }
+    }
+    int live = live_threads;
+    for (int off = sh::kWarpSize / 2; off > 0; off /= 2) {
+      for (int t = 0; t < off && t < live; ++t) {
+        if (t + off < live) {
+          for (int l = 0; l < R; ++l) v[t][l] = combine<K>(v[t][l], v[t + off][l]);
+        } else {
+          for (int l = 0; l < R; ++l) v[t][l] = combine<K>(v[t][l], init);
+        }
+      }
+      live = std::min(live, off);
+    }
+    for (int l = 0; l < nr; ++l) out[r0 + l] = v[0][l];
+  }
+}
+
+// Partials of `rows` rows of `len` (row o at x + o * len): block_reduce each, rows shorter
+// than a warp's round kRowLanes at a time; over the OpenMP threads when the work pays for it.
+template <ReduceKind K, typename T>
+void row_partials(const sh::RowPlan& plan, const T* x, int64_t rows, int64_t len, Acc<T>* out) {
+  const bool par = rows * len > kParallelWork;
+  // Rows shorter than a round of the warp: side by side (a row alone is a short, branchy walk).
+  if (plan.threads == sh::kWarpSize && len < sh::partition_stride(plan.threads, plan.vec)) {
+    const int64_t groups = sh::ceil_div(rows, kRowLanes);
+#pragma omp parallel for if (par)
+    for (int64_t g = 0; g < groups; ++g) {
+      const int64_t r0 = g * kRowLanes;
+      warp_reduce_rows<K>(plan, x + r0 * len, len, std::min<int64_t>(kRowLanes, rows - r0), len,
+                          out + r0);
+    }
+    return;
+  }
+#pragma omp parallel for if (par)
+  for (int64_t o = 0; o < rows; ++o) out[o] = block_reduce<K>(plan, x + o * len, len);
 }
 
 // inner == 1: rows, each split into pieces that a block reduces; a warp combines the pieces.
@@ -181,10 +292,14 @@ void reduce_channels(const T* x, T* y, const sh::ChannelReduce& ch, Acc<T>* ws) 
   using M = Acc<T>;
   const sh::RowPlan plan = sh::row_plan(ch.s);
   const int64_t pieces = ch.seg.segments, rows = ch.n * ch.c;
+  if (pieces == 1) {  // a partial per row
+    row_partials<K>(plan, x, rows, ch.s, ws);
+  } else {
 #pragma omp parallel for if (rows * ch.s > kParallelWork)
-  for (int64_t t = 0; t < rows * pieces; ++t) {
-    const int64_t o = t / pieces, start = (t % pieces) * ch.seg.seg_len;
-    ws[t] = block_reduce<K>(plan, x + o * ch.s + start, std::min(ch.s - start, ch.seg.seg_len));
+    for (int64_t t = 0; t < rows * pieces; ++t) {
+      const int64_t o = t / pieces, start = (t % pieces) * ch.seg.seg_len;
+      ws[t] = block_reduce<K>(plan, x + o * ch.s + start, std::min(ch.s - start, ch.seg.seg_len));
+    }
   }
 #pragma omp parallel for if (rows * pieces > kParallelWork)
   for (int64_t c = 0; c < ch.c; ++c) {
