@@ -51,18 +51,23 @@ struct WindowTable {
   }
 };
 
+// f(flat output index within a plane, window) for every output of a plane, in order.
+template <typename F>
+void for_plane_outputs(const pm::Geom& g, const WindowTable& table, F&& f) {
+  int64_t j = 0;
+  for (int64_t o0 = 0; o0 < g.cols[0]; ++o0)
+    for (int64_t o1 = 0; o1 < g.cols[1]; ++o1)
+      for (int64_t o2 = 0; o2 < g.cols[2]; ++o2, ++j) f(j, table.at(o0, o1, o2));
+}
+
 // f(plane, flat output index within the plane, window) for every output, planes in parallel.
 template <typename F>
 void for_each_output(const pm::Geom& g, int64_t planes, F&& f) {
   const WindowTable table(g);
   const int64_t p = g.cols_size();
 #pragma omp parallel for if (planes > 1 && planes * p * 4 >= kParallelWork)
-  for (int64_t pl = 0; pl < planes; ++pl) {
-    int64_t j = 0;
-    for (int64_t o0 = 0; o0 < g.cols[0]; ++o0)
-      for (int64_t o1 = 0; o1 < g.cols[1]; ++o1)
-        for (int64_t o2 = 0; o2 < g.cols[2]; ++o2, ++j) f(pl, j, table.at(o0, o1, o2));
-  }
+  for (int64_t pl = 0; pl < planes; ++pl)
+    for_plane_outputs(g, table, [&](int64_t j, const pm::Window& w) { f(pl, j, w); });
 }
 
 // Calls tap(flat spatial offset) for every in-image tap of window w.
@@ -190,6 +195,30 @@ void global_average_pool(DType dtype, int64_t planes, int64_t spatial, const voi
   });
 }
 
+namespace {
+
+// dx of each plane from its outputs in increasing output order: scatter(plane, j, window, acc)
+// adds output j's share into acc (the plane's dx in the compute type M), which is then stored.
+// That is the order in which the kernels' per-dx-element gathers add.
+template <typename M, typename T, typename Scatter>
+void scatter_planes(const pm::Geom& g, const WindowTable& table, int64_t planes, T* dx,
+                    Scatter scatter) {
+  const int64_t img = g.image_size();
+#pragma omp parallel if (planes > 1 && planes * img >= kParallelWork)
+  {
+    std::vector<M> acc(static_cast<size_t>(img));
+#pragma omp for
+    for (int64_t pl = 0; pl < planes; ++pl) {
+      std::fill(acc.begin(), acc.end(), M(0));
+      for_plane_outputs(g, table,
+                        [&](int64_t j, const pm::Window& w) { scatter(pl, j, w, acc.data()); });
+      for (int64_t i = 0; i < img; ++i) dx[pl * img + i] = pm::PoolElem<T>::store(acc[i]);
+    }
+  }
+}
+
+}  // namespace
+
 void max_pool_grad(DType dtype, const PoolGeometry& geometry, int64_t planes, const void* x,
                    const void* dy, void* dx) {
   const pm::Geom g = pm::to_geom(geometry);
@@ -199,32 +228,15 @@ void max_pool_grad(DType dtype, const PoolGeometry& geometry, int64_t planes, co
     using M = typename E::Math;
     const T* xs = static_cast<const T*>(x);
     const T* dys = static_cast<const T*>(dy);
-    T* dxs = static_cast<T*>(dx);
     const int64_t img = g.image_size(), p = g.cols_size();
-    const WindowTable table(g);
-    // Each output's dy to its window's first maximum (offset 0 for an empty window), in
-    // increasing output order: max_grad_at's sum for every dx element.
-#pragma omp parallel if (planes > 1 && planes * img >= kParallelWork)
-    {
-      std::vector<M> acc(static_cast<size_t>(img));
-#pragma omp for
-      for (int64_t pl = 0; pl < planes; ++pl) {
-        const T* xp = xs + pl * img;
-        const T* dyp = dys + pl * p;
-        std::fill(acc.begin(), acc.end(), M(0));
-        int64_t j = 0;
-        for (int64_t o0 = 0; o0 < g.cols[0]; ++o0) {
-          for (int64_t o1 = 0; o1 < g.cols[1]; ++o1) {
-            for (int64_t o2 = 0; o2 < g.cols[2]; ++o2, ++j) {
-              int64_t arg;
-              pm::argmax_window(g, table.at(o0, o1, o2), xp, &arg);
-              acc[arg] = shared::add(acc[arg], E::load(dyp[j]));
-            }
-          }
-        }
-        for (int64_t i = 0; i < img; ++i) dxs[pl * img + i] = E::store(acc[i]);
-      }
-    }
+    // Each output's dy to its window's first maximum (offset 0 for an empty window):
+    // max_grad_at's sum for every dx element.
+    scatter_planes<M>(g, WindowTable(g), planes, static_cast<T*>(dx),
+                      [&](int64_t pl, int64_t j, const pm::Window& w, M* acc) {
+                        int64_t arg;
+                        pm::argmax_window(g, w, xs + pl * img, &arg);
+                        acc[arg] = shared::add(acc[arg], E::load(dys[pl * p + j]));
+                      });
   });
 }
 
@@ -236,33 +248,17 @@ void average_pool_grad(DType dtype, const PoolGeometry& geometry, int64_t planes
     using E = pm::PoolElem<T>;
     using M = typename E::Math;
     const T* dys = static_cast<const T*>(dy);
-    T* dxs = static_cast<T*>(dx);
-    const int64_t img = g.image_size(), p = g.cols_size();
-    const WindowTable table(g);
-    // dy / divisor of each output to its window's in-image taps, in increasing output order:
-    // average_grad_at's sum for every dx element.
-#pragma omp parallel if (planes > 1 && planes * img >= kParallelWork)
-    {
-      std::vector<M> acc(static_cast<size_t>(img));
-#pragma omp for
-      for (int64_t pl = 0; pl < planes; ++pl) {
-        const T* dyp = dys + pl * p;
-        std::fill(acc.begin(), acc.end(), M(0));
-        int64_t j = 0;
-        for (int64_t o0 = 0; o0 < g.cols[0]; ++o0) {
-          for (int64_t o1 = 0; o1 < g.cols[1]; ++o1) {
-            for (int64_t o2 = 0; o2 < g.cols[2]; ++o2, ++j) {
-              const pm::Window w = table.at(o0, o1, o2);
-              const int64_t count = pm::window_count(g, w, count_include_pad);
-              if (count <= 0) continue;
-              const M share = shared::div(E::load(dyp[j]), static_cast<M>(count));
-              for_each_tap(g, w, [&](int64_t off) { acc[off] = shared::add(acc[off], share); });
-            }
-          }
-        }
-        for (int64_t i = 0; i < img; ++i) dxs[pl * img + i] = E::store(acc[i]);
-      }
-    }
+    const int64_t p = g.cols_size();
+    // dy / divisor of each output to its window's in-image taps: average_grad_at's sum for
+    // every dx element.
+    scatter_planes<M>(
+        g, WindowTable(g), planes, static_cast<T*>(dx),
+        [&](int64_t pl, int64_t j, const pm::Window& w, M* acc) {
+          const int64_t count = pm::window_count(g, w, count_include_pad);
+          if (count <= 0) return;
+          const M share = shared::div(E::load(dys[pl * p + j]), static_cast<M>(count));
+          for_each_tap(g, w, [&](int64_t off) { acc[off] = shared::add(acc[off], share); });
+        });
   });
 }
 
