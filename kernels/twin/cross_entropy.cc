@@ -21,7 +21,7 @@ void sample(const T* x, const L* labels, int64_t c, int64_t d, const W* weight, 
   m.resize(d);
   log_s.resize(d);
   if (d == 1) {
-    const M* v = load_row(x, 1, c, buf);
+    const M* v = load_row(x, c, buf);
     e.resize(c);
     row_softmax_stats(v, c, e.data(), &m[0], &log_s[0]);
   } else {

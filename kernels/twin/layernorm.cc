@@ -17,12 +17,12 @@ void layer_norm_rows(const T* x, int64_t rows, int64_t cols, const P* scale, con
   const sh::RowPlan plan = sh::row_plan(cols);
   std::vector<M> sc, bi;  // the parameters in the compute type, once
   const int64_t params = channels ? channels : cols;
-  const M* s = scale ? load_row(scale, 1, params, sc) : nullptr;
-  const M* b = bias ? load_row(bias, 1, params, bi) : nullptr;
+  const M* s = scale ? load_row(scale, params, sc) : nullptr;
+  const M* b = bias ? load_row(bias, params, bi) : nullptr;
   for_rows(rows, rows > 1 && rows * cols > (1 << 16), [&](int64_t begin, int64_t end) {
     std::vector<M> buf, sq(cols);
     for (int64_t r = begin; r < end; ++r) {
-      const M* v = load_row(x + r * cols, 1, cols, buf);
+      const M* v = load_row(x + r * cols, cols, buf);
       const M m = sh::mean_of(fold_row(plan, v, cols, M(0), SumOf()), cols);
       for (int64_t j = 0; j < cols; ++j) sq[j] = sh::add_sq_dev(M(0), v[j], m);
       const M inv = sh::inv_std_of(fold_row(plan, sq.data(), cols, M(0), SumOf()), cols, eps);

@@ -102,13 +102,14 @@ M fold_row(sh::RowPlan plan, const M* v, int64_t n, M init, Combine combine) {
 // Elements of a storage type in its compute type: the row itself when they are the same type,
 // else `buf` filled with the exact conversions.
 template <typename T, typename M = MathOf<T>>
-const M* load_row(const T* x, int64_t stride, int64_t n, std::vector<M>& buf) {
+const M* load_row(const T* x, int64_t n, std::vector<M>& buf) {
   if constexpr (std::is_same_v<T, M>) {
-    if (stride == 1) return x;
+    return x;
+  } else {
+    buf.resize(n);
+    for (int64_t j = 0; j < n; ++j) buf[j] = sh::Elem<T>::load(x[j]);
+    return buf.data();
   }
-  buf.resize(n);
-  for (int64_t j = 0; j < n; ++j) buf[j] = sh::Elem<T>::load(x[j * stride]);
-  return buf.data();
 }
 
 // Softmax statistics of one contiguous row as a block of the kernel computes them: the maximum
@@ -133,11 +134,11 @@ void column_softmax_stats(const T* x, int64_t n, int64_t inner, M* max, M* sum, 
     sum[i] = M(0);
   }
   for (int64_t r = 0; r < n; ++r) {
-    const M* v = load_row(x + r * inner, 1, inner, buf);
+    const M* v = load_row(x + r * inner, inner, buf);
     for (int64_t i = 0; i < inner; ++i) max[i] = MaxOf()(max[i], v[i]);
   }
   for (int64_t r = 0; r < n; ++r) {
-    const M* v = load_row(x + r * inner, 1, inner, buf);
+    const M* v = load_row(x + r * inner, inner, buf);
     for (int64_t i = 0; i < inner; ++i) e[i] = sh::sub(v[i], max[i]);
     exp_array(e, inner, e);
     for (int64_t i = 0; i < inner; ++i) sum[i] = sh::add(sum[i], e[i]);

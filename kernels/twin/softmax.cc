@@ -12,7 +12,7 @@ namespace {
 template <typename T, typename M = MathOf<T>>
 void softmax_row(const T* x, T* y, int64_t n, bool log_softmax, std::vector<M>& buf,
                  std::vector<M>& e) {
-  const M* v = load_row(x, 1, n, buf);
+  const M* v = load_row(x, n, buf);
   e.resize(n);
   M m, s;
   row_softmax_stats(v, n, e.data(), &m, &s);
@@ -34,7 +34,7 @@ void softmax_column(const T* x, T* y, int64_t n, int64_t inner, bool log_softmax
   column_softmax_stats(x, n, inner, m.data(), s.data(), buf, e.data());
   for (int64_t i = 0; i < inner; ++i) s[i] = log_softmax ? log_of(s[i]) : sh::div(M(1), s[i]);
   for (int64_t r = 0; r < n; ++r) {
-    const M* v = load_row(x + r * inner, 1, inner, buf);
+    const M* v = load_row(x + r * inner, inner, buf);
     T* out = y + r * inner;
     for (int64_t i = 0; i < inner; ++i) e[i] = sh::sub(v[i], m[i]);
     if (log_softmax) {
