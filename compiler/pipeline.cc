@@ -19,6 +19,7 @@
 #include "passes/common_subexpression.h"
 #include "passes/constant_folding.h"
 #include "passes/dead_code_elimination.h"
+#include "passes/expand_norm_params.h"
 #include "passes/half_inputs.h"
 #include "passes/lower_resize.h"
 #include "passes/range_stats.h"
@@ -66,6 +67,8 @@ void add_forward_preparation(std::vector<Pass>& out, bool low_precision) {
   out.push_back({"fold-static-shapes", [](ir::Model& m) { passes::fold_static_shapes(m); }});
   // Interpolation as MatMuls (lower_resize.h).
   out.push_back({"lower-resize", [](ir::Model& m) { passes::lower_resize(m); }});
+  // LayerNormalization's broadcast scale and bias made full-shape (expand_norm_params.h).
+  out.push_back({"expand-norm-params", [](ir::Model& m) { passes::expand_norm_params(m); }});
   // ai.onnx.preview.training Gradient nodes become the gradient graph they stand for.
   out.push_back({"expand-gradient-ops", [](ir::Model& m) {
                    if (passes::expand_gradient_ops(m) > 0) passes::fold_constants(m);

@@ -1,6 +1,7 @@
 #include "compiler/plan_convert.h"
 
 #include "base/error.h"
+#include "compiler/lower/legalize.h"
 
 namespace ampc::compiler {
 
@@ -46,6 +47,39 @@ void plan_attribute(const ir::Attribute& a, const ir::Node& n, plan::Attribute* 
       throw Error("node " + n.label() + ": attribute '" + a.name +
                   "' (a list of tensors) is not supported");
   }
+}
+
+namespace {
+
+std::optional<std::vector<int64_t>> constant_ints(const ir::Value* v) {
+  if (!v || !v->initializer) return std::nullopt;
+  const ir::Tensor& t = *v->initializer;
+  std::vector<int64_t> values;
+  for (size_t k = 0; k < static_cast<size_t>(t.numel()); ++k) {
+    if (t.dtype == DType::kInt64) {
+      values.push_back(ir::load_element<int64_t>(t.bytes.data(), k));
+    } else if (t.dtype == DType::kInt32) {
+      values.push_back(ir::load_element<int32_t>(t.bytes.data(), k));
+    } else {
+      return std::nullopt;
+    }
+  }
+  return values;
+}
+
+}  // namespace
+
+void legalize_with_values(plan::Step& step, const std::vector<const ir::Value*>& inputs) {
+  lower::StepOperands operands;
+  for (const ir::Value* v : inputs) {
+    const bool known = v && v->type.shape;
+    operands.input_ranks.push_back(known ? std::optional<int64_t>(v->type.shape->size())
+                                         : std::nullopt);
+  }
+  operands.constant_ints = [&inputs](int i) {
+    return i < static_cast<int>(inputs.size()) ? constant_ints(inputs[i]) : std::nullopt;
+  };
+  lower::legalize_step(step, operands);
 }
 
 }  // namespace ampc::compiler

@@ -15,4 +15,8 @@ void plan_tensor_data(const ir::Tensor& t, plan::TensorData* out);
 // (control flow) and lists of tensors.
 void plan_attribute(const ir::Attribute& a, const ir::Node& n, plan::Attribute* out);
 
+// Legalizes `step` (compiler/lower/legalize.h), whose operands are `inputs` (null: omitted):
+// their ranks from the values' static shapes, constant integers from their initializers.
+void legalize_with_values(plan::Step& step, const std::vector<const ir::Value*>& inputs);
+
 }  // namespace ampc::compiler

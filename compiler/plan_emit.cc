@@ -114,7 +114,7 @@ class Emitter {
     for (const ir::Value* v : outputs) s->add_outputs(v ? id_.at(v) : -1);
     add_source(s, n);
     for (const auto& a : n.attributes) plan_attribute(a, n, s->add_attributes());
-    if (!fold) return;
+    if (!fold) return legalize_with_values(*s, inputs);
     // What the GEMM call does besides (passes/gemm_epilogue.h), and the nodes that was.
     s->set_epilogue(fold->epilogue);
     for (const auto& [flag, on] : {std::pair{passes::kTransAAttr, fold->trans_a},

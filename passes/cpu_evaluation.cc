@@ -64,6 +64,8 @@ plan::Step one_node_step(const ir::Node& n, int64_t opset) {
   step.set_opset_version(opset);
   step.add_source_nodes(n.name);
   for (const auto& a : n.attributes) compiler::plan_attribute(a, n, step.add_attributes());
+  for (const ir::Value* v : n.outputs) step.add_outputs(v ? 0 : -1);  // which outputs exist
+  compiler::legalize_with_values(step, {n.inputs.begin(), n.inputs.end()});
   return step;
 }
 

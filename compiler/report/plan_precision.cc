@@ -92,19 +92,6 @@ std::optional<double> scalar(const plan::Buffer& b) {
   }
 }
 
-const plan::Attribute* attribute(const plan::Step& s, const std::string& name) {
-  for (const auto& a : s.attributes()) {
-    if (a.name() == name) return &a;
-  }
-  return nullptr;
-}
-
-std::optional<double> float_attribute(const plan::Step& s, const std::string& name) {
-  const plan::Attribute* a = attribute(s, name);
-  if (!a) return std::nullopt;
-  return a->has_f() ? std::optional<double>(a->f()) : std::optional<double>(a->i());
-}
-
 // The Casts, with their bytes per step as autocast counts them: numel x (in + out bytes).
 // An fp32 master weight is an initializer of the source model (Buffer.from_model) other than
 // the loss scaler's state (which a model in ONNX's training format carries as initializers).
@@ -141,15 +128,16 @@ std::optional<LossScalingReport> loss_scaling(const plan::Plan& p, std::set<int>
       }
     }
     if (step.op() == "UpdateScale") {
-      s.growth_factor = float_attribute(step, "growth_factor");
-      s.backoff_factor = float_attribute(step, "backoff_factor");
-      if (const auto* a = attribute(step, "growth_interval")) s.growth_interval = a->i();
-      s.min_scale = float_attribute(step, "min_scale");
-      s.max_scale = float_attribute(step, "max_scale");
+      const plan::ScaleUpdateParams& u = step.scale_update();  // typed by legalize
+      s.growth_factor = u.growth_factor();
+      s.backoff_factor = u.backoff_factor();
+      s.growth_interval = u.growth_interval();
+      if (u.has_min_scale()) s.min_scale = u.min_scale();
+      if (u.has_max_scale()) s.max_scale = u.max_scale();
     }
     if (step.op() == "ClipGradNorm") {
       s.grad_norm = true;
-      s.clip_grad_norm = float_attribute(step, "max_norm");
+      if (step.clip().clip()) s.clip_grad_norm = step.clip().max_norm();
     }
   }
   // The scale and the growth tracker, as the training signature names them.

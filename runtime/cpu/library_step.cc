@@ -20,13 +20,6 @@ std::string label(const plan::Step& step) {
          step.op() + ")";
 }
 
-plan::Attribute int_attr(const std::string& name, int64_t v) {
-  plan::Attribute a;
-  a.set_name(name);
-  a.set_i(v);
-  return a;
-}
-
 plan::Attribute ints_attr(const std::string& name, const std::vector<int64_t>& v) {
   plan::Attribute a;
   a.set_name(name);
@@ -89,8 +82,11 @@ FoldedGemm::FoldedGemm(const CpuOp& op, const plan::Step& step, const plan::Plan
   if (bias_input_) add_ = folded("Add", {});
   if (relu_) relu_op_ = folded("Relu", {});
   if (bgrad_) {
-    reduce_sum_ =
-        folded("ReduceSum", {ints_attr("axes", axes(rank(1) - 1, false)), int_attr("keepdims", 0)});
+    // The column sums: every axis but the last, as legalize would type them.
+    reduce_sum_ = folded("ReduceSum", {});
+    plan::ReduceParams* sum = reduce_sum_.step.mutable_reduce();
+    sum->set_kind(plan::ReduceParams::SUM);
+    for (int64_t a : axes(rank(1) - 1, false)) sum->add_axes(a);
   }
 }
 

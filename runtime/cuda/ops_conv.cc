@@ -1,8 +1,8 @@
 // Conv, ampc.Conv (the same op with bf16, passes/autocast.cc) and ampc.ConvGrad (dX, dW, dB;
 // runtime/cpu/ops/grad_ops.cc) through cuDNN (cudnn_conv.h); the bias is added by
 // kernels/cuda/bias.h, the bias gradient is the reduction kernel's sum of dY over all axes but
-// the channels. The window geometry is the CPU backend's (nn::window_geometry), so both
-// backends read the attributes alike; asymmetric padding is refused.
+// the channels. The window geometry is the CPU backend's (nn::window_geometry) from the step's
+// typed WindowParams, so both backends derive it alike; asymmetric padding is refused.
 #include <array>
 #include <memory>
 
@@ -11,6 +11,7 @@
 #include "runtime/cpu/ops/nn_util.h"
 #include "runtime/cuda/cudnn_conv.h"
 #include "runtime/cuda/op_builders.h"
+#include "runtime/plan/step_params.h"
 
 namespace ampc::rt::cuda {
 namespace {
@@ -25,7 +26,7 @@ ConvShape conv_shape(const StepContext& ctx, int x_index, int w_index,
   s.y = y;
   if (ctx.in_dtype(w_index) != s.dtype) ctx.fail("X and W have different element types");
   cpu::nn::check_spatial_rank(ctx.attrs(), static_cast<int64_t>(s.x.size()));
-  s.group = ctx.attrs().attr_int("group", 1);
+  s.group = plan::window_params(ctx.step()).group();
   if (s.w.size() != s.x.size() || s.group <= 0 || s.x[1] != s.w[1] * s.group || s.w[0] % s.group) {
     ctx.fail("X " + shape_str(s.x) + " and W " + shape_str(s.w) + " do not fit group " +
              std::to_string(s.group));
@@ -33,7 +34,7 @@ ConvShape conv_shape(const StepContext& ctx, int x_index, int w_index,
   const size_t n = s.x.size() - 2;
   const std::vector<int64_t> in(s.x.begin() + 2, s.x.end());
   const std::vector<int64_t> kernel(s.w.begin() + 2, s.w.end());
-  const auto g = cpu::nn::window_geometry(ctx.attrs(), in, kernel, false);
+  const auto g = cpu::nn::window_geometry(ctx.attrs(), in, kernel);
   std::vector<int64_t> expect = {s.x[0], s.w[0]};
   for (size_t i = 0; i < n; ++i) {
     const size_t slot = 3 - n + i;

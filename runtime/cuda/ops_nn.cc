@@ -1,9 +1,11 @@
 // Softmax / LogSoftmax, LayerNormalization, InstanceNormalization, SoftmaxCrossEntropyLoss, the
 // Reduce* ops, the loss scaler's ops (ampc UnscaleCheck, UpdateScale, ClipGradNorm),
-// ampc.RangeStats, pooling and BatchNormalization on the hand-written kernels (kernels/cuda), with
-// the attributes read as the CPU operators read them (runtime/cpu/ops).
+// ampc.RangeStats, pooling and BatchNormalization on the hand-written kernels (kernels/cuda). The
+// row-wise ops, reductions, BatchNormalization and the loss read their typed parameters and the
+// geometry the CPU operators derive from them (runtime/plan/step_params.h; pooling's window
+// through the CPU operators' window_geometry, runtime/cpu/ops/nn_util.h).
+#include <algorithm>
 #include <array>
-#include <map>
 #include <memory>
 
 #include "kernels/cuda/amp.h"
@@ -18,6 +20,7 @@
 #include "kernels/shared/range_stats.h"
 #include "runtime/cpu/ops/nn_util.h"
 #include "runtime/cuda/op_builders.h"
+#include "runtime/plan/step_params.h"
 
 namespace ampc::rt::cuda {
 namespace {
@@ -29,19 +32,11 @@ constexpr std::initializer_list<DType> kFloats = {DType::kFloat32, DType::kFloat
 
 Launch build_softmax(StepContext& ctx) {
   ctx.require_dtype(0, kFloats);
-  const std::vector<int64_t> dims = ctx.in_shape(0);
-  const auto rank = static_cast<int64_t>(dims.size());
-  const bool coerce_2d = ctx.attrs().opset() < 13;
-  int64_t axis_attr = ctx.attrs().attr_int("axis", coerce_2d ? 1 : -1);
-  if (coerce_2d && axis_attr < 0) axis_attr += rank;
-  const auto axis = static_cast<size_t>(
-      coerce_2d && axis_attr == rank ? rank
-                                     : cpu::nn::normalize_axis(ctx.attrs(), axis_attr, rank));
-  const int64_t outer = product(dims, 0, axis);
-  const int64_t n = coerce_2d ? product(dims, axis, dims.size()) : dims[axis];
-  const int64_t inner = coerce_2d ? 1 : product(dims, axis + 1, dims.size());
+  const plan::RowwiseParams& p = plan::rowwise_params(ctx.step());
+  const auto [outer, n, inner] = plan::row_shape(p, ctx.in_shape(0));
   require_same_type(ctx);
-  const bool log = ctx.step().op() == "LogSoftmax";
+  if (p.kind() == plan::RowwiseParams::HARDMAX) ctx.fail("Hardmax has no CUDA kernel");
+  const bool log = p.kind() == plan::RowwiseParams::LOG_SOFTMAX;
   const DType dtype = ctx.in_dtype(0);
   const DevPtr x = ctx.in(0), y = ctx.out(0);
   return [=](cudaStream_t stream) {
@@ -52,22 +47,20 @@ Launch build_softmax(StepContext& ctx) {
 
 Launch build_layer_norm(StepContext& ctx) {
   ctx.require_dtype(0, kFloats);
-  const std::vector<int64_t> dims = ctx.in_shape(0);
-  const auto rank = static_cast<int64_t>(dims.size());
-  const auto axis = static_cast<size_t>(
-      cpu::nn::normalize_axis(ctx.attrs(), ctx.attrs().attr_int("axis", -1), rank));
-  const int64_t rows = product(dims, 0, axis), cols = product(dims, axis, dims.size());
+  const plan::RowwiseParams& p = plan::rowwise_params(ctx.step());
+  const plan::RowShape shape = plan::row_shape(p, ctx.in_shape(0));
+  const int64_t rows = shape.outer, cols = shape.n;
   ctx.require_dtype(1, kFloats);
   if (ctx.in_numel(1) != cols || (ctx.has_input(2) && ctx.in_numel(2) != cols))
     ctx.fail("scale and bias must have the normalised shape (broadcast ones are not supported)");
   if (ctx.has_input(2) && ctx.in_dtype(2) != ctx.in_dtype(1))
     ctx.fail("scale and bias have different element types");
-  const DType stash = static_cast<DType>(ctx.attrs().attr_int("stash_type", 1));
+  const auto stash = static_cast<DType>(p.stash_type());
   for (int k = 1; k <= 2; ++k) {
     if (ctx.has_output(k) && (ctx.out_dtype(k) != stash || ctx.out_numel(k) != rows))
       ctx.fail("output " + std::to_string(k) + " must hold one stash_type value per row");
   }
-  const float eps = ctx.attrs().attr_float("epsilon", 1e-5f);
+  const float eps = p.epsilon();
   const DType xt = ctx.in_dtype(0), pt = ctx.in_dtype(1);
   const DevPtr x = ctx.in(0), scale = ctx.in(1), bias = ctx.in(2), y = ctx.out(0),
                mean = ctx.out(1), inv = ctx.out(2);
@@ -83,13 +76,15 @@ Launch build_instance_norm(StepContext& ctx) {
   ctx.require_dtype(0, kFloats);
   const std::vector<int64_t> dims = ctx.in_shape(0);
   if (dims.size() < 3) ctx.fail("input has no spatial dimension");
-  const int64_t c = dims[1], rows = dims[0] * c, cols = product(dims, 2, dims.size());
+  const plan::RowwiseParams& p = plan::rowwise_params(ctx.step());
+  const plan::RowShape shape = plan::row_shape(p, dims);  // the (n, c) planes
+  const int64_t c = dims[1], rows = shape.outer, cols = shape.n;
   for (int k = 1; k <= 2; ++k) {
     ctx.require_dtype(k, kFloats);
     if (ctx.in_numel(k) != c) ctx.fail("scale and bias must hold one value per channel");
   }
   if (ctx.in_dtype(2) != ctx.in_dtype(1)) ctx.fail("scale and bias have different element types");
-  const float eps = ctx.attrs().attr_float("epsilon", 1e-5f);
+  const float eps = p.epsilon();
   const DType xt = ctx.in_dtype(0), pt = ctx.in_dtype(1);
   const DevPtr x = ctx.in(0), scale = ctx.in(1), bias = ctx.in(2), y = ctx.out(0);
   return [=](cudaStream_t stream) {
@@ -106,10 +101,11 @@ Launch build_cross_entropy(StepContext& ctx) {
   if (s.size() < 2) ctx.fail("scores must have at least 2 dimensions");
   const int64_t n = s[0], c = s[1], d = product(s, 2, s.size());
   if (ctx.in_numel(1) != n * d) ctx.fail("labels do not fit the scores");
-  const auto reduction = attr_choice<kc::CeReduction>(ctx, "reduction", "mean",
-                                                      {{"none", kc::CeReduction::kNone},
-                                                       {"sum", kc::CeReduction::kSum},
-                                                       {"mean", kc::CeReduction::kMean}});
+  const plan::CrossEntropyParams& p = plan::cross_entropy_params(ctx.step());
+  const kc::CeReduction reduction =
+      p.reduction() == plan::CrossEntropyParams::NONE  ? kc::CeReduction::kNone
+      : p.reduction() == plan::CrossEntropyParams::SUM ? kc::CeReduction::kSum
+                                                       : kc::CeReduction::kMean;
   const DType dtype = ctx.in_dtype(0), labels_t = ctx.in_dtype(1);
   DType weight_t = DType::kFloat32;
   if (ctx.has_input(2)) {
@@ -119,8 +115,8 @@ Launch build_cross_entropy(StepContext& ctx) {
   }
   if (ctx.out_dtype(0) != dtype || (ctx.has_output(1) && ctx.out_dtype(1) != dtype))
     ctx.fail("outputs must have the scores' type");
-  const bool has_ignore = ctx.attrs().has_attr("ignore_index");
-  const int64_t ignore = ctx.attrs().attr_int("ignore_index", 0);
+  const bool has_ignore = p.has_ignore_index();
+  const int64_t ignore = p.ignore_index();
   const WorkspacePtr ws = ctx.workspace(
       static_cast<int64_t>(kc::softmax_cross_entropy_workspace_bytes(n, c, d, reduction)));
   const DevPtr scores = ctx.in(0), labels = ctx.in(1), weight = ctx.in(2), loss = ctx.out(0),
@@ -135,37 +131,53 @@ Launch build_cross_entropy(StepContext& ctx) {
   };
 }
 
+// The kernels' reduction of a typed kind (every kind but LOG_SUM_EXP, which has no kernel).
+kc::ReduceOp cuda_reduce_op(const StepContext& ctx, plan::ReduceParams::Kind kind) {
+  using K = plan::ReduceParams;
+  switch (kind) {
+    case K::SUM:
+      return kc::ReduceOp::kSum;
+    case K::MEAN:
+      return kc::ReduceOp::kMean;
+    case K::PROD:
+      return kc::ReduceOp::kProd;
+    case K::MAX:
+      return kc::ReduceOp::kMax;
+    case K::MIN:
+      return kc::ReduceOp::kMin;
+    case K::L1:
+      return kc::ReduceOp::kL1;
+    case K::L2:
+      return kc::ReduceOp::kL2;
+    case K::LOG_SUM:
+      return kc::ReduceOp::kLogSum;
+    case K::SUM_SQUARE:
+      return kc::ReduceOp::kSumSquare;
+    default:
+      ctx.fail("this reduction has no CUDA kernel");
+  }
+}
+
 Launch build_reduce(StepContext& ctx) {
-  static const std::map<std::string, kc::ReduceOp> ops = {
-      {"ReduceSum", kc::ReduceOp::kSum},
-      {"ReduceMean", kc::ReduceOp::kMean},
-      {"ReduceProd", kc::ReduceOp::kProd},
-      {"ReduceMax", kc::ReduceOp::kMax},
-      {"ReduceMin", kc::ReduceOp::kMin},
-      {"ReduceL1", kc::ReduceOp::kL1},
-      {"ReduceL2", kc::ReduceOp::kL2},
-      {"ReduceLogSum", kc::ReduceOp::kLogSum},
-      {"ReduceSumSquare", kc::ReduceOp::kSumSquare}};
-  const kc::ReduceOp op = ops.at(ctx.step().op());
+  const plan::ReduceParams& p = plan::reduce_params(ctx.step());
+  const kc::ReduceOp op = cuda_reduce_op(ctx, p.kind());
   ctx.require_dtype(0, kFloats);
   require_same_type(ctx);
   const std::vector<int64_t> dims = ctx.in_shape(0);
   const auto rank = static_cast<int64_t>(dims.size());
   if (rank > 8) ctx.fail("more than 8 dimensions");
-  const std::vector<int64_t> axes =
-      ctx.has_input(1) ? ctx.constant_ints(1, "axes") : ctx.attrs().attr_ints("axes");
   const DType dtype = ctx.in_dtype(0);
   const DevPtr x = ctx.in(0), y = ctx.out(0);
   const int64_t numel = ctx.in_numel(0);
-  if (axes.empty() && ctx.attrs().attr_int("noop_with_empty_axes", 0) != 0) {
+  if (p.runtime_axes()) ctx.fail("axes computed at run time are not supported");
+  const std::optional<std::vector<bool>> flags = plan::reduced_axes(p, rank);
+  if (!flags) {
     return [=](cudaStream_t stream) {
       if (numel > 0) kc::contiguous_copy(dtype, x.get(), y.get(), numel, stream);
     };
   }
   std::array<bool, 8> reduced{};
-  for (int64_t i = 0; i < rank; ++i) reduced[static_cast<size_t>(i)] = axes.empty();
-  for (int64_t a : axes)
-    reduced[static_cast<size_t>(cpu::nn::normalize_axis(ctx.attrs(), a, rank))] = true;
+  std::copy(flags->begin(), flags->end(), reduced.begin());
   const WorkspacePtr ws = ctx.workspace(static_cast<int64_t>(
       kc::reduce_workspace_bytes(op, dtype, static_cast<int>(rank), dims.data(), reduced.data())));
   const int64_t out_numel = ctx.out_numel(0);
@@ -222,17 +234,15 @@ Launch build_unscale_check(StepContext& ctx) {
 }
 
 Launch build_update_scale(StepContext& ctx) {
-  const auto& a = ctx.attrs();
+  const plan::ScaleUpdateParams& p = plan::scale_update_params(ctx.step());
   if (ctx.in_dtype(0) != DType::kFloat32 || ctx.in_dtype(1) != DType::kInt32 ||
       ctx.in_dtype(2) != DType::kBool || ctx.out_dtype(0) != DType::kFloat32 ||
       ctx.out_dtype(1) != DType::kInt32)
     ctx.fail("expects scale (f32), growth_tracker (i32), found_inf (bool)");
-  const float growth = a.attr_float("growth_factor", 2.0f);
-  const float backoff = a.attr_float("backoff_factor", 0.5f);
-  const int64_t interval = a.attr_int("growth_interval", 2000);
-  if (interval < 1) ctx.fail("growth_interval must be at least 1");
-  const bool has_min = a.has_attr("min_scale"), has_max = a.has_attr("max_scale");
-  const float min_scale = a.attr_float("min_scale", 0), max_scale = a.attr_float("max_scale", 0);
+  const float growth = p.growth_factor(), backoff = p.backoff_factor();
+  const int64_t interval = p.growth_interval();
+  const bool has_min = p.has_min_scale(), has_max = p.has_max_scale();
+  const float min_scale = p.min_scale(), max_scale = p.max_scale();
   const DevPtr scale = ctx.in(0), tracker = ctx.in(1), found = ctx.in(2), new_scale = ctx.out(0),
                new_tracker = ctx.out(1);
   return [=](cudaStream_t stream) {
@@ -243,11 +253,12 @@ Launch build_update_scale(StepContext& ctx) {
 
 Launch build_clip_grad_norm(StepContext& ctx) {
   const int n = ctx.num_inputs();
-  const bool clip = ctx.attrs().has_attr("max_norm");
+  const plan::ClipParams& p = plan::clip_params(ctx.step());
+  const bool clip = p.clip();
   if (ctx.num_outputs() != (clip ? n + 1 : 1)) ctx.fail("unexpected number of outputs");
   if (ctx.out_dtype(0) != DType::kFloat32) ctx.fail("the total norm must be f32");
   auto l = std::make_shared<TensorList>(tensor_list(ctx, 0, clip ? 1 : -1, n));
-  const float max_norm = ctx.attrs().attr_float("max_norm", 0);
+  const float max_norm = p.max_norm();
   const WorkspacePtr ws =
       ctx.workspace(static_cast<int64_t>(kc::clip_grad_norm_workspace_bytes(n, l->numels.data())));
   const DevPtr total = ctx.out(0);
@@ -262,9 +273,8 @@ Launch build_clip_grad_norm(StepContext& ctx) {
 // The CPU backend's window geometry for X's spatial dimensions.
 kc::PoolGeometry pool_geometry(const StepContext& ctx, const std::vector<int64_t>& x) {
   cpu::nn::check_spatial_rank(ctx.attrs(), static_cast<int64_t>(x.size()));
-  if (!ctx.attrs().has_attr("kernel_shape")) ctx.fail("attribute 'kernel_shape' is required");
   const std::vector<int64_t> in(x.begin() + 2, x.end());
-  return cpu::nn::window_geometry(ctx.attrs(), in, {}, true);  // a ConvGeom: a PoolGeometry
+  return cpu::nn::window_geometry(ctx.attrs(), in, {});  // a ConvGeom: a PoolGeometry
 }
 
 // A pooling step's launch, skipped for an empty batch: max(stream) for the max-pooling op,
@@ -277,7 +287,7 @@ Launch pool_launch(const StepContext& ctx, bool is_max, int64_t planes, Max max,
       max(stream);
     };
   }
-  const bool include_pad = ctx.attrs().attr_int("count_include_pad", 0) != 0;
+  const bool include_pad = plan::window_params(ctx.step()).count_include_pad();
   return [=](cudaStream_t stream) {
     if (planes == 0) return;
     average(include_pad, stream);
@@ -294,7 +304,7 @@ Launch build_pool(StepContext& ctx) {
   const bool is_max = ctx.step().op() == "MaxPool";
   if (is_max && ctx.has_output(1) && ctx.out_dtype(1) != DType::kInt64)
     ctx.fail("Indices must be int64");
-  const bool column_major = is_max && ctx.attrs().attr_int("storage_order", 0) == 1;
+  const bool column_major = is_max && plan::window_params(ctx.step()).column_major_indices();
   return pool_launch(
       ctx, is_max, planes,
       [=](cudaStream_t stream) {
@@ -342,9 +352,8 @@ Launch build_batch_norm(StepContext& ctx) {
   const std::vector<int64_t> x = ctx.in_shape(0);
   if (x.size() < 2) ctx.fail("X must have a channel dimension");
   const int64_t n = x[0], c = x[1], spatial = product(x, 2, x.size());
-  const auto& a = ctx.attrs();
-  const bool training = a.opset() >= 14 ? a.attr_int("training_mode", 0) != 0
-                                        : ctx.has_output(1) || ctx.has_output(2);
+  const plan::BatchNormParams& p = plan::batch_norm_params(ctx.step());
+  const bool training = p.training();
   const DType xt = ctx.in_dtype(0), pt = ctx.in_dtype(1), st = ctx.in_dtype(3);
   if (ctx.in_dtype(2) != pt || ctx.in_dtype(4) != st) ctx.fail("scale/B or mean/var types differ");
   for (int k = 1; k <= 4; ++k) {
@@ -355,10 +364,10 @@ Launch build_batch_norm(StepContext& ctx) {
     if (ctx.has_output(k) && (ctx.out_dtype(k) != st || ctx.out_numel(k) != c))
       ctx.fail("output " + std::to_string(k) + " must hold one statistic per channel");
   }
-  const float eps = a.attr_float("epsilon", 1e-5f), momentum = a.attr_float("momentum", 0.9f);
+  const float eps = p.epsilon(), momentum = p.momentum();
   const DevPtr xp = ctx.in(0), scale = ctx.in(1), bias = ctx.in(2), mean = ctx.in(3),
                var = ctx.in(4), y = ctx.out(0), rm = ctx.out(1), rv = ctx.out(2);
-  const bool saved = a.opset() < 14;
+  const bool saved = p.saved_statistics();
   const DevPtr sm = saved ? ctx.out(3) : DevPtr{}, sv = saved ? ctx.out(4) : DevPtr{};
   if (!training) {
     return [=](cudaStream_t stream) {

@@ -14,8 +14,11 @@
 
 namespace ampc::plan {
 
-// 2: typed training signature (Plan.training) and step phases; version 1 plans are refused.
-inline constexpr uint32_t kPlanFormatVersion = 2;
+// 2: typed training signature (Plan.training) and step phases.
+// 3: typed step parameters (Step.params) for the row-wise ops, reductions,
+//    BatchNormalization, the losses, pooling and convolution, resolved by legalize; older
+//    plans are refused (recompile).
+inline constexpr uint32_t kPlanFormatVersion = 3;
 
 std::string serialize_plan(const Plan& plan);
 // The header (magic, version, size, checksum) followed by an already serialised payload.

@@ -10,6 +10,7 @@
 #include "compiler/ir/verifier.h"
 #include "compiler/pipeline.h"
 #include "passes/autodiff/autodiff.h"
+#include "passes/expand_norm_params.h"
 #include "passes/lower_resize.h"
 #include "runtime/cpu/executor.h"
 
@@ -165,8 +166,10 @@ void check(const Case& c) {
   for (double& v : r) v = dist(rng);
 
   auto m = make_model(c, values, r);
-  // The compile-time lowerings the pipeline applies before differentiating (Resize).
+  // The compile-time lowerings the pipeline applies before differentiating (Resize,
+  // LayerNormalization's broadcast scale and bias).
   passes::lower_resize(*m);
+  passes::expand_norm_params(*m);
   // Constants the builder made ("fwd/...") are not parameters.
   const auto grads = passes::differentiate(*m, {.loss = "", .freeze = {"R", "fwd/*"}});
   std::map<std::string, std::string> grad_name;

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "base/error.h"
+#include "compiler/lower/legalize.h"
 #include "kernels/cpu/dnnl_matmul.h"
 #include "kernels/cpu/elementwise_types.h"
 #include "runtime/cpu/op_registry.h"
@@ -150,6 +151,7 @@ std::vector<Tensor> run_op(const std::string& op, const std::string& domain,
   for (const auto& a : attrs) *step.add_attributes() = a;
   std::vector<const Tensor*> in;
   for (const auto& t : inputs) in.push_back(t.defined() ? &t : nullptr);
+  lower::legalize_for_tensors(step, in, outputs);  // as plan emission does
   std::vector<Tensor> out(outputs);
   std::vector<Tensor*> out_ptrs;
   for (auto& t : out) out_ptrs.push_back(&t);

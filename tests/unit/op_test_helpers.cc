@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "base/error.h"
+#include "compiler/lower/legalize.h"
 #include "runtime/cpu/op_registry.h"
 
 namespace ampc::rt::cpu::optest {
@@ -118,6 +119,7 @@ std::vector<Tensor> run(const std::string& op, const std::vector<Tensor>& inputs
   for (const auto& a : attrs) *step.add_attributes() = a;
   std::vector<const Tensor*> in;
   for (const auto& t : inputs) in.push_back(t.defined() ? &t : nullptr);
+  lower::legalize_for_tensors(step, in, num_outputs);  // as plan emission does
   std::vector<Tensor> out(num_outputs);
   std::vector<Tensor*> out_ptrs;
   for (auto& t : out) out_ptrs.push_back(&t);

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include "compiler/lower/legalize.h"
 #include "runtime/cpu/op_registry.h"
 
 namespace ampc::rt::cpu::testing {
@@ -39,6 +40,7 @@ std::vector<Tensor> run_op(const std::string& op, const std::vector<const Tensor
   step.add_source_nodes("n_" + op);
   step.set_opset_version(opset);
   if (attrs) attrs(step);
+  lower::legalize_for_tensors(step, inputs, num_outputs);  // as plan emission does
   std::vector<Tensor> outs(static_cast<size_t>(num_outputs));
   std::vector<Tensor*> out_ptrs;
   for (auto& t : outs) out_ptrs.push_back(&t);

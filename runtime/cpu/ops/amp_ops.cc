@@ -8,6 +8,7 @@
 
 #include "runtime/cpu/op_registry.h"
 #include "runtime/cpu/ops/families.h"
+#include "runtime/plan/step_params.h"
 
 namespace ampc::rt::cpu {
 namespace {
@@ -105,19 +106,19 @@ void update_scale_op(OpContext& ctx) {
   const float scale = scalar_of<float>(ctx, 0, "scale", DType::kFloat32);
   const int32_t tracker = scalar_of<int32_t>(ctx, 1, "growth_tracker", DType::kInt32);
   const bool found_inf = scalar_of<bool>(ctx, 2, "found_inf", DType::kBool);
-  const double growth = ctx.attr_float("growth_factor", 2.0f);
-  const double backoff = ctx.attr_float("backoff_factor", 0.5f);
-  const int64_t interval = ctx.attr_int("growth_interval", 2000);
-  if (interval < 1) ctx.fail("growth_interval must be at least 1, got " + std::to_string(interval));
+  const plan::ScaleUpdateParams& p = plan::scale_update_params(ctx.step());
+  const double growth = p.growth_factor();
+  const double backoff = p.backoff_factor();
+  const int64_t interval = p.growth_interval();
   float new_scale = scale;
   int32_t new_tracker = 0;
   if (found_inf) {
     new_scale = static_cast<float>(scale * backoff);
-    if (ctx.has_attr("min_scale")) new_scale = std::max(new_scale, ctx.attr_float("min_scale", 0));
+    if (p.has_min_scale()) new_scale = std::max(new_scale, p.min_scale());
   } else if (tracker + 1 == interval) {
     const auto grown = static_cast<float>(scale * growth);
     if (std::isfinite(grown)) new_scale = grown;
-    if (ctx.has_attr("max_scale")) new_scale = std::min(new_scale, ctx.attr_float("max_scale", 0));
+    if (p.has_max_scale()) new_scale = std::min(new_scale, p.max_scale());
   } else {
     new_tracker = tracker + 1;
   }
@@ -130,7 +131,8 @@ void update_scale_op(OpContext& ctx) {
 // clamped to 1 in fp32, gradients times coef.
 void clip_grad_norm_op(OpContext& ctx) {
   const int n = ctx.num_inputs();
-  const bool clip = ctx.has_attr("max_norm");
+  const plan::ClipParams& p = plan::clip_params(ctx.step());
+  const bool clip = p.clip();
   if (ctx.num_outputs() != (clip ? n + 1 : 1)) {
     ctx.fail(std::string(clip ? "clips" : "without max_norm only measures") + " " +
              std::to_string(n) + " gradients and so has " + std::to_string(clip ? n + 1 : 1) +
@@ -152,7 +154,7 @@ void clip_grad_norm_op(OpContext& ctx) {
   const auto total = static_cast<float>(std::sqrt(sum));
   ctx.output(0, DType::kFloat32, {}).data<float>()[0] = total;
   if (!clip) return;
-  const float coef = std::min(ctx.attr_float("max_norm", 0) / (total + 1e-6f), 1.0f);
+  const float coef = std::min(p.max_norm() / (total + 1e-6f), 1.0f);
   for (int j = 0; j < n; ++j) {
     const Tensor& g = ctx.in(j);
     dispatch_float(ctx, j, g, [&]<typename T>() {

@@ -1,5 +1,5 @@
 // Gradient ops of ampc's "ampc" domain (their schemas: passes/autodiff/ampc_schemas.h):
-// ConvGrad, MaxPoolGrad and AveragePoolGrad. They take the forward op's attributes and
+// ConvGrad, MaxPoolGrad and AveragePoolGrad. They take the forward op's window (WindowParams) and
 // compute in the input type (float or double; 16-bit inputs widened).
 #include <algorithm>
 #include <type_traits>
@@ -11,6 +11,7 @@
 #include "runtime/cpu/op_registry.h"
 #include "runtime/cpu/ops/families.h"
 #include "runtime/cpu/ops/nn_util.h"
+#include "runtime/plan/step_params.h"
 
 namespace ampc::rt::cpu {
 namespace {
@@ -22,10 +23,10 @@ using nn::window_geometry;
 
 // The forward op's window geometry for X; fails unless dY has its output shape.
 k::ConvGeom forward_geometry(const OpContext& ctx, const Tensor& dy, const Tensor& x,
-                             std::vector<int64_t> kernel, int64_t channels, bool pooling) {
+                             std::vector<int64_t> kernel, int64_t channels) {
   check_spatial_rank(ctx, x.rank());
   const std::vector<int64_t> in(x.shape().begin() + 2, x.shape().end());
-  const k::ConvGeom g = window_geometry(ctx, in, std::move(kernel), pooling);
+  const k::ConvGeom g = window_geometry(ctx, in, std::move(kernel));
   std::vector<int64_t> shape = {x.dim(0), channels};
   for (int64_t d : geom_cols(g, in.size())) shape.push_back(d);
   if (dy.shape() != shape || dy.dtype() != x.dtype()) {
@@ -37,13 +38,13 @@ k::ConvGeom forward_geometry(const OpContext& ctx, const Tensor& dy, const Tenso
 // The checked geometry of a ConvGrad.
 k::ConvGeom conv_grad_geometry(const OpContext& ctx) {
   const Tensor &dy = ctx.in(0), &x = ctx.in(1), &w = ctx.in(2);
-  const int64_t group = ctx.attr_int("group", 1);
+  const int64_t group = plan::window_params(ctx.step()).group();
   if (w.rank() != x.rank() || group <= 0 || x.dim(1) != w.dim(1) * group || w.dim(0) % group) {
     ctx.fail("X " + x.type_str() + " and W " + w.type_str() + " do not fit group " +
              std::to_string(group));
   }
   const std::vector<int64_t> kernel(w.shape().begin() + 2, w.shape().end());
-  return forward_geometry(ctx, dy, x, kernel, w.dim(0), false);
+  return forward_geometry(ctx, dy, x, kernel, w.dim(0));
 }
 
 // dx, dw and db (each may be null) through oneDNN, every operand of element type t; false
@@ -52,7 +53,7 @@ bool conv_grad_dnnl(const OpContext& ctx, const k::ConvGeom& g, DType t, void* d
                     void* db) {
   const Tensor &dy = ctx.in(0), &x = ctx.in(1), &w = ctx.in(2);
   k::DnnlConv p = nn::dnnl_conv_problem(g, static_cast<size_t>(x.rank() - 2), x.dim(0), x.dim(1),
-                                        w.dim(0), ctx.attr_int("group", 1));
+                                        w.dim(0), plan::window_params(ctx.step()).group());
   p.x_type = p.w_type = p.y_type = p.bias_type = t;
   if (dx && !k::dnnl_conv_backward_data(p, dy.raw(), w.raw(), dx)) return false;
   if (dw) return k::dnnl_conv_backward_weights(p, dy.raw(), x.raw(), dw, db);
@@ -80,7 +81,7 @@ void conv_grad(OpContext& ctx) {
     if (db) std::fill(db, db + w.dim(0), 0.0f);
   }
   k::conv_grad(g, dy.data<T>(), x.data<T>(), w.data<T>(), dx, dw, db, x.dim(0), x.dim(1), w.dim(0),
-               ctx.attr_int("group", 1));
+               plan::window_params(ctx.step()).group());
 }
 
 // bf16 ConvGrad on a CPU with bf16 arithmetic: oneDNN in bf16 (fp32 accumulation, each
@@ -106,8 +107,7 @@ bool low_conv_grad(OpContext& ctx) {
 template <typename T, bool max>
 void pool_grad(OpContext& ctx) {
   const Tensor &dy = ctx.in(0), &x = ctx.in(1);
-  if (!ctx.has_attr("kernel_shape")) ctx.fail("attribute 'kernel_shape' is required");
-  const k::ConvGeom g = forward_geometry(ctx, dy, x, {}, x.dim(1), true);
+  const k::ConvGeom g = forward_geometry(ctx, dy, x, {}, x.dim(1));
   void* dx = ctx.output(0, x.dtype(), x.shape()).raw();
   const int64_t planes = x.dim(0) * x.dim(1);
   if (x.numel() == 0) return;
@@ -116,7 +116,7 @@ void pool_grad(OpContext& ctx) {
     kernels::twin::max_pool_grad(x.dtype(), g, planes, x.raw(), dy.raw(), dx);
   } else {
     kernels::twin::average_pool_grad(x.dtype(), g, planes, dy.raw(), dx,
-                                     ctx.attr_int("count_include_pad", 0) != 0);
+                                     plan::window_params(ctx.step()).count_include_pad());
   }
 }
 

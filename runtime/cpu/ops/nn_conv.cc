@@ -6,6 +6,7 @@
 #include "kernels/cpu/dnnl_matmul.h"
 #include "runtime/cpu/op_registry.h"
 #include "runtime/cpu/ops/nn_util.h"
+#include "runtime/plan/step_params.h"
 
 namespace ampc::rt::cpu::nn {
 namespace {
@@ -38,7 +39,8 @@ ConvCall conv_call(const OpContext& ctx, const Tensor& x, const Tensor& w, const
   call.n = x.dim(0);
   call.c = x.dim(1);
   call.m = w.dim(0);
-  call.group = ctx.attr_int("group", 1);
+  const plan::WindowParams& p = plan::window_params(ctx.step());
+  call.group = p.group();
   if (call.group <= 0 || call.c != w.dim(1) * call.group || call.m % call.group != 0) {
     ctx.fail("channels of X " + x.type_str() + " and W " + w.type_str() + " do not fit group " +
              std::to_string(call.group));
@@ -46,8 +48,8 @@ ConvCall conv_call(const OpContext& ctx, const Tensor& x, const Tensor& w, const
   check_bias(ctx, b, call.m);
   const std::vector<int64_t> in(x.shape().begin() + 2, x.shape().end());
   const std::vector<int64_t> kernel(w.shape().begin() + 2, w.shape().end());
-  call.g = window_geometry(ctx, in, kernel, false);
-  if (ctx.attr_ints("kernel_shape", kernel) != kernel) {
+  call.g = window_geometry(ctx, in, kernel);
+  if (!p.kernel().empty() && std::vector<int64_t>(p.kernel().begin(), p.kernel().end()) != kernel) {
     ctx.fail("kernel_shape does not match W " + w.type_str());
   }
   call.spatial = in.size();

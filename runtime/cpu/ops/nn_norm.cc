@@ -7,6 +7,7 @@
 #include "kernels/twin/layernorm.h"
 #include "runtime/cpu/op_registry.h"
 #include "runtime/cpu/ops/nn_util.h"
+#include "runtime/plan/step_params.h"
 
 namespace ampc::rt::cpu::nn {
 namespace {
@@ -31,19 +32,16 @@ template <typename T>
 void batch_norm(OpContext& ctx) {
   const Tensor& x = ctx.in(0);
   if (x.rank() < 2) ctx.fail("input " + x.type_str() + " has no channel dimension");
-  if (ctx.attr_int("spatial", 1) != 1) ctx.fail("attribute 'spatial' value 0 is not supported");
+  const plan::BatchNormParams& p = plan::batch_norm_params(ctx.step());
   const int64_t n = x.dim(0), c = x.dim(1), spatial = product(x.shape(), 2, x.shape().size());
   const T* scale = channel_param<T>(ctx, 1, c);
   const T* bias = channel_param<T>(ctx, 2, c);
   const T* mean = channel_param<T>(ctx, 3, c);
   const T* var = channel_param<T>(ctx, 4, c);
-  const float eps = ctx.attr_float("epsilon", 1e-5f);
-  // Before opset 14 training mode is implied by asking for the statistics outputs.
-  const bool training = ctx.opset() >= 14 ? ctx.attr_int("training_mode", 0) != 0
-                                          : ctx.has_output(1) || ctx.has_output(2);
+  const float eps = p.epsilon();
   const DType t = x.dtype();
   void* y = ctx.output(0, t, x.shape()).raw();
-  if (!training) {
+  if (!p.training()) {
     return kernels::twin::batch_norm_inference(t, t, t, x.raw(), n, c, spatial, scale, bias, mean,
                                                var, eps, y);
   }
@@ -52,42 +50,44 @@ void batch_norm(OpContext& ctx) {
   auto stat = [&](int i) { return ctx.has_output(i) ? ctx.output(i, t, {c}).raw() : nullptr; };
   void* running_mean = stat(1);
   void* running_var = stat(2);
-  void* saved_mean = ctx.opset() < 14 ? stat(3) : nullptr;
-  void* saved_var = ctx.opset() < 14 ? stat(4) : nullptr;
+  void* saved_mean = p.saved_statistics() ? stat(3) : nullptr;
+  void* saved_var = p.saved_statistics() ? stat(4) : nullptr;
   std::vector<char> workspace(kernels::twin::batch_norm_training_workspace_bytes(n, c, spatial));
   kernels::twin::batch_norm_training(t, t, t, x.raw(), n, c, spatial, scale, bias, mean, var, eps,
-                                     ctx.attr_float("momentum", 0.9f), y, running_mean, running_var,
-                                     saved_mean, saved_var, workspace.data());
+                                     p.momentum(), y, running_mean, running_var, saved_mean,
+                                     saved_var, workspace.data());
 }
 
 template <typename T>
 void instance_norm(OpContext& ctx) {
   const Tensor& x = ctx.in(0);
   if (x.rank() < 3) ctx.fail("input " + x.type_str() + " has no spatial dimension");
-  const int64_t n = x.dim(0), c = x.dim(1), spatial = product(x.shape(), 2, x.shape().size());
+  const int64_t c = x.dim(1);
+  const plan::RowwiseParams& p = plan::rowwise_params(ctx.step());
+  const plan::RowShape rows = plan::row_shape(p, x.shape());  // the (n, c) planes
   const T* scale = channel_param<T>(ctx, 1, c);
   const T* bias = channel_param<T>(ctx, 2, c);
   Tensor& y = ctx.output(0, x.dtype(), x.shape());
   // The CUDA kernel's host side: LayerNormalization's rows are the (n, c) planes, the scale and
   // bias one value per channel.
   const DType t = dtype_of<T>();
-  kernels::twin::layer_norm(t, x.data<T>(), n * c, spatial, t, scale, bias, c,
-                            ctx.attr_float("epsilon", 1e-5f), y.data<T>(), t, nullptr, nullptr);
+  kernels::twin::layer_norm(t, x.data<T>(), rows.outer, rows.n, t, scale, bias, c, p.epsilon(),
+                            y.data<T>(), t, nullptr, nullptr);
 }
 
 template <typename T>
 void layer_norm(OpContext& ctx) {
   const Tensor& x = ctx.in(0);
   const int64_t rank = x.rank();
-  const size_t axis = static_cast<size_t>(normalize_axis(ctx, ctx.attr_int("axis", -1), rank));
+  const plan::RowwiseParams& p = plan::rowwise_params(ctx.step());
+  const auto axis = static_cast<size_t>(p.axis());
   const std::vector<int64_t> norm_shape(x.shape().begin() + axis, x.shape().end());
-  const int64_t rows = product(x.shape(), 0, axis),
-                cols = product(norm_shape, 0, norm_shape.size());
+  const plan::RowShape shape = plan::row_shape(p, x.shape());
+  const int64_t rows = shape.outer, cols = shape.n;
   const std::vector<T> scale = expand_to<T>(ctx, ctx.in(1), norm_shape);
   std::vector<T> bias;
   if (ctx.input(2)) bias = expand_to<T>(ctx, *ctx.input(2), norm_shape);
-  const DType stash = static_cast<DType>(ctx.attr_int("stash_type", 1));
-  if (!is_float(stash)) ctx.fail("attribute 'stash_type' must name a float type");
+  const auto stash = static_cast<DType>(p.stash_type());
   std::vector<int64_t> stat_shape(x.shape().begin(), x.shape().begin() + axis);
   stat_shape.resize(rank, 1);
   Tensor mean(dtype_of<T>(), stat_shape), inv_std(dtype_of<T>(), stat_shape);
@@ -95,8 +95,7 @@ void layer_norm(OpContext& ctx) {
   // The CUDA kernel's host side (kernels/twin/layernorm.h): the GPU's bits.
   const DType t = dtype_of<T>();
   kernels::twin::layer_norm(t, x.data<T>(), rows, cols, t, scale.data(),
-                            bias.empty() ? nullptr : bias.data(), 0,
-                            ctx.attr_float("epsilon", 1e-5f), y.data<T>(), t,
+                            bias.empty() ? nullptr : bias.data(), 0, p.epsilon(), y.data<T>(), t,
                             ctx.has_output(1) ? mean.data<T>() : nullptr,
                             ctx.has_output(2) ? inv_std.data<T>() : nullptr);
   Tensor* stats[2] = {&mean, &inv_std};

@@ -6,6 +6,7 @@
 #include "kernels/twin/pool.h"
 #include "runtime/cpu/op_registry.h"
 #include "runtime/cpu/ops/nn_util.h"
+#include "runtime/plan/step_params.h"
 
 namespace ampc::rt::cpu::nn {
 namespace {
@@ -28,8 +29,7 @@ k::ConvGeom pool_geometry(const OpContext& ctx, bool global, std::vector<int64_t
     return g;
   }
   check_spatial_rank(ctx, x.rank());
-  if (!ctx.has_attr("kernel_shape")) ctx.fail("attribute 'kernel_shape' is required");
-  const k::ConvGeom g = window_geometry(ctx, in, {}, true);
+  const k::ConvGeom g = window_geometry(ctx, in, {});
   for (int64_t d : geom_cols(g, in.size())) shape->push_back(d);
   return g;
 }
@@ -47,18 +47,17 @@ void pool(OpContext& ctx) {
         ctx.has_output(1) ? ctx.output(1, DType::kInt64, shape).data<int64_t>() : nullptr;
     if (y.numel() == 0) return;
     tw::max_pool(x.dtype(), g, planes, x.raw(), y.raw(), indices,
-                 ctx.attr_int("storage_order", 0) == 1);
+                 !global && plan::window_params(ctx.step()).column_major_indices());
   } else if constexpr (kind == Pool::kAvg) {
     if (y.numel() == 0) return;
     if constexpr (global) {  // the CUDA kernel's block reduction per plane
       tw::global_average_pool(x.dtype(), planes, g.image_size(), x.raw(), y.raw());
     } else {
       tw::average_pool(x.dtype(), g, planes, x.raw(), y.raw(),
-                       ctx.attr_int("count_include_pad", 0) != 0);
+                       plan::window_params(ctx.step()).count_include_pad());
     }
   } else {
-    const int64_t p = ctx.attr_int("p", 2);
-    if (p <= 0) ctx.fail("attribute 'p' must be positive");
+    const int64_t p = plan::window_params(ctx.step()).p();
     if (y.numel() == 0) return;
     k::lp_pool(g, x.data<T>(), planes, y.data<T>(), p);
   }

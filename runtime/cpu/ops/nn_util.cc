@@ -4,6 +4,7 @@
 
 #include "kernels/cpu/elementwise.h"
 #include "runtime/cpu/op_registry.h"
+#include "runtime/plan/step_params.h"
 
 namespace ampc::rt::cpu::nn {
 
@@ -147,22 +148,20 @@ void check_spatial_rank(const OpContext& ctx, int64_t rank) {
 }
 
 kernels::cpu::ConvGeom window_geometry(const OpContext& ctx, const std::vector<int64_t>& in,
-                                       std::vector<int64_t> kernel, bool ceil_mode_attr) {
+                                       std::vector<int64_t> kernel) {
+  const plan::WindowParams& p = plan::window_params(ctx.step());
   const size_t n = in.size();
-  kernel = ctx.attr_ints("kernel_shape", kernel);
-  const auto strides = ctx.attr_ints("strides", std::vector<int64_t>(n, 1));
-  const auto dilations = ctx.attr_ints("dilations", std::vector<int64_t>(n, 1));
-  auto pads = ctx.attr_ints("pads", std::vector<int64_t>(2 * n, 0));
-  const std::string auto_pad = ctx.attr_string("auto_pad", "NOTSET");
-  const bool ceil_mode = ceil_mode_attr && ctx.attr_int("ceil_mode", 0) != 0;
+  if (!p.kernel().empty()) kernel.assign(p.kernel().begin(), p.kernel().end());
+  const std::vector<int64_t> strides(p.strides().begin(), p.strides().end());
+  const std::vector<int64_t> dilations(p.dilations().begin(), p.dilations().end());
+  const std::vector<int64_t> pads(p.pads().begin(), p.pads().end());
+  const bool ceil_mode = p.ceil_mode();
   if (kernel.size() != n || strides.size() != n || dilations.size() != n || pads.size() != 2 * n) {
     ctx.fail("kernel_shape, strides, dilations or pads do not match the " + std::to_string(n) +
              " spatial dimensions of the input");
   }
-  const bool same = auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER";
-  if (!same && auto_pad != "NOTSET" && auto_pad != "VALID") {
-    ctx.fail("attribute 'auto_pad' value '" + auto_pad + "' is not supported");
-  }
+  using W = plan::WindowParams;
+  const bool same = p.auto_pad() == W::SAME_UPPER || p.auto_pad() == W::SAME_LOWER;
   kernels::cpu::ConvGeom g;
   for (size_t i = 0; i < n; ++i) {
     const int s = geom_slot(i, n);
@@ -174,10 +173,10 @@ kernels::cpu::ConvGeom window_geometry(const OpContext& ctx, const std::vector<i
     if (same) {
       out = (in[i] + strides[i] - 1) / strides[i];
       const int64_t total = std::max<int64_t>(0, (out - 1) * strides[i] + eff - in[i]);
-      pb = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      pb = p.auto_pad() == W::SAME_UPPER ? total / 2 : total - total / 2;
       pe = total - pb;
     } else {
-      if (auto_pad == "VALID") pb = pe = 0;
+      if (p.auto_pad() == W::VALID) pb = pe = 0;
       const int64_t span = in[i] + pb + pe - eff;
       if (span < 0) {
         ctx.fail("kernel extent " + std::to_string(eff) + " exceeds the padded input size " +

@@ -98,11 +98,12 @@ template <typename T>
 std::vector<T> expand_to(const OpContext& ctx, const Tensor& src,
                          const std::vector<int64_t>& shape);
 
-// Window geometry of Conv and the pooling ops for input spatial sizes `in` (1 to 3 dims):
-// reads kernel_shape (falling back to `kernel`), strides, dilations, pads, auto_pad and,
-// when ceil_mode_attr, ceil_mode. image = input, cols = output.
+// Window geometry of Conv and the pooling ops (and their gradients) for input spatial sizes
+// `in` (1 to 3 dims), from the step's WindowParams (the kernel falling back to `kernel`, a
+// convolution's weights): SAME padding and the output sizes follow from `in`. image = input,
+// cols = output. Both backends call this.
 kernels::cpu::ConvGeom window_geometry(const OpContext& ctx, const std::vector<int64_t>& in,
-                                       std::vector<int64_t> kernel, bool ceil_mode_attr);
+                                       std::vector<int64_t> kernel);
 // The ConvGeom slot of spatial axis i of n (1 to 3): n axes use the last n slots.
 int geom_slot(size_t i, size_t n);
 // The output (cols) spatial sizes of the last n slots.

@@ -1,21 +1,26 @@
 // NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss over inputs [N, C, D1, ..., Dk]
-// with targets [N, D1, ..., Dk]: reduction none / sum / mean, ignore_index, class weights.
+// with targets [N, D1, ..., Dk]: reduction none / sum / mean, ignore_index, class weights (the
+// typed parameters legalize gives both ops).
 #include "kernels/cpu/loss.h"
 #include "kernels/twin/cross_entropy.h"
 #include "runtime/cpu/op_registry.h"
 #include "runtime/cpu/ops/nn_util.h"
+#include "runtime/plan/step_params.h"
 
 namespace ampc::rt::cpu::nn {
 namespace {
 
 namespace k = kernels::cpu;
 
-k::LossReduction reduction_attr(const OpContext& ctx) {
-  const std::string red = ctx.attr_string("reduction", "mean");
-  if (red == "none") return k::LossReduction::kNone;
-  if (red == "sum") return k::LossReduction::kSum;
-  if (red != "mean") ctx.fail("attribute 'reduction' value '" + red + "' is not supported");
-  return k::LossReduction::kMean;
+k::LossReduction reduction_of(const plan::CrossEntropyParams& p) {
+  switch (p.reduction()) {
+    case plan::CrossEntropyParams::NONE:
+      return k::LossReduction::kNone;
+    case plan::CrossEntropyParams::SUM:
+      return k::LossReduction::kSum;
+    default:
+      return k::LossReduction::kMean;
+  }
 }
 
 int64_t label_at(const Tensor& target, int64_t i) {
@@ -48,11 +53,12 @@ void nll(OpContext& ctx) {
   if (weight && weight->shape() != std::vector<int64_t>{c}) {
     ctx.fail("weight " + weight->type_str() + " does not have one value per class");
   }
-  const k::LossReduction reduction = reduction_attr(ctx);
+  const plan::CrossEntropyParams& p = plan::cross_entropy_params(ctx.step());
+  const k::LossReduction reduction = reduction_of(p);
   Tensor& loss = ctx.output(
       0, x.dtype(), reduction == k::LossReduction::kNone ? target_shape : std::vector<int64_t>{});
-  const bool has_ignore = ctx.has_attr("ignore_index");
-  const int64_t ignore = ctx.attr_int("ignore_index", 0);
+  const bool has_ignore = p.has_ignore_index();
+  const int64_t ignore = p.ignore_index();
   if (target.dtype() != DType::kInt64 && target.dtype() != DType::kInt32) {
     ctx.unsupported_dtype(1);
   }

@@ -10,6 +10,7 @@
 #include "runtime/cpu/op_registry.h"
 #include "runtime/cpu/ops/families.h"
 #include "runtime/cpu/ops/nn_util.h"
+#include "runtime/plan/step_params.h"
 
 namespace ampc::rt::cpu {
 namespace nn {
@@ -43,25 +44,17 @@ constexpr tw::ReduceOp twin_op(k::ReduceKind kind) {
   }
 }
 
-// The axes a Reduce op reduces (flags over x's axes) and its output shape; false for a no-op
-// (empty axes with noop_with_empty_axes: the output is x).
-bool reduced_axes(OpContext& ctx, std::vector<bool>* reduced, std::vector<int64_t>* shape) {
-  const Tensor& x = ctx.in(0);
-  const int64_t rank = x.rank();
-  // Axes: an input from ReduceSum-13 (and every Reduce op from opset 18), else an attribute.
-  const std::vector<int64_t> axes = ctx.input(1) ? int_values(ctx, 1) : ctx.attr_ints("axes");
-  const bool keepdims = ctx.attr_int("keepdims", 1) != 0;
-  if (axes.empty() && ctx.attr_int("noop_with_empty_axes", 0) != 0) return false;
-  reduced->assign(rank, axes.empty());
-  for (int64_t a : axes) (*reduced)[normalize_axis(ctx, a, rank)] = true;
-  shape->clear();
-  for (int64_t i = 0; i < rank; ++i) {
-    if (!(*reduced)[i]) {
-      shape->push_back(x.dim(i));
-    } else if (keepdims) {
-      shape->push_back(1);
-    }
-  }
+// The axes a Reduce op reduces (flags over x's axes) and its output shape, from its typed
+// parameters (and input 1's values when the axes come at run time); false for a no-op (the
+// output is x).
+bool reduced_axes(const OpContext& ctx, std::vector<bool>* reduced, std::vector<int64_t>* shape) {
+  const plan::ReduceParams& p = plan::reduce_params(ctx.step());
+  const std::vector<int64_t> axes_input =
+      p.runtime_axes() && ctx.input(1) ? int_values(ctx, 1) : std::vector<int64_t>{};
+  const auto flags = plan::reduced_axes(p, ctx.in(0).rank(), axes_input);
+  if (!flags) return false;
+  *reduced = *flags;
+  *shape = plan::reduced_dims(p, *reduced, ctx.in(0).shape());
   return true;
 }
 

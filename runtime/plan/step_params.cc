@@ -1,0 +1,88 @@
+#include "runtime/plan/step_params.h"
+
+#include <string>
+
+#include "base/error.h"
+
+namespace ampc::plan {
+namespace {
+
+int64_t product(const std::vector<int64_t>& dims, size_t begin, size_t end) {
+  int64_t p = 1;
+  for (size_t i = begin; i < end && i < dims.size(); ++i) p *= dims[i];
+  return p;
+}
+
+template <typename P>
+const P& typed(const Step& step, Step::ParamsCase expected, const P& (Step::*get)() const) {
+  if (step.params_case() != expected) {
+    const std::string node = step.source_nodes().empty() ? "?" : step.source_nodes(0);
+    throw Error("node '" + node + "' (" + step.op() +
+                "): the plan step has no typed parameters (it was not legalized)");
+  }
+  return (step.*get)();
+}
+
+}  // namespace
+
+RowShape row_shape(const RowwiseParams& p, const std::vector<int64_t>& dims) {
+  const auto axis = static_cast<size_t>(p.axis());
+  if (p.flatten() || axis >= dims.size())
+    return {product(dims, 0, axis), product(dims, axis, dims.size()), 1};
+  return {product(dims, 0, axis), dims[axis], product(dims, axis + 1, dims.size())};
+}
+
+const RowwiseParams& rowwise_params(const Step& step) {
+  return typed(step, Step::kRowwise, &Step::rowwise);
+}
+const ReduceParams& reduce_params(const Step& step) {
+  return typed(step, Step::kReduce, &Step::reduce);
+}
+const BatchNormParams& batch_norm_params(const Step& step) {
+  return typed(step, Step::kBatchNorm, &Step::batch_norm);
+}
+const CrossEntropyParams& cross_entropy_params(const Step& step) {
+  return typed(step, Step::kCrossEntropy, &Step::cross_entropy);
+}
+
+const WindowParams& window_params(const Step& step) {
+  return typed(step, Step::kWindow, &Step::window);
+}
+
+const ScaleUpdateParams& scale_update_params(const Step& step) {
+  return typed(step, Step::kScaleUpdate, &Step::scale_update);
+}
+const ClipParams& clip_params(const Step& step) {
+  return typed(step, Step::kClip, &Step::clip);
+}
+
+std::optional<std::vector<bool>> reduced_axes(const ReduceParams& p, int64_t rank,
+                                              const std::vector<int64_t>& axes_input) {
+  const std::vector<int64_t> axes =
+      p.runtime_axes() ? axes_input : std::vector<int64_t>(p.axes().begin(), p.axes().end());
+  if (axes.empty() && p.noop_with_empty_axes()) return std::nullopt;
+  std::vector<bool> reduced(static_cast<size_t>(rank), axes.empty());
+  for (int64_t a : axes) {
+    if (a < -rank || a >= rank) {
+      throw Error("reduction axis " + std::to_string(a) + " is out of range for rank " +
+                  std::to_string(rank));
+    }
+    reduced[static_cast<size_t>(a < 0 ? a + rank : a)] = true;
+  }
+  return reduced;
+}
+
+std::vector<int64_t> reduced_dims(const ReduceParams& p, const std::vector<bool>& reduced,
+                                  const std::vector<int64_t>& dims) {
+  std::vector<int64_t> out;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (!reduced[i]) {
+      out.push_back(dims[i]);
+    } else if (p.keep_dims()) {
+      out.push_back(1);
+    }
+  }
+  return out;
+}
+
+}  // namespace ampc::plan

@@ -1,0 +1,397 @@
+// The legalize stage (compiler/lower/legalize.h): each op's ONNX attributes, opset and
+// operands against the typed parameters the ONNX specification implies (defaults, negative
+// axes, Softmax's 2-D coercion before opset 13, BatchNormalization's outputs before opset 14,
+// a Reduce op's axes input), invalid attributes refused with the node named, and compiled
+// plans with no attribute left on a typed step. The numerics of the ops that read these
+// parameters are checked against ONNX's test data (conformance) and PyTorch (oracle, zoo).
+#include "compiler/lower/legalize.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <google/protobuf/util/message_differencer.h>
+
+#include "base/error.h"
+#include "compiler/pipeline.h"
+#include "runtime/plan/step_params.h"
+
+namespace ampc::lower {
+namespace {
+
+using ::testing::HasSubstr;
+
+plan::Step step(const std::string& op, int64_t opset) {
+  plan::Step s;
+  s.set_op(op);
+  s.set_opset_version(opset);
+  s.add_source_nodes("n");
+  return s;
+}
+
+void set_int(plan::Step& s, const std::string& name, int64_t v) {
+  auto* a = s.add_attributes();
+  a->set_name(name);
+  a->set_i(v);
+}
+
+void set_ints(plan::Step& s, const std::string& name, const std::vector<int64_t>& v) {
+  auto* a = s.add_attributes();
+  a->set_name(name);
+  for (int64_t x : v) a->mutable_ints()->add_v(x);
+}
+
+void set_float(plan::Step& s, const std::string& name, float v) {
+  auto* a = s.add_attributes();
+  a->set_name(name);
+  a->set_f(v);
+}
+
+void set_string(plan::Step& s, const std::string& name, const std::string& v) {
+  auto* a = s.add_attributes();
+  a->set_name(name);
+  a->set_s(v);
+}
+
+// Operands: input ranks; input 1's constant values when given.
+StepOperands operands(std::vector<std::optional<int64_t>> ranks,
+                      std::optional<std::vector<int64_t>> input1 = std::nullopt) {
+  StepOperands o;
+  o.input_ranks = std::move(ranks);
+  o.constant_ints = [input1](int i) {
+    return i == 1 ? input1 : std::optional<std::vector<int64_t>>();
+  };
+  return o;
+}
+
+std::string failure(plan::Step s, const StepOperands& o) {
+  try {
+    legalize_step(s, o);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Legalize, SoftmaxFromOpset13NormalisesOneAxisDefaultLast) {
+  plan::Step s = step("Softmax", 13);
+  legalize_step(s, operands({4}));
+  ASSERT_TRUE(s.has_rowwise());
+  EXPECT_EQ(s.rowwise().kind(), plan::RowwiseParams::SOFTMAX);
+  EXPECT_EQ(s.rowwise().axis(), 3);
+  EXPECT_FALSE(s.rowwise().flatten());
+  const plan::RowShape r = plan::row_shape(s.rowwise(), {2, 3, 4, 5});
+  EXPECT_EQ(r.outer, 24);
+  EXPECT_EQ(r.n, 5);
+  EXPECT_EQ(r.inner, 1);
+
+  plan::Step mid = step("LogSoftmax", 13);
+  set_int(mid, "axis", -3);
+  legalize_step(mid, operands({4}));
+  EXPECT_EQ(mid.rowwise().kind(), plan::RowwiseParams::LOG_SOFTMAX);
+  EXPECT_EQ(mid.rowwise().axis(), 1);
+  EXPECT_EQ(mid.attributes_size(), 0);
+  const plan::RowShape m = plan::row_shape(mid.rowwise(), {2, 3, 4, 5});
+  EXPECT_EQ(m.outer, 2);
+  EXPECT_EQ(m.n, 3);
+  EXPECT_EQ(m.inner, 20);
+}
+
+TEST(Legalize, SoftmaxBeforeOpset13CoercesTo2DAtAxisDefaultOne) {
+  plan::Step s = step("Softmax", 11);
+  legalize_step(s, operands({4}));
+  EXPECT_EQ(s.rowwise().axis(), 1);
+  EXPECT_TRUE(s.rowwise().flatten());
+  const plan::RowShape r = plan::row_shape(s.rowwise(), {2, 3, 4, 5});
+  EXPECT_EQ(r.outer, 2);
+  EXPECT_EQ(r.n, 60);
+  EXPECT_EQ(r.inner, 1);
+  // axis == rank: rows of one element (ONNX allows axis in [-r, r] here).
+  plan::Step last = step("Hardmax", 11);
+  set_int(last, "axis", 4);
+  legalize_step(last, operands({4}));
+  EXPECT_EQ(last.rowwise().kind(), plan::RowwiseParams::HARDMAX);
+  const plan::RowShape l = plan::row_shape(last.rowwise(), {2, 3, 4, 5});
+  EXPECT_EQ(l.outer, 120);
+  EXPECT_EQ(l.n, 1);
+  plan::Step neg = step("Softmax", 11);
+  set_int(neg, "axis", -1);
+  legalize_step(neg, operands({3}));
+  EXPECT_EQ(neg.rowwise().axis(), 2);
+}
+
+TEST(Legalize, SoftmaxOfAScalarIsOneRowOfOne) {
+  plan::Step s = step("Softmax", 13);
+  legalize_step(s, operands({0}));
+  const plan::RowShape r = plan::row_shape(s.rowwise(), {});
+  EXPECT_EQ(r.outer * r.n * r.inner, 1);
+}
+
+TEST(Legalize, AxisOutOfRangeAndUnknownRankAreRefusedNamingTheNode) {
+  plan::Step s = step("Softmax", 13);
+  set_int(s, "axis", 3);
+  EXPECT_THAT(failure(s, operands({3})), HasSubstr("node 'n' (Softmax): axis 3 is out of range"));
+  EXPECT_THAT(failure(step("LayerNormalization", 17), operands({std::nullopt})),
+              HasSubstr("rank of input 0 is not known"));
+}
+
+TEST(Legalize, LayerNormalizationDefaultsAndStashType) {
+  plan::Step s = step("LayerNormalization", 17);
+  legalize_step(s, operands({3, 1, 1}));
+  EXPECT_EQ(s.rowwise().kind(), plan::RowwiseParams::LAYER_NORM);
+  EXPECT_EQ(s.rowwise().axis(), 2);
+  EXPECT_TRUE(s.rowwise().flatten());
+  EXPECT_FLOAT_EQ(s.rowwise().epsilon(), 1e-5f);
+  EXPECT_EQ(s.rowwise().stash_type(), 1);  // FLOAT
+  plan::Step two = step("LayerNormalization", 17);
+  set_int(two, "axis", -2);
+  set_float(two, "epsilon", 1e-3f);
+  set_int(two, "stash_type", 11);  // DOUBLE
+  legalize_step(two, operands({3, 2, 2}));
+  EXPECT_EQ(two.rowwise().axis(), 1);
+  EXPECT_FLOAT_EQ(two.rowwise().epsilon(), 1e-3f);
+  EXPECT_EQ(two.rowwise().stash_type(), 11);
+  const plan::RowShape r = plan::row_shape(two.rowwise(), {4, 5, 6});
+  EXPECT_EQ(r.outer, 4);
+  EXPECT_EQ(r.n, 30);
+  plan::Step bad = step("LayerNormalization", 17);
+  set_int(bad, "stash_type", 7);  // INT64
+  EXPECT_THAT(failure(bad, operands({3})), HasSubstr("'stash_type' must name a float type"));
+}
+
+TEST(Legalize, InstanceNormalizationRowsAreThePlanes) {
+  plan::Step s = step("InstanceNormalization", 6);
+  set_float(s, "epsilon", 0.01f);
+  legalize_step(s, operands({4, 1, 1}));
+  EXPECT_EQ(s.rowwise().kind(), plan::RowwiseParams::INSTANCE_NORM);
+  const plan::RowShape r = plan::row_shape(s.rowwise(), {2, 3, 4, 5});
+  EXPECT_EQ(r.outer, 6);
+  EXPECT_EQ(r.n, 20);
+  EXPECT_FLOAT_EQ(s.rowwise().epsilon(), 0.01f);
+  EXPECT_THAT(failure(step("InstanceNormalization", 6), operands({2})),
+              HasSubstr("no spatial dimension"));
+}
+
+TEST(Legalize, ReduceAxesFromTheAttributeNormalisedSortedAndDistinct) {
+  plan::Step s = step("ReduceMax", 13);
+  set_ints(s, "axes", {-1, 0, 3});
+  set_int(s, "keepdims", 0);
+  legalize_step(s, operands({4}));
+  ASSERT_TRUE(s.has_reduce());
+  EXPECT_EQ(s.reduce().kind(), plan::ReduceParams::MAX);
+  EXPECT_THAT(s.reduce().axes(), ::testing::ElementsAre(0, 3));
+  EXPECT_FALSE(s.reduce().keep_dims());
+  const auto flags = plan::reduced_axes(s.reduce(), 4);
+  ASSERT_TRUE(flags);
+  EXPECT_THAT(plan::reduced_dims(s.reduce(), *flags, {2, 3, 4, 5}), ::testing::ElementsAre(3, 4));
+  // No axes: every axis, keepdims by default.
+  plan::Step all = step("ReduceL2", 13);
+  legalize_step(all, operands({3}));
+  EXPECT_TRUE(all.reduce().axes().empty());
+  const auto every = plan::reduced_axes(all.reduce(), 3);
+  ASSERT_TRUE(every);
+  EXPECT_THAT(plan::reduced_dims(all.reduce(), *every, {2, 3, 4}), ::testing::ElementsAre(1, 1, 1));
+}
+
+TEST(Legalize, ReduceAxesFromAConstantInputAreMovedIntoTheParameters) {
+  plan::Step s = step("ReduceSum", 13);
+  s.add_inputs(7);
+  s.add_inputs(8);
+  s.add_outputs(9);
+  legalize_step(s, operands({3, 1}, std::vector<int64_t>{-2}));
+  EXPECT_THAT(s.reduce().axes(), ::testing::ElementsAre(1));
+  EXPECT_TRUE(s.reduce().keep_dims());
+  EXPECT_THAT(s.inputs(), ::testing::ElementsAre(7));  // the axes input is gone
+  // Axes computed at run time stay input 1, which the CPU backend reads (normalised there).
+  plan::Step runtime_axes = step("ReduceSum", 13);
+  runtime_axes.add_inputs(7);
+  runtime_axes.add_inputs(8);
+  legalize_step(runtime_axes, operands({3, 1}));
+  EXPECT_TRUE(runtime_axes.reduce().runtime_axes());
+  EXPECT_EQ(runtime_axes.inputs_size(), 2);
+  const auto at_run_time = plan::reduced_axes(runtime_axes.reduce(), 3, {-1});
+  ASSERT_TRUE(at_run_time);
+  EXPECT_THAT(*at_run_time, ::testing::ElementsAre(false, false, true));
+  EXPECT_THROW(plan::reduced_axes(runtime_axes.reduce(), 3, {3}), Error);
+  // Empty axes with noop_with_empty_axes: the identity.
+  plan::Step noop = step("ReduceSum", 13);
+  set_int(noop, "noop_with_empty_axes", 1);
+  legalize_step(noop, operands({3}));
+  EXPECT_FALSE(plan::reduced_axes(noop.reduce(), 3));
+}
+
+TEST(Legalize, BatchNormalizationTrainingModeByOpset) {
+  // Before opset 14: training when the running statistics are asked for; outputs 3 and 4 are
+  // the saved batch statistics.
+  plan::Step old = step("BatchNormalization", 9);
+  for (int o : {0, 1, 2, 3, 4}) old.add_outputs(o);
+  legalize_step(old, operands({4, 1, 1, 1, 1}));
+  EXPECT_TRUE(old.batch_norm().training());
+  EXPECT_TRUE(old.batch_norm().saved_statistics());
+  EXPECT_FLOAT_EQ(old.batch_norm().momentum(), 0.9f);
+  EXPECT_FLOAT_EQ(old.batch_norm().epsilon(), 1e-5f);
+  plan::Step inference = step("BatchNormalization", 9);
+  for (int o : {0, -1, -1}) inference.add_outputs(o);
+  legalize_step(inference, operands({4, 1, 1, 1, 1}));
+  EXPECT_FALSE(inference.batch_norm().training());
+  // From opset 14: the training_mode attribute.
+  plan::Step now = step("BatchNormalization", 15);
+  for (int o : {0, 1, 2}) now.add_outputs(o);
+  set_int(now, "training_mode", 1);
+  set_float(now, "momentum", 0.99f);
+  legalize_step(now, operands({4, 1, 1, 1, 1}));
+  EXPECT_TRUE(now.batch_norm().training());
+  EXPECT_FALSE(now.batch_norm().saved_statistics());
+  EXPECT_FLOAT_EQ(now.batch_norm().momentum(), 0.99f);
+  plan::Step spatial = step("BatchNormalization", 7);
+  set_int(spatial, "spatial", 0);
+  EXPECT_THAT(failure(spatial, operands({4})), HasSubstr("'spatial' value 0 is not supported"));
+}
+
+TEST(Legalize, LossReductionAndIgnoreIndex) {
+  for (const char* op : {"SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss"}) {
+    SCOPED_TRACE(op);
+    plan::Step s = step(op, 13);
+    legalize_step(s, operands({2, 1}));
+    EXPECT_EQ(s.cross_entropy().reduction(), plan::CrossEntropyParams::MEAN);
+    EXPECT_FALSE(s.cross_entropy().has_ignore_index());
+    plan::Step sum = step(op, 13);
+    set_string(sum, "reduction", "none");
+    set_int(sum, "ignore_index", -100);
+    legalize_step(sum, operands({2, 1}));
+    EXPECT_EQ(sum.cross_entropy().reduction(), plan::CrossEntropyParams::NONE);
+    EXPECT_TRUE(sum.cross_entropy().has_ignore_index());
+    EXPECT_EQ(sum.cross_entropy().ignore_index(), -100);
+    plan::Step bad = step(op, 13);
+    set_string(bad, "reduction", "max");
+    EXPECT_THAT(failure(bad, operands({2, 1})), HasSubstr("'reduction' value 'max'"));
+  }
+}
+
+TEST(Legalize, PoolingWindowDefaultsAndOptions) {
+  plan::Step s = step("AveragePool", 19);
+  set_ints(s, "kernel_shape", {3, 2});
+  set_int(s, "count_include_pad", 1);
+  set_int(s, "ceil_mode", 1);
+  set_string(s, "auto_pad", "SAME_LOWER");
+  legalize_step(s, operands({4}));
+  ASSERT_TRUE(s.has_window());
+  const plan::WindowParams& w = s.window();
+  EXPECT_THAT(w.kernel(), ::testing::ElementsAre(3, 2));
+  EXPECT_THAT(w.strides(), ::testing::ElementsAre(1, 1));
+  EXPECT_THAT(w.dilations(), ::testing::ElementsAre(1, 1));
+  EXPECT_THAT(w.pads(), ::testing::ElementsAre(0, 0, 0, 0));
+  EXPECT_EQ(w.auto_pad(), plan::WindowParams::SAME_LOWER);
+  EXPECT_TRUE(w.ceil_mode());
+  EXPECT_TRUE(w.count_include_pad());
+  EXPECT_EQ(s.attributes_size(), 0);
+  // The gradient op of the ampc domain reads X's rank from its input 1.
+  plan::Step grad = step("MaxPoolGrad", 1);
+  grad.set_domain("ampc");
+  set_ints(grad, "kernel_shape", {2});
+  set_int(grad, "storage_order", 1);
+  legalize_step(grad, operands({3, 3}));
+  EXPECT_THAT(grad.window().kernel(), ::testing::ElementsAre(2));
+  EXPECT_TRUE(grad.window().column_major_indices());
+  EXPECT_THAT(failure(step("MaxPool", 12), operands({4})),
+              HasSubstr("attribute 'kernel_shape' is required"));
+  plan::Step bad_pad = step("MaxPool", 12);
+  set_ints(bad_pad, "kernel_shape", {2, 2});
+  set_string(bad_pad, "auto_pad", "SAME");
+  EXPECT_THAT(failure(bad_pad, operands({4})), HasSubstr("'auto_pad' value 'SAME'"));
+  plan::Step lp = step("LpPool", 18);
+  set_ints(lp, "kernel_shape", {2});
+  legalize_step(lp, operands({3}));
+  EXPECT_EQ(lp.window().p(), 2);
+  plan::Step global = step("GlobalLpPool", 2);
+  set_int(global, "p", 3);
+  legalize_step(global, operands({4}));
+  EXPECT_EQ(global.window().p(), 3);
+  EXPECT_TRUE(global.window().kernel().empty());
+}
+
+TEST(Legalize, ConvolutionWindowAndGroup) {
+  plan::Step s = step("Conv", 11);
+  set_ints(s, "strides", {2, 2, 1});
+  set_ints(s, "pads", {1, 1, 0, 1, 1, 0});
+  set_int(s, "group", 4);
+  legalize_step(s, operands({5, 5, 1}));
+  EXPECT_TRUE(s.window().kernel().empty());  // the weights' dims at run time
+  EXPECT_THAT(s.window().strides(), ::testing::ElementsAre(2, 2, 1));
+  EXPECT_THAT(s.window().pads(), ::testing::ElementsAre(1, 1, 0, 1, 1, 0));
+  EXPECT_EQ(s.window().group(), 4);
+  EXPECT_FALSE(s.window().ceil_mode());
+  plan::Step grad = step("ConvGrad", 1);
+  grad.set_domain("ampc");
+  legalize_step(grad, operands({4, 4, 4}));
+  EXPECT_EQ(grad.window().group(), 1);
+  plan::Step wrong = step("Conv", 11);
+  set_ints(wrong, "strides", {1});
+  EXPECT_THAT(failure(wrong, operands({4, 4})), HasSubstr("do not match the 2 spatial"));
+  plan::Step rank2 = step("Conv", 11);
+  EXPECT_THAT(failure(rank2, operands({2, 2})), HasSubstr("input of rank 2 is not supported"));
+}
+
+TEST(Legalize, LossScalerOpsOfTheAmpcDomain) {
+  plan::Step update = step("UpdateScale", 1);
+  update.set_domain("ampc");
+  set_float(update, "growth_factor", 4.0f);
+  set_int(update, "growth_interval", 3);
+  set_float(update, "min_scale", 1.0f);
+  legalize_step(update, operands({0, 0, 0}));
+  const plan::ScaleUpdateParams& u = update.scale_update();
+  EXPECT_FLOAT_EQ(u.growth_factor(), 4.0f);
+  EXPECT_FLOAT_EQ(u.backoff_factor(), 0.5f);  // torch's default
+  EXPECT_EQ(u.growth_interval(), 3);
+  EXPECT_TRUE(u.has_min_scale());
+  EXPECT_FLOAT_EQ(u.min_scale(), 1.0f);
+  EXPECT_FALSE(u.has_max_scale());
+  plan::Step zero = step("UpdateScale", 1);
+  zero.set_domain("ampc");
+  set_int(zero, "growth_interval", 0);
+  EXPECT_THAT(failure(zero, operands({0, 0, 0})), HasSubstr("growth_interval must be at least 1"));
+  plan::Step measure = step("ClipGradNorm", 1);
+  measure.set_domain("ampc");
+  legalize_step(measure, operands({1}));
+  EXPECT_FALSE(measure.clip().clip());
+  plan::Step clip = step("ClipGradNorm", 1);
+  clip.set_domain("ampc");
+  set_float(clip, "max_norm", 0.5f);
+  legalize_step(clip, operands({1}));
+  EXPECT_TRUE(clip.clip().clip());
+  EXPECT_FLOAT_EQ(clip.clip().max_norm(), 0.5f);
+}
+
+TEST(Legalize, OtherOpsKeepTheirAttributes) {
+  plan::Step s = step("ConvTranspose", 11);
+  set_ints(s, "kernel_shape", {2, 2});
+  const plan::Step before = s;
+  legalize_step(s, operands({4}));
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(s, before));
+  EXPECT_FALSE(has_typed_params("ampc", "Softmax"));
+  EXPECT_FALSE(has_typed_params("", "MatMul"));
+}
+
+// Compiled plans of models with every typed family (gpt: LayerNormalization, Softmax,
+// SoftmaxCrossEntropyLoss, reductions in the backward; cnn: Conv, pooling and their
+// gradients) carry parameters and no attributes on those steps; the backends read nothing else.
+TEST(Legalize, CompiledPlansCarryTypedStepsWithoutAttributes) {
+  compiler::CompileOptions o;
+  o.train = true;
+  o.lowering.fuse = false;
+  for (const char* model : {"gpt", "cnn"}) {
+    const plan::Plan p =
+        compiler::compile_file(std::string(AMPC_SOURCE_DIR) + "/models/" + model + ".onnx", o);
+    int typed = 0;
+    for (const plan::Step& s : p.steps()) {
+      if (!has_typed_params(s.domain(), s.op())) continue;
+      SCOPED_TRACE(std::string(model) + ": " + s.op() + " " + s.source_nodes(0));
+      EXPECT_NE(s.params_case(), plan::Step::PARAMS_NOT_SET);
+      EXPECT_EQ(s.attributes_size(), 0);
+      ++typed;
+    }
+    EXPECT_GT(typed, 3) << model;
+  }
+}
+
+}  // namespace
+}  // namespace ampc::lower
