@@ -31,31 +31,34 @@ ir::Value* shape_constant(ir::Graph& g, const std::string& name,
   return v;
 }
 
+// Expands node n's scale and bias where they broadcast; returns how many it expanded.
+// `serial` numbers the new values apart from those of earlier nodes.
+int expand_operands(ir::Graph& g, ir::Node* n, int serial) {
+  const std::vector<int64_t> shape = normalised_shape(*n);
+  int expanded = 0;
+  for (int k = 1; !shape.empty() && k <= 2 && k < static_cast<int>(n->inputs.size()); ++k) {
+    ir::Value* p = n->inputs[k];
+    if (!p || !p->type.is_static() || *p->type.shape == shape ||
+        p->type.shape->size() > shape.size())
+      continue;
+    const std::string base = "ampc_expand_norm" + std::to_string(serial + expanded) + "_" + p->name;
+    ir::Value* full = g.add_value(base, {p->type.dtype, shape});
+    g.insert_node_before(n, "Expand", {p, shape_constant(g, base + "_shape", shape)}, {full}, base);
+    ir::set_input(n, k, full);
+    ++expanded;
+  }
+  return expanded;
+}
+
 }  // namespace
 
 int expand_norm_params(ir::Model& model) {
-  ir::Graph& g = *model.graph;
-  int inserted = 0;
-  std::vector<ir::Node*> norms;
-  for (const auto& n : g.nodes) {
+  std::vector<ir::Node*> norms;  // collected first: expanding inserts nodes
+  for (const auto& n : model.graph->nodes) {
     if (n->op_type == "LayerNormalization" && n->domain.empty()) norms.push_back(n.get());
   }
-  for (ir::Node* n : norms) {
-    const std::vector<int64_t> shape = normalised_shape(*n);
-    if (shape.empty()) continue;
-    for (int k = 1; k <= 2 && k < static_cast<int>(n->inputs.size()); ++k) {
-      ir::Value* p = n->inputs[k];
-      if (!p || !p->type.is_static() || *p->type.shape == shape ||
-          p->type.shape->size() > shape.size())
-        continue;
-      const std::string base = "ampc_expand_norm" + std::to_string(inserted) + "_" + p->name;
-      ir::Value* full = g.add_value(base, {p->type.dtype, shape});
-      g.insert_node_before(n, "Expand", {p, shape_constant(g, base + "_shape", shape)}, {full},
-                           base);
-      ir::set_input(n, k, full);
-      ++inserted;
-    }
-  }
+  int inserted = 0;
+  for (ir::Node* n : norms) inserted += expand_operands(*model.graph, n, inserted);
   return inserted;
 }
 

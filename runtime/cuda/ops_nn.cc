@@ -6,6 +6,7 @@
 // through the CPU operators' window_geometry, runtime/cpu/ops/nn_util.h).
 #include <algorithm>
 #include <array>
+#include <iterator>
 #include <memory>
 
 #include "kernels/cuda/amp.h"
@@ -131,31 +132,15 @@ Launch build_cross_entropy(StepContext& ctx) {
   };
 }
 
-// The kernels' reduction of a typed kind (every kind but LOG_SUM_EXP, which has no kernel).
+// The kernels' reduction of a typed kind (every kind but LOG_SUM_EXP, which has no kernel),
+// indexed by plan::ReduceParams::Kind.
 kc::ReduceOp cuda_reduce_op(const StepContext& ctx, plan::ReduceParams::Kind kind) {
-  using K = plan::ReduceParams;
-  switch (kind) {
-    case K::SUM:
-      return kc::ReduceOp::kSum;
-    case K::MEAN:
-      return kc::ReduceOp::kMean;
-    case K::PROD:
-      return kc::ReduceOp::kProd;
-    case K::MAX:
-      return kc::ReduceOp::kMax;
-    case K::MIN:
-      return kc::ReduceOp::kMin;
-    case K::L1:
-      return kc::ReduceOp::kL1;
-    case K::L2:
-      return kc::ReduceOp::kL2;
-    case K::LOG_SUM:
-      return kc::ReduceOp::kLogSum;
-    case K::SUM_SQUARE:
-      return kc::ReduceOp::kSumSquare;
-    default:
-      ctx.fail("this reduction has no CUDA kernel");
-  }
+  using R = kc::ReduceOp;
+  static constexpr R kOps[] = {R::kSum, R::kMean, R::kProd,   R::kMax,         R::kMin,
+                               R::kL1,  R::kL2,   R::kLogSum, R::kSum /*LSE*/, R::kSumSquare};
+  static_assert(static_cast<size_t>(plan::ReduceParams::Kind_ARRAYSIZE) == std::size(kOps));
+  if (kind == plan::ReduceParams::LOG_SUM_EXP) ctx.fail("this reduction has no CUDA kernel");
+  return kOps[kind];
 }
 
 Launch build_reduce(StepContext& ctx) {

@@ -13,16 +13,6 @@ int64_t product(const std::vector<int64_t>& dims, size_t begin, size_t end) {
   return p;
 }
 
-template <typename P>
-const P& typed(const Step& step, Step::ParamsCase expected, const P& (Step::*get)() const) {
-  if (step.params_case() != expected) {
-    const std::string node = step.source_nodes().empty() ? "?" : step.source_nodes(0);
-    throw Error("node '" + node + "' (" + step.op() +
-                "): the plan step has no typed parameters (it was not legalized)");
-  }
-  return (step.*get)();
-}
-
 }  // namespace
 
 RowShape row_shape(const RowwiseParams& p, const std::vector<int64_t>& dims) {
@@ -32,28 +22,13 @@ RowShape row_shape(const RowwiseParams& p, const std::vector<int64_t>& dims) {
   return {product(dims, 0, axis), dims[axis], product(dims, axis + 1, dims.size())};
 }
 
-const RowwiseParams& rowwise_params(const Step& step) {
-  return typed(step, Step::kRowwise, &Step::rowwise);
-}
-const ReduceParams& reduce_params(const Step& step) {
-  return typed(step, Step::kReduce, &Step::reduce);
-}
-const BatchNormParams& batch_norm_params(const Step& step) {
-  return typed(step, Step::kBatchNorm, &Step::batch_norm);
-}
-const CrossEntropyParams& cross_entropy_params(const Step& step) {
-  return typed(step, Step::kCrossEntropy, &Step::cross_entropy);
-}
-
-const WindowParams& window_params(const Step& step) {
-  return typed(step, Step::kWindow, &Step::window);
-}
-
-const ScaleUpdateParams& scale_update_params(const Step& step) {
-  return typed(step, Step::kScaleUpdate, &Step::scale_update);
-}
-const ClipParams& clip_params(const Step& step) {
-  return typed(step, Step::kClip, &Step::clip);
+const Step& with_params(const Step& step, Step::ParamsCase expected) {
+  if (step.params_case() != expected) {
+    const std::string node = step.source_nodes().empty() ? "?" : step.source_nodes(0);
+    throw Error("node '" + node + "' (" + step.op() +
+                "): the plan step has no typed parameters (it was not legalized)");
+  }
+  return step;
 }
 
 std::optional<std::vector<bool>> reduced_axes(const ReduceParams& p, int64_t rank,

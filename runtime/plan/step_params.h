@@ -18,15 +18,33 @@ struct RowShape {
 };
 RowShape row_shape(const RowwiseParams& p, const std::vector<int64_t>& dims);
 
-// The typed parameters of `step`; each throws ampc::Error naming the step when it has none
-// (a step built without legalize: a bug, since plans of an older format are refused at load).
-const RowwiseParams& rowwise_params(const Step& step);
-const ReduceParams& reduce_params(const Step& step);
-const BatchNormParams& batch_norm_params(const Step& step);
-const CrossEntropyParams& cross_entropy_params(const Step& step);
-const WindowParams& window_params(const Step& step);
-const ScaleUpdateParams& scale_update_params(const Step& step);
-const ClipParams& clip_params(const Step& step);
+// `step`, checked to carry typed parameters of kind `expected`; throws ampc::Error naming the
+// step when it has none (a step built without legalize: a bug, since plans of an older format
+// are refused at load).
+const Step& with_params(const Step& step, Step::ParamsCase expected);
+
+// The typed parameters of `step`, checked.
+inline const RowwiseParams& rowwise_params(const Step& s) {
+  return with_params(s, Step::kRowwise).rowwise();
+}
+inline const ReduceParams& reduce_params(const Step& s) {
+  return with_params(s, Step::kReduce).reduce();
+}
+inline const BatchNormParams& batch_norm_params(const Step& s) {
+  return with_params(s, Step::kBatchNorm).batch_norm();
+}
+inline const CrossEntropyParams& cross_entropy_params(const Step& s) {
+  return with_params(s, Step::kCrossEntropy).cross_entropy();
+}
+inline const WindowParams& window_params(const Step& s) {
+  return with_params(s, Step::kWindow).window();
+}
+inline const ScaleUpdateParams& scale_update_params(const Step& s) {
+  return with_params(s, Step::kScaleUpdate).scale_update();
+}
+inline const ClipParams& clip_params(const Step& s) {
+  return with_params(s, Step::kClip).clip();
+}
 
 // A reduction's reduced axes as flags over x's `rank` axes (every axis when it names none), or
 // nullopt when it reduces nothing (no axes under noop_with_empty_axes: the output is x).
