@@ -26,7 +26,7 @@ ConvShape conv_shape(const StepContext& ctx, int x_index, int w_index,
   s.y = y;
   if (ctx.in_dtype(w_index) != s.dtype) ctx.fail("X and W have different element types");
   cpu::nn::check_spatial_rank(ctx.attrs(), static_cast<int64_t>(s.x.size()));
-  s.group = plan::window_params(ctx.step()).group();
+  s.group = plan::params<plan::WindowParams>(ctx.step()).group();
   if (s.w.size() != s.x.size() || s.group <= 0 || s.x[1] != s.w[1] * s.group || s.w[0] % s.group) {
     ctx.fail("X " + shape_str(s.x) + " and W " + shape_str(s.w) + " do not fit group " +
              std::to_string(s.group));

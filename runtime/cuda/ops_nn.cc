@@ -33,7 +33,7 @@ constexpr std::initializer_list<DType> kFloats = {DType::kFloat32, DType::kFloat
 
 Launch build_softmax(StepContext& ctx) {
   ctx.require_dtype(0, kFloats);
-  const plan::RowwiseParams& p = plan::rowwise_params(ctx.step());
+  const plan::RowwiseParams& p = plan::params<plan::RowwiseParams>(ctx.step());
   const auto [outer, n, inner] = plan::row_shape(p, ctx.in_shape(0));
   require_same_type(ctx);
   if (p.kind() == plan::RowwiseParams::HARDMAX) ctx.fail("Hardmax has no CUDA kernel");
@@ -48,7 +48,7 @@ Launch build_softmax(StepContext& ctx) {
 
 Launch build_layer_norm(StepContext& ctx) {
   ctx.require_dtype(0, kFloats);
-  const plan::RowwiseParams& p = plan::rowwise_params(ctx.step());
+  const plan::RowwiseParams& p = plan::params<plan::RowwiseParams>(ctx.step());
   const plan::RowShape shape = plan::row_shape(p, ctx.in_shape(0));
   const int64_t rows = shape.outer, cols = shape.n;
   ctx.require_dtype(1, kFloats);
@@ -77,7 +77,7 @@ Launch build_instance_norm(StepContext& ctx) {
   ctx.require_dtype(0, kFloats);
   const std::vector<int64_t> dims = ctx.in_shape(0);
   if (dims.size() < 3) ctx.fail("input has no spatial dimension");
-  const plan::RowwiseParams& p = plan::rowwise_params(ctx.step());
+  const plan::RowwiseParams& p = plan::params<plan::RowwiseParams>(ctx.step());
   const plan::RowShape shape = plan::row_shape(p, dims);  // the (n, c) planes
   const int64_t c = dims[1], rows = shape.outer, cols = shape.n;
   for (int k = 1; k <= 2; ++k) {
@@ -102,7 +102,7 @@ Launch build_cross_entropy(StepContext& ctx) {
   if (s.size() < 2) ctx.fail("scores must have at least 2 dimensions");
   const int64_t n = s[0], c = s[1], d = product(s, 2, s.size());
   if (ctx.in_numel(1) != n * d) ctx.fail("labels do not fit the scores");
-  const plan::CrossEntropyParams& p = plan::cross_entropy_params(ctx.step());
+  const plan::CrossEntropyParams& p = plan::params<plan::CrossEntropyParams>(ctx.step());
   const kc::CeReduction reduction =
       p.reduction() == plan::CrossEntropyParams::NONE  ? kc::CeReduction::kNone
       : p.reduction() == plan::CrossEntropyParams::SUM ? kc::CeReduction::kSum
@@ -144,7 +144,7 @@ kc::ReduceOp cuda_reduce_op(const StepContext& ctx, plan::ReduceParams::Kind kin
 }
 
 Launch build_reduce(StepContext& ctx) {
-  const plan::ReduceParams& p = plan::reduce_params(ctx.step());
+  const plan::ReduceParams& p = plan::params<plan::ReduceParams>(ctx.step());
   const kc::ReduceOp op = cuda_reduce_op(ctx, p.kind());
   ctx.require_dtype(0, kFloats);
   require_same_type(ctx);
@@ -219,7 +219,7 @@ Launch build_unscale_check(StepContext& ctx) {
 }
 
 Launch build_update_scale(StepContext& ctx) {
-  const plan::ScaleUpdateParams& p = plan::scale_update_params(ctx.step());
+  const plan::ScaleUpdateParams& p = plan::params<plan::ScaleUpdateParams>(ctx.step());
   if (ctx.in_dtype(0) != DType::kFloat32 || ctx.in_dtype(1) != DType::kInt32 ||
       ctx.in_dtype(2) != DType::kBool || ctx.out_dtype(0) != DType::kFloat32 ||
       ctx.out_dtype(1) != DType::kInt32)
@@ -238,7 +238,7 @@ Launch build_update_scale(StepContext& ctx) {
 
 Launch build_clip_grad_norm(StepContext& ctx) {
   const int n = ctx.num_inputs();
-  const plan::ClipParams& p = plan::clip_params(ctx.step());
+  const plan::ClipParams& p = plan::params<plan::ClipParams>(ctx.step());
   const bool clip = p.clip();
   if (ctx.num_outputs() != (clip ? n + 1 : 1)) ctx.fail("unexpected number of outputs");
   if (ctx.out_dtype(0) != DType::kFloat32) ctx.fail("the total norm must be f32");
@@ -272,7 +272,7 @@ Launch pool_launch(const StepContext& ctx, bool is_max, int64_t planes, Max max,
       max(stream);
     };
   }
-  const bool include_pad = plan::window_params(ctx.step()).count_include_pad();
+  const bool include_pad = plan::params<plan::WindowParams>(ctx.step()).count_include_pad();
   return [=](cudaStream_t stream) {
     if (planes == 0) return;
     average(include_pad, stream);
@@ -289,7 +289,8 @@ Launch build_pool(StepContext& ctx) {
   const bool is_max = ctx.step().op() == "MaxPool";
   if (is_max && ctx.has_output(1) && ctx.out_dtype(1) != DType::kInt64)
     ctx.fail("Indices must be int64");
-  const bool column_major = is_max && plan::window_params(ctx.step()).column_major_indices();
+  const bool column_major =
+      is_max && plan::params<plan::WindowParams>(ctx.step()).column_major_indices();
   return pool_launch(
       ctx, is_max, planes,
       [=](cudaStream_t stream) {
@@ -337,7 +338,7 @@ Launch build_batch_norm(StepContext& ctx) {
   const std::vector<int64_t> x = ctx.in_shape(0);
   if (x.size() < 2) ctx.fail("X must have a channel dimension");
   const int64_t n = x[0], c = x[1], spatial = product(x, 2, x.size());
-  const plan::BatchNormParams& p = plan::batch_norm_params(ctx.step());
+  const plan::BatchNormParams& p = plan::params<plan::BatchNormParams>(ctx.step());
   const bool training = p.training();
   const DType xt = ctx.in_dtype(0), pt = ctx.in_dtype(1), st = ctx.in_dtype(3);
   if (ctx.in_dtype(2) != pt || ctx.in_dtype(4) != st) ctx.fail("scale/B or mean/var types differ");

@@ -22,13 +22,18 @@ RowShape row_shape(const RowwiseParams& p, const std::vector<int64_t>& dims) {
   return {product(dims, 0, axis), dims[axis], product(dims, axis + 1, dims.size())};
 }
 
-const Step& with_params(const Step& step, Step::ParamsCase expected) {
-  if (step.params_case() != expected) {
-    const std::string node = step.source_nodes().empty() ? "?" : step.source_nodes(0);
-    throw Error("node '" + node + "' (" + step.op() +
-                "): the plan step has no typed parameters (it was not legalized)");
+const google::protobuf::FieldDescriptor* params_field(const google::protobuf::Descriptor* type) {
+  const google::protobuf::OneofDescriptor* oneof = Step::descriptor()->FindOneofByName("params");
+  for (int i = 0; i < oneof->field_count(); ++i) {
+    if (oneof->field(i)->message_type() == type) return oneof->field(i);
   }
-  return step;
+  throw Error("internal: " + type->name() + " is not a kind of Step.params");
+}
+
+void missing_params(const Step& step) {
+  const std::string node = step.source_nodes().empty() ? "?" : step.source_nodes(0);
+  throw Error("node '" + node + "' (" + step.op() +
+              "): the plan step has no typed parameters (it was not legalized)");
 }
 
 std::optional<std::vector<bool>> reduced_axes(const ReduceParams& p, int64_t rank,

@@ -18,32 +18,20 @@ struct RowShape {
 };
 RowShape row_shape(const RowwiseParams& p, const std::vector<int64_t>& dims);
 
-// `step`, checked to carry typed parameters of kind `expected`; throws ampc::Error naming the
-// step when it has none (a step built without legalize: a bug, since plans of an older format
-// are refused at load).
-const Step& with_params(const Step& step, Step::ParamsCase expected);
+// The field of Step.params that holds a message of `type`.
+const google::protobuf::FieldDescriptor* params_field(const google::protobuf::Descriptor* type);
+// Throws ampc::Error naming `step`: it has no typed parameters of the kind asked for.
+[[noreturn]] void missing_params(const Step& step);
 
-// The typed parameters of `step`, checked.
-inline const RowwiseParams& rowwise_params(const Step& s) {
-  return with_params(s, Step::kRowwise).rowwise();
-}
-inline const ReduceParams& reduce_params(const Step& s) {
-  return with_params(s, Step::kReduce).reduce();
-}
-inline const BatchNormParams& batch_norm_params(const Step& s) {
-  return with_params(s, Step::kBatchNorm).batch_norm();
-}
-inline const CrossEntropyParams& cross_entropy_params(const Step& s) {
-  return with_params(s, Step::kCrossEntropy).cross_entropy();
-}
-inline const WindowParams& window_params(const Step& s) {
-  return with_params(s, Step::kWindow).window();
-}
-inline const ScaleUpdateParams& scale_update_params(const Step& s) {
-  return with_params(s, Step::kScaleUpdate).scale_update();
-}
-inline const ClipParams& clip_params(const Step& s) {
-  return with_params(s, Step::kClip).clip();
+// The typed parameters P of `step` (params<RowwiseParams>(step), ...); throws ampc::Error
+// naming the step when it carries none of that kind (a step built without legalize: a bug,
+// since plans of an older format are refused at load).
+template <typename P>
+const P& params(const Step& step) {
+  static const google::protobuf::FieldDescriptor* const field = params_field(P::descriptor());
+  const google::protobuf::Reflection* r = step.GetReflection();
+  if (!r->HasField(step, field)) missing_params(step);
+  return static_cast<const P&>(r->GetMessage(step, field));
 }
 
 // A reduction's reduced axes as flags over x's `rank` axes (every axis when it names none), or

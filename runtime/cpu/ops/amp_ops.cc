@@ -106,7 +106,7 @@ void update_scale_op(OpContext& ctx) {
   const float scale = scalar_of<float>(ctx, 0, "scale", DType::kFloat32);
   const int32_t tracker = scalar_of<int32_t>(ctx, 1, "growth_tracker", DType::kInt32);
   const bool found_inf = scalar_of<bool>(ctx, 2, "found_inf", DType::kBool);
-  const plan::ScaleUpdateParams& p = plan::scale_update_params(ctx.step());
+  const plan::ScaleUpdateParams& p = plan::params<plan::ScaleUpdateParams>(ctx.step());
   const double growth = p.growth_factor();
   const double backoff = p.backoff_factor();
   const int64_t interval = p.growth_interval();
@@ -131,7 +131,7 @@ void update_scale_op(OpContext& ctx) {
 // clamped to 1 in fp32, gradients times coef.
 void clip_grad_norm_op(OpContext& ctx) {
   const int n = ctx.num_inputs();
-  const plan::ClipParams& p = plan::clip_params(ctx.step());
+  const plan::ClipParams& p = plan::params<plan::ClipParams>(ctx.step());
   const bool clip = p.clip();
   if (ctx.num_outputs() != (clip ? n + 1 : 1)) {
     ctx.fail(std::string(clip ? "clips" : "without max_norm only measures") + " " +

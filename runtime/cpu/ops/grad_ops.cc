@@ -38,7 +38,7 @@ k::ConvGeom forward_geometry(const OpContext& ctx, const Tensor& dy, const Tenso
 // The checked geometry of a ConvGrad.
 k::ConvGeom conv_grad_geometry(const OpContext& ctx) {
   const Tensor &dy = ctx.in(0), &x = ctx.in(1), &w = ctx.in(2);
-  const int64_t group = plan::window_params(ctx.step()).group();
+  const int64_t group = plan::params<plan::WindowParams>(ctx.step()).group();
   if (w.rank() != x.rank() || group <= 0 || x.dim(1) != w.dim(1) * group || w.dim(0) % group) {
     ctx.fail("X " + x.type_str() + " and W " + w.type_str() + " do not fit group " +
              std::to_string(group));
@@ -52,8 +52,9 @@ k::ConvGeom conv_grad_geometry(const OpContext& ctx) {
 bool conv_grad_dnnl(const OpContext& ctx, const k::ConvGeom& g, DType t, void* dx, void* dw,
                     void* db) {
   const Tensor &dy = ctx.in(0), &x = ctx.in(1), &w = ctx.in(2);
-  k::DnnlConv p = nn::dnnl_conv_problem(g, static_cast<size_t>(x.rank() - 2), x.dim(0), x.dim(1),
-                                        w.dim(0), plan::window_params(ctx.step()).group());
+  k::DnnlConv p =
+      nn::dnnl_conv_problem(g, static_cast<size_t>(x.rank() - 2), x.dim(0), x.dim(1), w.dim(0),
+                            plan::params<plan::WindowParams>(ctx.step()).group());
   p.x_type = p.w_type = p.y_type = p.bias_type = t;
   if (dx && !k::dnnl_conv_backward_data(p, dy.raw(), w.raw(), dx)) return false;
   if (dw) return k::dnnl_conv_backward_weights(p, dy.raw(), x.raw(), dw, db);
@@ -81,7 +82,7 @@ void conv_grad(OpContext& ctx) {
     if (db) std::fill(db, db + w.dim(0), 0.0f);
   }
   k::conv_grad(g, dy.data<T>(), x.data<T>(), w.data<T>(), dx, dw, db, x.dim(0), x.dim(1), w.dim(0),
-               plan::window_params(ctx.step()).group());
+               plan::params<plan::WindowParams>(ctx.step()).group());
 }
 
 // bf16 ConvGrad on a CPU with bf16 arithmetic: oneDNN in bf16 (fp32 accumulation, each
@@ -115,8 +116,9 @@ void pool_grad(OpContext& ctx) {
   if constexpr (max) {
     kernels::twin::max_pool_grad(x.dtype(), g, planes, x.raw(), dy.raw(), dx);
   } else {
-    kernels::twin::average_pool_grad(x.dtype(), g, planes, dy.raw(), dx,
-                                     plan::window_params(ctx.step()).count_include_pad());
+    kernels::twin::average_pool_grad(
+        x.dtype(), g, planes, dy.raw(), dx,
+        plan::params<plan::WindowParams>(ctx.step()).count_include_pad());
   }
 }
 

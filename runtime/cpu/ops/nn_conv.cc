@@ -39,7 +39,7 @@ ConvCall conv_call(const OpContext& ctx, const Tensor& x, const Tensor& w, const
   call.n = x.dim(0);
   call.c = x.dim(1);
   call.m = w.dim(0);
-  const plan::WindowParams& p = plan::window_params(ctx.step());
+  const plan::WindowParams& p = plan::params<plan::WindowParams>(ctx.step());
   call.group = p.group();
   if (call.group <= 0 || call.c != w.dim(1) * call.group || call.m % call.group != 0) {
     ctx.fail("channels of X " + x.type_str() + " and W " + w.type_str() + " do not fit group " +

@@ -32,7 +32,7 @@ template <typename T>
 void batch_norm(OpContext& ctx) {
   const Tensor& x = ctx.in(0);
   if (x.rank() < 2) ctx.fail("input " + x.type_str() + " has no channel dimension");
-  const plan::BatchNormParams& p = plan::batch_norm_params(ctx.step());
+  const plan::BatchNormParams& p = plan::params<plan::BatchNormParams>(ctx.step());
   const int64_t n = x.dim(0), c = x.dim(1), spatial = product(x.shape(), 2, x.shape().size());
   const T* scale = channel_param<T>(ctx, 1, c);
   const T* bias = channel_param<T>(ctx, 2, c);
@@ -63,7 +63,7 @@ void instance_norm(OpContext& ctx) {
   const Tensor& x = ctx.in(0);
   if (x.rank() < 3) ctx.fail("input " + x.type_str() + " has no spatial dimension");
   const int64_t c = x.dim(1);
-  const plan::RowwiseParams& p = plan::rowwise_params(ctx.step());
+  const plan::RowwiseParams& p = plan::params<plan::RowwiseParams>(ctx.step());
   const plan::RowShape rows = plan::row_shape(p, x.shape());  // the (n, c) planes
   const T* scale = channel_param<T>(ctx, 1, c);
   const T* bias = channel_param<T>(ctx, 2, c);
@@ -79,7 +79,7 @@ template <typename T>
 void layer_norm(OpContext& ctx) {
   const Tensor& x = ctx.in(0);
   const int64_t rank = x.rank();
-  const plan::RowwiseParams& p = plan::rowwise_params(ctx.step());
+  const plan::RowwiseParams& p = plan::params<plan::RowwiseParams>(ctx.step());
   const auto axis = static_cast<size_t>(p.axis());
   const std::vector<int64_t> norm_shape(x.shape().begin() + axis, x.shape().end());
   const plan::RowShape shape = plan::row_shape(p, x.shape());

@@ -47,17 +47,17 @@ void pool(OpContext& ctx) {
         ctx.has_output(1) ? ctx.output(1, DType::kInt64, shape).data<int64_t>() : nullptr;
     if (y.numel() == 0) return;
     tw::max_pool(x.dtype(), g, planes, x.raw(), y.raw(), indices,
-                 !global && plan::window_params(ctx.step()).column_major_indices());
+                 !global && plan::params<plan::WindowParams>(ctx.step()).column_major_indices());
   } else if constexpr (kind == Pool::kAvg) {
     if (y.numel() == 0) return;
     if constexpr (global) {  // the CUDA kernel's block reduction per plane
       tw::global_average_pool(x.dtype(), planes, g.image_size(), x.raw(), y.raw());
     } else {
       tw::average_pool(x.dtype(), g, planes, x.raw(), y.raw(),
-                       plan::window_params(ctx.step()).count_include_pad());
+                       plan::params<plan::WindowParams>(ctx.step()).count_include_pad());
     }
   } else {
-    const int64_t p = plan::window_params(ctx.step()).p();
+    const int64_t p = plan::params<plan::WindowParams>(ctx.step()).p();
     if (y.numel() == 0) return;
     k::lp_pool(g, x.data<T>(), planes, y.data<T>(), p);
   }

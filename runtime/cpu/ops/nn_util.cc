@@ -149,7 +149,7 @@ void check_spatial_rank(const OpContext& ctx, int64_t rank) {
 
 kernels::cpu::ConvGeom window_geometry(const OpContext& ctx, const std::vector<int64_t>& in,
                                        std::vector<int64_t> kernel) {
-  const plan::WindowParams& p = plan::window_params(ctx.step());
+  const plan::WindowParams& p = plan::params<plan::WindowParams>(ctx.step());
   const size_t n = in.size();
   if (!p.kernel().empty()) kernel.assign(p.kernel().begin(), p.kernel().end());
   const std::vector<int64_t> strides(p.strides().begin(), p.strides().end());

@@ -12,16 +12,9 @@ namespace {
 
 namespace k = kernels::cpu;
 
-k::LossReduction reduction_of(const plan::CrossEntropyParams& p) {
-  switch (p.reduction()) {
-    case plan::CrossEntropyParams::NONE:
-      return k::LossReduction::kNone;
-    case plan::CrossEntropyParams::SUM:
-      return k::LossReduction::kSum;
-    default:
-      return k::LossReduction::kMean;
-  }
-}
+// By plan::CrossEntropyParams::Reduction (MEAN, SUM, NONE).
+constexpr k::LossReduction kReductions[] = {k::LossReduction::kMean, k::LossReduction::kSum,
+                                            k::LossReduction::kNone};
 
 int64_t label_at(const Tensor& target, int64_t i) {
   return target.dtype() == DType::kInt64 ? target.data<int64_t>()[i] : target.data<int32_t>()[i];
@@ -53,8 +46,8 @@ void nll(OpContext& ctx) {
   if (weight && weight->shape() != std::vector<int64_t>{c}) {
     ctx.fail("weight " + weight->type_str() + " does not have one value per class");
   }
-  const plan::CrossEntropyParams& p = plan::cross_entropy_params(ctx.step());
-  const k::LossReduction reduction = reduction_of(p);
+  const plan::CrossEntropyParams& p = plan::params<plan::CrossEntropyParams>(ctx.step());
+  const k::LossReduction reduction = kReductions[p.reduction()];
   Tensor& loss = ctx.output(
       0, x.dtype(), reduction == k::LossReduction::kNone ? target_shape : std::vector<int64_t>{});
   const bool has_ignore = p.has_ignore_index();

@@ -48,7 +48,7 @@ constexpr tw::ReduceOp twin_op(k::ReduceKind kind) {
 // parameters (and input 1's values when the axes come at run time); false for a no-op (the
 // output is x).
 bool reduced_axes(const OpContext& ctx, std::vector<bool>* reduced, std::vector<int64_t>* shape) {
-  const plan::ReduceParams& p = plan::reduce_params(ctx.step());
+  const plan::ReduceParams& p = plan::params<plan::ReduceParams>(ctx.step());
   const std::vector<int64_t> axes_input =
       p.runtime_axes() && ctx.input(1) ? int_values(ctx, 1) : std::vector<int64_t>{};
   const auto flags = plan::reduced_axes(p, ctx.in(0).rank(), axes_input);

@@ -32,7 +32,8 @@ template <Kind kind, typename T>
 void softmax(OpContext& ctx) {
   const Tensor& x = ctx.in(0);
   Tensor& y = ctx.output(0, x.dtype(), x.shape());
-  const plan::RowShape s = plan::row_shape(plan::rowwise_params(ctx.step()), x.shape());
+  const plan::RowShape s =
+      plan::row_shape(plan::params<plan::RowwiseParams>(ctx.step()), x.shape());
   if (y.numel() == 0) return;
   if constexpr (kind == Kind::kHardmax) {
     hardmax(x.data<T>(), s, y.data<T>());
