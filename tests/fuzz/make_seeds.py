@@ -4,6 +4,7 @@ files that reach deep into each reader; scripts/fuzz.sh adds models/ and ONNX's 
 Run from anywhere with Debian's /usr/bin/python3 (numpy, onnx) and protoc on PATH."""
 import io
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -78,6 +79,7 @@ producer: "ampc 0.1.0" model_name: "seed" target: "cpu"
 buffers { id: 0 name: "x" } buffers { id: 1 name: "y" }
 steps { op: "Relu" inputs: 0 outputs: 1 source_nodes: "relu" opset_version: 17 }
 steps { op: "Reshape" inputs: 1 outputs: 0 }
+steps { op: "Softmax" inputs: 1 outputs: 0 source_nodes: "softmax" rowwise { axis: 1 } }
 inputs { name: "x" buffer: 0 } outputs { name: "y" buffer: 1 }
 options { key: "train" value: "0" }
 """
@@ -93,7 +95,10 @@ def fnv1a(b):
     return h
 
 
-framed = b"AMPCPLAN" + struct.pack("<IQQ", 1, len(payload), fnv1a(payload)) + payload
+# The format version this tree reads (runtime/plan/plan_file.h), so the seed passes the header.
+version = int(re.search(r"kPlanFormatVersion = (\d+);",
+                        open(os.path.join(root, "runtime/plan/plan_file.h")).read()).group(1))
+framed = b"AMPCPLAN" + struct.pack("<IQQ", version, len(payload), fnv1a(payload)) + payload
 put("plan_load", "relu.plan", framed)
 put("plan_load", "relu.payload", payload)
 
