@@ -1,10 +1,12 @@
 #include "compiler/lower/legalize.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <string>
 
 #include "runtime/cpu/op_context.h"
+#include "runtime/cpu/ops/nn_util.h"
 
 namespace ampc::lower {
 namespace {
@@ -21,13 +23,6 @@ int64_t rank_of(const Attrs& a, const StepOperands& in, int input) {
   return *in.input_ranks[input];
 }
 
-int64_t normalized_axis(const Attrs& a, int64_t axis, int64_t rank) {
-  if (axis < -rank || axis >= rank) {
-    a.fail("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
-  }
-  return axis < 0 ? axis + rank : axis;
-}
-
 // Softmax, LogSoftmax, Hardmax: before opset 13 the input is coerced to 2-D at `axis`
 // (default 1, which may equal the rank: rows of one element); from 13 one axis (default -1).
 void softmax_params(const Attrs& a, const StepOperands& in, RowwiseParams::Kind kind,
@@ -42,13 +37,13 @@ void softmax_params(const Attrs& a, const StepOperands& in, RowwiseParams::Kind 
     return;
   }
   if (coerce_2d && axis < 0) axis += rank;
-  p->set_axis(coerce_2d && axis == rank ? rank : normalized_axis(a, axis, rank));
+  p->set_axis(coerce_2d && axis == rank ? rank : rt::cpu::nn::normalize_axis(a, axis, rank));
   p->set_flatten(coerce_2d);
 }
 
 void layer_norm_params(const Attrs& a, const StepOperands& in, RowwiseParams* p) {
   p->set_kind(RowwiseParams::LAYER_NORM);
-  p->set_axis(normalized_axis(a, a.attr_int("axis", -1), rank_of(a, in, 0)));
+  p->set_axis(rt::cpu::nn::normalize_axis(a, a.attr_int("axis", -1), rank_of(a, in, 0)));
   p->set_flatten(true);
   p->set_epsilon(a.attr_float("epsilon", 1e-5f));
   const int64_t stash = a.attr_int("stash_type", 1);
@@ -101,7 +96,7 @@ void reduce_params(const Attrs& a, plan::Step& step, const StepOperands& in,
     axes = *values;
     if (step.inputs_size() > 1) step.mutable_inputs()->Truncate(1);
   }
-  for (int64_t& axis : axes) axis = normalized_axis(a, axis, rank);
+  for (int64_t& axis : axes) axis = rt::cpu::nn::normalize_axis(a, axis, rank);
   std::sort(axes.begin(), axes.end());
   axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
   for (int64_t axis : axes) p->add_axes(axis);
@@ -182,10 +177,7 @@ void window_params(const Attrs& a, const WindowOp& op, const StepOperands& in,
   }
   if (op.global) return;  // one window over the whole plane: only the norm
   const int64_t rank = rank_of(a, in, op.x_input);
-  if (rank < 3 || rank > 5) {
-    a.fail("input of rank " + std::to_string(rank) +
-           " is not supported (1 to 3 spatial dimensions are)");
-  }
+  rt::cpu::nn::check_spatial_rank(a, rank);
   const auto n = static_cast<size_t>(rank - 2);
   if (op.pooling && !a.has_attr("kernel_shape")) a.fail("attribute 'kernel_shape' is required");
   const std::vector<int64_t> kernel = a.attr_ints("kernel_shape");
@@ -233,53 +225,64 @@ void clip_params(const Attrs& a, plan::ClipParams* p) {
   p->set_max_norm(a.attr_float("max_norm", 0));
 }
 
+// What fills each op's parameters, by op_key: the one list of the ops that have them.
+using Filler = std::function<void(const Attrs&, plan::Step&, const StepOperands&)>;
+
+const std::map<std::string, Filler>& fillers() {
+  static const std::map<std::string, Filler> table = [] {
+    std::map<std::string, Filler> t;
+    for (const auto& [op, kind] : {std::pair{"Softmax", RowwiseParams::SOFTMAX},
+                                   std::pair{"LogSoftmax", RowwiseParams::LOG_SOFTMAX},
+                                   std::pair{"Hardmax", RowwiseParams::HARDMAX}}) {
+      t[op] = [kind](const Attrs& a, plan::Step& s, const StepOperands& in) {
+        softmax_params(a, in, kind, s.mutable_rowwise());
+      };
+    }
+    t["LayerNormalization"] = [](const Attrs& a, plan::Step& s, const StepOperands& in) {
+      layer_norm_params(a, in, s.mutable_rowwise());
+    };
+    t["InstanceNormalization"] = [](const Attrs& a, plan::Step& s, const StepOperands& in) {
+      instance_norm_params(a, in, s.mutable_rowwise());
+    };
+    t["BatchNormalization"] = [](const Attrs& a, plan::Step& s, const StepOperands& in) {
+      batch_norm_params(a, s, in, s.mutable_batch_norm());
+    };
+    for (const char* op : {"SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss"}) {
+      t[op] = [](const Attrs& a, plan::Step& s, const StepOperands&) {
+        cross_entropy_params(a, s.mutable_cross_entropy());
+      };
+    }
+    for (const auto& entry : reduce_kinds()) {
+      t[entry.first] = [](const Attrs& a, plan::Step& s, const StepOperands& in) {
+        reduce_params(a, s, in, s.mutable_reduce());
+      };
+    }
+    for (const auto& [key, op] : window_ops()) {
+      t[key] = [op](const Attrs& a, plan::Step& s, const StepOperands& in) {
+        window_params(a, op, in, s.mutable_window());
+      };
+    }
+    t["ampc.UpdateScale"] = [](const Attrs& a, plan::Step& s, const StepOperands&) {
+      scale_update_params(a, s.mutable_scale_update());
+    };
+    t["ampc.ClipGradNorm"] = [](const Attrs& a, plan::Step& s, const StepOperands&) {
+      clip_params(a, s.mutable_clip());
+    };
+    return t;
+  }();
+  return table;
+}
+
 }  // namespace
 
 bool has_typed_params(const std::string& domain, const std::string& op) {
-  if (window_ops().count(op_key(domain, op))) return true;
-  if (domain == "ampc") return op == "UpdateScale" || op == "ClipGradNorm";
-  if (!domain.empty() && domain != "ai.onnx") return false;
-  static const char* const kOps[] = {"Softmax",
-                                     "LogSoftmax",
-                                     "Hardmax",
-                                     "LayerNormalization",
-                                     "InstanceNormalization",
-                                     "BatchNormalization",
-                                     "SoftmaxCrossEntropyLoss",
-                                     "NegativeLogLikelihoodLoss"};
-  return std::find(std::begin(kOps), std::end(kOps), op) != std::end(kOps) ||
-         reduce_kinds().count(op) > 0;
+  return fillers().count(op_key(domain, op)) > 0;
 }
 
 void legalize_step(plan::Step& step, const StepOperands& operands) {
-  if (!has_typed_params(step.domain(), step.op())) return;
-  {
-    const Attrs a(step, {}, {});
-    const std::string& op = step.op();
-    const auto window = window_ops().find(op_key(step.domain(), op));
-    if (window != window_ops().end()) {
-      window_params(a, window->second, operands, step.mutable_window());
-    } else if (step.domain() == "ampc") {
-      if (op == "UpdateScale") scale_update_params(a, step.mutable_scale_update());
-      if (op == "ClipGradNorm") clip_params(a, step.mutable_clip());
-    } else if (op == "Softmax") {
-      softmax_params(a, operands, RowwiseParams::SOFTMAX, step.mutable_rowwise());
-    } else if (op == "LogSoftmax") {
-      softmax_params(a, operands, RowwiseParams::LOG_SOFTMAX, step.mutable_rowwise());
-    } else if (op == "Hardmax") {
-      softmax_params(a, operands, RowwiseParams::HARDMAX, step.mutable_rowwise());
-    } else if (op == "LayerNormalization") {
-      layer_norm_params(a, operands, step.mutable_rowwise());
-    } else if (op == "InstanceNormalization") {
-      instance_norm_params(a, operands, step.mutable_rowwise());
-    } else if (op == "BatchNormalization") {
-      batch_norm_params(a, step, operands, step.mutable_batch_norm());
-    } else if (op == "SoftmaxCrossEntropyLoss" || op == "NegativeLogLikelihoodLoss") {
-      cross_entropy_params(a, step.mutable_cross_entropy());
-    } else {
-      reduce_params(a, step, operands, step.mutable_reduce());
-    }
-  }
+  const auto filler = fillers().find(op_key(step.domain(), step.op()));
+  if (filler == fillers().end()) return;
+  filler->second(Attrs(step, {}, {}), step, operands);
   step.clear_attributes();
 }
 
@@ -288,20 +291,10 @@ void legalize_for_tensors(plan::Step& step, const std::vector<const rt::Tensor*>
   StepOperands operands;
   for (const rt::Tensor* t : inputs)
     operands.input_ranks.push_back(t ? std::optional<int64_t>(t->rank()) : std::nullopt);
-  operands.constant_ints = [&inputs](int i) -> std::optional<std::vector<int64_t>> {
+  // Every given input is data here: a Reduce op's axes are read as the CPU op reads them.
+  operands.constant_ints = [&](int i) -> std::optional<std::vector<int64_t>> {
     if (i >= static_cast<int>(inputs.size()) || !inputs[i]) return std::nullopt;
-    const rt::Tensor& t = *inputs[i];
-    std::vector<int64_t> values;
-    for (int64_t k = 0; k < t.numel(); ++k) {
-      if (t.dtype() == DType::kInt64) {
-        values.push_back(t.data<int64_t>()[k]);
-      } else if (t.dtype() == DType::kInt32) {
-        values.push_back(t.data<int32_t>()[k]);
-      } else {
-        return std::nullopt;
-      }
-    }
-    return values;
+    return rt::cpu::nn::int_values(rt::cpu::OpContext(step, inputs, {}), i);
   };
   if (step.outputs_size() == 0) {
     for (int i = 0; i < num_outputs; ++i) step.add_outputs(i);

@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "passes/recompute_casts.h"
+#include "runtime/plan/step_params.h"
 #include "runtime/plan/step_phase.h"
 
 namespace ampc::report {
@@ -128,7 +129,7 @@ std::optional<LossScalingReport> loss_scaling(const plan::Plan& p, std::set<int>
       }
     }
     if (step.op() == "UpdateScale") {
-      const plan::ScaleUpdateParams& u = step.scale_update();  // typed by legalize
+      const auto& u = plan::params<plan::ScaleUpdateParams>(step);
       s.growth_factor = u.growth_factor();
       s.backoff_factor = u.backoff_factor();
       s.growth_interval = u.growth_interval();
@@ -137,7 +138,8 @@ std::optional<LossScalingReport> loss_scaling(const plan::Plan& p, std::set<int>
     }
     if (step.op() == "ClipGradNorm") {
       s.grad_norm = true;
-      if (step.clip().clip()) s.clip_grad_norm = step.clip().max_norm();
+      const auto& c = plan::params<plan::ClipParams>(step);
+      if (c.clip()) s.clip_grad_norm = c.max_norm();
     }
   }
   // The scale and the growth tracker, as the training signature names them.

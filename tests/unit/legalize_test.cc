@@ -14,6 +14,7 @@
 #include "base/error.h"
 #include "compiler/pipeline.h"
 #include "runtime/plan/step_params.h"
+#include "tests/unit/step_test_helpers.h"
 
 namespace ampc::lower {
 namespace {
@@ -28,29 +29,10 @@ plan::Step step(const std::string& op, int64_t opset) {
   return s;
 }
 
-void set_int(plan::Step& s, const std::string& name, int64_t v) {
-  auto* a = s.add_attributes();
-  a->set_name(name);
-  a->set_i(v);
-}
-
-void set_ints(plan::Step& s, const std::string& name, const std::vector<int64_t>& v) {
-  auto* a = s.add_attributes();
-  a->set_name(name);
-  for (int64_t x : v) a->mutable_ints()->add_v(x);
-}
-
-void set_float(plan::Step& s, const std::string& name, float v) {
-  auto* a = s.add_attributes();
-  a->set_name(name);
-  a->set_f(v);
-}
-
-void set_string(plan::Step& s, const std::string& name, const std::string& v) {
-  auto* a = s.add_attributes();
-  a->set_name(name);
-  a->set_s(v);
-}
+using rt::cpu::testing::set_float;
+using rt::cpu::testing::set_int;
+using rt::cpu::testing::set_ints;
+using rt::cpu::testing::set_string;
 
 // Operands: input ranks; input 1's constant values when given.
 StepOperands operands(std::vector<std::optional<int64_t>> ranks,
