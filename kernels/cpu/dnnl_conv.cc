@@ -131,6 +131,10 @@ std::unique_ptr<ds::Prepared> make_backward_data(const DnnlConv& p) {
                       {DNNL_ARG_DIFF_SRC, d.x, true}});
 }
 
+bool depthwise(const DnnlConv& p) {
+  return p.group > 1 && p.group == p.c;
+}
+
 std::unique_ptr<ds::Prepared> make_backward_weights(const DnnlConv& p, bool with_bias) {
   // bf16 weight gradients in fp32: oneDNN 2.6's blocked bf16 kernel for them reduces across
   // threads through spinning barriers, which on shared cores (a preempted thread) took 0.2-0.4 s
@@ -147,6 +151,11 @@ std::unique_ptr<ds::Prepared> make_backward_weights(const DnnlConv& p, bool with
                 : bwd::desc(dnnl::algorithm::convolution_direct, d.x_any, d.w_any, d.y_any,
                             d.strides, d.dilates, d.pad_l, d.pad_r);
   const bwd::primitive_desc pd(desc, ds::user_scratchpad_attr(), ds::engine(), hint);
+  // A depthwise problem that oneDNN's depthwise kernel refuses falls to its GEMM path: one tiny
+  // GEMM per channel, far slower than the direct sums of depthwise_grad.h, which the caller runs.
+  if (depthwise(p) && std::string(pd.impl_info_str()).find("gemm") != std::string::npos) {
+    return nullptr;
+  }
   std::vector<ds::ArgSpec> args = {{DNNL_ARG_DIFF_DST, d.y, false},
                                    {DNNL_ARG_SRC, d.x, false},
                                    {DNNL_ARG_DIFF_WEIGHTS, d.w, true}};

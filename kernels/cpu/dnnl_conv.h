@@ -28,7 +28,8 @@ struct DnnlConv {
 // Each returns false when oneDNN cannot serve the problem (then nothing was written).
 bool dnnl_conv_forward(const DnnlConv& p, const void* x, const void* w, const void* bias, void* y);
 bool dnnl_conv_backward_data(const DnnlConv& p, const void* dy, const void* w, void* dx);
-// db may be null (then bias_type is ignored).
+// db may be null (then bias_type is ignored). Also false for a depthwise problem (group ==
+// c) where oneDNN would run its per-channel GEMM path: depthwise_grad.h serves those.
 bool dnnl_conv_backward_weights(const DnnlConv& p, const void* dy, const void* x, void* dw,
                                 void* db);
 

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "base/half.h"
+#include "kernels/cpu/depthwise_grad.h"
 #include "kernels/cpu/dnnl_matmul.h"
 #include "tests/unit/op_test_helpers.h"
 
@@ -167,9 +168,8 @@ TEST_P(DnnlNumerics, ConvForward) {
   expect_within(t, optest::values(y), want);
 }
 
-TEST_P(DnnlNumerics, ConvGradDataWeightsAndBias) {
-  const DType t = GetParam();
-  const ConvCase cc;
+// The three gradients of ConvGrad on case cc against the oracle.
+void check_conv_grad(DType t, const ConvCase& cc) {
   const auto x = inputs(t, cc.n * cc.c * cc.h * cc.w, 9);
   const auto w = inputs(t, cc.m * (cc.c / cc.g) * cc.kh * cc.kw, 10);
   const auto dy = inputs(t, cc.n * cc.m * cc.oh() * cc.ow(), 11);
@@ -195,6 +195,84 @@ TEST_P(DnnlNumerics, ConvGradDataWeightsAndBias) {
   {
     SCOPED_TRACE("dB");
     expect_within(t, optest::values(out[2]), db);
+  }
+}
+
+TEST_P(DnnlNumerics, ConvGradDataWeightsAndBias) {
+  check_conv_grad(GetParam(), ConvCase{});
+}
+
+// Depthwise convolutions (group == channels) on maps no larger than the window, as at the end
+// of MobileNet on small images: oneDNN's depthwise kernel refuses some of these, and their
+// weight gradients are then direct sums (kernels/cpu/depthwise_grad.h). One case per shape:
+// 2x2 and 1x1 maps under a padded 3x3 window, a stride-2 reduction to 1x1, a channel
+// multiplier of 2, and a map large enough for oneDNN's own depthwise kernel.
+TEST_P(DnnlNumerics, DepthwiseConvGradOnSmallMaps) {
+  auto depthwise = [](int64_t hw, int64_t stride, int64_t multiplier) {
+    ConvCase cc;
+    cc.n = 3;
+    cc.c = cc.g = 32;
+    cc.m = cc.c * multiplier;
+    cc.h = cc.w = hw;
+    cc.kh = cc.kw = 3;
+    cc.sh = cc.sw = stride;
+    cc.dh = cc.dw = 1;
+    cc.ph = cc.pw = cc.ph_end = cc.pw_end = 1;
+    return cc;
+  };
+  for (const ConvCase& cc : {depthwise(2, 1, 1), depthwise(1, 1, 1), depthwise(2, 2, 1),
+                             depthwise(2, 1, 2), depthwise(12, 1, 1)}) {
+    SCOPED_TRACE("map " + std::to_string(cc.h) + ", stride " + std::to_string(cc.sh) +
+                 ", multiplier " + std::to_string(cc.m / cc.c));
+    check_conv_grad(GetParam(), cc);
+  }
+}
+
+// The direct sums themselves on a geometry with every feature (stride, dilation, uneven
+// padding, a multiplier of 2), whatever oneDNN would choose for it.
+TEST_P(DnnlNumerics, DepthwiseWeightGradDirectSums) {
+  const DType t = GetParam();
+  ConvCase cc;
+  cc.c = cc.g = 4;
+  cc.m = 8;
+  const auto x = inputs(t, cc.n * cc.c * cc.h * cc.w, 12);
+  const auto dy = inputs(t, cc.n * cc.m * cc.oh() * cc.ow(), 13);
+  kernels::cpu::ConvGeom g;
+  const int64_t sizes[][7] = {{cc.h, cc.oh(), cc.kh, cc.sh, cc.dh, cc.ph, cc.ph_end},
+                              {cc.w, cc.ow(), cc.kw, cc.sw, cc.dw, cc.pw, cc.pw_end}};
+  for (int d = 0; d < 2; ++d) {  // a 2-D problem uses the last two of the three slots
+    int64_t* fields[] = {g.image, g.cols, g.kernel, g.stride, g.dilation, g.pad, g.pad_end};
+    for (int f = 0; f < 7; ++f) fields[f][d + 1] = sizes[d][f];
+  }
+  std::vector<Exact> dw(cc.m * cc.kh * cc.kw), db(cc.m);
+  cc.taps([&](int64_t xi, int64_t wi, int64_t yi) { dw[wi].add(dy[yi], x[xi]); });
+  for (size_t i = 0; i < dy.size(); ++i) db[(i / (cc.oh() * cc.ow())) % cc.m].add(dy[i], 1.0);
+  std::vector<double> got_w(dw.size()), got_b(db.size());
+  auto run = [&](auto tag, auto to, auto from) {
+    using T = decltype(tag);
+    std::vector<T> xt, dyt, dwt(dw.size()), dbt(db.size());
+    for (double v : x) xt.push_back(to(v));
+    for (double v : dy) dyt.push_back(to(v));
+    kernels::cpu::depthwise_weight_grad(g, dyt.data(), xt.data(), dwt.data(), dbt.data(), cc.n,
+                                        cc.c, cc.m);
+    for (size_t i = 0; i < dwt.size(); ++i) got_w[i] = from(dwt[i]);
+    for (size_t i = 0; i < dbt.size(); ++i) got_b[i] = from(dbt[i]);
+  };
+  if (t == DType::kBFloat16) {
+    run(
+        BFloat16{}, [](double v) { return float_to_bf16(static_cast<float>(v)); },
+        [](BFloat16 v) { return double(bf16_to_float(v)); });
+  } else {
+    run(
+        0.0f, [](double v) { return static_cast<float>(v); }, [](float v) { return double(v); });
+  }
+  {
+    SCOPED_TRACE("dW");
+    expect_within(t, got_w, dw);
+  }
+  {
+    SCOPED_TRACE("dB");
+    expect_within(t, got_b, db);
   }
 }
 

@@ -2,9 +2,9 @@
 // ConvGrad, MaxPoolGrad and AveragePoolGrad. They take the forward op's window (WindowParams) and
 // compute in the input type (float or double; 16-bit inputs widened).
 #include <algorithm>
-#include <type_traits>
 
 #include "kernels/cpu/conv_grad.h"
+#include "kernels/cpu/depthwise_grad.h"
 #include "kernels/cpu/dnnl_conv.h"
 #include "kernels/cpu/dnnl_matmul.h"
 #include "kernels/twin/pool.h"
@@ -47,62 +47,67 @@ k::ConvGeom conv_grad_geometry(const OpContext& ctx) {
   return forward_geometry(ctx, dy, x, kernel, w.dim(0));
 }
 
-// dx, dw and db (each may be null) through oneDNN, every operand of element type t; false
-// when oneDNN cannot serve it (then the outputs are left to the caller's fallback).
-bool conv_grad_dnnl(const OpContext& ctx, const k::ConvGeom& g, DType t, void* dx, void* dw,
-                    void* db) {
+// The gradients a ConvGrad writes (null: not wanted, or already written).
+template <typename T>
+struct ConvGrads {
+  T *dx = nullptr, *dw = nullptr, *db = nullptr;
+  bool done() const { return !dx && !dw && !db; }
+};
+
+// The gradients' places, every element left to be written.
+template <typename T>
+ConvGrads<T> conv_grad_outputs(OpContext& ctx) {
+  const Tensor &x = ctx.in(1), &w = ctx.in(2);
+  auto out = [&](int i, const std::vector<int64_t>& shape) {
+    return ctx.has_output(i) ? ctx.output_for_overwrite(i, x.dtype(), shape).template data<T>()
+                             : nullptr;
+  };
+  return {out(0, x.shape()), out(1, w.shape()), out(2, {w.dim(0)})};
+}
+
+// Writes what oneDNN (every operand of element type t) serves and, for a depthwise
+// convolution, the weight and bias gradients by direct sums; returns the gradients left.
+template <typename T>
+ConvGrads<T> conv_grad_served(const OpContext& ctx, const k::ConvGeom& g, DType t,
+                              ConvGrads<T> left) {
   const Tensor &dy = ctx.in(0), &x = ctx.in(1), &w = ctx.in(2);
-  k::DnnlConv p =
-      nn::dnnl_conv_problem(g, static_cast<size_t>(x.rank() - 2), x.dim(0), x.dim(1), w.dim(0),
-                            plan::params<plan::WindowParams>(ctx.step()).group());
+  const int64_t group = plan::params<plan::WindowParams>(ctx.step()).group();
+  k::DnnlConv p = nn::dnnl_conv_problem(g, static_cast<size_t>(x.rank() - 2), x.dim(0), x.dim(1),
+                                        w.dim(0), group);
   p.x_type = p.w_type = p.y_type = p.bias_type = t;
-  if (dx && !k::dnnl_conv_backward_data(p, dy.raw(), w.raw(), dx)) return false;
-  if (dw) return k::dnnl_conv_backward_weights(p, dy.raw(), x.raw(), dw, db);
-  return db == nullptr;
+  if (x.numel() == 0 || dy.numel() == 0) return left;
+  if (left.dx && k::dnnl_conv_backward_data(p, dy.raw(), w.raw(), left.dx)) left.dx = nullptr;
+  if (left.dw && k::dnnl_conv_backward_weights(p, dy.raw(), x.raw(), left.dw, left.db)) {
+    left.dw = left.db = nullptr;
+  } else if (left.dw && group > 1 && group == x.dim(1)) {
+    k::depthwise_weight_grad(g, dy.data<T>(), x.data<T>(), left.dw, left.db, x.dim(0), x.dim(1),
+                             w.dim(0));
+    left.dw = left.db = nullptr;
+  }
+  return left;
 }
 
 template <typename T>
 void conv_grad(OpContext& ctx) {
   const Tensor &dy = ctx.in(0), &x = ctx.in(1), &w = ctx.in(2);
   const k::ConvGeom g = conv_grad_geometry(ctx);
-  // oneDNN writes every element of each gradient; the fallback starts from zeros.
-  auto out = [&](int i, const std::vector<int64_t>& shape) {
-    if (!ctx.has_output(i)) return static_cast<T*>(nullptr);
-    Tensor& t = std::is_same_v<T, float> ? ctx.output_for_overwrite(i, x.dtype(), shape)
-                                         : ctx.output(i, x.dtype(), shape);
-    return t.template data<T>();
-  };
-  T* dx = out(0, x.shape());
-  T* dw = out(1, w.shape());
-  T* db = out(2, {w.dim(0)});
-  if constexpr (std::is_same_v<T, float>) {
-    if (conv_grad_dnnl(ctx, g, DType::kFloat32, dx, dw, db)) return;
-    if (dx) std::fill(dx, dx + x.numel(), 0.0f);
-    if (dw) std::fill(dw, dw + w.numel(), 0.0f);
-    if (db) std::fill(db, db + w.dim(0), 0.0f);
-  }
-  k::conv_grad(g, dy.data<T>(), x.data<T>(), w.data<T>(), dx, dw, db, x.dim(0), x.dim(1), w.dim(0),
-               plan::params<plan::WindowParams>(ctx.step()).group());
+  const ConvGrads<T> left = conv_grad_served(ctx, g, x.dtype(), conv_grad_outputs<T>(ctx));
+  if (left.done()) return;
+  // The im2col fallback overwrites every element of the gradients it is given.
+  k::conv_grad(g, dy.data<T>(), x.data<T>(), w.data<T>(), left.dx, left.dw, left.db, x.dim(0),
+               x.dim(1), w.dim(0), plan::params<plan::WindowParams>(ctx.step()).group());
 }
 
 // bf16 ConvGrad on a CPU with bf16 arithmetic: oneDNN in bf16 (fp32 accumulation, each
-// gradient rounded once), no widening. False where it does not apply (then run widened).
+// gradient rounded once), no widening. False where it does not serve every gradient (then the
+// op runs widened, writing all of them again).
 bool low_conv_grad(OpContext& ctx) {
   const Tensor &dy = ctx.in(0), &x = ctx.in(1), &w = ctx.in(2);
   const DType bf16 = DType::kBFloat16;
   if (dy.dtype() != bf16 || x.dtype() != bf16 || w.dtype() != bf16 || !k::dnnl_bf16_native())
     return false;
   const k::ConvGeom g = conv_grad_geometry(ctx);
-  if (x.numel() == 0 || dy.numel() == 0) return false;
-  // Into the gradients' places: oneDNN writes every element (the widened fallback, when it
-  // refuses, writes them again from zeros).
-  auto out = [&](int i, const std::vector<int64_t>& shape) {
-    return ctx.has_output(i) ? ctx.output_for_overwrite(i, bf16, shape).raw() : nullptr;
-  };
-  void* dx = out(0, x.shape());
-  void* dw = out(1, w.shape());
-  void* db = out(2, {w.dim(0)});
-  return conv_grad_dnnl(ctx, g, bf16, dx, dw, db);
+  return conv_grad_served(ctx, g, bf16, conv_grad_outputs<BFloat16>(ctx)).done();
 }
 
 template <typename T, bool max>

@@ -1,0 +1,114 @@
+#include "kernels/cpu/depthwise_grad.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace ampc::kernels::cpu {
+namespace {
+
+inline float widen(float v) {
+  return v;
+}
+inline double widen(double v) {
+  return v;
+}
+inline float widen(BFloat16 v) {
+  return bf16_to_float(v);
+}
+
+template <typename Acc>
+void narrow(Acc v, Acc* out) {
+  *out = v;
+}
+inline void narrow(float v, BFloat16* out) {
+  *out = float_to_bf16(v);
+}
+
+// A run of output positions along the last dimension whose taps of kernel offset kk read
+// the image: dy[dy_at + j] pairs with x[x_at + j * stride] for j < len. The runs depend on the
+// geometry only, so they are listed once per call and walked for every image and channel
+// (on MobileNet's 1x1 and 2x2 maps most taps read padding and a map has a few runs).
+struct Run {
+  int64_t kk, dy_at, x_at, len;
+};
+
+std::vector<Run> runs_of(const ConvGeom& g) {
+  std::vector<Run> runs;
+  const int64_t w = g.cols[2];
+  for (int64_t kk = 0; kk < g.kernel_size(); ++kk) {
+    const int64_t k2 = kk % g.kernel[2], k1 = (kk / g.kernel[2]) % g.kernel[1];
+    const int64_t k0 = kk / (g.kernel[2] * g.kernel[1]);
+    const int64_t off2 = k2 * g.dilation[2] - g.pad[2];
+    int64_t lo, hi;
+    valid_cols(w, g.image[2], g.stride[2], off2, &lo, &hi);
+    if (hi <= lo) continue;
+    for (int64_t o0 = 0; o0 < g.cols[0]; ++o0) {
+      const int64_t i0 = o0 * g.stride[0] - g.pad[0] + k0 * g.dilation[0];
+      if (i0 < 0 || i0 >= g.image[0]) continue;
+      for (int64_t o1 = 0; o1 < g.cols[1]; ++o1) {
+        const int64_t i1 = o1 * g.stride[1] - g.pad[1] + k1 * g.dilation[1];
+        if (i1 < 0 || i1 >= g.image[1]) continue;
+        runs.push_back({kk, (o0 * g.cols[1] + o1) * w + lo,
+                        (i0 * g.image[1] + i1) * g.image[2] + off2 + lo * g.stride[2], hi - lo});
+      }
+    }
+  }
+  return runs;
+}
+
+template <typename T, typename Acc>
+void weight_grad(const ConvGeom& g, const T* dy, const T* x, T* dw, T* db, int64_t n, int64_t c,
+                 int64_t m) {
+  const int64_t k = g.kernel_size(), p = g.cols_size(), img = g.image_size();
+  const int64_t per_group = m / c, s2 = g.stride[2];
+  const std::vector<Run> runs = runs_of(g);
+  int64_t taps = 0;
+  for (const Run& r : runs) taps += r.len;
+    // Channels are independent: each thread owns whole output channels, so every sum has one
+    // order whatever the thread count.
+#pragma omp parallel if (m * n * (taps + p) > (1 << 16))
+  {
+    std::vector<Acc> acc(static_cast<size_t>(k));
+#pragma omp for schedule(static)
+    for (int64_t o = 0; o < m; ++o) {
+      std::fill(acc.begin(), acc.end(), Acc(0));
+      Acc bias = 0;
+      for (int64_t b = 0; b < n; ++b) {
+        const T* d = dy + (b * m + o) * p;
+        const T* s = x + (b * c + o / per_group) * img;
+        for (const Run& r : runs) {
+          Acc sum = 0;
+#pragma omp simd reduction(+ : sum)
+          for (int64_t j = 0; j < r.len; ++j)
+            sum += widen(d[r.dy_at + j]) * widen(s[r.x_at + j * s2]);
+          acc[r.kk] += sum;
+        }
+        if (db) {
+          Acc sum = 0;
+#pragma omp simd reduction(+ : sum)
+          for (int64_t i = 0; i < p; ++i) sum += widen(d[i]);
+          bias += sum;
+        }
+      }
+      for (int64_t kk = 0; kk < k; ++kk) narrow(acc[kk], dw + o * k + kk);
+      if (db) narrow(bias, db + o);
+    }
+  }
+}
+
+}  // namespace
+
+void depthwise_weight_grad(const ConvGeom& g, const float* dy, const float* x, float* dw, float* db,
+                           int64_t n, int64_t c, int64_t m) {
+  weight_grad<float, float>(g, dy, x, dw, db, n, c, m);
+}
+void depthwise_weight_grad(const ConvGeom& g, const double* dy, const double* x, double* dw,
+                           double* db, int64_t n, int64_t c, int64_t m) {
+  weight_grad<double, double>(g, dy, x, dw, db, n, c, m);
+}
+void depthwise_weight_grad(const ConvGeom& g, const BFloat16* dy, const BFloat16* x, BFloat16* dw,
+                           BFloat16* db, int64_t n, int64_t c, int64_t m) {
+  weight_grad<BFloat16, float>(g, dy, x, dw, db, n, c, m);
+}
+
+}  // namespace ampc::kernels::cpu
