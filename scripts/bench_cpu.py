@@ -4,21 +4,25 @@ on the same models, batches, optimizer (SGD, momentum 0.9) and thread count, mea
 side in one process tree. A benchmark: prints a markdown table, passes or fails nothing.
 
     /usr/bin/python3 scripts/bench_cpu.py [--ampc build/tools/ampc/ampc] [--threads 2]
-        [--models resnet18,mobilenet_v2,gpt,gpt_wide,mlp] [--out docs/benchmarks.md]
+        [--models resnet18,mobilenet_v2,gpt,gpt_wide,mlp] [--rounds 3] [--out docs/benchmarks.md]
 
 Models: torchvision resnet18 and mobilenet_v2 (10 classes, batch 32, 3x32x32), the bundled
 gpt (models/export_models.py, batch 8), a wider gpt (width 512, 4 layers, 8 heads, sequence
 128, batch 8) and an MLP 784-2048-2048-10 (ReLU, batch 256). Each step is forward, backward
 and the optimizer update; step times are medians after warm-up (loading the plan, the host
 JIT included, and the first steps, which create the oneDNN primitives, are not timed); ampc's
-compile time (ONNX to training plan, `ampc compile`) is reported apart. GFLOP/s counts 3x the forward GEMM and convolution
-multiply-adds (x2) of the exported graph per step, for both sides. The machine's fp32 and bf16
+compile time (ONNX to training plan, `ampc compile`) is reported apart. The four columns are
+timed one after the other, --rounds times (3 by default); each column shows its median, each
+ratio the median of the rounds' ratios (the two cores are shared, and a slow spell then slows
+the columns of one round together instead of one column). GFLOP/s counts 3x the forward GEMM
+and convolution multiply-adds (x2) of the exported graph per step, for both sides. The machine's fp32 and bf16
 GEMM peak (PyTorch, 1024^3) is printed with the table.
 
 OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE are unset for both sides in this process and its
 children only (the environment of the machine is left alone). With --out the table (and the
 load average beside it) replaces the section "CPU training: ampc vs PyTorch" of that file.
 """
+import copy
 import json
 import os
 import subprocess
@@ -144,23 +148,25 @@ def torch_ms(model, inputs, threads, bf16, warmup, seconds):
     return float(np.median(times)) * 1e3
 
 
-def ampc_ms(ampc, onnx_path, npys, precision, threads, warmup, iterations, folder):
-    env = thread_env(threads)
+def ampc_compile(ampc, onnx_path, precision, threads, folder):
+    """(plan path, compile seconds) of the SGD training plan in `precision`."""
     plan = os.path.join(folder, precision + ".plan")
     cmd = [ampc, "compile", onnx_path, "--train", "--optimizer", "sgd", "--lr", str(LR),
            "--momentum", str(MOMENTUM), "-o", plan]
     if precision != "fp32":
         cmd += ["--precision", precision]
     t0 = time.perf_counter()
-    subprocess.run(cmd, env=env, check=True, capture_output=True, text=True)
-    compile_s = time.perf_counter() - t0
+    subprocess.run(cmd, env=thread_env(threads), check=True, capture_output=True, text=True)
+    return plan, time.perf_counter() - t0
+
+
+def ampc_ms(ampc, plan, npys, threads, warmup, iterations):
     cmd = [ampc, "bench", plan, "--warmup", str(warmup), "--iterations", str(iterations),
            "--format", "json"]
     for name, path in npys.items():
         cmd += ["--input", f"{name}={path}"]
-    out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True)
-    j = json.loads(out.stdout)
-    return j["median_ms"], compile_s
+    out = subprocess.run(cmd, env=thread_env(threads), check=True, capture_output=True, text=True)
+    return json.loads(out.stdout)["median_ms"]
 
 
 def gemm_peak(threads, dtype):
@@ -176,6 +182,31 @@ def gemm_peak(threads, dtype):
     return 2 * 1024 ** 3 * reps / (time.perf_counter() - t0) / 1e9
 
 
+COLUMNS = ("ampc fp32", "ampc bf16", "torch fp32", "torch bf16")
+
+
+def measure_rounds(args, model, inputs, plans, npys, name):
+    """Each column's step times, one per round (--rounds), each round timing the four columns
+    one after the other, so that a slow spell of the shared machine falls on the columns of
+    one round together; the table shows each column's median and the median of the per-round
+    ratios."""
+    times = {c: [] for c in COLUMNS}
+    for _ in range(args.rounds):
+        for prec in ("fp32", "bf16"):
+            times["ampc " + prec].append(ampc_ms(args.ampc, plans[prec][0], npys, args.threads,
+                                                 args.warmup, args.iterations))
+        for prec in ("fp32", "bf16"):
+            try:
+                ms = torch_ms(copy.deepcopy(model), inputs, args.threads, prec == "bf16",
+                              args.warmup, args.seconds)
+            except Exception as e:  # what PyTorch cannot run in bf16 is reported as n/a
+                if not times["torch " + prec]:
+                    print(f"{name}: torch {prec}: {type(e).__name__}: {e}", file=sys.stderr)
+                ms = float("nan")
+            times["torch " + prec].append(ms)
+    return {c: np.array(v) for c, v in times.items()}
+
+
 def fmt_ratio(x):
     return f"{x:.2f}" if x == x else "n/a"
 
@@ -184,8 +215,12 @@ def main():
     p = arg_parser(__doc__, threads=2)
     p.add_argument("--models", default="resnet18,mobilenet_v2,gpt,gpt_wide,mlp")
     p.add_argument("--warmup", type=int, default=5)
-    p.add_argument("--iterations", type=int, default=20, help="timed ampc steps per case")
-    p.add_argument("--seconds", type=float, default=4.0, help="timed PyTorch seconds per case")
+    p.add_argument("--iterations", type=int, default=20,
+                   help="timed ampc steps per case and round")
+    p.add_argument("--seconds", type=float, default=2.0,
+                   help="timed PyTorch seconds per case and round")
+    p.add_argument("--rounds", type=int, default=3,
+                   help="rounds of the four columns per model; each column's median is shown")
     p.add_argument("--out", help="markdown file whose benchmark section gets the table")
     args = p.parse_args()
 
@@ -196,7 +231,8 @@ def main():
                  f"{os.environ['OMP_WAIT_POLICY']}; OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE unset; "
                  f"PyTorch {torch.__version__}; load average before: "
                  f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; GEMM peak (PyTorch 1024^3): "
-                 f"fp32 {peak32:.0f}, bf16 {peak16:.0f} GFLOP/s")
+                 f"fp32 {peak32:.0f}, bf16 {peak16:.0f} GFLOP/s; {args.rounds} interleaved "
+                 "rounds: step times are medians, ratios the medians of the rounds' ratios")
     lines.append("")
     lines.append("| model | batch | ampc fp32 ms | ampc bf16 ms | torch fp32 ms | torch bf16 ms | "
                  "ampc fp32 / torch fp32 | ampc bf16 / ampc fp32 | ampc bf16 / torch bf16 | "
@@ -207,32 +243,25 @@ def main():
         with tempfile.TemporaryDirectory() as folder:
             model, inputs = build(name)
             onnx_path = os.path.join(folder, name + ".onnx")
-            import copy
             export(copy.deepcopy(model), inputs, onnx_path)
             npys = {}
             for k, v in inputs.items():
                 npys[k] = os.path.join(folder, k + ".npy")
                 np.save(npys[k], v.numpy())
             flops = 3 * forward_flops(onnx_path)
-            r = {}
-            for prec in ("fp32", "bf16"):
-                r["ampc " + prec] = ampc_ms(args.ampc, onnx_path, npys, prec, args.threads,
-                                            args.warmup, args.iterations, folder)
-            for prec in ("fp32", "bf16"):
-                try:
-                    r["torch " + prec] = torch_ms(copy.deepcopy(model), inputs, args.threads,
-                                                  prec == "bf16", args.warmup, args.seconds)
-                except Exception as e:  # what PyTorch cannot run in bf16 is reported as n/a
-                    print(f"{name}: torch {prec}: {type(e).__name__}: {e}", file=sys.stderr)
-                    r["torch " + prec] = float("nan")
-        a32, a16 = r["ampc fp32"][0], r["ampc bf16"][0]
-        t32, t16 = r["torch fp32"], r["torch bf16"]
+            plans = {prec: ampc_compile(args.ampc, onnx_path, prec, args.threads, folder)
+                     for prec in ("fp32", "bf16")}
+            r = measure_rounds(args, model, inputs, plans, npys, name)
+        a32, a16, t32, t16 = (float(np.median(r[c])) for c in COLUMNS)
+        ratio = lambda a, b: float(np.median(r[a] / r[b]))  # noqa: E731
         gf = [flops / ms / 1e6 for ms in (a32, a16, t32, t16)]
         batch = list(inputs.values())[0].shape[0]
         line = (f"| {name} | {batch} | {a32:.1f} | {a16:.1f} | {t32:.1f} | {t16:.1f} | "
-                f"{fmt_ratio(a32 / t32)} | {fmt_ratio(a16 / a32)} | {fmt_ratio(a16 / t16)} | "
+                f"{fmt_ratio(ratio('ampc fp32', 'torch fp32'))} | "
+                f"{fmt_ratio(ratio('ampc bf16', 'ampc fp32'))} | "
+                f"{fmt_ratio(ratio('ampc bf16', 'torch bf16'))} | "
                 f"{gf[0]:.1f}, {gf[1]:.1f} / {gf[2]:.1f}, {gf[3]:.1f} | "
-                f"{r['ampc fp32'][1]:.1f}, {r['ampc bf16'][1]:.1f} |")
+                f"{plans['fp32'][1]:.1f}, {plans['bf16'][1]:.1f} |")
         print(line, flush=True)
         lines.append(line)
     load = os.getloadavg()

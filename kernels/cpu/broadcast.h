@@ -37,6 +37,6 @@ BroadcastPlan make_broadcast_plan(const Shape& out_shape, const std::vector<Shap
 void collapse_dims(Shape& shape, std::vector<Shape*> strides);
 
 // Work below this many elements stays on one thread.
-constexpr int64_t kParallelThreshold = 32768;
+constexpr int64_t kParallelThreshold = 131072;
 
 }  // namespace ampc::kernels::cpu

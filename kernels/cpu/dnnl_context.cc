@@ -1,5 +1,7 @@
 #include "kernels/cpu/dnnl_context.h"
 
+#include <omp.h>
+
 #include <mutex>
 #include <unordered_map>
 
@@ -35,6 +37,23 @@ void* buffer(size_t index, size_t bytes) {
   if (b[index].size() < bytes) b[index].resize(bytes);
   return b[index].data();
 }
+
+// While it lives (when `on`), OpenMP regions opened on this thread, oneDNN's included, run
+// on this thread alone.
+class SerialScope {
+ public:
+  explicit SerialScope(bool on) : saved_(on ? omp_get_max_threads() : 0) {
+    if (on) omp_set_num_threads(1);
+  }
+  ~SerialScope() {
+    if (saved_ > 0) omp_set_num_threads(saved_);
+  }
+  SerialScope(const SerialScope&) = delete;
+  SerialScope& operator=(const SerialScope&) = delete;
+
+ private:
+  int saved_;
+};
 
 thread_local bool prepare_only = false;
 
@@ -73,14 +92,16 @@ dnnl::primitive_attr user_scratchpad_attr() {
 }
 
 const Prepared* find_or_make(const std::string& key,
-                             const std::function<std::unique_ptr<Prepared>()>& make) {
+                             const std::function<std::unique_ptr<Prepared>()>& make, bool serial) {
   Cache& c = cache();
   std::lock_guard<std::mutex> lock(c.mutex);
   auto it = c.entries.find(key);
   if (it != c.entries.end()) return it->second.get();
   std::unique_ptr<Prepared> p;
   try {
+    const SerialScope scope(serial);
     p = make();
+    if (p) p->serial = serial;
   } catch (const dnnl::error&) {
     p.reset();  // a problem this oneDNN does not implement: the caller's fallback runs it
   }
@@ -123,6 +144,7 @@ void execute(const Prepared& p, const std::vector<const void*>& buffers) {
     }
     return;
   }
+  const SerialScope scope(p.serial);
   dnnl::stream& s = thread_stream();
   std::unordered_map<int, dnnl::memory> exec_args;
   std::vector<std::pair<dnnl::memory, dnnl::memory>> copy_back;  // inner -> user

@@ -32,7 +32,15 @@ struct Prepared {
   };
   std::vector<Arg> args;
   size_t scratchpad_bytes = 0;
+  bool serial = false;  // made and run on the calling thread alone (find_or_make)
 };
+
+// Multiply-adds below which a GEMM or convolution runs on the calling thread alone. The
+// backend's OpenMP threads wait passively (a futex each), so a parallel region costs a wake-up
+// and a reschedule of every other thread, tens of microseconds on a shared machine: more than
+// a second thread saves on a problem this small (the bundled gpt's 64-wide GEMMs: 3.4 ms a
+// step on 2 threads, 1.6 ms on 1).
+constexpr double kSerialMultiplyAdds = 1 << 21;
 
 // oneDNN's element type for f32 / bf16; false for any other.
 bool dnnl_type(DType t, dnnl::memory::data_type* out);
@@ -40,9 +48,12 @@ bool dnnl_type(DType t, dnnl::memory::data_type* out);
 dnnl::engine& engine();
 
 // The cached Prepared for `key`, made by `make` the first time (null when make returns
-// null or throws dnnl::error: then the caller runs its fallback).
+// null or throws dnnl::error: then the caller runs its fallback). With `serial` the primitive
+// is made with one OpenMP thread (oneDNN fixes its thread count when it makes a primitive)
+// and execute() runs it so; serial must be a function of the problem that `key` names.
 const Prepared* find_or_make(const std::string& key,
-                             const std::function<std::unique_ptr<Prepared>()>& make);
+                             const std::function<std::unique_ptr<Prepared>()>& make,
+                             bool serial = false);
 
 // How many problems the cache holds (made, or found unservable): tests see when
 // primitives are created.

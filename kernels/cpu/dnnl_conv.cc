@@ -175,7 +175,10 @@ template <typename Make>
 bool run_conv(const DnnlConv& p, Direction d, bool with_bias, Make&& make,
               const std::vector<const void*>& buffers) {
   if (empty(p)) return false;
-  const ds::Prepared* prepared = ds::find_or_make(key_of(p, d, with_bias), make);
+  double multiply_adds = static_cast<double>(p.n) * p.m * (p.c / p.group);
+  for (int i = 0; i < p.spatial; ++i) multiply_adds *= p.cols[i] * p.kernel[i];
+  const ds::Prepared* prepared =
+      ds::find_or_make(key_of(p, d, with_bias), make, multiply_adds < ds::kSerialMultiplyAdds);
   if (!prepared) return false;
   ds::execute(*prepared, buffers);
   return true;

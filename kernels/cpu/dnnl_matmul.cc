@@ -66,6 +66,11 @@ std::unique_ptr<ds::Prepared> make(const DnnlMatmul& p) {
   return prepared;
 }
 
+// Small products run on the calling thread (dnnl_context.h's kSerialMultiplyAdds).
+bool serial(const DnnlMatmul& p) {
+  return static_cast<double>(p.m) * p.n * p.k * p.batch < ds::kSerialMultiplyAdds;
+}
+
 }  // namespace
 
 bool dnnl_bf16_native() {
@@ -84,7 +89,8 @@ bool dnnl_matmul(const DnnlMatmul& p, const void* a, const void* b, void* c) {
 bool dnnl_matmul(const DnnlMatmul& p, const void* a, const void* b, const void* bias, void* c) {
   if (p.m <= 0 || p.n <= 0 || p.batch <= 0) return true;  // nothing to compute
   if (p.k <= 0) return false;                             // C = beta * C: the caller's loop does it
-  const ds::Prepared* prepared = ds::find_or_make(key_of(p), [&] { return make(p); });
+  const ds::Prepared* prepared = ds::find_or_make(
+      key_of(p), [&] { return make(p); }, serial(p));
   if (!prepared) return false;
   if (p.bias) {
     ds::execute(*prepared, {a, b, bias, c});
@@ -97,7 +103,8 @@ bool dnnl_matmul(const DnnlMatmul& p, const void* a, const void* b, const void* 
 bool dnnl_matmul_prepare(const DnnlMatmul& p) {
   if (p.m <= 0 || p.n <= 0 || p.batch <= 0) return true;
   if (p.k <= 0) return false;
-  return ds::find_or_make(key_of(p), [&] { return make(p); }) != nullptr;
+  return ds::find_or_make(
+             key_of(p), [&] { return make(p); }, serial(p)) != nullptr;
 }
 
 }  // namespace ampc::kernels::cpu
