@@ -236,14 +236,29 @@ void batch_norm(GradContext& c) {
   auto channel = [&](Value* v, size_t input) {
     return b.reshape(m.sum(v), *c.input(input)->type.shape);
   };
+  if (training) {
+    // The per-channel scale moves out of normalized_grad's means (as in PyTorch's fused
+    // backward): dX = scale * inv * (dY - mean(dY) - xhat * mean(dY xhat)), whose two sums
+    // are the bias and scale gradients themselves: two reductions over X's size, not four.
+    Value* sum_dy = m.sum(dy);
+    Value* sum_dyx = m.sum(m.full("Mul", dy, xhat));
+    const Shape& param_shape = *c.input(1)->type.shape;
+    if (c.needs(2)) c.set_input_grad(2, b.reshape(sum_dy, param_shape));
+    if (c.needs(1)) c.set_input_grad(1, b.reshape(sum_dyx, param_shape));
+    if (!c.needs(0)) return;  // the statistics come from x; running mean and var have none
+    auto mean_of = [&](Value* sum) {
+      return b.op("Div", {sum, b.scalar(m.count, x->type.dtype)}, sum->type);
+    };
+    Value* centred_dy =
+        m.full("Sub", m.full("Sub", dy, mean_of(sum_dy)), m.full("Mul", xhat, mean_of(sum_dyx)));
+    Value* factor = b.op("Mul", {scale, inv}, inv->type);  // per channel
+    c.set_input_grad(0, b.cast(m.full("Mul", centred_dy, factor), x_dtype));
+    return;
+  }
   if (c.needs(2)) c.set_input_grad(2, channel(dy, 2));
   if (c.needs(1)) c.set_input_grad(1, channel(m.full("Mul", dy, xhat), 1));
   Value* g = m.full("Mul", dy, scale);  // dL/dxhat
-  if (c.needs(0)) {
-    c.set_input_grad(
-        0, b.cast(training ? m.normalized_grad(g, xhat, inv) : m.full("Mul", g, inv), x_dtype));
-  }
-  if (training) return;  // the statistics come from x; input mean and var only feed running stats
+  if (c.needs(0)) c.set_input_grad(0, b.cast(m.full("Mul", g, inv), x_dtype));
   if (c.needs(3))
     c.set_input_grad(3, b.op("Neg", {channel(m.full("Mul", g, inv), 3)}, c.input(3)->type));
   if (c.needs(4)) {  // dxhat/dvar = -xhat * inv^2 / 2
