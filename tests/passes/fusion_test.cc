@@ -249,6 +249,45 @@ TEST(Fusion, BroadcastOperandsGetStrides) {
   EXPECT_EQ(strides(3), Shape{});
 }
 
+// Neighbouring dimensions that every broadcast operand walks linearly merge, and size-1
+// dimensions go: a per-channel operand of NCHW gives rows of H * W; an operand that
+// broadcasts along H but not W keeps H and W apart.
+TEST(Fusion, IterationSpaceCollapsesWhereBroadcastsAllowIt) {
+  auto kernel_of = [](const Shape& x_shape, const std::vector<Shape>& operands) {
+    Builder b;
+    ir::Value* acc = b.input("x", x_shape);
+    for (size_t j = 0; j < operands.size(); ++j) {
+      acc = b.op("Add", {acc, b.input("b" + std::to_string(j), operands[j])}, x_shape);
+    }
+    b.output(b.op("Relu", {acc}, x_shape));  // a second node: a lone node is not fused
+    const auto steps = b.fuse();
+    if (steps.size() != 1 || !steps[0].fused()) {
+      ADD_FAILURE() << "not one fused step";
+      return kernels::KernelDef();
+    }
+    return b.kernel(steps[0].segments[0]).def;
+  };
+  auto shape = [](const kernels::KernelDef& d) {
+    return Shape(d.shape().begin(), d.shape().end());
+  };
+  auto strides = [](const kernels::KernelDef& d, int j) {
+    return Shape(d.inputs(j).strides().begin(), d.inputs(j).strides().end());
+  };
+  const auto channel = kernel_of({2, 3, 4, 5}, {{1, 3, 1, 1}});
+  EXPECT_EQ(shape(channel), (Shape{2, 3, 20}));
+  EXPECT_EQ(strides(channel, 1), (Shape{0, 1, 0}));
+  const auto mixed = kernel_of({2, 3, 4, 5}, {{1, 3, 1, 1}, {5}});
+  EXPECT_EQ(shape(mixed), (Shape{2, 3, 4, 5}));
+  EXPECT_EQ(strides(mixed, 1), (Shape{0, 1, 0, 0}));
+  EXPECT_EQ(strides(mixed, 2), (Shape{0, 0, 0, 1}));
+  const auto ones = kernel_of({2, 1, 6}, {{2, 1, 1}});
+  EXPECT_EQ(shape(ones), (Shape{2, 6}));
+  EXPECT_EQ(strides(ones, 1), (Shape{1, 0}));
+  const auto rows = kernel_of({4, 2, 3}, {{2, 3}});  // [2, 3] repeats along the first dim
+  EXPECT_EQ(shape(rows), (Shape{4, 6}));
+  EXPECT_EQ(strides(rows, 1), (Shape{0, 1}));
+}
+
 TEST(Fusion, IndependentGroupsOfOneStructureFormAMultiTensorStep) {
   Builder b;
   ir::Value* lr = b.input("lr", {});
@@ -405,8 +444,8 @@ TEST(Fusion, NodesTheKernelsCannotExpressStayUnfused) {
 // is read later still, is cast again just before the late reader; fusion keeps the two casts
 // apart (merged, the copy would be computed early and kept again).
 struct CastTwiceGraph {
-  ir::Value* x;         // fp32 activation
-  ir::Value* y;         // its fp16 copy
+  ir::Value* x;  // fp32 activation
+  ir::Value* y;  // its fp16 copy
   ir::Node* late_reader;
 };
 
