@@ -97,6 +97,21 @@ ir::Value* GradBuilder::ints(const std::vector<int64_t>& values) {
   return v;
 }
 
+ir::Value* GradBuilder::transpose_last(ir::Value* x) {
+  const auto& s = *x->type.shape;
+  std::vector<int64_t> perm(s.size());
+  for (size_t i = 0; i < s.size(); ++i) perm[i] = static_cast<int64_t>(i);
+  std::swap(perm[s.size() - 1], perm[s.size() - 2]);
+  if (const ir::Node* t = x->producer;
+      t && t->domain.empty() && t->op_type == "Transpose" && t->inputs.size() == 1) {
+    const ir::Attribute* p = t->attr("perm");
+    if (p && p->ints == perm && t->inputs[0]->type.dtype == x->type.dtype) return t->inputs[0];
+  }
+  std::vector<int64_t> out = s;
+  std::swap(out[s.size() - 1], out[s.size() - 2]);
+  return op("Transpose", {x}, {x->type.dtype, out}, attrs(ir::Attribute::make_ints("perm", perm)));
+}
+
 ir::Value* GradBuilder::reshape(ir::Value* x, const std::vector<int64_t>& shape) {
   if (x->type.shape && *x->type.shape == shape) return x;
   return op("Reshape", {x, ints(shape)}, {x->type.dtype, shape});

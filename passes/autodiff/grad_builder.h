@@ -41,6 +41,11 @@ class GradBuilder {
   ir::Value* mul(ir::Value* a, ir::Value* b);
   // `x` as `to` (a Cast node; x itself when it already has that type).
   ir::Value* cast(ir::Value* x, DType to);
+  // x with its last two axes swapped. Of a value that is itself such a swap (a Linear layer's
+  // W^T, as torch exports it), the swapped value: the backward then reads W as it is, and the
+  // forward transpose, read by its GEMM only, folds into that GEMM's call
+  // (passes/gemm_epilogue.h).
+  ir::Value* transpose_last(ir::Value* x);
 
   ir::Graph& graph() { return graph_; }
 

@@ -6,26 +6,6 @@ namespace {
 
 using ir::Value;
 
-// Swaps the last two axes. Of a value that is itself such a swap (a Linear layer's W^T, as
-// torch exports it), the swapped value: the backward then reads W as it is, and the forward
-// transpose, read by its GEMM only, folds into that GEMM's call (passes/gemm_epilogue.h).
-Value* transpose_last(GradBuilder& b, Value* x) {
-  const auto& s = *x->type.shape;
-  std::vector<int64_t> perm(s.size());
-  for (size_t i = 0; i < s.size(); ++i) perm[i] = static_cast<int64_t>(i);
-  std::swap(perm[s.size() - 1], perm[s.size() - 2]);
-  if (const ir::Node* t = x->producer;
-      t && t->domain.empty() && t->op_type == "Transpose" && t->inputs.size() == 1) {
-    const ir::Attribute* p = t->attr("perm");
-    if (p && p->ints == perm && t->inputs[0]->type.dtype == x->type.dtype)
-      return t->inputs[0];
-  }
-  std::vector<int64_t> out = s;
-  std::swap(out[s.size() - 1], out[s.size() - 2]);
-  return b.op("Transpose", {x}, {x->type.dtype, out},
-              attrs(ir::Attribute::make_ints("perm", perm)));
-}
-
 std::vector<int64_t> matmul_shape(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
   // Both at least 2-D here; batch dims broadcast.
   std::vector<int64_t> batch;
@@ -57,7 +37,7 @@ Value* shared_weight_grad(GradBuilder& b, Value* a2, Value* w2, Value* dy) {
   for (size_t i = 0; i + 1 < sa.size(); ++i) rows *= sa[i];
   Value* a_rows = b.reshape(a2, {rows, k});
   Value* dy_rows = b.reshape(dy, {rows, n});
-  Value* dw = b.op("MatMul", {transpose_last(b, a_rows), dy_rows},
+  Value* dw = b.op("MatMul", {b.transpose_last(a_rows), dy_rows},
                    {a2->type.dtype, std::vector<int64_t>{k, n}});
   return b.reshape(dw, sw);
 }
@@ -78,7 +58,7 @@ void matmul(GradContext& c) {
   const auto y_shape = matmul_shape(*a2->type.shape, *w2->type.shape);
   Value* dy = b.reshape(c.output_grad(0), y_shape);
   if (c.needs(0)) {
-    Value* wt = transpose_last(b, w2);
+    Value* wt = b.transpose_last(w2);
     Value* da = b.op("MatMul", {dy, wt}, {t, matmul_shape(y_shape, *wt->type.shape)});
     c.set_input_grad(0, b.reshape(b.reduce_to(da, a2->type), *a->type.shape));
   }
@@ -87,7 +67,7 @@ void matmul(GradContext& c) {
       c.set_input_grad(1, b.reshape(dw, *w->type.shape));
       return;
     }
-    Value* at = transpose_last(b, a2);
+    Value* at = b.transpose_last(a2);
     Value* dw = b.op("MatMul", {at, dy}, {t, matmul_shape(*at->type.shape, y_shape)});
     c.set_input_grad(1, b.reshape(b.reduce_to(dw, w2->type), *w->type.shape));
   }

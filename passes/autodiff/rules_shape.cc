@@ -19,9 +19,22 @@ void transpose(GradContext& c) {
   } else {
     for (size_t i = 0; i < rank; ++i) perm.push_back(static_cast<int64_t>(rank - 1 - i));
   }
+  // A matrix transpose whose incoming gradient is a product P Q that nothing else reads:
+  // (P Q)^T = Q^T P^T, one GEMM instead of a GEMM and a transpose of its result. A Linear
+  // layer, exported as MatMul(X, Transpose(W)), then gets dW = dY^T X in W's own layout.
+  Value* dy = c.output_grad(0);
+  if (const ir::Node* mm = dy->producer;
+      rank == 2 && perm == std::vector<int64_t>{1, 0} && mm && mm->domain.empty() &&
+      mm->op_type == "MatMul" && dy->uses.empty() && mm->inputs.size() == 2 &&
+      mm->inputs[0]->type.shape->size() == 2 && mm->inputs[1]->type.shape->size() == 2) {
+    c.set_input_grad(
+        0, c.b.op("MatMul", {c.b.transpose_last(mm->inputs[1]), c.b.transpose_last(mm->inputs[0])},
+                  c.input(0)->type));
+    return;
+  }
   std::vector<int64_t> inverse(rank);
   for (size_t i = 0; i < rank; ++i) inverse[static_cast<size_t>(perm[i])] = static_cast<int64_t>(i);
-  c.set_input_grad(0, c.b.op("Transpose", {c.output_grad(0)}, c.input(0)->type,
+  c.set_input_grad(0, c.b.op("Transpose", {dy}, c.input(0)->type,
                              attrs(ir::Attribute::make_ints("perm", inverse))));
 }
 

@@ -93,6 +93,33 @@ TEST(AutodiffFdLinearRandom, SharedWeightGradientIsOneGemm) {
   }
 }
 
+// A Linear layer as torch exports it, MatMul(X, Transpose(W)) with W [N, K]: W's gradient
+// against finite differences, and its form: one MatMul in W's own layout [N, K] (dY^T X, the
+// transpose rule's (P Q)^T = Q^T P^T), not a MatMul in W^T's layout transposed afterwards.
+TEST(AutodiffFdLinearRandom, LinearWeightGradientInItsOwnLayout) {
+  for (const Shape& x : {Shape{3, 4}, Shape{2, 3, 4}}) {
+    Shape out = x;
+    out.back() = 5;
+    const Case c = {"Linear_" + str(x), {x, {5, 4}}, out, [out](GradBuilder& g, P p) {
+                      ir::Value* wt = g.op("Transpose", {p[1]}, f64({4, 5}),
+                                           attrs(Attribute::make_ints("perm", {1, 0})));
+                      return g.op("MatMul", {p[0], wt}, f64(out));
+                    }};
+    check(c);
+    Values values = {std::vector<double>(static_cast<size_t>(ir::shape_numel(x)), 0.1),
+                     std::vector<double>(20, 0.2)};
+    auto m =
+        make_model(c, values, std::vector<double>(static_cast<size_t>(ir::shape_numel(out)), 0.5));
+    const auto grads = passes::differentiate(*m, {.loss = "", .freeze = {"R", "fwd/*"}});
+    const ir::Value* dw = nullptr;
+    for (const auto& pg : grads) dw = pg.parameter->name == "p1" ? pg.gradient : dw;
+    ASSERT_NE(dw, nullptr) << c.name;
+    ASSERT_NE(dw->producer, nullptr) << c.name;
+    EXPECT_EQ(dw->producer->op_type, "MatMul") << c.name;
+    EXPECT_EQ(*dw->type.shape, (Shape{5, 4})) << c.name;
+  }
+}
+
 TEST(AutodiffFdLinearRandom, Gemm) {
   Random rnd(23);
   const int64_t m = 2, n = 3;
