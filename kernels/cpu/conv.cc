@@ -13,26 +13,6 @@ namespace {
 // Upper bound on the elements of one im2col buffer; the batch is processed in chunks that fit.
 constexpr int64_t kMaxColElements = int64_t{1} << 22;
 
-// Splits a flat kernel offset into its three kernel indices.
-inline void kernel_index(const ConvGeom& g, int64_t kk, int64_t* k0, int64_t* k1, int64_t* k2) {
-  *k2 = kk % g.kernel[2];
-  *k1 = (kk / g.kernel[2]) % g.kernel[1];
-  *k0 = kk / (g.kernel[2] * g.kernel[1]);
-}
-
-// The column range of the last dimension that reads inside the image, per kernel offset.
-struct RowTaps {
-  int64_t k0, k1, k2, off2, lo, hi;
-};
-
-inline RowTaps row_taps(const ConvGeom& g, int64_t kk) {
-  RowTaps t;
-  kernel_index(g, kk, &t.k0, &t.k1, &t.k2);
-  t.off2 = t.k2 * g.dilation[2] - g.pad[2];
-  valid_cols(g.cols[2], g.image[2], g.stride[2], t.off2, &t.lo, &t.hi);
-  return t;
-}
-
 // One row of im2col for one image: dst[cols] <- the taps of kernel offset t. Short rows
 // use plain loops: library calls cost more than they save on a few elements.
 template <typename T>

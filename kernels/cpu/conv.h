@@ -54,4 +54,25 @@ inline void valid_cols(int64_t cols, int64_t image, int64_t stride, int64_t offs
   *hi = h;
 }
 
+// Splits a flat kernel offset into its three kernel indices.
+inline void kernel_index(const ConvGeom& g, int64_t kk, int64_t* k0, int64_t* k1, int64_t* k2) {
+  *k2 = kk % g.kernel[2];
+  *k1 = (kk / g.kernel[2]) % g.kernel[1];
+  *k0 = kk / (g.kernel[2] * g.kernel[1]);
+}
+
+// The column range [lo, hi) of the last dimension whose taps of kernel offset kk read inside
+// the image (off2: that tap's image offset along the last dimension).
+struct RowTaps {
+  int64_t k0, k1, k2, off2, lo, hi;
+};
+
+inline RowTaps row_taps(const ConvGeom& g, int64_t kk) {
+  RowTaps t;
+  kernel_index(g, kk, &t.k0, &t.k1, &t.k2);
+  t.off2 = t.k2 * g.dilation[2] - g.pad[2];
+  valid_cols(g.cols[2], g.image[2], g.stride[2], t.off2, &t.lo, &t.hi);
+  return t;
+}
+
 }  // namespace ampc::kernels::cpu

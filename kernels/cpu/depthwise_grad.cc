@@ -36,20 +36,17 @@ std::vector<Run> runs_of(const ConvGeom& g) {
   std::vector<Run> runs;
   const int64_t w = g.cols[2];
   for (int64_t kk = 0; kk < g.kernel_size(); ++kk) {
-    const int64_t k2 = kk % g.kernel[2], k1 = (kk / g.kernel[2]) % g.kernel[1];
-    const int64_t k0 = kk / (g.kernel[2] * g.kernel[1]);
-    const int64_t off2 = k2 * g.dilation[2] - g.pad[2];
-    int64_t lo, hi;
-    valid_cols(w, g.image[2], g.stride[2], off2, &lo, &hi);
-    if (hi <= lo) continue;
+    const RowTaps t = row_taps(g, kk);
+    if (t.hi <= t.lo) continue;
     for (int64_t o0 = 0; o0 < g.cols[0]; ++o0) {
-      const int64_t i0 = o0 * g.stride[0] - g.pad[0] + k0 * g.dilation[0];
+      const int64_t i0 = o0 * g.stride[0] - g.pad[0] + t.k0 * g.dilation[0];
       if (i0 < 0 || i0 >= g.image[0]) continue;
       for (int64_t o1 = 0; o1 < g.cols[1]; ++o1) {
-        const int64_t i1 = o1 * g.stride[1] - g.pad[1] + k1 * g.dilation[1];
+        const int64_t i1 = o1 * g.stride[1] - g.pad[1] + t.k1 * g.dilation[1];
         if (i1 < 0 || i1 >= g.image[1]) continue;
-        runs.push_back({kk, (o0 * g.cols[1] + o1) * w + lo,
-                        (i0 * g.image[1] + i1) * g.image[2] + off2 + lo * g.stride[2], hi - lo});
+        runs.push_back({kk, (o0 * g.cols[1] + o1) * w + t.lo,
+                        (i0 * g.image[1] + i1) * g.image[2] + t.off2 + t.lo * g.stride[2],
+                        t.hi - t.lo});
       }
     }
   }

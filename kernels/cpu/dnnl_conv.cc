@@ -169,16 +169,21 @@ bool empty(const DnnlConv& p) {
   return sizes == 0;
 }
 
+// Small convolutions run on the calling thread (dnnl_context.h's kSerialMultiplyAdds); every
+// direction has the forward's multiply-add count.
+bool serial(const DnnlConv& p) {
+  double multiply_adds = static_cast<double>(p.n) * p.m * (p.c / p.group);
+  for (int i = 0; i < p.spatial; ++i) multiply_adds *= p.cols[i] * p.kernel[i];
+  return multiply_adds < ds::kSerialMultiplyAdds;
+}
+
 // One pass: the cached primitive for (p, direction, bias), made by `make` on first use, run on
 // `buffers`; false (the caller falls back) when p is empty or oneDNN cannot serve it.
 template <typename Make>
 bool run_conv(const DnnlConv& p, Direction d, bool with_bias, Make&& make,
               const std::vector<const void*>& buffers) {
   if (empty(p)) return false;
-  double multiply_adds = static_cast<double>(p.n) * p.m * (p.c / p.group);
-  for (int i = 0; i < p.spatial; ++i) multiply_adds *= p.cols[i] * p.kernel[i];
-  const ds::Prepared* prepared =
-      ds::find_or_make(key_of(p, d, with_bias), make, multiply_adds < ds::kSerialMultiplyAdds);
+  const ds::Prepared* prepared = ds::find_or_make(key_of(p, d, with_bias), make, serial(p));
   if (!prepared) return false;
   ds::execute(*prepared, buffers);
   return true;

@@ -172,8 +172,10 @@ struct Moments {
     return b.op("ReduceSum", {v, b.ints(axes)}, {x_type.dtype, kept},
                 attrs(Attribute::make_int("keepdims", 1)));
   }
-  Value* mean(Value* v) {
-    return b.op("Div", {sum(v), b.scalar(count, x_type.dtype)}, {x_type.dtype, kept});
+  Value* mean(Value* v) { return over_count(sum(v)); }
+  // A sum over the axes divided by their element count.
+  Value* over_count(Value* s) {
+    return b.op("Div", {s, b.scalar(count, x_type.dtype)}, {x_type.dtype, kept});
   }
   Value* full(const std::string& op, Value* l, Value* r) { return b.op(op, {l, r}, x_type); }
   // 1 / sqrt(var + eps) of the biased variance about `mu`; sets *centred = x - mu.
@@ -246,11 +248,8 @@ void batch_norm(GradContext& c) {
     if (c.needs(2)) c.set_input_grad(2, b.reshape(sum_dy, param_shape));
     if (c.needs(1)) c.set_input_grad(1, b.reshape(sum_dyx, param_shape));
     if (!c.needs(0)) return;  // the statistics come from x; running mean and var have none
-    auto mean_of = [&](Value* sum) {
-      return b.op("Div", {sum, b.scalar(m.count, x->type.dtype)}, sum->type);
-    };
-    Value* centred_dy =
-        m.full("Sub", m.full("Sub", dy, mean_of(sum_dy)), m.full("Mul", xhat, mean_of(sum_dyx)));
+    Value* centred_dy = m.full("Sub", m.full("Sub", dy, m.over_count(sum_dy)),
+                               m.full("Mul", xhat, m.over_count(sum_dyx)));
     Value* factor = b.op("Mul", {scale, inv}, inv->type);  // per channel
     c.set_input_grad(0, b.cast(m.full("Mul", centred_dy, factor), x_dtype));
     return;
