@@ -32,8 +32,8 @@ enum class Pattern : unsigned char {
   kView,          // reinterprets its input's bytes: no kernel runs (Reshape, Squeeze, ...)
 };
 
-// How the fused-kernel builder (compiler/lower/kernel_builder.cc) emits an op and which
-// operand types fusion accepts (passes/fusion.cc); kNone: never fused.
+// How the fused-kernel builder (lower/kernel_builder.cc) emits an op and which
+// operand types fusion accepts (lower/fusion.cc); kNone: never fused.
 enum class FusedForm : unsigned char {
   kNone,
   kArith,      // two operands of one float type

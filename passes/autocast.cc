@@ -7,9 +7,9 @@
 #include <set>
 
 #include "base/error.h"
-#include "compiler/ir/verifier.h"
+#include "ir/verifier.h"
 #include "ops/op_info.h"
-#include "passes/autodiff/ampc_schemas.h"
+#include "ops/schemas/ampc_schemas.h"
 #include "passes/cast_cleanup.h"
 #include "passes/precision_policy.h"
 
@@ -290,10 +290,10 @@ class Autocaster {
   }
 
   void use_ampc_conv(ir::Node& n) {
-    autodiff::register_ampc_schemas();
-    n.domain = autodiff::kAmpcDomain;
-    if (!model_.opset_version(autodiff::kAmpcDomain))
-      model_.opsets.push_back({autodiff::kAmpcDomain, autodiff::kAmpcDomainVersion});
+    ops::register_ampc_schemas();
+    n.domain = ops::kAmpcDomain;
+    if (!model_.opset_version(ops::kAmpcDomain))
+      model_.opsets.push_back({ops::kAmpcDomain, ops::kAmpcDomainVersion});
   }
 
   // Graph outputs (the loss) and state-update sources keep the dtype the model gave them:

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "base/dtype.h"
-#include "compiler/ir/graph.h"
+#include "ir/graph.h"
 
 namespace ampc::passes {
 

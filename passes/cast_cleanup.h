@@ -4,7 +4,7 @@
 // (fp32->fp16->fp32) is a deliberate rounding and stays.
 #pragma once
 
-#include "compiler/ir/graph.h"
+#include "ir/graph.h"
 
 namespace ampc::passes {
 

@@ -4,7 +4,7 @@
 // both carry the same `seed`; nodes with subgraphs never merge.
 #pragma once
 
-#include "compiler/ir/graph.h"
+#include "ir/graph.h"
 
 namespace ampc::passes {
 

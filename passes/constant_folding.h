@@ -12,7 +12,7 @@
 
 #include <cstdint>
 
-#include "compiler/ir/graph.h"
+#include "ir/graph.h"
 
 namespace ampc::passes {
 

@@ -4,7 +4,7 @@
 #include <new>
 
 #include "base/error.h"
-#include "compiler/plan_convert.h"
+#include "lower/plan_convert.h"
 #include "runtime/cpu/op_context.h"
 #include "runtime/cpu/op_registry.h"
 
@@ -14,7 +14,7 @@ namespace {
 // Through the plan's constant form, as the CPU backend loads a plan's constants.
 rt::Tensor to_runtime(const ir::Tensor& t) {
   plan::TensorData data;
-  compiler::plan_tensor_data(t, &data);
+  lower::plan_tensor_data(t, &data);
   return rt::cpu::tensor_from_data(data);
 }
 
@@ -63,9 +63,9 @@ plan::Step one_node_step(const ir::Node& n, int64_t opset) {
   step.set_domain(n.domain);
   step.set_opset_version(opset);
   step.add_source_nodes(n.name);
-  for (const auto& a : n.attributes) compiler::plan_attribute(a, n, step.add_attributes());
+  for (const auto& a : n.attributes) lower::plan_attribute(a, n, step.add_attributes());
   for (const ir::Value* v : n.outputs) step.add_outputs(v ? 0 : -1);  // which outputs exist
-  compiler::legalize_with_values(step, {n.inputs.begin(), n.inputs.end()});
+  lower::legalize_with_values(step, {n.inputs.begin(), n.inputs.end()});
   return step;
 }
 

@@ -8,7 +8,7 @@
 #include <optional>
 #include <vector>
 
-#include "compiler/ir/graph.h"
+#include "ir/graph.h"
 
 namespace ampc::passes {
 

@@ -5,7 +5,7 @@
 #include <unordered_map>
 
 #include "base/error.h"
-#include "passes/autodiff/ampc_schemas.h"
+#include "ops/schemas/ampc_schemas.h"
 #include "passes/autodiff/grad_builder.h"
 
 namespace ampc::passes {
@@ -26,8 +26,8 @@ int reduce_gradients(ir::Model& model, std::vector<ParameterGradient>& gradients
                 std::string(dtype_name(low)));
   if (options.bucket_bytes < 1) throw Error("the all-reduce bucket size must be positive");
   ir::Graph& g = *model.graph;
-  if (!model.opset_version(autodiff::kAmpcDomain))
-    model.opsets.push_back({autodiff::kAmpcDomain, autodiff::kAmpcDomainVersion});
+  if (!model.opset_version(ops::kAmpcDomain))
+    model.opsets.push_back({ops::kAmpcDomain, ops::kAmpcDomainVersion});
   std::unordered_map<const ir::Node*, int64_t> position;
   for (size_t i = 0; i < g.nodes.size(); ++i) position[g.nodes[i].get()] = static_cast<int64_t>(i);
   auto produced_at = [&](const ParameterGradient& pg) {
@@ -79,14 +79,14 @@ int reduce_gradients(ir::Model& model, std::vector<ParameterGradient>& gradients
         b.op_n("AllReduceStart", in, in_flight,
                attrs(ir::Attribute::make_int("bucket", bucket),
                      ir::Attribute::make_int("to", static_cast<int64_t>(in_flight[0].dtype))),
-               autodiff::kAmpcDomain);
+               ops::kAmpcDomain);
     starts.emplace_back(ready, ready < 0 ? nullptr : g.nodes[static_cast<size_t>(ready)].get(),
                         g.nodes.back().get());
     auto waited =
         b.op_n("AllReduceWait", started, reduced,
                attrs(ir::Attribute::make_int("bucket", bucket),
                      ir::Attribute::make_int("to", static_cast<int64_t>(reduced[0].dtype))),
-               autodiff::kAmpcDomain);
+               ops::kAmpcDomain);
     for (size_t j = 0; j < in.size(); ++j) gradients[buckets[k][j]].gradient = waited[j];
   }
   // Each start right after the node that completes its bucket (latest insertion point first,

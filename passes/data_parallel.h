@@ -1,7 +1,7 @@
 // Data-parallel training (docs/data-parallel.md): the mean of every parameter gradient over
 // the ranks, added to the training step by the compiler, as PyTorch's DDP does it: gradients
 // grouped in buckets in the order the backward produces them; a bucket's all-reduce starts
-// (ampc.AllReduceStart, passes/comm_schemas.h) right after the backward has produced its last
+// (ampc.AllReduceStart, ops/schemas/comm_schemas.h) right after the backward has produced its last
 // gradient, so it overlaps the rest of the backward, and is waited for (ampc.AllReduceWait)
 // after the whole backward, before unscale and the non-finite check. found_inf, the clip norm,
 // the skip-step and the scale update then read the same reduced gradients on every rank, so
@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "base/dtype.h"
-#include "compiler/ir/graph.h"
+#include "ir/graph.h"
 #include "passes/autodiff/autodiff.h"
 
 namespace ampc::passes {

@@ -2,7 +2,7 @@
 // operators have no side effects, so a node nobody reads can go.
 #pragma once
 
-#include "compiler/ir/graph.h"
+#include "ir/graph.h"
 
 namespace ampc::passes {
 

@@ -6,7 +6,7 @@
 // ONNX does not allow), are left alone for the backends to refuse naming the node.
 #pragma once
 
-#include "compiler/ir/graph.h"
+#include "ir/graph.h"
 
 namespace ampc::passes {
 

@@ -23,7 +23,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "compiler/ir/graph.h"
+#include "ir/graph.h"
 #include "passes/autodiff/autodiff.h"
 
 namespace ampc::passes {

@@ -1,8 +1,8 @@
 #include "passes/grad_clipping.h"
 
 #include "base/error.h"
-#include "passes/amp_schemas.h"
-#include "passes/autodiff/ampc_schemas.h"
+#include "ops/schemas/amp_schemas.h"
+#include "ops/schemas/ampc_schemas.h"
 #include "passes/autodiff/grad_builder.h"
 #include "passes/loss_scaling.h"
 
@@ -15,7 +15,7 @@ ir::Value* clip_gradients(ir::Model& model, std::vector<ParameterGradient>& grad
   if (model.graph->find_value(kGradNormName))
     throw Error(std::string("cannot add '") + kGradNormName +
                 "': the model already has a value of that name");
-  register_amp_schemas();
+  ops::register_amp_schemas();
   const size_t first_node = model.graph->nodes.size();
   autodiff::GradBuilder b(*model.graph, "amp");
   std::vector<ir::Value*> inputs;
@@ -26,7 +26,7 @@ ir::Value* clip_gradients(ir::Model& model, std::vector<ParameterGradient>& grad
   }
   std::vector<ir::Attribute> a;
   if (clip) a.push_back(ir::Attribute::make_float("max_norm", static_cast<float>(max_norm)));
-  const auto outs = b.op_n("ClipGradNorm", inputs, types, std::move(a), autodiff::kAmpcDomain);
+  const auto outs = b.op_n("ClipGradNorm", inputs, types, std::move(a), ops::kAmpcDomain);
   model.graph->rename_value(outs[0], kGradNormName);  // indexed: find_value sees it
   if (clip) {
     for (size_t i = 0; i < gradients.size(); ++i) gradients[i].gradient = outs[i + 1];

@@ -5,7 +5,7 @@
 
 #include <vector>
 
-#include "compiler/ir/graph.h"
+#include "ir/graph.h"
 #include "passes/autodiff/autodiff.h"
 
 namespace ampc::passes {

@@ -7,7 +7,7 @@
 #pragma once
 
 #include "base/dtype.h"
-#include "compiler/ir/graph.h"
+#include "ir/graph.h"
 
 namespace ampc::passes {
 

@@ -8,7 +8,7 @@
 // statistics (with their all-reduces) are removed as dead code.
 #pragma once
 
-#include "compiler/ir/graph.h"
+#include "ir/graph.h"
 
 namespace ampc::passes {
 

@@ -5,7 +5,7 @@
 // after the loss, as PyTorch saves log_softmax's output for its backward.
 #pragma once
 
-#include "compiler/ir/graph.h"
+#include "ir/graph.h"
 
 namespace ampc::passes {
 

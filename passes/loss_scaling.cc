@@ -4,8 +4,8 @@
 #include <cstring>
 
 #include "base/error.h"
-#include "passes/amp_schemas.h"
-#include "passes/autodiff/ampc_schemas.h"
+#include "ops/schemas/amp_schemas.h"
+#include "ops/schemas/ampc_schemas.h"
 #include "passes/autodiff/grad_builder.h"
 
 namespace ampc::passes {
@@ -124,7 +124,7 @@ Value* unscale_and_check(ir::Model& model, const LossScaleState& state,
                   "gradients)");
     }
   }
-  register_amp_schemas();
+  ops::register_amp_schemas();
   const size_t first_node = model.graph->nodes.size();
   GradBuilder b(*model.graph, "amp");
   // inv_scale = fp32(1 / fp64(scale)), as torch's GradScaler computes it.
@@ -145,7 +145,7 @@ Value* unscale_and_check(ir::Model& model, const LossScaleState& state,
     inputs.push_back(pg.gradient);
     types.push_back(pg.gradient->type);
   }
-  const auto outs = b.op_n("UnscaleCheck", inputs, types, {}, autodiff::kAmpcDomain);
+  const auto outs = b.op_n("UnscaleCheck", inputs, types, {}, ops::kAmpcDomain);
   rename(model, outs[0], kFoundInfName);
   for (size_t i = 0; i < gradients.size(); ++i) gradients[i].gradient = outs[i + 1];
   import_ampc_domain_if_used(model, first_node);
@@ -168,7 +168,7 @@ void add_scale_update(ir::Model& model, const LossScaleState& state, Value* foun
   if (o.max_scale)
     a.push_back(Attribute::make_float("max_scale", static_cast<float>(*o.max_scale)));
   const auto outs = b.op_n("UpdateScale", {state.scale, state.growth_tracker, found_inf},
-                           {kF32Scalar, kI32Scalar}, std::move(a), autodiff::kAmpcDomain);
+                           {kF32Scalar, kI32Scalar}, std::move(a), ops::kAmpcDomain);
   Value* scale = outs[0];
   Value* tracker = outs[1];
   if (apply) {  // micro-batches before the last of a step leave the scaler as it is

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "compiler/ir/graph.h"
+#include "ir/graph.h"
 #include "passes/autocast.h"
 #include "passes/autodiff/autodiff.h"
 

@@ -7,7 +7,7 @@
 // tf_crop_and_resize, antialias and resizing batch or channel axes are refused naming the node.
 #pragma once
 
-#include "compiler/ir/graph.h"
+#include "ir/graph.h"
 
 namespace ampc::passes {
 

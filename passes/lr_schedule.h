@@ -22,7 +22,7 @@
 #include <cstdint>
 #include <string>
 
-#include "compiler/ir/graph.h"
+#include "ir/graph.h"
 #include "passes/autodiff/grad_builder.h"
 
 namespace ampc::passes {

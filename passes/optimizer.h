@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "compiler/ir/graph.h"
+#include "ir/graph.h"
 #include "passes/autodiff/autodiff.h"
 #include "passes/lr_schedule.h"
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "compiler/ir/graph.h"
+#include "ir/graph.h"
 #include "ops/op_info.h"
 #include "passes/autocast.h"
 

@@ -7,7 +7,7 @@
 #include "base/error.h"
 #include "kernels/shared/range_stats.h"
 #include "ops/op_info.h"
-#include "passes/autodiff/ampc_schemas.h"
+#include "ops/schemas/ampc_schemas.h"
 #include "passes/loss_scaling.h"
 
 namespace ampc::passes {
@@ -98,7 +98,7 @@ void add_range_stats(ir::Model& model, const std::vector<RangeStatsTarget>& targ
         last = p.get();
     }
     Node* n = g.insert_node_after(last, kRangeStatsOp, inputs, {out},
-                                  "stats/" + t.kind + "/" + t.tensor, autodiff::kAmpcDomain);
+                                  "stats/" + t.kind + "/" + t.tensor, ops::kAmpcDomain);
     n->attributes.push_back(ir::Attribute::make_string("kind", t.kind));
     n->attributes.push_back(ir::Attribute::make_string("tensor", t.tensor));
     n->attributes.push_back(ir::Attribute::make_string("node", t.node));
@@ -106,8 +106,8 @@ void add_range_stats(ir::Model& model, const std::vector<RangeStatsTarget>& targ
     g.outputs.push_back(out);
     uses_domain = true;
   }
-  if (uses_domain && !model.opset_version(autodiff::kAmpcDomain))
-    model.opsets.push_back({autodiff::kAmpcDomain, autodiff::kAmpcDomainVersion});
+  if (uses_domain && !model.opset_version(ops::kAmpcDomain))
+    model.opsets.push_back({ops::kAmpcDomain, ops::kAmpcDomainVersion});
 }
 
 }  // namespace ampc::passes

@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "compiler/ir/graph.h"
+#include "ir/graph.h"
 #include "passes/autodiff/autodiff.h"
 
 namespace ampc::passes {

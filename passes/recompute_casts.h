@@ -9,7 +9,7 @@
 
 #include <string_view>
 
-#include "compiler/ir/graph.h"
+#include "ir/graph.h"
 
 namespace ampc::passes {
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "compiler/ir/graph.h"
+#include "ir/graph.h"
 #include "passes/autodiff/grad_builder.h"
 
 namespace ampc::passes::recurrent {

@@ -9,7 +9,7 @@
 // not static, models below opset 13.
 #pragma once
 
-#include "compiler/ir/graph.h"
+#include "ir/graph.h"
 
 namespace ampc::passes {
 

@@ -2,7 +2,7 @@
 // and 2); when its inputs 3 and 4 are initializers, they become state updated each step.
 #pragma once
 
-#include "compiler/ir/graph.h"
+#include "ir/graph.h"
 
 namespace ampc::passes {
 

@@ -3,9 +3,9 @@
 #include <set>
 
 #include "base/error.h"
-#include "compiler/onnx/export.h"
-#include "compiler/onnx/input_shapes.h"
-#include "compiler/onnx/proto_convert.h"
+#include "frontend/onnx/export.h"
+#include "frontend/onnx/input_shapes.h"
+#include "frontend/onnx/proto_convert.h"
 #include "passes/constant_folding.h"
 
 namespace ampc::passes {

@@ -6,7 +6,7 @@
 // shape depended on a folded computation gets its static shape.
 #pragma once
 
-#include "compiler/ir/graph.h"
+#include "ir/graph.h"
 
 namespace ampc::passes {
 

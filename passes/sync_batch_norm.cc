@@ -4,7 +4,7 @@
 #include <map>
 
 #include "base/error.h"
-#include "passes/autodiff/ampc_schemas.h"
+#include "ops/schemas/ampc_schemas.h"
 #include "passes/autodiff/grad_builder.h"
 
 namespace ampc::passes {
@@ -57,7 +57,7 @@ class Synchronizer {
     const size_t first = g_.nodes.size();
     GradBuilder b(g_, (n.name.empty() ? std::string("batchnorm") : n.name) + "/sync");
     auto all_reduce = [&](ir::Value* v) {
-      return b.op("AllReduceSum", {v}, v->type, {}, autodiff::kAmpcDomain);
+      return b.op("AllReduceSum", {v}, v->type, {}, ops::kAmpcDomain);
     };
     auto channel_sum = [&](ir::Value* v) {
       return b.op("ReduceSum", {v, b.ints(axes)}, per_channel,
@@ -71,7 +71,7 @@ class Synchronizer {
     ir::Value* squares = all_reduce(channel_sum(b.op("Mul", {centred, centred}, {p, dims})));
     ir::Value* var = b.op("Div", {squares, n_global}, per_channel);
     auto used = b.op_n("BatchStatistics", {stats[0], stats[1], mean, var},
-                       {per_channel, per_channel}, {}, autodiff::kAmpcDomain);
+                       {per_channel, per_channel}, {}, ops::kAmpcDomain);
     // Running statistics: PyTorch's, with the unbiased variance of the global batch.
     auto blend = [&](ir::Value* running, ir::Value* batch) {
       ir::Value* kept = b.op("Mul", {running, b.scalar(momentum, p)}, per_channel);
@@ -116,7 +116,7 @@ class Synchronizer {
     auto it = world_.find(p);
     if (it != world_.end()) return it->second;
     ir::Value* one = b.scalar(1.0, p);
-    return world_[p] = b.op("AllReduceSum", {one}, one->type, {}, autodiff::kAmpcDomain);
+    return world_[p] = b.op("AllReduceSum", {one}, one->type, {}, ops::kAmpcDomain);
   }
 
   ir::Graph& g_;
@@ -139,8 +139,8 @@ int synchronize_batch_norm(ir::Model& model, std::vector<ir::Model::StateUpdate>
   }
   if (targets.empty())
     throw Error("--sync-batchnorm: the model has no BatchNormalization in training mode");
-  if (!model.opset_version(autodiff::kAmpcDomain))
-    model.opsets.push_back({autodiff::kAmpcDomain, autodiff::kAmpcDomainVersion});
+  if (!model.opset_version(ops::kAmpcDomain))
+    model.opsets.push_back({ops::kAmpcDomain, ops::kAmpcDomainVersion});
   Synchronizer s(g);
   for (ir::Node* n : targets) s.rewrite(*n, running_updates);
   return static_cast<int>(targets.size());

@@ -4,7 +4,7 @@
 // with the global mean and the unbiased global variance.
 //
 // Each such node Y = BatchNormalization(X, scale, B, mean, var; training_mode=1) becomes
-// standard ops, two blocking all-reduces (ampc.AllReduceSum, passes/comm_schemas.h) and an
+// standard ops, two blocking all-reduces (ampc.AllReduceSum, ops/schemas/comm_schemas.h) and an
 // inference-mode BatchNormalization that normalises with the global statistics:
 //
 //   world   = AllReduceSum(1)                    once per graph: the world size N
@@ -30,7 +30,7 @@
 
 #include <vector>
 
-#include "compiler/ir/graph.h"
+#include "ir/graph.h"
 
 namespace ampc::passes {
 

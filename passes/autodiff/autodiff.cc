@@ -7,7 +7,7 @@
 #include <set>
 
 #include "base/error.h"
-#include "passes/autodiff/ampc_schemas.h"
+#include "ops/schemas/ampc_schemas.h"
 #include "passes/autodiff/grad_builder.h"
 #include "passes/autodiff/gradient_registry.h"
 #include "passes/static_shapes.h"
@@ -144,10 +144,10 @@ std::vector<ir::Value*> gradients_of(ir::Graph& g, const std::vector<SeededOutpu
 void import_ampc_domain_if_used(ir::Model& model, size_t first_node) {
   const ir::Graph& g = *model.graph;
   for (size_t i = first_node; i < g.nodes.size(); ++i) {
-    if (g.nodes[i]->domain != autodiff::kAmpcDomain) continue;
-    autodiff::register_ampc_schemas();
-    if (!model.opset_version(autodiff::kAmpcDomain))
-      model.opsets.push_back({autodiff::kAmpcDomain, autodiff::kAmpcDomainVersion});
+    if (g.nodes[i]->domain != ops::kAmpcDomain) continue;
+    ops::register_ampc_schemas();
+    if (!model.opset_version(ops::kAmpcDomain))
+      model.opsets.push_back({ops::kAmpcDomain, ops::kAmpcDomainVersion});
     return;
   }
 }

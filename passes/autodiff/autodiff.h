@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "compiler/ir/graph.h"
+#include "ir/graph.h"
 
 namespace ampc::passes {
 

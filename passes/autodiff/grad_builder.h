@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "compiler/ir/graph.h"
+#include "ir/graph.h"
 
 namespace ampc::passes::autodiff {
 
@@ -44,7 +44,7 @@ class GradBuilder {
   // x with its last two axes swapped. Of a value that is itself such a swap (a Linear layer's
   // W^T, as torch exports it), the swapped value: the backward then reads W as it is, and the
   // forward transpose, read by its GEMM only, folds into that GEMM's call
-  // (passes/gemm_epilogue.h).
+  // (lower/gemm_epilogue.h).
   ir::Value* transpose_last(ir::Value* x);
 
   ir::Graph& graph() { return graph_; }

@@ -4,7 +4,7 @@
 // ending in an Identity per output so that output names stay as they are.
 #pragma once
 
-#include "compiler/ir/graph.h"
+#include "ir/graph.h"
 
 namespace ampc::passes {
 

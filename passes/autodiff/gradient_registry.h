@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "compiler/ir/graph.h"
+#include "ir/graph.h"
 #include "ops/op_key.h"
 #include "passes/autodiff/grad_builder.h"
 

@@ -1,15 +1,17 @@
-// Gradients of the synchronised BatchNorm's "ampc" ops (passes/comm_schemas.h).
+// Gradients of the synchronised BatchNorm's "ampc" ops (ops/schemas/comm_schemas.h).
 //
 // AllReduceSum: every rank gets Y = sum_r X_r. With the loss J = (1/N) sum_r L_r and the
 // parameter gradients averaged over the ranks afterwards (passes/data_parallel.h), rank r's
 // local backward gives the right average when dX_r = sum_r' dY_r' (every rank's L depends on
 // X_r through Y): the gradient of a sum over the ranks is the same sum.
 // BatchStatistics passes the batch statistics on: their gradient passes back to them.
-#include "passes/autodiff/ampc_schemas.h"
+#include "ops/schemas/ampc_schemas.h"
 #include "passes/autodiff/gradient_registry.h"
 
 namespace ampc::passes::autodiff {
 namespace {
+
+using ops::kAmpcDomain;
 
 void all_reduce_sum(GradContext& c) {
   if (!c.needs(0) || !c.output_grad(0)) return;

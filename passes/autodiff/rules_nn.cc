@@ -5,7 +5,7 @@
 // from standard ops.
 #include <algorithm>
 
-#include "passes/autodiff/ampc_schemas.h"
+#include "ops/schemas/ampc_schemas.h"
 #include "passes/autodiff/gradient_registry.h"
 
 namespace ampc::passes::autodiff {
@@ -14,6 +14,7 @@ namespace {
 using ir::Attribute;
 using ir::TensorType;
 using ir::Value;
+using ops::kAmpcDomain;
 using Shape = std::vector<int64_t>;
 
 Shape ints_attr(GradContext& c, const char* name, Shape fallback) {

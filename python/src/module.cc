@@ -6,7 +6,7 @@
 #include <memory>
 
 #include "base/error.h"
-#include "passes/amp_schemas.h"
+#include "ops/schemas/amp_schemas.h"
 #include "python/src/reports.h"
 #include "python/src/tensor_view.h"
 #include "python/src/trainer.h"
@@ -52,7 +52,7 @@ PYBIND11_MODULE(_ampc, m) {
   m.doc() = "The engine of the ampc package: compiled training plans run by ampc's runtime.";
   py::register_exception<ampc::Error>(m, "Error", PyExc_RuntimeError);
   // A model in training format (a checkpoint) may hold the loss scaler's ops.
-  ampc::passes::register_amp_schemas();
+  ampc::ops::register_amp_schemas();
 
   py::class_<TrainOptions>(m, "TrainOptions")
       .def(py::init<>())

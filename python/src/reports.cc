@@ -3,14 +3,14 @@
 #include <filesystem>
 
 #include "base/error.h"
-#include "compiler/onnx/import.h"
-#include "compiler/pipeline.h"
-#include "compiler/plan_emit.h"
-#include "compiler/report/plan_precision.h"
-#include "compiler/report/plan_summary.h"
-#include "compiler/report/precision_report.h"
-#include "compiler/report/summary.h"
+#include "driver/pipeline.h"
+#include "frontend/onnx/import.h"
+#include "lower/plan_emit.h"
 #include "passes/constant_folding.h"
+#include "report/plan_precision.h"
+#include "report/plan_summary.h"
+#include "report/precision_report.h"
+#include "report/summary.h"
 #include "runtime/plan/plan_file.h"
 #include "runtime/stats/range_report.h"
 #include "tools/ampc/report_json.h"
@@ -45,7 +45,7 @@ std::string inspect_json(const std::string& path, const std::string& precision,
   if (autocast_report) return report::precision_report_json(report::from_autocast(decided)).dump(2);
   if (precision_report) {
     passes::fold_constants(*model);
-    const plan::Plan lowered = compiler::emit_plan(*model, {});
+    const plan::Plan lowered = lower::emit_plan(*model, {});
     return report::precision_report_json(
                report::plan_precision_report(lowered, report::PlanOrigin::kModel))
         .dump(2);

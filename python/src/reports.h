@@ -1,6 +1,6 @@
 // ampc.inspect, ampc.precision_report and ampc.report: the JSON documents of `ampc inspect
 // --format json [--precision-report]` and `ampc report --format json`, from the same
-// report functions (compiler/report, runtime/stats, tools/ampc/report_json.h).
+// report functions (report/, runtime/stats, tools/ampc/report_json.h).
 #pragma once
 
 #include <string>

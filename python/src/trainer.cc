@@ -4,7 +4,7 @@
 
 #include "base/error.h"
 #include "base/number_format.h"
-#include "compiler/pipeline.h"
+#include "driver/pipeline.h"
 #include "runtime/io/checkpoint.h"
 #include "runtime/plan/plan_file.h"
 #include "tools/ampc/device_backend.h"

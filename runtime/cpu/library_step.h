@@ -1,4 +1,4 @@
-// A GEMM step with what the compiler folded into it (passes/gemm_epilogue.h): operand
+// A GEMM step with what the compiler folded into it (lower/gemm_epilogue.h): operand
 // transposes (attributes ampc_trans_a / ampc_trans_b) and an epilogue (Step.epilogue: BIAS,
 // RELU, RELU_BIAS, BGRADB). Where oneDNN serves the GEMM (f32, and bf16 on CPUs with bf16
 // arithmetic) the CPU backend hands it the same description the CUDA backend hands cuBLASLt:

@@ -1,5 +1,5 @@
-// ampc.AllReduceStart / ampc.AllReduceWait (passes/comm_schemas.h) on the GPU, through NCCL on a
-// stream of its own: the start converts the bucket's gradients into its in-flight buffers on the
+// ampc.AllReduceStart / ampc.AllReduceWait (ops/schemas/comm_schemas.h) on the GPU, through NCCL on
+// a stream of its own: the start converts the bucket's gradients into its in-flight buffers on the
 // compute stream, records an event, and the communication stream waits for it and runs one
 // grouped ncclAllReduce (ncclAvg: the mean over the ranks) in place, then records the bucket's
 // event; the wait makes the compute stream wait for that event and converts back. Both are event

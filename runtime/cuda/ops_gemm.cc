@@ -1,5 +1,5 @@
 // MatMul and Gemm steps through cuBLASLt (blas_lt.h), with what the compiler folded into
-// them (passes/gemm_epilogue.h; the CPU backend's runtime/cpu/library_step.h): operand
+// them (lower/gemm_epilogue.h; the CPU backend's runtime/cpu/library_step.h): operand
 // transposes (ampc_trans_a / ampc_trans_b) and the epilogues BIAS, RELU, RELU_BIAS, BGRADB.
 #include <array>
 #include <memory>

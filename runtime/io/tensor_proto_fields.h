@@ -1,6 +1,6 @@
 // The typed fields of an ONNX TensorProto (float_data, int32_data, ...): which one holds a
 // dtype's values and as what C++ type each is stored. Both readers of tensor data use it:
-// the importer (compiler/onnx/proto_convert.cc) and tensor_pb.cc.
+// the importer (frontend/onnx/proto_convert.cc) and tensor_pb.cc.
 #pragma once
 
 #include <onnx/onnx_pb.h>

@@ -1,5 +1,5 @@
 // Which GEMM epilogues a plan may carry: the one rule that the compiler's folding
-// (passes/gemm_epilogue.cc) and the CUDA backend (runtime/cuda/ops_gemm.cc) go by, so that the
+// (lower/gemm_epilogue.cc) and the CUDA backend (runtime/cuda/ops_gemm.cc) go by, so that the
 // device never refuses at load a fold the compiler made (the CPU backend runs any fold with the
 // operators it replaced). Header-only: the passes do not link the runtime.
 #pragma once

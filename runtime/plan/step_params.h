@@ -1,7 +1,7 @@
 // What a backend derives from a step's typed parameters (plan.proto's RowwiseParams,
 // ReduceParams, ...) and its input's dims at load or run time: the one definition of each op's
 // geometry, so that the CPU ops and the CUDA builders cannot drift apart. The parameters come
-// from the legalize stage (compiler/lower/legalize.h); no ONNX attribute is read here.
+// from the legalize stage (lower/legalize.h); no ONNX attribute is read here.
 #pragma once
 
 #include <cstdint>

@@ -12,8 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "compiler/ir/printer.h"
-#include "compiler/onnx/import.h"
+#include "frontend/onnx/import.h"
+#include "ir/printer.h"
 #include "tests/cli/cli_util.h"
 
 namespace ampc::testing {

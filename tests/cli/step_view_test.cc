@@ -1,4 +1,4 @@
-// `ampc inspect ... --dot/--html` of the whole training step (compiler/report/step_view.h).
+// `ampc inspect ... --dot/--html` of the whole training step (report/step_view.h).
 // The oracle for what must be drawn is the training step ampc exports in ONNX's training
 // format, read here with ONNX's protobuf classes: every node of its graph and algorithm, the
 // Where nodes that read amp.found_inf (the skip-step), the Casts autocast inserted. The

@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <string>
 
-#include "compiler/onnx/export.h"
+#include "frontend/onnx/export.h"
 #include "tests/cli/cli_util.h"
 
 namespace ampc::testing {

@@ -9,9 +9,9 @@
 #include <sstream>
 
 #include "base/error.h"
-#include "compiler/onnx/import.h"
-#include "compiler/onnx/read_model.h"
-#include "compiler/pipeline.h"
+#include "driver/pipeline.h"
+#include "frontend/onnx/import.h"
+#include "frontend/onnx/read_model.h"
 #include "runtime/cpu/executor.h"
 #include "runtime/io/tensor_pb.h"
 

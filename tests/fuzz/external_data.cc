@@ -11,7 +11,7 @@
 #include <string>
 
 #include "base/error.h"
-#include "compiler/onnx/read_model.h"
+#include "frontend/onnx/read_model.h"
 #include "tests/fuzz/fuzz_targets.h"
 #include "tests/fuzz/fuzz_util.h"
 

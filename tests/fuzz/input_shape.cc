@@ -4,7 +4,7 @@
 #include <string>
 
 #include "base/error.h"
-#include "compiler/onnx/import.h"
+#include "frontend/onnx/import.h"
 #include "tests/fuzz/fuzz_targets.h"
 
 namespace ampc::fuzz {

@@ -1,8 +1,8 @@
 // ONNX import: the bytes as a model file -> load_model (parse, checks, shape inference,
 // conversion, the verifier inside) -> the verifier once more on the result, as compile does.
 #include "base/error.h"
-#include "compiler/ir/verifier.h"
-#include "compiler/onnx/import.h"
+#include "frontend/onnx/import.h"
+#include "ir/verifier.h"
 #include "tests/fuzz/fuzz_targets.h"
 #include "tests/fuzz/fuzz_util.h"
 

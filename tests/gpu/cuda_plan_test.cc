@@ -21,7 +21,7 @@
 #include <map>
 #include <string>
 
-#include "compiler/pipeline.h"
+#include "driver/pipeline.h"
 #include "passes/loss_scaling.h"
 #include "runtime/cpu/executor.h"
 #include "runtime/cuda/device.h"

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "compiler/pipeline.h"
+#include "driver/pipeline.h"
 #include "runtime/cpu/executor.h"
 #include "runtime/cuda/device.h"
 #include "runtime/cuda/executor.h"

@@ -2,7 +2,7 @@
 
 #include <sstream>
 
-#include "compiler/onnx/proto_convert.h"
+#include "frontend/onnx/proto_convert.h"
 
 namespace ampc::testing {
 namespace {

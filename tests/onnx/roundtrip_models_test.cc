@@ -11,11 +11,11 @@
 #include <string>
 
 #include "base/error.h"
-#include "compiler/ir/printer.h"
-#include "compiler/ir/verifier.h"
-#include "compiler/onnx/export.h"
-#include "compiler/onnx/import.h"
-#include "compiler/onnx/read_model.h"
+#include "frontend/onnx/export.h"
+#include "frontend/onnx/import.h"
+#include "frontend/onnx/read_model.h"
+#include "ir/printer.h"
+#include "ir/verifier.h"
 #include "tests/onnx/roundtrip_check.h"
 
 namespace ampc {

@@ -19,10 +19,10 @@
 #include <vector>
 
 #include "base/error.h"
-#include "compiler/ir/printer.h"
-#include "compiler/onnx/export.h"
-#include "compiler/onnx/import.h"
-#include "compiler/onnx/read_model.h"
+#include "frontend/onnx/export.h"
+#include "frontend/onnx/import.h"
+#include "frontend/onnx/read_model.h"
+#include "ir/printer.h"
 #include "tests/onnx/roundtrip_check.h"
 
 namespace ampc {

@@ -18,10 +18,10 @@
 #include <string>
 
 #include "base/error.h"
-#include "compiler/onnx/export.h"
-#include "compiler/onnx/export_training.h"
-#include "compiler/onnx/import.h"
-#include "compiler/pipeline.h"
+#include "driver/pipeline.h"
+#include "frontend/onnx/export.h"
+#include "frontend/onnx/export_training.h"
+#include "frontend/onnx/import.h"
 #include "runtime/cpu/executor.h"
 #include "tests/support/temp_dir.h"
 

@@ -10,7 +10,7 @@
 #include <filesystem>
 #include <string>
 
-#include "compiler/pipeline.h"
+#include "driver/pipeline.h"
 #include "passes/lr_schedule.h"
 #include "runtime/cpu/executor.h"
 #include "runtime/io/npy.h"

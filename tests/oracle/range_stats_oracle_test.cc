@@ -11,9 +11,9 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "compiler/pipeline.h"
-#include "compiler/plan_memory.h"
+#include "driver/pipeline.h"
 #include "kernels/shared/range_stats.h"
+#include "lower/plan_memory.h"
 #include "runtime/cpu/executor.h"
 #include "runtime/data/batcher.h"
 #include "runtime/io/npy.h"
@@ -58,7 +58,7 @@ void check_model(const Case& c) {
     out->set_buffer(b.id());
     dumps.emplace_back(out->name(), &s);
   }
-  compiler::plan_memory(p);
+  lower::plan_memory(p);
   std::vector<std::tuple<std::string, std::string, bool>> meta;  // dump, stats output, gradient
   for (const auto& [dump, step] : dumps)
     meta.emplace_back(dump, p.buffers(step->outputs(0)).name(), step->inputs_size() > 2);

@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "compiler/onnx/import.h"
-#include "compiler/pipeline.h"
+#include "driver/pipeline.h"
+#include "frontend/onnx/import.h"
 #include "passes/autodiff/autodiff.h"
 #include "passes/constant_folding.h"
 #include "runtime/cpu/executor.h"

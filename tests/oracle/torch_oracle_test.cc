@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "compiler/pipeline.h"
+#include "driver/pipeline.h"
 #include "runtime/cpu/executor.h"
 #include "runtime/io/npy.h"
 #include "tests/support/temp_dir.h"

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "base/error.h"
-#include "compiler/onnx/import.h"
-#include "compiler/pipeline.h"
+#include "driver/pipeline.h"
+#include "frontend/onnx/import.h"
 #include "passes/autodiff/autodiff.h"
 #include "passes/constant_folding.h"
 #include "passes/recurrent_lowering.h"

@@ -11,7 +11,7 @@
 #include <filesystem>
 #include <string>
 
-#include "compiler/pipeline.h"
+#include "driver/pipeline.h"
 #include "runtime/cpu/executor.h"
 #include "runtime/io/npy.h"
 #include "tests/oracle/oracle_util.h"

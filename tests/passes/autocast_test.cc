@@ -10,11 +10,11 @@
 #include <string>
 
 #include "base/error.h"
-#include "compiler/ir/verifier.h"
-#include "compiler/onnx/export.h"
-#include "compiler/onnx/export_training.h"
-#include "compiler/onnx/import.h"
-#include "compiler/pipeline.h"
+#include "driver/pipeline.h"
+#include "frontend/onnx/export.h"
+#include "frontend/onnx/export_training.h"
+#include "frontend/onnx/import.h"
+#include "ir/verifier.h"
 #include "passes/autocast.h"
 #include "passes/cast_cleanup.h"
 #include "passes/constant_folding.h"

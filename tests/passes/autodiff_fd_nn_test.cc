@@ -2,8 +2,8 @@
 // "ampc" domain's gradient ops) against central finite differences in fp64 (fd_check.h).
 #include <gtest/gtest.h>
 
-#include "compiler/onnx/export.h"
-#include "compiler/onnx/import.h"
+#include "frontend/onnx/export.h"
+#include "frontend/onnx/import.h"
 #include "passes/autodiff/autodiff.h"
 #include "tests/passes/fd_check.h"
 

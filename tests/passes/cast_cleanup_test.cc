@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "compiler/ir/verifier.h"
+#include "ir/verifier.h"
 #include "passes/cast_cleanup.h"
 #include "passes/common_subexpression.h"
 #include "passes/dead_code_elimination.h"

@@ -12,7 +12,7 @@
 #include <set>
 #include <string>
 
-#include "compiler/pipeline.h"
+#include "driver/pipeline.h"
 #include "runtime/cpu/executor.h"
 #include "runtime/data/batcher.h"
 

@@ -11,7 +11,7 @@
 #include <cmath>
 #include <memory>
 
-#include "compiler/pipeline.h"
+#include "driver/pipeline.h"
 #include "runtime/cpu/executor.h"
 
 namespace ampc::passes {

@@ -7,8 +7,8 @@
 #include <cstring>
 #include <random>
 
-#include "compiler/ir/verifier.h"
-#include "compiler/pipeline.h"
+#include "driver/pipeline.h"
+#include "ir/verifier.h"
 #include "passes/autodiff/autodiff.h"
 #include "passes/expand_norm_params.h"
 #include "passes/lower_resize.h"

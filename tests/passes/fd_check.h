@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "compiler/ir/graph.h"
+#include "ir/graph.h"
 #include "passes/autodiff/grad_builder.h"
 
 namespace ampc::fd {

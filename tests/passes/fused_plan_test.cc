@@ -15,7 +15,7 @@
 #include <ostream>
 #include <string>
 
-#include "compiler/pipeline.h"
+#include "driver/pipeline.h"
 #include "passes/loss_scaling.h"
 #include "runtime/cpu/executor.h"
 #include "runtime/data/batcher.h"

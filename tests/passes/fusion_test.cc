@@ -1,4 +1,4 @@
-// Elementwise fusion (passes/fusion.h) and its lowering (compiler/lower) on small hand-built
+// Elementwise fusion (lower/fusion.h) and its lowering (lower/) on small hand-built
 // graphs: a chain becomes one kernel, MatMul stays a step of its own, siblings share a
 // kernel, a merge that would make a cycle is refused, broadcast operands get strides,
 // independent groups of one structure become a multi-tensor step, and the skip-step guard
@@ -12,20 +12,20 @@
 #include <string>
 #include <vector>
 
-#include "compiler/ir/verifier.h"
-#include "compiler/lower/kernel_builder.h"
-#include "compiler/lower/lowering.h"
-#include "compiler/pipeline.h"
-#include "compiler/plan_emit.h"
+#include "driver/pipeline.h"
+#include "ir/verifier.h"
 #include "kernels/codegen/codegen.h"
-#include "passes/fusion.h"
+#include "lower/fusion.h"
+#include "lower/kernel_builder.h"
+#include "lower/lowering.h"
+#include "lower/plan_emit.h"
 #include "passes/recompute_casts.h"
 #include "runtime/cpu/executor.h"
 
 namespace ampc {
 namespace {
 
-using passes::FusionStep;
+using lower::FusionStep;
 using Shape = std::vector<int64_t>;
 
 constexpr DType kF32 = DType::kFloat32;
@@ -63,15 +63,15 @@ class Builder {
 
   std::vector<FusionStep> fuse() {
     ir::verify(model);
-    const compiler::lower::KernelBuilder kb(model);
-    passes::FusionOptions o;
-    o.structure_key = [&](const passes::FusionGroup& g) {
+    const lower::KernelBuilder kb(model);
+    lower::FusionOptions o;
+    o.structure_key = [&](const lower::FusionGroup& g) {
       return kernels::codegen::structure_key(kb.build(g).def);
     };
-    return passes::fuse_elementwise(model, o);
+    return lower::fuse_elementwise(model, o);
   }
-  compiler::lower::LoweredKernel kernel(const passes::FusionGroup& g) {
-    return compiler::lower::KernelBuilder(model).build(g);
+  lower::LoweredKernel kernel(const lower::FusionGroup& g) {
+    return lower::KernelBuilder(model).build(g);
   }
 
   ir::Model model;
@@ -310,12 +310,12 @@ TEST(Fusion, IndependentGroupsOfOneStructureFormAMultiTensorStep) {
 
   // Lowered: one kernel defined once; the plan step carries every segment's operands, with
   // the learning rate in each.
-  const compiler::lower::Lowering lowered =
-      compiler::lower::lower_graph(b.model, {.fuse = true, .target = "cpu"});
+  const lower::Lowering lowered =
+      lower::lower_graph(b.model, {.fuse = true, .target = "cpu"});
   ASSERT_EQ(lowered.kernels.size(), 2u);
-  compiler::EmitOptions emit;
+  lower::EmitOptions emit;
   emit.lowering = &lowered;
-  const plan::Plan p = compiler::emit_plan(b.model, emit);
+  const plan::Plan p = lower::emit_plan(b.model, emit);
   int found = 0;
   for (const auto& s : p.steps()) {
     if (s.segments() != 3) continue;
@@ -337,7 +337,7 @@ TEST(Fusion, IndependentGroupsOfOneStructureFormAMultiTensorStep) {
 
   // The multi-tensor step computes what the unfused plan does.
   rt::cpu::Executor fused(p);
-  rt::cpu::Executor unfused(compiler::emit_plan(b.model, {}));
+  rt::cpu::Executor unfused(lower::emit_plan(b.model, {}));
   std::map<std::string, rt::Tensor> feeds;
   for (const ir::Value* v : b.model.graph->inputs) {
     rt::Tensor t(kF32, *v->type.shape);
@@ -365,7 +365,7 @@ TEST(Fusion, GuardWritesTheUpdateInPlaceUnlessSkipped) {
   ir::Value* loss = b.op("Neg", {b.op("Exp", {grad}, {6})}, {6});
   b.output(loss);
   const auto steps = b.fuse();
-  const passes::FusionGroup* guarded = nullptr;
+  const lower::FusionGroup* guarded = nullptr;
   for (const auto& s : steps) {
     if (s.fused() && s.segments[0].guard) guarded = &s.segments[0];
   }
@@ -378,11 +378,11 @@ TEST(Fusion, GuardWritesTheUpdateInPlaceUnlessSkipped) {
   EXPECT_EQ(instrs(k.def), (Strings{"load", "const", "mul", "load", "sub"}))
       << "the Where becomes the guard";
 
-  const compiler::lower::Lowering lowered =
-      compiler::lower::lower_graph(b.model, {.fuse = true, .target = "cpu"});
-  compiler::EmitOptions emit;
+  const lower::Lowering lowered =
+      lower::lower_graph(b.model, {.fuse = true, .target = "cpu"});
+  lower::EmitOptions emit;
   emit.lowering = &lowered;
-  const plan::Plan fused_plan = compiler::emit_plan(b.model, emit);
+  const plan::Plan fused_plan = lower::emit_plan(b.model, emit);
   int aliased = 0;
   for (const auto& buf : fused_plan.buffers()) {
     if (!buf.alias_of()) continue;
@@ -392,7 +392,7 @@ TEST(Fusion, GuardWritesTheUpdateInPlaceUnlessSkipped) {
   EXPECT_EQ(aliased, 1);
 
   rt::cpu::Executor fused(fused_plan);
-  rt::cpu::Executor unfused(compiler::emit_plan(b.model, {}));
+  rt::cpu::Executor unfused(lower::emit_plan(b.model, {}));
   rt::Tensor g(kF32, {6});
   for (int i = 0; i < 6; ++i) g.data<float>()[i] = 0.5f * static_cast<float>(i) - 1.0f;
   for (bool s : {false, true, false}) {
@@ -435,7 +435,7 @@ TEST(Fusion, NodesTheKernelsCannotExpressStayUnfused) {
       ir::Attribute::make_int("to", static_cast<int64_t>(kF32)));
   b.output(b.op("Add", {b.op("Sin", {x}, {4}), c}, {4}));  // Sin: not in the instruction set
   for (const auto& n : b.model.graph->nodes) {
-    EXPECT_EQ(passes::is_fusible(*n), n->op_type == "Add" && n->outputs[0]->type.dtype == kF32)
+    EXPECT_EQ(lower::is_fusible(*n), n->op_type == "Add" && n->outputs[0]->type.dtype == kF32)
         << n->label();
   }
 }

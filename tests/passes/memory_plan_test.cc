@@ -7,9 +7,9 @@
 #include <cstdio>
 #include <random>
 
-#include "passes/memory_plan.h"
+#include "lower/memory_plan.h"
 
-namespace ampc::passes {
+namespace ampc::lower {
 namespace {
 
 constexpr int64_t kA = kMemoryAlignment;
@@ -228,4 +228,4 @@ TEST(MemoryPlan, ThirtyThousandBuffersNearTheBound) {
 }
 
 }  // namespace
-}  // namespace ampc::passes
+}  // namespace ampc::lower

@@ -17,8 +17,8 @@
 #include <string>
 
 #include "base/error.h"
-#include "compiler/onnx/export_training.h"
-#include "compiler/pipeline.h"
+#include "driver/pipeline.h"
+#include "frontend/onnx/export_training.h"
 #include "runtime/cpu/executor.h"
 #include "tests/support/temp_dir.h"
 

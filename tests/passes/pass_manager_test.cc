@@ -1,4 +1,4 @@
-// The pass manager (compiler/pass_manager.h) and the pipeline run through it: a pass that
+// The pass manager (driver/pass_manager.h) and the pipeline run through it: a pass that
 // breaks the IR is named when verification is on; --print-after prints the IR the model has
 // after that pass, compared to the IR of a model taken through the same passes by hand; an
 // unknown pass name is refused with the list of valid ones; verification after every pass
@@ -15,11 +15,11 @@
 #include <vector>
 
 #include "base/error.h"
-#include "compiler/ir/phase.h"
-#include "compiler/ir/printer.h"
-#include "compiler/onnx/import.h"
-#include "compiler/pass_manager.h"
-#include "compiler/pipeline.h"
+#include "driver/pass_manager.h"
+#include "driver/pipeline.h"
+#include "frontend/onnx/import.h"
+#include "ir/phase.h"
+#include "ir/printer.h"
 #include "passes/autocast.h"
 #include "passes/autodiff/gradient_op.h"
 #include "passes/constant_folding.h"

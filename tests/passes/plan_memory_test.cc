@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "base/dtype.h"
-#include "compiler/pipeline.h"
-#include "compiler/plan_memory.h"
-#include "compiler/report/plan_summary.h"
+#include "driver/pipeline.h"
+#include "lower/plan_memory.h"
+#include "report/plan_summary.h"
 #include "runtime/plan/plan_stats.h"
 
 namespace ampc {
@@ -392,7 +392,7 @@ TEST(PlanMemory, ElementwiseStepsWriteInPlaceOfWhatTheyReadLast) {
   add_step(p, "Exp", {a}, {b});        // a is read again by step 3: not in place
   add_step(p, "Add", {b, bias}, {c});  // b's last reader: in place
   add_step(p, "Mul", {a, c}, {d});     // both end here: the first
-  compiler::plan_memory(p);
+  lower::plan_memory(p);
   EXPECT_EQ(p.buffers(a).alias_of(), 0);
   EXPECT_EQ(p.buffers(b).alias_of(), 0);
   EXPECT_EQ(p.buffers(c).alias_of(), b + 1);
@@ -417,7 +417,7 @@ TEST(PlanMemory, ViewsShareTheirInputsStorageInAnyRegion) {
   add_step(p, "Reshape", {x, shape}, {v});
   add_step(p, "MatMul", {v, v}, {a});  // not elementwise: no in place
   add_step(p, "Reshape", {a, shape}, {w});
-  compiler::plan_memory(p);
+  lower::plan_memory(p);
   EXPECT_EQ(p.buffers(v).alias_of(), x + 1);
   EXPECT_EQ(p.buffers(v).region(), plan::REGION_INPUTS);
   EXPECT_EQ(p.buffers(v).offset(), p.buffers(x).offset());
@@ -425,7 +425,7 @@ TEST(PlanMemory, ViewsShareTheirInputsStorageInAnyRegion) {
   EXPECT_EQ(p.buffers(w).region(), plan::REGION_ARENA);
   EXPECT_EQ(p.buffers(w).offset(), p.buffers(a).offset());
   EXPECT_EQ(p.memory().arena_bytes(), 1024);
-  EXPECT_EQ(p.memory().workspace_bytes(), compiler::kCublasLtWorkspaceBytes);
+  EXPECT_EQ(p.memory().workspace_bytes(), lower::kCublasLtWorkspaceBytes);
   EXPECT_EQ(plan::count_kernels(p), 1);
 }
 
@@ -443,7 +443,7 @@ TEST(PlanMemory, UpdatesWrittenIntoTheStateStayThere) {
   auto* update = p.add_state_updates();
   update->set_state(s);
   update->set_source(u);
-  compiler::plan_memory(p);
+  lower::plan_memory(p);
   EXPECT_EQ(p.buffers(u).alias_of(), s + 1);
   EXPECT_EQ(p.buffers(u).region(), plan::REGION_STATE);
   EXPECT_EQ(p.buffers(u).offset(), p.buffers(s).offset());
@@ -460,7 +460,7 @@ TEST(PlanMemory, UnknownShapesLeaveTheArenaUnplanned) {
   const int32_t y = add_buffer(p, "y", plan::OUTPUT, {4});
   add_step(p, "NonZero", {x}, {a});
   add_step(p, "Relu", {x}, {y});
-  compiler::plan_memory(p);
+  lower::plan_memory(p);
   EXPECT_EQ(p.buffers(a).region(), plan::REGION_NONE);
   EXPECT_EQ(p.buffers(y).region(), plan::REGION_NONE);
   EXPECT_EQ(p.buffers(x).region(), plan::REGION_INPUTS);
@@ -478,7 +478,7 @@ TEST(PlanMemory, UnknownShapesLeaveTheArenaUnplanned) {
 TEST(PlanMemory, PlanningAgainGivesTheSamePlan) {
   plan::Plan p = compile("gpt", Precision::kFP16, true);
   const std::string before = p.SerializeAsString();
-  compiler::plan_memory(p);
+  lower::plan_memory(p);
   EXPECT_EQ(p.SerializeAsString(), before);
 }
 

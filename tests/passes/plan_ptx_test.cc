@@ -11,7 +11,7 @@
 #include <set>
 #include <string>
 
-#include "compiler/pipeline.h"
+#include "driver/pipeline.h"
 
 namespace ampc {
 namespace {

@@ -16,7 +16,7 @@
 #include <set>
 #include <string>
 
-#include "compiler/pipeline.h"
+#include "driver/pipeline.h"
 
 namespace ampc {
 namespace {

@@ -9,7 +9,7 @@
 #include <cstring>
 #include <vector>
 
-#include "compiler/pipeline.h"
+#include "driver/pipeline.h"
 #include "kernels/cpu/dnnl_context.h"
 #include "runtime/cpu/executor.h"
 #include "runtime/plan/plan_stats.h"

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <vector>
 
-#include "compiler/pipeline.h"
+#include "driver/pipeline.h"
 #include "runtime/cpu/executor.h"
 
 namespace ampc::rt::cpu {

@@ -7,9 +7,9 @@
 #include <cstring>
 
 #include "base/error.h"
-#include "compiler/lower/legalize.h"
 #include "kernels/cpu/dnnl_matmul.h"
 #include "kernels/cpu/elementwise_types.h"
+#include "lower/legalize.h"
 #include "runtime/cpu/op_registry.h"
 #include "tests/unit/op_test_helpers.h"
 

@@ -4,7 +4,7 @@
 //    the memory plan fits the device layout, the builders of the hand-written kernels' ops
 //    accept their steps, and the library steps (MatMul / Gemm epilogues, Conv / ampc.Conv /
 //    ConvGrad) pass the checks their builders make before calling cuBLASLt or cuDNN;
-//  - the GEMM epilogue rule: passes/gemm_epilogue.cc folds BGRADB only where the backend
+//  - the GEMM epilogue rule: lower/gemm_epilogue.cc folds BGRADB only where the backend
 //    accepts it (runtime/plan/gemm_rules.h);
 //  - the device status: only "no GPU" or "no driver" skips, an old driver is an error;
 //  - the error flags: cleared at the start of each run, the pending runs emptied before an
@@ -19,11 +19,11 @@
 #include <string>
 #include <vector>
 
-#include "compiler/pipeline.h"
+#include "driver/pipeline.h"
 #include "kernels/twin/cross_entropy.h"
 #include "kernels/twin/gather_scatter.h"
+#include "lower/gemm_epilogue.h"
 #include "passes/autodiff/grad_builder.h"
-#include "passes/gemm_epilogue.h"
 #include "runtime/cuda/cudnn_algo.h"
 #include "runtime/cuda/device.h"
 #include "runtime/cuda/error_flags.h"
@@ -154,7 +154,7 @@ TEST(CudaGemmEpilogue, PassFoldsBiasGradOnlyWhereTheBackendAcceptsIt) {
     ir::Value* db = gb.op("ReduceSum", {b, axes}, {DType::kFloat16, Dims{5}},
                           passes::autodiff::attrs(ir::Attribute::make_int("keepdims", 0)));
     g.outputs = {y, db};
-    const auto folds = passes::find_gemm_folds(m);
+    const auto folds = lower::find_gemm_folds(m);
     const bool bgradb = !folds.empty() && folds[0].epilogue == "BGRADB";
     EXPECT_EQ(bgradb, !with_c) << (with_c ? "Gemm with C" : "MatMul");
   }

@@ -1,4 +1,4 @@
-// The IR's mutation API (compiler/ir/graph.h): after each operation the use lists are
+// The IR's mutation API (ir/graph.h): after each operation the use lists are
 // checked entry by entry, against every node input of the graph and its subgraphs, and
 // ir::verify accepts the model.
 #include <gmock/gmock.h>
@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "base/error.h"
-#include "compiler/ir/graph.h"
-#include "compiler/ir/verifier.h"
+#include "ir/graph.h"
+#include "ir/verifier.h"
 
 namespace ampc::ir {
 namespace {

@@ -1,10 +1,10 @@
-// The legalize stage (compiler/lower/legalize.h): each op's ONNX attributes, opset and
+// The legalize stage (lower/legalize.h): each op's ONNX attributes, opset and
 // operands against the typed parameters the ONNX specification implies (defaults, negative
 // axes, Softmax's 2-D coercion before opset 13, BatchNormalization's outputs before opset 14,
 // a Reduce op's axes input), invalid attributes refused with the node named, and compiled
 // plans with no attribute left on a typed step. The numerics of the ops that read these
 // parameters are checked against ONNX's test data (conformance) and PyTorch (oracle, zoo).
-#include "compiler/lower/legalize.h"
+#include "lower/legalize.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -12,7 +12,7 @@
 #include <google/protobuf/util/message_differencer.h>
 
 #include "base/error.h"
-#include "compiler/pipeline.h"
+#include "driver/pipeline.h"
 #include "runtime/plan/step_params.h"
 #include "tests/unit/step_test_helpers.h"
 

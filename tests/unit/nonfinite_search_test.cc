@@ -10,7 +10,7 @@
 #include <cmath>
 #include <cstdlib>
 
-#include "compiler/pipeline.h"
+#include "driver/pipeline.h"
 #include "runtime/cpu/nonfinite_search.h"
 #include "tests/support/temp_dir.h"
 

@@ -7,7 +7,7 @@
 #include <cmath>
 
 #include "base/error.h"
-#include "compiler/lower/legalize.h"
+#include "lower/legalize.h"
 #include "runtime/cpu/op_registry.h"
 
 namespace ampc::rt::cpu::optest {

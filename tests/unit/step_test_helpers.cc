@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-#include "compiler/lower/legalize.h"
+#include "lower/legalize.h"
 #include "runtime/cpu/op_registry.h"
 
 namespace ampc::rt::cpu::testing {

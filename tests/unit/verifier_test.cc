@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "base/error.h"
-#include "compiler/ir/graph.h"
-#include "compiler/ir/verifier.h"
+#include "ir/graph.h"
+#include "ir/verifier.h"
 
 namespace ampc::ir {
 namespace {

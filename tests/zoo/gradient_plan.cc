@@ -1,7 +1,7 @@
 #include "tests/zoo/gradient_plan.h"
 
-#include "compiler/onnx/import.h"
-#include "compiler/pipeline.h"
+#include "driver/pipeline.h"
+#include "frontend/onnx/import.h"
 #include "passes/autodiff/autodiff.h"
 #include "runtime/io/npy.h"
 

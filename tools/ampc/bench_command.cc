@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
-#include "compiler/pipeline.h"
+#include "driver/pipeline.h"
 #include "runtime/cpu/executor.h"
 #include "runtime/io/npy.h"
 #include "runtime/io/tensor_pb.h"

@@ -6,9 +6,9 @@
 
 #include "base/error.h"
 #include "base/file_util.h"
-#include "compiler/onnx/export.h"
-#include "compiler/onnx/export_training.h"
-#include "compiler/pipeline.h"
+#include "driver/pipeline.h"
+#include "frontend/onnx/export.h"
+#include "frontend/onnx/export_training.h"
 #include "runtime/plan/plan_file.h"
 #include "runtime/plan/plan_stats.h"
 #include "tools/ampc/commands.h"

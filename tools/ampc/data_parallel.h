@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "compiler/pipeline.h"
+#include "driver/pipeline.h"
 #include "runtime/plan/plan.pb.h"
 #include "runtime/tensor.h"
 

@@ -4,8 +4,8 @@
 
 #include "base/error.h"
 #include "base/number_format.h"
-#include "compiler/onnx/import.h"
-#include "compiler/pipeline.h"
+#include "driver/pipeline.h"
+#include "frontend/onnx/import.h"
 #include "passes/inference_mode.h"
 #include "runtime/cpu/executor.h"
 #include "runtime/io/checkpoint.h"

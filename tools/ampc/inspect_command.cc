@@ -1,25 +1,25 @@
 // `ampc inspect MODEL.onnx`: what is in a model; with --precision, the model as autocast
 // rewrites it, and with --precision-report what autocast decided per node. On a plan, or on
 // an ONNX model without --precision (e.g. one `ampc compile --emit-onnx` wrote),
-// --precision-report reports what the compiler produced (compiler/report/plan_precision.h).
-// `ampc inspect PLAN`: its kernels and memory plan (compiler/report/plan_summary.h);
+// --precision-report reports what the compiler produced (report/plan_precision.h).
+// `ampc inspect PLAN`: its kernels and memory plan (report/plan_summary.h);
 // `--kernel NAME [--show ptx|llvm]` one fused kernel.
 #include <filesystem>
 #include <iostream>
 
 #include "base/error.h"
 #include "base/file_util.h"
-#include "compiler/onnx/import.h"
-#include "compiler/pipeline.h"
-#include "compiler/plan_emit.h"
-#include "compiler/report/dot.h"
-#include "compiler/report/plan_precision.h"
-#include "compiler/report/plan_summary.h"
-#include "compiler/report/precision_report.h"
-#include "compiler/report/summary.h"
-#include "compiler/training_signature.h"
+#include "driver/pipeline.h"
+#include "driver/training_signature.h"
+#include "frontend/onnx/import.h"
 #include "kernels/codegen/codegen.h"
+#include "lower/plan_emit.h"
 #include "passes/constant_folding.h"
+#include "report/dot.h"
+#include "report/plan_precision.h"
+#include "report/plan_summary.h"
+#include "report/precision_report.h"
+#include "report/summary.h"
 #include "runtime/plan/plan_file.h"
 #include "tools/ampc/commands.h"
 #include "tools/ampc/inspect_memory.h"
@@ -157,9 +157,9 @@ void run_inspect(const InspectArgs& args) {
     passes::fold_constants(*model);
     // Lowered as `ampc compile` would, so that steps read the buffers they would in a plan.
     compiler::mark_imported_phases(*model);
-    compiler::EmitOptions emit;
+    lower::EmitOptions emit;
     if (!model->state_updates.empty()) emit.training = compiler::training_signature(*model, {}, 1);
-    const plan::Plan lowered = compiler::emit_plan(*model, emit);
+    const plan::Plan lowered = lower::emit_plan(*model, emit);
     print_precision_report(report::plan_precision_report(lowered, report::PlanOrigin::kModel),
                            args);
   } else if (args.format == "json") {

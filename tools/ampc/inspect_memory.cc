@@ -4,13 +4,13 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
-#include "compiler/onnx/import.h"
-#include "compiler/report/memory_budget.h"
+#include "driver/memory_budget.h"
+#include "frontend/onnx/import.h"
 
 namespace ampc::cli {
 namespace {
 
-nlohmann::ordered_json breakdown_json(const compiler::report::MemoryBreakdown& m) {
+nlohmann::ordered_json breakdown_json(const compiler::MemoryBreakdown& m) {
   return {{"precision", m.precision},
           {"batch", m.batch},
           {"parameters", m.parameters},
@@ -31,7 +31,7 @@ nlohmann::ordered_json breakdown_json(const compiler::report::MemoryBreakdown& m
 
 void inspect_memory(const std::string& model, const MemoryArgs& args, const std::string& precision,
                     const std::vector<std::string>& input_shapes, const std::string& format) {
-  namespace mr = compiler::report;
+  namespace mr = compiler;
   compiler::CompileOptions options;
   options.optimizer.kind = args.optimizer;
   for (const auto& spec : input_shapes) onnx_io::parse_input_shape(spec, options.import);

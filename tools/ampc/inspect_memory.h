@@ -1,6 +1,6 @@
 // `ampc inspect MODEL|PLAN --memory [--device-memory SIZE]...`: the fp32 and 16-bit training
 // plans' bytes by category and the largest batch per device size
-// (compiler/report/memory_budget.h).
+// (driver/memory_budget.h).
 #pragma once
 
 #include <string>

@@ -2,7 +2,7 @@
 // source model with the compile options (--train --precision fp16 ...), from a model in ONNX's
 // training format (`ampc compile --emit-onnx`), or from a plan; with the narrower views
 // (--collapse, --focus, --around/--depth, --diff-autocast) and overlays (--grad-stats).
-// See compiler/report/step_view.h and docs/viewer.md.
+// See report/step_view.h and docs/viewer.md.
 #pragma once
 
 #include <CLI/CLI.hpp>

@@ -3,7 +3,7 @@
 #include <cstdlib>
 
 #include "base/error.h"
-#include "compiler/report/memory_budget.h"
+#include "driver/memory_budget.h"
 #include "runtime/memory_fit.h"
 #ifdef AMPC_HAVE_CUDA
 #include "runtime/cuda/memory_info.h"
@@ -24,7 +24,7 @@ void check_plan_fits(const plan::Plan& plan, const Device& device, const std::st
   std::optional<rt::AvailableMemory> available;
   if (const char* env = std::getenv("AMPC_AVAILABLE_MEMORY"); env && *env) {
     try {
-      available = rt::AvailableMemory{compiler::report::parse_bytes(env), "AMPC_AVAILABLE_MEMORY"};
+      available = rt::AvailableMemory{compiler::parse_bytes(env), "AMPC_AVAILABLE_MEMORY"};
     } catch (const Error&) {
       throw Error(std::string("AMPC_AVAILABLE_MEMORY='") + env +
                   "': expected a size such as 6GiB, 512MiB or a number of bytes");

@@ -6,7 +6,7 @@
 
 #include "base/error.h"
 #include "base/number_format.h"
-#include "compiler/pipeline.h"
+#include "driver/pipeline.h"
 #include "runtime/cpu/executor.h"
 #include "runtime/io/npy.h"
 #include "runtime/io/tensor_pb.h"

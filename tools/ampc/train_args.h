@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "compiler/pipeline.h"
+#include "driver/pipeline.h"
 #include "tools/ampc/data_parallel.h"
 #include "tools/ampc/grad_stats_options.h"
 #include "tools/ampc/training_options.h"

@@ -16,7 +16,7 @@
 
 #include "base/error.h"
 #include "base/number_format.h"
-#include "passes/amp_schemas.h"
+#include "ops/schemas/amp_schemas.h"
 #include "runtime/data/batcher.h"
 #include "runtime/io/checkpoint.h"
 #include "runtime/plan/plan_file.h"
@@ -339,7 +339,7 @@ void Trainer::report() {
 
 void run_train(TrainArgs& args, DataParallelRun& dp) {
   // A model in training format (a checkpoint, --emit-onnx) may hold the loss scaler's ops.
-  passes::register_amp_schemas();
+  ops::register_amp_schemas();
   check_train_args(args);
   Trainer trainer(args, dp);
   // SIGINT/SIGTERM from here on finish the step, write the checkpoint and exit (interrupt.h).

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "compiler/pipeline.h"
+#include "driver/pipeline.h"
 
 namespace ampc::cli {
 

@@ -1,5 +1,5 @@
 // The loss scaler's multi-tensor ops of the "ampc" domain (schemas and semantics:
-// passes/amp_schemas.h): UnscaleCheck, UpdateScale, ClipGradNorm. Gradients may be fp32,
+// ops/schemas/amp_schemas.h): UnscaleCheck, UpdateScale, ClipGradNorm. Gradients may be fp32,
 // fp64, fp16 or bf16; 16-bit values are computed in fp32 and rounded once when stored
 // (amp-semantics.md section 1).
 #include <algorithm>

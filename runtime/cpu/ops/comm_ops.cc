@@ -1,5 +1,5 @@
 // The data-parallel communication ops of the "ampc" domain (schemas and semantics:
-// passes/comm_schemas.h) on the CPU: AllReduceStart starts a non-blocking sum over the ranks
+// ops/schemas/comm_schemas.h) on the CPU: AllReduceStart starts a non-blocking sum over the ranks
 // of runtime/dist/collectives.h, AllReduceWait waits for it; AllReduceSum sums at once, and
 // BatchStatistics passes a synchronised BatchNorm's batch statistics on. Without collectives (a
 // process not launched by mpirun) the world has one rank and both are copies (with the casts).

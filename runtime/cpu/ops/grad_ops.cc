@@ -1,4 +1,4 @@
-// Gradient ops of ampc's "ampc" domain (their schemas: passes/autodiff/ampc_schemas.h):
+// Gradient ops of ampc's "ampc" domain (their schemas: ops/schemas/ampc_schemas.h):
 // ConvGrad, MaxPoolGrad and AveragePoolGrad. They take the forward op's window (WindowParams) and
 // compute in the input type (float or double; 16-bit inputs widened).
 #include <algorithm>

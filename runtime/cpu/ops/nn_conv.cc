@@ -206,7 +206,7 @@ void register_conv_ops(OpRegistry& r) {
     if (!low_conv(ctx)) run_widened(ctx, conv_op);
   };
   r.add("Conv", conv);
-  // ampc.Conv: the same op where bfloat16 is allowed (passes/autodiff/ampc_schemas.h).
+  // ampc.Conv: the same op where bfloat16 is allowed (ops/schemas/ampc_schemas.h).
   r.add("Conv", conv, "ampc");
   add_widened(r, "ConvTranspose", conv_transpose_op);
 }

@@ -1,0 +1,303 @@
+#include "driver/pipeline.h"
+
+#include <filesystem>
+#include <set>
+
+#include "base/error.h"
+#include "driver/pass_manager.h"
+#include "driver/training_build.h"
+#include "driver/training_signature.h"
+#include "frontend/onnx/export.h"
+#include "frontend/onnx/export_training.h"
+#include "ir/phase.h"
+#include "ir/verifier.h"
+#include "lower/plan_emit.h"
+#include "lower/plan_memory.h"
+#include "passes/autodiff/gradient_op.h"
+#include "passes/cast_cleanup.h"
+#include "passes/common_subexpression.h"
+#include "passes/constant_folding.h"
+#include "passes/dead_code_elimination.h"
+#include "passes/expand_norm_params.h"
+#include "passes/half_inputs.h"
+#include "passes/lower_resize.h"
+#include "passes/range_stats.h"
+#include "passes/recompute_casts.h"
+#include "passes/recurrent_lowering.h"
+#include "passes/static_shapes.h"
+#include "report/plan_precision.h"
+#include "report/precision_decisions.h"
+
+namespace ampc::compiler {
+namespace {
+
+std::string shape_spec(const std::vector<int64_t>& dims) {
+  std::string s;
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? "x" : "") + std::to_string(dims[i]);
+  return s;
+}
+
+// The training step in ONNX's training format without the data of the STATE buffers (their
+// initial values are in the plan already).
+std::string training_model_bytes(const ir::Model& model) {
+  onnx::ModelProto proto = onnx_io::export_training_model(model);
+  std::set<std::string> state;
+  for (const auto& u : model.state_updates) state.insert(u.target->name);
+  onnx_io::drop_initializer_data(proto, state);
+  return onnx_io::serialize_model(proto);
+}
+
+}  // namespace
+
+void mark_imported_phases(ir::Model& model) {
+  if (model.state_updates.empty())
+    ir::set_phase(*model.graph, ir::Phase::kForward);
+  else  // a model in ONNX's training format brings its own step
+    ir::set_phases_from_exported_names(*model.graph);
+}
+
+namespace {
+
+// Standalone runs of a part of the pipeline (prepare_forward, autocast_forward) check no more
+// than any import guarantees.
+constexpr ir::VerifyOptions kPartVerify{.require_static_inputs = false};
+
+// Constants first: gradient rules need constant shapes, axes and slice bounds; folding shape
+// arithmetic to a fixed point makes every shape static (static_shapes.h).
+void add_forward_preparation(std::vector<Pass>& out, bool low_precision) {
+  out.push_back({"fold-static-shapes", [](ir::Model& m) { passes::fold_static_shapes(m); }});
+  // Interpolation as MatMuls (lower_resize.h).
+  out.push_back({"lower-resize", [](ir::Model& m) { passes::lower_resize(m); }});
+  // LayerNormalization's broadcast scale and bias made full-shape (expand_norm_params.h).
+  out.push_back({"expand-norm-params", [](ir::Model& m) { passes::expand_norm_params(m); }});
+  // ai.onnx.preview.training Gradient nodes become the gradient graph they stand for.
+  out.push_back({"expand-gradient-ops", [](ir::Model& m) {
+                   if (passes::expand_gradient_ops(m) > 0) passes::fold_constants(m);
+                 }});
+  // LSTM, GRU, RNN as primitive per-time-step ops (passes/recurrent_lowering.h).
+  out.push_back({"lower-recurrent", [low_precision](ir::Model& m) {
+                   passes::lower_recurrent_layers(m, {.cast_projections = low_precision});
+                 }});
+}
+
+// Autocast of the forward graph into `report`, then (mixed precision) cast folding, CSE and
+// dead-code elimination; the report then lists only the Casts that survive.
+void add_autocast(std::vector<Pass>& out, const passes::AutocastOptions& options,
+                  passes::AutocastReport& report) {
+  out.push_back({"autocast", [&options, &report](ir::Model& m) {
+                   report = passes::apply_autocast(m, options);
+                 }});
+  out.push_back({"cast-cleanup",
+                 [&report](ir::Model& m) {
+                   passes::cleanup_casts(m);
+                   passes::eliminate_common_subexpressions(m);
+                   passes::eliminate_dead_code(m);
+                   std::set<std::string> live;
+                   for (const auto& n : m.graph->nodes) live.insert(n->name);
+                   std::erase_if(report.casts, [&](const auto& c) { return !live.count(c.node); });
+                 },
+                 std::nullopt,
+                 [&options] { return options.precision != passes::Precision::kFP32; }});
+}
+
+}  // namespace
+
+passes::AutocastReport autocast_forward(ir::Model& model, const passes::AutocastOptions& options) {
+  passes::AutocastReport report;
+  std::vector<Pass> part;
+  add_autocast(part, options, report);
+  PassManager(std::move(part), {}, kPartVerify).run(model);
+  return report;
+}
+
+void prepare_forward(ir::Model& model, bool low_precision) {
+  std::vector<Pass> part;
+  add_forward_preparation(part, low_precision);
+  PassManager(std::move(part), {}, kPartVerify).run(model);
+}
+
+namespace {
+
+// The losses a training plan minimises, as chosen (--loss); empty: the first output.
+std::vector<std::string> chosen_losses(const passes::AutodiffOptions& ad) {
+  std::vector<std::string> losses = ad.losses;
+  if (losses.empty() && !ad.loss.empty()) losses.push_back(ad.loss);
+  return losses;
+}
+
+// The options a plan records (Plan.options): input shapes, precision, the chosen losses.
+lower::EmitOptions emit_options(const CompileOptions& options, const std::string& model_name) {
+  lower::EmitOptions emit;
+  emit.model_name = model_name;
+  for (const auto& [name, dims] : options.import.input_shapes)
+    emit.recorded_options["input-shape." + name] = shape_spec(dims);
+  if (options.autocast.precision != passes::Precision::kFP32)
+    emit.recorded_options["precision"] = passes::precision_name(options.autocast.precision);
+  if (options.train) {
+    std::string losses;
+    bool separable = true;  // a name with a comma is not recorded (the signature has it)
+    for (const auto& name : chosen_losses(options.autodiff)) {
+      losses += (losses.empty() ? "" : ",") + name;
+      separable &= name.find(',') == std::string::npos;
+    }
+    if (!losses.empty() && separable) emit.recorded_options[kLossesOption] = losses;
+  }
+  return emit;
+}
+
+// What the pipeline's passes hand each other and compile_model.
+struct PipelineState {
+  passes::AutocastReport autocast;
+  TrainingBuild build;
+  std::string training_model;  // the embedded training step (Plan.training_model)
+  size_t graph_outputs = 0;    // before the trainer's outputs were added
+  bool training = false;       // the step was built here or imported
+};
+
+// Every pass over the IR, in order: forward preparation, autocast, the training step and
+// cleanup (the graph the plan is made of), then the training step's export and what the plan
+// adds after it. Passes that the options leave out are in the list, disabled.
+std::vector<Pass> pipeline_passes(const CompileOptions& o, PipelineState& s) {
+  const bool mixed = o.autocast.precision != passes::Precision::kFP32;
+  const bool mixed_training = mixed && o.train;
+  std::vector<Pass> out;
+  out.push_back({"mark-phases", mark_imported_phases});
+  add_forward_preparation(out, mixed);
+  // Mixed precision on the forward graph, before differentiation (amp-semantics.md 2).
+  out.push_back({"half-inputs",
+                 [&o, mixed](ir::Model& m) {
+                   if (!mixed) throw Error("--half-inputs needs --precision fp16 or bf16");
+                   passes::halve_float_inputs(m, o.autocast.precision == passes::Precision::kBF16
+                                                     ? DType::kBFloat16
+                                                     : DType::kFloat16);
+                 },
+                 std::nullopt, [&o] { return o.half_inputs; }});
+  add_autocast(out, o.autocast, s.autocast);
+  add_training_passes(out, o, s.build);
+  // The backward of a Cast is a Cast back: fold the pairs it makes, merge duplicates.
+  out.push_back({"training-cast-cleanup",
+                 [](ir::Model& m) {
+                   passes::cleanup_casts(m);
+                   passes::eliminate_common_subexpressions(m);
+                 },
+                 ir::Phase::kUnknown, [mixed_training] { return mixed_training; }});
+  out.push_back({"eliminate-dead-code", [](ir::Model& m) { passes::eliminate_dead_code(m); },
+                 ir::Phase::kUnknown});
+  out.push_back({"verify", [&o](ir::Model& m) {
+                   ir::verify(m, {.require_static_inputs = o.import.require_static_inputs});
+                 }});
+  // The steps that cleanup, statistics and lowering add take their neighbours' phase.
+  out.push_back({"fill-phases", [](ir::Model& m) { ir::fill_unknown_phases(*m.graph); }});
+  // The training step as ONNX, before lowering folds GEMM epilogues (which are not ONNX).
+  out.push_back({"export-training-model",
+                 [&o, &s](ir::Model& m) {
+                   s.training_model = training_model_bytes(m);
+                   if (o.training_onnx)
+                     *o.training_onnx = onnx_io::serialize_model(onnx_io::export_training_model(m));
+                 },
+                 std::nullopt, [&o] { return o.train; }});
+  // After the export, so that the embedded training step (checkpoints, held-out evaluation)
+  // keeps its own outputs: range statistics (--grad-stats) and what the trainer logs.
+  out.push_back({"range-stats",
+                 [&s](ir::Model& m) { passes::add_range_stats(m, s.build.range_stats); },
+                 ir::Phase::kStatistics, [&s] { return !s.build.range_stats.empty(); }});
+  // The trainer's outputs are graph outputs while the plan is made (lowering keeps them,
+  // the memory plan plans them as outputs), and no longer afterwards: the graph compile_model
+  // leaves exports as the training step, as the embedded one.
+  out.push_back({"trainer-outputs",
+                 [&s](ir::Model& m) {
+                   s.graph_outputs = m.graph->outputs.size();
+                   s.training = !m.state_updates.empty();
+                   if (s.training) add_trainer_outputs(m);
+                 },
+                 ir::Phase::kUnknown});
+  // Memory: fp16 copies the backward reads again are cast again there, not kept.
+  out.push_back({"recompute-casts",
+                 [](ir::Model& m) {
+                   passes::recompute_casts(m);
+                   ir::fill_unknown_phases(*m.graph);
+                 },
+                 ir::Phase::kUnknown, [mixed_training] { return mixed_training; }});
+  return out;
+}
+
+// Lowering (GEMM epilogues and fused kernels, or one step per node), then the plan.
+// Autocast's decisions are recorded in each emitted plan (report/precision_decisions.h).
+plan::Plan lower_and_emit(ir::Model& model, const CompileOptions& options, lower::EmitOptions& emit,
+                          const passes::AutocastReport& autocast) {
+  StageTimes* times = options.stage_times;
+  auto emit_with_decisions = [&] {
+    plan::Plan p = lower::emit_plan(model, emit);
+    report::record_precision_decisions(*model.graph, autocast, p);
+    return p;
+  };
+  if (!options.lowering.fuse) {
+    StageTimer stage(times, "plan emission");
+    plan::Plan p = emit_with_decisions();
+    stage.finish(p.steps_size());
+    return p;
+  }
+  // The precision report names ONNX nodes: it is made from the graph lowered one step per
+  // node, before anything is folded or fused, and stored in the plan.
+  StageTimer stage(times, "precision report");
+  const plan::Plan unfused = emit_with_decisions();
+  stage.finish(unfused.steps_size());
+  stage = StageTimer(times, "fusion + epilogues");
+  lower::Lowering lowering = lower::lower_graph(model, options.lowering);
+  stage.finish(static_cast<int64_t>(lowering.steps.size()));
+  stage = StageTimer(times, "kernel codegen (PTX)");
+  lower::attach_ptx(lowering, options.lowering.target);
+  stage.finish(static_cast<int64_t>(lowering.kernels.size()));
+  stage = StageTimer(times, "plan emission");
+  emit.lowering = &lowering;
+  plan::Plan p = emit_with_decisions();
+  p.set_precision_report(report::lowered_precision_report(unfused, p));
+  stage.finish(p.steps_size());
+  return p;
+}
+
+}  // namespace
+
+plan::Plan compile_model(ir::Model& model, const CompileOptions& options,
+                         const std::string& model_name, passes::AutocastReport* autocast_report) {
+  PipelineState s;
+  PassManager(pipeline_passes(options, s), options.passes,
+              {.require_static_inputs = options.import.require_static_inputs}, options.stage_times)
+      .run(model);
+
+  lower::EmitOptions emit = emit_options(options, model_name);
+  if (s.training)
+    emit.training = training_signature(model, chosen_losses(options.autodiff), options.accum_steps);
+  plan::Plan p = lower_and_emit(model, options, emit, s.autocast);
+  // Autocast's decisions, recorded in the plan, go to the caller too when asked for.
+  if (autocast_report) *autocast_report = std::move(s.autocast);
+  model.graph->outputs.resize(s.graph_outputs);
+  p.set_target(options.lowering.target);
+  StageTimer stage(options.stage_times, "memory plan");
+  lower::plan_memory(p);
+  stage.finish(p.steps_size());
+  if (options.train) p.set_training_model(std::move(s.training_model));
+  return p;
+}
+
+std::vector<std::string> pipeline_pass_names() {
+  const CompileOptions defaults;
+  PipelineState unused;
+  std::vector<std::string> names;
+  for (const Pass& p : pipeline_passes(defaults, unused)) names.push_back(p.name);
+  return names;
+}
+
+std::unique_ptr<ir::Model> load_for_compile(const std::string& model_path,
+                                            const CompileOptions& options) {
+  onnx_io::ImportOptions import = options.import;
+  import.training = options.train;
+  return onnx_io::load_model(model_path, import);
+}
+
+plan::Plan compile_file(const std::string& model_path, const CompileOptions& options) {
+  auto model = load_for_compile(model_path, options);
+  return compile_model(*model, options, std::filesystem::path(model_path).stem().string());
+}
+
+}  // namespace ampc::compiler

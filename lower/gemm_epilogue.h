@@ -1,0 +1,37 @@
+// Work around GEMMs that the library call can do itself, as cuBLASLt does it in one call:
+//   - an operand Transpose of the last two axes -> the call reads the operand transposed
+//     (plan attribute ampc_trans_a / ampc_trans_b, on top of Gemm's own transA / transB);
+//   - a bias Add after MatMul (Gemm's C) and a Relu after it -> epilogue BIAS / RELU_BIAS /
+//     RELU;
+//   - the bias gradient, ReduceSum of the GEMM's 2-D B operand over its rows -> epilogue
+//     BGRADB with that sum as the call's second output.
+// An analysis: the IR is not changed (it stays exportable to ONNX); lowering emits the GEMM
+// step with what it folds and no steps for the folded nodes. The CPU backend runs the folded
+// work with the very operators it replaced (runtime/cpu/library_step.h), so folding never
+// changes a result on the CPU. A bias Add or Relu is only folded in fp32/fp64: with a 16-bit
+// output cuBLASLt rounds once where the unfolded graph rounds the product first.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace ampc::lower {
+
+inline constexpr const char* kTransAAttr = "ampc_trans_a";
+inline constexpr const char* kTransBAttr = "ampc_trans_b";
+
+struct GemmFold {
+  const ir::Node* gemm = nullptr;
+  std::string epilogue;  // "", "BIAS", "RELU", "RELU_BIAS", "BGRADB"
+  bool trans_a = false, trans_b = false;
+  std::vector<const ir::Value*> inputs;   // of the library call (transpose inputs, bias)
+  std::vector<const ir::Value*> outputs;  // of the library call (after bias/relu, bias grad)
+  std::vector<const ir::Node*> folded;    // nodes that run inside the call
+};
+
+// Every GEMM (MatMul, Gemm) with something to fold, in graph order.
+std::vector<GemmFold> find_gemm_folds(const ir::Model& model);
+
+}  // namespace ampc::lower

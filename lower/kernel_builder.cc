@@ -1,0 +1,267 @@
+#include "lower/kernel_builder.h"
+
+#include <cmath>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <unordered_map>
+
+#include "base/error.h"
+#include "base/half.h"
+#include "ops/op_info.h"
+
+namespace ampc::lower {
+namespace {
+
+using ir::Node;
+using ir::Value;
+using kernels::Instr;
+using kernels::KernelDef;
+
+int code(DType t) {
+  return static_cast<int>(t);
+}
+
+bool is_16bit(DType t) {
+  return t == DType::kFloat16 || t == DType::kBFloat16;
+}
+
+int64_t numel(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+// The value of a one-element initializer as a double (exact for every kernel type); nullopt
+// for NaN, whose payload a `const` would not keep.
+std::optional<double> scalar_value(const ir::Tensor& t) {
+  double v = 0;
+  switch (t.dtype) {
+    case DType::kFloat32: {
+      float f;
+      std::memcpy(&f, t.bytes.data(), sizeof f);
+      v = f;
+      break;
+    }
+    case DType::kFloat64:
+      std::memcpy(&v, t.bytes.data(), sizeof v);
+      break;
+    case DType::kFloat16: {
+      Half h;
+      std::memcpy(&h.bits, t.bytes.data(), sizeof h.bits);
+      v = half_to_float(h);
+      break;
+    }
+    case DType::kBFloat16: {
+      BFloat16 h;
+      std::memcpy(&h.bits, t.bytes.data(), sizeof h.bits);
+      v = bf16_to_float(h);
+      break;
+    }
+    case DType::kBool:
+      v = t.bytes[0] != 0 ? 1.0 : 0.0;
+      break;
+    default:
+      return std::nullopt;
+  }
+  if (std::isnan(v)) return std::nullopt;
+  return v;
+}
+
+// Merges neighbouring dimensions of a shaped kernel's iteration space that every broadcast
+// operand walks linearly (its stride along the outer one is the inner one's extent times its
+// stride there, zeros included) and drops dimensions of size 1. The host loop runs along rows
+// of the innermost dimension and works out the broadcast operands' offsets (a division per
+// dimension) once per row; an [N, C, H, W] kernel with a per-channel operand then has rows of
+// H * W, not W (MobileNet's 2x2 maps: rows of 2, and the offsets cost more than the sums).
+void collapse_iteration_space(KernelDef& def) {
+  if (def.flat() || def.shape_size() < 2) return;
+  std::vector<kernels::Operand*> broadcast;
+  for (auto& op : *def.mutable_inputs()) {
+    if (op.strides_size() > 0) broadcast.push_back(&op);
+  }
+  const int rank = def.shape_size();
+  // Groups from the innermost outwards: extent, and each broadcast operand's stride.
+  std::vector<int64_t> extent;
+  std::vector<std::vector<int64_t>> stride(broadcast.size());
+  for (int d = rank - 1; d >= 0; --d) {
+    const int64_t n = def.shape(d);
+    if (n == 1 && !(extent.empty() && d == 0)) continue;
+    bool linear = !extent.empty();
+    for (size_t j = 0; j < broadcast.size() && linear; ++j) {
+      linear = broadcast[j]->strides(d) == stride[j].back() * extent.back();
+    }
+    if (linear) {
+      extent.back() *= n;
+      continue;
+    }
+    extent.push_back(n);
+    for (size_t j = 0; j < broadcast.size(); ++j) stride[j].push_back(broadcast[j]->strides(d));
+  }
+  def.clear_shape();
+  for (auto it = extent.rbegin(); it != extent.rend(); ++it) def.add_shape(*it);
+  for (size_t j = 0; j < broadcast.size(); ++j) {
+    broadcast[j]->clear_strides();
+    for (auto it = stride[j].rbegin(); it != stride[j].rend(); ++it) broadcast[j]->add_strides(*it);
+  }
+}
+
+class Emitter {
+ public:
+  Emitter(const FusionGroup& group, const std::unordered_set<const Value*>& state,
+          LoweredKernel& out)
+      : group_(group), state_(state), out_(out), def_(out.def) {}
+
+  void run() {
+    def_.set_flat(group_.flat);
+    if (!group_.flat) {
+      for (int64_t d : group_.shape) def_.add_shape(d);
+    }
+    // A guarded Where stores its `new` operand: the guard decides whether anything is
+    // written at all (FusionGroup::guard).
+    std::unordered_map<const Value*, const Value*> guarded;
+    if (group_.guard) {
+      for (const Value* o : group_.outputs) guarded[o] = o->producer->inputs[2];
+    }
+    for (const Node* n : group_.nodes) {
+      const Value* out = n->outputs[0];
+      auto g = guarded.find(out);
+      instr_[out] = g != guarded.end() ? value(g->second) : emit(*n);
+    }
+    for (const Value* o : group_.outputs) {
+      def_.add_outputs(instr_.at(o));
+      out_.outputs.push_back(o);
+    }
+    if (group_.guard) def_.set_guard(1 + operand(group_.guard));
+    collapse_iteration_space(def_);
+  }
+
+ private:
+  int add(const std::string& op, DType dtype, std::vector<int> args) {
+    Instr* in = def_.add_body();
+    in->set_op(op);
+    in->set_dtype(code(dtype));
+    for (int a : args) in->add_args(a);
+    return def_.body_size() - 1;
+  }
+
+  int constant(double v, DType dtype) {
+    const int i = add("const", dtype, {});
+    def_.mutable_body(i)->set_value(v);
+    return i;
+  }
+
+  // Index of v among the kernel's inputs, added on first use.
+  int operand(const Value* v) {
+    for (size_t j = 0; j < out_.inputs.size(); ++j) {
+      if (out_.inputs[j] == v) return static_cast<int>(j);
+    }
+    auto* op = def_.add_inputs();
+    op->set_dtype(code(v->type.dtype));
+    const auto& shape = *v->type.shape;
+    const int64_t n = numel(shape);
+    if (n == 1) {
+      op->set_scalar(true);
+    } else if (n != numel(group_.shape)) {
+      // Broadcast: the operand's row-major strides, right-aligned, 0 along size-1 dimensions.
+      std::vector<int64_t> strides(group_.shape.size(), 0);
+      int64_t stride = 1;
+      for (size_t k = 1; k <= shape.size(); ++k) {
+        const int64_t d = shape[shape.size() - k];
+        if (d != 1) strides[group_.shape.size() - k] = stride;
+        stride *= d;
+      }
+      for (int64_t s : strides) op->add_strides(s);
+    }
+    out_.inputs.push_back(v);
+    return static_cast<int>(out_.inputs.size()) - 1;
+  }
+
+  // The instruction computing v: a member's result, a constant, or a load of an input.
+  int value(const Value* v) {
+    if (auto it = instr_.find(v); it != instr_.end()) return it->second;
+    int i = -1;
+    const bool constant_data =
+        v->initializer && !v->is_graph_input && !state_.count(v) && v->initializer->numel() == 1;
+    if (auto c = constant_data ? scalar_value(*v->initializer) : std::nullopt) {
+      i = constant(*c, v->type.dtype);
+    } else {
+      const int j = operand(v);
+      i = add("load", v->type.dtype, {});
+      def_.mutable_body(i)->set_operand(j);
+    }
+    instr_[v] = i;
+    return i;
+  }
+
+  [[noreturn]] void refuse(const Node& n) {
+    throw Error("node " + n.label() + ": operator '" + n.op_type +
+                "' cannot be compiled into a fused kernel");
+  }
+
+  // Sum, Mean, Max, Min: accumulated in opmath and rounded once, as the CPU's variadic ops.
+  int variadic(const Node& n, DType t) {
+    const bool sum = n.op_type == "Sum" || n.op_type == "Mean";
+    const std::string op = sum ? "add" : (n.op_type == "Max" ? "max" : "min");
+    const size_t count = n.inputs.size();
+    if (count == 1 && n.op_type != "Mean") return value(n.inputs[0]);
+    if (count == 2 && n.op_type != "Mean")
+      return add(op, t, {value(n.inputs[0]), value(n.inputs[1])});
+    // Max and Min of 16-bit values are exact, so only sums need the wider accumulator.
+    const DType acc_t = sum && is_16bit(t) ? DType::kFloat32 : t;
+    auto widened = [&](size_t k) {
+      const int x = value(n.inputs[k]);
+      return acc_t == t ? x : add("cast", acc_t, {x});
+    };
+    int acc = widened(0);
+    for (size_t k = 1; k < count; ++k) acc = add(op, acc_t, {acc, widened(k)});
+    if (n.op_type == "Mean")
+      acc = add("div", acc_t, {acc, constant(static_cast<double>(count), acc_t)});
+    return acc_t == t ? acc : add("cast", t, {acc});
+  }
+
+  int emit(const Node& n) {
+    const DType out = n.outputs[0]->type.dtype;
+    const std::string& op = n.op_type;
+    if (op == "Identity") return value(n.inputs[0]);
+    if (op == "Cast") {
+      const int x = value(n.inputs[0]);
+      return n.inputs[0]->type.dtype == out ? x : add("cast", out, {x});
+    }
+    if (op == "Sum" || op == "Mean" || op == "Max" || op == "Min")
+      return variadic(n, n.inputs[0]->type.dtype);
+    // Every other fused op is one kernel instruction (ops/op_table.cc).
+    const std::string_view instruction = ops::op_info(n.domain, op).instruction;
+    if (instruction.empty()) refuse(n);
+    std::vector<int> args;
+    for (const Value* v : n.inputs) args.push_back(value(v));
+    const int i = add(std::string(instruction), out, args);
+    if (op == "IsInf") {
+      const ir::Attribute* pos = n.attr("detect_positive");
+      const ir::Attribute* neg = n.attr("detect_negative");
+      def_.mutable_body(i)->add_iattrs(pos ? pos->i : 1);
+      def_.mutable_body(i)->add_iattrs(neg ? neg->i : 1);
+    }
+    return i;
+  }
+
+  const FusionGroup& group_;
+  const std::unordered_set<const Value*>& state_;
+  LoweredKernel& out_;
+  KernelDef& def_;
+  std::unordered_map<const Value*, int> instr_;
+};
+
+}  // namespace
+
+KernelBuilder::KernelBuilder(const ir::Model& model) {
+  for (const auto& u : model.state_updates) state_.insert(u.target);
+}
+
+LoweredKernel KernelBuilder::build(const FusionGroup& group) const {
+  LoweredKernel k;
+  Emitter(group, state_, k).run();
+  return k;
+}
+
+}  // namespace ampc::lower

@@ -1,0 +1,305 @@
+#include "lower/legalize.h"
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <string>
+
+#include "runtime/cpu/op_context.h"
+#include "runtime/cpu/ops/nn_util.h"
+
+namespace ampc::lower {
+namespace {
+
+using plan::RowwiseParams;
+
+// Attributes are read through the CPU op context, so defaults, kinds and messages are the
+// ones every op uses ("node 'x' (Softmax): attribute 'axis' is not an int").
+using Attrs = rt::cpu::OpContext;
+
+int64_t rank_of(const Attrs& a, const StepOperands& in, int input) {
+  if (input >= static_cast<int>(in.input_ranks.size()) || !in.input_ranks[input])
+    a.fail("the rank of input " + std::to_string(input) + " is not known at compile time");
+  return *in.input_ranks[input];
+}
+
+// Softmax, LogSoftmax, Hardmax: before opset 13 the input is coerced to 2-D at `axis`
+// (default 1, which may equal the rank: rows of one element); from 13 one axis (default -1).
+void softmax_params(const Attrs& a, const StepOperands& in, RowwiseParams::Kind kind,
+                    RowwiseParams* p) {
+  const int64_t rank = rank_of(a, in, 0);
+  p->set_kind(kind);
+  const bool coerce_2d = a.opset() < 13;
+  int64_t axis = a.attr_int("axis", coerce_2d ? 1 : -1);
+  if (rank == 0) {  // a single value: one row of one element
+    p->set_axis(0);
+    p->set_flatten(true);
+    return;
+  }
+  if (coerce_2d && axis < 0) axis += rank;
+  p->set_axis(coerce_2d && axis == rank ? rank : rt::cpu::nn::normalize_axis(a, axis, rank));
+  p->set_flatten(coerce_2d);
+}
+
+void layer_norm_params(const Attrs& a, const StepOperands& in, RowwiseParams* p) {
+  p->set_kind(RowwiseParams::LAYER_NORM);
+  p->set_axis(rt::cpu::nn::normalize_axis(a, a.attr_int("axis", -1), rank_of(a, in, 0)));
+  p->set_flatten(true);
+  p->set_epsilon(a.attr_float("epsilon", 1e-5f));
+  const int64_t stash = a.attr_int("stash_type", 1);
+  if (!is_float(static_cast<DType>(stash))) a.fail("attribute 'stash_type' must name a float type");
+  p->set_stash_type(static_cast<int32_t>(stash));
+}
+
+void instance_norm_params(const Attrs& a, const StepOperands& in, RowwiseParams* p) {
+  if (rank_of(a, in, 0) < 3) a.fail("the input has no spatial dimension");
+  p->set_kind(RowwiseParams::INSTANCE_NORM);
+  p->set_axis(2);
+  p->set_flatten(true);
+  p->set_epsilon(a.attr_float("epsilon", 1e-5f));
+}
+
+const std::map<std::string, plan::ReduceParams::Kind>& reduce_kinds() {
+  using K = plan::ReduceParams;
+  static const std::map<std::string, K::Kind> kinds = {{"ReduceSum", K::SUM},
+                                                       {"ReduceMean", K::MEAN},
+                                                       {"ReduceProd", K::PROD},
+                                                       {"ReduceMax", K::MAX},
+                                                       {"ReduceMin", K::MIN},
+                                                       {"ReduceL1", K::L1},
+                                                       {"ReduceL2", K::L2},
+                                                       {"ReduceLogSum", K::LOG_SUM},
+                                                       {"ReduceLogSumExp", K::LOG_SUM_EXP},
+                                                       {"ReduceSumSquare", K::SUM_SQUARE}};
+  return kinds;
+}
+
+// Axes: an input from ReduceSum-13 (and every Reduce op from opset 18), else an attribute.
+// A constant input's values move into the parameters (and the input leaves the step); axes
+// computed at run time stay an input the CPU backend reads.
+void reduce_params(const Attrs& a, plan::Step& step, const StepOperands& in,
+                   plan::ReduceParams* p) {
+  const int64_t rank = rank_of(a, in, 0);
+  p->set_kind(reduce_kinds().at(step.op()));
+  p->set_keep_dims(a.attr_int("keepdims", 1) != 0);
+  p->set_noop_with_empty_axes(a.attr_int("noop_with_empty_axes", 0) != 0);
+  std::vector<int64_t> axes = a.attr_ints("axes");
+  const bool axes_input = (step.inputs_size() > 1 && step.inputs(1) >= 0) ||
+                          (in.input_ranks.size() > 1 && in.input_ranks[1]);
+  if (axes_input) {
+    std::optional<std::vector<int64_t>> values;
+    if (in.constant_ints) values = in.constant_ints(1);
+    if (!values) {
+      p->set_runtime_axes(true);
+      return;
+    }
+    axes = *values;
+    if (step.inputs_size() > 1) step.mutable_inputs()->Truncate(1);
+  }
+  for (int64_t& axis : axes) axis = rt::cpu::nn::normalize_axis(a, axis, rank);
+  std::sort(axes.begin(), axes.end());
+  axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
+  for (int64_t axis : axes) p->add_axes(axis);
+}
+
+// Before opset 14 training mode is implied by asking for the running statistics, and the
+// batch statistics are outputs 3 and 4; from 14 it is the training_mode attribute.
+void batch_norm_params(const Attrs& a, const plan::Step& step, const StepOperands& in,
+                       plan::BatchNormParams* p) {
+  if (rank_of(a, in, 0) < 2) a.fail("the input has no channel dimension");
+  if (a.attr_int("spatial", 1) != 1) a.fail("attribute 'spatial' value 0 is not supported");
+  auto has_output = [&](int i) { return step.outputs_size() > i && step.outputs(i) >= 0; };
+  const bool before_14 = a.opset() < 14;
+  p->set_training(before_14 ? has_output(1) || has_output(2) : a.attr_int("training_mode", 0) != 0);
+  p->set_saved_statistics(before_14 && (has_output(3) || has_output(4)));
+  p->set_epsilon(a.attr_float("epsilon", 1e-5f));
+  p->set_momentum(a.attr_float("momentum", 0.9f));
+}
+
+void cross_entropy_params(const Attrs& a, plan::CrossEntropyParams* p) {
+  using P = plan::CrossEntropyParams;
+  const std::string reduction = a.attr_string("reduction", "mean");
+  if (reduction == "mean") {
+    p->set_reduction(P::MEAN);
+  } else if (reduction == "sum") {
+    p->set_reduction(P::SUM);
+  } else if (reduction == "none") {
+    p->set_reduction(P::NONE);
+  } else {
+    a.fail("attribute 'reduction' value '" + reduction + "' is not supported");
+  }
+  p->set_has_ignore_index(a.has_attr("ignore_index"));
+  p->set_ignore_index(a.attr_int("ignore_index", 0));
+}
+
+// The windowed ops: which input is X, and which of the window's optional fields apply.
+struct WindowOp {
+  int x_input;
+  bool pooling, average, max, conv, lp, global = false;
+};
+
+const std::map<std::string, WindowOp>& window_ops() {
+  static const std::map<std::string, WindowOp> ops = {
+      {"MaxPool", {0, true, false, true, false, false}},
+      {"AveragePool", {0, true, true, false, false, false}},
+      {"LpPool", {0, true, false, false, false, true}},
+      {"GlobalLpPool", {0, true, false, false, false, true, true}},
+      {"Conv", {0, false, false, false, true, false}},
+      {"ConvInteger", {0, false, false, false, true, false}},
+      {"ampc.Conv", {0, false, false, false, true, false}},
+      {"ampc.ConvGrad", {1, false, false, false, true, false}},
+      {"ampc.MaxPoolGrad", {1, true, false, true, false, false}},
+      {"ampc.AveragePoolGrad", {1, true, true, false, false, false}}};
+  return ops;
+}
+
+std::string op_key(const std::string& domain, const std::string& op) {
+  return domain.empty() || domain == "ai.onnx" ? op : domain + "." + op;
+}
+
+plan::WindowParams::AutoPad auto_pad_of(const Attrs& a) {
+  using W = plan::WindowParams;
+  const std::string v = a.attr_string("auto_pad", "NOTSET");
+  if (v == "NOTSET") return W::NOTSET;
+  if (v == "VALID") return W::VALID;
+  if (v == "SAME_UPPER") return W::SAME_UPPER;
+  if (v == "SAME_LOWER") return W::SAME_LOWER;
+  a.fail("attribute 'auto_pad' value '" + v + "' is not supported");
+}
+
+// kernel_shape (required for pooling; a convolution's defaults to its weights' at run time),
+// strides, dilations and pads with ONNX's defaults, one per spatial axis.
+void window_params(const Attrs& a, const WindowOp& op, const StepOperands& in,
+                   plan::WindowParams* p) {
+  if (op.lp) {
+    p->set_p(a.attr_int("p", 2));
+    if (p->p() <= 0) a.fail("attribute 'p' must be positive");
+  }
+  if (op.global) return;  // one window over the whole plane: only the norm
+  const int64_t rank = rank_of(a, in, op.x_input);
+  rt::cpu::nn::check_spatial_rank(a, rank);
+  const auto n = static_cast<size_t>(rank - 2);
+  if (op.pooling && !a.has_attr("kernel_shape")) a.fail("attribute 'kernel_shape' is required");
+  const std::vector<int64_t> kernel = a.attr_ints("kernel_shape");
+  const auto strides = a.attr_ints("strides", std::vector<int64_t>(n, 1));
+  const auto dilations = a.attr_ints("dilations", std::vector<int64_t>(n, 1));
+  const auto pads = a.attr_ints("pads", std::vector<int64_t>(2 * n, 0));
+  if ((!kernel.empty() && kernel.size() != n) || strides.size() != n || dilations.size() != n ||
+      pads.size() != 2 * n) {
+    a.fail("kernel_shape, strides, dilations or pads do not match the " + std::to_string(n) +
+           " spatial dimensions of the input");
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if ((!kernel.empty() && kernel[i] <= 0) || strides[i] <= 0 || dilations[i] <= 0)
+      a.fail("kernel_shape, strides and dilations must be positive");
+  }
+  p->mutable_kernel()->Add(kernel.begin(), kernel.end());
+  p->mutable_strides()->Add(strides.begin(), strides.end());
+  p->mutable_dilations()->Add(dilations.begin(), dilations.end());
+  p->mutable_pads()->Add(pads.begin(), pads.end());
+  p->set_auto_pad(auto_pad_of(a));
+  p->set_ceil_mode(op.pooling && a.attr_int("ceil_mode", 0) != 0);
+  p->set_count_include_pad(op.average && a.attr_int("count_include_pad", 0) != 0);
+  p->set_column_major_indices(op.max && a.attr_int("storage_order", 0) == 1);
+  if (op.conv) {
+    p->set_group(a.attr_int("group", 1));
+    if (p->group() <= 0) a.fail("attribute 'group' must be positive");
+  }
+}
+
+// The loss scaler's update: torch's defaults (GradScaler), optional bounds.
+void scale_update_params(const Attrs& a, plan::ScaleUpdateParams* p) {
+  p->set_growth_factor(a.attr_float("growth_factor", 2.0f));
+  p->set_backoff_factor(a.attr_float("backoff_factor", 0.5f));
+  p->set_growth_interval(a.attr_int("growth_interval", 2000));
+  if (p->growth_interval() < 1)
+    a.fail("growth_interval must be at least 1, got " + std::to_string(p->growth_interval()));
+  p->set_has_min_scale(a.has_attr("min_scale"));
+  p->set_min_scale(a.attr_float("min_scale", 0));
+  p->set_has_max_scale(a.has_attr("max_scale"));
+  p->set_max_scale(a.attr_float("max_scale", 0));
+}
+
+void clip_params(const Attrs& a, plan::ClipParams* p) {
+  p->set_clip(a.has_attr("max_norm"));
+  p->set_max_norm(a.attr_float("max_norm", 0));
+}
+
+// What fills each op's parameters, by op_key: the one list of the ops that have them.
+using Filler = std::function<void(const Attrs&, plan::Step&, const StepOperands&)>;
+
+const std::map<std::string, Filler>& fillers() {
+  static const std::map<std::string, Filler> table = [] {
+    std::map<std::string, Filler> t;
+    for (const auto& [op, kind] : {std::pair{"Softmax", RowwiseParams::SOFTMAX},
+                                   std::pair{"LogSoftmax", RowwiseParams::LOG_SOFTMAX},
+                                   std::pair{"Hardmax", RowwiseParams::HARDMAX}}) {
+      t[op] = [kind](const Attrs& a, plan::Step& s, const StepOperands& in) {
+        softmax_params(a, in, kind, s.mutable_rowwise());
+      };
+    }
+    t["LayerNormalization"] = [](const Attrs& a, plan::Step& s, const StepOperands& in) {
+      layer_norm_params(a, in, s.mutable_rowwise());
+    };
+    t["InstanceNormalization"] = [](const Attrs& a, plan::Step& s, const StepOperands& in) {
+      instance_norm_params(a, in, s.mutable_rowwise());
+    };
+    t["BatchNormalization"] = [](const Attrs& a, plan::Step& s, const StepOperands& in) {
+      batch_norm_params(a, s, in, s.mutable_batch_norm());
+    };
+    for (const char* op : {"SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss"}) {
+      t[op] = [](const Attrs& a, plan::Step& s, const StepOperands&) {
+        cross_entropy_params(a, s.mutable_cross_entropy());
+      };
+    }
+    for (const auto& entry : reduce_kinds()) {
+      t[entry.first] = [](const Attrs& a, plan::Step& s, const StepOperands& in) {
+        reduce_params(a, s, in, s.mutable_reduce());
+      };
+    }
+    for (const auto& [key, op] : window_ops()) {
+      t[key] = [op](const Attrs& a, plan::Step& s, const StepOperands& in) {
+        window_params(a, op, in, s.mutable_window());
+      };
+    }
+    t["ampc.UpdateScale"] = [](const Attrs& a, plan::Step& s, const StepOperands&) {
+      scale_update_params(a, s.mutable_scale_update());
+    };
+    t["ampc.ClipGradNorm"] = [](const Attrs& a, plan::Step& s, const StepOperands&) {
+      clip_params(a, s.mutable_clip());
+    };
+    return t;
+  }();
+  return table;
+}
+
+}  // namespace
+
+bool has_typed_params(const std::string& domain, const std::string& op) {
+  return fillers().count(op_key(domain, op)) > 0;
+}
+
+void legalize_step(plan::Step& step, const StepOperands& operands) {
+  const auto filler = fillers().find(op_key(step.domain(), step.op()));
+  if (filler == fillers().end()) return;
+  filler->second(Attrs(step, {}, {}), step, operands);
+  step.clear_attributes();
+}
+
+void legalize_for_tensors(plan::Step& step, const std::vector<const rt::Tensor*>& inputs,
+                          int num_outputs) {
+  StepOperands operands;
+  for (const rt::Tensor* t : inputs)
+    operands.input_ranks.push_back(t ? std::optional<int64_t>(t->rank()) : std::nullopt);
+  // Every given input is data here: a Reduce op's axes are read as the CPU op reads them.
+  operands.constant_ints = [&](int i) -> std::optional<std::vector<int64_t>> {
+    if (i >= static_cast<int>(inputs.size()) || !inputs[i]) return std::nullopt;
+    return rt::cpu::nn::int_values(rt::cpu::OpContext(step, inputs, {}), i);
+  };
+  if (step.outputs_size() == 0) {
+    for (int i = 0; i < num_outputs; ++i) step.add_outputs(i);
+  }
+  legalize_step(step, operands);
+}
+
+}  // namespace ampc::lower

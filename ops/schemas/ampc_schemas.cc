@@ -1,0 +1,111 @@
+#include "ops/schemas/ampc_schemas.h"
+
+#include <onnx/defs/schema.h>
+#include <onnx/defs/shape_inference.h>
+
+#include "ops/schemas/ampc_schema_parts.h"
+
+namespace ampc::ops {
+
+const std::vector<std::string>& float_type_strs() {
+  static const std::vector<std::string> kTypes = {"tensor(float16)", "tensor(bfloat16)",
+                                                  "tensor(float)", "tensor(double)"};
+  return kTypes;
+}
+
+onnx::OpSchema ampc_op_schema(const char* name, const char* doc) {
+  onnx::OpSchema s;
+  s.SetName(name).SetDomain(kAmpcDomain).SinceVersion(kAmpcDomainVersion).SetDoc(doc);
+  return s;
+}
+
+void output_like_input(onnx::InferenceContext& ctx, size_t in, size_t out) {
+  if (ctx.getNumOutputs() <= out || !ctx.getOutputType(out)) return;
+  onnx::propagateElemTypeFromInputToOutput(ctx, in, out);
+  if (onnx::hasInputShape(ctx, in)) onnx::propagateShapeFromInputToOutput(ctx, in, out);
+}
+
+namespace {
+
+using onnx::AttributeProto;
+using onnx::OpSchema;
+
+// An op with the window attributes of a Conv or a pooling (kernel_shape, strides, pads, ...).
+OpSchema base(const char* name, const char* doc) {
+  OpSchema s = ampc_op_schema(name, doc);
+  s.TypeConstraint("T", float_type_strs(), "Float tensors.")
+      .Attr("kernel_shape", "Window shape.", AttributeProto::INTS, onnx::OPTIONAL_VALUE)
+      .Attr("strides", "Window strides.", AttributeProto::INTS, onnx::OPTIONAL_VALUE)
+      .Attr("pads", "Explicit pads (begin..., end...).", AttributeProto::INTS, onnx::OPTIONAL_VALUE)
+      .Attr("dilations", "Window dilations.", AttributeProto::INTS, onnx::OPTIONAL_VALUE)
+      .Attr("auto_pad", "As the forward op's.", AttributeProto::STRING, std::string("NOTSET"));
+  return s;
+}
+
+OpSchema conv_grad() {
+  OpSchema s = base("ConvGrad", "Gradients of Conv(X, W, B) given dY.");
+  s.Attr("group", "As the Conv's.", AttributeProto::INT, static_cast<int64_t>(1))
+      .Input(0, "dY", "Gradient of the Conv's output.", "T")
+      .Input(1, "X", "The Conv's input.", "T")
+      .Input(2, "W", "The Conv's weights.", "T")
+      .Output(0, "dX", "Gradient of X.", "T", OpSchema::Optional)
+      .Output(1, "dW", "Gradient of W.", "T", OpSchema::Optional)
+      .Output(2, "dB", "Gradient of the bias.", "T", OpSchema::Optional)
+      .TypeAndShapeInferenceFunction([](onnx::InferenceContext& ctx) {
+        output_like_input(ctx, 1, 0);
+        output_like_input(ctx, 2, 1);
+        if (ctx.getNumOutputs() < 3 || !ctx.getOutputType(2)) return;
+        onnx::propagateElemTypeFromInputToOutput(ctx, 2, 2);
+        if (!onnx::hasInputShape(ctx, 2)) return;
+        const auto& w = ctx.getInputType(2)->tensor_type().shape();
+        if (w.dim_size() < 1) return;
+        *onnx::getOutputShape(ctx, 2)->add_dim() = w.dim(0);
+      });
+  return s;
+}
+
+// ONNX's Conv has no bfloat16 in the opsets libonnx 1.12 knows (up to 17); autocast uses
+// this op, the same Conv with bfloat16 allowed, for convolutions of bf16 plans.
+OpSchema conv() {
+  OpSchema s = base("Conv", "ONNX's Conv (opset 11 semantics), with bfloat16 allowed.");
+  s.Attr("group", "As ONNX Conv's.", AttributeProto::INT, static_cast<int64_t>(1))
+      .Input(0, "X", "Input.", "T")
+      .Input(1, "W", "Weights.", "T")
+      .Input(2, "B", "Bias.", "T", OpSchema::Optional)
+      .Output(0, "Y", "Output.", "T")
+      .TypeAndShapeInferenceFunction([](onnx::InferenceContext& ctx) {
+        onnx::OpSchemaRegistry::Schema("Conv", 11)->GetTypeAndShapeInferenceFunction()(ctx);
+      });
+  return s;
+}
+
+OpSchema pool_grad(const char* name, const char* doc) {
+  OpSchema s = base(name, doc);
+  s.Attr("ceil_mode", "As the forward op's.", AttributeProto::INT, static_cast<int64_t>(0))
+      .Input(0, "dY", "Gradient of the pooling output.", "T")
+      .Input(1, "X", "The pooling input.", "T")
+      .Output(0, "dX", "Gradient of X.", "T")
+      .TypeAndShapeInferenceFunction(
+          [](onnx::InferenceContext& ctx) { output_like_input(ctx, 1, 0); });
+  return s;
+}
+
+}  // namespace
+
+void register_ampc_schemas() {
+  static const bool once = [] {
+    onnx::OpSchemaRegistry::DomainToVersionRange::Instance().AddDomainToVersion(
+        kAmpcDomain, kAmpcDomainVersion, kAmpcDomainVersion);
+    onnx::RegisterSchema(conv_grad());
+    onnx::RegisterSchema(conv());
+    onnx::RegisterSchema(pool_grad("MaxPoolGrad", "Gradient of MaxPool(X) given dY."));
+    OpSchema avg = pool_grad("AveragePoolGrad", "Gradient of AveragePool(X) given dY.");
+    avg.Attr("count_include_pad", "As the AveragePool's.", AttributeProto::INT,
+             static_cast<int64_t>(0));
+    onnx::RegisterSchema(std::move(avg));
+    return true;
+  }();
+  (void)once;
+}
+
+}  // namespace ampc::ops
