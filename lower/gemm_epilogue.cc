@@ -70,7 +70,7 @@ class Finder {
       fold_transposes(f);
       fold_bias(f);
       fold_relu(f);
-      if (!f.epilogue.empty() || f.trans_a || f.trans_b) {
+      if (f.epilogue != plan::GemmParams::NONE || f.trans_a || f.trans_b) {
         fold_of[f.gemm] = folds.size();
         folds.push_back(std::move(f));
       } else {
@@ -91,8 +91,8 @@ class Finder {
           folds.push_back(std::move(f));
         }
         GemmFold& f = folds[it->second];
-        if (!f.epilogue.empty() || f.outputs.size() != 1) continue;
-        f.epilogue = "BGRADB";
+        if (f.epilogue != plan::GemmParams::NONE || f.outputs.size() != 1) continue;
+        f.epilogue = plan::GemmParams::BGRADB;
         f.outputs.push_back(np->outputs[0]);
         f.folded.push_back(np.get());
         taken_.insert(np.get());
@@ -143,7 +143,7 @@ class Finder {
       const auto* cs = static_shape(c);
       const ir::Attribute* beta = f.gemm->attr("beta");
       if (cs && cs->size() == 1 && (*cs)[0] == ys->back() && (!beta || beta->f == 1.0f))
-        f.epilogue = "BIAS";
+        f.epilogue = plan::GemmParams::BIAS;
       return;
     }
     const Node* add = only_reader(y);
@@ -158,12 +158,12 @@ class Finder {
     f.outputs[0] = add->outputs[0];
     f.folded.push_back(add);
     taken_.insert(add);
-    f.epilogue = "BIAS";
+    f.epilogue = plan::GemmParams::BIAS;
   }
 
   // GEMM[BIAS] -> Relu: RELU_BIAS (RELU without a bias).
   void fold_relu(GemmFold& f) {
-    if (!f.epilogue.empty() && f.epilogue != "BIAS") return;
+    if (f.epilogue != plan::GemmParams::NONE && f.epilogue != plan::GemmParams::BIAS) return;
     const Value* y = f.outputs[0];
     const Node* relu = only_reader(y);
     if (!relu || !is_onnx(*relu, "Relu") || !foldable(y, *relu) ||
@@ -172,7 +172,8 @@ class Finder {
     f.outputs[0] = relu->outputs[0];
     f.folded.push_back(relu);
     taken_.insert(relu);
-    f.epilogue = f.epilogue.empty() ? "RELU" : "RELU_BIAS";
+    f.epilogue =
+        f.epilogue == plan::GemmParams::NONE ? plan::GemmParams::RELU : plan::GemmParams::RELU_BIAS;
   }
 
   // ReduceSum(D, axes [0], keepdims 0) with D [K, N] the (untransposed) B operand of a GEMM

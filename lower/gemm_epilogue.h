@@ -1,6 +1,6 @@
 // Work around GEMMs that the library call can do itself, as cuBLASLt does it in one call:
 //   - an operand Transpose of the last two axes -> the call reads the operand transposed
-//     (plan attribute ampc_trans_a / ampc_trans_b, on top of Gemm's own transA / transB);
+//     (GemmParams.trans_a / trans_b, combined with Gemm's own transA / transB);
 //   - a bias Add after MatMul (Gemm's C) and a Relu after it -> epilogue BIAS / RELU_BIAS /
 //     RELU;
 //   - the bias gradient, ReduceSum of the GEMM's 2-D B operand over its rows -> epilogue
@@ -12,19 +12,16 @@
 // output cuBLASLt rounds once where the unfolded graph rounds the product first.
 #pragma once
 
-#include <string>
 #include <vector>
 
 #include "ir/graph.h"
+#include "runtime/plan/plan.pb.h"
 
 namespace ampc::lower {
 
-inline constexpr const char* kTransAAttr = "ampc_trans_a";
-inline constexpr const char* kTransBAttr = "ampc_trans_b";
-
 struct GemmFold {
   const ir::Node* gemm = nullptr;
-  std::string epilogue;  // "", "BIAS", "RELU", "RELU_BIAS", "BGRADB"
+  plan::GemmParams::Epilogue epilogue = plan::GemmParams::NONE;
   bool trans_a = false, trans_b = false;
   std::vector<const ir::Value*> inputs;   // of the library call (transpose inputs, bias)
   std::vector<const ir::Value*> outputs;  // of the library call (after bias/relu, bias grad)

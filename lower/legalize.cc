@@ -1,5 +1,7 @@
 #include "lower/legalize.h"
 
+#include "lower/legalize_parts.h"
+
 #include <algorithm>
 #include <functional>
 #include <map>
@@ -13,9 +15,7 @@ namespace {
 
 using plan::RowwiseParams;
 
-// Attributes are read through the CPU op context, so defaults, kinds and messages are the
-// ones every op uses ("node 'x' (Softmax): attribute 'axis' is not an int").
-using Attrs = rt::cpu::OpContext;
+using detail::Attrs;
 
 int64_t rank_of(const Attrs& a, const StepOperands& in, int input) {
   if (input >= static_cast<int>(in.input_ranks.size()) || !in.input_ranks[input])
@@ -225,12 +225,22 @@ void clip_params(const Attrs& a, plan::ClipParams* p) {
   p->set_max_norm(a.attr_float("max_norm", 0));
 }
 
-// What fills each op's parameters, by op_key: the one list of the ops that have them.
-using Filler = std::function<void(const Attrs&, plan::Step&, const StepOperands&)>;
+// Gemm: its transposes and scales (ONNX's defaults: none, 1, 1). Before opset 7 C broadcast
+// only with `broadcast` set; a C that the output's shape does not take is refused by the
+// backends either way, so the attribute says nothing more. MatMul: alpha 1, no C.
+void gemm_params(const Attrs& a, const plan::Step& step, plan::GemmParams* p) {
+  const bool gemm = step.op() == "Gemm";
+  p->set_trans_a(gemm && a.attr_int("transA", 0) != 0);
+  p->set_trans_b(gemm && a.attr_int("transB", 0) != 0);
+  p->set_alpha(gemm ? a.attr_float("alpha", 1.0f) : 1.0f);
+  p->set_beta(gemm ? a.attr_float("beta", 1.0f) : 0.0f);
+}
 
-const std::map<std::string, Filler>& fillers() {
-  static const std::map<std::string, Filler> table = [] {
-    std::map<std::string, Filler> t;
+// What fills each op's parameters, by op_key: the one list of the ops that have them.
+const detail::Fillers& fillers() {
+  static const detail::Fillers table = [] {
+    detail::Fillers t;
+    detail::add_data_movement_fillers(t);
     for (const auto& [op, kind] : {std::pair{"Softmax", RowwiseParams::SOFTMAX},
                                    std::pair{"LogSoftmax", RowwiseParams::LOG_SOFTMAX},
                                    std::pair{"Hardmax", RowwiseParams::HARDMAX}}) {
@@ -260,6 +270,11 @@ const std::map<std::string, Filler>& fillers() {
     for (const auto& [key, op] : window_ops()) {
       t[key] = [op](const Attrs& a, plan::Step& s, const StepOperands& in) {
         window_params(a, op, in, s.mutable_window());
+      };
+    }
+    for (const char* op : {"MatMul", "Gemm"}) {
+      t[op] = [](const Attrs& a, plan::Step& s, const StepOperands&) {
+        gemm_params(a, s, s.mutable_gemm());
       };
     }
     t["ampc.UpdateScale"] = [](const Attrs& a, plan::Step& s, const StepOperands&) {
@@ -301,5 +316,17 @@ void legalize_for_tensors(plan::Step& step, const std::vector<const rt::Tensor*>
   }
   legalize_step(step, operands);
 }
+
+namespace detail {
+
+std::optional<int64_t> known_rank(const StepOperands& in, int input) {
+  return input < static_cast<int>(in.input_ranks.size()) ? in.input_ranks[input] : std::nullopt;
+}
+
+bool has_input(const plan::Step& step, const StepOperands& in, int input) {
+  return (step.inputs_size() > input && step.inputs(input) >= 0) || known_rank(in, input);
+}
+
+}  // namespace detail
 
 }  // namespace ampc::lower

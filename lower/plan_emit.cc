@@ -90,16 +90,13 @@ class Emitter {
     for (const ir::Value* v : outputs) s->add_outputs(v ? id_.at(v) : -1);
     add_source(s, n);
     for (const auto& a : n.attributes) plan_attribute(a, n, s->add_attributes());
-    if (!fold) return legalize_with_values(*s, inputs);
+    legalize_with_values(*s, inputs);
+    if (!fold) return;
     // What the GEMM call does besides (lower/gemm_epilogue.h), and the nodes that was.
-    s->set_epilogue(fold->epilogue);
-    for (const auto& [flag, on] : {std::pair{kTransAAttr, fold->trans_a},
-                                   std::pair{kTransBAttr, fold->trans_b}}) {
-      if (!on) continue;
-      auto* a = s->add_attributes();
-      a->set_name(flag);
-      a->set_i(1);
-    }
+    plan::GemmParams* g = s->mutable_gemm();
+    g->set_trans_a(g->trans_a() != fold->trans_a);
+    g->set_trans_b(g->trans_b() != fold->trans_b);
+    g->set_epilogue(fold->epilogue);
     for (const ir::Node* f : fold->folded) add_source(s, *f);
   }
 

@@ -10,6 +10,7 @@
 #include "base/error.h"
 #include "lower/plan_memory.h"
 #include "runtime/plan/plan_stats.h"
+#include "runtime/plan/step_params.h"
 
 namespace ampc::report {
 namespace {
@@ -93,7 +94,8 @@ json kernel_list(const plan::Plan& p) {
         k["outputs"].push_back(out);
       }
     }
-    k["epilogue"] = step.epilogue().empty() ? json(nullptr) : json(step.epilogue());
+    const std::string epilogue = plan::gemm_epilogue_name(step);
+    k["epilogue"] = epilogue.empty() ? json(nullptr) : json(epilogue);
     list.push_back(k);
   }
   return list;

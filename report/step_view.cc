@@ -9,6 +9,7 @@
 #include "base/error.h"
 #include "report/plan_precision.h"
 #include "runtime/plan/plan_stats.h"
+#include "runtime/plan/step_params.h"
 
 namespace ampc::report {
 namespace {
@@ -181,11 +182,11 @@ class Builder {
     std::vector<std::string> members(step.source_nodes().begin(), step.source_nodes().end());
     if (members.empty()) members.push_back(step.op() + "#" + std::to_string(index));
     const bool grouped = !step.kernel().empty() || members.size() > 1;
-    const std::string kernel =
-        !step.kernel().empty() ? step.kernel()
-        : grouped ? step.op() + (step.epilogue().empty() ? "" : "+" + step.epilogue()) + " #" +
-                        std::to_string(index)
-                  : "";
+    const std::string epilogue = plan::gemm_epilogue_name(step);
+    const std::string kernel = !step.kernel().empty() ? step.kernel()
+                               : grouped ? step.op() + (epilogue.empty() ? "" : "+" + epilogue) +
+                                               " #" + std::to_string(index)
+                                         : "";
     for (size_t m = 0; m < members.size(); ++m) {
       ViewNode n;
       n.name = members[m];

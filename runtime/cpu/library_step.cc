@@ -1,30 +1,23 @@
 #include "runtime/cpu/library_step.h"
 
 #include "base/error.h"
+#include "runtime/plan/step_params.h"
 
 namespace ampc::rt::cpu {
 namespace {
 
-constexpr const char* kTransA = "ampc_trans_a";
-constexpr const char* kTransB = "ampc_trans_b";
+bool is_matmul(const plan::Step& step) {
+  return step.op() == "MatMul";
+}
 
-bool flag(const plan::Step& step, const char* name) {
-  for (const auto& a : step.attributes()) {
-    if (a.name() == name) return a.i() != 0;
-  }
-  return false;
+// A GEMM step's parameters; a step without them (not legalized) has nothing folded.
+const plan::GemmParams& gemm_params(const plan::Step& step) {
+  return step.has_gemm() ? step.gemm() : plan::GemmParams::default_instance();
 }
 
 std::string label(const plan::Step& step) {
   return "node '" + (step.source_nodes_size() ? step.source_nodes(0) : std::string("?")) + "' (" +
          step.op() + ")";
-}
-
-plan::Attribute ints_attr(const std::string& name, const std::vector<int64_t>& v) {
-  plan::Attribute a;
-  a.set_name(name);
-  for (int64_t x : v) a.mutable_ints()->add_v(x);
-  return a;
 }
 
 // 0, 1, ..., rank - 1, or with the last two swapped.
@@ -37,33 +30,43 @@ std::vector<int64_t> axes(int64_t rank, bool swap_last_two) {
 
 }  // namespace
 
+// A MatMul's transposes are folded Transposes (the MatMul operator has none); a Gemm runs its
+// own.
 bool has_folded_work(const plan::Step& step) {
-  return !step.epilogue().empty() || flag(step, kTransA) || flag(step, kTransB);
+  const plan::GemmParams& g = gemm_params(step);
+  return g.epilogue() != plan::GemmParams::NONE ||
+         (is_matmul(step) && (g.trans_a() || g.trans_b()));
 }
 
 FoldedGemm::FoldedGemm(const CpuOp& op, const plan::Step& step, const plan::Plan& plan)
     : op_(op), step_(step) {
-  const std::string& epilogue = step.epilogue();
-  const bool matmul = step.op() == "MatMul";
-  relu_ = epilogue == "RELU" || epilogue == "RELU_BIAS";
-  bias_input_ = matmul && (epilogue == "BIAS" || epilogue == "RELU_BIAS");
-  bgrad_ = epilogue == "BGRADB";
-  if (!epilogue.empty() && epilogue != "BIAS" && !relu_ && !bgrad_)
-    throw Error(label(step) + ": the CPU backend does not know epilogue '" + epilogue + "'");
+  const plan::GemmParams& g = gemm_params(step);
+  const plan::GemmParams::Epilogue epilogue = g.epilogue();
+  const std::string name = plan::gemm_epilogue_name(step);
+  const bool matmul = is_matmul(step);
+  relu_ = epilogue == plan::GemmParams::RELU || epilogue == plan::GemmParams::RELU_BIAS;
+  bias_input_ =
+      matmul && (epilogue == plan::GemmParams::BIAS || epilogue == plan::GemmParams::RELU_BIAS);
+  bgrad_ = epilogue == plan::GemmParams::BGRADB;
+  if (epilogue != plan::GemmParams::NONE && epilogue != plan::GemmParams::BIAS && !relu_ && !bgrad_)
+    throw Error(label(step) + ": the CPU backend does not know epilogue " + name);
   core_inputs_ = matmul ? 2 : std::min<size_t>(static_cast<size_t>(step.inputs_size()), 3);
   if (static_cast<size_t>(step.inputs_size()) < core_inputs_ + (bias_input_ ? 1 : 0))
-    throw Error(label(step) + ": missing inputs for epilogue " + epilogue);
+    throw Error(label(step) + ": missing inputs for epilogue " + name);
   if (bgrad_ && step.outputs_size() < 2)
     throw Error(label(step) + ": epilogue BGRADB needs a second output");
-  trans_a_ = flag(step, kTransA);
-  trans_b_ = flag(step, kTransB);
+  // A MatMul's folded transposes run as Transposes before it; a Gemm keeps its own.
+  trans_a_ = matmul && g.trans_a();
+  trans_b_ = matmul && g.trans_b();
   call_ = step;
-  call_.clear_epilogue();
   call_.clear_inputs();
   call_.clear_outputs();
-  call_.mutable_attributes()->Clear();
-  for (const auto& a : step.attributes()) {
-    if (a.name() != kTransA && a.name() != kTransB) *call_.add_attributes() = a;
+  plan::GemmParams* call = call_.mutable_gemm();
+  *call = g;
+  call->set_epilogue(plan::GemmParams::NONE);
+  if (matmul) {
+    call->set_trans_a(false);
+    call->set_trans_b(false);
   }
   // Permutations and reduced axes follow the operands' ranks, which the plan fixes.
   auto rank = [&](int k) {
@@ -74,31 +77,35 @@ FoldedGemm::FoldedGemm(const CpuOp& op, const plan::Step& step, const plan::Plan
     if (r < 2) throw Error(label(step) + ": a folded operand needs rank >= 2");
     return r;
   };
-  if (trans_a_) transpose_a_ = folded("Transpose", {ints_attr("perm", axes(rank(0), true))});
-  if (trans_b_) transpose_b_ = folded("Transpose", {ints_attr("perm", axes(rank(1), true))});
+  // The last two axes swapped, as legalize would type the Transposes that were folded.
+  auto swap_last_two = [&](int k) {
+    Folded f = folded("Transpose");
+    for (int64_t axis : axes(rank(k), true)) f.step.mutable_transpose()->add_perm(axis);
+    return f;
+  };
+  if (trans_a_) transpose_a_ = swap_last_two(0);
+  if (trans_b_) transpose_b_ = swap_last_two(1);
   if (matmul) {
     dnnl_ = DnnlFoldedMatmul::make(step, plan, {trans_a_, trans_b_, bias_input_, relu_});
   }
-  if (bias_input_) add_ = folded("Add", {});
-  if (relu_) relu_op_ = folded("Relu", {});
+  if (bias_input_) add_ = folded("Add");
+  if (relu_) relu_op_ = folded("Relu");
   if (bgrad_) {
     // The column sums: every axis but the last, as legalize would type them.
-    reduce_sum_ = folded("ReduceSum", {});
+    reduce_sum_ = folded("ReduceSum");
     plan::ReduceParams* sum = reduce_sum_.step.mutable_reduce();
     sum->set_kind(plan::ReduceParams::SUM);
     for (int64_t a : axes(rank(1) - 1, false)) sum->add_axes(a);
   }
 }
 
-FoldedGemm::Folded FoldedGemm::folded(const std::string& op,
-                                      std::vector<plan::Attribute> attributes) const {
+FoldedGemm::Folded FoldedGemm::folded(const std::string& op) const {
   Folded f;
   f.op = OpRegistry::instance().find(op, "");
   if (!f.op) throw Error(label(step_) + ": no CPU operator " + op + " for the folded work");
   f.step.set_op(op);
   f.step.set_opset_version(step_.opset_version());
   f.step.add_source_nodes(step_.source_nodes_size() ? step_.source_nodes(0) : "?");
-  for (auto& a : attributes) *f.step.add_attributes() = std::move(a);
   return f;
 }
 

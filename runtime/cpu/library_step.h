@@ -1,8 +1,8 @@
 // A GEMM step with what the compiler folded into it (lower/gemm_epilogue.h): operand
-// transposes (attributes ampc_trans_a / ampc_trans_b) and an epilogue (Step.epilogue: BIAS,
-// RELU, RELU_BIAS, BGRADB). Where oneDNN serves the GEMM (f32, and bf16 on CPUs with bf16
-// arithmetic) the CPU backend hands it the same description the CUDA backend hands cuBLASLt:
-// transposes as strides, the epilogue applied before the one rounding of the output
+// transposes of a MatMul (GemmParams.trans_a / trans_b; a Gemm reads its own) and an epilogue
+// (GemmParams.epilogue: BIAS, RELU, RELU_BIAS, BGRADB). Where oneDNN serves the GEMM (f32, and bf16
+// on CPUs with bf16 arithmetic) the CPU backend hands it the same description the CUDA backend
+// hands cuBLASLt: transposes as strides, the epilogue applied before the one rounding of the output
 // (dnnl_folded_matmul.h). Elsewhere (fp16, other types and shapes) it runs the folded work
 // with the very operators it replaced (Transpose, Add, Relu, ReduceSum), which computes bit
 // for bit what the plan computed before folding.
@@ -19,8 +19,8 @@ namespace ampc::rt::cpu {
 // Whether the step carries folded work (then run it through a FoldedGemm).
 bool has_folded_work(const plan::Step& step);
 
-// A folded GEMM step, prepared when the plan is loaded: the call without the folded
-// attributes and the operators of the folded work. Throws ampc::Error, naming the node, for
+// A folded GEMM step, prepared when the plan is loaded: the call without the folded work
+// and the operators of the folded work. Throws ampc::Error, naming the node, for
 // an epilogue the CPU backend does not know.
 class FoldedGemm {
  public:
@@ -31,12 +31,12 @@ class FoldedGemm {
   void run(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs) const;
 
  private:
-  // One folded operator with the step it runs as (attributes, opset, name for errors).
+  // One folded operator with the step it runs as (parameters, opset, name for errors).
   struct Folded {
     const CpuOp* op = nullptr;
     plan::Step step;
   };
-  Folded folded(const std::string& op, std::vector<plan::Attribute> attributes) const;
+  Folded folded(const std::string& op) const;
   void run_folded(const Folded& f, const std::vector<const Tensor*>& inputs, Tensor* out) const;
 
   const CpuOp& op_;

@@ -3,6 +3,7 @@
 #include "ops/op_info.h"
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/plan/plan_stats.h"
+#include "runtime/plan/step_params.h"
 
 namespace ampc::rt::cuda {
 namespace {
@@ -77,7 +78,7 @@ std::string describe_step(const plan::Plan& plan, int index) {
                     (s.source_nodes_size() ? s.source_nodes(0) : std::string("?")) + "', op " +
                     (s.domain().empty() ? "" : s.domain() + ".") + s.op();
   if (!s.kernel().empty()) out += ", kernel " + s.kernel();
-  if (!s.epilogue().empty()) out += ", epilogue " + s.epilogue();
+  if (const std::string e = plan::gemm_epilogue_name(s); !e.empty()) out += ", epilogue " + e;
   return out + ")";
 }
 

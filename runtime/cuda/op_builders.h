@@ -90,16 +90,4 @@ std::vector<P> addresses(const std::vector<DevPtr>& buffers) {
   return p;
 }
 
-// The value that `choices` gives string attribute `name` (default `fallback`); any other value
-// fails with the CPU operators' message.
-template <typename E>
-E attr_choice(const StepContext& ctx, const char* name, const char* fallback,
-              std::initializer_list<std::pair<const char*, E>> choices) {
-  const std::string value = ctx.attrs().attr_string(name, fallback);
-  for (const auto& [text, e] : choices) {
-    if (value == text) return e;
-  }
-  ctx.fail(std::string("attribute '") + name + "' value '" + value + "' is not supported");
-}
-
 }  // namespace ampc::rt::cuda

@@ -19,6 +19,7 @@
 #include "runtime/cuda/nccl_comm.h"
 #include "runtime/cuda/op_builders.h"
 #include "runtime/dtype_codes.h"
+#include "runtime/plan/step_params.h"
 
 namespace ampc::rt::cuda {
 namespace {
@@ -96,7 +97,8 @@ void convert_all(const Converted& c, cudaStream_t stream) {
 
 Launch build_all_reduce_start(StepContext& ctx) {
   auto c = std::make_shared<Converted>(conversions(ctx));
-  const auto [ready, done] = bucket_events(ctx.attrs().attr_int("bucket"));
+  const auto [ready, done] =
+      bucket_events(plan::params<plan::AllReduceParams>(ctx.step()).bucket());
   std::vector<ncclDataType_t> types;
   for (DType t : c->to) types.push_back(nccl_type(ctx, t));
   const cudaStream_t comm_stream = comm_streams().stream;
@@ -120,7 +122,8 @@ Launch build_all_reduce_start(StepContext& ctx) {
 
 Launch build_all_reduce_wait(StepContext& ctx) {
   auto c = std::make_shared<Converted>(conversions(ctx));
-  const cudaEvent_t done = bucket_events(ctx.attrs().attr_int("bucket")).second;
+  const cudaEvent_t done =
+      bucket_events(plan::params<plan::AllReduceParams>(ctx.step()).bucket()).second;
   return [c, done](cudaStream_t stream) {
     check(cudaStreamWaitEvent(stream, done, 0), "cudaStreamWaitEvent");
     convert_all(*c, stream);

@@ -1,6 +1,6 @@
 // MatMul and Gemm steps through cuBLASLt (blas_lt.h), with what the compiler folded into
 // them (lower/gemm_epilogue.h; the CPU backend's runtime/cpu/library_step.h): operand
-// transposes (ampc_trans_a / ampc_trans_b) and the epilogues BIAS, RELU, RELU_BIAS, BGRADB.
+// transposes and the epilogues BIAS, RELU, RELU_BIAS, BGRADB, all in the step's GemmParams.
 #include <array>
 #include <memory>
 
@@ -9,23 +9,32 @@
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/cuda/op_builders.h"
 #include "runtime/plan/gemm_rules.h"
+#include "runtime/plan/step_params.h"
 
 namespace ampc::rt::cuda {
 namespace {
 
-bool flag(const StepContext& ctx, const char* name) {
-  return ctx.attrs().attr_int(name, 0) != 0;
+const plan::GemmParams& gemm_params(const StepContext& ctx) {
+  return plan::params<plan::GemmParams>(ctx.step());
 }
 
 GemmEpilogue epilogue_of(const StepContext& ctx) {
-  const std::string& e = ctx.step().epilogue();
-  if (e.empty()) return GemmEpilogue::kNone;
-  if (e == "BIAS") return GemmEpilogue::kBias;
-  if (e == "RELU") return GemmEpilogue::kRelu;
-  if (e == "RELU_BIAS") return GemmEpilogue::kReluBias;
-  if (e == "BGRADB") return GemmEpilogue::kBiasGradB;
-  ctx.fail("the CUDA backend does not support the GEMM epilogue '" + e +
-           "' (BIAS, RELU, RELU_BIAS and BGRADB are)");
+  switch (gemm_params(ctx).epilogue()) {
+    case plan::GemmParams::NONE:
+      return GemmEpilogue::kNone;
+    case plan::GemmParams::BIAS:
+      return GemmEpilogue::kBias;
+    case plan::GemmParams::RELU:
+      return GemmEpilogue::kRelu;
+    case plan::GemmParams::RELU_BIAS:
+      return GemmEpilogue::kReluBias;
+    case plan::GemmParams::BGRADB:
+      return GemmEpilogue::kBiasGradB;
+    default:
+      break;
+  }
+  ctx.fail("the CUDA backend does not support the GEMM epilogue " +
+           plan::gemm_epilogue_name(ctx.step()) + " (BIAS, RELU, RELU_BIAS and BGRADB are)");
 }
 
 // A bias that adds the same n values to every row: [n], [1, n], [1, 1, n]...
@@ -72,7 +81,8 @@ void check_epilogue(const StepContext& ctx, GemmPlan& p) {
   GemmShape& s = p.s;
   if (ctx.out_dtype(0) != s.dtype) ctx.fail("the output's type differs from the operands'");
   if (s.epilogue == GemmEpilogue::kBias || s.epilogue == GemmEpilogue::kReluBias) {
-    if (p.bias_input < 0) ctx.fail("epilogue " + ctx.step().epilogue() + " needs a bias");
+    if (p.bias_input < 0)
+      ctx.fail("epilogue " + plan::gemm_epilogue_name(ctx.step()) + " needs a bias");
     if (!is_row_vector(ctx.in_shape(p.bias_input), s.n))
       ctx.fail("the bias " + describe_buffer(ctx.input(p.bias_input)) +
                " is not a row of the output's " + std::to_string(s.n) + " columns");
@@ -143,8 +153,8 @@ GemmPlan plan_matmul(const StepContext& ctx) {
   if (ctx.in_dtype(1) != ctx.in_dtype(0)) ctx.fail("A and B have different element types");
   GemmShape s;
   s.dtype = ctx.in_dtype(0);
-  s.trans_a = flag(ctx, "ampc_trans_a");
-  s.trans_b = flag(ctx, "ampc_trans_b");
+  s.trans_a = gemm_params(ctx).trans_a();  // a MatMul's are folded Transposes
+  s.trans_b = gemm_params(ctx).trans_b();
   s.epilogue = epilogue_of(ctx);
   const std::vector<int64_t> sa = ctx.in_shape(0), sb = ctx.in_shape(1);
   const size_t ra = sa.size(), rb = sb.size();
@@ -205,13 +215,13 @@ GemmPlan plan_matmul(const StepContext& ctx) {
 GemmPlan plan_gemm(const StepContext& ctx) {
   ctx.require_dtype(0, {DType::kFloat32, DType::kFloat16, DType::kBFloat16});
   if (ctx.in_dtype(1) != ctx.in_dtype(0)) ctx.fail("A and B have different element types");
-  const auto& at = ctx.attrs();
+  const plan::GemmParams& params = gemm_params(ctx);
   GemmShape s;
   s.dtype = ctx.in_dtype(0);
-  s.trans_a = (at.attr_int("transA", 0) != 0) != flag(ctx, "ampc_trans_a");
-  s.trans_b = (at.attr_int("transB", 0) != 0) != flag(ctx, "ampc_trans_b");
-  s.alpha = at.attr_float("alpha", 1.0f);
-  const float beta = at.attr_float("beta", 1.0f);
+  s.trans_a = params.trans_a();  // Gemm's own transA combined with a folded Transpose
+  s.trans_b = params.trans_b();
+  s.alpha = params.alpha();
+  const float beta = params.beta();
   s.epilogue = epilogue_of(ctx);
   const std::vector<int64_t> sa = ctx.in_shape(0), sb = ctx.in_shape(1);
   if (sa.size() != 2 || sb.size() != 2) ctx.fail("Gemm operands must be matrices");

@@ -13,6 +13,7 @@
 #include "kernels/cuda/pad.h"
 #include "runtime/cpu/ops/nn_util.h"
 #include "runtime/cuda/op_builders.h"
+#include "runtime/plan/step_params.h"
 
 namespace ampc::rt::cuda {
 namespace {
@@ -44,7 +45,8 @@ Launch strided(StepContext& ctx, const Shape& shape, int64_t offset, const Shape
 
 Launch build_transpose(StepContext& ctx) {
   const Shape x = ctx.in_shape(0);
-  Shape perm = ctx.attrs().attr_ints("perm");
+  const auto& given = plan::params<plan::TransposeParams>(ctx.step()).perm();
+  Shape perm(given.begin(), given.end());
   if (perm.empty()) {
     for (size_t i = x.size(); i-- > 0;) perm.push_back(static_cast<int64_t>(i));
   }
@@ -61,24 +63,12 @@ Launch build_transpose(StepContext& ctx) {
 
 Launch build_slice(StepContext& ctx) {
   const Shape x = ctx.in_shape(0);
-  Shape starts, ends, axes, steps;
   const auto& a = ctx.attrs();
-  if (a.opset() < 10) {
-    starts = a.attr_ints("starts");
-    ends = a.attr_ints("ends");
-    axes = a.attr_ints("axes");
-  } else {
-    starts = ctx.constant_ints(1, "starts");
-    ends = ctx.constant_ints(2, "ends");
-    if (ctx.has_input(3)) axes = ctx.constant_ints(3, "axes");
-    if (ctx.has_input(4)) steps = ctx.constant_ints(4, "steps");
-  }
-  if (axes.empty()) {
-    for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
-  }
-  if (steps.empty()) steps.assign(starts.size(), 1);
-  if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size())
-    ctx.fail("starts, ends, axes and steps have different lengths");
+  const plan::SliceParams& p = plan::params<plan::SliceParams>(ctx.step());
+  if (p.runtime_inputs())
+    ctx.fail("its starts, ends, axes or steps are computed at run time (the CPU backend only)");
+  const Shape starts(p.starts().begin(), p.starts().end()), ends(p.ends().begin(), p.ends().end()),
+      axes(p.axes().begin(), p.axes().end()), steps(p.steps().begin(), p.steps().end());
   Shape shape = x;
   const Shape in_strides = contiguous_strides(x);
   Shape strides = in_strides;
@@ -111,8 +101,9 @@ Launch build_expand(StepContext& ctx) {
 
 Launch build_concat(StepContext& ctx) {
   const Shape y = ctx.out_shape(0);
-  const auto axis = static_cast<size_t>(cpu::nn::normalize_axis(
-      ctx.attrs(), ctx.attrs().attr_int("axis"), static_cast<int64_t>(y.size())));
+  const auto axis = static_cast<size_t>(
+      cpu::nn::normalize_axis(ctx.attrs(), plan::params<plan::AxisParams>(ctx.step()).axis(),
+                              static_cast<int64_t>(y.size())));
   const int64_t outer = product(y, 0, axis), inner = product(y, axis + 1, y.size());
   const DType dtype = ctx.out_dtype(0);
   std::vector<DevPtr> ins;
@@ -133,8 +124,9 @@ Launch build_concat(StepContext& ctx) {
 
 Launch build_split(StepContext& ctx) {
   const Shape x = ctx.in_shape(0);
-  const auto axis = static_cast<size_t>(cpu::nn::normalize_axis(
-      ctx.attrs(), ctx.attrs().attr_int("axis", 0), static_cast<int64_t>(x.size())));
+  const auto axis = static_cast<size_t>(
+      cpu::nn::normalize_axis(ctx.attrs(), plan::params<plan::AxisParams>(ctx.step()).axis(),
+                              static_cast<int64_t>(x.size())));
   const int64_t outer = product(x, 0, axis), inner = product(x, axis + 1, x.size());
   const DType dtype = ctx.in_dtype(0);
   Shape sizes;
@@ -154,28 +146,14 @@ Launch build_split(StepContext& ctx) {
 Launch build_pad(StepContext& ctx) {
   const auto& a = ctx.attrs();
   const Shape x = ctx.in_shape(0);
-  const auto rank = static_cast<int64_t>(x.size());
-  const kc::PadMode mode = attr_choice<kc::PadMode>(ctx, "mode", "constant",
-                                                    {{"constant", kc::PadMode::kConstant},
-                                                     {"edge", kc::PadMode::kEdge},
-                                                     {"reflect", kc::PadMode::kReflect}});
-  const Shape pads = a.opset() < 11 ? a.attr_ints(a.opset() < 2 ? "paddings" : "pads")
-                                    : ctx.constant_ints(1, "pads");
-  Shape axes;
-  if (a.opset() >= 18 && ctx.has_input(3)) axes = ctx.constant_ints(3, "axes");
-  if (axes.empty()) {
-    for (int64_t i = 0; i < rank; ++i) axes.push_back(i);
-  }
-  const auto na = static_cast<int64_t>(axes.size());
-  if (static_cast<int64_t>(pads.size()) != 2 * na)
-    ctx.fail("pads must have 2 entries per padded axis");
-  Shape before(x.size(), 0), after(x.size(), 0);
-  for (int64_t i = 0; i < na; ++i) {
-    const auto ax =
-        static_cast<size_t>(cpu::nn::normalize_axis(a, axes[static_cast<size_t>(i)], rank));
-    before[ax] = pads[static_cast<size_t>(i)];
-    after[ax] = pads[static_cast<size_t>(i + na)];
-  }
+  const plan::PadParams& p = plan::params<plan::PadParams>(ctx.step());
+  if (p.runtime_pads()) ctx.fail("its pads are computed at run time (the CPU backend only)");
+  const kc::PadMode mode = p.mode() == plan::PadParams::EDGE      ? kc::PadMode::kEdge
+                           : p.mode() == plan::PadParams::REFLECT ? kc::PadMode::kReflect
+                                                                  : kc::PadMode::kConstant;
+  const Shape before(p.before().begin(), p.before().end()),
+      after(p.after().begin(), p.after().end());
+  if (before.size() != x.size()) ctx.fail("pads of another rank than the input");
   Shape shape(x.size());
   for (size_t d = 0; d < x.size(); ++d) {
     shape[d] = x[d] + before[d] + after[d];
@@ -190,7 +168,7 @@ Launch build_pad(StepContext& ctx) {
   const bool has_value = a.opset() >= 11 && ctx.has_input(2) && ctx.in_numel(2) > 0;
   if (has_value && ctx.in_dtype(2) != dtype)
     ctx.fail("constant_value has another type than the data");
-  const float fill = a.opset() < 11 ? a.attr_float("value", 0.0f) : 0.0f;
+  const float fill = a.opset() < 11 ? p.value() : 0.0f;
   const DevPtr in = ctx.in(0), out = ctx.out(0), value = has_value ? ctx.in(2) : DevPtr{};
   return [=](cudaStream_t stream) {
     if (numel_of(shape) == 0) return;
@@ -203,8 +181,9 @@ constexpr const char* kIndexOutOfRange =
 
 Launch build_gather(StepContext& ctx) {
   const Shape x = ctx.in_shape(0);
-  const auto axis = static_cast<size_t>(cpu::nn::normalize_axis(
-      ctx.attrs(), ctx.attrs().attr_int("axis", 0), static_cast<int64_t>(x.size())));
+  const auto axis = static_cast<size_t>(
+      cpu::nn::normalize_axis(ctx.attrs(), plan::params<plan::AxisParams>(ctx.step()).axis(),
+                              static_cast<int64_t>(x.size())));
   ctx.require_dtype(1, {DType::kInt32, DType::kInt64});
   require_same_type(ctx);
   const int64_t outer = product(x, 0, axis), dim = x[axis], inner = product(x, axis + 1, x.size());
@@ -228,12 +207,10 @@ Launch build_scatter_nd(StepContext& ctx) {
   const int64_t depth = idx.back(), tuples = numel_of(idx) / std::max<int64_t>(depth, 1);
   if (depth < 1 || depth > static_cast<int64_t>(data.size())) ctx.fail("bad index depth");
   if (ctx.in_dtype(2) != ctx.in_dtype(0)) ctx.fail("updates have another type than the data");
-  const auto reduction = attr_choice<kc::ScatterReduction>(ctx, "reduction", "none",
-                                                           {{"none", kc::ScatterReduction::kNone},
-                                                            {"add", kc::ScatterReduction::kAdd},
-                                                            {"mul", kc::ScatterReduction::kMul},
-                                                            {"max", kc::ScatterReduction::kMax},
-                                                            {"min", kc::ScatterReduction::kMin}});
+  static_assert(static_cast<int>(kc::ScatterReduction::kAdd) == plan::ScatterParams::ADD &&
+                static_cast<int>(kc::ScatterReduction::kMin) == plan::ScatterParams::MIN);
+  const auto reduction =
+      static_cast<kc::ScatterReduction>(plan::params<plan::ScatterParams>(ctx.step()).reduction());
   const WorkspacePtr ws =
       ctx.workspace(static_cast<int64_t>(kc::scatter_nd_workspace_bytes(data, tuples, depth)));
   const DType dtype = ctx.in_dtype(0), index_t = ctx.in_dtype(1);
@@ -320,7 +297,7 @@ Launch build_not(StepContext& ctx) {
 
 Launch build_cast(StepContext& ctx) {
   const DType from = ctx.in_dtype(0), to = ctx.out_dtype(0);
-  if (static_cast<int64_t>(to) != ctx.attrs().attr_int("to"))
+  if (static_cast<int32_t>(to) != plan::params<plan::CastParams>(ctx.step()).to())
     ctx.fail("the output's type is not 'to'");
   for (DType t : {from, to}) {
     static const std::initializer_list<DType> ok = {

@@ -18,7 +18,11 @@ namespace ampc::plan {
 // 3: typed step parameters (Step.params) for the row-wise ops, reductions,
 //    BatchNormalization, the losses, pooling and convolution, resolved by legalize; older
 //    plans are refused (recompile).
-inline constexpr uint32_t kPlanFormatVersion = 3;
+// 4: typed GEMM parameters (Step.params.gemm: transposes, alpha, beta, the epilogue) in place
+//    of Gemm's attributes, the folded-transpose attributes and Step.epilogue; typed parameters
+//    of the data movement both backends run (Transpose, Concat, Split, Gather, Cast, Slice,
+//    Pad, ScatterND and ScatterElements, the all-reduce's start and wait).
+inline constexpr uint32_t kPlanFormatVersion = 4;
 
 std::string serialize_plan(const Plan& plan);
 // The header (magic, version, size, checksum) followed by an already serialised payload.

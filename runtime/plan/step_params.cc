@@ -65,4 +65,11 @@ std::vector<int64_t> reduced_dims(const ReduceParams& p, const std::vector<bool>
   return out;
 }
 
+std::string gemm_epilogue_name(const Step& step) {
+  if (!step.has_gemm() || step.gemm().epilogue() == GemmParams::NONE) return "";
+  const std::string name = GemmParams::Epilogue_Name(step.gemm().epilogue());
+  // A value this build does not know (a plan of a newer ampc): its number.
+  return name.empty() ? "#" + std::to_string(step.gemm().epilogue()) : name;
+}
+
 }  // namespace ampc::plan

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "runtime/plan/plan.pb.h"
@@ -43,5 +44,9 @@ std::optional<std::vector<bool>> reduced_axes(const ReduceParams& p, int64_t ran
 // Its output's dims: x's dims without the reduced axes, or with 1 there under keep_dims.
 std::vector<int64_t> reduced_dims(const ReduceParams& p, const std::vector<bool>& reduced,
                                   const std::vector<int64_t>& dims);
+
+// A GEMM step's folded epilogue by name ("BIAS", "RELU_BIAS", ..., "#N" for a value this build
+// does not know); empty for none and for steps that are not GEMMs (reports and messages).
+std::string gemm_epilogue_name(const Step& step);
 
 }  // namespace ampc::plan

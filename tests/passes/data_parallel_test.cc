@@ -38,11 +38,9 @@ int64_t bytes_of(const plan::Buffer& b) {
   return n;
 }
 
-int64_t attr(const plan::Step& s, const std::string& name) {
-  for (const auto& a : s.attributes())
-    if (a.name() == name) return a.i();
-  ADD_FAILURE() << "no attribute " << name;
-  return -1;
+int64_t bucket(const plan::Step& s) {
+  if (!s.has_all_reduce()) ADD_FAILURE() << "no all-reduce parameters";
+  return s.all_reduce().bucket();
 }
 
 TEST(DataParallelPass, BucketsCoverEveryGradientAndOverlapTheBackward) {
@@ -56,13 +54,13 @@ TEST(DataParallelPass, BucketsCoverEveryGradientAndOverlapTheBackward) {
   for (int i = 0; i < p.steps_size(); ++i) {
     const auto& s = p.steps(i);
     if (s.op() == "AllReduceStart") {
-      EXPECT_TRUE(start_of.emplace(attr(s, "bucket"), i).second) << "bucket started twice";
+      EXPECT_TRUE(start_of.emplace(bucket(s), i).second) << "bucket started twice";
       starts.push_back(i);
       int64_t bytes = 0;
       for (int id : s.inputs()) bytes += bytes_of(p.buffers(id));
       bucket_bytes.push_back(bytes);
     } else if (s.op() == "AllReduceWait") {
-      EXPECT_TRUE(wait_of.emplace(attr(s, "bucket"), i).second) << "bucket waited twice";
+      EXPECT_TRUE(wait_of.emplace(bucket(s), i).second) << "bucket waited twice";
       if (first_wait < 0) first_wait = i;
       for (int id : s.outputs()) reduced.insert(id);
     } else if (s.op() == "UnscaleCheck") {

@@ -23,6 +23,7 @@
 #include "kernels/twin/cross_entropy.h"
 #include "kernels/twin/gather_scatter.h"
 #include "lower/gemm_epilogue.h"
+#include "ops/op_info.h"
 #include "passes/autodiff/grad_builder.h"
 #include "runtime/cuda/cudnn_algo.h"
 #include "runtime/cuda/device.h"
@@ -88,6 +89,13 @@ TEST_P(CudaPlanLoad, EveryStepHasABuilderThatAcceptsIt) {
   }
   EXPECT_GT(built, 0);
   EXPECT_GT(library, 0);
+  // The builders read typed parameters only (legalize): no step they build keeps an ONNX
+  // attribute, but the views, whose shapes are their buffers'.
+  for (int i = 0; i < p.steps_size(); ++i) {
+    const auto& s = p.steps(i);
+    if (ops::op_info(s.domain(), s.op()).is_view()) continue;
+    EXPECT_EQ(s.attributes_size(), 0) << rt::cuda::describe_step(p, i);
+  }
   for (const auto& k : p.kernels()) EXPECT_NE(rt::cuda::pick_code(k, 90), nullptr) << k.name();
   // autocast writes a bf16 Conv as ampc.Conv, which must be among the steps built above.
   int ampc_conv = 0;
@@ -155,7 +163,7 @@ TEST(CudaGemmEpilogue, PassFoldsBiasGradOnlyWhereTheBackendAcceptsIt) {
                           passes::autodiff::attrs(ir::Attribute::make_int("keepdims", 0)));
     g.outputs = {y, db};
     const auto folds = lower::find_gemm_folds(m);
-    const bool bgradb = !folds.empty() && folds[0].epilogue == "BGRADB";
+    const bool bgradb = !folds.empty() && folds[0].epilogue == plan::GemmParams::BGRADB;
     EXPECT_EQ(bgradb, !with_c) << (with_c ? "Gemm with C" : "MatMul");
   }
   // The rule itself: B's own type, a matrix, not transposed, no C.

@@ -11,6 +11,8 @@
 
 #include <google/protobuf/util/message_differencer.h>
 
+#include <set>
+
 #include "base/error.h"
 #include "driver/pipeline.h"
 #include "runtime/plan/step_params.h"
@@ -350,7 +352,204 @@ TEST(Legalize, OtherOpsKeepTheirAttributes) {
   legalize_step(s, operands({4}));
   EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(s, before));
   EXPECT_FALSE(has_typed_params("ampc", "Softmax"));
-  EXPECT_FALSE(has_typed_params("", "MatMul"));
+  EXPECT_FALSE(has_typed_params("", "DepthToSpace"));
+}
+
+// Transpose: perm normalised, the reversed axes by default (ONNX), a perm of another rank
+// refused.
+TEST(Legalize, TransposePermutationDefaultsToTheAxesReversed) {
+  plan::Step s = step("Transpose", 13);
+  legalize_step(s, operands({3}));
+  EXPECT_THAT(std::vector<int64_t>(s.transpose().perm().begin(), s.transpose().perm().end()),
+              ::testing::ElementsAre(2, 1, 0));
+  plan::Step given = step("Transpose", 13);
+  set_ints(given, "perm", {0, -1, 1});
+  legalize_step(given, operands({3}));
+  EXPECT_THAT(
+      std::vector<int64_t>(given.transpose().perm().begin(), given.transpose().perm().end()),
+      ::testing::ElementsAre(0, 2, 1));
+  plan::Step bad = step("Transpose", 13);
+  set_ints(bad, "perm", {1, 0});
+  EXPECT_THAT(failure(bad, operands({3})), HasSubstr("perm does not match"));
+}
+
+// Concat's axis defaulted to 1 before opset 4 and is required after; Gather's defaults to 0;
+// Split's sizes are an attribute before opset 13 and a constant input after (which leaves the
+// step), or input 1 at run time.
+TEST(Legalize, AxesOfConcatGatherAndSplitByOpset) {
+  plan::Step old_concat = step("Concat", 1);
+  legalize_step(old_concat, operands({3, 3}));
+  EXPECT_EQ(old_concat.axis().axis(), 1);
+  plan::Step concat = step("Concat", 13);
+  set_int(concat, "axis", -1);
+  legalize_step(concat, operands({3, 3}));
+  EXPECT_EQ(concat.axis().axis(), 2);
+  EXPECT_THAT(failure(step("Concat", 13), operands({3, 3})), HasSubstr("axis"));
+  plan::Step gather = step("Gather", 13);
+  legalize_step(gather, operands({2, 1}));
+  EXPECT_EQ(gather.axis().axis(), 0);
+  plan::Step split11 = step("Split", 11);
+  set_ints(split11, "split", {2, 3});
+  legalize_step(split11, operands({2}));
+  EXPECT_THAT(std::vector<int64_t>(split11.axis().split().begin(), split11.axis().split().end()),
+              ::testing::ElementsAre(2, 3));
+  plan::Step split13 = step("Split", 13);
+  split13.add_inputs(0);
+  split13.add_inputs(1);
+  legalize_step(split13, operands({2, 1}, std::vector<int64_t>{4, 1}));
+  EXPECT_THAT(std::vector<int64_t>(split13.axis().split().begin(), split13.axis().split().end()),
+              ::testing::ElementsAre(4, 1));
+  EXPECT_EQ(split13.inputs_size(), 1);  // the sizes left the step
+  plan::Step runtime = step("Split", 13);
+  runtime.add_inputs(0);
+  runtime.add_inputs(1);
+  legalize_step(runtime, operands({2, 1}));
+  EXPECT_TRUE(runtime.axis().runtime_split());
+  EXPECT_EQ(runtime.inputs_size(), 2);
+}
+
+// Scatter ops: opset 16's reduction by name (none before), ScatterElements' axis.
+TEST(Legalize, ScatterReductionAndAxis) {
+  plan::Step plain = step("ScatterND", 13);
+  legalize_step(plain, operands({2, 2, 1}));
+  EXPECT_EQ(plain.scatter().reduction(), plan::ScatterParams::NONE);
+  plan::Step add = step("ScatterElements", 16);
+  set_string(add, "reduction", "add");
+  set_int(add, "axis", -1);
+  legalize_step(add, operands({3, 3, 3}));
+  EXPECT_EQ(add.scatter().reduction(), plan::ScatterParams::ADD);
+  EXPECT_EQ(add.scatter().axis(), 2);
+  plan::Step bad = step("ScatterND", 16);
+  set_string(bad, "reduction", "avg");
+  EXPECT_THAT(failure(bad, operands({2, 2, 1})), HasSubstr("'reduction' value 'avg'"));
+}
+
+// Cast: a type code, or in opset 1 a type name; unknown types refused.
+TEST(Legalize, CastTargetFromACodeOrAnOpset1Name) {
+  plan::Step code = step("Cast", 13);
+  set_int(code, "to", static_cast<int64_t>(DType::kFloat16));
+  legalize_step(code, operands({1}));
+  EXPECT_EQ(code.cast().to(), static_cast<int32_t>(DType::kFloat16));
+  plan::Step name = step("Cast", 1);
+  set_string(name, "to", "DOUBLE");
+  legalize_step(name, operands({1}));
+  EXPECT_EQ(name.cast().to(), static_cast<int32_t>(DType::kFloat64));
+  plan::Step bad = step("Cast", 13);
+  set_int(bad, "to", 1000);
+  EXPECT_THAT(failure(bad, operands({1})), HasSubstr("not a known element type"));
+}
+
+// Slice: attributes before opset 10; constant inputs after, moved into the parameters with
+// ONNX's defaults (axes 0..n-1, steps 1); inputs computed at run time stay.
+TEST(Legalize, SliceRangesFromAttributesOrConstantInputs) {
+  plan::Step old = step("Slice", 1);
+  set_ints(old, "starts", {1});
+  set_ints(old, "ends", {-1});
+  legalize_step(old, operands({2}));
+  EXPECT_THAT(std::vector<int64_t>(old.slice().axes().begin(), old.slice().axes().end()),
+              ::testing::ElementsAre(0));
+  EXPECT_THAT(std::vector<int64_t>(old.slice().steps().begin(), old.slice().steps().end()),
+              ::testing::ElementsAre(1));
+  plan::Step s = step("Slice", 13);
+  for (int i = 0; i < 4; ++i) s.add_inputs(i);
+  StepOperands in = operands({3, 1, 1, 1});
+  in.constant_ints = [](int i) -> std::optional<std::vector<int64_t>> {
+    const std::vector<std::vector<int64_t>> v = {{}, {0}, {2}, {-1}};
+    return v.at(static_cast<size_t>(i));
+  };
+  legalize_step(s, in);
+  EXPECT_EQ(s.inputs_size(), 1);
+  EXPECT_THAT(std::vector<int64_t>(s.slice().axes().begin(), s.slice().axes().end()),
+              ::testing::ElementsAre(2));
+  EXPECT_THAT(std::vector<int64_t>(s.slice().ends().begin(), s.slice().ends().end()),
+              ::testing::ElementsAre(2));
+  plan::Step runtime = step("Slice", 13);
+  for (int i = 0; i < 3; ++i) runtime.add_inputs(i);
+  legalize_step(runtime, operands({3, 1, 1}));
+  EXPECT_TRUE(runtime.slice().runtime_inputs());
+  EXPECT_EQ(runtime.inputs_size(), 3);
+  plan::Step zero = step("Slice", 1);
+  set_ints(zero, "starts", {0});
+  set_ints(zero, "ends", {1});
+  set_ints(zero, "axes", {0, 1});
+  EXPECT_THAT(failure(zero, operands({2})), HasSubstr("different lengths"));
+}
+
+// Pad: per-axis pads from opset 2's `pads` (opset 1's `paddings`) with `value`, or from the
+// constant input (which becomes omitted; constant_value stays input 2); modes by name.
+TEST(Legalize, PadPerAxisFromAttributesOrTheConstantInput) {
+  plan::Step v1 = step("Pad", 1);
+  set_ints(v1, "paddings", {1, 0, 2, 3});
+  set_float(v1, "value", 1.5f);
+  legalize_step(v1, operands({2}));
+  EXPECT_THAT(std::vector<int64_t>(v1.pad().before().begin(), v1.pad().before().end()),
+              ::testing::ElementsAre(1, 0));
+  EXPECT_THAT(std::vector<int64_t>(v1.pad().after().begin(), v1.pad().after().end()),
+              ::testing::ElementsAre(2, 3));
+  EXPECT_FLOAT_EQ(v1.pad().value(), 1.5f);
+  plan::Step v13 = step("Pad", 13);
+  set_string(v13, "mode", "reflect");
+  for (int i = 0; i < 3; ++i) v13.add_inputs(i);
+  legalize_step(v13, operands({2, 1, 0}, std::vector<int64_t>{0, 1, 0, 1}));
+  EXPECT_EQ(v13.pad().mode(), plan::PadParams::REFLECT);
+  EXPECT_THAT(std::vector<int64_t>(v13.inputs().begin(), v13.inputs().end()),
+              ::testing::ElementsAre(0, -1, 2));
+  EXPECT_THAT(std::vector<int64_t>(v13.pad().after().begin(), v13.pad().after().end()),
+              ::testing::ElementsAre(0, 1));
+  plan::Step wrap = step("Pad", 13);
+  set_string(wrap, "mode", "wrap");
+  EXPECT_THAT(failure(wrap, operands({2, 1}, std::vector<int64_t>{0, 0, 0, 0})),
+              HasSubstr("'mode' value 'wrap'"));
+}
+
+// Gemm: Y = alpha op(A) op(B) + beta C with ONNX's defaults (no transposes, alpha = beta = 1);
+// MatMul: alpha 1, no transposes (a folded Transpose is added by plan emission).
+TEST(Legalize, GemmTransposesAndScalesWithTheSpecificationsDefaults) {
+  plan::Step plain = step("Gemm", 13);
+  legalize_step(plain, operands({2, 2, 1}));
+  ASSERT_TRUE(plain.has_gemm());
+  EXPECT_FALSE(plain.gemm().trans_a());
+  EXPECT_FALSE(plain.gemm().trans_b());
+  EXPECT_FLOAT_EQ(plain.gemm().alpha(), 1.0f);
+  EXPECT_FLOAT_EQ(plain.gemm().beta(), 1.0f);
+  EXPECT_EQ(plain.gemm().epilogue(), plan::GemmParams::NONE);
+  plan::Step full = step("Gemm", 11);
+  set_int(full, "transA", 1);
+  set_int(full, "transB", 1);
+  set_float(full, "alpha", 0.5f);
+  set_float(full, "beta", 2.0f);
+  legalize_step(full, operands({2, 2, 2}));
+  EXPECT_TRUE(full.gemm().trans_a());
+  EXPECT_TRUE(full.gemm().trans_b());
+  EXPECT_FLOAT_EQ(full.gemm().alpha(), 0.5f);
+  EXPECT_FLOAT_EQ(full.gemm().beta(), 2.0f);
+  EXPECT_EQ(full.attributes_size(), 0);
+  plan::Step matmul = step("MatMul", 13);
+  legalize_step(matmul, operands({3, 2}));
+  EXPECT_FALSE(matmul.gemm().trans_a());
+  EXPECT_FALSE(matmul.gemm().trans_b());
+  EXPECT_FLOAT_EQ(matmul.gemm().alpha(), 1.0f);
+}
+
+// A fused training plan's GEMMs carry the folds in their parameters: the mlp's Gemms with
+// their bias as the epilogue and transposed operands (the backward's), no attributes.
+TEST(Legalize, FoldedGemmStepsCarryTransposesAndEpiloguesAsParameters) {
+  compiler::CompileOptions o;
+  o.train = true;
+  const plan::Plan p = compiler::compile_file(std::string(AMPC_SOURCE_DIR) + "/models/mlp.onnx", o);
+  std::set<std::string> epilogues;
+  int transposed = 0;
+  for (const plan::Step& s : p.steps()) {
+    if (s.op() != "MatMul" && s.op() != "Gemm") continue;
+    SCOPED_TRACE(s.op() + " " + s.source_nodes(0));
+    ASSERT_TRUE(s.has_gemm());
+    EXPECT_EQ(s.attributes_size(), 0);
+    if (s.gemm().epilogue() != plan::GemmParams::NONE)
+      epilogues.insert(plan::gemm_epilogue_name(s));
+    transposed += s.gemm().trans_a() || s.gemm().trans_b();
+  }
+  EXPECT_TRUE(epilogues.count("BIAS")) << "no bias folded";
+  EXPECT_GT(transposed, 0);
 }
 
 // Compiled plans of models with every typed family (gpt: LayerNormalization, Softmax,

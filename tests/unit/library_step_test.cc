@@ -9,6 +9,7 @@
 
 #include "base/half.h"
 #include "kernels/cpu/dnnl_matmul.h"
+#include "lower/legalize.h"
 #include "runtime/cpu/library_step.h"
 #include "tests/unit/op_test_helpers.h"
 
@@ -17,16 +18,20 @@ namespace {
 
 using namespace optest;
 
-std::vector<Tensor> run_folded(const std::string& op, const std::string& epilogue,
-                               const std::vector<Tensor>& inputs, int num_outputs,
-                               std::vector<plan::Attribute> attrs) {
+// What the compiler folded into the call: the epilogue and the operands' transposes.
+struct Fold {
+  plan::GemmParams::Epilogue epilogue = plan::GemmParams::NONE;
+  bool trans_a = false, trans_b = false;
+};
+
+std::vector<Tensor> run_folded(const std::string& op, Fold fold, const std::vector<Tensor>& inputs,
+                               int num_outputs, std::vector<plan::Attribute> attrs = {}) {
   // A plan with the step and its input buffers (their shapes give the operands' ranks).
   plan::Plan p;
   plan::Step& step = *p.add_steps();
   step.set_op(op);
   step.set_opset_version(17);
   step.add_source_nodes("gemm");
-  step.set_epilogue(epilogue);
   for (auto& a : attrs) *step.add_attributes() = a;
   std::vector<const Tensor*> ins;
   for (const auto& t : inputs) {
@@ -43,6 +48,12 @@ std::vector<Tensor> run_folded(const std::string& op, const std::string& epilogu
     b.set_id(p.buffers_size() - 1);
     step.add_outputs(b.id());
   }
+  // As plan emission writes it: the node legalized, then the fold on top of its parameters.
+  lower::legalize_for_tensors(step, ins, num_outputs);
+  plan::GemmParams& g = *step.mutable_gemm();
+  g.set_trans_a(g.trans_a() != fold.trans_a);
+  g.set_trans_b(g.trans_b() != fold.trans_b);
+  g.set_epilogue(fold.epilogue);
   std::vector<Tensor> outs(static_cast<size_t>(num_outputs));
   std::vector<Tensor*> out_ptrs;
   for (auto& t : outs) out_ptrs.push_back(&t);
@@ -58,13 +69,13 @@ bool same_bits(const Tensor& a, const Tensor& b) {
 }
 
 TEST(LibraryStep, TransposedOperandsBiasAndReluMatchFloat64) {
-  // Y = relu(X^T W + b) with X given as [K, M] and ampc_trans_a.
+  // Y = relu(X^T W + b) with X given as [K, M] and its transpose folded.
   const int64_t m = 3, k = 4, n = 5;
   const auto xv = pseudo_random(k * m, 1), wv = pseudo_random(k * n, 2), bv = pseudo_random(n, 3);
   const Tensor x = make(DType::kFloat32, {k, m}, xv);
   const Tensor w = make(DType::kFloat32, {k, n}, wv);
   const Tensor b = make(DType::kFloat32, {n}, bv);
-  const auto y = run_folded("MatMul", "RELU_BIAS", {x, w, b}, 1, {attr_i("ampc_trans_a", 1)});
+  const auto y = run_folded("MatMul", {plan::GemmParams::RELU_BIAS, true, false}, {x, w, b}, 1);
   std::vector<double> want(m * n);
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t j = 0; j < n; ++j) {
@@ -83,10 +94,10 @@ TEST(LibraryStep, EpiloguesEqualTheUnfoldedOperatorsBitForBit) {
   for (DType t : {DType::kFloat32, DType::kFloat16}) {
     SCOPED_TRACE(dtype_name(t));
     const Tensor x = make(t, {2, 6, 4}, pseudo_random(48, 4));
-    const Tensor wt = make(t, {5, 4}, pseudo_random(20, 5));  // W^T, folded as ampc_trans_b
+    const Tensor wt = make(t, {5, 4}, pseudo_random(20, 5));  // W^T, its transpose folded
     const Tensor b = make(t, {5}, pseudo_random(5, 6));
     const auto folded =
-        run_folded("MatMul", "RELU_BIAS", {x, wt, b}, 1, {attr_i("ampc_trans_b", 1)});
+        run_folded("MatMul", {plan::GemmParams::RELU_BIAS, false, true}, {x, wt, b}, 1);
     const Tensor w = run("Transpose", {wt}, {attr_ints("perm", {1, 0})}, 1, 17)[0];
     const Tensor mm = run("MatMul", {x, w}, {}, 1, 17)[0];
     const Tensor biased = run("Add", {mm, b}, {}, 1, 17)[0];
@@ -103,10 +114,10 @@ TEST(LibraryStep, Bf16EpilogueRoundsTheFp32ResultOnce) {
   const Tensor x = make(DType::kBFloat16, {2, 6, 4}, pseudo_random(48, 4));
   const Tensor wt = make(DType::kBFloat16, {5, 4}, pseudo_random(20, 5));
   const Tensor b = make(DType::kBFloat16, {5}, pseudo_random(5, 6));
-  const auto folded = run_folded("MatMul", "RELU_BIAS", {x, wt, b}, 1, {attr_i("ampc_trans_b", 1)});
+  const Fold relu_bias_wt{plan::GemmParams::RELU_BIAS, false, true};
+  const auto folded = run_folded("MatMul", relu_bias_wt, {x, wt, b}, 1);
   auto widened = [](const Tensor& v) { return make(DType::kFloat32, v.shape(), values(v)); };
-  const auto f32 = run_folded("MatMul", "RELU_BIAS", {widened(x), widened(wt), widened(b)}, 1,
-                              {attr_i("ampc_trans_b", 1)});
+  const auto f32 = run_folded("MatMul", relu_bias_wt, {widened(x), widened(wt), widened(b)}, 1);
   ASSERT_EQ(folded[0].shape(), f32[0].shape());
   const auto got = values(folded[0]), exact = values(f32[0]);
   int rounded_once = 0;
@@ -124,7 +135,8 @@ TEST(LibraryStep, BiasGradientIsTheColumnSumOfB) {
   const Tensor a = make(DType::kFloat32, {6, 3}, pseudo_random(18, 7));
   const auto dyv = pseudo_random(24, 8);
   const Tensor dy = make(DType::kFloat32, {6, 4}, dyv);
-  const auto out = run_folded("Gemm", "BGRADB", {a, dy}, 2, {attr_i("transA", 1)});
+  const auto out =
+      run_folded("Gemm", {plan::GemmParams::BGRADB}, {a, dy}, 2, {attr_i("transA", 1)});
   std::vector<double> want(4, 0.0);
   for (int64_t i = 0; i < 6; ++i) {
     for (int64_t j = 0; j < 4; ++j) want[j] += dyv[i * 4 + j];
@@ -138,13 +150,16 @@ TEST(LibraryStep, BiasGradientIsTheColumnSumOfB) {
   EXPECT_TRUE(same_bits(out[0], dw));
 }
 
-TEST(LibraryStep, UnknownEpilogueIsRefusedByName) {
+// An epilogue value this build does not know (a plan from a newer ampc) is refused with its
+// number and the node.
+TEST(LibraryStep, UnknownEpilogueIsRefusedByNumber) {
   const Tensor a = make(DType::kFloat32, {2, 2}, {1, 2, 3, 4});
   try {
-    run_folded("MatMul", "DGELU_BGRAD", {a, a}, 1, {});
+    run_folded("MatMul", {static_cast<plan::GemmParams::Epilogue>(9)}, {a, a}, 1);
     FAIL() << "no error";
   } catch (const std::exception& e) {
-    EXPECT_NE(std::string(e.what()).find("DGELU_BGRAD"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("epilogue #9"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("node 'gemm'"), std::string::npos) << e.what();
   }
 }
 

@@ -8,6 +8,7 @@
 #include "runtime/cpu/op_registry.h"
 #include "runtime/cpu/ops/families.h"
 #include "runtime/dist/collectives.h"
+#include "runtime/plan/step_params.h"
 
 namespace ampc::rt::cpu {
 namespace {
@@ -57,8 +58,9 @@ void convert(const Tensor& in, Tensor& out, double factor) {
 void all_reduce_start(OpContext& ctx) {
   const int n = ctx.num_inputs();
   if (ctx.num_outputs() != n) ctx.fail("needs one output per gradient");
-  const auto to = static_cast<DType>(ctx.attr_int("to"));
-  const int64_t bucket = ctx.attr_int("bucket");
+  const plan::AllReduceParams& p = plan::params<plan::AllReduceParams>(ctx.step());
+  const auto to = static_cast<DType>(p.to());
+  const int64_t bucket = p.bucket();
   if (!is_float(to)) ctx.fail("cannot reduce in " + std::string(dtype_name(to)));
   dist::Collectives* c = dist::current();
   const int world = c ? c->world() : 1;
@@ -76,10 +78,11 @@ void all_reduce_start(OpContext& ctx) {
 void all_reduce_wait(OpContext& ctx) {
   const int n = ctx.num_inputs();
   if (ctx.num_outputs() != n) ctx.fail("needs one output per reduced gradient");
-  const auto to = static_cast<DType>(ctx.attr_int("to"));
+  const plan::AllReduceParams& p = plan::params<plan::AllReduceParams>(ctx.step());
+  const auto to = static_cast<DType>(p.to());
   if (!is_float(to)) ctx.fail("cannot return gradients of " + std::string(dtype_name(to)));
   dist::Collectives* c = dist::current();
-  if (c && c->world() > 1) c->wait(ctx.attr_int("bucket"));
+  if (c && c->world() > 1) c->wait(p.bucket());
   for (int i = 0; i < n; ++i) {
     const Tensor& r = ctx.in(i);
     convert(r, ctx.output(i, to, r.shape()), 1.0);

@@ -1,5 +1,4 @@
 // Type conversion and selection: Cast, CastLike, Identity, Where, Clip, Dropout.
-#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -7,6 +6,7 @@
 #include <random>
 
 #include "runtime/cpu/ops/elementwise_common.h"
+#include "runtime/plan/step_params.h"
 
 namespace ampc::rt::cpu {
 namespace {
@@ -81,19 +81,7 @@ void cast_op(OpContext& ctx, DType to) {
 
 // Cast's `to`: a TensorProto.DataType code, or before opset 6 its name ("FLOAT").
 DType cast_target(const OpContext& ctx) {
-  for (const auto& a : ctx.step().attributes()) {
-    if (a.name() != "to" || a.value_case() != plan::Attribute::kS) continue;
-    std::string name = a.s();
-    for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    const auto t = dtype_from_name(name);
-    if (!t) ctx.fail("attribute 'to' value '" + a.s() + "' is not a known element type");
-    return *t;
-  }
-  const int64_t to = ctx.attr_int("to");
-  if (!dtype_is_known(static_cast<int32_t>(to))) {
-    ctx.fail("attribute 'to' value " + std::to_string(to) + " is not a known element type");
-  }
-  return static_cast<DType>(to);
+  return static_cast<DType>(plan::params<plan::CastParams>(ctx.step()).to());
 }
 
 void where_op(OpContext& ctx) {

@@ -6,6 +6,7 @@
 #include "kernels/cpu/matmul.h"
 #include "runtime/cpu/op_registry.h"
 #include "runtime/cpu/ops/nn_util.h"
+#include "runtime/plan/step_params.h"
 
 namespace ampc::rt::cpu::nn {
 namespace {
@@ -180,8 +181,9 @@ void gemm(OpContext& ctx) {
   const Tensor& a = ctx.in(0);
   const Tensor& b = ctx.in(1);
   const Tensor* c = ctx.input(2);
-  const bool ta = ctx.attr_int("transA", 0) != 0, tb = ctx.attr_int("transB", 0) != 0;
-  const float alpha = ctx.attr_float("alpha", 1.0f), beta = ctx.attr_float("beta", 1.0f);
+  const plan::GemmParams& params = plan::params<plan::GemmParams>(ctx.step());
+  const bool ta = params.trans_a(), tb = params.trans_b();
+  const float alpha = params.alpha(), beta = params.beta();
   if (a.rank() != 2 || b.rank() != 2) ctx.fail("A and B must be matrices");
   const int64_t m = a.dim(ta ? 1 : 0), kk = a.dim(ta ? 0 : 1);
   const int64_t n = b.dim(tb ? 0 : 1);

@@ -2,10 +2,12 @@
 // Scatter), ScatterND, OneHot, Compress. Indices may be negative (counted from the end);
 // out-of-range indices fail.
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 
 #include "runtime/cpu/ops/nn_util.h"
 #include "runtime/cpu/ops/tensor_common.h"
+#include "runtime/plan/step_params.h"
 
 namespace ampc::rt::cpu {
 namespace {
@@ -28,7 +30,8 @@ int64_t product(const Shape& s, size_t begin, size_t end) {
 void gather_op(OpContext& ctx) {
   const Tensor& x = ctx.in(0);
   const Tensor& indices = ctx.in(1);
-  const int64_t axis = normalize_axis(ctx, ctx.attr_int("axis", 0), x.rank());
+  const int64_t axis =
+      normalize_axis(ctx, plan::params<plan::AxisParams>(ctx.step()).axis(), x.rank());
   std::vector<int64_t> idx = ints_of(ctx, 1);
   for (int64_t& i : idx) i = fix_index(ctx, i, x.dim(axis));
   Shape shape(x.shape().begin(), x.shape().begin() + axis);
@@ -111,20 +114,18 @@ void apply_update(T& dst, const T& src, int reduction) {
   }
 }
 
+// 0 none, 1 add, 2 mul, 3 max, 4 min: ScatterParams.Reduction's values.
 int reduction_of(const OpContext& ctx) {
-  const std::string r = ctx.attr_string("reduction", "none");
-  const int code = r == "none"  ? 0
-                   : r == "add" ? 1
-                   : r == "mul" ? 2
-                   : r == "max" ? 3
-                   : r == "min" ? 4
-                                : -1;
-  if (code < 0) ctx.fail("attribute 'reduction' value '" + r + "' is not supported");
-  if (code > 0 && (ctx.in(0).dtype() == DType::kString || ctx.in(0).dtype() == DType::kBool)) {
-    ctx.fail("reduction '" + r + "' is not supported for element type " +
+  const plan::ScatterParams::Reduction r =
+      plan::params<plan::ScatterParams>(ctx.step()).reduction();
+  if (r != plan::ScatterParams::NONE &&
+      (ctx.in(0).dtype() == DType::kString || ctx.in(0).dtype() == DType::kBool)) {
+    std::string name = plan::ScatterParams::Reduction_Name(r);
+    for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    ctx.fail("reduction '" + name + "' is not supported for element type " +
              std::string(dtype_name(ctx.in(0).dtype())));
   }
-  return code;
+  return static_cast<int>(r);
 }
 
 // Calls f(Tag<T>) with the element type of `t` (numbers, bool, std::string).
@@ -157,7 +158,8 @@ void scatter_elements_op(OpContext& ctx) {
   const Tensor& updates = ctx.in(2);
   if (updates.shape() != indices.shape()) ctx.fail("updates must have the shape of indices");
   if (updates.dtype() != x.dtype()) ctx.fail("updates must have the element type of data");
-  const int64_t axis = normalize_axis(ctx, ctx.attr_int("axis", 0), x.rank());
+  const int64_t axis =
+      normalize_axis(ctx, plan::params<plan::ScatterParams>(ctx.step()).axis(), x.rank());
   const int reduction = reduction_of(ctx);
   const auto offsets = element_offsets(ctx, x, indices, axis);
   Tensor y = x;
@@ -320,7 +322,8 @@ template <nn::OpFn op>
 void scatter_accumulating_op(OpContext& ctx) {
   const DType t = ctx.in(0).dtype();
   const bool low = t == DType::kFloat16 || t == DType::kBFloat16;
-  if (low && ctx.attr_string("reduction", "none") != "none") return nn::run_widened(ctx, op);
+  if (low && plan::params<plan::ScatterParams>(ctx.step()).reduction() != plan::ScatterParams::NONE)
+    return nn::run_widened(ctx, op);
   op(ctx);
 }
 

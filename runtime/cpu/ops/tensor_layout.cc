@@ -5,13 +5,15 @@
 #include "kernels/cpu/elementwise_types.h"
 #include "runtime/cpu/ops/nn_util.h"
 #include "runtime/cpu/ops/tensor_common.h"
+#include "runtime/plan/step_params.h"
 
 namespace ampc::rt::cpu {
 namespace {
 
 void transpose_op(OpContext& ctx) {
   const Tensor& x = ctx.in(0);
-  std::vector<int64_t> perm = ctx.attr_ints("perm");
+  const auto& given = plan::params<plan::TransposeParams>(ctx.step()).perm();
+  std::vector<int64_t> perm(given.begin(), given.end());
   if (perm.empty()) {
     for (int64_t i = x.rank(); i-- > 0;) perm.push_back(i);
   }
@@ -28,9 +30,8 @@ void transpose_op(OpContext& ctx) {
 
 void concat_op(OpContext& ctx) {
   const Tensor& first = ctx.in(0);
-  // The axis is required from opset 4; before, it defaulted to 1.
-  const int64_t axis = normalize_axis(
-      ctx, ctx.opset() < 4 ? ctx.attr_int("axis", 1) : ctx.attr_int("axis"), first.rank());
+  const int64_t axis =
+      normalize_axis(ctx, plan::params<plan::AxisParams>(ctx.step()).axis(), first.rank());
   Shape shape = first.shape();
   shape[axis] = 0;
   for (int i = 0; i < ctx.num_inputs(); ++i) {
@@ -56,19 +57,15 @@ void concat_op(OpContext& ctx) {
 
 void split_op(OpContext& ctx) {
   const Tensor& x = ctx.in(0);
-  const int64_t axis = normalize_axis(ctx, ctx.attr_int("axis", 0), x.rank());
-  std::vector<int64_t> split;
-  if (ctx.opset() >= 13) {
-    if (ctx.input(1)) split = ints_of(ctx, 1);
-  } else {
-    split = ctx.attr_ints("split");
-  }
+  const plan::AxisParams& p = plan::params<plan::AxisParams>(ctx.step());
+  const int64_t axis = normalize_axis(ctx, p.axis(), x.rank());
+  std::vector<int64_t> split(p.split().begin(), p.split().end());
+  if (p.runtime_split()) split = ints_of(ctx, 1);
   const int64_t n = ctx.num_outputs();
   const int64_t dim = x.dim(axis);
-  if (split.empty()) {
-    const int64_t parts = ctx.attr_int("num_outputs", n);
-    const int64_t chunk = (dim + parts - 1) / parts;  // the last part may be smaller (opset 18)
-    for (int64_t i = 0; i < parts; ++i)
+  if (split.empty()) {  // equal parts, the last one smaller when they do not divide the axis
+    const int64_t chunk = (dim + n - 1) / n;
+    for (int64_t i = 0; i < n; ++i)
       split.push_back(std::max<int64_t>(0, std::min(chunk, dim - i * chunk)));
   }
   int64_t total = 0;
@@ -91,12 +88,12 @@ void split_op(OpContext& ctx) {
 
 void slice_op(OpContext& ctx) {
   const Tensor& x = ctx.in(0);
-  std::vector<int64_t> starts, ends, axes, steps;
-  if (ctx.opset() < 10) {
-    starts = ctx.attr_ints("starts");
-    ends = ctx.attr_ints("ends");
-    axes = ctx.attr_ints("axes");
-  } else {
+  const plan::SliceParams& p = plan::params<plan::SliceParams>(ctx.step());
+  std::vector<int64_t> starts(p.starts().begin(), p.starts().end());
+  std::vector<int64_t> ends(p.ends().begin(), p.ends().end());
+  std::vector<int64_t> axes(p.axes().begin(), p.axes().end());
+  std::vector<int64_t> steps(p.steps().begin(), p.steps().end());
+  if (p.runtime_inputs()) {  // the ranges are computed at run time: inputs 1-4
     starts = ints_of(ctx, 1);
     ends = ints_of(ctx, 2);
     if (ctx.input(3)) axes = ints_of(ctx, 3);
@@ -180,35 +177,38 @@ int64_t pad_source(int64_t o, int64_t before, int64_t dim, int mode) {
 
 void pad_op(OpContext& ctx) {
   const Tensor& x = ctx.in(0);
-  const std::string mode_name = ctx.attr_string("mode", "constant");
-  const int mode = mode_name == "constant"  ? 0
-                   : mode_name == "edge"    ? 1
-                   : mode_name == "reflect" ? 2
-                                            : -1;
-  if (mode < 0) ctx.fail("attribute 'mode' value '" + mode_name + "' is not supported");
+  const plan::PadParams& p = plan::params<plan::PadParams>(ctx.step());
+  const int mode = static_cast<int>(p.mode());  // pad_source's codes are PadParams::Mode's
   const int64_t rank = x.rank();
-  std::vector<int64_t> pads =
-      ctx.opset() < 11 ? ctx.attr_ints(ctx.opset() < 2 ? "paddings" : "pads") : ints_of(ctx, 1);
-  std::vector<int64_t> axes;
-  if (ctx.opset() >= 18 && ctx.input(3)) axes = ints_of(ctx, 3);
-  if (axes.empty()) {
-    for (int64_t i = 0; i < rank; ++i) axes.push_back(i);
+  std::vector<int64_t> before(p.before().begin(), p.before().end());
+  std::vector<int64_t> after(p.after().begin(), p.after().end());
+  if (p.runtime_pads()) {  // pads (and axes) computed at run time: inputs 1 and 3
+    const std::vector<int64_t> pads = ints_of(ctx, 1);
+    std::vector<int64_t> axes;
+    if (ctx.input(3)) axes = ints_of(ctx, 3);
+    if (axes.empty()) {
+      for (int64_t i = 0; i < rank; ++i) axes.push_back(i);
+    }
+    const int64_t na = static_cast<int64_t>(axes.size());
+    if (static_cast<int64_t>(pads.size()) != 2 * na)
+      ctx.fail("pads must have 2 entries per padded axis");
+    before.assign(rank, 0);
+    after.assign(rank, 0);
+    for (int64_t i = 0; i < na; ++i) {
+      const int64_t a = normalize_axis(ctx, axes[i], rank);
+      before[a] = pads[i];
+      after[a] = pads[i + na];
+    }
   }
-  const int64_t na = static_cast<int64_t>(axes.size());
-  if (static_cast<int64_t>(pads.size()) != 2 * na)
-    ctx.fail("pads must have 2 entries per padded axis");
-  std::vector<int64_t> before(rank, 0), after(rank, 0);
-  for (int64_t i = 0; i < na; ++i) {
-    const int64_t a = normalize_axis(ctx, axes[i], rank);
-    before[a] = pads[i];
-    after[a] = pads[i + na];
-  }
+  if (static_cast<int64_t>(before.size()) != rank)
+    ctx.fail("pads for " + std::to_string(before.size()) + " axes, the input has " +
+             std::to_string(rank));
   Shape shape(rank);
   for (int64_t d = 0; d < rank; ++d) {
     shape[d] = x.dim(d) + before[d] + after[d];
     if (shape[d] < 0) ctx.fail("pads remove more than the whole axis " + std::to_string(d));
     if (mode != 0 && x.dim(d) == 0 && shape[d] > 0)
-      ctx.fail("cannot " + mode_name + "-pad an empty axis");
+      ctx.fail(std::string("cannot ") + (mode == 1 ? "edge" : "reflect") + "-pad an empty axis");
   }
   // Per-dimension source tables, then one gather over the output.
   std::vector<std::vector<int64_t>> src(rank);
@@ -223,7 +223,7 @@ void pad_op(OpContext& ctx) {
         using T = typename decltype(tag)::type;
         T value = kc::store<T>(0);
         if (ctx.opset() < 11) {
-          value = kc::store<T>(ctx.attr_float("value", 0.0f));
+          value = kc::store<T>(p.value());
         } else if (const Tensor* v = ctx.input(2); v && v->numel() > 0) {
           if (v->dtype() != x.dtype()) ctx.fail("constant_value has another type than the data");
           value = v->data<T>()[0];
