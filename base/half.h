@@ -32,58 +32,85 @@ AMPC_HALF_HD float bits_float(uint32_t u) {
   return __builtin_bit_cast(float, u);
 }
 
-AMPC_HALF_HD float half_to_float(Half h) {
-  const uint32_t sign = (h.bits & 0x8000u) << 16;
-  const uint32_t exp = (h.bits >> 10) & 0x1f;
-  const uint32_t mant = h.bits & 0x3ffu;
-  if (exp == 0x1f) return bits_float(sign | 0x7f800000u | (mant << 13));  // inf / nan
-  if (exp == 0) {
-    if (mant == 0) return bits_float(sign);
-    // Subnormal: value = mant * 2^-24, exact in fp32.
-    const float v = static_cast<float>(mant) * 5.9604644775390625e-08f;
-    return sign ? -v : v;
-  }
-  return bits_float(sign | ((exp + 112) << 23) | (mant << 13));
+// The fp16 conversions are written without branches (selects on masks, fp32 arithmetic), so
+// that loops around them vectorise (the CPU ops' loads and stores, kernels/cpu's
+// elementwise_types.h) and GPU threads do not diverge; this is the one definition, for the host
+// and the device. The trick (scaling through the fp32 unit so that its own round-to-nearest-even
+// does the rounding) is the one of M. Maratyszcza's FP16 library; it needs IEEE fp32 with
+// subnormals (no flush-to-zero). tests/unit/half_bits_test.cc checks every fp16 value and a
+// spread of fp32 values (all of them once, offline) against the CPU's F16C instructions.
+
+// fp32 multiply and add rounded once each: on the device the _rn intrinsics, which nvcc never
+// contracts into an FMA (a fused multiply-add would round the scaled value differently).
+AMPC_HALF_HD float half_mul(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+AMPC_HALF_HD float half_add(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fadd_rn(a, b);
+#else
+  return a + b;
+#endif
 }
 
+// cond ? a : b with masks instead of a branch (GCC keeps branches around fp32 arithmetic).
+AMPC_HALF_HD uint32_t select_bits(bool cond, uint32_t a, uint32_t b) {
+  const uint32_t mask = 0u - static_cast<uint32_t>(cond);
+  return (a & mask) | (b & ~mask);
+}
+
+// Exact. A NaN keeps its payload (a signalling one stays signalling).
+AMPC_HALF_HD float half_to_float(Half h) {
+  const uint32_t w = static_cast<uint32_t>(h.bits) << 16;
+  const uint32_t sign = w & 0x80000000u;
+  const uint32_t two_w = w + w;  // exponent and mantissa at the top, sign dropped
+  // Normal: move the fields and add 224 to the exponent, then scale by 2^-112 exactly. For inf
+  // and nan the moved bits are already the fp32 result (exponent 31 + 224 = 255); they skip the
+  // multiplication, which would quiet a signalling nan.
+  const uint32_t moved = (two_w >> 4) + (0xe0u << 23);
+  const float normalized = half_mul(bits_float(moved), 0x1.0p-112f);
+  // Subnormal: the mantissa under the exponent of 0.5, minus 0.5, is mantissa * 2^-24 exactly.
+  const float denormalized = half_add(bits_float((two_w >> 17) | (126u << 23)), -0.5f);
+  const uint32_t finite =
+      select_bits(two_w < (1u << 27), float_bits(denormalized), float_bits(normalized));
+  const uint32_t magnitude = select_bits(two_w >= 0xf8000000u, moved, finite);
+  return bits_float(sign | magnitude);
+}
+
+// Round to nearest, ties to even; beyond fp16's range (|f| >= 65520) infinity; a NaN keeps the
+// top of its payload, quieted.
 AMPC_HALF_HD Half float_to_half(float f) {
-  const uint32_t u = float_bits(f);
-  const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
-  const uint32_t abs = u & 0x7fffffffu;
-  if (abs >= 0x7f800000u) {  // inf or nan (keep nan quiet and non-zero)
-    return {static_cast<uint16_t>(sign | 0x7c00u |
-                                  (abs > 0x7f800000u ? 0x200u | ((abs >> 13) & 0x3ffu) : 0))};
-  }
-  if (abs >= 0x477ff000u)
-    return {static_cast<uint16_t>(sign | 0x7c00u)};  // rounds to >= 65520: inf
-  if (abs < 0x38800000u) {
-    // Result is subnormal or zero: scale so the integer part is the half mantissa.
-    // Adding 0.5f in fp32 would double-round; do it with integers instead.
-    if (abs < 0x33000000u) return {sign};  // below half the smallest subnormal: zero
-    const uint32_t exp = abs >> 23;
-    const uint32_t mant = (abs & 0x7fffffu) | 0x800000u;
-    const uint32_t shift = 126 - exp;  // 14 + (127 - 1 - exp) ... places to drop
-    const uint32_t kept = mant >> (shift);
-    const uint32_t rem = mant & ((1u << shift) - 1);
-    const uint32_t halfway = 1u << (shift - 1);
-    uint32_t r = kept + ((rem > halfway || (rem == halfway && (kept & 1))) ? 1 : 0);
-    return {static_cast<uint16_t>(sign | r)};
-  }
-  // Normal: rebias exponent, round the 13 dropped bits to nearest even.
-  const uint32_t rounded = abs + 0xfffu + ((abs >> 13) & 1u);
-  return {static_cast<uint16_t>(sign | ((rounded - 0x38000000u) >> 13))};
+  const uint32_t w = float_bits(f);
+  const uint32_t shl1_w = w + w;  // sign dropped
+  const uint32_t sign = w & 0x80000000u;
+  // |f| scaled up then down: values beyond fp16's range become inf, and the product rounds
+  // nothing (powers of two) except through the fp32 overflow.
+  float base = half_mul(half_mul(bits_float(w & 0x7fffffffu), 0x1.0p+112f), 0x1.0p-110f);
+  // Adding 2^(e + 13) (at least 2^-1 * 2^-14 for subnormal results) makes the fp32 addition
+  // round |f| to fp16's precision, ties to even, in one step.
+  uint32_t bias = shl1_w & 0xff000000u;
+  bias = select_bits(bias < 0x71000000u, 0x71000000u, bias);
+  base = half_add(bits_float((bias >> 1) + 0x07800000u), base);
+  const uint32_t b = float_bits(base);
+  const uint32_t nonsign = ((b >> 13) & 0x7c00u) + (b & 0x0fffu);
+  const uint32_t nan = 0x7e00u | ((w >> 13) & 0x3ffu);
+  return {static_cast<uint16_t>((sign >> 16) | select_bits(shl1_w > 0xff000000u, nan, nonsign))};
 }
 
 AMPC_HALF_HD float bf16_to_float(BFloat16 b) {
   return bits_float(static_cast<uint32_t>(b.bits) << 16);
 }
 
+// Round to nearest, ties to even; a NaN keeps the top of its payload, quieted.
 AMPC_HALF_HD BFloat16 float_to_bf16(float f) {
   const uint32_t u = float_bits(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u)
-    return {static_cast<uint16_t>((u >> 16) | 0x40u)};  // quiet nan
-  const uint32_t rounded = u + 0x7fffu + ((u >> 16) & 1u);
-  return {static_cast<uint16_t>(rounded >> 16)};
+  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  const uint32_t quiet_nan = (u >> 16) | 0x40u;
+  return {static_cast<uint16_t>(select_bits((u & 0x7fffffffu) > 0x7f800000u, quiet_nan, rounded))};
 }
 
 }  // namespace ampc

@@ -153,8 +153,9 @@ class BodyBuilder {
 
   Value* isnan(Value* x) { return b_.CreateFCmpUNO(x, x); }
 
-  // kernels/shared/float_math.h's exp_f32 and erf_f32, operation for operation (the CPU ops
-  // call those), inline: no call, so the loop vectorises.
+  // kernels/shared/float_math.h's exp_f32 and erf_f32, operation for operation (the CPU ops,
+  // the row-wise CUDA kernels and their twins call those), inline: no call, so the loop
+  // vectorises. Both targets build without FP contraction (host_jit.cc, ptx.cc).
   llvm::Constant* f32(float v) { return llvm::ConstantFP::get(b_.getFloatTy(), v); }
 
   template <int N>
@@ -181,7 +182,8 @@ class BodyBuilder {
     Value* p = horner(fm::kExpPoly, r);
     Value* n1 = b_.CreateAShr(ni, 1);
     Value* y = b_.CreateFMul(b_.CreateFMul(p, pow2i(n1)), pow2i(b_.CreateSub(ni, n1)));
-    return b_.CreateSelect(isnan(x), b_.CreateFAdd(x, x), y);
+    Value* quiet = b_.CreateOr(b_.CreateBitCast(x, b_.getInt32Ty()), b_.getInt32(0x00400000));
+    return b_.CreateSelect(isnan(x), b_.CreateBitCast(quiet, b_.getFloatTy()), y);
   }
 
   Value* erf_f32(Value* x) {
@@ -200,14 +202,11 @@ class BodyBuilder {
     return b_.CreateSelect(isnan(x), b_.CreateFAdd(x, x), y);
   }
 
-  // exp / erf: fp32 on the host through the shared definitions; fp64, and NVPTX, through
-  // the C library / libdevice.
-  Value* exp(Value* x) {
-    return target_ == Target::kHost && x->getType()->isFloatTy() ? exp_f32(x) : libm("exp", {x});
-  }
-  Value* erf(Value* x) {
-    return target_ == Target::kHost && x->getType()->isFloatTy() ? erf_f32(x) : libm("erf", {x});
-  }
+  // exp / erf: fp32 through the shared definitions on both targets (so a fused kernel on the
+  // GPU gives the CPU op's bits, as the row-wise kernels do); fp64 through the C library /
+  // libdevice.
+  Value* exp(Value* x) { return x->getType()->isFloatTy() ? exp_f32(x) : libm("exp", {x}); }
+  Value* erf(Value* x) { return x->getType()->isFloatTy() ? erf_f32(x) : libm("erf", {x}); }
 
   Value* unary(const std::string& op, Value* x) {
     llvm::Type* t = x->getType();

@@ -10,7 +10,6 @@
 
 #include "base/dtype.h"
 #include "base/half.h"
-#include "kernels/cpu/half_convert.h"
 #include "kernels/shared/elementwise_int.h"
 
 namespace ampc::kernels::cpu {
@@ -37,7 +36,7 @@ constexpr bool is_float_v = std::is_floating_point_v<opmath_t<T>>;
 template <typename T>
 inline opmath_t<T> load(T v) {
   if constexpr (std::is_same_v<T, Half>) {
-    return half_to_float_fast(v);  // = half_to_float, vectorisable
+    return half_to_float(v);  // branch-free: the loops vectorise
   } else if constexpr (std::is_same_v<T, BFloat16>) {
     return bf16_to_float(v);
   } else {
@@ -45,7 +44,7 @@ inline opmath_t<T> load(T v) {
   }
 }
 
-// The CPU's conversions in store_as / convert_as: load, the vectorisable fp16 conversion, and
+// The CPU's conversions in store_as / convert_as: load, base/half.h's rounding, and
 // C++'s float -> integer conversion (what GCC's cvtt* code gives; kernels/shared's float_to_int
 // spells it out).
 struct CpuConversion {
@@ -56,7 +55,7 @@ struct CpuConversion {
   template <typename To>
   static To round16(float f) {
     if constexpr (std::is_same_v<To, Half>) {
-      return float_to_half_fast(f);  // = float_to_half, vectorisable
+      return float_to_half(f);
     } else {
       return float_to_bf16(f);
     }

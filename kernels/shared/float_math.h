@@ -1,16 +1,24 @@
-// exp and erf in fp32, defined once for the CPU ops (runtime/cpu/ops/elementwise_math.cc)
-// and the host JIT's fused kernels (kernels/codegen/ir_body.h emits the same operations, in
-// the same order, from these constants), so a fused kernel and the op it replaces agree bit
-// for bit. Branch-free (selects, no calls), so both vectorise: the C library's expf/erff are
-// scalar calls that no loop vectoriser can widen. Errors against the exact functions, checked
-// over every float by tests/unit/float_math_test.cc: exp within 2 ulp, erf within 3 ulp.
+// exp and erf in fp32, each defined once for every place that computes them: the CPU ops
+// (runtime/cpu/ops/elementwise_math.cc), the row-wise kernels on both sides (softmax,
+// log-softmax and cross-entropy: kernels/shared/rowwise.h, compiled by nvcc for the CUDA
+// kernels and by g++ for their twins, and kernels/twin/exp_array.cc on the CPU's vector units)
+// and the fused kernels, whose LLVM IR (kernels/codegen/ir_body.h) emits the same operations,
+// in the same order, from these constants for the host and for NVPTX. So a fused kernel, the
+// op it replaces, a CUDA kernel and its twin agree bit for bit. Branch-free (selects, no
+// calls), so the loops around them vectorise: the C library's expf/erff are scalar calls that
+// no loop vectoriser can widen. Errors against the exact functions, checked over the floats by
+// tests/unit/float_math_test.cc: exp within 2 ulp, erf within 3 ulp.
 //
-// No fused multiply-add: each * and + rounds once, here as in the JIT (which builds with
-// FP contraction off); the files that include this header are compiled without contraction.
+// No fused multiply-add: each * and + rounds once. exp_f32 goes through rowwise_fp.h's add /
+// sub / mul (the _rn intrinsics on the device, which nvcc never contracts); on the host the
+// files that include this header are compiled without contraction, as the JIT builds its code.
 #pragma once
 
 #include <bit>
 #include <cstdint>
+
+#include "kernels/shared/hd.h"
+#include "kernels/shared/rowwise_fp.h"
 
 namespace ampc::kernels::fmath {
 
@@ -26,9 +34,14 @@ inline constexpr int32_t kExpShiftBits = 0x4B400000;
 // Beyond these the result is 0 or infinity; clamping keeps n within two normal scalings.
 inline constexpr float kExpLow = -104.0f, kExpHigh = 89.0f;
 // e^r on [-ln2/2, ln2/2]: its Taylor polynomial of degree 7, highest coefficient first.
+// Scalars for exp_f32 (device code may read a constexpr scalar, not an array's element), and
+// the same values as an array for the IR emitter.
+inline constexpr float kExpC7 = 1.0f / 5040, kExpC6 = 1.0f / 720, kExpC5 = 1.0f / 120,
+                       kExpC4 = 1.0f / 24, kExpC3 = 1.0f / 6, kExpC2 = 0.5f, kExpC1 = 1.0f,
+                       kExpC0 = 1.0f;
 inline constexpr int kExpTerms = 8;
-inline constexpr float kExpPoly[kExpTerms] = {1.0f / 5040, 1.0f / 720, 1.0f / 120, 1.0f / 24,
-                                              1.0f / 6,    0.5f,       1.0f,       1.0f};
+inline constexpr float kExpPoly[kExpTerms] = {kExpC7, kExpC6, kExpC5, kExpC4,
+                                              kExpC3, kExpC2, kExpC1, kExpC0};
 
 // erf: x * P(x^2) below kErfSmall; 1 - exp(Q(|x|)) up to kErfOne (least-squares fits of
 // erf(x) / x and log(erfc(x)) on Chebyshev nodes); +-1 beyond (erf(3.92) rounds to 1).
@@ -44,10 +57,11 @@ inline constexpr float kErfLargePoly[kErfLargeTerms] = {
     -1.099740490e-01f, -6.319416165e-01f, -1.130164027e+00f, 3.025418264e-04f};
 
 // 2^k for k in [-126, 127], from its exponent bits.
-inline float pow2i(int32_t k) {
-  return std::bit_cast<float>((k + 127) << 23);
+AMPC_HD float pow2i(int32_t k) {
+  return shared::from_bits(static_cast<uint32_t>(k + 127) << 23);
 }
 
+// Host only (erf): p = p * x + c per coefficient, each operation rounded once.
 template <int N>
 inline float horner(const float (&c)[N], float x) {
   float p = c[0];
@@ -55,18 +69,37 @@ inline float horner(const float (&c)[N], float x) {
   return p;
 }
 
-inline float exp_f32(float x) {
-  float c = x < kExpLow ? kExpLow : x;
-  c = c > kExpHigh ? kExpHigh : c;
-  const float t = c * kExpLog2e + kExpShift;
-  const float n = t - kExpShift;
-  const int32_t ni = std::bit_cast<int32_t>(t) - kExpShiftBits;
-  const float r = (c - n * kExpLn2Hi) - n * kExpLn2Lo;
-  const float p = horner(kExpPoly, r);
+AMPC_HD float exp_f32(float x) {
+  using shared::add;
+  using shared::from_bits;
+  using shared::mul;
+  using shared::sub;
+  using shared::to_bits;
+  // The selects are on the bits (base/half.h's select_bits): GCC turns those into vector
+  // selects, where it keeps a branch for a select between floats and the loop around
+  // exp_f32 would not vectorise below AVX-512.
+  float c = from_bits(select_bits(x < kExpLow, to_bits(kExpLow), to_bits(x)));
+  c = from_bits(select_bits(c > kExpHigh, to_bits(kExpHigh), to_bits(c)));
+  const float t = add(mul(c, kExpLog2e), kExpShift);
+  const float n = sub(t, kExpShift);
+  const int32_t ni = static_cast<int32_t>(to_bits(t)) - kExpShiftBits;
+  const float r = sub(sub(c, mul(n, kExpLn2Hi)), mul(n, kExpLn2Lo));
+  float p = kExpC7;  // horner(kExpPoly, r), written out for the device
+  p = add(mul(p, r), kExpC6);
+  p = add(mul(p, r), kExpC5);
+  p = add(mul(p, r), kExpC4);
+  p = add(mul(p, r), kExpC3);
+  p = add(mul(p, r), kExpC2);
+  p = add(mul(p, r), kExpC1);
+  p = add(mul(p, r), kExpC0);
   // 2^n in two halves: each a normal float, and the product rounds once (subnormal results).
   const int32_t n1 = ni >> 1;
-  const float y = p * pow2i(n1) * pow2i(ni - n1);
-  return x != x ? x + x : y;  // NaN in, quiet NaN out
+  const float y = mul(mul(p, pow2i(n1)), pow2i(ni - n1));
+  // NaN in: the same NaN, quieted (sign and payload kept), set on the bits: arithmetic such as
+  // x + x would leave the sign to the compiler, which may rewrite (-a) + (-a) as a * -2.
+  const uint32_t xb = to_bits(x);
+  const bool nan = (xb & 0x7fffffffu) > 0x7f800000u;
+  return from_bits(select_bits(nan, xb | 0x00400000u, to_bits(y)));
 }
 
 inline float erf_f32(float x) {

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "kernels/shared/float_math.h"
 #include "kernels/shared/hd.h"
 #include "kernels/shared/rowwise_fp.h"
 
@@ -27,7 +28,7 @@ constexpr float kNegInf = -__builtin_huge_valf();
 
 // exp(x - m), the softmax numerator, summed for the denominator.
 AMPC_HD float exp_shifted(float x, float m) {
-  return exp_f(sub(x, m));
+  return fmath::exp_f32(sub(x, m));
 }
 AMPC_HD float softmax_value(float x, float m, float inv_sum) {
   return mul(exp_shifted(x, m), inv_sum);

@@ -6,8 +6,9 @@
 //   host side assumes no -ffp-contract=fast on an FMA target (the build targets plain x86-64);
 // - fp16 / bf16 <-> fp32 conversions: base/half.h's (round-to-nearest-even, NaN payload kept
 //   and quieted) on both sides, so the device does not depend on cuda_fp16's NaN choices;
-// - exp and log built from those operations (within 2 ulp), so that softmax, log-softmax and
-//   cross-entropy give the same bits on both sides instead of two libraries' results.
+// - log built from those operations (within 2 ulp), so that log-softmax and cross-entropy give
+//   the same bits on both sides instead of two libraries' results (exp, built the same way, is
+//   float_math.h's exp_f32, which the elementwise ops and fused kernels share).
 #pragma once
 
 #include <cstdint>
@@ -72,15 +73,6 @@ AMPC_HD float fma_rn(float a, float b, float c) {
   return std::fma(a, b, c);
 #endif
 }
-// Round to the nearest integer, ties to even (the default rounding mode on both sides).
-AMPC_HD float rint_f(float a) {
-#if defined(__CUDA_ARCH__)
-  return rintf(a);
-#else
-  return std::nearbyint(a);
-#endif
-}
-
 // fp64, for the AMP ops that accumulate in double as the CPU op does, and the f64 pooling and
 // BatchNorm kernels.
 AMPC_HD double add(double a, double b) {
@@ -174,34 +166,6 @@ AMPC_HD float load_f(const T* p, int64_t i) {
 template <typename T>
 AMPC_HD void store_f(T* p, int64_t i, float v) {
   p[i] = Elem<T>::store(v);
-}
-
-// 2^n for n in [-252, 254] as two exact scalings (one alone overflows the exponent field).
-AMPC_HD float scale_pow2(float y, int n) {
-  const int a = n / 2, b = n - a;
-  return mul(mul(y, from_bits(static_cast<uint32_t>(a + 127) << 23)),
-             from_bits(static_cast<uint32_t>(b + 127) << 23));
-}
-
-// exp(x) in fp32: Cody-Waite reduction by ln 2 and Cephes' degree-6 polynomial (within 2 ulp,
-// the one exp of the row-wise ops on both backends; kernels/twin/exp_array.cc runs it on vector
-// lanes). 0 below -87.33654, inf above 88.72283,
-// NaN stays NaN.
-AMPC_HD float exp_f(float x) {
-  if (is_nan(x)) return x;
-  if (x < -87.33654f) return 0.0f;
-  if (x > 88.72283f) return from_bits(0x7f800000u);
-  const float n = rint_f(mul(x, 1.44269504088896341f));
-  float r = fma_rn(n, -0.693359375f, x);  // ln 2 = 0.693359375 - 2.12194440e-4 (+ tiny)
-  r = fma_rn(n, 2.12194440e-4f, r);
-  float p = 1.9875691500e-4f;
-  p = fma_rn(p, r, 1.3981999507e-3f);
-  p = fma_rn(p, r, 8.3334519073e-3f);
-  p = fma_rn(p, r, 4.1665795894e-2f);
-  p = fma_rn(p, r, 1.6666665459e-1f);
-  p = fma_rn(p, r, 5.0000001201e-1f);
-  const float y = add(fma_rn(mul(p, r), r, r), 1.0f);  // 1 + r + p r^2
-  return scale_pow2(y, static_cast<int>(n));
 }
 
 // log(x) in fp32 (Cephes logf: mantissa in [sqrt(1/2), sqrt(2)), degree-8 polynomial, within

@@ -37,10 +37,10 @@ void for_rows(int64_t count, bool parallel, Body body) {
 template <typename T>
 using MathOf = typename sh::Elem<T>::Math;
 
-// out[j] = exp_f(x[j]) (kernels/shared/rowwise_fp.h), bit for bit, on the CPU's vector units
-// where it has AVX-512 or AVX2 + FMA. out may alias x.
+// out[j] = exp_f32(x[j]) (kernels/shared/float_math.h), bit for bit, on the CPU's vector units
+// where it has AVX-512 or AVX2. out may alias x.
 void exp_array(const float* x, int64_t n, float* out);
-// The same on one code path (tests compare each with exp_f); false where the CPU lacks it.
+// The same on one code path (tests compare each with exp_f32); false where the CPU lacks it.
 enum class ExpPath { kBest, kAvx512, kAvx2, kScalar };
 bool exp_array_on(ExpPath path, const float* x, int64_t n, float* out);
 // f64: libm's exp.

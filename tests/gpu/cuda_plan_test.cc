@@ -7,10 +7,12 @@
 // and 1 host synchronisation. The skip-step: an fp16 plan whose initial scale (1e30)
 // overflows leaves every parameter and moment bit for bit unchanged on the device and backs
 // the scale off. An out-of-range index or label sets its step's error flag: that run's
-// collect reports it, the next run is clean. Without a device these print "skipped: no CUDA
-// device" and skip (an unusable CUDA, an old driver above all, fails instead); the load-time
-// checks that need no device are tests/unit/cuda_host_test.cc. tests/gpu/run.sh runs each
-// case in its own process with AMPC_CUDA_SYNC_DEBUG=1.
+// collect reports it, the next run is clean. The generated kernels' exp, erf and sigmoid
+// (kernels/shared/float_math.h, emitted for NVPTX as for the host) give the CPU backend's bits.
+// Without a device these print "skipped: no CUDA device" and skip (an unusable CUDA, an old driver
+// above all, fails instead); the load-time checks that need no device are
+// tests/unit/cuda_host_test.cc. tests/gpu/run.sh runs each case in its own process with
+// AMPC_CUDA_SYNC_DEBUG=1.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -22,6 +24,7 @@
 #include <string>
 
 #include "driver/pipeline.h"
+#include "ir/graph.h"
 #include "passes/loss_scaling.h"
 #include "runtime/cpu/executor.h"
 #include "runtime/cuda/device.h"
@@ -209,6 +212,65 @@ TEST(CudaSkipStep, OverflowLeavesParametersUnchanged) {
   rt::cpu::Executor cpu(p);
   cpu.run(data[0]);
   EXPECT_TRUE(same_bits(cpu.state().at(passes::kScaleName), after.at(passes::kScaleName)));
+}
+
+// Exp, Erf and Sigmoid in fp32 and (through a Cast) fp16 as generated kernels: the PTX runs
+// float_math.h's operations, so every finite or infinite input gives the CPU backend's bits
+// (a NaN stays a NaN; its payload may differ, the GPU's arithmetic making the canonical one).
+TEST(CudaFusedKernels, ExpErfSigmoidGiveTheCpuBits) {
+  REQUIRE_CUDA_DEVICE();
+  constexpr int64_t kN = 1 << 16;
+  ir::Model model;
+  model.opsets.push_back({"", 17});
+  model.graph->name = "transcendentals";
+  ir::Graph& g = *model.graph;
+  ir::Value* x = g.add_value("x", {DType::kFloat32, std::vector<int64_t>{kN}});
+  g.inputs.push_back(x);
+  ir::Value* x16 = g.add_value("x16", {DType::kFloat16, std::vector<int64_t>{kN}});
+  g.add_node("Cast", {x}, {x16}, "to_f16")
+      ->attributes.push_back(ir::Attribute::make_int("to", static_cast<int64_t>(DType::kFloat16)));
+  for (const char* op : {"Exp", "Erf", "Sigmoid"}) {
+    for (ir::Value* in : {x, x16}) {
+      const std::string name = std::string(op) + (in == x ? "_f32" : "_f16");
+      ir::Value* y = g.add_value(name, {in->type.dtype, std::vector<int64_t>{kN}});
+      g.add_node(op, {in}, {y}, name);
+      g.outputs.push_back(y);
+    }
+  }
+  compiler::CompileOptions o;
+  o.lowering.target = device_target();
+  const plan::Plan p = compiler::compile_model(model, o, "transcendentals");
+
+  rt::Tensor input(DType::kFloat32, {kN});
+  float* v = input.data<float>();
+  for (int64_t i = 0; i < kN; ++i) v[i] = -120.0f + 240.0f * static_cast<float>(i) / kN;
+  const float specials[] = {0.0f, -0.0f, INFINITY, -INFINITY, 1e-40f, -1e-40f, 88.72f, -103.9f};
+  for (size_t i = 0; i < std::size(specials); ++i) v[i] = specials[i];
+  v[kN - 1] = NAN;
+  for (int64_t i = 1; i < 4096; ++i)
+    v[kN - 1 - i] = std::ldexp(1.0f, static_cast<int>(i % 250) - 125);
+
+  const auto want = rt::cpu::Executor(p).run({{"x", input}});
+  const auto got = rt::cuda::Executor(p).run({{"x", input}});
+  for (const auto& [name, w] : want) {
+    const rt::Tensor& t = got.at(name);
+    ASSERT_EQ(t.dtype(), w.dtype()) << name;
+    int differ = 0;
+    for (int64_t i = 0; i < kN; ++i) {
+      const double a = value(w, i), b = value(t, i);
+      if (std::isnan(a) || std::isnan(b)) {
+        EXPECT_TRUE(std::isnan(a) && std::isnan(b)) << name << " at x = " << v[i];
+        continue;
+      }
+      const size_t width = dtype_size(w.dtype());
+      if (std::memcmp(static_cast<const char*>(w.raw()) + i * width,
+                      static_cast<const char*>(t.raw()) + i * width, width) != 0 &&
+          differ++ < 5) {
+        ADD_FAILURE() << name << "(" << v[i] << "): cpu " << a << ", gpu " << b;
+      }
+    }
+    EXPECT_EQ(differ, 0) << name << ": elements that differ in their bits";
+  }
 }
 
 // The versions this process loaded (driver, runtime, cuBLASLt, cuDNN), for the log: run.sh

@@ -6,7 +6,9 @@
 // NaNs quieted (never turned into an infinity). The fp16 values were checked against
 // numpy's float32 -> float16 cast, an independent implementation of the same rounding.
 #include <gtest/gtest.h>
+#include <immintrin.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -141,6 +143,43 @@ TEST(HalfBits, WideningIsExact) {
   const std::pair<uint16_t, uint32_t> bf16[] = {
       {0x3f80, 0x3f800000}, {0x0001, 0x00010000}, {0x7f80, 0x7f800000}, {0x7fc1, 0x7fc10000}};
   for (const auto& [in, want] : bf16) EXPECT_EQ(float_bits(bf16_to_float({in})), want) << in;
+}
+
+// The CPU's own conversion instructions (F16C: vcvtps2ph with round-to-nearest-even, vcvtph2ps)
+// as a second, independent oracle: every fp16 value widened, and every 4099th fp32 bit pattern
+// plus every pattern around fp16's subnormal, normal and overflow boundaries narrowed (all of
+// them agreed once, offline). NaNs: both quiet them and keep the payload's top bits when
+// narrowing; widening a signalling NaN, the instruction quiets it where base/half.h keeps it.
+__attribute__((target("f16c"))) uint16_t f16c_narrow(float f) {
+  return static_cast<uint16_t>(_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT));
+}
+__attribute__((target("f16c"))) float f16c_widen(uint16_t h) {
+  return _cvtsh_ss(h);
+}
+
+TEST(HalfBits, AgreesWithTheCpusF16cInstructions) {
+  if (!__builtin_cpu_supports("f16c")) GTEST_SKIP() << "this CPU has no F16C instructions";
+  for (uint32_t i = 0; i < 65536; ++i) {
+    const float want = f16c_widen(static_cast<uint16_t>(i));
+    const float got = half_to_float(Half{static_cast<uint16_t>(i)});
+    if (std::isnan(want)) {
+      ASSERT_TRUE(std::isnan(got)) << i;
+      ASSERT_EQ(float_bits(got) | 0x00400000u, float_bits(want)) << i;  // payload, quiet bit
+    } else {
+      ASSERT_EQ(float_bits(got), float_bits(want)) << i;
+    }
+  }
+  auto check = [](uint32_t u) {
+    const float f = bits_float(u);
+    ASSERT_EQ(float_to_half(f).bits, f16c_narrow(f)) << hex(u);
+  };
+  for (uint64_t u = 0; u < (1ull << 32); u += 4099) check(static_cast<uint32_t>(u));
+  for (uint32_t centre : {0x33000000u, 0x38800000u, 0x477ff000u, 0x7f800000u}) {
+    for (uint32_t d = 0; d < (1u << 16); ++d) {
+      check(centre - (1u << 15) + d);
+      check((centre - (1u << 15) + d) | 0x80000000u);
+    }
+  }
 }
 
 }  // namespace
