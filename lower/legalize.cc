@@ -37,13 +37,13 @@ void softmax_params(const Attrs& a, const StepOperands& in, RowwiseParams::Kind 
     return;
   }
   if (coerce_2d && axis < 0) axis += rank;
-  p->set_axis(coerce_2d && axis == rank ? rank : rt::cpu::nn::normalize_axis(a, axis, rank));
+  p->set_axis(coerce_2d && axis == rank ? rank : rt::cpu::normalize_axis(a, axis, rank));
   p->set_flatten(coerce_2d);
 }
 
 void layer_norm_params(const Attrs& a, const StepOperands& in, RowwiseParams* p) {
   p->set_kind(RowwiseParams::LAYER_NORM);
-  p->set_axis(rt::cpu::nn::normalize_axis(a, a.attr_int("axis", -1), rank_of(a, in, 0)));
+  p->set_axis(rt::cpu::normalize_axis(a, a.attr_int("axis", -1), rank_of(a, in, 0)));
   p->set_flatten(true);
   p->set_epsilon(a.attr_float("epsilon", 1e-5f));
   const int64_t stash = a.attr_int("stash_type", 1);
@@ -96,7 +96,7 @@ void reduce_params(const Attrs& a, plan::Step& step, const StepOperands& in,
     axes = *values;
     if (step.inputs_size() > 1) step.mutable_inputs()->Truncate(1);
   }
-  for (int64_t& axis : axes) axis = rt::cpu::nn::normalize_axis(a, axis, rank);
+  for (int64_t& axis : axes) axis = rt::cpu::normalize_axis(a, axis, rank);
   std::sort(axes.begin(), axes.end());
   axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
   for (int64_t axis : axes) p->add_axes(axis);
@@ -309,7 +309,7 @@ void legalize_for_tensors(plan::Step& step, const std::vector<const rt::Tensor*>
   // Every given input is data here: a Reduce op's axes are read as the CPU op reads them.
   operands.constant_ints = [&](int i) -> std::optional<std::vector<int64_t>> {
     if (i >= static_cast<int>(inputs.size()) || !inputs[i]) return std::nullopt;
-    return rt::cpu::nn::int_values(rt::cpu::OpContext(step, inputs, {}), i);
+    return rt::cpu::int_values(rt::cpu::OpContext(step, inputs, {}), i);
   };
   if (step.outputs_size() == 0) {
     for (int i = 0; i < num_outputs; ++i) step.add_outputs(i);

@@ -16,7 +16,7 @@
 namespace ampc::lower::detail {
 namespace {
 
-using rt::cpu::nn::normalize_axis;
+using rt::cpu::normalize_axis;
 
 // An axis normalised to [0, rank) where input `input`'s rank is known; as given otherwise
 // (the backends normalise it against the tensor they get).
@@ -100,13 +100,7 @@ void slice_params(const Attrs& a, plan::Step& step, const StepOperands& in, plan
     }
     if (step.inputs_size() > 1) step.mutable_inputs()->Truncate(1);
   }
-  if (axes.empty()) {
-    for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
-  }
-  if (steps.empty()) steps.assign(starts.size(), 1);
-  if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size())
-    a.fail("starts, ends, axes and steps have different lengths");
-  if (std::find(steps.begin(), steps.end(), 0) != steps.end()) a.fail("slice step is 0");
+  rt::cpu::nn::complete_slice_ranges(a, starts, ends, axes, steps);
   for (int64_t& axis : axes) axis = axis_of(a, in, 0, axis);
   add_all(p->mutable_starts(), starts);
   add_all(p->mutable_ends(), ends);
@@ -145,18 +139,8 @@ void pad_params(const Attrs& a, plan::Step& step, const StepOperands& in, plan::
   }
   const std::optional<int64_t> known = known_rank(in, 0);
   const int64_t rank = known ? *known : static_cast<int64_t>(pads.size()) / 2;
-  if (axes.empty()) {
-    for (int64_t i = 0; i < rank; ++i) axes.push_back(i);
-  }
-  const auto na = static_cast<int64_t>(axes.size());
-  if (static_cast<int64_t>(pads.size()) != 2 * na)
-    a.fail("pads must have 2 entries per padded axis");
-  std::vector<int64_t> before(static_cast<size_t>(rank), 0), after(static_cast<size_t>(rank), 0);
-  for (int64_t i = 0; i < na; ++i) {
-    const auto axis = static_cast<size_t>(normalize_axis(a, axes[static_cast<size_t>(i)], rank));
-    before[axis] = pads[static_cast<size_t>(i)];
-    after[axis] = pads[static_cast<size_t>(i + na)];
-  }
+  std::vector<int64_t> before, after;
+  rt::cpu::nn::pads_per_axis(a, pads, axes, rank, before, after);
   add_all(p->mutable_before(), before);
   add_all(p->mutable_after(), after);
 }

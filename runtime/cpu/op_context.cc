@@ -162,4 +162,18 @@ double float_element(const Tensor& t, int64_t i) {
   }
 }
 
+std::vector<int64_t> int_values(const OpContext& ctx, int input) {
+  const Tensor& t = ctx.in(input);
+  if (t.dtype() == DType::kInt64) return {t.data<int64_t>(), t.data<int64_t>() + t.numel()};
+  if (t.dtype() == DType::kInt32) return {t.data<int32_t>(), t.data<int32_t>() + t.numel()};
+  ctx.unsupported_dtype(input);
+}
+
+int64_t normalize_axis(const OpContext& ctx, int64_t axis, int64_t rank) {
+  if (axis < -rank || axis >= rank) {
+    ctx.fail("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
+  }
+  return axis < 0 ? axis + rank : axis;
+}
+
 }  // namespace ampc::rt::cpu

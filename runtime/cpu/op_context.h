@@ -89,4 +89,9 @@ Tensor tensor_from_data(const plan::TensorData& data);
 // elements one at a time whatever their type (checks, small ops), not for kernels.
 double float_element(const Tensor& t, int64_t i);
 
+// The values of an int64 or int32 input (axes, shapes, pads); other types fail.
+std::vector<int64_t> int_values(const OpContext& ctx, int input);
+// axis in [-rank, rank) mapped to [0, rank); fails otherwise, naming the node.
+int64_t normalize_axis(const OpContext& ctx, int64_t axis, int64_t rank);
+
 }  // namespace ampc::rt::cpu

@@ -54,7 +54,7 @@ Launch build_transpose(StepContext& ctx) {
   const Shape in_strides = contiguous_strides(x);
   Shape shape, strides;
   for (int64_t p : perm) {
-    const int64_t a = cpu::nn::normalize_axis(ctx.attrs(), p, static_cast<int64_t>(x.size()));
+    const int64_t a = cpu::normalize_axis(ctx.attrs(), p, static_cast<int64_t>(x.size()));
     shape.push_back(x[static_cast<size_t>(a)]);
     strides.push_back(in_strides[static_cast<size_t>(a)]);
   }
@@ -75,7 +75,7 @@ Launch build_slice(StepContext& ctx) {
   int64_t offset = 0;
   for (size_t i = 0; i < starts.size(); ++i) {
     const auto ax =
-        static_cast<size_t>(cpu::nn::normalize_axis(a, axes[i], static_cast<int64_t>(x.size())));
+        static_cast<size_t>(cpu::normalize_axis(a, axes[i], static_cast<int64_t>(x.size())));
     const int64_t dim = x[ax], step = steps[i];
     if (step == 0) ctx.fail("slice step is 0");
     const cpu::nn::SliceAxis r = cpu::nn::slice_axis(starts[i], ends[i], step, dim);
@@ -102,8 +102,8 @@ Launch build_expand(StepContext& ctx) {
 Launch build_concat(StepContext& ctx) {
   const Shape y = ctx.out_shape(0);
   const auto axis = static_cast<size_t>(
-      cpu::nn::normalize_axis(ctx.attrs(), plan::params<plan::AxisParams>(ctx.step()).axis(),
-                              static_cast<int64_t>(y.size())));
+      cpu::normalize_axis(ctx.attrs(), plan::params<plan::AxisParams>(ctx.step()).axis(),
+                          static_cast<int64_t>(y.size())));
   const int64_t outer = product(y, 0, axis), inner = product(y, axis + 1, y.size());
   const DType dtype = ctx.out_dtype(0);
   std::vector<DevPtr> ins;
@@ -125,8 +125,8 @@ Launch build_concat(StepContext& ctx) {
 Launch build_split(StepContext& ctx) {
   const Shape x = ctx.in_shape(0);
   const auto axis = static_cast<size_t>(
-      cpu::nn::normalize_axis(ctx.attrs(), plan::params<plan::AxisParams>(ctx.step()).axis(),
-                              static_cast<int64_t>(x.size())));
+      cpu::normalize_axis(ctx.attrs(), plan::params<plan::AxisParams>(ctx.step()).axis(),
+                          static_cast<int64_t>(x.size())));
   const int64_t outer = product(x, 0, axis), inner = product(x, axis + 1, x.size());
   const DType dtype = ctx.in_dtype(0);
   Shape sizes;
@@ -182,8 +182,8 @@ constexpr const char* kIndexOutOfRange =
 Launch build_gather(StepContext& ctx) {
   const Shape x = ctx.in_shape(0);
   const auto axis = static_cast<size_t>(
-      cpu::nn::normalize_axis(ctx.attrs(), plan::params<plan::AxisParams>(ctx.step()).axis(),
-                              static_cast<int64_t>(x.size())));
+      cpu::normalize_axis(ctx.attrs(), plan::params<plan::AxisParams>(ctx.step()).axis(),
+                          static_cast<int64_t>(x.size())));
   ctx.require_dtype(1, {DType::kInt32, DType::kInt64});
   require_same_type(ctx);
   const int64_t outer = product(x, 0, axis), dim = x[axis], inner = product(x, axis + 1, x.size());

@@ -11,10 +11,14 @@
 
 #include <google/protobuf/util/message_differencer.h>
 
+#include <cmath>
+#include <map>
+#include <memory>
 #include <set>
 
 #include "base/error.h"
 #include "driver/pipeline.h"
+#include "runtime/cpu/executor.h"
 #include "runtime/plan/step_params.h"
 #include "tests/unit/step_test_helpers.h"
 
@@ -538,7 +542,6 @@ TEST(Legalize, FoldedGemmStepsCarryTransposesAndEpiloguesAsParameters) {
   o.train = true;
   const plan::Plan p = compiler::compile_file(std::string(AMPC_SOURCE_DIR) + "/models/mlp.onnx", o);
   std::set<std::string> epilogues;
-  int transposed = 0;
   for (const plan::Step& s : p.steps()) {
     if (s.op() != "MatMul" && s.op() != "Gemm") continue;
     SCOPED_TRACE(s.op() + " " + s.source_nodes(0));
@@ -546,10 +549,75 @@ TEST(Legalize, FoldedGemmStepsCarryTransposesAndEpiloguesAsParameters) {
     EXPECT_EQ(s.attributes_size(), 0);
     if (s.gemm().epilogue() != plan::GemmParams::NONE)
       epilogues.insert(plan::gemm_epilogue_name(s));
-    transposed += s.gemm().trans_a() || s.gemm().trans_b();
   }
   EXPECT_TRUE(epilogues.count("BIAS")) << "no bias folded";
-  EXPECT_GT(transposed, 0);
+}
+
+// Operand Transposes folded into the GEMM's flags, on a graph made here where each flag is
+// known: Y = MatMul(Transpose(A), B) needs trans_a, which only the fold can set; Z = Gemm(Y,
+// Transpose(W), transB=1) with W [5, 6] is Y W, so the call reads W as it is stored (transB and
+// the folded Transpose cancel). The plan keeps no Transpose step, and the results equal a
+// float64 product written out here.
+TEST(Legalize, FoldedOperandTransposesSetTheGemmFlags) {
+  auto model = std::make_unique<ir::Model>();
+  model->opsets.push_back({"", 17});
+  model->graph->name = "g";
+  ir::Graph& g = *model->graph;
+  auto value = [&](const char* name, std::vector<int64_t> dims) {
+    return g.add_value(name, {DType::kFloat64, std::move(dims)});
+  };
+  ir::Value* a = value("a", {3, 4});
+  ir::Value* b = value("b", {3, 5});
+  ir::Value* w = value("w", {5, 6});
+  g.inputs = {a, b, w};
+  ir::Value* at = value("at", {4, 3});
+  ir::Value* y = value("y", {4, 5});
+  ir::Value* wt = value("wt", {6, 5});
+  ir::Value* z = value("z", {4, 6});
+  g.add_node("Transpose", {a}, {at}, "ta")
+      ->attributes.push_back(ir::Attribute::make_ints("perm", {1, 0}));
+  g.add_node("MatMul", {at, b}, {y}, "mm");
+  g.add_node("Transpose", {w}, {wt}, "tw")
+      ->attributes.push_back(ir::Attribute::make_ints("perm", {1, 0}));
+  g.add_node("Gemm", {y, wt}, {z}, "gemm")
+      ->attributes.push_back(ir::Attribute::make_int("transB", 1));
+  g.outputs = {y, z};
+
+  const plan::Plan p = compiler::compile_model(*model, {}, "folds");
+  std::map<std::string, plan::GemmParams> gemms;
+  for (const plan::Step& s : p.steps()) {
+    EXPECT_NE(s.op(), "Transpose") << s.source_nodes(0) << " was not folded";
+    if (s.has_gemm()) gemms[s.op()] = s.gemm();
+  }
+  ASSERT_EQ(gemms.size(), 2u);
+  EXPECT_TRUE(gemms["MatMul"].trans_a());
+  EXPECT_FALSE(gemms["MatMul"].trans_b());
+  EXPECT_FALSE(gemms["Gemm"].trans_a());
+  EXPECT_FALSE(gemms["Gemm"].trans_b());
+
+  auto filled = [](std::vector<int64_t> dims, double seed) {
+    rt::Tensor t(DType::kFloat64, dims);
+    for (int64_t i = 0; i < t.numel(); ++i) t.data<double>()[i] = std::sin(seed * (i + 1));
+    return t;
+  };
+  const rt::Tensor ta = filled({3, 4}, 1.3), tb = filled({3, 5}, 0.7), tw = filled({5, 6}, 2.1);
+  rt::cpu::Executor exec(p);
+  const auto out = exec.run({{"a", ta}, {"b", tb}, {"w", tw}});
+  const double* A = ta.data<double>();
+  const double* B = tb.data<double>();
+  const double* W = tw.data<double>();
+  std::vector<double> want_y(20, 0.0);
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 5; ++j)
+      for (int k = 0; k < 3; ++k) want_y[i * 5 + j] += A[k * 4 + i] * B[k * 5 + j];
+  for (int i = 0; i < 20; ++i) EXPECT_NEAR(out.at("y").data<double>()[i], want_y[i], 1e-12) << i;
+  for (int i = 0; i < 4; ++i) {
+    for (int j = 0; j < 6; ++j) {
+      double want = 0;
+      for (int k = 0; k < 5; ++k) want += want_y[i * 5 + k] * W[k * 6 + j];
+      EXPECT_NEAR(out.at("z").data<double>()[i * 6 + j], want, 1e-12) << i << " " << j;
+    }
+  }
 }
 
 // Compiled plans of models with every typed family (gpt: LayerNormalization, Softmax,

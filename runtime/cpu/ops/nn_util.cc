@@ -1,5 +1,7 @@
 #include "runtime/cpu/ops/nn_util.h"
 
+#include <algorithm>
+
 #include <cmath>
 
 #include "kernels/cpu/elementwise.h"
@@ -72,24 +74,40 @@ void add_widened(OpRegistry& r, const std::string& name, OpFn op, std::vector<in
       domain);
 }
 
-int64_t normalize_axis(const OpContext& ctx, int64_t axis, int64_t rank) {
-  if (axis < -rank || axis >= rank) {
-    ctx.fail("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
+void complete_slice_ranges(const OpContext& ctx, const std::vector<int64_t>& starts,
+                           const std::vector<int64_t>& ends, std::vector<int64_t>& axes,
+                           std::vector<int64_t>& steps) {
+  if (axes.empty()) {
+    for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
   }
-  return axis < 0 ? axis + rank : axis;
+  if (steps.empty()) steps.assign(starts.size(), 1);
+  if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size())
+    ctx.fail("starts, ends, axes and steps have different lengths");
+  if (std::find(steps.begin(), steps.end(), 0) != steps.end()) ctx.fail("slice step is 0");
+}
+
+void pads_per_axis(const OpContext& ctx, const std::vector<int64_t>& pads,
+                   std::vector<int64_t> axes, int64_t rank, std::vector<int64_t>& before,
+                   std::vector<int64_t>& after) {
+  if (axes.empty()) {
+    for (int64_t i = 0; i < rank; ++i) axes.push_back(i);
+  }
+  const auto na = static_cast<int64_t>(axes.size());
+  if (static_cast<int64_t>(pads.size()) != 2 * na)
+    ctx.fail("pads must have 2 entries per padded axis");
+  before.assign(static_cast<size_t>(rank), 0);
+  after.assign(static_cast<size_t>(rank), 0);
+  for (int64_t i = 0; i < na; ++i) {
+    const auto axis = static_cast<size_t>(normalize_axis(ctx, axes[static_cast<size_t>(i)], rank));
+    before[axis] = pads[static_cast<size_t>(i)];
+    after[axis] = pads[static_cast<size_t>(i + na)];
+  }
 }
 
 int64_t product(const std::vector<int64_t>& dims, size_t begin, size_t end) {
   int64_t p = 1;
   for (size_t i = begin; i < end && i < dims.size(); ++i) p *= dims[i];
   return p;
-}
-
-std::vector<int64_t> int_values(const OpContext& ctx, int input) {
-  const Tensor& t = ctx.in(input);
-  if (t.dtype() == DType::kInt64) return {t.data<int64_t>(), t.data<int64_t>() + t.numel()};
-  if (t.dtype() == DType::kInt32) return {t.data<int32_t>(), t.data<int32_t>() + t.numel()};
-  ctx.unsupported_dtype(input);
 }
 
 template <typename T>

@@ -65,9 +65,6 @@ void dispatch_float(const OpContext& ctx, F&& f) {
   if (!dispatch<float, double>(ctx.in(0).dtype(), f)) ctx.unsupported_dtype(0);
 }
 
-// axis in [-rank, rank) -> [0, rank); fails otherwise.
-int64_t normalize_axis(const OpContext& ctx, int64_t axis, int64_t rank);
-
 // One axis of ONNX Slice over a dimension of `dim` elements: the first index read and how
 // many are read (negative starts and ends count from the end, both clamped as ONNX says;
 // step != 0). Shared by the CPU op and the CUDA step builder.
@@ -87,10 +84,20 @@ inline SliceAxis slice_axis(int64_t start, int64_t end, int64_t step, int64_t di
   e = std::clamp<int64_t>(e, -1, dim - 1);
   return {s, s > e ? (s - e - 1) / -step + 1 : 0};
 }
+// ONNX Slice's ranges completed as the specification says: axes default to 0, 1, ..., steps to
+// 1; fails unless the four have one entry per sliced axis and no step is 0. The axes stay as
+// given (negative ones too). Pad's pads (the begins of each of `axes`, then their ends; no
+// axes: every axis in order) as a before and an after for each of `rank` axes; fails on a
+// count that does not match or an axis out of range. The legalize stage calls these for
+// constant operands (lower/legalize_movement.cc), the CPU ops for operands computed at run time.
+void complete_slice_ranges(const OpContext& ctx, const std::vector<int64_t>& starts,
+                           const std::vector<int64_t>& ends, std::vector<int64_t>& axes,
+                           std::vector<int64_t>& steps);
+void pads_per_axis(const OpContext& ctx, const std::vector<int64_t>& pads,
+                   std::vector<int64_t> axes, int64_t rank, std::vector<int64_t>& before,
+                   std::vector<int64_t>& after);
 // Product of dims[begin, end).
 int64_t product(const std::vector<int64_t>& dims, size_t begin, size_t end);
-// The values of an int64 or int32 input (axes, shapes).
-std::vector<int64_t> int_values(const OpContext& ctx, int input);
 
 // src broadcast (numpy rules, src may have lower rank) to `shape`, as a flat vector; fails
 // when the shapes do not broadcast that way.

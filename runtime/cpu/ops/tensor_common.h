@@ -24,10 +24,7 @@ void register_tensor_indexing(OpRegistry& r);  // tensor_indexing.cc: Gather*, S
 void register_tensor_sorting(OpRegistry& r);   // tensor_sorting.cc: TopK, CumSum, Unique...
 void register_tensor_einsum(OpRegistry& r);    // tensor_einsum.cc: Einsum
 
-// The values of an integer input (int32 or int64) as int64.
-std::vector<int64_t> ints_of(const OpContext& ctx, int input);
-// Axis in [-rank, rank) mapped to [0, rank), or a failure naming the attribute or input.
-int64_t normalize_axis(const OpContext& ctx, int64_t axis, int64_t rank);
+// int_values and normalize_axis: runtime/cpu/op_context.h.
 
 // Calls f(Tag<U>{}) with U the storage type that moves elements of `t`: an unsigned integer of
 // the element's width, or std::string.

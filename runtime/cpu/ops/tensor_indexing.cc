@@ -32,7 +32,7 @@ void gather_op(OpContext& ctx) {
   const Tensor& indices = ctx.in(1);
   const int64_t axis =
       normalize_axis(ctx, plan::params<plan::AxisParams>(ctx.step()).axis(), x.rank());
-  std::vector<int64_t> idx = ints_of(ctx, 1);
+  std::vector<int64_t> idx = int_values(ctx, 1);
   for (int64_t& i : idx) i = fix_index(ctx, i, x.dim(axis));
   Shape shape(x.shape().begin(), x.shape().begin() + axis);
   shape.insert(shape.end(), indices.shape().begin(), indices.shape().end());
@@ -52,7 +52,7 @@ void gather_op(OpContext& ctx) {
 std::vector<int64_t> element_offsets(const OpContext& ctx, const Tensor& data,
                                      const Tensor& indices, int64_t axis) {
   if (indices.rank() != data.rank()) ctx.fail("indices must have the rank of the data");
-  const std::vector<int64_t> idx = ints_of(ctx, 1);
+  const std::vector<int64_t> idx = int_values(ctx, 1);
   const Shape strides = kc::contiguous_strides(data.shape());
   std::vector<int64_t> out(idx.size());
   std::vector<int64_t> pos(static_cast<size_t>(indices.rank()), 0);
@@ -189,7 +189,7 @@ NdIndex nd_index(const OpContext& ctx, const Tensor& data, const Tensor& indices
   for (int64_t d = 0; d < b; ++d) {
     if (indices.dim(d) != data.dim(d)) ctx.fail("batch dimensions of data and indices differ");
   }
-  const std::vector<int64_t> idx = ints_of(ctx, 1);
+  const std::vector<int64_t> idx = int_values(ctx, 1);
   const Shape strides = kc::contiguous_strides(data.shape());
   NdIndex r;
   r.slice = product(data.shape(), static_cast<size_t>(b + k), data.shape().size());

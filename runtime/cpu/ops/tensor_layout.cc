@@ -60,7 +60,7 @@ void split_op(OpContext& ctx) {
   const plan::AxisParams& p = plan::params<plan::AxisParams>(ctx.step());
   const int64_t axis = normalize_axis(ctx, p.axis(), x.rank());
   std::vector<int64_t> split(p.split().begin(), p.split().end());
-  if (p.runtime_split()) split = ints_of(ctx, 1);
+  if (p.runtime_split()) split = int_values(ctx, 1);
   const int64_t n = ctx.num_outputs();
   const int64_t dim = x.dim(axis);
   if (split.empty()) {  // equal parts, the last one smaller when they do not divide the axis
@@ -94,19 +94,12 @@ void slice_op(OpContext& ctx) {
   std::vector<int64_t> axes(p.axes().begin(), p.axes().end());
   std::vector<int64_t> steps(p.steps().begin(), p.steps().end());
   if (p.runtime_inputs()) {  // the ranges are computed at run time: inputs 1-4
-    starts = ints_of(ctx, 1);
-    ends = ints_of(ctx, 2);
-    if (ctx.input(3)) axes = ints_of(ctx, 3);
-    if (ctx.input(4)) steps = ints_of(ctx, 4);
+    starts = int_values(ctx, 1);
+    ends = int_values(ctx, 2);
+    if (ctx.input(3)) axes = int_values(ctx, 3);
+    if (ctx.input(4)) steps = int_values(ctx, 4);
   }
-  if (axes.empty()) {
-    for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
-  }
-  if (steps.empty()) steps.assign(starts.size(), 1);
-  if (ends.size() != starts.size() || axes.size() != starts.size() ||
-      steps.size() != starts.size()) {
-    ctx.fail("starts, ends, axes and steps have different lengths");
-  }
+  nn::complete_slice_ranges(ctx, starts, ends, axes, steps);
   Shape shape = x.shape();
   const Shape in_strides = kc::contiguous_strides(x.shape());
   Shape strides = in_strides;
@@ -114,7 +107,6 @@ void slice_op(OpContext& ctx) {
   for (size_t i = 0; i < starts.size(); ++i) {
     const int64_t a = normalize_axis(ctx, axes[i], x.rank());
     const int64_t dim = x.dim(a), step = steps[i];
-    if (step == 0) ctx.fail("slice step is 0");
     const nn::SliceAxis r = nn::slice_axis(starts[i], ends[i], step, dim);
     shape[a] = r.count;
     if (shape[a] > 0) offset += r.start * in_strides[a];
@@ -135,9 +127,9 @@ Shape broadcast_strides(const Shape& in_shape, const Shape& out_shape) {
 
 void expand_op(OpContext& ctx) {
   const Tensor& x = ctx.in(0);
-  const auto shape = kc::broadcast_shapes({x.shape(), ints_of(ctx, 1)});
+  const auto shape = kc::broadcast_shapes({x.shape(), int_values(ctx, 1)});
   if (!shape)
-    ctx.fail("cannot expand " + shape_str(x.shape()) + " to " + shape_str(ints_of(ctx, 1)));
+    ctx.fail("cannot expand " + shape_str(x.shape()) + " to " + shape_str(int_values(ctx, 1)));
   Tensor& y = ctx.output(0, x.dtype(), *shape);
   copy_strided(x, 0, broadcast_strides(x.shape(), *shape), y, 0, kc::contiguous_strides(*shape),
                *shape);
@@ -146,7 +138,7 @@ void expand_op(OpContext& ctx) {
 // Tile: the input viewed as [1, d0, 1, d1, ...] broadcast to [r0, d0, r1, d1, ...].
 void tile_op(OpContext& ctx) {
   const Tensor& x = ctx.in(0);
-  const auto repeats = ints_of(ctx, 1);
+  const auto repeats = int_values(ctx, 1);
   if (static_cast<int64_t>(repeats.size()) != x.rank())
     ctx.fail("repeats must have one entry per input dimension");
   const Shape in_strides = kc::contiguous_strides(x.shape());
@@ -183,22 +175,9 @@ void pad_op(OpContext& ctx) {
   std::vector<int64_t> before(p.before().begin(), p.before().end());
   std::vector<int64_t> after(p.after().begin(), p.after().end());
   if (p.runtime_pads()) {  // pads (and axes) computed at run time: inputs 1 and 3
-    const std::vector<int64_t> pads = ints_of(ctx, 1);
-    std::vector<int64_t> axes;
-    if (ctx.input(3)) axes = ints_of(ctx, 3);
-    if (axes.empty()) {
-      for (int64_t i = 0; i < rank; ++i) axes.push_back(i);
-    }
-    const int64_t na = static_cast<int64_t>(axes.size());
-    if (static_cast<int64_t>(pads.size()) != 2 * na)
-      ctx.fail("pads must have 2 entries per padded axis");
-    before.assign(rank, 0);
-    after.assign(rank, 0);
-    for (int64_t i = 0; i < na; ++i) {
-      const int64_t a = normalize_axis(ctx, axes[i], rank);
-      before[a] = pads[i];
-      after[a] = pads[i + na];
-    }
+    nn::pads_per_axis(ctx, int_values(ctx, 1),
+                      ctx.input(3) ? int_values(ctx, 3) : std::vector<int64_t>{}, rank, before,
+                      after);
   }
   if (static_cast<int64_t>(before.size()) != rank)
     ctx.fail("pads for " + std::to_string(before.size()) + " axes, the input has " +
@@ -294,7 +273,7 @@ void trilu_op(OpContext& ctx) {
   const Tensor& x = ctx.in(0);
   if (x.rank() < 2) ctx.fail("input must have rank >= 2");
   const bool upper = ctx.attr_int("upper", 1) != 0;
-  const int64_t k = ctx.input(1) ? ints_of(ctx, 1).at(0) : 0;
+  const int64_t k = ctx.input(1) ? int_values(ctx, 1).at(0) : 0;
   const int64_t rows = x.dim(x.rank() - 2), cols = x.dim(x.rank() - 1);
   Tensor y = x;
   visit_storage(x.dtype(), [&](auto tag) {

@@ -6,20 +6,6 @@
 
 namespace ampc::rt::cpu {
 
-std::vector<int64_t> ints_of(const OpContext& ctx, int input) {
-  const Tensor& t = ctx.in(input);
-  if (t.dtype() == DType::kInt64) return {t.data<int64_t>(), t.data<int64_t>() + t.numel()};
-  if (t.dtype() == DType::kInt32) return {t.data<int32_t>(), t.data<int32_t>() + t.numel()};
-  ctx.unsupported_dtype(input);
-}
-
-int64_t normalize_axis(const OpContext& ctx, int64_t axis, int64_t rank) {
-  if (axis < -rank || axis >= rank) {
-    ctx.fail("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
-  }
-  return axis < 0 ? axis + rank : axis;
-}
-
 void copy_strided(const Tensor& src, int64_t src_offset, const Shape& src_strides, Tensor& dst,
                   int64_t dst_offset, const Shape& dst_strides, const Shape& shape) {
   visit_storage(src.dtype(), [&](auto tag) {

@@ -23,7 +23,7 @@ void reshaped(OpContext& ctx, Shape shape) {
 
 void reshape_op(OpContext& ctx) {
   const Tensor& x = ctx.in(0);
-  Shape req = ctx.input(1) ? ints_of(ctx, 1) : ctx.attr_ints("shape");
+  Shape req = ctx.input(1) ? int_values(ctx, 1) : ctx.attr_ints("shape");
   const bool allowzero = ctx.attr_int("allowzero", 0) != 0;
   int64_t known = 1, infer = -1;
   for (size_t i = 0; i < req.size(); ++i) {
@@ -63,7 +63,7 @@ void flatten_op(OpContext& ctx) {
 }
 
 std::vector<int64_t> axes_of(const OpContext& ctx) {
-  if (ctx.opset() >= 13) return ctx.input(1) ? ints_of(ctx, 1) : std::vector<int64_t>{};
+  if (ctx.opset() >= 13) return ctx.input(1) ? int_values(ctx, 1) : std::vector<int64_t>{};
   return ctx.attr_ints("axes");
 }
 
@@ -112,7 +112,7 @@ void shape_op(OpContext& ctx) {
 }
 
 void constant_of_shape_op(OpContext& ctx) {
-  const Shape shape = ints_of(ctx, 0);
+  const Shape shape = int_values(ctx, 0);
   for (int64_t d : shape) {
     if (d < 0) ctx.fail("shape " + shape_str(shape) + " has a negative dimension");
   }

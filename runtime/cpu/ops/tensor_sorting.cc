@@ -20,7 +20,7 @@ struct AxisView {
 void top_k_op(OpContext& ctx) {
   const Tensor& x = ctx.in(0);
   const int64_t axis = normalize_axis(ctx, ctx.attr_int("axis", -1), x.rank());
-  const int64_t k = ctx.opset() >= 10 ? ints_of(ctx, 1).at(0) : ctx.attr_int("k");
+  const int64_t k = ctx.opset() >= 10 ? int_values(ctx, 1).at(0) : ctx.attr_int("k");
   const bool largest = ctx.attr_int("largest", 1) != 0;
   const bool sorted = ctx.attr_int("sorted", 1) != 0;
   const AxisView v(x.shape(), axis);
@@ -66,7 +66,7 @@ void top_k_op(OpContext& ctx) {
 
 void cum_sum_op(OpContext& ctx) {
   const Tensor& x = ctx.in(0);
-  const auto axis_v = ints_of(ctx, 1);
+  const auto axis_v = int_values(ctx, 1);
   if (axis_v.size() != 1) ctx.fail("axis must be a scalar");
   const int64_t axis = normalize_axis(ctx, axis_v[0], x.rank());
   const bool exclusive = ctx.attr_int("exclusive", 0) != 0;
@@ -121,7 +121,7 @@ void non_zero_op(OpContext& ctx) {
 
 void reverse_sequence_op(OpContext& ctx) {
   const Tensor& x = ctx.in(0);
-  const auto lens = ints_of(ctx, 1);
+  const auto lens = int_values(ctx, 1);
   const int64_t time_axis = ctx.attr_int("time_axis", 0),
                 batch_axis = ctx.attr_int("batch_axis", 1);
   if (x.rank() < 2 ||
