@@ -33,6 +33,12 @@ const GradRule* GradientRegistry::find(const ops::OpKey& key) const {
   return it == rules_.end() ? nullptr : &it->second;
 }
 
+std::vector<ops::OpKey> GradientRegistry::keys() const {
+  std::vector<ops::OpKey> out;
+  for (const auto& [key, rule] : rules_) out.push_back(key);
+  return out;
+}
+
 const GradientRegistry& GradientRegistry::instance() {
   static const GradientRegistry registry = [] {
     GradientRegistry r;

@@ -61,6 +61,7 @@ class GradientRegistry {
   void add(std::string_view op_type, GradRule rule);
   void add(const ops::OpKey& key, GradRule rule) { rules_[key] = std::move(rule); }
   const GradRule* find(const ops::OpKey& key) const;
+  std::vector<ops::OpKey> keys() const;  // every op with a rule (ampc ops)
   static const GradientRegistry& instance();
 
  private:

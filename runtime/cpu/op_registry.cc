@@ -13,9 +13,9 @@ const CpuOp* OpRegistry::find(const std::string& op, const std::string& domain) 
   return it == ops_.end() ? nullptr : &it->second;
 }
 
-std::vector<std::string> OpRegistry::names() const {
-  std::vector<std::string> out;
-  for (const auto& [key, fn] : ops_) out.push_back(key.str());
+std::vector<ops::OpKey> OpRegistry::keys() const {
+  std::vector<ops::OpKey> out;
+  for (const auto& [key, fn] : ops_) out.push_back(key);
   return out;
 }
 

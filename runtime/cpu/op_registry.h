@@ -19,7 +19,7 @@ class OpRegistry {
   void add(const std::string& op, CpuOp fn, const std::string& domain = "");
   // Null when the backend has no implementation.
   const CpuOp* find(const std::string& op, const std::string& domain) const;
-  std::vector<std::string> names() const;
+  std::vector<ops::OpKey> keys() const;  // every op it runs (ampc ops)
 
   // The registry with every CPU operator (built once).
   static const OpRegistry& instance();

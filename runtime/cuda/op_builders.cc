@@ -55,6 +55,16 @@ Builder find_builder(const std::string& domain, const std::string& op) {
   return table().find(domain, op);
 }
 
+std::vector<ops::OpKey> BuilderTable::keys() const {
+  std::vector<ops::OpKey> out;
+  for (const auto& [key, builder] : entries_) out.push_back(key);
+  return out;
+}
+
+std::vector<ops::OpKey> builder_keys() {
+  return table().keys();
+}
+
 bool plan_needs_cudnn(const plan::Plan& plan) {
   for (const auto& s : plan.steps()) {
     if (uses_cudnn(s)) return true;

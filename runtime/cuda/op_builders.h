@@ -28,6 +28,8 @@ using Builder = Launch (*)(StepContext&);
 
 // The builder of (domain, op); null when the CUDA backend has none.
 Builder find_builder(const std::string& domain, const std::string& op);
+// Every op with a builder (ampc ops).
+std::vector<ops::OpKey> builder_keys();
 
 // Every step of the plan the CUDA backend cannot run, as "Op (node 'n')" strings.
 std::vector<std::string> missing_cuda_ops(const plan::Plan& plan);
@@ -54,6 +56,7 @@ class BuilderTable {
  public:
   void add(const std::string& domain, const std::string& op, Builder b);
   Builder find(const std::string& domain, const std::string& op) const;
+  std::vector<ops::OpKey> keys() const;
 
  private:
   std::map<ops::OpKey, Builder> entries_;  // the key of every per-op registry (ops/op_key.h)

@@ -13,6 +13,7 @@ void add_run_command(CLI::App& app);
 void add_train_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 void add_report_command(CLI::App& app);
+void add_ops_command(CLI::App& app);
 
 // `--input-shape NAME=D0xD1x...` (repeatable), for the commands that import an ONNX model;
 // the specs go to onnx_io::parse_input_shape.

@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   ampc::cli::add_inspect_command(app);
   ampc::cli::add_bench_command(app);
   ampc::cli::add_report_command(app);
+  ampc::cli::add_ops_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,197 @@
+// `ampc ops [--op NAME] [--format text|json]`: every operator ampc knows, one row each, with
+// what each part of ampc has for it: the op table's facts (ops/op_info.h: pattern, autocast
+// class, how it fuses, view and in-place flags), whether the CPU backend runs it, how the CUDA
+// backend runs it (a hand-written kernel or library call, a generated kernel, a view) and
+// whether autodiff has its gradient rule. The rows are the union of the registries' keys
+// (ops/op_key.h), so an op that one part lacks shows where the gap is.
+#include <algorithm>
+#include <iomanip>
+#include <iostream>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "base/error.h"
+#include "ops/op_info.h"
+#include "passes/autodiff/gradient_registry.h"
+#include "runtime/cpu/op_registry.h"
+#include "tools/ampc/commands.h"
+#ifdef AMPC_HAVE_CUDA
+#include "runtime/cuda/op_builders.h"
+#endif
+
+namespace ampc::cli {
+namespace {
+
+const char* pattern_name(ops::Pattern p) {
+  switch (p) {
+    case ops::Pattern::kElementwise:
+      return "elementwise";
+    case ops::Pattern::kRowwise:
+      return "rowwise";
+    case ops::Pattern::kReduction:
+      return "reduction";
+    case ops::Pattern::kGemm:
+      return "gemm";
+    case ops::Pattern::kDataMovement:
+      return "data movement";
+    case ops::Pattern::kView:
+      return "view";
+    case ops::Pattern::kOpaque:
+      break;
+  }
+  return "opaque";
+}
+
+const char* precision_name(ops::Precision p) {
+  switch (p) {
+    case ops::Precision::kAllow:
+      return "allow";
+    case ops::Precision::kDeny:
+      return "deny";
+    case ops::Precision::kKeep:
+      return "keep";
+    case ops::Precision::kFollow:
+      break;
+  }
+  return "follow";
+}
+
+const char* fused_name(ops::FusedForm f) {
+  switch (f) {
+    case ops::FusedForm::kNone:
+      return "-";
+    case ops::FusedForm::kArith:
+      return "arith";
+    case ops::FusedForm::kPow:
+      return "pow";
+    case ops::FusedForm::kVariadic:
+      return "variadic";
+    case ops::FusedForm::kUnary:
+      return "unary";
+    case ops::FusedForm::kCompare:
+      return "compare";
+    case ops::FusedForm::kNot:
+      return "not";
+    case ops::FusedForm::kLogic:
+      return "logic";
+    case ops::FusedForm::kWhere:
+      return "where";
+    case ops::FusedForm::kPredicate:
+      return "predicate";
+    case ops::FusedForm::kCast:
+      return "cast";
+    case ops::FusedForm::kIdentity:
+      return "identity";
+  }
+  return "?";
+}
+
+// The domains of steps that only the compiler makes (the fused kernels): not a user's ops.
+bool internal(const ops::OpKey& key) {
+  return key.domain == "ampc.kernel";
+}
+
+std::set<ops::OpKey> all_keys() {
+  std::set<ops::OpKey> keys;
+  for (const ops::OpInfo& info : ops::all_op_infos()) keys.insert({info.domain, info.op});
+  for (const ops::OpKey& k : rt::cpu::OpRegistry::instance().keys()) keys.insert(k);
+  for (const ops::OpKey& k : passes::autodiff::GradientRegistry::instance().keys()) keys.insert(k);
+#ifdef AMPC_HAVE_CUDA
+  for (const ops::OpKey& k : rt::cuda::builder_keys()) keys.insert(k);
+#endif
+  std::erase_if(keys, internal);
+  return keys;
+}
+
+// How the CUDA backend runs the op: "kernel" (a builder: hand-written kernel, cuBLASLt,
+// cuDNN, NCCL), "generated" (inside a fused kernel only), "view" (no kernel), "-" (the plan is
+// refused on the device, naming the op), "n/a" (this ampc was built without CUDA).
+std::string cuda_support(const ops::OpKey& key, const ops::OpInfo& info) {
+#ifdef AMPC_HAVE_CUDA
+  if (info.is_view()) return "view";
+  if (rt::cuda::find_builder(key.domain, key.op)) return "kernel";
+  return info.fused != ops::FusedForm::kNone ? "generated" : "-";
+#else
+  (void)key;
+  (void)info;
+  return "n/a";
+#endif
+}
+
+nlohmann::json row(const ops::OpKey& key) {
+  const ops::OpInfo& info = ops::op_info(key.domain, key.op);
+  nlohmann::json j;
+  j["domain"] = key.domain;
+  j["op"] = key.op;
+  j["pattern"] = pattern_name(info.pattern);
+  // Autocast classes ops of the default domain only; the ampc domain's ops are the compiler's.
+  j["autocast"] = key.domain.empty() ? precision_name(info.precision) : "-";
+  j["fused"] = fused_name(info.fused);
+  j["in_place"] = info.in_place;
+  j["cpu"] = rt::cpu::OpRegistry::instance().find(key.op, key.domain) != nullptr;
+  j["cuda"] = cuda_support(key, info);
+  j["gradient"] = passes::autodiff::GradientRegistry::instance().find(key) != nullptr;
+  return j;
+}
+
+void print_text(const nlohmann::json& rows) {
+  std::cout << std::left << std::setw(34) << "op" << std::setw(15) << "pattern" << std::setw(10)
+            << "autocast" << std::setw(17) << "fused" << std::setw(5) << "cpu" << std::setw(11)
+            << "cuda"
+            << "gradient\n";
+  int cpu = 0, cuda = 0, grad = 0;
+  for (const auto& r : rows) {
+    const std::string name =
+        r["domain"].get<std::string>().empty()
+            ? r["op"].get<std::string>()
+            : r["domain"].get<std::string>() + "." + r["op"].get<std::string>();
+    const std::string fused = r["fused"].get<std::string>() + (r["in_place"] ? ", in place" : "");
+    std::cout << std::setw(34) << name << std::setw(15) << r["pattern"].get<std::string>()
+              << std::setw(10) << r["autocast"].get<std::string>() << std::setw(17) << fused
+              << std::setw(5) << (r["cpu"] ? "yes" : "-") << std::setw(11)
+              << r["cuda"].get<std::string>() << (r["gradient"] ? "yes" : "-") << '\n';
+    cpu += r["cpu"].get<bool>();
+    cuda += r["cuda"] != "-" && r["cuda"] != "n/a";
+    grad += r["gradient"].get<bool>();
+  }
+  if (rows.size() > 1) {
+    std::cout << rows.size() << " operators: the CPU backend runs " << cpu << ", the CUDA backend "
+              << cuda << ", gradient rules for " << grad << '\n';
+  }
+}
+
+struct OpsArgs {
+  std::string op;
+  std::string format = "text";
+};
+
+void run_ops(const OpsArgs& args) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const ops::OpKey& key : all_keys()) {
+    if (!args.op.empty() && key.str() != args.op && key.op != args.op) continue;
+    rows.push_back(row(key));
+  }
+  if (rows.empty()) throw Error("no operator '" + args.op + "': `ampc ops` lists them all");
+  if (args.format == "json") {
+    std::cout << rows.dump(2) << '\n';
+  } else {
+    print_text(rows);
+  }
+}
+
+}  // namespace
+
+void add_ops_command(CLI::App& app) {
+  auto args = std::make_shared<OpsArgs>();
+  auto* cmd = app.add_subcommand(
+      "ops",
+      "Every operator: its facts, and whether the CPU backend, the CUDA backend and "
+      "autodiff support it");
+  cmd->add_option("--op", args->op, "Only this operator (Relu, or with its domain: ampc.Conv)");
+  cmd->add_option("--format", args->format, "Output format")
+      ->check(CLI::IsMember({"text", "json"}));
+  cmd->callback([args] { run_ops(*args); });
+}
+
+}  // namespace ampc::cli
