@@ -40,23 +40,6 @@ AMPC_HALF_HD float bits_float(uint32_t u) {
 // subnormals (no flush-to-zero). tests/unit/half_bits_test.cc checks every fp16 value and a
 // spread of fp32 values (all of them once, offline) against the CPU's F16C instructions.
 
-// fp32 multiply and add rounded once each: on the device the _rn intrinsics, which nvcc never
-// contracts into an FMA (a fused multiply-add would round the scaled value differently).
-AMPC_HALF_HD float half_mul(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-AMPC_HALF_HD float half_add(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fadd_rn(a, b);
-#else
-  return a + b;
-#endif
-}
-
 // cond ? a : b with masks instead of a branch (GCC keeps branches around fp32 arithmetic).
 AMPC_HALF_HD uint32_t select_bits(bool cond, uint32_t a, uint32_t b) {
   const uint32_t mask = 0u - static_cast<uint32_t>(cond);
@@ -72,9 +55,9 @@ AMPC_HALF_HD float half_to_float(Half h) {
   // and nan the moved bits are already the fp32 result (exponent 31 + 224 = 255); they skip the
   // multiplication, which would quiet a signalling nan.
   const uint32_t moved = (two_w >> 4) + (0xe0u << 23);
-  const float normalized = half_mul(bits_float(moved), 0x1.0p-112f);
+  const float normalized = bits_float(moved) * 0x1.0p-112f;
   // Subnormal: the mantissa under the exponent of 0.5, minus 0.5, is mantissa * 2^-24 exactly.
-  const float denormalized = half_add(bits_float((two_w >> 17) | (126u << 23)), -0.5f);
+  const float denormalized = bits_float((two_w >> 17) | (126u << 23)) - 0.5f;
   const uint32_t finite =
       select_bits(two_w < (1u << 27), float_bits(denormalized), float_bits(normalized));
   const uint32_t magnitude = select_bits(two_w >= 0xf8000000u, moved, finite);
@@ -88,13 +71,14 @@ AMPC_HALF_HD Half float_to_half(float f) {
   const uint32_t shl1_w = w + w;  // sign dropped
   const uint32_t sign = w & 0x80000000u;
   // |f| scaled up then down: values beyond fp16's range become inf, and the product rounds
-  // nothing (powers of two) except through the fp32 overflow.
-  float base = half_mul(half_mul(bits_float(w & 0x7fffffffu), 0x1.0p+112f), 0x1.0p-110f);
+  // nothing (powers of two) except through the fp32 overflow. It is exact, so a compiler that
+  // contracts the second product and the addition below into an FMA gets the same result.
+  float base = (bits_float(w & 0x7fffffffu) * 0x1.0p+112f) * 0x1.0p-110f;
   // Adding 2^(e + 13) (at least 2^-1 * 2^-14 for subnormal results) makes the fp32 addition
   // round |f| to fp16's precision, ties to even, in one step.
   uint32_t bias = shl1_w & 0xff000000u;
   bias = select_bits(bias < 0x71000000u, 0x71000000u, bias);
-  base = half_add(bits_float((bias >> 1) + 0x07800000u), base);
+  base = bits_float((bias >> 1) + 0x07800000u) + base;
   const uint32_t b = float_bits(base);
   const uint32_t nonsign = ((b >> 13) & 0x7c00u) + (b & 0x0fffu);
   const uint32_t nan = 0x7e00u | ((w >> 13) & 0x3ffu);

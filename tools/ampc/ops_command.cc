@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <iomanip>
 #include <iostream>
+#include <iterator>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -23,68 +24,19 @@
 namespace ampc::cli {
 namespace {
 
-const char* pattern_name(ops::Pattern p) {
-  switch (p) {
-    case ops::Pattern::kElementwise:
-      return "elementwise";
-    case ops::Pattern::kRowwise:
-      return "rowwise";
-    case ops::Pattern::kReduction:
-      return "reduction";
-    case ops::Pattern::kGemm:
-      return "gemm";
-    case ops::Pattern::kDataMovement:
-      return "data movement";
-    case ops::Pattern::kView:
-      return "view";
-    case ops::Pattern::kOpaque:
-      break;
-  }
-  return "opaque";
-}
+// Names of the op table's enumerators, in their order (ops/op_info.h).
+constexpr const char* kPatternNames[] = {"opaque", "elementwise",   "rowwise", "reduction",
+                                         "gemm",   "data movement", "view"};
+constexpr const char* kPrecisionNames[] = {"follow", "allow", "deny", "keep"};
+constexpr const char* kFusedNames[] = {"-",   "arith", "pow",   "variadic",  "unary", "compare",
+                                       "not", "logic", "where", "predicate", "cast",  "identity"};
+static_assert(std::size(kPatternNames) == static_cast<size_t>(ops::Pattern::kView) + 1);
+static_assert(std::size(kPrecisionNames) == static_cast<size_t>(ops::Precision::kKeep) + 1);
+static_assert(std::size(kFusedNames) == static_cast<size_t>(ops::FusedForm::kIdentity) + 1);
 
-const char* precision_name(ops::Precision p) {
-  switch (p) {
-    case ops::Precision::kAllow:
-      return "allow";
-    case ops::Precision::kDeny:
-      return "deny";
-    case ops::Precision::kKeep:
-      return "keep";
-    case ops::Precision::kFollow:
-      break;
-  }
-  return "follow";
-}
-
-const char* fused_name(ops::FusedForm f) {
-  switch (f) {
-    case ops::FusedForm::kNone:
-      return "-";
-    case ops::FusedForm::kArith:
-      return "arith";
-    case ops::FusedForm::kPow:
-      return "pow";
-    case ops::FusedForm::kVariadic:
-      return "variadic";
-    case ops::FusedForm::kUnary:
-      return "unary";
-    case ops::FusedForm::kCompare:
-      return "compare";
-    case ops::FusedForm::kNot:
-      return "not";
-    case ops::FusedForm::kLogic:
-      return "logic";
-    case ops::FusedForm::kWhere:
-      return "where";
-    case ops::FusedForm::kPredicate:
-      return "predicate";
-    case ops::FusedForm::kCast:
-      return "cast";
-    case ops::FusedForm::kIdentity:
-      return "identity";
-  }
-  return "?";
+template <size_t N, typename E>
+const char* name_of(const char* const (&names)[N], E e) {
+  return names[static_cast<size_t>(e)];
 }
 
 // The domains of steps that only the compiler makes (the fused kernels): not a user's ops.
@@ -124,10 +76,10 @@ nlohmann::json row(const ops::OpKey& key) {
   nlohmann::json j;
   j["domain"] = key.domain;
   j["op"] = key.op;
-  j["pattern"] = pattern_name(info.pattern);
+  j["pattern"] = name_of(kPatternNames, info.pattern);
   // Autocast classes ops of the default domain only; the ampc domain's ops are the compiler's.
-  j["autocast"] = key.domain.empty() ? precision_name(info.precision) : "-";
-  j["fused"] = fused_name(info.fused);
+  j["autocast"] = key.domain.empty() ? name_of(kPrecisionNames, info.precision) : "-";
+  j["fused"] = name_of(kFusedNames, info.fused);
   j["in_place"] = info.in_place;
   j["cpu"] = rt::cpu::OpRegistry::instance().find(key.op, key.domain) != nullptr;
   j["cuda"] = cuda_support(key, info);
