@@ -4,7 +4,6 @@
 // ... PadParams). Opset differences are settled here: Concat's default axis before opset 4,
 // Cast's type names in opset 1, Split's sizes and Slice's ranges as attributes or constant
 // inputs, Pad's `paddings` / `pads` / `value` against its inputs.
-#include <algorithm>
 #include <cctype>
 #include <string>
 #include <vector>
