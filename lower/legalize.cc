@@ -59,6 +59,20 @@ void instance_norm_params(const Attrs& a, const StepOperands& in, RowwiseParams*
   p->set_epsilon(a.attr_float("epsilon", 1e-5f));
 }
 
+// LpNormalization: one axis (default -1, no flattening: the norm runs along that axis only),
+// p 1 or 2 (default 2; the ONNX definition allows no other).
+void lp_norm_params(const Attrs& a, const StepOperands& in, RowwiseParams* p) {
+  const int64_t rank = rank_of(a, in, 0);
+  if (rank == 0) a.fail("the input is a scalar: there is no axis to normalise along");
+  p->set_kind(RowwiseParams::LP_NORM);
+  p->set_axis(rt::cpu::normalize_axis(a, a.attr_int("axis", -1), rank));
+  p->set_flatten(false);
+  const int64_t order = a.attr_int("p", 2);
+  if (order != 1 && order != 2)
+    a.fail("attribute 'p' is " + std::to_string(order) + "; the ONNX definition allows 1 and 2");
+  p->set_p(static_cast<int32_t>(order));
+}
+
 const std::map<std::string, plan::ReduceParams::Kind>& reduce_kinds() {
   using K = plan::ReduceParams;
   static const std::map<std::string, K::Kind> kinds = {{"ReduceSum", K::SUM},
@@ -253,6 +267,9 @@ const detail::Fillers& fillers() {
     };
     t["InstanceNormalization"] = [](const Attrs& a, plan::Step& s, const StepOperands& in) {
       instance_norm_params(a, in, s.mutable_rowwise());
+    };
+    t["LpNormalization"] = [](const Attrs& a, plan::Step& s, const StepOperands& in) {
+      lp_norm_params(a, in, s.mutable_rowwise());
     };
     t["BatchNormalization"] = [](const Attrs& a, plan::Step& s, const StepOperands& in) {
       batch_norm_params(a, s, in, s.mutable_batch_norm());

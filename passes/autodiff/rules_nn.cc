@@ -1,8 +1,8 @@
 // Gradients of Conv, ConvTranspose, the pooling ops and the normalisation layers. Conv,
 // MaxPool, AveragePool and ConvTranspose's weights use the gradient ops of the "ampc"
 // domain (ampc_schemas.h) with the forward node's attributes, auto_pad resolved into
-// explicit pads; GlobalAveragePool, BatchNormalization and LayerNormalization are built
-// from standard ops.
+// explicit pads; GlobalAveragePool, BatchNormalization, LayerNormalization and
+// LpNormalization are built from standard ops.
 #include <algorithm>
 
 #include "ops/schemas/ampc_schemas.h"
@@ -322,6 +322,26 @@ void instance_norm(GradContext& c) {
   }
 }
 
+// LpNormalization, y = x / s with s = ||x||_p along the axis:
+// dx = (dy - g * sum(dy * y)) / s, where g = ds/dx = y for p = 2 and sign(x) for p = 1.
+void lp_normalization(GradContext& c) {
+  GradBuilder& b = c.b;
+  Value* x = c.input(0);
+  const auto rank = static_cast<int64_t>(x->type.shape->size());
+  int64_t axis = c.attr_int("axis", -1);
+  if (axis < 0) axis += rank;
+  const int64_t p = c.attr_int("p", 2);
+  if (p != 1 && p != 2) c.fail("attribute 'p' must be 1 or 2");
+  Moments m(b, x->type, {axis});
+  Value* y = c.output(0);
+  Value* s = p == 1 ? m.sum(b.op("Abs", {x}, x->type))
+                    : b.op("Sqrt", {m.sum(m.full("Mul", x, x))}, {x->type.dtype, m.kept});
+  Value* g = p == 1 ? b.op("Sign", {x}, x->type) : y;
+  Value* dy = c.output_grad(0);
+  Value* along = m.full("Mul", g, m.sum(m.full("Mul", dy, y)));
+  c.set_input_grad(0, m.full("Div", m.full("Sub", dy, along), s));
+}
+
 }  // namespace
 
 void register_nn_gradients(GradientRegistry& r) {
@@ -334,6 +354,7 @@ void register_nn_gradients(GradientRegistry& r) {
   r.add("BatchNormalization", batch_norm);
   r.add("LayerNormalization", layer_norm);
   r.add("InstanceNormalization", instance_norm);
+  r.add("LpNormalization", lp_normalization);
 }
 
 }  // namespace ampc::passes::autodiff

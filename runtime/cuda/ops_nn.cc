@@ -1,13 +1,15 @@
-// Softmax / LogSoftmax, LayerNormalization, InstanceNormalization, SoftmaxCrossEntropyLoss, the
-// Reduce* ops, the loss scaler's ops (ampc UnscaleCheck, UpdateScale, ClipGradNorm),
-// ampc.RangeStats, pooling and BatchNormalization on the hand-written kernels (kernels/cuda). The
-// row-wise ops, reductions, BatchNormalization and the loss read their typed parameters and the
-// geometry the CPU operators derive from them (runtime/plan/step_params.h; pooling's window
-// through the CPU operators' window_geometry, runtime/cpu/ops/nn_util.h).
+// Softmax / LogSoftmax, LayerNormalization, InstanceNormalization, the generic row ops,
+// SoftmaxCrossEntropyLoss, the Reduce* ops, the loss scaler's ops (ampc UnscaleCheck,
+// UpdateScale, ClipGradNorm), ampc.RangeStats, pooling and BatchNormalization on the
+// hand-written kernels (kernels/cuda). The row-wise ops, reductions, BatchNormalization and the
+// loss read their typed parameters and the geometry the CPU operators derive from them
+// (runtime/plan/step_params.h; pooling's window through the CPU operators' window_geometry,
+// runtime/cpu/ops/nn_util.h).
 #include <algorithm>
 #include <array>
 #include <iterator>
 #include <memory>
+#include <optional>
 
 #include "kernels/cuda/amp.h"
 #include "kernels/cuda/batchnorm.h"
@@ -17,10 +19,12 @@
 #include "kernels/cuda/pool.h"
 #include "kernels/cuda/range_stats.h"
 #include "kernels/cuda/reduce.h"
+#include "kernels/cuda/row_op.h"
 #include "kernels/cuda/softmax.h"
 #include "kernels/shared/range_stats.h"
 #include "runtime/cpu/ops/nn_util.h"
 #include "runtime/cuda/op_builders.h"
+#include "runtime/plan/row_op_params.h"
 #include "runtime/plan/step_params.h"
 
 namespace ampc::rt::cuda {
@@ -43,6 +47,23 @@ Launch build_softmax(StepContext& ctx) {
   return [=](cudaStream_t stream) {
     if (outer * n * inner == 0) return;
     kc::softmax(dtype, x.get(), y.get(), outer, n, inner, log, stream);
+  };
+}
+
+// The generic row ops (kernels/shared/row_ops.h): one builder for the whole list.
+Launch build_row_op(StepContext& ctx) {
+  ctx.require_dtype(0, kFloats);
+  require_same_type(ctx);
+  const plan::RowwiseParams& p = plan::params<plan::RowwiseParams>(ctx.step());
+  const std::optional<kernels::shared::RowOp> op = plan::row_op_of(p.kind());
+  if (!op) ctx.fail("internal: the step's row-wise kind is not a generic row op");
+  const auto [outer, n, inner] = plan::row_shape(p, ctx.in_shape(0));
+  const kernels::shared::RowArgs args = plan::row_args(p);
+  const DType dtype = ctx.in_dtype(0);
+  const DevPtr x = ctx.in(0), y = ctx.out(0);
+  return [=, op = *op](cudaStream_t stream) {
+    if (outer * n * inner == 0) return;
+    kc::row_op(op, dtype, x.get(), y.get(), outer, n, inner, args, stream);
   };
 }
 
@@ -397,6 +418,9 @@ void register_nn_ops(BuilderTable& t) {
   t.add("", "Softmax", build_softmax);
   t.add("", "LogSoftmax", build_softmax);
   t.add("", "LayerNormalization", build_layer_norm);
+#define AMPC_ROW_OP_BUILDER(NAME, SPEC) t.add("", kernels::shared::SPEC::kOp, build_row_op);
+  AMPC_ROW_OPS(AMPC_ROW_OP_BUILDER)
+#undef AMPC_ROW_OP_BUILDER
   t.add("", "InstanceNormalization", build_instance_norm);
   t.add("", "SoftmaxCrossEntropyLoss", build_cross_entropy);
   for (const char* op : {"ReduceSum", "ReduceMean", "ReduceProd", "ReduceMax", "ReduceMin",

@@ -1,6 +1,6 @@
-// The row-wise, reduction and AMP CUDA kernels (kernels/cuda: softmax, layernorm,
-// cross_entropy, reduce, amp) against their CPU twins (kernels/twin) on random inputs, on a GPU
-// machine (every test prints "skipped: no CUDA device" and skips without one). The twins run
+// The row-wise, reduction and AMP CUDA kernels (kernels/cuda: softmax, layernorm, the generic
+// row ops, cross_entropy, reduce, amp) against their CPU twins (kernels/twin) on random inputs, on
+// a GPU machine (every test prints "skipped: no CUDA device" and skips without one). The twins run
 // the kernels' partition, reduction order and shared math (kernels/shared), so the results are
 // expected to be bit-identical; the tests require fp32 within 1e-5 relative and fp16 / bf16
 // within one unit in the last place on top of that, require bit-identical results where no
@@ -22,12 +22,14 @@
 #include "kernels/cuda/cross_entropy.h"
 #include "kernels/cuda/layernorm.h"
 #include "kernels/cuda/reduce.h"
+#include "kernels/cuda/row_op.h"
 #include "kernels/cuda/softmax.h"
 #include "kernels/shared/rowwise_fp.h"
 #include "kernels/twin/amp.h"
 #include "kernels/twin/cross_entropy.h"
 #include "kernels/twin/layernorm.h"
 #include "kernels/twin/reduce.h"
+#include "kernels/twin/row_op.h"
 #include "kernels/twin/softmax.h"
 #include "tests/gpu/require_device.h"
 
@@ -176,6 +178,45 @@ TEST(KernelsRowwiseGpu, SoftmaxMatchesTwin) {
                      std::string(log ? "log_softmax " : "softmax ") +
                          std::string(dtype_name(dtype)) + " [" + std::to_string(c.outer) + "," +
                          std::to_string(c.n) + "," + std::to_string(c.inner) + "]");
+      }
+    }
+  }
+}
+
+// ---- The generic row ops (kernels/shared/row_ops.h) ----
+
+// Every op of the list, bit for bit: the specs use only correctly rounded operations (add,
+// mul, div, sqrt) in the twin's order. Warp rows (33), cached block rows with and without
+// 4-element chunks (1024, 1030), streamed block rows of 256 and 512 threads (9000, 20000),
+// columns (inner > 1), and in place.
+TEST(KernelsRowwiseGpu, RowOpsMatchTwinBitForBit) {
+  AMPC_REQUIRE_DEVICE();
+  struct Case {
+    int64_t outer, n, inner;
+  };
+  const Case cases[] = {{300, 33, 1}, {64, 1024, 1}, {33, 1030, 1},
+                        {5, 9000, 1}, {3, 20000, 1}, {16, 17, 40}};
+  for (sh::RowOp op : sh::kRowOps) {
+    for (DType dtype : kFloatTypes) {
+      for (const Case& c : cases) {
+        for (const sh::RowArgs args : {sh::RowArgs{1e-5f, 1}, sh::RowArgs{1e-5f, 2}}) {
+          const size_t count = static_cast<size_t>(c.outer * c.n * c.inner);
+          Buffer x(count * size_of(dtype)), y(count * size_of(dtype));
+          x.host = random_bytes(dtype, count, 11 + static_cast<uint32_t>(count), 4.0f);
+          x.upload();
+          cu::row_op(op, dtype, x.dev, y.dev, c.outer, c.n, c.inner, args, nullptr);
+          CUDA_OK(cudaDeviceSynchronize());
+          std::vector<uint8_t> want(count * size_of(dtype));
+          tw::row_op(op, dtype, x.host.data(), want.data(), c.outer, c.n, c.inner, args);
+          const std::string what = "row op " + std::to_string(static_cast<int>(op)) + " p " +
+                                   std::to_string(args.p) + " " + std::string(dtype_name(dtype)) +
+                                   " [" + std::to_string(c.outer) + "," + std::to_string(c.n) +
+                                   "," + std::to_string(c.inner) + "]";
+          expect_agree(y.download(), want, dtype, 0.0, true, what);
+          cu::row_op(op, dtype, x.dev, x.dev, c.outer, c.n, c.inner, args, nullptr);  // in place
+          CUDA_OK(cudaDeviceSynchronize());
+          expect_agree(x.download(), want, dtype, 0.0, true, what + " in place");
+        }
       }
     }
   }

@@ -1,5 +1,5 @@
-// Gradient rules of training-mode BatchNormalization, LayerNormalization and
-// GlobalAveragePool (rules_nn.cc) against finite differences in fp64, on random shapes,
+// Gradient rules of training-mode BatchNormalization, LayerNormalization, LpNormalization
+// and GlobalAveragePool (rules_nn.cc) against finite differences in fp64, on random shapes,
 // axes, epsilons and scale shapes from a seeded generator.
 #include <gtest/gtest.h>
 
@@ -54,6 +54,23 @@ TEST(AutodiffFdNormRandom, LayerNormalization) {
              return g.op(
                  "LayerNormalization", p, f64(x),
                  attrs(Attribute::make_int("axis", axis), Attribute::make_float("epsilon", eps)));
+           }});
+  }
+}
+
+TEST(AutodiffFdNormRandom, LpNormalization) {
+  Random rnd(48);
+  for (int k = 0; k < 8; ++k) {
+    const Shape x = rnd.shape(rnd.uniform(1, 3), 2, 4);
+    const auto rank = static_cast<int64_t>(x.size());
+    const int64_t axis = rnd.uniform(-rank, rank - 1);
+    const int64_t p = 1 + k % 2;
+    check({"LpNorm_" + str(x) + "_axis" + std::to_string(axis) + "_p" + std::to_string(p),
+           {x},
+           x,
+           [=](GradBuilder& g, P in) {
+             return g.op("LpNormalization", in, f64(x),
+                         attrs(Attribute::make_int("axis", axis), Attribute::make_int("p", p)));
            }});
   }
 }

@@ -146,6 +146,29 @@ TEST(Legalize, LayerNormalizationDefaultsAndStashType) {
   EXPECT_THAT(failure(bad, operands({3})), HasSubstr("'stash_type' must name a float type"));
 }
 
+TEST(Legalize, LpNormalizationOneAxisAndTheOrder) {
+  plan::Step s = step("LpNormalization", 1);
+  legalize_step(s, operands({3}));
+  EXPECT_EQ(s.rowwise().kind(), plan::RowwiseParams::LP_NORM);
+  EXPECT_EQ(s.rowwise().axis(), 2);  // default -1
+  EXPECT_FALSE(s.rowwise().flatten());
+  EXPECT_EQ(s.rowwise().p(), 2);  // default 2
+  plan::Step one = step("LpNormalization", 1);
+  set_int(one, "axis", -2);
+  set_int(one, "p", 1);
+  legalize_step(one, operands({3}));
+  EXPECT_EQ(one.rowwise().p(), 1);
+  const plan::RowShape r = plan::row_shape(one.rowwise(), {4, 5, 6});  // along 5 only
+  EXPECT_EQ(r.outer, 4);
+  EXPECT_EQ(r.n, 5);
+  EXPECT_EQ(r.inner, 6);
+  plan::Step bad = step("LpNormalization", 1);
+  set_int(bad, "p", 3);
+  EXPECT_THAT(failure(bad, operands({2})),
+              HasSubstr("node 'n' (LpNormalization): attribute 'p' is 3"));
+  EXPECT_THAT(failure(step("LpNormalization", 1), operands({0})), HasSubstr("is a scalar"));
+}
+
 TEST(Legalize, InstanceNormalizationRowsAreThePlanes) {
   plan::Step s = step("InstanceNormalization", 6);
   set_float(s, "epsilon", 0.01f);

@@ -27,6 +27,7 @@ void register_conv_ops(OpRegistry& r);     // nn_conv.cc: Conv, ConvTranspose
 void register_pool_ops(OpRegistry& r);     // nn_pool.cc: *Pool, MaxUnpool
 void register_norm_ops(OpRegistry& r);     // nn_norm.cc: normalisation layers
 void register_softmax_ops(OpRegistry& r);  // reduction_softmax.cc: (Log)Softmax, Hardmax
+void register_row_ops(OpRegistry& r);      // row_ops.cc: the generic row ops (LpNormalization)
 void register_loss_ops(OpRegistry& r);     // reduction_loss.cc: NLL and SCE losses
 void register_integer_ops(OpRegistry& r);  // nn_integer.cc: MatMulInteger, ConvInteger
 

@@ -160,6 +160,7 @@ void register_reduction_ops(OpRegistry& r) {
   add_widened(r, "ArgMax", arg_reduce_op<true>);
   add_widened(r, "ArgMin", arg_reduce_op<false>);
   nn::register_softmax_ops(r);
+  nn::register_row_ops(r);
   nn::register_loss_ops(r);
 }
 

@@ -1,0 +1,109 @@
+// The generic row-wise ops: each is a spec (its per-row math, written once, host and device),
+// and one list, AMPC_ROW_OPS, from which the CUDA kernel (kernels/cuda/row_op.cu), its twin
+// (kernels/twin/row_op.cc, the CPU op's implementation), the CPU op (runtime/cpu/ops/row_ops.cc)
+// and the CUDA step builder (runtime/cuda/ops_nn.cc) are instantiated. Adding such an op is its
+// plan kind, its legalize filler, its spec here, its op-table row and its gradient rule
+// (docs/adding-an-op.md). Softmax, LayerNormalization and the cross-entropy keep kernels of
+// their own (tuned row caches, several outputs).
+//
+// A spec describes, for one row x[0..n) of the op's axis:
+//   kPasses reductions, one after the other: pass k folds term(k, x[j], stats, args) with
+//   combine(k, ., .) from init<M>(k), over the kernels' partition and tree (rowwise_tree.h;
+//   a row along the last axis) or in order (a column of an inner axis, one thread each), then
+//   stats[k] = finish(k, total, n, args), which the later passes and the output may read;
+//   the output y[j] = value(x[j], stats, args), rounded once to the element type.
+// M is the compute type: float (f32, f16, bf16 storage; the device) or double (the CPU op's f64).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/shared/hd.h"
+#include "kernels/shared/rowwise_fp.h"
+
+namespace ampc::kernels::shared {
+
+// The scalar attributes a row op may read (the plan's RowwiseParams).
+struct RowArgs {
+  float epsilon = 0.0f;
+  int32_t p = 2;  // LpNormalization: the norm's order, 1 or 2
+};
+
+template <typename M>
+AMPC_HD M abs_of(M x) {
+  return x < M(0) ? -x : x;  // -0 stays -0: it adds to a sum of magnitudes as +0
+}
+
+// LpNormalization: y = x / ||x||_p along one axis (p = 1: sum |x|; p = 2: sqrt(sum x^2)).
+// A zero row gives 0 / 0 = NaN, as the ONNX definition does.
+struct LpNormSpec {
+  static constexpr const char* kOp = "LpNormalization";
+  static constexpr int kPasses = 1;
+  template <typename M>
+  AMPC_HD static M init(int) {
+    return M(0);
+  }
+  template <typename M>
+  AMPC_HD static M term(int, M x, const M*, const RowArgs& a) {
+    return a.p == 1 ? abs_of(x) : mul(x, x);
+  }
+  template <typename M>
+  AMPC_HD static M combine(int, M acc, M t) {
+    return add(acc, t);
+  }
+  template <typename M>
+  AMPC_HD static M finish(int, M total, int64_t, const RowArgs& a) {
+    return a.p == 1 ? total : sqrt_rn(total);
+  }
+  template <typename M>
+  AMPC_HD static M value(M x, const M* stats, const RowArgs&) {
+    return div(x, stats[0]);
+  }
+};
+
+// X(NAME, SPEC): NAME is also the op's plan.proto RowwiseParams kind.
+#define AMPC_ROW_OPS(X) X(LP_NORM, LpNormSpec)
+
+enum class RowOp {
+#define AMPC_ROW_OP_ENUM(NAME, SPEC) NAME,
+  AMPC_ROW_OPS(AMPC_ROW_OP_ENUM)
+#undef AMPC_ROW_OP_ENUM
+};
+
+// Every op of the list, for tests and tables that visit them all.
+constexpr RowOp kRowOps[] = {
+#define AMPC_ROW_OP_VALUE(NAME, SPEC) RowOp::NAME,
+    AMPC_ROW_OPS(AMPC_ROW_OP_VALUE)
+#undef AMPC_ROW_OP_VALUE
+};
+
+// f(SPEC{}) for op's spec; false for a value outside the list.
+template <typename F>
+bool visit_row_op(RowOp op, F&& f) {
+  switch (op) {
+#define AMPC_ROW_OP_CASE(NAME, SPEC) \
+  case RowOp::NAME:                  \
+    f(SPEC{});                       \
+    return true;
+    AMPC_ROW_OPS(AMPC_ROW_OP_CASE)
+#undef AMPC_ROW_OP_CASE
+  }
+  return false;
+}
+
+// A pass's combine as a functor (the tree reductions take one).
+template <typename Spec>
+struct PassCombine {
+  int pass;
+  template <typename M>
+  AMPC_HD M operator()(M a, M b) const {
+    return Spec::combine(pass, a, b);
+  }
+};
+
+// Room for a spec's statistics (at least one element).
+template <typename Spec>
+constexpr int stats_size() {
+  return Spec::kPasses > 0 ? Spec::kPasses : 1;
+}
+
+}  // namespace ampc::kernels::shared
