@@ -1,4 +1,4 @@
-// LayerNormalization (and InstanceNormalization, scale and bias per channel) forward: a row per
+// LayerNormalization forward: a row per
 // warp (cols < 1024) or per block of 256 / 512 threads; two reductions in rowwise_tree.h's order
 // (sum for the mean, then the squared deviations), then the outputs; the row is read once into
 // registers when it fits (CachedRow). Scale, bias and the statistics have run-time element types.
@@ -18,7 +18,6 @@ struct LayerNormArgs {
   int64_t rows, cols;
   const void* scale;
   const void* bias;
-  int64_t channels;  // 0: a scale / bias value per column; else per row, entry row % channels
   DType param_dtype;
   float eps;
   void* mean;
@@ -38,11 +37,9 @@ __device__ __forceinline__ void layer_norm_row(const Src& src, int64_t row, T* y
     if (a.mean) sh::store_dyn(a.mean, row, a.stat_dtype, m);
     if (a.inv_std) sh::store_dyn(a.inv_std, row, a.stat_dtype, inv);
   }
-  const int64_t per_row = a.channels ? row % a.channels : 0;
   src.for_each([&](int64_t j, float v) {
-    const int64_t p = a.channels ? per_row : j;
-    const float sc = a.scale ? sh::load_dyn(a.scale, p, a.param_dtype) : 0.0f;
-    const float b = a.bias ? sh::load_dyn(a.bias, p, a.param_dtype) : 0.0f;
+    const float sc = a.scale ? sh::load_dyn(a.scale, j, a.param_dtype) : 0.0f;
+    const float b = a.bias ? sh::load_dyn(a.bias, j, a.param_dtype) : 0.0f;
     sh::store_f(yr, j,
                 sh::layer_norm_value(v, m, inv, a.scale ? &sc : nullptr, a.bias ? &b : nullptr));
   });
@@ -75,16 +72,15 @@ void launch(const T* x, T* y, const LayerNormArgs& a, cudaStream_t stream) {
 }  // namespace
 
 void layer_norm(DType x_dtype, const void* x, int64_t rows, int64_t cols, DType param_dtype,
-                const void* scale, const void* bias, int64_t channels, float epsilon, void* y,
-                DType stat_dtype, void* mean, void* inv_std, cudaStream_t stream) {
+                const void* scale, const void* bias, float epsilon, void* y, DType stat_dtype,
+                void* mean, void* inv_std, cudaStream_t stream) {
   // Checked up front: the kernel reads these types at run time.
   sh::dispatch_float_types(param_dtype, "layer_norm scale/bias", [](auto) {});
   sh::dispatch_float_types(stat_dtype, "layer_norm statistics", [](auto) {});
   sh::dispatch_float_types(x_dtype, "layer_norm input", [&](auto tag) {
     using T = decltype(tag);
     if (rows <= 0 || cols < 0) return;
-    const LayerNormArgs a{rows,        cols,    scale, bias,    channels,
-                          param_dtype, epsilon, mean,  inv_std, stat_dtype};
+    const LayerNormArgs a{rows, cols, scale, bias, param_dtype, epsilon, mean, inv_std, stat_dtype};
     launch(static_cast<const T*>(x), static_cast<T*>(y), a, stream);
     sh::check_launch("layer_norm");
   });

@@ -1,6 +1,6 @@
-// LayerNormalization and InstanceNormalization forward on the GPU: rows of x [rows, cols]
-// (LayerNormalization: cols = the product of the dimensions from `axis` on; InstanceNormalization:
-// a row per (n, c) plane). CPU twin: kernels/twin/layernorm.h.
+// LayerNormalization forward on the GPU: rows of x [rows, cols] (cols = the product of the
+// dimensions from `axis` on). CPU twin: kernels/twin/layernorm.h. (InstanceNormalization, the
+// same math with a scale and bias per row, is a generic row op: kernels/cuda/row_op.h.)
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -12,14 +12,12 @@
 namespace ampc::kernels::cuda {
 
 // y = (x - mean) * inv_std * scale + bias per row, inv_std = 1 / sqrt(biased var + epsilon).
-// x and y: `x_dtype` (f32, f16, bf16). scale and bias: `param_dtype` (f32, f16, bf16); with
-// channels == 0 one value per column, `cols` values each (LayerNormalization; a broadcast
-// scale/bias must be expanded by the caller), with channels > 0 one value per channel, row r
-// reading entry r % channels (InstanceNormalization); either may be null (1 and 0). mean and
-// inv_std (null when not wanted): `rows` values of `stat_dtype` (the op's stash_type; f32, f16 or
-// bf16). y may alias x. Asynchronous, no workspace.
+// x and y: `x_dtype` (f32, f16, bf16). scale and bias: `param_dtype` (f32, f16, bf16), one
+// value per column, `cols` values each (a broadcast scale/bias must be expanded by the caller);
+// either may be null (1 and 0). mean and inv_std (null when not wanted): `rows` values of
+// `stat_dtype` (the op's stash_type; f32, f16 or bf16). y may alias x. Asynchronous, no workspace.
 void layer_norm(DType x_dtype, const void* x, int64_t rows, int64_t cols, DType param_dtype,
-                const void* scale, const void* bias, int64_t channels, float epsilon, void* y,
-                DType stat_dtype, void* mean, void* inv_std, cudaStream_t stream);
+                const void* scale, const void* bias, float epsilon, void* y, DType stat_dtype,
+                void* mean, void* inv_std, cudaStream_t stream);
 
 }  // namespace ampc::kernels::cuda

@@ -16,9 +16,18 @@ namespace {
 
 namespace sh = kernels::shared;
 
+// Row r's per-channel operands (entry r % channels of each).
+template <typename Spec>
+__device__ __forceinline__ void load_row_operands(const sh::RowOperands& ops, int64_t r,
+                                                  float* per_row) {
+#pragma unroll
+  for (int k = 0; k < Spec::kRowOperands; ++k)
+    per_row[k] = sh::load_dyn(ops.data[k], r % ops.channels, ops.dtype);
+}
+
 template <typename Spec, int kThreads, typename T, typename Src>
-__device__ __forceinline__ void spec_row(const Src& src, T* yr, int64_t n, float* smem,
-                                         const sh::RowArgs& a) {
+__device__ __forceinline__ void spec_row(const Src& src, int64_t row, T* yr, int64_t n, float* smem,
+                                         const sh::RowArgs& a, const sh::RowOperands& ops) {
   float stats[sh::stats_size<Spec>()] = {};
 #pragma unroll
   for (int k = 0; k < Spec::kPasses; ++k) {
@@ -29,20 +38,22 @@ __device__ __forceinline__ void spec_row(const Src& src, T* yr, int64_t n, float
     part = sh::block_tree(part, kThreads, smem, combine);
     stats[k] = Spec::finish(k, part, n, a);
   }
-  src.for_each([&](int64_t j, float v) { sh::store_f(yr, j, Spec::value(v, stats, a)); });
+  float per_row[sh::row_operands_size<Spec>()] = {};
+  load_row_operands<Spec>(ops, row, per_row);
+  src.for_each([&](int64_t j, float v) { sh::store_f(yr, j, Spec::value(v, stats, per_row, a)); });
 }
 
 template <typename Spec, typename T, int kThreads>
 __global__ void __launch_bounds__(sh::block_threads(kThreads))
-    spec_rows(const T* x, T* y, int64_t outer, int64_t n, sh::RowArgs a) {
+    spec_rows(const T* x, T* y, int64_t outer, int64_t n, sh::RowArgs a, sh::RowOperands ops) {
   with_block_row<kThreads>(x, outer, n, [&](const auto& part, int64_t row, float* smem) {
-    spec_row<Spec, kThreads>(part, y + row * n, n, smem, a);
+    spec_row<Spec, kThreads>(part, row, y + row * n, n, smem, a, ops);
   });
 }
 
 template <typename Spec, typename T>
 __global__ void spec_columns(const T* x, T* y, int64_t outer, int64_t n, int64_t inner,
-                             sh::RowArgs a) {
+                             sh::RowArgs a, sh::RowOperands ops) {
   const int64_t id = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (id >= outer * inner) return;
   const int64_t o = id / inner, i = id % inner;
@@ -55,42 +66,51 @@ __global__ void spec_columns(const T* x, T* y, int64_t outer, int64_t n, int64_t
       acc = Spec::combine(k, acc, Spec::term(k, sh::load_f(xc, r * inner), stats, a));
     stats[k] = Spec::finish(k, acc, n, a);
   }
+  float per_row[sh::row_operands_size<Spec>()] = {};
+  load_row_operands<Spec>(ops, id, per_row);  // row o * inner + i
   for (int64_t r = 0; r < n; ++r)
-    sh::store_f(yc, r * inner, Spec::value(sh::load_f(xc, r * inner), stats, a));
+    sh::store_f(yc, r * inner, Spec::value(sh::load_f(xc, r * inner), stats, per_row, a));
 }
 
 template <typename Spec, typename T>
 void launch(const T* x, T* y, int64_t outer, int64_t n, int64_t inner, const sh::RowArgs& a,
-            cudaStream_t stream) {
+            const sh::RowOperands& ops, cudaStream_t stream) {
   const char* what = Spec::kOp;
   if (inner > 1) {
     const unsigned blocks = sh::grid_of(sh::ceil_div(outer * inner, 256), what);
-    spec_columns<Spec, T><<<blocks, 256, 0, stream>>>(x, y, outer, n, inner, a);
+    spec_columns<Spec, T><<<blocks, 256, 0, stream>>>(x, y, outer, n, inner, a, ops);
     return;
   }
   switch (sh::row_plan(n).threads) {
     case 32:
       spec_rows<Spec, T, 32><<<sh::grid_of(sh::ceil_div(outer, sh::kRowsPerWarpBlock), what),
-                               32 * sh::kRowsPerWarpBlock, 0, stream>>>(x, y, outer, n, a);
+                               32 * sh::kRowsPerWarpBlock, 0, stream>>>(x, y, outer, n, a, ops);
       break;
     case 256:
-      spec_rows<Spec, T, 256><<<sh::grid_of(outer, what), 256, 0, stream>>>(x, y, outer, n, a);
+      spec_rows<Spec, T, 256><<<sh::grid_of(outer, what), 256, 0, stream>>>(x, y, outer, n, a, ops);
       break;
     default:
-      spec_rows<Spec, T, 512><<<sh::grid_of(outer, what), 512, 0, stream>>>(x, y, outer, n, a);
+      spec_rows<Spec, T, 512><<<sh::grid_of(outer, what), 512, 0, stream>>>(x, y, outer, n, a, ops);
   }
 }
 
 }  // namespace
 
 void row_op(sh::RowOp op, DType dtype, const void* x, void* y, int64_t outer, int64_t n,
-            int64_t inner, const sh::RowArgs& args, cudaStream_t stream) {
+            int64_t inner, const sh::RowArgs& args, const sh::RowOperands& operands,
+            cudaStream_t stream) {
   const bool known = sh::visit_row_op(op, [&](auto spec) {
     using Spec = decltype(spec);
+    if (Spec::kRowOperands > 0) {  // checked here: the kernel reads their type at run time
+      sh::dispatch_float_types(operands.dtype, Spec::kOp, [](auto) {});
+      if (operands.channels <= 0)
+        throw Error(std::string(Spec::kOp) + ": no channels for the per-channel operands");
+    }
     sh::dispatch_float_types(dtype, Spec::kOp, [&](auto tag) {
       using T = decltype(tag);
       if (outer <= 0 || n <= 0 || inner <= 0) return;
-      launch<Spec>(static_cast<const T*>(x), static_cast<T*>(y), outer, n, inner, args, stream);
+      launch<Spec>(static_cast<const T*>(x), static_cast<T*>(y), outer, n, inner, args, operands,
+                   stream);
       sh::check_launch(Spec::kOp);
     });
   });

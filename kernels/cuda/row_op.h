@@ -12,9 +12,11 @@
 namespace ampc::kernels::cuda {
 
 // y = op of x along n; x and y have element type `dtype` (f32, f16, bf16; 16-bit values
-// computed in fp32 and rounded once). y may alias x. Asynchronous on `stream`, no workspace.
-// Throws ampc::Error for other dtypes, an op outside the list or a failed launch.
+// computed in fp32 and rounded once); the op's per-channel operands (device pointers) f32,
+// f16 or bf16. y may alias x. Asynchronous on `stream`, no workspace. Throws ampc::Error for
+// other dtypes, an op outside the list or a failed launch.
 void row_op(shared::RowOp op, DType dtype, const void* x, void* y, int64_t outer, int64_t n,
-            int64_t inner, const shared::RowArgs& args, cudaStream_t stream);
+            int64_t inner, const shared::RowArgs& args, const shared::RowOperands& operands,
+            cudaStream_t stream);
 
 }  // namespace ampc::kernels::cuda

@@ -12,13 +12,12 @@ namespace {
 // One row as a block of the kernel normalises it: the sum, then the squared deviations from
 // the mean, each folded in the block's order.
 template <typename T, typename P, typename S, typename M = MathOf<T>>
-void layer_norm_rows(const T* x, int64_t rows, int64_t cols, const P* scale, const P* bias,
-                     int64_t channels, M eps, T* y, S* mean, S* inv_std) {
+void layer_norm_rows(const T* x, int64_t rows, int64_t cols, const P* scale, const P* bias, M eps,
+                     T* y, S* mean, S* inv_std) {
   const sh::RowPlan plan = sh::row_plan(cols);
   std::vector<M> sc, bi;  // the parameters in the compute type, once
-  const int64_t params = channels ? channels : cols;
-  const M* s = scale ? load_row(scale, params, sc) : nullptr;
-  const M* b = bias ? load_row(bias, params, bi) : nullptr;
+  const M* s = scale ? load_row(scale, cols, sc) : nullptr;
+  const M* b = bias ? load_row(bias, cols, bi) : nullptr;
   for_rows(rows, rows > 1 && rows * cols > (1 << 16), [&](int64_t begin, int64_t end) {
     std::vector<M> buf, sq(cols);
     for (int64_t r = begin; r < end; ++r) {
@@ -29,17 +28,9 @@ void layer_norm_rows(const T* x, int64_t rows, int64_t cols, const P* scale, con
       if (mean) mean[r] = sh::Elem<S>::store(static_cast<MathOf<S>>(m));
       if (inv_std) inv_std[r] = sh::Elem<S>::store(static_cast<MathOf<S>>(inv));
       T* yr = y + r * cols;
-      if (channels) {  // one scale and bias for the whole row
-        const int64_t ch = r % channels;
-        const M* sr = s ? s + ch : nullptr;
-        const M* br = b ? b + ch : nullptr;
-        for (int64_t j = 0; j < cols; ++j)
-          yr[j] = sh::Elem<T>::store(sh::layer_norm_value(v[j], m, inv, sr, br));
-      } else {
-        for (int64_t j = 0; j < cols; ++j) {
-          yr[j] = sh::Elem<T>::store(
-              sh::layer_norm_value(v[j], m, inv, s ? s + j : nullptr, b ? b + j : nullptr));
-        }
+      for (int64_t j = 0; j < cols; ++j) {
+        yr[j] = sh::Elem<T>::store(
+            sh::layer_norm_value(v[j], m, inv, s ? s + j : nullptr, b ? b + j : nullptr));
       }
     }
   });
@@ -48,8 +39,8 @@ void layer_norm_rows(const T* x, int64_t rows, int64_t cols, const P* scale, con
 }  // namespace
 
 void layer_norm(DType x_dtype, const void* x, int64_t rows, int64_t cols, DType param_dtype,
-                const void* scale, const void* bias, int64_t channels, float epsilon, void* y,
-                DType stat_dtype, void* mean, void* inv_std) {
+                const void* scale, const void* bias, float epsilon, void* y, DType stat_dtype,
+                void* mean, void* inv_std) {
   if (rows <= 0 || cols < 0) return;
   if (x_dtype == DType::kFloat64) {  // the CPU op's f64: every operand f64
     if (param_dtype != DType::kFloat64 || stat_dtype != DType::kFloat64) {
@@ -57,7 +48,7 @@ void layer_norm(DType x_dtype, const void* x, int64_t rows, int64_t cols, DType 
     }
     return layer_norm_rows(static_cast<const double*>(x), rows, cols,
                            static_cast<const double*>(scale), static_cast<const double*>(bias),
-                           channels, static_cast<double>(epsilon), static_cast<double*>(y),
+                           static_cast<double>(epsilon), static_cast<double*>(y),
                            static_cast<double*>(mean), static_cast<double*>(inv_std));
   }
   sh::dispatch_float_types(x_dtype, "layer_norm input", [&](auto xt) {
@@ -67,7 +58,7 @@ void layer_norm(DType x_dtype, const void* x, int64_t rows, int64_t cols, DType 
         using P = decltype(pt);
         using S = decltype(st);
         layer_norm_rows(static_cast<const T*>(x), rows, cols, static_cast<const P*>(scale),
-                        static_cast<const P*>(bias), channels, epsilon, static_cast<T*>(y),
+                        static_cast<const P*>(bias), epsilon, static_cast<T*>(y),
                         static_cast<S*>(mean), static_cast<S*>(inv_std));
       });
     });

@@ -12,8 +12,9 @@
 namespace ampc::kernels::twin {
 
 // y = op over the middle axis of x viewed as [outer, n, inner] (f32, f64, f16, bf16; 16-bit
-// values computed in fp32 and rounded once). y may alias x. Throws ampc::Error for other dtypes.
+// values computed in fp32 and rounded once), with the op's per-channel operands (f32, f16 or
+// bf16; f64 for an f64 x). y may alias x. Throws ampc::Error for other dtypes.
 void row_op(shared::RowOp op, DType dtype, const void* x, void* y, int64_t outer, int64_t n,
-            int64_t inner, const shared::RowArgs& args);
+            int64_t inner, const shared::RowArgs& args, const shared::RowOperands& operands = {});
 
 }  // namespace ampc::kernels::twin

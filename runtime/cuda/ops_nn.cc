@@ -50,20 +50,39 @@ Launch build_softmax(StepContext& ctx) {
   };
 }
 
-// The generic row ops (kernels/shared/row_ops.h): one builder for the whole list.
+// The generic row ops (kernels/shared/row_ops.h): one builder for the whole list. The
+// per-channel operands are inputs 1.., one value per channel (x's dimension 1).
+template <typename Spec>
 Launch build_row_op(StepContext& ctx) {
   ctx.require_dtype(0, kFloats);
-  require_same_type(ctx);
   const plan::RowwiseParams& p = plan::params<plan::RowwiseParams>(ctx.step());
   const std::optional<kernels::shared::RowOp> op = plan::row_op_of(p.kind());
   if (!op) ctx.fail("internal: the step's row-wise kind is not a generic row op");
-  const auto [outer, n, inner] = plan::row_shape(p, ctx.in_shape(0));
+  const std::vector<int64_t> dims = ctx.in_shape(0);
+  const auto [outer, n, inner] = plan::row_shape(p, dims);
+  kernels::shared::RowOperands operands;
+  std::array<DevPtr, kernels::shared::kMaxRowOperands> held;
+  if constexpr (Spec::kRowOperands > 0) {
+    if (dims.size() < 2) ctx.fail("input has no channel dimension");
+    operands.channels = dims[1];
+    operands.dtype = ctx.in_dtype(1);
+    for (int k = 1; k <= Spec::kRowOperands; ++k) {
+      ctx.require_dtype(k, kFloats);
+      if (ctx.in_numel(k) != operands.channels)
+        ctx.fail("input " + std::to_string(k) + " must hold one value per channel");
+      if (ctx.in_dtype(k) != operands.dtype)
+        ctx.fail("the per-channel inputs have different element types");
+      held[k - 1] = ctx.in(k);
+    }
+  }
   const kernels::shared::RowArgs args = plan::row_args(p);
   const DType dtype = ctx.in_dtype(0);
+  require_same_type(ctx);
   const DevPtr x = ctx.in(0), y = ctx.out(0);
-  return [=, op = *op](cudaStream_t stream) {
+  return [=, op = *op](cudaStream_t stream) mutable {
     if (outer * n * inner == 0) return;
-    kc::row_op(op, dtype, x.get(), y.get(), outer, n, inner, args, stream);
+    for (int k = 0; k < Spec::kRowOperands; ++k) operands.data[k] = held[k].get();
+    kc::row_op(op, dtype, x.get(), y.get(), outer, n, inner, args, operands, stream);
   };
 }
 
@@ -88,31 +107,8 @@ Launch build_layer_norm(StepContext& ctx) {
                mean = ctx.out(1), inv = ctx.out(2);
   return [=](cudaStream_t stream) {
     if (rows * cols == 0) return;
-    kc::layer_norm(xt, x.get(), rows, cols, pt, scale.get(), bias.get(), 0, eps, y.get(), stash,
+    kc::layer_norm(xt, x.get(), rows, cols, pt, scale.get(), bias.get(), eps, y.get(), stash,
                    mean.get(), inv.get(), stream);
-  };
-}
-
-// InstanceNormalization: the layernorm kernel over the (n, c) planes, scale and bias per channel.
-Launch build_instance_norm(StepContext& ctx) {
-  ctx.require_dtype(0, kFloats);
-  const std::vector<int64_t> dims = ctx.in_shape(0);
-  if (dims.size() < 3) ctx.fail("input has no spatial dimension");
-  const plan::RowwiseParams& p = plan::params<plan::RowwiseParams>(ctx.step());
-  const plan::RowShape shape = plan::row_shape(p, dims);  // the (n, c) planes
-  const int64_t c = dims[1], rows = shape.outer, cols = shape.n;
-  for (int k = 1; k <= 2; ++k) {
-    ctx.require_dtype(k, kFloats);
-    if (ctx.in_numel(k) != c) ctx.fail("scale and bias must hold one value per channel");
-  }
-  if (ctx.in_dtype(2) != ctx.in_dtype(1)) ctx.fail("scale and bias have different element types");
-  const float eps = p.epsilon();
-  const DType xt = ctx.in_dtype(0), pt = ctx.in_dtype(1);
-  const DevPtr x = ctx.in(0), scale = ctx.in(1), bias = ctx.in(2), y = ctx.out(0);
-  return [=](cudaStream_t stream) {
-    if (rows * cols == 0) return;
-    kc::layer_norm(xt, x.get(), rows, cols, pt, scale.get(), bias.get(), c, eps, y.get(), xt,
-                   nullptr, nullptr, stream);
   };
 }
 
@@ -418,10 +414,10 @@ void register_nn_ops(BuilderTable& t) {
   t.add("", "Softmax", build_softmax);
   t.add("", "LogSoftmax", build_softmax);
   t.add("", "LayerNormalization", build_layer_norm);
-#define AMPC_ROW_OP_BUILDER(NAME, SPEC) t.add("", kernels::shared::SPEC::kOp, build_row_op);
+#define AMPC_ROW_OP_BUILDER(NAME, SPEC) \
+  t.add("", kernels::shared::SPEC::kOp, build_row_op<kernels::shared::SPEC>);
   AMPC_ROW_OPS(AMPC_ROW_OP_BUILDER)
 #undef AMPC_ROW_OP_BUILDER
-  t.add("", "InstanceNormalization", build_instance_norm);
   t.add("", "SoftmaxCrossEntropyLoss", build_cross_entropy);
   for (const char* op : {"ReduceSum", "ReduceMean", "ReduceProd", "ReduceMax", "ReduceMin",
                          "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceSumSquare"})

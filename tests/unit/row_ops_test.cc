@@ -1,5 +1,6 @@
-// The generic row-wise ops (kernels/shared/row_ops.h): LpNormalization's CPU op against a
-// float64 reference written out here (y = x / ||x||_p along one axis), every op of the list in
+// The generic row-wise ops (kernels/shared/row_ops.h): the CPU ops of LpNormalization and
+// InstanceNormalization against float64 references written out here (y = x / ||x||_p along one
+// axis; the (n, c) planes normalised, scaled and shifted per channel), every op of the list in
 // f16 / bf16 against its f32 result on the same (exactly widened) values rounded once, in
 // place and out of place, and the CPU op refusing what the ONNX definition does not allow.
 // PyTorch checks the op and its gradient in a model (tests/oracle/lp_norm_oracle.py); the
@@ -89,7 +90,21 @@ TEST(RowOps, LpNormalizationMatchesAFloat64Reference) {
   }
 }
 
+// Per-channel operands for the ops that have them (InstanceNormalization's scale and bias):
+// 3 channels of f32 values.
+struct Operands {
+  Tensor first = make(DType::kFloat32, {3}, {0.5, -1.25, 2.0});
+  Tensor second = make(DType::kFloat32, {3}, {0.25, 0.0, -0.75});
+  sh::RowOperands ops;
+  Operands() {
+    ops.channels = 3;
+    ops.data[0] = first.raw();
+    ops.data[1] = second.raw();
+  }
+};
+
 TEST(RowOps, SixteenBitResultsAreTheFp32ResultRoundedOnce) {
+  const Operands operands;
   for (sh::RowOp op : sh::kRowOps) {
     for (const Case& c : kCases) {
       const Rows r = rows_of(c.shape, c.axis);
@@ -99,11 +114,12 @@ TEST(RowOps, SixteenBitResultsAreTheFp32ResultRoundedOnce) {
         const Tensor x = make(dtype, c.shape, pseudo_random(count, 7));
         const std::vector<double> exact = values(x);
         const Tensor x32 = make(DType::kFloat32, c.shape, exact);
-        for (const sh::RowArgs args : {sh::RowArgs{1e-5f, 1}, sh::RowArgs{1e-5f, 2}}) {
+        for (const sh::RowArgs args : {sh::RowArgs{1e-5f, 1}, sh::RowArgs{1e-3f, 2}}) {
           Tensor y32(DType::kFloat32, c.shape), y(dtype, c.shape);
           kernels::twin::row_op(op, DType::kFloat32, x32.raw(), y32.raw(), r.outer, r.n, r.inner,
-                                args);
-          kernels::twin::row_op(op, dtype, x.raw(), y.raw(), r.outer, r.n, r.inner, args);
+                                args, operands.ops);
+          kernels::twin::row_op(op, dtype, x.raw(), y.raw(), r.outer, r.n, r.inner, args,
+                                operands.ops);
           const float* f = y32.data<float>();
           const auto* bits = static_cast<const uint16_t*>(y.raw());
           int failures = 0;
@@ -119,12 +135,78 @@ TEST(RowOps, SixteenBitResultsAreTheFp32ResultRoundedOnce) {
           // In place (y aliases x): the same bits.
           Tensor in_place = x;
           kernels::twin::row_op(op, dtype, in_place.raw(), in_place.raw(), r.outer, r.n, r.inner,
-                                args);
+                                args, operands.ops);
           EXPECT_EQ(std::memcmp(in_place.raw(), y.raw(), count * 2), 0) << "in place";
         }
       }
     }
   }
+}
+
+// InstanceNormalization over the (n, c) planes in double: mean, biased variance, scale and
+// bias of the plane's channel.
+std::vector<double> instance_norm_reference(const std::vector<double>& x,
+                                            const std::vector<int64_t>& shape,
+                                            const std::vector<double>& scale,
+                                            const std::vector<double>& bias, double eps) {
+  const int64_t planes = shape[0] * shape[1], size = count_of(shape) / planes;
+  std::vector<double> y(x.size());
+  for (int64_t r = 0; r < planes; ++r) {
+    const double* v = &x[r * size];
+    double mean = 0, var = 0;
+    for (int64_t j = 0; j < size; ++j) mean += v[j];
+    mean /= static_cast<double>(size);
+    for (int64_t j = 0; j < size; ++j) var += (v[j] - mean) * (v[j] - mean);
+    var /= static_cast<double>(size);
+    const int64_t c = r % shape[1];
+    for (int64_t j = 0; j < size; ++j)
+      y[r * size + j] = (v[j] - mean) / std::sqrt(var + eps) * scale[c] + bias[c];
+  }
+  return y;
+}
+
+TEST(RowOps, InstanceNormalizationMatchesAFloat64Reference) {
+  const std::vector<std::vector<int64_t>> shapes = {
+      {2, 3, 5}, {4, 6, 32, 32}, {1, 2, 3, 4, 5}, {2, 2, 3000}};
+  for (const auto& shape : shapes) {
+    const int64_t c = shape[1];
+    const std::vector<double> v = pseudo_random(static_cast<size_t>(count_of(shape)), 41);
+    std::vector<double> scale = pseudo_random(static_cast<size_t>(c), 43);
+    const std::vector<double> bias = pseudo_random(static_cast<size_t>(c), 47);
+    for (double& s : scale) s += 1.5;  // away from 0: the output's scale
+    const double eps = 1e-3f;          // the attribute is a float
+    const std::vector<double> want = instance_norm_reference(v, shape, scale, bias, eps);
+    // x and the per-channel operands in one type, and 16-bit x with f32 operands (autocast's
+    // fp32 parameters beside a 16-bit activation).
+    for (const auto& [xt, pt] :
+         {std::pair{DType::kFloat64, DType::kFloat64}, std::pair{DType::kFloat32, DType::kFloat32},
+          std::pair{DType::kFloat16, DType::kFloat32},
+          std::pair{DType::kBFloat16, DType::kFloat32}}) {
+      const Tensor x = make(xt, shape, v);
+      const Tensor y = run("InstanceNormalization", {x, make(pt, {c}, scale), make(pt, {c}, bias)},
+                           {attr_f("epsilon", 1e-3f)}, 1, 6)[0];
+      ASSERT_EQ(y.dtype(), xt);
+      SCOPED_TRACE(x.type_str());
+      // 16-bit: the reference of the stored (rounded) inputs, then one rounding of the result.
+      const std::vector<double> ref =
+          xt == DType::kFloat16 || xt == DType::kBFloat16
+              ? instance_norm_reference(values(x), shape, scale, bias, eps)
+              : want;
+      const double tol = xt == DType::kFloat64   ? 1e-12
+                         : xt == DType::kFloat32 ? 2e-5
+                         : xt == DType::kFloat16 ? 4e-3
+                                                 : 3e-2;
+      expect_close(values(y), ref, tol);
+    }
+  }
+}
+
+TEST(RowOps, InstanceNormalizationRefusesOperandsOfAnotherLength) {
+  const Tensor x = make(DType::kFloat32, {1, 2, 3}, {1, 2, 3, 4, 5, 6});
+  const Tensor three = make(DType::kFloat32, {3}, {1, 1, 1});
+  EXPECT_NE(run_error("InstanceNormalization", {x, three, three}, {}, 1, 6)
+                .find("does not have 2 elements (one per channel)"),
+            std::string::npos);
 }
 
 TEST(RowOps, LpNormalizationOfAZeroRowIsNan) {

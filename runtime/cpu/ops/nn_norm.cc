@@ -1,5 +1,5 @@
-// Normalisation layers: BatchNormalization (inference and training mode),
-// InstanceNormalization, LayerNormalization, LRN, MeanVarianceNormalization.
+// Normalisation layers: BatchNormalization (inference and training mode), LayerNormalization,
+// LRN, MeanVarianceNormalization (InstanceNormalization is a generic row op: row_ops.cc).
 #include <cmath>
 
 #include "kernels/cpu/norm.h"
@@ -59,23 +59,6 @@ void batch_norm(OpContext& ctx) {
 }
 
 template <typename T>
-void instance_norm(OpContext& ctx) {
-  const Tensor& x = ctx.in(0);
-  if (x.rank() < 3) ctx.fail("input " + x.type_str() + " has no spatial dimension");
-  const int64_t c = x.dim(1);
-  const plan::RowwiseParams& p = plan::params<plan::RowwiseParams>(ctx.step());
-  const plan::RowShape rows = plan::row_shape(p, x.shape());  // the (n, c) planes
-  const T* scale = channel_param<T>(ctx, 1, c);
-  const T* bias = channel_param<T>(ctx, 2, c);
-  Tensor& y = ctx.output(0, x.dtype(), x.shape());
-  // The CUDA kernel's host side: LayerNormalization's rows are the (n, c) planes, the scale and
-  // bias one value per channel.
-  const DType t = dtype_of<T>();
-  kernels::twin::layer_norm(t, x.data<T>(), rows.outer, rows.n, t, scale, bias, c, p.epsilon(),
-                            y.data<T>(), t, nullptr, nullptr);
-}
-
-template <typename T>
 void layer_norm(OpContext& ctx) {
   const Tensor& x = ctx.in(0);
   const int64_t rank = x.rank();
@@ -95,7 +78,7 @@ void layer_norm(OpContext& ctx) {
   // The CUDA kernel's host side (kernels/twin/layernorm.h): the GPU's bits.
   const DType t = dtype_of<T>();
   kernels::twin::layer_norm(t, x.data<T>(), rows, cols, t, scale.data(),
-                            bias.empty() ? nullptr : bias.data(), 0, p.epsilon(), y.data<T>(), t,
+                            bias.empty() ? nullptr : bias.data(), p.epsilon(), y.data<T>(), t,
                             ctx.has_output(1) ? mean.data<T>() : nullptr,
                             ctx.has_output(2) ? inv_std.data<T>() : nullptr);
   Tensor* stats[2] = {&mean, &inv_std};
@@ -136,9 +119,6 @@ void register_norm_ops(OpRegistry& r) {
       r, "BatchNormalization",
       [](OpContext& ctx) { dispatch_float(ctx, [&](auto t) { batch_norm<decltype(t)>(ctx); }); },
       {0, 3, 4, 3, 4});
-  add_widened(r, "InstanceNormalization", [](OpContext& ctx) {
-    dispatch_float(ctx, [&](auto t) { instance_norm<decltype(t)>(ctx); });
-  });
   add_widened(
       r, "LayerNormalization",
       [](OpContext& ctx) { dispatch_float(ctx, [&](auto t) { layer_norm<decltype(t)>(ctx); }); },
