@@ -29,14 +29,11 @@ void GradientRegistry::add(std::string_view op_type, GradRule rule) {
 }
 
 const GradRule* GradientRegistry::find(const ops::OpKey& key) const {
-  auto it = rules_.find(key);
-  return it == rules_.end() ? nullptr : &it->second;
+  return rules_.find(key);
 }
 
 std::vector<ops::OpKey> GradientRegistry::keys() const {
-  std::vector<ops::OpKey> out;
-  for (const auto& [key, rule] : rules_) out.push_back(key);
-  return out;
+  return rules_.keys();
 }
 
 const GradientRegistry& GradientRegistry::instance() {

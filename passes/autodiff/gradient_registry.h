@@ -10,6 +10,7 @@
 
 #include "ir/graph.h"
 #include "ops/op_key.h"
+#include "ops/op_map.h"
 #include "passes/autodiff/grad_builder.h"
 
 namespace ampc::passes::autodiff {
@@ -59,13 +60,14 @@ class GradientRegistry {
  public:
   // An op of the default domain; another domain's op is added by its OpKey.
   void add(std::string_view op_type, GradRule rule);
-  void add(const ops::OpKey& key, GradRule rule) { rules_[key] = std::move(rule); }
+  // Throws std::logic_error when the op already has one (ops/op_map.h).
+  void add(const ops::OpKey& key, GradRule rule) { rules_.add(key, std::move(rule)); }
   const GradRule* find(const ops::OpKey& key) const;
   std::vector<ops::OpKey> keys() const;  // every op with a rule (ampc ops)
   static const GradientRegistry& instance();
 
  private:
-  std::map<ops::OpKey, GradRule> rules_;
+  ops::OpMap<GradRule> rules_{"gradient rule"};
 };
 
 // One per family file.

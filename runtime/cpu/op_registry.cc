@@ -5,18 +5,15 @@
 namespace ampc::rt::cpu {
 
 void OpRegistry::add(const std::string& op, CpuOp fn, const std::string& domain) {
-  ops_[{domain, op}] = std::move(fn);
+  ops_.add({domain, op}, std::move(fn));
 }
 
 const CpuOp* OpRegistry::find(const std::string& op, const std::string& domain) const {
-  auto it = ops_.find({domain, op});
-  return it == ops_.end() ? nullptr : &it->second;
+  return ops_.find({domain, op});
 }
 
 std::vector<ops::OpKey> OpRegistry::keys() const {
-  std::vector<ops::OpKey> out;
-  for (const auto& [key, fn] : ops_) out.push_back(key);
-  return out;
+  return ops_.keys();
 }
 
 const OpRegistry& OpRegistry::instance() {

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "ops/op_key.h"
+#include "ops/op_map.h"
 #include "runtime/cpu/op_context.h"
 
 namespace ampc::rt::cpu {
@@ -16,6 +17,7 @@ using CpuOp = std::function<void(OpContext&)>;
 
 class OpRegistry {
  public:
+  // Throws std::logic_error when the op already has one (ops/op_map.h).
   void add(const std::string& op, CpuOp fn, const std::string& domain = "");
   // Null when the backend has no implementation.
   const CpuOp* find(const std::string& op, const std::string& domain) const;
@@ -25,7 +27,7 @@ class OpRegistry {
   static const OpRegistry& instance();
 
  private:
-  std::map<ops::OpKey, CpuOp> ops_;
+  ops::OpMap<CpuOp> ops_{"CPU operator"};
 };
 
 }  // namespace ampc::rt::cpu

@@ -43,12 +43,12 @@ const BuilderTable& table() {
 }  // namespace
 
 void BuilderTable::add(const std::string& domain, const std::string& op, Builder b) {
-  entries_.emplace(ops::OpKey{domain, op}, b);  // the first registration wins
+  entries_.add({domain, op}, b);
 }
 
 Builder BuilderTable::find(const std::string& domain, const std::string& op) const {
-  auto it = entries_.find({domain, op});
-  return it == entries_.end() ? nullptr : it->second;
+  const Builder* b = entries_.find({domain, op});
+  return b ? *b : nullptr;
 }
 
 Builder find_builder(const std::string& domain, const std::string& op) {
@@ -56,9 +56,7 @@ Builder find_builder(const std::string& domain, const std::string& op) {
 }
 
 std::vector<ops::OpKey> BuilderTable::keys() const {
-  std::vector<ops::OpKey> out;
-  for (const auto& [key, builder] : entries_) out.push_back(key);
-  return out;
+  return entries_.keys();
 }
 
 std::vector<ops::OpKey> builder_keys() {

@@ -20,6 +20,7 @@
 
 #include "base/error.h"
 #include "ops/op_key.h"
+#include "ops/op_map.h"
 #include "runtime/cuda/step_context.h"
 
 namespace ampc::rt::cuda {
@@ -51,7 +52,7 @@ std::string describe_step(const plan::Plan& plan, int index);
 void check_library_step(StepContext& ctx);
 bool is_library_step(const plan::Step& step);
 
-// Registration, one call per family file.
+// Registration, one call per family file (a second builder for an op throws: ops/op_map.h).
 class BuilderTable {
  public:
   void add(const std::string& domain, const std::string& op, Builder b);
@@ -59,7 +60,7 @@ class BuilderTable {
   std::vector<ops::OpKey> keys() const;
 
  private:
-  std::map<ops::OpKey, Builder> entries_;  // the key of every per-op registry (ops/op_key.h)
+  ops::OpMap<Builder> entries_{"CUDA step builder"};
 };
 void register_gemm_ops(BuilderTable& t);
 void register_conv_ops(BuilderTable& t);

@@ -9,6 +9,7 @@
 #include "kernels/codegen/instr_set.h"
 #include "ops/op_info.h"
 #include "ops/op_key.h"
+#include "ops/op_map.h"
 #include "passes/autodiff/gradient_registry.h"
 #include "runtime/cpu/op_registry.h"
 
@@ -103,6 +104,24 @@ TEST(OpKey, RegistriesAgreeOnTheDefaultDomain) {
   EXPECT_EQ(grads.find({"", "AllReduceSum"}), nullptr);
   EXPECT_EQ(ops::OpKey("ai.onnx", "Relu").str(), "Relu");
   EXPECT_EQ(ops::OpKey("ampc", "AllReduceSum").str(), "ampc.AllReduceSum");
+}
+
+// One definition per operator: a registry refuses a second entry for an op, however its
+// domain is spelt, and keeps the first one's code.
+TEST(OpMap, ASecondDefinitionOfAnOpIsRefusedNamingIt) {
+  ops::OpMap<int> map("gradient rule");
+  map.add({"", "Relu"}, 1);
+  map.add({"ampc", "Relu"}, 2);  // another domain: another op
+  try {
+    map.add({"ai.onnx", "Relu"}, 3);
+    FAIL() << "no error";
+  } catch (const std::logic_error& e) {
+    EXPECT_STREQ(e.what(), "gradient rule for 'Relu' is defined twice");
+  }
+  ASSERT_NE(map.find({"", "Relu"}), nullptr);
+  EXPECT_EQ(*map.find({"", "Relu"}), 1);
+  EXPECT_EQ(map.find({"", "Elu"}), nullptr);
+  EXPECT_EQ(map.keys().size(), 2u);
 }
 
 }  // namespace
