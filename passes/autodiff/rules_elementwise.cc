@@ -117,6 +117,28 @@ void register_unary(GradientRegistry& r) {
   });
 }
 
+// Unary math whose derivative is built from other ops (PyTorch's choices at the points where
+// the op is not differentiable: Abs' slope at 0 is 0, as sign(0)).
+void register_unary_math(GradientRegistry& r) {
+  r.add("Abs", [](GradContext& c) { unary(c, same(c, "Sign", {c.input(0)})); });  // sign(x)
+  r.add("Sin", [](GradContext& c) { unary(c, same(c, "Cos", {c.input(0)})); });   // cos(x)
+  r.add("Cos", [](GradContext& c) {                                               // -sin(x)
+    unary(c, same(c, "Neg", {same(c, "Sin", {c.input(0)})}));
+  });
+  r.add("Reciprocal", [](GradContext& c) {  // -y^2
+    Value* y = c.output(0);
+    unary(c, same(c, "Neg", {same(c, "Mul", {y, y})}));
+  });
+  r.add("Softplus", [](GradContext& c) {  // sigmoid(x)
+    unary(c, same(c, "Sigmoid", {c.input(0)}));
+  });
+  r.add("Softsign", [](GradContext& c) {  // 1 / (1 + |x|)^2
+    const DType t = c.input(0)->type.dtype;
+    Value* d = same(c, "Add", {c.b.scalar(1.0, t), same(c, "Abs", {c.input(0)})});
+    c.set_input_grad(0, same(c, "Div", {c.output_grad(0), same(c, "Mul", {d, d})}));
+  });
+}
+
 // Clip: dy where min < x < max (min and max are constant bounds).
 void clip(GradContext& c) {
   if (c.needs(1) || c.needs(2)) c.fail("the bounds of Clip must be constant");
@@ -188,6 +210,27 @@ void register_activations(GradientRegistry& r) {
     Value* local = c.b.op("Where", {positive(c), c.b.scalar(1.0, t.dtype), y_alpha}, t);
     unary(c, local);
   });
+  r.add("Selu", [](GradContext& c) {  // gamma where x > 0, y + gamma alpha elsewhere
+    const DType t = c.input(0)->type.dtype;
+    const double alpha = c.attr_float("alpha", 1.67326319217681884765625f);
+    const double gamma = c.attr_float("gamma", 1.05070102214813232421875f);
+    Value* below = same(c, "Add", {c.output(0), c.b.scalar(gamma * alpha, t)});
+    unary(c, c.b.op("Where", {positive(c), c.b.scalar(gamma, t), below}, c.input(0)->type));
+  });
+  // PRelu: y = x where x > 0, slope * x elsewhere (slope broadcast to x, a parameter).
+  r.add("PRelu", [](GradContext& c) {
+    const auto t = c.input(0)->type;
+    Value* dy = c.output_grad(0);
+    Value* zero = c.b.scalar(0.0, t.dtype);
+    if (c.needs(0)) {
+      Value* scaled = c.b.op("Mul", {dy, c.input(1)}, t);
+      c.set_input_grad(0, c.b.op("Where", {positive(c), dy, scaled}, t));
+    }
+    if (c.needs(1)) {
+      Value* dslope = c.b.op("Where", {positive(c), zero, c.b.op("Mul", {dy, c.input(0)}, t)}, t);
+      c.set_input_grad(1, c.b.reduce_to(dslope, c.input(1)->type));
+    }
+  });
   r.add("Clip", clip);
   r.add("Cast", [](GradContext& c) {  // the gradient cast back to the input's type
     const auto t = c.input(0)->type;
@@ -207,6 +250,7 @@ void register_elementwise_gradients(GradientRegistry& r) {
   r.add("Div", div);
   r.add("Pow", pow);
   register_unary(r);
+  register_unary_math(r);
   register_activations(r);
 }
 

@@ -73,6 +73,34 @@ TEST(AutodiffFdElementwiseRandom, Unary) {
   Case relu = unary(rnd, "Relu");
   relu.kinks = {0.0};
   check(relu);
+  for (const char* op : {"Sin", "Cos", "Softplus", "Softsign"}) check(unary(rnd, op));
+  for (const char* op : {"Abs", "Selu"}) {  // kinked at 0
+    Case c = unary(rnd, op);
+    c.kinks = {0.0};
+    check(c);
+  }
+  Case reciprocal = unary(rnd, "Reciprocal");  // both signs, away from the pole
+  reciprocal.kinks = {0.0};
+  reciprocal.gap = 0.3;
+  check(reciprocal);
+}
+
+// PRelu: the slope a parameter broadcast to x (one per channel, or one for all, as
+// torch.nn.PReLU exports it), kinked at x = 0.
+TEST(AutodiffFdElementwiseRandom, PRelu) {
+  Random rnd(7);
+  for (int k = 0; k < 6; ++k) {
+    const Shape x = rnd.shape(rnd.uniform(2, 4), 1, 3);
+    const Shape slope = k % 2 ? Shape{1} : Shape{x[1]};
+    Shape per_channel(x.size() - 1, 1);
+    per_channel[0] = slope[0];
+    Case c{"PRelu_" + str(x) + "_" + str(slope), {x, slope}, x, [=](GradBuilder& g, P p) {
+             ir::Value* s = slope[0] == 1 ? p[1] : g.reshape(p[1], per_channel);
+             return g.op("PRelu", {p[0], s}, f64(x));
+           }};
+    c.kinks = {0.0};
+    check(c);
+  }
 }
 
 TEST(AutodiffFdElementwiseRandom, PowConstantExponent) {

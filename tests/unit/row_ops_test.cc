@@ -3,7 +3,7 @@
 // axis; the (n, c) planes normalised, scaled and shifted per channel), every op of the list in
 // f16 / bf16 against its f32 result on the same (exactly widened) values rounded once, in
 // place and out of place, and the CPU op refusing what the ONNX definition does not allow.
-// PyTorch checks the op and its gradient in a model (tests/oracle/lp_norm_oracle.py); the
+// PyTorch checks the op and its gradient in a model (tests/oracle/model_oracle.py); the
 // CUDA kernel is compared with the twin in tests/gpu/kernels_rowwise_gpu_test.cc.
 #include <gtest/gtest.h>
 

@@ -89,7 +89,7 @@ nlohmann::json row(const ops::OpKey& key) {
 
 void print_text(const nlohmann::json& rows) {
   std::cout << std::left << std::setw(34) << "op" << std::setw(15) << "pattern" << std::setw(10)
-            << "autocast" << std::setw(17) << "fused" << std::setw(5) << "cpu" << std::setw(11)
+            << "autocast" << std::setw(20) << "fused" << std::setw(5) << "cpu" << std::setw(11)
             << "cuda"
             << "gradient\n";
   int cpu = 0, cuda = 0, grad = 0;
@@ -100,7 +100,7 @@ void print_text(const nlohmann::json& rows) {
             : r["domain"].get<std::string>() + "." + r["op"].get<std::string>();
     const std::string fused = r["fused"].get<std::string>() + (r["in_place"] ? ", in place" : "");
     std::cout << std::setw(34) << name << std::setw(15) << r["pattern"].get<std::string>()
-              << std::setw(10) << r["autocast"].get<std::string>() << std::setw(17) << fused
+              << std::setw(10) << r["autocast"].get<std::string>() << std::setw(20) << fused
               << std::setw(5) << (r["cpu"] ? "yes" : "-") << std::setw(11)
               << r["cuda"].get<std::string>() << (r["gradient"] ? "yes" : "-") << '\n';
     cpu += r["cpu"].get<bool>();

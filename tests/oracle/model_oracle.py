@@ -1,21 +1,25 @@
 #!/usr/bin/env python3
-"""PyTorch oracle for LpNormalization (a generic row op, kernels/shared/row_ops.h) in a model
-trained end to end, the way a user gets the op into ONNX: torch 1.13 has no exporter for it,
-so the model's normalisation is a torch.autograd.Function with an ONNX `symbolic` (PyTorch's
-own recipe for custom ops) that emits LpNormalization, and computes x / x.norm(p, axis) in
-PyTorch. The model is a cosine-softmax classifier (NormFace-style) over sequences of features:
-  Linear -> LpNormalization(axis 1, p 1)   an inner axis: the kernels' column layout
-  -> Tanh -> Linear -> LpNormalization(axis -1, p 2)   the last axis: the row layout
-  -> flatten -> LpNormalization(axis -1, p 2) -> x @ (10 * LpNormalization(W, axis 1, p 2))^T
-  -> cross-entropy
-(the last normalises a parameter, so its gradient reaches W through the op).
-
-It writes the zoo's export layout (model.onnx, batch/, data.npz, grad64/, grad32/) and runs
-the zoo's checks on it (tests/zoo/run_zoo.py): step-1 gradients of ampc (zoo_gradients, fp32,
+"""PyTorch oracles for models written here to exercise ops and gradient rules that the zoo's
+torchvision and torch.nn models do not reach, each exported by torch as a user would and run
+through the zoo's checks (tests/zoo/run_zoo.py): step-1 gradients of ampc (zoo_gradients, fp32,
 CPU) against PyTorch float64 within max(3 x PyTorch float32's error, 1e-5); `ampc compile
 --train` in fp32, fp16 and bf16; 10 training steps in fp16 and bf16 that stay finite.
 
-    lp_norm_oracle.py --ampc BIN --gradients BIN --work DIR
+- lp_norm_cosine: LpNormalization (a generic row op, kernels/shared/row_ops.h). torch 1.13 has
+  no exporter for it, so the model's normalisation is a torch.autograd.Function with an ONNX
+  `symbolic` (PyTorch's own recipe for custom ops) that emits LpNormalization and computes
+  x / x.norm(p, axis) in PyTorch. A cosine-softmax classifier (NormFace-style):
+    Linear -> LpNormalization(axis 1, p 1)   an inner axis: the kernels' column layout
+    -> Tanh -> Linear -> LpNormalization(axis -1, p 2)   the last axis: the row layout
+    -> flatten -> LpNormalization(axis -1, p 2) -> x @ (10 * LpNormalization(W, axis 1, p 2))^T
+    -> cross-entropy
+  (the last normalises a parameter, so its gradient reaches W through the op).
+- regression_l1: a regression MLP with torch.nn's PReLU (per channel and shared), Softplus,
+  SELU, Softsign (x / (1 + |x|) in the export), Mish (Softplus and Tanh) and a sin feature,
+  trained on an L1 plus smooth-L1 loss written with abs (torch 1.13 exports neither
+  nn.L1Loss nor nn.SmoothL1Loss): the gradient rules of Abs, PRelu, Softplus, Selu, Sin.
+
+    model_oracle.py MODEL --ampc BIN --gradients BIN --work DIR
 """
 import argparse
 import io
@@ -65,10 +69,47 @@ class CosineClassifier(nn.Module):
         return F.cross_entropy(logits, y)
 
 
-def export(out):
-    torch.manual_seed(0)
-    model = CosineClassifier().train()
+def lp_norm_cosine():
+    model = CosineClassifier()
     inputs = {"x": torch.randn(4, 6, 10), "y": torch.tensor([0, 3, 1, 4])}
+    return model, inputs, {"LpNormalization"}
+
+
+class Regression(nn.Module):
+    def __init__(self, features=6, width=16):
+        super().__init__()
+        self.inp = nn.Linear(features, width)
+        self.prelu = nn.PReLU(width)
+        self.mid = nn.Linear(width, width)
+        self.acts = nn.ModuleList([nn.Softplus(), nn.SELU(), nn.Softsign(), nn.Mish()])
+        self.shared = nn.PReLU()
+        self.out = nn.Linear(width, 2)
+
+    def forward(self, x, target):
+        h = self.prelu(self.inp(x)) + torch.sin(x.sum(-1, keepdim=True))
+        for act in self.acts:
+            h = act(self.mid(h)) if act is self.acts[0] else act(h)
+        pred = self.out(self.shared(h))
+        # L1 and smooth L1 written out: torch 1.13 exports neither aten::l1_loss nor
+        # aten::smooth_l1_loss.
+        d = (pred - target).abs()
+        smooth = torch.where(d < 0.5, d * d, d - 0.25)  # beta 0.5: 0.5 d^2 / beta, d - beta / 2
+        return d.mean() + smooth.mean()
+
+
+def regression_l1():
+    model = Regression()
+    inputs = {"x": torch.randn(8, 6), "target": torch.randn(8, 2)}
+    return model, inputs, {"Abs", "PRelu", "Softplus", "Selu", "Sin", "Tanh"}
+
+
+MODELS = {"lp_norm_cosine": lp_norm_cosine, "regression_l1": regression_l1}
+
+
+def export(name, out):
+    torch.manual_seed(0)
+    model, inputs, wanted = MODELS[name]()
+    model.train()
     buf = io.BytesIO()
     torch.onnx.export(model, tuple(inputs.values()), buf, input_names=list(inputs),
                       output_names=["loss"], opset_version=zoo_export.OPSET,
@@ -84,23 +125,24 @@ def export(out):
     for p, g in g64.items():
         zoo_export.save_npy(os.path.join(out, "grad64", p + ".npy"), g)
         zoo_export.save_npy(os.path.join(out, "grad32", p + ".npy"), g32[p].astype(np.float32))
+    return wanted
 
 
 def main():
     ap = argparse.ArgumentParser()
+    ap.add_argument("model", choices=sorted(MODELS))
     ap.add_argument("--ampc", required=True)
     ap.add_argument("--gradients", required=True)
     ap.add_argument("--work", required=True)
     args = ap.parse_args()
-    args.model = "lp_norm_cosine"
     warnings.filterwarnings("ignore")
     torch.set_num_threads(1)
     src = os.path.join(args.work, "export")
     out = os.path.join(args.work, "run")
-    export(src)
+    wanted = export(args.model, src)
     import onnx
     ops = {n.op_type for n in onnx.load(os.path.join(src, "model.onnx")).graph.node}
-    assert "LpNormalization" in ops, f"the export has no LpNormalization: {sorted(ops)}"
+    assert wanted <= ops, f"the export lacks {sorted(wanted - ops)}: {sorted(ops)}"
     result = {}
     try:
         run_zoo.gradient_check(args, src, out, result)
@@ -108,9 +150,9 @@ def main():
         run_zoo.train(args, src, out, result, "fp16")
         run_zoo.train(args, src, out, result, "bf16")
     except run_zoo.Failure as e:
-        print(f"lp_norm_oracle: FAILED: {e}")
+        print(f"{args.model}: FAILED: {e}")
         return 1
-    print(f"lp_norm_oracle: step-1 gradient error {result['grad_error']:.3g} "
+    print(f"{args.model}: step-1 gradient error {result['grad_error']:.3g} "
           f"(PyTorch float32: {result['torch32_error']:.3g}); fp16 loss "
           f"{result['train_fp16']['first_loss']:.4f} -> {result['train_fp16']['last_loss']:.4f}, "
           f"bf16 {result['train_bf16']['first_loss']:.4f} -> "
