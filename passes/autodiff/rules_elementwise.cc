@@ -241,9 +241,43 @@ void register_activations(GradientRegistry& r) {
   r.add("Dropout", dropout);
 }
 
+// Sum and Mean of any number of broadcast inputs: dy (over the count) summed back to each.
+void sum_mean(GradContext& c, bool mean) {
+  const size_t n = c.node().inputs.size();
+  Value* dy = c.output_grad(0);
+  if (mean) dy = same(c, "Div", {dy, c.b.scalar(static_cast<double>(n), dy->type.dtype)});
+  for (size_t i = 0; i < n; ++i) {
+    if (c.needs(i)) c.set_input_grad(i, c.b.reduce_to(dy, c.input(i)->type));
+  }
+}
+
+// Max and Min of broadcast inputs: dy to the inputs equal to the result, shared evenly where
+// several are (PyTorch's maximum / minimum give half to each of two tied inputs).
+void max_min(GradContext& c) {
+  const size_t n = c.node().inputs.size();
+  const auto& t = c.output(0)->type;
+  std::vector<Value*> hits;
+  Value* count = nullptr;
+  for (size_t i = 0; i < n; ++i) {
+    Value* eq = c.b.op("Equal", {c.input(i), c.output(0)}, {DType::kBool, t.shape});
+    hits.push_back(c.b.op("Cast", {eq}, t,
+                          attrs(ir::Attribute::make_int("to", static_cast<int64_t>(t.dtype)))));
+    count = count ? same(c, "Add", {count, hits.back()}) : hits.back();
+  }
+  Value* share = same(c, "Div", {c.output_grad(0), count});
+  for (size_t i = 0; i < n; ++i) {
+    if (c.needs(i))
+      c.set_input_grad(i, c.b.reduce_to(same(c, "Mul", {share, hits[i]}), c.input(i)->type));
+  }
+}
+
 }  // namespace
 
 void register_elementwise_gradients(GradientRegistry& r) {
+  r.add("Sum", [](GradContext& c) { sum_mean(c, false); });
+  r.add("Mean", [](GradContext& c) { sum_mean(c, true); });
+  r.add("Max", max_min);
+  r.add("Min", max_min);
   r.add("Add", [](GradContext& c) { add_sub(c, false); });
   r.add("Sub", [](GradContext& c) { add_sub(c, true); });
   r.add("Mul", mul);

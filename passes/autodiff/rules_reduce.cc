@@ -1,5 +1,6 @@
-// Gradients of ReduceSum and ReduceMean: the output gradient spread back over the reduced
-// axes (divided by their size for the mean).
+// Gradients of the Reduce* ops: the output gradient spread back over the reduced axes (divided
+// by their size for the mean), times the derivative of the reduction for the others; and of
+// CumSum (the cumulative sum of the gradient in the other direction).
 #include "passes/autodiff/gradient_registry.h"
 
 #include <cstring>
@@ -44,11 +45,80 @@ void reduce(GradContext& c, bool mean) {
   c.set_input_grad(0, c.b.op("Expand", {dy, c.b.ints(in_shape)}, in_type));
 }
 
+// A reduction's output and its gradient with the reduced axes kept (size 1), so that they
+// broadcast against the input.
+struct Kept {
+  Value* y;
+  Value* dy;
+};
+Kept kept_output(GradContext& c) {
+  std::vector<int64_t> kept = *c.input(0)->type.shape;
+  for (int64_t a : reduced_axes(c, static_cast<int64_t>(kept.size())))
+    kept[static_cast<size_t>(a)] = 1;
+  return {c.b.reshape(c.output(0), kept), c.b.reshape(c.output_grad(0), kept)};
+}
+
+// dx = dy * local, local of x's shape.
+void spread(GradContext& c, Value* dy_kept, Value* local) {
+  c.set_input_grad(0, c.b.op("Mul", {local, dy_kept}, c.input(0)->type));
+}
+
+void register_reduce_derivatives(GradientRegistry& r) {
+  r.add("ReduceSumSquare", [](GradContext& c) {  // 2 x
+    Value* x = c.input(0);
+    spread(c, kept_output(c).dy, c.b.op("Add", {x, x}, x->type));
+  });
+  r.add("ReduceL1", [](GradContext& c) {  // sign(x)
+    spread(c, kept_output(c).dy, c.b.op("Sign", {c.input(0)}, c.input(0)->type));
+  });
+  r.add("ReduceL2", [](GradContext& c) {  // x / y; 0 where y = 0 (then x = 0), as PyTorch
+    Value* x = c.input(0);
+    const Kept k = kept_output(c);
+    const DType t = x->type.dtype;
+    Value* zero = c.b.op("Equal", {k.y, c.b.scalar(0.0, t)}, {DType::kBool, k.y->type.shape});
+    Value* safe = c.b.op("Where", {zero, c.b.scalar(1.0, t), k.y}, k.y->type);
+    spread(c, c.b.op("Div", {k.dy, safe}, k.dy->type), x);
+  });
+  r.add("ReduceLogSumExp", [](GradContext& c) {  // exp(x - y): the softmax over the axes
+    Value* x = c.input(0);
+    const Kept k = kept_output(c);
+    spread(c, k.dy, c.b.op("Exp", {c.b.op("Sub", {x, k.y}, x->type)}, x->type));
+  });
+  // Max and Min: the gradient shared evenly by the elements equal to the result (PyTorch's
+  // amax / amin).
+  for (const char* op : {"ReduceMax", "ReduceMin"}) {
+    r.add(op, [](GradContext& c) {
+      Value* x = c.input(0);
+      const Kept k = kept_output(c);
+      const DType t = x->type.dtype;
+      Value* hit = c.b.op("Cast", {c.b.op("Equal", {x, k.y}, {DType::kBool, x->type.shape})},
+                          x->type, attrs(ir::Attribute::make_int("to", static_cast<int64_t>(t))));
+      std::vector<int64_t> axes = reduced_axes(c, static_cast<int64_t>(x->type.shape->size()));
+      Value* count = c.b.op("ReduceSum", {hit, c.b.ints(axes)}, k.y->type,
+                            attrs(ir::Attribute::make_int("keepdims", 1)));
+      spread(c, c.b.op("Div", {k.dy, count}, k.dy->type), hit);
+    });
+  }
+}
+
+// CumSum along a constant axis: dx = the cumulative sum of dy in the other direction, as
+// exclusive as the forward.
+void cumsum(GradContext& c) {
+  if (c.needs(1)) c.fail("the axis of CumSum has no gradient");
+  std::vector<ir::Attribute> a =
+      attrs(ir::Attribute::make_int("exclusive", c.attr_int("exclusive", 0)),
+            ir::Attribute::make_int("reverse", c.attr_int("reverse", 0) ? 0 : 1));
+  c.set_input_grad(
+      0, c.b.op("CumSum", {c.output_grad(0), c.input(1)}, c.input(0)->type, std::move(a)));
+}
+
 }  // namespace
 
 void register_reduce_gradients(GradientRegistry& r) {
   r.add("ReduceSum", [](GradContext& c) { reduce(c, false); });
   r.add("ReduceMean", [](GradContext& c) { reduce(c, true); });
+  register_reduce_derivatives(r);
+  r.add("CumSum", cumsum);
 }
 
 }  // namespace ampc::passes::autodiff

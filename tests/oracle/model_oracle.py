@@ -18,6 +18,9 @@ CPU) against PyTorch float64 within max(3 x PyTorch float32's error, 1e-5); `amp
   SELU, Softsign (x / (1 + |x|) in the export), Mish (Softplus and Tanh) and a sin feature,
   trained on an L1 plus smooth-L1 loss written with abs (torch 1.13 exports neither
   nn.L1Loss nor nn.SmoothL1Loss): the gradient rules of Abs, PRelu, Softplus, Selu, Sin.
+- pooling: features pooled over a sequence by torch.amax / amin / logsumexp / norm (Sqrt of a
+  ReduceSum in the export) after torch.maximum, minimum and cumsum: the rules of ReduceMax,
+  ReduceMin, ReduceLogSumExp, Max, Min and CumSum.
 
     model_oracle.py MODEL --ampc BIN --gradients BIN --work DIR
 """
@@ -103,7 +106,30 @@ def regression_l1():
     return model, inputs, {"Abs", "PRelu", "Softplus", "Selu", "Sin", "Tanh"}
 
 
-MODELS = {"lp_norm_cosine": lp_norm_cosine, "regression_l1": regression_l1}
+class Pooling(nn.Module):
+    """Features pooled by reductions torch exports as ONNX reductions, then a classifier."""
+
+    def __init__(self, features=5, width=12, classes=3):
+        super().__init__()
+        self.a = nn.Linear(features, width)
+        self.b = nn.Linear(features, width)
+        self.out = nn.Linear(4 * width, classes)
+
+    def forward(self, x, y):  # x [batch, seq, features]
+        a, b = self.a(x), self.b(x)
+        h = torch.maximum(a, b) + torch.minimum(a, torch.cumsum(b, dim=1))
+        pooled = torch.cat([torch.amax(h, dim=1), torch.amin(h, dim=1),
+                            torch.logsumexp(h, dim=1), h.norm(dim=1)], dim=-1)
+        return F.cross_entropy(self.out(pooled), y)
+
+
+def pooling():
+    model = Pooling()
+    inputs = {"x": torch.randn(4, 7, 5), "y": torch.tensor([0, 2, 1, 2])}
+    return model, inputs, {"Max", "Min", "CumSum", "ReduceMax", "ReduceMin", "ReduceLogSumExp"}
+
+
+MODELS = {"lp_norm_cosine": lp_norm_cosine, "regression_l1": regression_l1, "pooling": pooling}
 
 
 def export(name, out):

@@ -34,6 +34,23 @@ TEST(AutodiffFdElementwiseRandom, BinaryBroadcast) {
   }
 }
 
+// The variadic ops over one to three broadcast inputs (values distinct: Max and Min have one
+// winner per element).
+TEST(AutodiffFdElementwiseRandom, VariadicSumMeanMaxMin) {
+  Random rnd(8);
+  for (const std::string op : {"Sum", "Mean", "Max", "Min"}) {
+    for (int k = 0; k < 6; ++k) {
+      const Shape out = rnd.shape(rnd.uniform(0, 3), 1, 3);
+      const auto [a, b] = rnd.broadcast_pair(out);
+      std::vector<Shape> in = {a, b, out};
+      in.resize(static_cast<size_t>(1 + k % 3));
+      if (in.size() == 1) in[0] = out;
+      check({op + "_" + std::to_string(in.size()) + "_" + str(out), in, out,
+             [op, out](GradBuilder& g, P p) { return g.op(op, p, f64(out)); }});
+    }
+  }
+}
+
 TEST(AutodiffFdElementwiseRandom, Where) {
   Random rnd(2);
   for (int k = 0; k < 8; ++k) {

@@ -155,5 +155,42 @@ TEST(AutodiffFdReduceRandom, SumAndMean) {
   check(reduction("ReduceSum", {2, 3}, {}, 1, true));  // no axes and noop: the identity
 }
 
+// The reductions whose gradient is a derivative times the spread output gradient (values
+// distinct, so Max and Min have one winner; L1 away from its kink at 0).
+TEST(AutodiffFdReduceRandom, ReductionsWithDerivatives) {
+  Random rnd(15);
+  for (const char* op :
+       {"ReduceSumSquare", "ReduceL1", "ReduceL2", "ReduceLogSumExp", "ReduceMax", "ReduceMin"}) {
+    for (int k = 0; k < 6; ++k) {
+      const Shape in = rnd.shape(rnd.uniform(1, 3), 1, 3);
+      const auto rank = static_cast<int64_t>(in.size());
+      Case c = k % 3 == 2 ? reduction(op, in, {}, rnd.uniform(0, 1))
+                          : reduction(op, in, random_axes(rnd, rank, 1), rnd.uniform(0, 1));
+      c.kinks = {0.0};
+      check(c);
+    }
+  }
+}
+
+// CumSum along a constant axis, inclusive or exclusive, forward or reverse.
+TEST(AutodiffFdReduceRandom, CumSum) {
+  Random rnd(16);
+  for (int k = 0; k < 8; ++k) {
+    const Shape in = rnd.shape(rnd.uniform(1, 3), 1, 4);
+    const auto rank = static_cast<int64_t>(in.size());
+    const int64_t axis = rnd.uniform(-rank, rank - 1);
+    const int64_t exclusive = k % 2, reverse = (k / 2) % 2;
+    check({"CumSum_" + str(in) + "_axis" + std::to_string(axis) + "_ex" +
+               std::to_string(exclusive) + "_rev" + std::to_string(reverse),
+           {in},
+           in,
+           [=](GradBuilder& g, P p) {
+             return g.op("CumSum", {p[0], g.ints({axis})}, f64(in),
+                         attrs(Attribute::make_int("exclusive", exclusive),
+                               Attribute::make_int("reverse", reverse)));
+           }});
+  }
+}
+
 }  // namespace
 }  // namespace ampc
