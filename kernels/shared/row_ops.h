@@ -108,6 +108,12 @@ struct InstanceNormSpec {
 // X(NAME, SPEC): NAME is also the op's plan.proto RowwiseParams kind.
 #define AMPC_ROW_OPS(X) X(LP_NORM, LpNormSpec) X(INSTANCE_NORM, InstanceNormSpec)
 
+#define AMPC_ROW_OP_CHECK(NAME, SPEC)                  \
+  static_assert(SPEC::kRowOperands <= kMaxRowOperands, \
+                #SPEC " has more per-channel operands than RowOperands holds");
+AMPC_ROW_OPS(AMPC_ROW_OP_CHECK)
+#undef AMPC_ROW_OP_CHECK
+
 enum class RowOp {
 #define AMPC_ROW_OP_ENUM(NAME, SPEC) NAME,
   AMPC_ROW_OPS(AMPC_ROW_OP_ENUM)
