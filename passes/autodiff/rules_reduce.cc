@@ -45,17 +45,22 @@ void reduce(GradContext& c, bool mean) {
   c.set_input_grad(0, c.b.op("Expand", {dy, c.b.ints(in_shape)}, in_type));
 }
 
-// A reduction's output and its gradient with the reduced axes kept (size 1), so that they
-// broadcast against the input.
+// A reduction's axes and its output's shape with them kept (size 1), in which the output and
+// its gradient broadcast against the input.
 struct Kept {
-  Value* y;
-  Value* dy;
+  std::vector<int64_t> axes, shape;
 };
-Kept kept_output(GradContext& c) {
-  std::vector<int64_t> kept = *c.input(0)->type.shape;
-  for (int64_t a : reduced_axes(c, static_cast<int64_t>(kept.size())))
-    kept[static_cast<size_t>(a)] = 1;
-  return {c.b.reshape(c.output(0), kept), c.b.reshape(c.output_grad(0), kept)};
+Kept kept_of(GradContext& c) {
+  Kept k{reduced_axes(c, static_cast<int64_t>(c.input(0)->type.shape->size())),
+         *c.input(0)->type.shape};
+  for (int64_t a : k.axes) k.shape[static_cast<size_t>(a)] = 1;
+  return k;
+}
+Value* kept_dy(GradContext& c, const Kept& k) {
+  return c.b.reshape(c.output_grad(0), k.shape);
+}
+Value* kept_y(GradContext& c, const Kept& k) {
+  return c.b.reshape(c.output(0), k.shape);
 }
 
 // dx = dy * local, local of x's shape.
@@ -66,37 +71,40 @@ void spread(GradContext& c, Value* dy_kept, Value* local) {
 void register_reduce_derivatives(GradientRegistry& r) {
   r.add("ReduceSumSquare", [](GradContext& c) {  // 2 x
     Value* x = c.input(0);
-    spread(c, kept_output(c).dy, c.b.op("Add", {x, x}, x->type));
+    spread(c, kept_dy(c, kept_of(c)), c.b.op("Add", {x, x}, x->type));
   });
   r.add("ReduceL1", [](GradContext& c) {  // sign(x)
-    spread(c, kept_output(c).dy, c.b.op("Sign", {c.input(0)}, c.input(0)->type));
+    spread(c, kept_dy(c, kept_of(c)), c.b.op("Sign", {c.input(0)}, c.input(0)->type));
   });
   r.add("ReduceL2", [](GradContext& c) {  // x / y; 0 where y = 0 (then x = 0), as PyTorch
     Value* x = c.input(0);
-    const Kept k = kept_output(c);
+    const Kept k = kept_of(c);
+    Value* y = kept_y(c, k);
+    Value* dy = kept_dy(c, k);
     const DType t = x->type.dtype;
-    Value* zero = c.b.op("Equal", {k.y, c.b.scalar(0.0, t)}, {DType::kBool, k.y->type.shape});
-    Value* safe = c.b.op("Where", {zero, c.b.scalar(1.0, t), k.y}, k.y->type);
-    spread(c, c.b.op("Div", {k.dy, safe}, k.dy->type), x);
+    Value* zero = c.b.op("Equal", {y, c.b.scalar(0.0, t)}, {DType::kBool, y->type.shape});
+    Value* safe = c.b.op("Where", {zero, c.b.scalar(1.0, t), y}, y->type);
+    spread(c, c.b.op("Div", {dy, safe}, dy->type), x);
   });
   r.add("ReduceLogSumExp", [](GradContext& c) {  // exp(x - y): the softmax over the axes
     Value* x = c.input(0);
-    const Kept k = kept_output(c);
-    spread(c, k.dy, c.b.op("Exp", {c.b.op("Sub", {x, k.y}, x->type)}, x->type));
+    const Kept k = kept_of(c);
+    spread(c, kept_dy(c, k), c.b.op("Exp", {c.b.op("Sub", {x, kept_y(c, k)}, x->type)}, x->type));
   });
   // Max and Min: the gradient shared evenly by the elements equal to the result (PyTorch's
   // amax / amin).
   for (const char* op : {"ReduceMax", "ReduceMin"}) {
     r.add(op, [](GradContext& c) {
       Value* x = c.input(0);
-      const Kept k = kept_output(c);
+      const Kept k = kept_of(c);
+      Value* dy = kept_dy(c, k);
       const DType t = x->type.dtype;
-      Value* hit = c.b.op("Cast", {c.b.op("Equal", {x, k.y}, {DType::kBool, x->type.shape})},
-                          x->type, attrs(ir::Attribute::make_int("to", static_cast<int64_t>(t))));
-      std::vector<int64_t> axes = reduced_axes(c, static_cast<int64_t>(x->type.shape->size()));
-      Value* count = c.b.op("ReduceSum", {hit, c.b.ints(axes)}, k.y->type,
+      Value* hit =
+          c.b.op("Cast", {c.b.op("Equal", {x, kept_y(c, k)}, {DType::kBool, x->type.shape})},
+                 x->type, attrs(ir::Attribute::make_int("to", static_cast<int64_t>(t))));
+      Value* count = c.b.op("ReduceSum", {hit, c.b.ints(k.axes)}, dy->type,
                             attrs(ir::Attribute::make_int("keepdims", 1)));
-      spread(c, c.b.op("Div", {k.dy, count}, k.dy->type), hit);
+      spread(c, c.b.op("Div", {dy, count}, dy->type), hit);
     });
   }
 }
