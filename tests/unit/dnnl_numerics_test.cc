@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "base/half.h"
+#include "kernels/cpu/conv_gemm.h"
 #include "kernels/cpu/depthwise_grad.h"
 #include "kernels/cpu/dnnl_matmul.h"
 #include "tests/unit/op_test_helpers.h"
@@ -148,9 +149,20 @@ struct ConvCase {
   }
 };
 
-TEST_P(DnnlNumerics, ConvForward) {
-  const DType t = GetParam();
-  const ConvCase cc;
+// The kernels' geometry of case cc: a 2-D problem uses the last two of the three slots.
+kernels::cpu::ConvGeom geometry(const ConvCase& cc) {
+  kernels::cpu::ConvGeom g;
+  const int64_t sizes[][7] = {{cc.h, cc.oh(), cc.kh, cc.sh, cc.dh, cc.ph, cc.ph_end},
+                              {cc.w, cc.ow(), cc.kw, cc.sw, cc.dw, cc.pw, cc.pw_end}};
+  for (int d = 0; d < 2; ++d) {
+    int64_t* fields[] = {g.image, g.cols, g.kernel, g.stride, g.dilation, g.pad, g.pad_end};
+    for (int f = 0; f < 7; ++f) fields[f][d + 1] = sizes[d][f];
+  }
+  return g;
+}
+
+// Conv on case cc (with a bias) against the oracle.
+void check_conv_forward(DType t, const ConvCase& cc) {
   const auto x = inputs(t, cc.n * cc.c * cc.h * cc.w, 6);
   const auto w = inputs(t, cc.m * (cc.c / cc.g) * cc.kh * cc.kw, 7);
   const auto bias = inputs(t, cc.m, 8);
@@ -166,6 +178,10 @@ TEST_P(DnnlNumerics, ConvForward) {
   }
   cc.taps([&](int64_t xi, int64_t wi, int64_t yi) { want[yi].add(x[xi], w[wi]); });
   expect_within(t, optest::values(y), want);
+}
+
+TEST_P(DnnlNumerics, ConvForward) {
+  check_conv_forward(GetParam(), ConvCase{});
 }
 
 // The three gradients of ConvGrad on case cc against the oracle.
@@ -200,6 +216,40 @@ void check_conv_grad(DType t, const ConvCase& cc) {
 
 TEST_P(DnnlNumerics, ConvGradDataWeightsAndBias) {
   check_conv_grad(GetParam(), ConvCase{});
+}
+
+// Convolutions whose weights outweigh their activations run as GEMMs over the active taps
+// (kernels/cpu/conv_gemm.h). One case per shape: ResNet's last stage on 32x32 images (1x1
+// maps under a padded 3x3 window: the centre tap alone reads the image), a 2x2 map (every tap
+// active, transposes between the GEMM's rows and NCHW), a stride-2 reduction of 2x2 to 1x1 (four
+// taps), a 1x3 map (one kernel row active) and the strided, dilated, unevenly padded default
+// case with enough output channels.
+TEST_P(DnnlNumerics, ConvAsGemmWhereWeightsOutweighActivations) {
+  auto small = [](int64_t n, int64_t c, int64_t m, int64_t h, int64_t w, int64_t stride) {
+    ConvCase cc;
+    cc.n = n;
+    cc.c = c;
+    cc.m = m;
+    cc.g = 1;
+    cc.h = h;
+    cc.w = w;
+    cc.kh = cc.kw = 3;
+    cc.sh = cc.sw = stride;
+    cc.dh = cc.dw = 1;
+    cc.ph = cc.pw = cc.ph_end = cc.pw_end = 1;
+    return cc;
+  };
+  ConvCase wide;
+  wide.g = 1;
+  wide.m = 96;
+  for (const ConvCase& cc : {small(3, 16, 32, 1, 1, 1), small(2, 8, 16, 2, 2, 1),
+                             small(4, 8, 16, 2, 2, 2), small(2, 8, 16, 1, 3, 1), wide}) {
+    SCOPED_TRACE("map " + std::to_string(cc.h) + "x" + std::to_string(cc.w) + ", stride " +
+                 std::to_string(cc.sh) + ", " + std::to_string(cc.m) + " outputs");
+    ASSERT_TRUE(kernels::cpu::conv_gemm_serves({geometry(cc), cc.n, cc.c, cc.m, GetParam()}, 1));
+    check_conv_forward(GetParam(), cc);
+    check_conv_grad(GetParam(), cc);
+  }
 }
 
 // Depthwise convolutions (group == channels) on maps no larger than the window, as at the end
@@ -237,13 +287,7 @@ TEST_P(DnnlNumerics, DepthwiseWeightGradDirectSums) {
   cc.m = 8;
   const auto x = inputs(t, cc.n * cc.c * cc.h * cc.w, 12);
   const auto dy = inputs(t, cc.n * cc.m * cc.oh() * cc.ow(), 13);
-  kernels::cpu::ConvGeom g;
-  const int64_t sizes[][7] = {{cc.h, cc.oh(), cc.kh, cc.sh, cc.dh, cc.ph, cc.ph_end},
-                              {cc.w, cc.ow(), cc.kw, cc.sw, cc.dw, cc.pw, cc.pw_end}};
-  for (int d = 0; d < 2; ++d) {  // a 2-D problem uses the last two of the three slots
-    int64_t* fields[] = {g.image, g.cols, g.kernel, g.stride, g.dilation, g.pad, g.pad_end};
-    for (int f = 0; f < 7; ++f) fields[f][d + 1] = sizes[d][f];
-  }
+  const kernels::cpu::ConvGeom g = geometry(cc);
   std::vector<Exact> dw(cc.m * cc.kh * cc.kw), db(cc.m);
   cc.taps([&](int64_t xi, int64_t wi, int64_t yi) { dw[wi].add(dy[yi], x[xi]); });
   for (size_t i = 0; i < dy.size(); ++i) db[(i / (cc.oh() * cc.ow())) % cc.m].add(dy[i], 1.0);

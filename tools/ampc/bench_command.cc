@@ -33,6 +33,7 @@ struct BenchArgs {
   int iterations = 100;
   std::string format = "text";
   bool profile = false;
+  int slowest = 5;  // --profile: how many of the most expensive steps to list
 };
 
 double ms_since(Clock::time_point start) {
@@ -98,15 +99,13 @@ struct OpTime {
   double ms = 0;  // per forward pass
 };
 
-constexpr int kSlowestSteps = 5;
-
 struct Result {
   int steps = 0;
   double compile_ms = 0;   // 0 for a plan
   std::vector<double> ms;  // per timed iteration, sorted
   double iterations_per_s = 0;
   std::vector<OpTime> ops;      // --profile: per op type, most expensive first
-  std::vector<OpTime> slowest;  // --profile: the kSlowestSteps most expensive steps
+  std::vector<OpTime> slowest;  // --profile: the --slowest most expensive steps
 };
 
 void sort_by_time(std::vector<OpTime>& times) {
@@ -116,7 +115,7 @@ void sort_by_time(std::vector<OpTime>& times) {
 
 // Fills r.ops and r.slowest from the summed time of each step over `iterations` passes.
 void attribute(const plan::Plan& p, const std::vector<double>& step_seconds, int iterations,
-               Result& r) {
+               int slowest, Result& r) {
   std::map<std::string, OpTime> by_op;
   std::vector<OpTime> steps;
   for (int i = 0; i < p.steps_size(); ++i) {
@@ -131,7 +130,7 @@ void attribute(const plan::Plan& p, const std::vector<double>& step_seconds, int
   for (const auto& [name, t] : by_op) r.ops.push_back(t);
   sort_by_time(r.ops);
   sort_by_time(steps);
-  steps.resize(std::min<size_t>(steps.size(), kSlowestSteps));
+  steps.resize(std::min<size_t>(steps.size(), static_cast<size_t>(slowest)));
   r.slowest = steps;
 }
 
@@ -152,7 +151,7 @@ Result measure(rt::cpu::Executor& executor, const std::map<std::string, rt::Tens
   r.iterations_per_s = args.iterations * 1e3 / ms_since(total_start);
   executor.set_step_hook(nullptr);
   std::sort(r.ms.begin(), r.ms.end());
-  if (args.profile) attribute(executor.plan(), step_seconds, args.iterations, r);
+  if (args.profile) attribute(executor.plan(), step_seconds, args.iterations, args.slowest, r);
   return r;
 }
 
@@ -260,6 +259,10 @@ void add_bench_command(CLI::App& app) {
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();
   cmd->add_flag("--profile", args->profile, "Also print time per op type (steps timed one by one)");
+  cmd->add_option("--slowest", args->slowest,
+                  "With --profile: how many of the slowest steps to list")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   cmd->callback([args] { run_bench(*args); });
 }
 

@@ -3,6 +3,7 @@
 // compute in the input type (float or double; 16-bit inputs widened).
 #include <algorithm>
 
+#include "kernels/cpu/conv_gemm.h"
 #include "kernels/cpu/conv_grad.h"
 #include "kernels/cpu/depthwise_grad.h"
 #include "kernels/cpu/dnnl_conv.h"
@@ -65,7 +66,8 @@ ConvGrads<T> conv_grad_outputs(OpContext& ctx) {
   return {out(0, x.shape()), out(1, w.shape()), out(2, {w.dim(0)})};
 }
 
-// Writes what oneDNN (every operand of element type t) serves and, for a depthwise
+// Writes what oneDNN (every operand of element type t; as GEMMs where the weights outweigh the
+// activations, conv_gemm.h) serves and, for a depthwise
 // convolution, the weight and bias gradients by direct sums; returns the gradients left.
 template <typename T>
 ConvGrads<T> conv_grad_served(const OpContext& ctx, const k::ConvGeom& g, DType t,
@@ -76,6 +78,13 @@ ConvGrads<T> conv_grad_served(const OpContext& ctx, const k::ConvGeom& g, DType 
                                         w.dim(0), group);
   p.x_type = p.w_type = p.y_type = p.bias_type = t;
   if (x.numel() == 0 || dy.numel() == 0) return left;
+  const k::ConvGemm gemm{g, x.dim(0), x.dim(1), w.dim(0), t};
+  if (k::conv_gemm_serves(gemm, group)) {
+    if (left.dx && k::conv_gemm_backward_data(gemm, dy.raw(), w.raw(), left.dx)) left.dx = nullptr;
+    if (left.dw && k::conv_gemm_backward_weights(gemm, dy.raw(), x.raw(), left.dw, left.db)) {
+      left.dw = left.db = nullptr;
+    }
+  }
   if (left.dx && k::dnnl_conv_backward_data(p, dy.raw(), w.raw(), left.dx)) left.dx = nullptr;
   if (left.dw && k::dnnl_conv_backward_weights(p, dy.raw(), x.raw(), left.dw, left.db)) {
     left.dw = left.db = nullptr;

@@ -3,6 +3,7 @@
 #include <type_traits>
 
 #include "kernels/cpu/conv.h"
+#include "kernels/cpu/conv_gemm.h"
 #include "kernels/cpu/dnnl_matmul.h"
 #include "runtime/cpu/op_registry.h"
 #include "runtime/cpu/ops/nn_util.h"
@@ -58,9 +59,15 @@ ConvCall conv_call(const OpContext& ctx, const Tensor& x, const Tensor& w, const
   return call;
 }
 
-// y = conv(x, w) + b through oneDNN, every operand of element type t; false when it cannot.
+// y = conv(x, w) + b through oneDNN (as GEMMs where the weights outweigh the activations:
+// conv_gemm.h), every operand of element type t; false when it cannot.
 bool conv_dnnl(const ConvCall& call, DType t, const Tensor& x, const Tensor& w, const Tensor* b,
                Tensor& y) {
+  const k::ConvGemm gemm{call.g, call.n, call.c, call.m, t};
+  if (k::conv_gemm_serves(gemm, call.group) &&
+      k::conv_gemm_forward(gemm, x.raw(), w.raw(), b ? b->raw() : nullptr, y.raw())) {
+    return true;
+  }
   kernels::cpu::DnnlConv p =
       dnnl_conv_problem(call.g, call.spatial, call.n, call.c, call.m, call.group);
   p.x_type = p.w_type = p.y_type = t;

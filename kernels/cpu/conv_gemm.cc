@@ -1,0 +1,273 @@
+#include "kernels/cpu/conv_gemm.h"
+
+#include <algorithm>
+#include <array>
+#include <type_traits>
+#include <vector>
+
+#include "base/half.h"
+#include "kernels/cpu/dnnl_matmul.h"
+
+namespace ampc::kernels::cpu {
+namespace {
+
+// The active taps (see conv_gemm.h): per tap its flat kernel index and its image offset per
+// spatial slot (image index = output index * stride + offset).
+struct Taps {
+  std::vector<int64_t> flat;
+  std::vector<std::array<int64_t, 3>> offset;
+  size_t size() const { return flat.size(); }
+};
+
+Taps active_taps(const ConvGeom& g) {
+  std::array<std::vector<int64_t>, 3> active;  // per slot, the kernel indices that read the image
+  for (int s = 0; s < 3; ++s) {
+    for (int64_t k = 0; k < g.kernel[s]; ++k) {
+      int64_t lo = 0, hi = 0;
+      valid_cols(g.cols[s], g.image[s], g.stride[s], k * g.dilation[s] - g.pad[s], &lo, &hi);
+      if (lo < hi) active[s].push_back(k);
+    }
+  }
+  Taps t;
+  for (int64_t k0 : active[0]) {
+    for (int64_t k1 : active[1]) {
+      for (int64_t k2 : active[2]) {
+        t.flat.push_back((k0 * g.kernel[1] + k1) * g.kernel[2] + k2);
+        const std::array<int64_t, 3> k = {k0, k1, k2};
+        std::array<int64_t, 3> off{};
+        for (int s = 0; s < 3; ++s) off[s] = k[s] * g.dilation[s] - g.pad[s];
+        t.offset.push_back(off);
+      }
+    }
+  }
+  return t;
+}
+
+// Per-thread buffers kept between calls (the plan's shapes repeat every step).
+template <typename T>
+T* scratch(std::vector<T>& v, size_t n) {
+  if (v.size() < n) v.resize(n);
+  return v.data();
+}
+
+// rows [n * P, c * taps] from x [n, c, image] (zeros where a tap reads padding), or the adjoint:
+// dx [n, c, image] (float, zeroed by the caller) += the scatter of drows.
+template <typename T, typename Acc, bool kScatter>
+void rows_pass(const ConvGeom& g, const Taps& taps, int64_t n, int64_t c, T* rows_or_image,
+               Acc* image_or_rows) {
+  const int64_t p_size = g.cols_size(), img = g.image_size(),
+                nt = static_cast<int64_t>(taps.size());
+  const int64_t width = c * nt;
+#pragma omp parallel for if (n * p_size * width > (1 << 18))
+  for (int64_t ni = 0; ni < n; ++ni) {
+    for (int64_t p = 0; p < p_size; ++p) {
+      const int64_t o2 = p % g.cols[2], o1 = (p / g.cols[2]) % g.cols[1],
+                    o0 = p / (g.cols[2] * g.cols[1]);
+      for (int64_t t = 0; t < nt; ++t) {
+        const auto& off = taps.offset[static_cast<size_t>(t)];
+        const int64_t i0 = o0 * g.stride[0] + off[0], i1 = o1 * g.stride[1] + off[1],
+                      i2 = o2 * g.stride[2] + off[2];
+        const bool inside =
+            i0 >= 0 && i0 < g.image[0] && i1 >= 0 && i1 < g.image[1] && i2 >= 0 && i2 < g.image[2];
+        const int64_t at = (i0 * g.image[1] + i1) * g.image[2] + i2;
+        const int64_t row = (ni * p_size + p) * width + t;
+        for (int64_t ci = 0; ci < c; ++ci) {
+          const int64_t pixel = (ni * c + ci) * img + at;
+          if constexpr (kScatter) {
+            if (inside) image_or_rows[pixel] += rows_or_image[row + ci * nt];
+          } else {
+            rows_or_image[row + ci * nt] = inside ? image_or_rows[pixel] : T{};
+          }
+        }
+      }
+    }
+  }
+}
+
+// [n, a, b] -> [n, b, a], element for element.
+template <typename T>
+void swap_inner(const T* in, T* out, int64_t n, int64_t a, int64_t b) {
+#pragma omp parallel for if (n * a * b > (1 << 18))
+  for (int64_t ni = 0; ni < n; ++ni) {
+    const T* src = in + ni * a * b;
+    T* dst = out + ni * a * b;
+    for (int64_t i = 0; i < a; ++i) {
+      for (int64_t j = 0; j < b; ++j) dst[j * a + i] = src[i * b + j];
+    }
+  }
+}
+
+float widen(float v) {
+  return v;
+}
+float widen(BFloat16 v) {
+  return bf16_to_float(v);
+}
+void narrow(float v, float* out) {
+  *out = v;
+}
+void narrow(float v, BFloat16* out) {
+  *out = float_to_bf16(v);
+}
+
+DnnlMatmul product(const ConvGemm& p, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                   int64_t lda, int64_t ldb, DType c_type) {
+  DnnlMatmul mm;
+  mm.a_type = mm.b_type = p.type;
+  mm.c_type = c_type;
+  mm.trans_a = trans_a;
+  mm.trans_b = trans_b;
+  mm.m = m;
+  mm.n = n;
+  mm.k = k;
+  mm.lda = lda;
+  mm.ldb = ldb;
+  mm.ldc = n;
+  return mm;
+}
+
+// W [m, c, kernel] restricted to the active taps: [m, c * taps]; w itself when every tap is.
+template <typename T>
+const T* active_weights(const ConvGemm& p, const Taps& taps, const T* w, std::vector<T>& buf) {
+  const int64_t k = p.g.kernel_size(), nt = static_cast<int64_t>(taps.size());
+  if (nt == k) return w;
+  T* wa = scratch(buf, static_cast<size_t>(p.m * p.c * nt));
+#pragma omp parallel for if (p.m * p.c * nt > (1 << 18))
+  for (int64_t mc = 0; mc < p.m * p.c; ++mc) {
+    for (int64_t t = 0; t < nt; ++t)
+      wa[mc * nt + t] = w[mc * k + taps.flat[static_cast<size_t>(t)]];
+  }
+  return wa;
+}
+
+template <typename T>
+bool forward(const ConvGemm& p, const T* x, const T* w, const T* bias, T* y) {
+  const Taps taps = active_taps(p.g);
+  const int64_t pp = p.g.cols_size(), r = p.n * pp, width = p.c * static_cast<int64_t>(taps.size());
+  thread_local std::vector<T> rows_buf, w_buf, y_buf;
+  T* rows = scratch(rows_buf, static_cast<size_t>(r * width));
+  rows_pass<T, const T, false>(p.g, taps, p.n, p.c, rows, x);
+  const T* wa = active_weights(p, taps, w, w_buf);
+  // y_rows [r, m] = rows [r, width] . wa^T (+ bias per column), rounded once; it is y when the
+  // maps are single positions, else y is its per-image transpose.
+  T* y_rows = pp == 1 ? y : scratch(y_buf, static_cast<size_t>(r * p.m));
+  DnnlMatmul mm = product(p, false, true, r, p.m, width, width, width, p.type);
+  mm.bias = bias != nullptr;
+  mm.bias_type = p.type;
+  if (!dnnl_matmul(mm, rows, wa, bias, y_rows)) return false;
+  if (pp != 1) swap_inner(y_rows, y, p.n, pp, p.m);
+  return true;
+}
+
+// dy [n, m, P] as rows [n * P, m]: dy itself for single-position maps.
+template <typename T>
+const T* dy_rows(const ConvGemm& p, const T* dy, std::vector<T>& buf) {
+  const int64_t pp = p.g.cols_size();
+  if (pp == 1) return dy;
+  T* out = scratch(buf, static_cast<size_t>(p.n * pp * p.m));
+  swap_inner(dy, out, p.n, p.m, pp);
+  return out;
+}
+
+template <typename T>
+bool backward_data(const ConvGemm& p, const T* dy, const T* w, T* dx) {
+  const Taps taps = active_taps(p.g);
+  const int64_t pp = p.g.cols_size(), r = p.n * pp, width = p.c * static_cast<int64_t>(taps.size());
+  const int64_t dx_size = p.n * p.c * p.g.image_size();
+  thread_local std::vector<T> dy_buf, w_buf;
+  thread_local std::vector<float> drows_buf, acc_buf;
+  const T* dyr = dy_rows(p, dy, dy_buf);
+  const T* wa = active_weights(p, taps, w, w_buf);
+  // drows [r, width] = dy_rows [r, m] . wa [m, width], in fp32: the taps' overlaps are summed
+  // before the one rounding of dx.
+  float* drows = scratch(drows_buf, static_cast<size_t>(r * width));
+  if (!dnnl_matmul(product(p, false, false, r, width, p.m, p.m, width, DType::kFloat32), dyr, wa,
+                   drows)) {
+    return false;
+  }
+  float* acc = nullptr;
+  if constexpr (std::is_same_v<T, float>) {
+    acc = dx;
+  } else {
+    acc = scratch(acc_buf, static_cast<size_t>(dx_size));
+  }
+  std::fill(acc, acc + dx_size, 0.0f);
+  rows_pass<float, float, true>(p.g, taps, p.n, p.c, drows, acc);
+  if constexpr (!std::is_same_v<T, float>) {
+    for (int64_t i = 0; i < dx_size; ++i) narrow(acc[i], dx + i);
+  }
+  return true;
+}
+
+template <typename T>
+bool backward_weights(const ConvGemm& p, const T* dy, const T* x, T* dw, T* db) {
+  const Taps taps = active_taps(p.g);
+  const int64_t pp = p.g.cols_size(), r = p.n * pp, k = p.g.kernel_size();
+  const int64_t nt = static_cast<int64_t>(taps.size()), width = p.c * nt;
+  thread_local std::vector<T> rows_buf, dy_buf, dw_buf;
+  T* rows = scratch(rows_buf, static_cast<size_t>(r * width));
+  rows_pass<T, const T, false>(p.g, taps, p.n, p.c, rows, x);
+  const T* dyr = dy_rows(p, dy, dy_buf);
+  // dw_active [m, width] = dy_rows^T [m, r] . rows [r, width], rounded once.
+  T* dwa = nt == k ? dw : scratch(dw_buf, static_cast<size_t>(p.m * width));
+  if (!dnnl_matmul(product(p, true, false, p.m, width, r, p.m, width, p.type), dyr, rows, dwa)) {
+    return false;
+  }
+  if (nt != k) {
+    // One pass over dw: zeros at the inactive taps, the products at the active ones.
+#pragma omp parallel for if (p.m * p.c * k > (1 << 18))
+    for (int64_t mc = 0; mc < p.m * p.c; ++mc) {
+      T* row = dw + mc * k;
+      std::fill(row, row + k, T{});
+      for (int64_t t = 0; t < nt; ++t) row[taps.flat[static_cast<size_t>(t)]] = dwa[mc * nt + t];
+    }
+  }
+  if (db) {
+    std::vector<float> sum(static_cast<size_t>(p.m), 0.0f);
+    for (int64_t ri = 0; ri < r; ++ri) {
+      for (int64_t mi = 0; mi < p.m; ++mi)
+        sum[static_cast<size_t>(mi)] += widen(dyr[ri * p.m + mi]);
+    }
+    for (int64_t mi = 0; mi < p.m; ++mi) narrow(sum[static_cast<size_t>(mi)], db + mi);
+  }
+  return true;
+}
+
+}  // namespace
+
+bool conv_gemm_serves(const ConvGemm& p, int64_t group) {
+  const bool type_ok =
+      p.type == DType::kFloat32 || (p.type == DType::kBFloat16 && dnnl_bf16_native());
+  return group == 1 && type_ok && p.n * p.g.cols_size() <= p.m && p.n > 0 && p.c > 0 &&
+         p.g.cols_size() > 0 && !active_taps(p.g).flat.empty();
+}
+
+bool conv_gemm_forward(const ConvGemm& p, const void* x, const void* w, const void* bias, void* y) {
+  if (p.type == DType::kBFloat16) {
+    return forward(p, static_cast<const BFloat16*>(x), static_cast<const BFloat16*>(w),
+                   static_cast<const BFloat16*>(bias), static_cast<BFloat16*>(y));
+  }
+  return forward(p, static_cast<const float*>(x), static_cast<const float*>(w),
+                 static_cast<const float*>(bias), static_cast<float*>(y));
+}
+
+bool conv_gemm_backward_data(const ConvGemm& p, const void* dy, const void* w, void* dx) {
+  if (p.type == DType::kBFloat16) {
+    return backward_data(p, static_cast<const BFloat16*>(dy), static_cast<const BFloat16*>(w),
+                         static_cast<BFloat16*>(dx));
+  }
+  return backward_data(p, static_cast<const float*>(dy), static_cast<const float*>(w),
+                       static_cast<float*>(dx));
+}
+
+bool conv_gemm_backward_weights(const ConvGemm& p, const void* dy, const void* x, void* dw,
+                                void* db) {
+  if (p.type == DType::kBFloat16) {
+    return backward_weights(p, static_cast<const BFloat16*>(dy), static_cast<const BFloat16*>(x),
+                            static_cast<BFloat16*>(dw), static_cast<BFloat16*>(db));
+  }
+  return backward_weights(p, static_cast<const float*>(dy), static_cast<const float*>(x),
+                          static_cast<float*>(dw), static_cast<float*>(db));
+}
+
+}  // namespace ampc::kernels::cpu

@@ -1,0 +1,53 @@
+// Convolutions whose weights outweigh their activations, as GEMMs on the weights' plain layout.
+//
+// The last stages of a CNN on small images (ResNet's 512-channel 3x3 convolutions on 1x1 and
+// 2x2 maps at 32x32 input) have millions of weights and a few hundred output positions. oneDNN's
+// direct kernels reorder the weights into their blocked layouts on every call (forward and
+// backward data) and the weight gradient back out of one, and compute every tap of the window,
+// though on a 1x1 map with padding 1 eight of a 3x3 window's nine taps read only padding. Here:
+//
+//   rows[r, (c, t)] = x[n, c, image index of tap t at output position p], r = n * P + p
+//   forward          y_n[m, p]     = W[m, (c, t)] . rows_n[p, (c, t)]^T   (batched over n)
+//   backward data    drows_n[p, :] = dy_n[:, p]^T . W                     then scattered to dx
+//   backward weights dW[m, (c, t)] = dy^T[m, r] . rows[r, (c, t)]
+//
+// with t over the *active* taps only: those that read the image at some output position (per
+// spatial dimension, so the active set is a product of index ranges). The GEMMs read W where it
+// lives (no reorder) and run through oneDNN's matmul (kernels/cpu/dnnl_matmul.h), fp32
+// accumulation and one rounding of each result: bf16 weights and activations multiply natively,
+// and the backward data's overlapping taps are summed in fp32 before their one rounding.
+// Weight-gradient entries of inactive taps are exactly zero (they multiply only padding).
+#pragma once
+
+#include <cstdint>
+
+#include "base/dtype.h"
+#include "kernels/cpu/conv.h"
+
+namespace ampc::kernels::cpu {
+
+// One convolution: x [n, c, image], w [m, c, kernel], y [n, m, cols] (group 1), all of element
+// type `type` (f32, or bf16 on a CPU that multiplies it natively).
+struct ConvGemm {
+  ConvGeom g;
+  int64_t n = 0, c = 0, m = 0;
+  DType type = DType::kFloat32;
+};
+
+// Whether this formulation serves p, and is the faster one: group 1, element type as above,
+// and no more output positions (n * cols) than output channels (the weights at least as large as
+// the gathered rows).
+bool conv_gemm_serves(const ConvGemm& p, int64_t group);
+
+// y = conv(x, w) + bias (bias of p.type, may be null). False when oneDNN refused a GEMM (then the
+// caller's fallback overwrites y).
+bool conv_gemm_forward(const ConvGemm& p, const void* x, const void* w, const void* bias, void* y);
+
+// dx = the gradient of the convolution with respect to x for dy [n, m, cols].
+bool conv_gemm_backward_data(const ConvGemm& p, const void* dy, const void* w, void* dx);
+
+// dw (every element, zeros at inactive taps) and db [m] (may be null).
+bool conv_gemm_backward_weights(const ConvGemm& p, const void* dy, const void* x, void* dw,
+                                void* db);
+
+}  // namespace ampc::kernels::cpu
