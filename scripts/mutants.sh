@@ -73,8 +73,9 @@ for i in "${!names[@]}"; do
         --output-on-failure >>"$log" 2>&1; then
         result="SURVIVED"
       else
-        # The failing tests, from ctest's summary ("  12 - Suite.Case (Failed)").
-        by=$(sed -n 's/^[[:space:]]*[0-9]* - \([^ ]*\) (.*$/\1/p' "$log" | head -3 | paste -sd, -)
+        # The failing tests, from ctest's summary ("  12 - Suite.Case (Failed)", a
+        # parameterised case with "  # GetParam() = ..." before the status).
+        by=$(sed -n 's/^[[:space:]]*[0-9]* - \([^ ]*\) .*(.*)$/\1/p' "$log" | head -3 | paste -sd, -)
         if [[ -z $by ]]; then
           result="TESTS DID NOT RUN"
         else
