@@ -25,19 +25,34 @@ int64_t element_count(const KernelDef& k) {
 }
 
 // Offset of a strided operand for the row-major element index `rest` over dimensions
-// [0, ndims): sum of coordinate * stride, with the shape as constants.
+// [0, ndims): sum of coordinate * stride, with the shape as constants, in the integer type of
+// `rest` (i64, or i32 where every index fits: vector division by a constant has no 64-bit form).
 Value* strided_offset(llvm::IRBuilder<>& b, const KernelDef& k, const Operand& op, Value* rest,
                       int ndims) {
-  Value* offset = b.getInt64(0);
+  llvm::Type* t = rest->getType();
+  auto constant = [t](int64_t v) { return llvm::ConstantInt::get(t, static_cast<uint64_t>(v)); };
+  Value* offset = constant(0);
   for (int d = ndims - 1; d >= 0; --d) {
-    Value* dim = b.getInt64(k.shape(d));
+    Value* dim = constant(k.shape(d));
     if (op.strides(d) != 0) {
       Value* coord = d == 0 ? rest : b.CreateURem(rest, dim);
-      offset = b.CreateAdd(offset, b.CreateMul(coord, b.getInt64(op.strides(d))));
+      offset = b.CreateAdd(offset, b.CreateMul(coord, constant(op.strides(d))));
     }
     if (d > 0) rest = b.CreateUDiv(rest, dim);
   }
   return offset;
+}
+
+// Rows shorter than this (small feature maps: a 2x2 map under a per-channel operand) are not
+// worth a row loop each: the vector body never runs and the per-row set-up dominates. Their
+// kernels run one flat loop with every strided offset computed per element in 32 bits, which
+// vectorises (gathers).
+constexpr int64_t kShortRow = 16;
+
+bool flat_strided_loop(const KernelDef& k) {
+  const int64_t n = element_count(k);
+  return k.shape_size() > 0 && k.shape(k.shape_size() - 1) < kShortRow && n > 0 &&
+         n <= (int64_t{1} << 31) - 1;
 }
 
 // Branches to body_bb when first < end, else to exit, and opens body_bb with the loop's
@@ -114,6 +129,23 @@ void build_host(llvm::Function* f, const KernelDef& k) {
     emit_loop(b, begin, end, loop_md, [&](Value* i) {
       std::vector<Value*> offsets;
       for (const Operand& op : k.inputs()) offsets.push_back(op.scalar() ? b.getInt64(0) : i);
+      body.emit(inputs, offsets, outputs, i, group);
+    });
+    b.CreateBr(done);
+  } else if (flat_strided_loop(k)) {
+    const int ndims = k.shape_size();
+    emit_loop(b, begin, end, loop_md, [&](Value* i) {
+      Value* i32 = b.CreateTrunc(i, b.getInt32Ty());
+      std::vector<Value*> offsets;
+      for (const Operand& op : k.inputs()) {
+        if (op.scalar()) {
+          offsets.push_back(b.getInt64(0));
+        } else if (!strided(op)) {
+          offsets.push_back(i);
+        } else {
+          offsets.push_back(b.CreateZExt(strided_offset(b, k, op, i32, ndims), b.getInt64Ty()));
+        }
+      }
       body.emit(inputs, offsets, outputs, i, group);
     });
     b.CreateBr(done);

@@ -482,6 +482,32 @@ TEST(CodegenHost, BroadcastStridesAndSubRanges) {
   }
 }
 
+// Rows shorter than a vector (a per-channel operand over 2x2 maps, as a BatchNorm gradient on
+// MobileNet's last blocks) run one loop with the offsets computed per element; longer rows the
+// row loop. Both against the CPU ops, over sub-ranges that cut rows.
+TEST(CodegenHost, PerChannelOperandOverShortAndLongRows) {
+  for (int64_t inner : {1, 4, 15, 16, 40}) {
+    SCOPED_TRACE("rows of " + std::to_string(inner));
+    const int64_t n = 6, c = 11, total = n * c * inner;
+    KernelBuilder b("per_channel", {n, c, inner});
+    const int x = b.input(kBF16), w = b.input(kF32, false, {0, 1, 0});
+    const int lo = b.input(kBF16, true);
+    const int keep = b.op("greater", kBool, {x, lo});
+    const int y = b.op("mul", kF32, {b.op("cast", kF32, {x}), w});
+    b.output(b.op("where", kF32, {keep, y, b.constant(kF32, 0)}));
+    const KernelDef& k = b.def();
+    HostKernels jit({&k});
+    std::vector<Tensor> in = {random_tensor(kBF16, {n, c, inner}, 7),
+                              random_tensor(kF32, {1, c, 1}, 8), scalar_tensor(kBF16, -0.25)};
+    const auto want = cpu_reference(k, in);
+    for (auto [begin, end] :
+         {std::pair<int64_t, int64_t>{0, total}, {3, total - 5}, {inner + 1, 3 * inner + 2}}) {
+      const auto got = run_jit(jit.find("per_channel"), k, in, total, begin, end);
+      expect_bits(k, got[0], want[0], 0, begin, end);
+    }
+  }
+}
+
 // A flat kernel serves any size; callers split the range.
 TEST(CodegenHost, FlatKernelOverSubRanges) {
   KernelBuilder b("flat");

@@ -3,7 +3,7 @@
 // an ONNX model without --precision (e.g. one `ampc compile --emit-onnx` wrote),
 // --precision-report reports what the compiler produced (report/plan_precision.h).
 // `ampc inspect PLAN`: its kernels and memory plan (report/plan_summary.h);
-// `--kernel NAME [--show ptx|llvm]` one fused kernel.
+// `--kernel NAME [--show ptx|llvm|asm]` one fused kernel.
 #include <filesystem>
 #include <iostream>
 
@@ -38,7 +38,7 @@ struct InspectArgs {
   bool precision_report = false;
   passes::AutocastOptions autocast;
   std::string kernel;  // a plan's fused kernel to show
-  std::string show;    // "ptx", "llvm"; empty: its definition
+  std::string show;    // "ptx", "llvm", "asm"; empty: its definition
   MemoryArgs memory;   // --memory, --device-memory, --optimizer
   // The whole step's pictures (--html, --train, ...) and the compile options, which hold
   // --precision, --allow, ... and --optimizer until the callback copies them here.
@@ -82,6 +82,9 @@ void inspect_kernel(const plan::Plan& p, const InspectArgs& args) {
     std::cout << report::kernel_ptx(p, def);
   } else if (args.show == "llvm") {
     std::cout << kernels::codegen::llvm_ir_text(def, report::target_sm(p));
+  } else if (args.show == "asm") {
+    // What the CPU backend runs: the host JIT compiles every plan's kernels at load.
+    std::cout << kernels::codegen::host_assembly(def);
   } else {
     std::cout << report::kernel_def_text(p, def);
   }
@@ -192,8 +195,9 @@ void add_inspect_command(CLI::App& app) {
   cmd->add_option("--kernel", args->kernel,
                   "A plan's fused kernel to show: its definition, or with --show its code");
   cmd->add_option("--show", args->show,
-                  "With --kernel: the PTX stored for the plan's target, or the LLVM IR")
-      ->check(CLI::IsMember({"ptx", "llvm"}));
+                  "With --kernel: the PTX stored for the plan's target, its LLVM IR, or the "
+                  "host machine code the CPU backend runs (asm, compiled for this CPU)")
+      ->check(CLI::IsMember({"ptx", "llvm", "asm"}));
   cmd->add_flag("--memory", args->memory.memory,
                 "Training memory by category, fp32 and 16-bit (--precision bf16: bf16) side "
                 "by side");

@@ -14,46 +14,52 @@ namespace {
 
 namespace k = kernels::cpu;
 
-// The per-channel parameter `input` as C values.
-template <typename T>
-const T* channel_param(const OpContext& ctx, int input, int64_t c) {
+// The per-channel parameter `input`: C values, of the dtype of input `like`.
+const void* channel_param(const OpContext& ctx, int input, int64_t c, int like) {
   const Tensor& t = ctx.in(input);
   if (t.numel() != c) {
     ctx.fail("input " + std::to_string(input) + " " + t.type_str() + " does not have " +
              std::to_string(c) + " elements (one per channel)");
   }
-  return t.data<T>();
+  if (t.dtype() != ctx.in(like).dtype() || !is_float(t.dtype())) {
+    ctx.fail("input " + std::to_string(input) + " " + t.type_str() + " is not a float of input " +
+             std::to_string(like) + "'s type " + ctx.in(like).type_str());
+  }
+  return t.raw();
 }
 
 // The CUDA kernels' CPU twin (kernels/twin/batchnorm.h): the batch statistics summed in the
-// kernels' order, so both backends agree bit for bit. run_widened has given every input x's
-// dtype (f32 or f64).
-template <typename T>
+// kernels' order, so both backends agree bit for bit. It takes each operand in its own type, as
+// the kernels do: 16-bit X (a bf16 or fp16 plan) loaded exactly into fp32 math and Y rounded once,
+// with fp32 scale, bias and statistics, which are the bits of the op run on fp32 copies, without
+// making them.
 void batch_norm(OpContext& ctx) {
   const Tensor& x = ctx.in(0);
   if (x.rank() < 2) ctx.fail("input " + x.type_str() + " has no channel dimension");
+  if (!is_float(x.dtype())) ctx.fail("input " + x.type_str() + " is not a float tensor");
   const plan::BatchNormParams& p = plan::params<plan::BatchNormParams>(ctx.step());
   const int64_t n = x.dim(0), c = x.dim(1), spatial = product(x.shape(), 2, x.shape().size());
-  const T* scale = channel_param<T>(ctx, 1, c);
-  const T* bias = channel_param<T>(ctx, 2, c);
-  const T* mean = channel_param<T>(ctx, 3, c);
-  const T* var = channel_param<T>(ctx, 4, c);
+  const void* scale = channel_param(ctx, 1, c, 1);
+  const void* bias = channel_param(ctx, 2, c, 1);
+  const void* mean = channel_param(ctx, 3, c, 3);
+  const void* var = channel_param(ctx, 4, c, 3);
   const float eps = p.epsilon();
-  const DType t = x.dtype();
+  const DType t = x.dtype(), pt = ctx.in(1).dtype(), st = ctx.in(3).dtype();
   void* y = ctx.output(0, t, x.shape()).raw();
   if (!p.training()) {
-    return kernels::twin::batch_norm_inference(t, t, t, x.raw(), n, c, spatial, scale, bias, mean,
+    return kernels::twin::batch_norm_inference(t, pt, st, x.raw(), n, c, spatial, scale, bias, mean,
                                                var, eps, y);
   }
   // Running statistics: input * momentum + batch * (1 - momentum) (biased batch variance);
   // before opset 14 also the batch statistics (saved_mean, saved_var).
-  auto stat = [&](int i) { return ctx.has_output(i) ? ctx.output(i, t, {c}).raw() : nullptr; };
+  auto stat = [&](int i) { return ctx.has_output(i) ? ctx.output(i, st, {c}).raw() : nullptr; };
   void* running_mean = stat(1);
   void* running_var = stat(2);
   void* saved_mean = p.saved_statistics() ? stat(3) : nullptr;
   void* saved_var = p.saved_statistics() ? stat(4) : nullptr;
-  std::vector<char> workspace(kernels::twin::batch_norm_training_workspace_bytes(n, c, spatial));
-  kernels::twin::batch_norm_training(t, t, t, x.raw(), n, c, spatial, scale, bias, mean, var, eps,
+  thread_local std::vector<char> workspace;
+  workspace.resize(kernels::twin::batch_norm_training_workspace_bytes(n, c, spatial));
+  kernels::twin::batch_norm_training(t, pt, st, x.raw(), n, c, spatial, scale, bias, mean, var, eps,
                                      p.momentum(), y, running_mean, running_var, saved_mean,
                                      saved_var, workspace.data());
 }
@@ -115,10 +121,7 @@ void mean_variance_norm(OpContext& ctx) {
 }  // namespace
 
 void register_norm_ops(OpRegistry& r) {
-  add_widened(
-      r, "BatchNormalization",
-      [](OpContext& ctx) { dispatch_float(ctx, [&](auto t) { batch_norm<decltype(t)>(ctx); }); },
-      {0, 3, 4, 3, 4});
+  r.add("BatchNormalization", batch_norm);
   add_widened(
       r, "LayerNormalization",
       [](OpContext& ctx) { dispatch_float(ctx, [&](auto t) { layer_norm<decltype(t)>(ctx); }); },
