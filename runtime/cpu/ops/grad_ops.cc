@@ -66,9 +66,9 @@ ConvGrads<T> conv_grad_outputs(OpContext& ctx) {
   return {out(0, x.shape()), out(1, w.shape()), out(2, {w.dim(0)})};
 }
 
-// Writes what oneDNN (every operand of element type t; as GEMMs where the weights outweigh the
-// activations, conv_gemm.h) serves and, for a depthwise
-// convolution, the weight and bias gradients by direct sums; returns the gradients left.
+// Writes what oneDNN serves (every operand of element type t; as GEMMs where the weights
+// outweigh the activations, conv_gemm.h) and, for a depthwise convolution, the weight and bias
+// gradients by direct sums; returns the gradients left.
 template <typename T>
 ConvGrads<T> conv_grad_served(const OpContext& ctx, const k::ConvGeom& g, DType t,
                               ConvGrads<T> left) {

@@ -1,4 +1,5 @@
-// Conv (oneDNN; im2col + GEMM where oneDNN cannot serve) and ConvTranspose (GEMM + col2im), 1 to 3
+// Conv (oneDNN, or GEMMs over the active taps where the weights outweigh the activations;
+// im2col + GEMM where neither serves) and ConvTranspose (GEMM + col2im), 1 to 3
 // spatial dimensions.
 #include <type_traits>
 
