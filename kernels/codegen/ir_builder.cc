@@ -43,6 +43,24 @@ Value* strided_offset(llvm::IRBuilder<>& b, const KernelDef& k, const Operand& o
   return offset;
 }
 
+// Per input, its offset at element i: 0 for a scalar, i for a full operand, and for a strided
+// one strided_offset over every dimension of `index` (i itself, or i in 32 bits), as i64.
+std::vector<Value*> element_offsets(llvm::IRBuilder<>& b, const KernelDef& k, Value* i,
+                                    Value* index) {
+  std::vector<Value*> offsets;
+  for (const Operand& op : k.inputs()) {
+    if (op.scalar()) {
+      offsets.push_back(b.getInt64(0));
+    } else if (!strided(op)) {
+      offsets.push_back(i);
+    } else {
+      offsets.push_back(
+          b.CreateZExtOrTrunc(strided_offset(b, k, op, index, k.shape_size()), b.getInt64Ty()));
+    }
+  }
+  return offsets;
+}
+
 // Rows shorter than this (small feature maps: a 2x2 map under a per-channel operand) are not
 // worth a row loop each: the vector body never runs and the per-row set-up dominates. Their
 // kernels run one flat loop with every strided offset computed per element in 32 bits, which
@@ -133,19 +151,8 @@ void build_host(llvm::Function* f, const KernelDef& k) {
     });
     b.CreateBr(done);
   } else if (flat_strided_loop(k)) {
-    const int ndims = k.shape_size();
     emit_loop(b, begin, end, loop_md, [&](Value* i) {
-      Value* i32 = b.CreateTrunc(i, b.getInt32Ty());
-      std::vector<Value*> offsets;
-      for (const Operand& op : k.inputs()) {
-        if (op.scalar()) {
-          offsets.push_back(b.getInt64(0));
-        } else if (!strided(op)) {
-          offsets.push_back(i);
-        } else {
-          offsets.push_back(b.CreateZExt(strided_offset(b, k, op, i32, ndims), b.getInt64Ty()));
-        }
-      }
+      const auto offsets = element_offsets(b, k, i, b.CreateTrunc(i, b.getInt32Ty()));
       body.emit(inputs, offsets, outputs, i, group);
     });
     b.CreateBr(done);
@@ -207,16 +214,7 @@ void build_nvptx(llvm::Function* f, const KernelDef& k) {
   Value* stride = b.CreateMul(sreg(llvm::Intrinsic::nvvm_read_ptx_sreg_nctaid_x), block_size);
   llvm::BasicBlock* loop = llvm::BasicBlock::Create(c, "loop", f);
   llvm::PHINode* i = enter_loop(b, loop, first, count, done, "i");
-  std::vector<Value*> offsets;
-  for (const Operand& op : k.inputs()) {
-    if (op.scalar()) {
-      offsets.push_back(b.getInt64(0));
-    } else if (!strided(op)) {
-      offsets.push_back(i);
-    } else {
-      offsets.push_back(strided_offset(b, k, op, i, k.shape_size()));
-    }
-  }
+  const std::vector<Value*> offsets = element_offsets(b, k, i, i);
   BodyBuilder(b, *f->getParent(), k, Target::kNvptx).emit(inputs, offsets, outputs, i, nullptr);
   Value* next = b.CreateAdd(i, stride);
   i->addIncoming(next, b.GetInsertBlock());
