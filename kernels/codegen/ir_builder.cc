@@ -44,21 +44,29 @@ Value* strided_offset(llvm::IRBuilder<>& b, const KernelDef& k, const Operand& o
 }
 
 // Per input, its offset at element i: 0 for a scalar, i for a full operand, and for a strided
-// one strided_offset over every dimension of `index` (i itself, or i in 32 bits), as i64.
+// one (input j) what `strided_at(j)` computes, as i64. Every loop of the host and the device
+// reads its operands through this.
 std::vector<Value*> element_offsets(llvm::IRBuilder<>& b, const KernelDef& k, Value* i,
-                                    Value* index) {
+                                    const std::function<Value*(int)>& strided_at) {
   std::vector<Value*> offsets;
-  for (const Operand& op : k.inputs()) {
+  for (int j = 0; j < k.inputs_size(); ++j) {
+    const Operand& op = k.inputs(j);
     if (op.scalar()) {
       offsets.push_back(b.getInt64(0));
     } else if (!strided(op)) {
       offsets.push_back(i);
     } else {
-      offsets.push_back(
-          b.CreateZExtOrTrunc(strided_offset(b, k, op, index, k.shape_size()), b.getInt64Ty()));
+      offsets.push_back(b.CreateZExtOrTrunc(strided_at(j), b.getInt64Ty()));
     }
   }
   return offsets;
+}
+
+// strided_offset of input j over every dimension for the element index `index`.
+std::function<Value*(int)> offsets_over_all_dims(llvm::IRBuilder<>& b, const KernelDef& k,
+                                                 Value* index) {
+  return
+      [&b, &k, index](int j) { return strided_offset(b, k, k.inputs(j), index, k.shape_size()); };
 }
 
 // Rows shorter than this (small feature maps: a 2x2 map under a per-channel operand) are not
@@ -145,14 +153,15 @@ void build_host(llvm::Function* f, const KernelDef& k) {
     b.CreateBr(done);
   } else if (!any_strided) {
     emit_loop(b, begin, end, loop_md, [&](Value* i) {
-      std::vector<Value*> offsets;
-      for (const Operand& op : k.inputs()) offsets.push_back(op.scalar() ? b.getInt64(0) : i);
+      // No strided operand: the callback is never called.
+      const auto offsets = element_offsets(b, k, i, offsets_over_all_dims(b, k, i));
       body.emit(inputs, offsets, outputs, i, group);
     });
     b.CreateBr(done);
   } else if (flat_strided_loop(k)) {
     emit_loop(b, begin, end, loop_md, [&](Value* i) {
-      const auto offsets = element_offsets(b, k, i, b.CreateTrunc(i, b.getInt32Ty()));
+      const auto offsets =
+          element_offsets(b, k, i, offsets_over_all_dims(b, k, b.CreateTrunc(i, b.getInt32Ty())));
       body.emit(inputs, offsets, outputs, i, group);
     });
     b.CreateBr(done);
@@ -173,18 +182,9 @@ void build_host(llvm::Function* f, const KernelDef& k) {
     }
     emit_loop(b, start, row_end, loop_md, [&](Value* i) {
       Value* col = b.CreateSub(i, row_first);
-      std::vector<Value*> offsets;
-      for (int j = 0; j < k.inputs_size(); ++j) {
-        const Operand& op = k.inputs(j);
-        if (op.scalar()) {
-          offsets.push_back(b.getInt64(0));
-        } else if (!strided(op)) {
-          offsets.push_back(i);
-        } else {
-          offsets.push_back(
-              b.CreateAdd(bases[j], b.CreateMul(col, b.getInt64(op.strides(ndims - 1)))));
-        }
-      }
+      const auto offsets = element_offsets(b, k, i, [&](int j) {
+        return b.CreateAdd(bases[j], b.CreateMul(col, b.getInt64(k.inputs(j).strides(ndims - 1))));
+      });
       body.emit(inputs, offsets, outputs, i, group);
     });
     start->addIncoming(row_end, b.GetInsertBlock());
@@ -214,7 +214,7 @@ void build_nvptx(llvm::Function* f, const KernelDef& k) {
   Value* stride = b.CreateMul(sreg(llvm::Intrinsic::nvvm_read_ptx_sreg_nctaid_x), block_size);
   llvm::BasicBlock* loop = llvm::BasicBlock::Create(c, "loop", f);
   llvm::PHINode* i = enter_loop(b, loop, first, count, done, "i");
-  const std::vector<Value*> offsets = element_offsets(b, k, i, i);
+  const std::vector<Value*> offsets = element_offsets(b, k, i, offsets_over_all_dims(b, k, i));
   BodyBuilder(b, *f->getParent(), k, Target::kNvptx).emit(inputs, offsets, outputs, i, nullptr);
   Value* next = b.CreateAdd(i, stride);
   i->addIncoming(next, b.GetInsertBlock());
