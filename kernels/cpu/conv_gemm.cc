@@ -7,6 +7,7 @@
 
 #include "base/half.h"
 #include "kernels/cpu/dnnl_matmul.h"
+#include "kernels/cpu/elementwise_types.h"
 
 namespace ampc::kernels::cpu {
 namespace {
@@ -97,19 +98,6 @@ void swap_inner(const T* in, T* out, int64_t n, int64_t a, int64_t b) {
   }
 }
 
-float widen(float v) {
-  return v;
-}
-float widen(BFloat16 v) {
-  return bf16_to_float(v);
-}
-void narrow(float v, float* out) {
-  *out = v;
-}
-void narrow(float v, BFloat16* out) {
-  *out = float_to_bf16(v);
-}
-
 DnnlMatmul product(const ConvGemm& p, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                    int64_t lda, int64_t ldb, DType c_type) {
   DnnlMatmul mm;
@@ -194,7 +182,7 @@ bool backward_data(const ConvGemm& p, const T* dy, const T* w, T* dx) {
   std::fill(acc, acc + dx_size, 0.0f);
   rows_pass<float, float, true>(p.g, taps, p.n, p.c, drows, acc);
   if constexpr (!std::is_same_v<T, float>) {
-    for (int64_t i = 0; i < dx_size; ++i) narrow(acc[i], dx + i);
+    for (int64_t i = 0; i < dx_size; ++i) dx[i] = store<T>(acc[i]);
   }
   return true;
 }
@@ -225,10 +213,9 @@ bool backward_weights(const ConvGemm& p, const T* dy, const T* x, T* dw, T* db) 
   if (db) {
     std::vector<float> sum(static_cast<size_t>(p.m), 0.0f);
     for (int64_t ri = 0; ri < r; ++ri) {
-      for (int64_t mi = 0; mi < p.m; ++mi)
-        sum[static_cast<size_t>(mi)] += widen(dyr[ri * p.m + mi]);
+      for (int64_t mi = 0; mi < p.m; ++mi) sum[static_cast<size_t>(mi)] += load(dyr[ri * p.m + mi]);
     }
-    for (int64_t mi = 0; mi < p.m; ++mi) narrow(sum[static_cast<size_t>(mi)], db + mi);
+    for (int64_t mi = 0; mi < p.m; ++mi) db[mi] = store<T>(sum[static_cast<size_t>(mi)]);
   }
   return true;
 }
