@@ -25,6 +25,7 @@
 #include "passes/recompute_casts.h"
 #include "passes/recurrent_lowering.h"
 #include "passes/static_shapes.h"
+#include "passes/weight_copies.h"
 #include "report/plan_precision.h"
 #include "report/precision_decisions.h"
 
@@ -211,6 +212,11 @@ std::vector<Pass> pipeline_passes(const CompileOptions& o, PipelineState& s) {
                    if (s.training) add_trainer_outputs(m);
                  },
                  ir::Phase::kUnknown});
+  // Speed: the optimizer writes each parameter's 16-bit copy, which the next step reads
+  // instead of casting the fp32 master again (weight_copies.h).
+  out.push_back({"keep-weight-copies", [](ir::Model& m) { passes::keep_weight_copies(m); },
+                 ir::Phase::kOptimizer,
+                 [mixed_training, &o] { return mixed_training && !o.recast_weights; }});
   // Memory: fp16 copies the backward reads again are cast again there, not kept.
   out.push_back({"recompute-casts",
                  [](ir::Model& m) {

@@ -47,6 +47,9 @@ struct CompileOptions {
   passes::RangeStatsOptions range_stats;
   // --half-inputs: float32 data inputs become inputs of the low dtype (passes/half_inputs.h).
   bool half_inputs = false;
+  // --recast-weights: mixed-precision training casts the fp32 masters in every step instead of
+  // keeping their 16-bit copies as state (passes/weight_copies.h): less state, slower steps.
+  bool recast_weights = false;
   // Whether the caller chose autodiff or optimizer options (the CLI: any of --optimizer,
   // --lr, --momentum, --nesterov, --weight-decay, --betas, --eps, --loss, --freeze,
   // --accum-steps and the loss-scaling options). They

@@ -201,6 +201,14 @@ class Model {
     Value* source;
   };
   std::vector<StateUpdate> state_updates;
+  // Mixed-precision training: `copy` (a state initializer) is `master` (a trained parameter)
+  // rounded to a 16-bit type, kept by the optimizer's own update (passes/weight_copies.h).
+  // Backends recompute it from the master whenever the master is set from outside.
+  struct RoundedCopy {
+    Value* copy;
+    Value* master;
+  };
+  std::vector<RoundedCopy> rounded_copies;
 
   // The opset version imported for a domain ("" and "ai.onnx" are the same); nullopt if none.
   std::optional<int64_t> opset_version(std::string_view op_domain) const;

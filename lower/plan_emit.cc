@@ -129,6 +129,8 @@ class Emitter {
       su->set_state(id_.at(u.target));
       su->set_source(id_.at(u.source));
     }
+    for (const auto& c : model_.rounded_copies)
+      p_.mutable_buffers(id_.at(c.copy))->set_copy_of(1 + id_.at(c.master));
     for (const ir::Value* v : g_.outputs) {
       auto* b = p_.add_outputs();
       b->set_name(v->name);

@@ -93,13 +93,34 @@ std::optional<double> scalar(const plan::Buffer& b) {
   }
 }
 
+// The masters of the 16-bit weight copies the optimizer writes (Buffer.copy_of), by the id of
+// the Cast output that becomes the copy: the state update's source, or the new value a
+// skip-step Where(skip, copy, new) chooses.
+std::map<int32_t, int32_t> copy_casts(const plan::Plan& p) {
+  std::map<int32_t, int32_t> master_of_source;
+  for (const auto& u : p.state_updates()) {
+    if (const plan::Buffer& b = p.buffers(u.state()); b.copy_of() != 0)
+      master_of_source[u.source()] = b.copy_of() - 1;
+  }
+  std::map<int32_t, int32_t> out = master_of_source;
+  for (const auto& s : p.steps()) {
+    if (!is_onnx_op(s, "Where") || s.inputs_size() != 3 || s.outputs_size() != 1) continue;
+    if (auto it = master_of_source.find(s.outputs(0)); it != master_of_source.end())
+      out[s.inputs(2)] = it->second;
+  }
+  return out;
+}
+
 // The Casts, with their bytes per step as autocast counts them: numel x (in + out bytes).
 // An fp32 master weight is an initializer of the source model (Buffer.from_model) other than
 // the loss scaler's state (which a model in ONNX's training format carries as initializers).
+// The Cast that writes a weight copy casts the master's new value: it is named by the master.
 void add_casts(const plan::Plan& p, PrecisionReport& r) {
+  const std::map<int32_t, int32_t> copies = copy_casts(p);
   for (const auto& s : p.steps()) {
     if (!is_onnx_op(s, "Cast") || s.inputs_size() != 1 || s.outputs_size() != 1) continue;
-    const plan::Buffer& in = p.buffers(s.inputs(0));
+    const auto copy = copies.find(s.outputs(0));
+    const plan::Buffer& in = p.buffers(copy == copies.end() ? s.inputs(0) : copy->second);
     const plan::Buffer& out = p.buffers(s.outputs(0));
     const int64_t n = numel(in);
     const int64_t bytes =
@@ -159,13 +180,18 @@ std::optional<LossScalingReport> loss_scaling(const plan::Plan& p, std::set<int>
   for (int i = 0; i < p.steps_size(); ++i) {
     for (int32_t id : p.steps(i).outputs()) producer[id] = i;
   }
-  s.state_updates = p.state_updates_size();
   for (const auto& u : p.state_updates()) {
+    const bool copy = p.buffers(u.state()).copy_of() != 0;
+    s.state_updates += copy ? 0 : 1;
     auto it = producer.find(u.source());
     if (it == producer.end()) continue;
     const plan::Step& w = p.steps(it->second);
     if (is_onnx_op(w, "Where") && w.inputs_size() == 3 && found_inf.count(w.inputs(0))) {
-      s.guarded_states.push_back(p.buffers(u.state()).name());
+      if (copy) {
+        ++s.guarded_copies;
+      } else {
+        s.guarded_states.push_back(p.buffers(u.state()).name());
+      }
       guards.insert(it->second);
     }
   }

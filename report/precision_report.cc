@@ -49,7 +49,8 @@ ordered_json loss_scaling_json(const LossScalingReport& s) {
           {"ops", ops},
           {"guarded_updates", s.guarded_states.size()},
           {"state_updates", s.state_updates},
-          {"guarded_states", s.guarded_states}};
+          {"guarded_states", s.guarded_states},
+          {"guarded_copies", s.guarded_copies}};
 }
 
 // "2", "0.5", "65536": the shortest form that reads back as the same double.
@@ -99,6 +100,8 @@ void loss_scaling_text(const LossScalingReport& s, std::ostream& o) {
   o << "  skip-step: " << s.guarded_states.size() << " of " << s.state_updates
     << " state updates guarded by amp.found_inf (Where: a skipped step keeps their bits)\n";
   for (const auto& name : s.guarded_states) o << "    " << name << "\n";
+  if (s.guarded_copies > 0)
+    o << "  and the " << s.guarded_copies << " 16-bit weight copies the optimizer writes\n";
 }
 
 }  // namespace
@@ -244,6 +247,7 @@ PrecisionReport precision_report_from_json(const nlohmann::json& j) {
         l.ops.push_back({op.at("node").get<std::string>(), op.at("op").get<std::string>()});
       l.guarded_states = s.at("guarded_states").get<std::vector<std::string>>();
       l.state_updates = s.at("state_updates").get<int64_t>();
+      l.guarded_copies = s.value("guarded_copies", int64_t{0});
       r.loss_scaling = std::move(l);
     }
     return r;

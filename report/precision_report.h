@@ -32,6 +32,9 @@ struct LossScalingReport {
   // The skip-step: states whose update is Where(amp.found_inf, old, new).
   std::vector<std::string> guarded_states;
   int64_t state_updates = 0;  // all state updates of the step, guarded or not
+  // The 16-bit weight copies (passes/weight_copies.h) the skip-step keeps with their masters;
+  // derived state, counted here and not in the two above.
+  int64_t guarded_copies = 0;
 };
 
 struct PrecisionReport {
@@ -61,7 +64,7 @@ PrecisionReport from_autocast(const passes::AutocastReport& report);
 // casts, parameter_casts, cast_bytes_per_step}, notes [..], loss_scaling (null when the
 // step has none; otherwise {mode, init_scale, init_growth_tracker, growth_factor,
 // backoff_factor, growth_interval, min_scale, max_scale, grad_norm, clip_grad_norm, ops
-// [{node, op}], guarded_updates, state_updates, guarded_states [..]}).
+// [{node, op}], guarded_updates, state_updates, guarded_states [..], guarded_copies}).
 nlohmann::ordered_json precision_report_json(const PrecisionReport& report);
 std::string precision_report_text(const PrecisionReport& report, const std::string& title);
 // The inverse of precision_report_json (totals are recomputed, not read). Throws ampc::Error

@@ -1,6 +1,7 @@
 #include "runtime/value_checks.h"
 
 #include "base/error.h"
+#include "runtime/state_copies.h"
 
 namespace ampc::rt {
 
@@ -38,7 +39,7 @@ std::vector<std::pair<int, const Tensor*>> checked_state_values(
     const plan::Plan& plan, const std::map<std::string, Tensor>& values) {
   std::vector<std::pair<int, const Tensor*>> out;
   for (const auto& b : plan.buffers()) {
-    if (b.role() != plan::STATE) continue;
+    if (b.role() != plan::STATE || is_rounded_copy(b)) continue;  // copies are recomputed
     auto it = values.find(b.name());
     if (it == values.end()) throw Error("no value for state '" + b.name() + "'");
     const Tensor& t = it->second;

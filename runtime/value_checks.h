@@ -21,7 +21,8 @@ std::string buffer_type(const plan::Buffer& b);
 std::vector<std::pair<int, const Tensor*>> checked_inputs(
     const plan::Plan& plan, const std::map<std::string, Tensor>& inputs);
 
-// The value for each STATE buffer of `plan`, as (buffer id, value) pairs in buffer order;
+// The value for each STATE buffer of `plan` but its rounded copies (state_copies.h), as
+// (buffer id, value) pairs in buffer order;
 // throws ampc::Error naming the first missing or mistyped one, so that a backend changes
 // nothing unless every value fits.
 std::vector<std::pair<int, const Tensor*>> checked_state_values(

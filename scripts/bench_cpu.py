@@ -16,7 +16,10 @@ timed one after the other, --rounds times (3 by default); each column shows its 
 ratio the median of the rounds' ratios (the two cores are shared, and a slow spell then slows
 the columns of one round together instead of one column). GFLOP/s counts 3x the forward GEMM
 and convolution multiply-adds (x2) of the exported graph per step, for both sides. The machine's fp32 and bf16
-GEMM peak (PyTorch, 1024^3) is printed with the table.
+GEMM peak (PyTorch, 1024^3) is printed with the table. "library GEMM + conv bf16 / fp32" is
+the same ratio for the model's MatMul, Gemm and Conv nodes alone, forward and backward, run by
+PyTorch's (oneDNN's) kernels on the nodes' shapes (library_ceiling.py): what bf16 can gain on
+the model's heaviest work with these libraries on this machine (median of --rounds runs).
 
 OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE are unset for both sides in this process and its
 children only (the environment of the machine is left alone). With --out the table (and the
@@ -40,6 +43,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import export_models
+import library_ceiling
 
 LR = 0.01
 MOMENTUM = 0.9
@@ -207,6 +211,16 @@ def measure_rounds(args, model, inputs, plans, npys, name):
     return {c: np.array(v) for c, v in times.items()}
 
 
+def library_ratio(onnx_path, threads, rounds):
+    """Median over `rounds` runs of bf16 ms / fp32 ms of the graph's GEMMs and convolutions
+    alone, in PyTorch's kernels (library_ceiling.py)."""
+    ratios = []
+    for _ in range(rounds):
+        fp32_ms, bf16_ms = library_ceiling.ceiling(onnx_path, threads)
+        ratios.append(bf16_ms / fp32_ms)
+    return float(np.median(ratios))
+
+
 def fmt_ratio(x):
     return f"{x:.2f}" if x == x else "n/a"
 
@@ -235,9 +249,10 @@ def main():
                  "rounds: step times are medians, ratios the medians of the rounds' ratios")
     lines.append("")
     lines.append("| model | batch | ampc fp32 ms | ampc bf16 ms | torch fp32 ms | torch bf16 ms | "
-                 "ampc fp32 / torch fp32 | ampc bf16 / ampc fp32 | ampc bf16 / torch bf16 | "
+                 "ampc fp32 / torch fp32 | ampc bf16 / ampc fp32 | "
+                 "library GEMM + conv bf16 / fp32 | ampc bf16 / torch bf16 | "
                  "GFLOP/s ampc fp32, bf16 / torch fp32, bf16 | ampc compile s (fp32, bf16) |")
-    lines.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|")
+    lines.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|")
     print("\n".join(lines), flush=True)
     for name in args.models.split(","):
         with tempfile.TemporaryDirectory() as folder:
@@ -252,13 +267,14 @@ def main():
             plans = {prec: ampc_compile(args.ampc, onnx_path, prec, args.threads, folder)
                      for prec in ("fp32", "bf16")}
             r = measure_rounds(args, model, inputs, plans, npys, name)
+            floor = library_ratio(onnx_path, args.threads, args.rounds)
         a32, a16, t32, t16 = (float(np.median(r[c])) for c in COLUMNS)
         ratio = lambda a, b: float(np.median(r[a] / r[b]))  # noqa: E731
         gf = [flops / ms / 1e6 for ms in (a32, a16, t32, t16)]
         batch = list(inputs.values())[0].shape[0]
         line = (f"| {name} | {batch} | {a32:.1f} | {a16:.1f} | {t32:.1f} | {t16:.1f} | "
                 f"{fmt_ratio(ratio('ampc fp32', 'torch fp32'))} | "
-                f"{fmt_ratio(ratio('ampc bf16', 'ampc fp32'))} | "
+                f"{fmt_ratio(ratio('ampc bf16', 'ampc fp32'))} | {fmt_ratio(floor)} | "
                 f"{fmt_ratio(ratio('ampc bf16', 'torch bf16'))} | "
                 f"{gf[0]:.1f}, {gf[1]:.1f} / {gf[2]:.1f}, {gf[3]:.1f} | "
                 f"{plans['fp32'][1]:.1f}, {plans['bf16'][1]:.1f} |")

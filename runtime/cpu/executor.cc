@@ -8,6 +8,7 @@
 #include "kernels/cpu/dnnl_context.h"
 #include "runtime/cpu/library_step.h"
 #include "runtime/plan/plan_stats.h"
+#include "runtime/state_copies.h"
 #include "runtime/value_checks.h"
 
 namespace ampc::rt::cpu {
@@ -310,7 +311,7 @@ std::map<std::string, Tensor> Executor::run(const std::map<std::string, Tensor>&
 std::map<std::string, Tensor> Executor::state() const {
   std::map<std::string, Tensor> out;
   for (const auto& b : plan_.buffers()) {
-    if (b.role() == plan::STATE) out[b.name()] = values_[b.id()];
+    if (b.role() == plan::STATE && !is_rounded_copy(b)) out[b.name()] = values_[b.id()];
   }
   return out;
 }
@@ -319,6 +320,8 @@ void Executor::load_state(const std::map<std::string, Tensor>& values) {
   const auto updates = checked_state_values(plan_, values);
   // The steps update state in place: never in a caller's memory.
   for (const auto& [id, t] : updates) values_[id] = t->owned_copy();
+  for (const auto& [copy, master] : rounded_copies(plan_))
+    values_[copy] = rounded_copy(values_[master], static_cast<DType>(plan_.buffers(copy).dtype()));
 }
 
 void Executor::run_step(size_t index) {

@@ -2,12 +2,14 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <map>
 
 #include "base/error.h"
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/cuda/op_builders.h"
 #include "runtime/cuda/ptx_library.h"
 #include "runtime/plan/plan_stats.h"
+#include "runtime/state_copies.h"
 #include "runtime/value_checks.h"
 
 namespace ampc::rt::cuda {
@@ -284,7 +286,7 @@ std::map<std::string, Tensor> Executor::state() const {
   sync();
   std::map<std::string, Tensor> out;
   for (const auto& b : plan_.buffers()) {
-    if (b.role() != plan::STATE) continue;
+    if (b.role() != plan::STATE || is_rounded_copy(b)) continue;
     out[b.name()] = memory_->download(b.id());
     ++counters_.host_syncs;  // a blocking copy
   }
@@ -296,6 +298,13 @@ void Executor::load_state(const std::map<std::string, Tensor>& values) {
   sync();
   for (const auto& [id, t] : updates) {
     memory_->upload(id, *t);
+    ++counters_.host_syncs;
+  }
+  // The 16-bit copies the optimizer keeps, recomputed from the masters just loaded.
+  std::map<int, const Tensor*> loaded(updates.begin(), updates.end());
+  for (const auto& [copy, master] : rounded_copies(plan_)) {
+    memory_->upload(
+        copy, rounded_copy(*loaded.at(master), static_cast<DType>(plan_.buffers(copy).dtype())));
     ++counters_.host_syncs;
   }
   // Copies from pageable memory may return before the data lands (see DeviceMemory).

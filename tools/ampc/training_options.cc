@@ -25,8 +25,9 @@ const char* const kLossScaleOptionNames[] = {
     "--min-scale",  "--max-scale",  "--skip-nonfinite", "--clip-grad-norm", "--log-grad-norm"};
 
 // Autocast's options, which also shape the compiled step.
-const char* const kPrecisionOptionNames[] = {"--precision", "--allow",  "--deny",       "--follow",
-                                             "--keep-fp32", "--policy", "--half-inputs"};
+const char* const kPrecisionOptionNames[] = {"--precision",   "--allow",         "--deny",
+                                             "--follow",      "--keep-fp32",     "--policy",
+                                             "--half-inputs", "--recast-weights"};
 
 }  // namespace
 
@@ -123,6 +124,9 @@ void add_training_options(CLI::App* cmd, compiler::CompileOptions& o, TrainingOp
   cmd->add_flag("--half-inputs", o.half_inputs,
                 "Float data inputs in the low precision: batches are rounded when prepared, the "
                 "step reads half the input bytes (needs --precision fp16|bf16)");
+  cmd->add_flag("--recast-weights", o.recast_weights,
+                "Cast the fp32 parameters to fp16/bf16 in every step instead of keeping copies "
+                "the optimizer writes: 2 bytes less state per parameter, slower steps");
   cmd->add_option("--policy", ac.policy_file,
                   "JSON file of precision overrides: {\"allow\": [...], \"deny\": [...], "
                   "\"follow\": [...], \"keep_fp32\": [...]}");
