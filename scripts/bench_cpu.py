@@ -225,6 +225,11 @@ def fmt_ratio(x):
     return f"{x:.2f}" if x == x else "n/a"
 
 
+def fmt_num(x):
+    """One decimal, or n/a for what was not measured (NaN)."""
+    return f"{x:.1f}" if x == x else "n/a"
+
+
 def main():
     p = arg_parser(__doc__, threads=2)
     p.add_argument("--models", default="resnet18,mobilenet_v2,gpt,gpt_wide,mlp")
@@ -272,11 +277,11 @@ def main():
         ratio = lambda a, b: float(np.median(r[a] / r[b]))  # noqa: E731
         gf = [flops / ms / 1e6 for ms in (a32, a16, t32, t16)]
         batch = list(inputs.values())[0].shape[0]
-        line = (f"| {name} | {batch} | {a32:.1f} | {a16:.1f} | {t32:.1f} | {t16:.1f} | "
+        line = (f"| {name} | {batch} | {a32:.1f} | {a16:.1f} | {t32:.1f} | {fmt_num(t16)} | "
                 f"{fmt_ratio(ratio('ampc fp32', 'torch fp32'))} | "
                 f"{fmt_ratio(ratio('ampc bf16', 'ampc fp32'))} | {fmt_ratio(floor)} | "
                 f"{fmt_ratio(ratio('ampc bf16', 'torch bf16'))} | "
-                f"{gf[0]:.1f}, {gf[1]:.1f} / {gf[2]:.1f}, {gf[3]:.1f} | "
+                f"{gf[0]:.1f}, {gf[1]:.1f} / {gf[2]:.1f}, {fmt_num(gf[3])} | "
                 f"{plans['fp32'][1]:.1f}, {plans['bf16'][1]:.1f} |")
         print(line, flush=True)
         lines.append(line)
