@@ -229,6 +229,15 @@ bool conv_gemm_serves(const ConvGemm& p, int64_t group) {
          p.g.cols_size() > 0 && !active_taps(p.g).flat.empty();
 }
 
+bool conv_gemm_serves_weight_grad(const ConvGemm& p, int64_t group) {
+  if (conv_gemm_serves(p, group)) return true;
+  if (group != 1 || p.type != DType::kBFloat16 || !dnnl_bf16_native() || p.n <= 0 || p.c <= 0)
+    return false;
+  const int64_t taps = static_cast<int64_t>(active_taps(p.g).flat.size());
+  const int64_t width = p.c * taps, rows = p.n * p.g.cols_size();
+  return width >= kWeightGradMinWidth && rows > 0 && rows * width <= kWeightGradMaxGathered;
+}
+
 bool conv_gemm_forward(const ConvGemm& p, const void* x, const void* w, const void* bias, void* y) {
   if (p.type == DType::kBFloat16) {
     return forward(p, static_cast<const BFloat16*>(x), static_cast<const BFloat16*>(w),

@@ -252,6 +252,29 @@ TEST_P(DnnlNumerics, ConvAsGemmWhereWeightsOutweighActivations) {
   }
 }
 
+// bf16 weight gradients whose GEMM is wide (channels x active taps >= 512) take the GEMM
+// formulation although the activations outweigh the weights, as ResNet's second stage at 32x32
+// does; their input gradients stay with oneDNN. fp32 keeps oneDNN for both.
+TEST_P(DnnlNumerics, Bf16WeightGradAsGemmWhereItsGemmIsWide) {
+  ConvCase cc;
+  cc.n = 2;
+  cc.c = 64;
+  cc.m = 16;
+  cc.g = 1;
+  cc.h = cc.w = 4;
+  cc.kh = cc.kw = 3;
+  cc.sh = cc.sw = cc.dh = cc.dw = 1;
+  cc.ph = cc.pw = cc.ph_end = cc.pw_end = 1;
+  const kernels::cpu::ConvGemm p{geometry(cc), cc.n, cc.c, cc.m, GetParam()};
+  EXPECT_FALSE(kernels::cpu::conv_gemm_serves(p, 1));
+  EXPECT_EQ(kernels::cpu::conv_gemm_serves_weight_grad(p, 1),
+            GetParam() == DType::kBFloat16 && kernels::cpu::dnnl_bf16_native());
+  check_conv_grad(GetParam(), cc);
+  cc.c = 8;  // 72 columns: a narrow GEMM stays with oneDNN
+  EXPECT_FALSE(
+      kernels::cpu::conv_gemm_serves_weight_grad({geometry(cc), cc.n, cc.c, cc.m, GetParam()}, 1));
+}
+
 // Depthwise convolutions (group == channels) on maps no larger than the window, as at the end
 // of MobileNet on small images: oneDNN's depthwise kernel refuses some of these, and their
 // weight gradients are then direct sums (kernels/cpu/depthwise_grad.h). One case per shape:

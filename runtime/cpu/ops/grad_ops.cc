@@ -79,11 +79,13 @@ ConvGrads<T> conv_grad_served(const OpContext& ctx, const k::ConvGeom& g, DType 
   p.x_type = p.w_type = p.y_type = p.bias_type = t;
   if (x.numel() == 0 || dy.numel() == 0) return left;
   const k::ConvGemm gemm{g, x.dim(0), x.dim(1), w.dim(0), t};
-  if (k::conv_gemm_serves(gemm, group)) {
-    if (left.dx && k::conv_gemm_backward_data(gemm, dy.raw(), w.raw(), left.dx)) left.dx = nullptr;
-    if (left.dw && k::conv_gemm_backward_weights(gemm, dy.raw(), x.raw(), left.dw, left.db)) {
-      left.dw = left.db = nullptr;
-    }
+  if (left.dx && k::conv_gemm_serves(gemm, group) &&
+      k::conv_gemm_backward_data(gemm, dy.raw(), w.raw(), left.dx)) {
+    left.dx = nullptr;
+  }
+  if (left.dw && k::conv_gemm_serves_weight_grad(gemm, group) &&
+      k::conv_gemm_backward_weights(gemm, dy.raw(), x.raw(), left.dw, left.db)) {
+    left.dw = left.db = nullptr;
   }
   if (left.dx && k::dnnl_conv_backward_data(p, dy.raw(), w.raw(), left.dx)) left.dx = nullptr;
   if (left.dw && k::dnnl_conv_backward_weights(p, dy.raw(), x.raw(), left.dw, left.db)) {
