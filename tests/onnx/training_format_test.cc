@@ -23,6 +23,7 @@
 #include "frontend/onnx/export_training.h"
 #include "frontend/onnx/import.h"
 #include "runtime/cpu/executor.h"
+#include "tests/support/random_batch.h"
 #include "tests/support/temp_dir.h"
 
 namespace ampc {
@@ -43,25 +44,6 @@ compiler::CompileOptions sgd_momentum() {
   o.optimizer.lr = 0.1;
   o.optimizer.momentum = 0.9;
   return o;
-}
-
-// A fixed pseudo-random batch for the plan's inputs: floats in [0, 1), labels in [0, 10).
-std::map<std::string, rt::Tensor> random_batch(const plan::Plan& p) {
-  std::mt19937 rng(1234);
-  std::map<std::string, rt::Tensor> batch;
-  for (const auto& binding : p.inputs()) {
-    const auto& b = p.buffers(binding.buffer());
-    rt::Tensor t(static_cast<DType>(b.dtype()), {b.shape().begin(), b.shape().end()});
-    for (int64_t i = 0; i < t.numel(); ++i) {
-      if (t.dtype() == DType::kFloat32) {
-        t.data<float>()[i] = std::uniform_real_distribution<float>(0, 1)(rng);
-      } else {
-        t.data<int64_t>()[i] = std::uniform_int_distribution<int64_t>(0, 9)(rng);
-      }
-    }
-    batch[binding.name()] = std::move(t);
-  }
-  return batch;
 }
 
 struct Trained {
@@ -129,7 +111,7 @@ TEST_P(TrainingFormat, ExportReimportTrainsBitIdentically) {
   const plan::Plan replayed = compiler::compile_model(*reimported, again, GetParam());
   EXPECT_EQ(state_names(replayed), state_names(direct));
 
-  const auto batch = random_batch(direct);
+  const auto batch = test::random_batch(direct, 1234);
   const Trained want = train(direct, batch);
   const Trained got = train(replayed, batch);
   ASSERT_EQ(got.state.size(), want.state.size());

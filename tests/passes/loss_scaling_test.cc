@@ -21,6 +21,7 @@
 #include "frontend/onnx/export.h"
 #include "frontend/onnx/export_training.h"
 #include "runtime/cpu/executor.h"
+#include "tests/support/random_batch.h"
 #include "tests/support/temp_dir.h"
 
 namespace ampc {
@@ -38,28 +39,6 @@ compiler::CompileOptions adam(const std::string& mode) {
   o.loss_scale.mode = mode;
   o.loss_scale.growth_interval = 2;
   return o;
-}
-
-// A pseudo-random batch (floats in [0, 1), labels in [0, 10)); with `poison`, one input
-// element is that value.
-std::map<std::string, rt::Tensor> batch(const plan::Plan& p, unsigned seed, float poison = 0,
-                                        bool poisoned = false) {
-  std::mt19937 rng(seed);
-  std::map<std::string, rt::Tensor> b;
-  for (const auto& binding : p.inputs()) {
-    const auto& buf = p.buffers(binding.buffer());
-    rt::Tensor t(static_cast<DType>(buf.dtype()), {buf.shape().begin(), buf.shape().end()});
-    for (int64_t i = 0; i < t.numel(); ++i) {
-      if (t.dtype() == DType::kFloat32) {
-        t.data<float>()[i] = std::uniform_real_distribution<float>(0, 1)(rng);
-      } else {
-        t.data<int64_t>()[i] = std::uniform_int_distribution<int64_t>(0, 9)(rng);
-      }
-    }
-    if (poisoned && t.dtype() == DType::kFloat32) t.data<float>()[7] = poison;
-    b[binding.name()] = std::move(t);
-  }
-  return b;
 }
 
 bool same_bits(const rt::Tensor& a, const rt::Tensor& b) {
@@ -161,10 +140,10 @@ TEST_P(SkipStep, NonFiniteStepKeepsEveryBitAndBacksOff) {
   options.autocast.precision = GetParam();
   const plan::Plan p = compiler::compile_file(kMlp, options);
   rt::cpu::Executor exec(p);
-  exec.run(batch(p, 1));
+  exec.run(test::random_batch(p, 1));
   for (float bad : {std::numeric_limits<float>::infinity(), std::nanf("")}) {
     const auto before = exec.state();
-    exec.run(batch(p, 2, bad, true));
+    exec.run(test::random_batch(p, 2, bad));
     const auto after = exec.state();
     ASSERT_EQ(before.size(), after.size());
     for (const auto& [name, t] : before) {
@@ -180,7 +159,7 @@ TEST_P(SkipStep, NonFiniteStepKeepsEveryBitAndBacksOff) {
   }
   // A clean step trains again and counts towards growth.
   const auto before = exec.state();
-  exec.run(batch(p, 3));
+  exec.run(test::random_batch(p, 3));
   const auto after = exec.state();
   EXPECT_FALSE(same_bits(before.at("fc1.weight"), after.at("fc1.weight")));
   EXPECT_EQ(f32(after.at("optimizer.step")), f32(before.at("optimizer.step")) + 1);
@@ -200,7 +179,7 @@ TEST(LossScaling, PowerOfTwoScalingTrainsLikeNoScaling) {
   for (const std::string mode : {"none", "dynamic", "static:1024"}) {
     const plan::Plan p = compiler::compile_file(kMlp, adam(mode));
     rt::cpu::Executor exec(p);
-    for (unsigned s = 0; s < 5; ++s) exec.run(batch(p, 10 + s));
+    for (unsigned s = 0; s < 5; ++s) exec.run(test::random_batch(p, 10 + s));
     state[mode] = exec.state();
   }
   EXPECT_EQ(f32(state["dynamic"].at("amp.scale")), 65536.0f * 4);  // grew after steps 2 and 4
@@ -221,9 +200,9 @@ TEST(LossScaling, SkipNonFiniteWithoutScaling) {
   EXPECT_TRUE(names.count("amp.found_inf"));
   rt::cpu::Executor exec(p);
   const auto before = exec.state();
-  exec.run(batch(p, 1, std::nanf(""), true));
+  exec.run(test::random_batch(p, 1, std::nanf("")));
   for (const auto& [name, t] : before) EXPECT_TRUE(same_bits(t, exec.state().at(name))) << name;
-  exec.run(batch(p, 1));
+  exec.run(test::random_batch(p, 1));
   EXPECT_FALSE(same_bits(before.at("fc1.weight"), exec.state().at("fc1.weight")));
 }
 

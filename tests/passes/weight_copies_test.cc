@@ -19,6 +19,7 @@
 #include "driver/pipeline.h"
 #include "passes/weight_copies.h"
 #include "runtime/cpu/executor.h"
+#include "tests/support/random_batch.h"
 
 namespace ampc {
 namespace {
@@ -33,26 +34,6 @@ compiler::CompileOptions sgd(passes::Precision precision) {
   o.optimizer.momentum = 0.9;
   o.autocast.precision = precision;
   return o;
-}
-
-// A pseudo-random batch; with `poison`, one input element is NaN.
-std::map<std::string, rt::Tensor> batch(const plan::Plan& p, unsigned seed, bool poison = false) {
-  std::mt19937 rng(seed);
-  std::map<std::string, rt::Tensor> b;
-  for (const auto& binding : p.inputs()) {
-    const auto& buf = p.buffers(binding.buffer());
-    rt::Tensor t(static_cast<DType>(buf.dtype()), {buf.shape().begin(), buf.shape().end()});
-    for (int64_t i = 0; i < t.numel(); ++i) {
-      if (t.dtype() == DType::kFloat32) {
-        t.data<float>()[i] = std::uniform_real_distribution<float>(0, 1)(rng);
-      } else {
-        t.data<int64_t>()[i] = std::uniform_int_distribution<int64_t>(0, 9)(rng);
-      }
-    }
-    if (poison && t.dtype() == DType::kFloat32) t.data<float>()[3] = std::nanf("");
-    b[binding.name()] = std::move(t);
-  }
-  return b;
 }
 
 // Round to nearest even, the oracle for finite values: bf16 on the bits, fp16 by the host
@@ -142,16 +123,17 @@ TEST_P(WeightCopies, ForwardReadsCopiesTheOptimizerKeepsRounded) {
   }
   rt::cpu::Executor e(p);
   CopyCheck check(p, e);
-  EXPECT_EQ(check.run(batch(p, 1)), 4u);  // the initial copies
-  EXPECT_EQ(check.run(batch(p, 2)), 4u);  // written by step 1's update
+  EXPECT_EQ(check.run(test::random_batch(p, 1)), 4u);  // the initial copies
+  EXPECT_EQ(check.run(test::random_batch(p, 2)), 4u);  // written by step 1's update
   if (GetParam() == passes::Precision::kFP16) {
     const auto before = e.state();
-    check.run(batch(p, 3, true));  // skipped: the masters and the copies keep their bits
+    check.run(test::random_batch(
+        p, 3, std::nanf("")));  // skipped: the masters and the copies keep their bits
     EXPECT_EQ(std::memcmp(before.at("fc1.weight").raw(), e.state().at("fc1.weight").raw(),
                           before.at("fc1.weight").nbytes()),
               0);
   }
-  EXPECT_EQ(check.run(batch(p, 4)), 4u);
+  EXPECT_EQ(check.run(test::random_batch(p, 4)), 4u);
 
   // State as reported has the masters only; loading other masters recomputes the copies.
   auto state = e.state();
@@ -164,7 +146,7 @@ TEST_P(WeightCopies, ForwardReadsCopiesTheOptimizerKeepsRounded) {
       t.data<float>()[i] = -0.37f * t.data<float>()[i] + 1e-3f;
   }
   e.load_state(state);
-  EXPECT_EQ(check.run(batch(p, 5)), 4u);
+  EXPECT_EQ(check.run(test::random_batch(p, 5)), 4u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Training, WeightCopies,
@@ -185,8 +167,8 @@ TEST(WeightCopiesOff, Fp32AndRecastWeights) {
   for (const auto& b : p.buffers()) EXPECT_EQ(b.copy_of(), 0) << b.name();
   for (const auto& s : p.steps()) {
     for (int id : s.inputs()) {
-      forward_reads_master |= id >= 0 && p.buffers(id).name() == "fc1.weight" &&
-                              s.source_phases(0) == plan::FORWARD;
+      forward_reads_master |=
+          id >= 0 && p.buffers(id).name() == "fc1.weight" && s.source_phases(0) == plan::FORWARD;
     }
   }
   EXPECT_TRUE(forward_reads_master);
