@@ -12,7 +12,8 @@
 namespace ampc::passes {
 namespace {
 
-// Cast(p) of an fp32 state initializer `p` to fp16 or bf16, read by nodes of this graph only.
+// Cast(p) of a state-updated fp32 initializer `p` (a trained parameter) to fp16 or bf16, whose
+// result is not a graph output (its readers can read the copy instead).
 bool casts_parameter_down(const ir::Graph& g, const ir::Node& n,
                           const std::unordered_map<const ir::Value*, ir::Value*>& source_of) {
   if (n.op_type != "Cast" || !(n.domain.empty() || n.domain == "ai.onnx")) return false;

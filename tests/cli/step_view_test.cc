@@ -161,6 +161,7 @@ TEST_F(StepView, NarrowerViews) {
   const size_t optimizer = diff.find("label=\"optimizer\"");
   ASSERT_NE(optimizer, std::string::npos);
   EXPECT_GT(diff.find("tooltip=\"autocast/fc1.weight_f16\""), optimizer);
+  EXPECT_THAT(diff, Not(HasSubstr("tooltip=\"optimizer/")));  // its fp32 math is not drawn
 }
 
 // The page's data carries a --grad-stats log: every recorded gradient on its tensor and on
