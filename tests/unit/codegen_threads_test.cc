@@ -34,11 +34,21 @@ TEST(CodegenThreadsPool, RunsEveryTaskOnceAndJoins) {
 TEST(CodegenThreadsPool, RethrowsAfterJoiningAndStopsTakingTasks) {
   std::atomic<int> started{0};
   std::atomic<int> finished{0};
+  std::atomic<bool> thrown{false};
+  // The tasks after 3 (taken after it: the pool hands tasks out in order) wait for its throw
+  // and then take a millisecond each, so that the others cannot drain all 1000 tasks in the
+  // moment between the throw and the pool's stop, however the threads are scheduled.
   EXPECT_THROW(parallel_compile(1000,
                                 [&](size_t, size_t task) {
                                   ++started;
-                                  if (task == 3) throw std::runtime_error("task 3");
-                                  std::this_thread::yield();
+                                  if (task == 3) {
+                                    thrown = true;
+                                    throw std::runtime_error("task 3");
+                                  }
+                                  if (task > 3) {
+                                    while (!thrown) std::this_thread::yield();
+                                    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+                                  }
                                   ++finished;
                                 }),
                std::runtime_error);
