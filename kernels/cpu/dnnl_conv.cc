@@ -73,7 +73,12 @@ Descs descs(const DnnlConv& p, bool with_bias, Inner inner = Inner::kAny) {
     yd.push_back(p.cols[i]);
     wd.push_back(p.kernel[i]);
     const int64_t extent = (p.kernel[i] - 1) * p.dilation[i] + 1;
-    const int64_t pad_r = (p.cols[i] - 1) * p.stride[i] + extent - p.image[i] - p.pad[i];
+    // The right padding the last window reaches; negative where the stride leaves the image's
+    // last rows unread (a 1x1 stride-2 convolution of an even size, ResNet's downsampling).
+    // oneDNN sizes the output as (image + pads - extent) / stride + 1, rounded down, so no
+    // padding there gives the same windows.
+    int64_t pad_r = (p.cols[i] - 1) * p.stride[i] + extent - p.image[i] - p.pad[i];
+    if (pad_r < 0 && pad_r > -p.stride[i]) pad_r = 0;
     if (p.pad[i] < 0 || pad_r < 0) return d;  // negative padding: the im2col path serves it
     d.strides.push_back(p.stride[i]);
     d.dilates.push_back(p.dilation[i] - 1);  // oneDNN counts the taps skipped

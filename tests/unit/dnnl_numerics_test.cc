@@ -19,6 +19,7 @@
 #include "base/half.h"
 #include "kernels/cpu/conv_gemm.h"
 #include "kernels/cpu/depthwise_grad.h"
+#include "kernels/cpu/dnnl_conv.h"
 #include "kernels/cpu/dnnl_matmul.h"
 #include "tests/unit/op_test_helpers.h"
 
@@ -299,6 +300,69 @@ TEST_P(DnnlNumerics, DepthwiseConvGradOnSmallMaps) {
                  ", multiplier " + std::to_string(cc.m / cc.c));
     check_conv_grad(GetParam(), cc);
   }
+}
+
+// Strided convolutions whose windows leave the image's last rows unread: ResNet's 1x1
+// stride-2 downsampling of an even size (8 -> 4), and a 3x3 stride-3 window over 8 (the last
+// window ends a row before the image does). Their end padding is negative as the geometry
+// states it; oneDNN takes them with none (its output size rounds down), so they run on its
+// convolution kernels instead of the im2col fallback. A pad that really cuts the image stays
+// refused.
+TEST_P(DnnlNumerics, StridedConvLeavingLastRowsUnreadRunsOnOneDnn) {
+  const DType t = GetParam();
+  auto strided = [](int64_t k, int64_t stride, int64_t pad) {
+    ConvCase cc;
+    cc.n = 3;
+    cc.c = 16;
+    cc.m = 24;
+    cc.g = 1;
+    cc.h = cc.w = 8;
+    cc.kh = cc.kw = k;
+    cc.sh = cc.sw = stride;
+    cc.dh = cc.dw = 1;
+    cc.ph = cc.pw = cc.ph_end = cc.pw_end = pad;
+    return cc;
+  };
+  auto problem = [&](const ConvCase& cc) {
+    kernels::cpu::DnnlConv p;
+    p.x_type = p.w_type = p.y_type = t;
+    p.n = cc.n;
+    p.c = cc.c;
+    p.m = cc.m;
+    const int64_t image[] = {cc.h, cc.w}, cols[] = {cc.oh(), cc.ow()}, kernel[] = {cc.kh, cc.kw},
+                  stride[] = {cc.sh, cc.sw}, pad[] = {cc.ph, cc.pw};
+    for (int d = 0; d < 2; ++d) {
+      p.image[d] = image[d];
+      p.cols[d] = cols[d];
+      p.kernel[d] = kernel[d];
+      p.stride[d] = stride[d];
+      p.pad[d] = pad[d];
+    }
+    return p;
+  };
+  for (const ConvCase& cc : {strided(1, 2, 0), strided(3, 3, 1)}) {
+    SCOPED_TRACE("kernel " + std::to_string(cc.kh) + ", stride " + std::to_string(cc.sh));
+    ASSERT_FALSE(kernels::cpu::conv_gemm_serves({geometry(cc), cc.n, cc.c, cc.m, t}, 1));
+    const kernels::cpu::DnnlConv p = problem(cc);
+    std::vector<float> x(cc.n * cc.c * cc.h * cc.w), w(cc.m * cc.c * cc.kh * cc.kw),
+        y(cc.n * cc.m * cc.oh() * cc.ow());  // room for either element type
+    // The operators call oneDNN in bf16 only on a CPU with bf16 arithmetic.
+    if (t == DType::kFloat32 || kernels::cpu::dnnl_bf16_native()) {
+      EXPECT_TRUE(kernels::cpu::dnnl_conv_forward(p, x.data(), w.data(), nullptr, y.data()));
+      EXPECT_TRUE(kernels::cpu::dnnl_conv_backward_data(p, y.data(), w.data(), x.data()));
+      EXPECT_TRUE(
+          kernels::cpu::dnnl_conv_backward_weights(p, y.data(), x.data(), w.data(), nullptr));
+    }
+    check_conv_forward(t, cc);
+    check_conv_grad(t, cc);
+  }
+  ConvCase cut = strided(3, 1, 1);
+  cut.ph_end = cut.pw_end = -1;  // the last input row and column are cut off
+  kernels::cpu::DnnlConv p = problem(cut);
+  std::vector<float> x(cut.n * cut.c * cut.h * cut.w), w(cut.m * cut.c * 9),
+      y(cut.n * cut.m * cut.oh() * cut.ow());
+  EXPECT_FALSE(kernels::cpu::dnnl_conv_forward(p, x.data(), w.data(), nullptr, y.data()));
+  check_conv_forward(t, cut);
 }
 
 // The direct sums themselves on a geometry with every feature (stride, dilation, uneven
