@@ -13,8 +13,11 @@ from ._ampc import Error
 _OPTION_NAMES = (
     "precision", "optimizer", "lr", "momentum", "weight_decay", "betas", "eps", "loss_scale",
     "init_scale", "clip_grad_norm", "accum_steps", "freeze", "losses", "input_shapes",
-    "log_grad_norm", "fusion", "target",
+    "log_grad_norm", "allow", "deny", "follow", "keep_fp32", "policy", "recast_weights", "fusion",
+    "target",
 )
+# Those of them that take one string or several.
+_LIST_NAMES = ("freeze", "losses", "input_shapes", "allow", "deny", "follow", "keep_fp32")
 
 
 class StepResult(NamedTuple):
@@ -240,13 +243,15 @@ def _options(given_values):
         value = given_values.get(name)
         if value is None:
             continue
-        if name in ("freeze", "losses", "input_shapes") and isinstance(value, str):
+        if name in _LIST_NAMES and isinstance(value, str):
             value = [value]
         if name == "betas":
             value = tuple(value)
         if name == "loss_scale" and not isinstance(value, str):
             value = f"static:{float(value):g}"
-        setattr(options, name, value if name not in ("freeze", "losses", "input_shapes") else list(value))
+        if name == "policy":
+            value = os.fspath(value)
+        setattr(options, name, list(value) if name in _LIST_NAMES else value)
         given.append(name)
     options.given = given
     # Where the plan runs is not an option of the plan (a plan file takes it too).
@@ -264,7 +269,8 @@ def _check_device(device):
 def compile(model, example_inputs=None, *, precision=None, optimizer=None, lr=None,
             momentum=None, weight_decay=None, betas=None, eps=None, loss_scale=None,
             init_scale=None, clip_grad_norm=None, accum_steps=None, freeze=None, loss=None,
-            input_shapes=None, grad_norm=None, fusion=True, target="cpu", device="cpu", seed=0,
+            input_shapes=None, grad_norm=None, allow=None, deny=None, follow=None, keep_fp32=None,
+            policy=None, recast_weights=False, fusion=True, target="cpu", device="cpu", seed=0,
             export_path=None):
     """Compile a model's training step with ampc and return a Trainer.
 
@@ -288,6 +294,12 @@ def compile(model, example_inputs=None, *, precision=None, optimizer=None, lr=No
       input_shapes: ["x=32x64", ...] to fix an ONNX model's dynamic dimensions.
       grad_norm: compute the gradients' norm every step (StepResult.grad_norm; default True
           for models).
+      allow, deny, follow: op types (one or a list) moved to autocast's low-precision, fp32 or
+          follow-the-inputs class; keep_fp32: node-name glob patterns computed in fp32; policy:
+          a JSON file of these overrides (docs/mixed-precision.md).
+      recast_weights: cast the fp32 parameters to fp16/bf16 in every step instead of keeping
+          the 16-bit copies the optimizer writes (2 bytes less state per parameter, slower
+          steps; the same losses).
       fusion: fused kernels (default True); target: "cpu", "cuda:sm_80" or "cuda:sm_90" (the
           PTX a saved plan carries).
     device: "cpu" (default), "cuda" or "cuda:N": where the plan runs, with the command line's
@@ -305,6 +317,8 @@ def compile(model, example_inputs=None, *, precision=None, optimizer=None, lr=No
         weight_decay=weight_decay, betas=betas, eps=eps, loss_scale=loss_scale,
         init_scale=init_scale, clip_grad_norm=clip_grad_norm, accum_steps=accum_steps,
         freeze=freeze, losses=loss, input_shapes=input_shapes, log_grad_norm=grad_norm,
+        allow=allow, deny=deny, follow=follow, keep_fp32=keep_fp32, policy=policy,
+        recast_weights=True if recast_weights else None,
         target=None if target == "cpu" else target, fusion=None if fusion else False,
     )
     values["device"] = device

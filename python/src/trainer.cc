@@ -12,10 +12,15 @@
 namespace ampc::python {
 namespace {
 
-// The options that only shape a model's training step (not the precision, the shapes or the
-// lowering, which a forward plan has too).
+// The options that only shape a model's training step (not the precision and autocast's
+// options, the shapes or the lowering, which a forward plan has too).
 bool training_step_option(const std::string& name) {
-  return name != "precision" && name != "input_shapes" && name != "fusion" && name != "target";
+  static const char* const kOthers[] = {"precision", "allow",  "deny",           "follow",
+                                        "keep_fp32", "policy", "recast_weights", "input_shapes",
+                                        "fusion",    "target"};
+  for (const char* other : kOthers)
+    if (name == other) return false;
+  return true;
 }
 
 }  // namespace
@@ -38,6 +43,12 @@ plan::Plan training_plan(const std::string& path, const TrainOptions& t) {
   o.train = true;
   for (const auto& spec : t.input_shapes) onnx_io::parse_input_shape(spec, o.import);
   o.autocast.precision = passes::parse_precision(t.precision);
+  o.autocast.allow = t.allow;
+  o.autocast.deny = t.deny;
+  o.autocast.follow = t.follow;
+  o.autocast.keep_fp32 = t.keep_fp32;
+  o.autocast.policy_file = t.policy;
+  o.recast_weights = t.recast_weights;
   if (t.optimizer) o.optimizer.kind = *t.optimizer;
   if (o.optimizer.kind != "sgd" && o.optimizer.kind != "adam" && o.optimizer.kind != "adamw")
     throw Error("optimizer '" + o.optimizer.kind + "': expected sgd, adam or adamw");

@@ -32,6 +32,11 @@ struct TrainOptions {
   std::optional<int64_t> accum_steps;
   std::vector<std::string> freeze, losses, input_shapes;
   bool log_grad_norm = false;
+  // Autocast's overrides and weight copies (`ampc compile --allow/--deny/--follow/--keep-fp32/
+  // --policy/--recast-weights`).
+  std::vector<std::string> allow, deny, follow, keep_fp32;
+  std::string policy;
+  bool recast_weights = false;
   bool fusion = true;
   std::string target = "cpu";
   // Where the plan runs: "cpu", "cuda" or "cuda:N" (an ONNX model is then compiled for that

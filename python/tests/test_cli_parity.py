@@ -3,9 +3,10 @@ scales and skipped steps bit for bit on the same plan and data, and checkpoints 
 side resumes bit for bit (the command line is the oracle of "the same")."""
 
 import numpy as np
+import pytest
 
 import ampc
-from conftest import MLP, batches, read_log, run_cli
+from conftest import MLP, batches, cli_json, read_log, run_cli
 
 STEPS = 8
 
@@ -79,3 +80,48 @@ def test_accumulation_matches_cli(tmp_path, digits):
     assert trainer.accum_steps == 2 and trainer.inputs["x"] == ("f32", (64, 64))
     losses = [trainer.step(x=bx, y=by).loss for bx, by in batches(x, y, 4, batch=64)]
     assert [np.float32(v) for v in losses] == [np.float32(c["loss"]) for c in read_log(log)]
+
+
+def cli_plan_run(tmp_path, name, flags, data, steps):
+    """The losses of `ampc train` on a plan `ampc compile --train FLAGS` made, and the plan."""
+    plan, log = tmp_path / f"{name}.plan", tmp_path / f"{name}.jsonl"
+    run_cli("compile", MLP, "--train", "--lr", "0.05", *flags, "-o", plan)
+    run_cli("train", plan, "--data", data, "--steps", steps, "--log", log)
+    return [np.float32(c["loss"]) for c in read_log(log)], plan
+
+
+def state_bytes(plan):
+    return cli_json("inspect", plan, "--format", "json")["state_bytes"]
+
+
+def test_precision_options_match_cli(tmp_path, digits):
+    # Autocast's overrides and --recast-weights as keywords: the command line's losses bit for
+    # bit, and its plan's state (the 16-bit weight copies kept or not).
+    steps = 4
+    x, y = digits[0][: steps * 32], digits[1][: steps * 32]
+    data = write_data(tmp_path / "d.npz", x, y)
+    feed = batches(x, y, steps)
+    cases = {
+        "default": ([], {}),
+        "overrides": (["--deny", "Gemm", "--keep-fp32", "*Erf*"], dict(deny="Gemm", keep_fp32=["*Erf*"])),
+        "recast": (["--recast-weights"], dict(recast_weights=True)),
+    }
+    losses, states = {}, {}
+    for name, (flags, keywords) in cases.items():
+        cli, plan = cli_plan_run(tmp_path, name, ["--precision", "bf16", *flags], data, steps)
+        trainer = ampc.compile(MLP, precision="bf16", lr=0.05, grad_norm=False, **keywords)
+        ours = [np.float32(trainer.step(x=bx, y=by).loss) for bx, by in feed]
+        assert ours == cli, name
+        saved = tmp_path / f"{name}.py.plan"
+        trainer.save_plan(saved)
+        assert state_bytes(saved) == state_bytes(plan), name
+        losses[name], states[name] = ours, state_bytes(saved)
+    # The keywords changed the plan: the Gemms in fp32 compute other losses; without copies
+    # the same losses come from less state.
+    assert losses["overrides"] != losses["default"]
+    assert losses["recast"] == losses["default"] and states["recast"] < states["default"]
+
+
+def test_precision_options_refused_by_a_plan(mlp_plan):
+    with pytest.raises(ampc.Error, match="keep_fp32, recast_weights"):
+        ampc.compile(mlp_plan, recast_weights=True, keep_fp32="*")
