@@ -274,6 +274,12 @@ const detail::Fillers& fillers() {
     t["BatchNormalization"] = [](const Attrs& a, plan::Step& s, const StepOperands& in) {
       batch_norm_params(a, s, in, s.mutable_batch_norm());
     };
+    // The backward of training mode: only the epsilon.
+    t["ampc.BatchNormalizationGrad"] = [](const Attrs& a, plan::Step& s, const StepOperands& in) {
+      if (rank_of(a, in, 1) < 2) a.fail("the input has no channel dimension");
+      s.mutable_batch_norm()->set_training(true);
+      s.mutable_batch_norm()->set_epsilon(a.attr_float("epsilon", 1e-5f));
+    };
     for (const char* op : {"SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss"}) {
       t[op] = [](const Attrs& a, plan::Step& s, const StepOperands&) {
         cross_entropy_params(a, s.mutable_cross_entropy());

@@ -37,4 +37,15 @@ void batch_norm_training(DType x_dtype, DType param_dtype, DType stat_dtype, con
                          void* running_mean_out, void* running_var_out, void* saved_mean,
                          void* saved_var, void* workspace, cudaStream_t stream);
 
+// Backward of training mode (ampc.BatchNormalizationGrad): the batch statistics recomputed
+// from x as batch_norm_training computes them, then per channel dbias = sum(dy), dscale =
+// sum(dy * (x - mean)) * inv_std, and dx = (dy - dbias / count - xhat * dscale / count) *
+// scale * inv_std (batchnorm_math.h's order). dy has x's dtype, dscale and dbias param_dtype;
+// dx, dscale and dbias may each be null. workspace: batch_norm_grad_workspace_bytes(n, c,
+// spatial) bytes of device memory.
+using shared::batch_norm_grad_workspace_bytes;
+void batch_norm_grad(DType x_dtype, DType param_dtype, const void* x, const void* dy, int64_t n,
+                     int64_t c, int64_t spatial, const void* scale, float epsilon, void* dx,
+                     void* dscale, void* dbias, void* workspace, cudaStream_t stream);
+
 }  // namespace ampc::kernels::cuda

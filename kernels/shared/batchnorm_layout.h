@@ -39,6 +39,39 @@ inline Workspace workspace_layout(int64_t n, int64_t c, int64_t spatial) {
   return w;
 }
 
+// Backward workspace: the forward's four arrays' room for the chunks' sums and squared
+// deviations (a and b unused), then per channel and chunk the sums of dy and dy * (x - m), then
+// per channel dx's coefficients (GradCoefficients, five values, 8 bytes each reserved).
+struct GradWorkspace {
+  Workspace stats;
+  int64_t part_dy, part_dyx, coefficients, bytes;
+};
+
+inline GradWorkspace grad_workspace_layout(int64_t n, int64_t c, int64_t spatial) {
+  GradWorkspace g;
+  g.stats = workspace_layout(n, c, spatial);
+  const int64_t part = (c * g.stats.splits * 8 + 255) / 256 * 256;
+  g.part_dy = g.stats.bytes;
+  g.part_dyx = g.part_dy + part;
+  g.coefficients = g.part_dyx + part;
+  g.bytes = g.coefficients + (c * 5 * 8 + 255) / 256 * 256;
+  return g;
+}
+
+template <typename M>
+struct GradWorkspaceArrays {
+  M *part_sum, *part_sq, *part_dy, *part_dyx;
+  GradCoefficients<M>* coefficients;
+};
+
+template <typename M>
+GradWorkspaceArrays<M> grad_workspace_arrays(void* workspace, const GradWorkspace& g) {
+  char* ws = static_cast<char*>(workspace);
+  return {reinterpret_cast<M*>(ws + g.stats.part_sum), reinterpret_cast<M*>(ws + g.stats.part_sq),
+          reinterpret_cast<M*>(ws + g.part_dy), reinterpret_cast<M*>(ws + g.part_dyx),
+          reinterpret_cast<GradCoefficients<M>*>(ws + g.coefficients)};
+}
+
 // The training workspace's arrays of compute type M at w's offsets.
 template <typename M>
 struct WorkspaceArrays {

@@ -147,4 +147,73 @@ AMPC_HD void finish_channel(int64_t ch, int64_t splits, int64_t count, const M* 
   if (saved_var) b_store(saved_var, ch, v);
 }
 
+// Backward of training mode (BatchNormalizationGrad; PyTorch's batch_norm_backward): with the
+// batch statistics m, v recomputed as above (the forward's bits) and inv = 1 / sqrt(v + eps),
+//   dbias  = sum(dy)
+//   dscale = sum(dy * (x - m)) * inv
+//   dx     = (dy - dbias / count - (x - m) * inv * (dscale / count)) * (scale * inv)
+// The two sums follow the statistics' order (chunks, threads, tree, chunks in order), and are
+// taken in the walk that sums the squared deviations (one pass over x and dy after the mean's).
+
+// One thread's squared deviations from m (thread_sq_dev's bits) and sums of dy and of
+// dy * (x - m) over its elements of a chunk.
+template <typename M, typename T>
+AMPC_HD void thread_grad_sums(const T* x, const T* dy, int64_t ch, int64_t c, int64_t spatial,
+                              int64_t begin, int64_t end, int t, M m, M* sq_dev, M* sum_dy,
+                              M* sum_dyx) {
+  M q = M(0), a = M(0), b = M(0);
+  for_thread_elements(ch, c, spatial, begin + t, end, [&](int64_t k) {
+    const M d = sub(b_load<M>(x, k), m);
+    const M g = b_load<M>(dy, k);
+    q = add(q, mul(d, d));
+    a = add(a, g);
+    b = add(b, mul(g, d));
+  });
+  *sq_dev = q;
+  *sum_dy = a;
+  *sum_dyx = b;
+}
+
+// A channel's coefficients of dx: dx = (dy - mean_dy - (x - mean) * inv * mean_dyxhat) * k.
+template <typename M>
+struct GradCoefficients {
+  M mean, inv, mean_dy, mean_dyxhat, k;
+};
+
+template <typename M>
+AMPC_HD M grad_dx(const GradCoefficients<M>& g, M x, M dy) {
+  const M xhat = mul(sub(x, g.mean), g.inv);
+  return mul(sub(sub(dy, g.mean_dy), mul(xhat, g.mean_dyxhat)), g.k);
+}
+
+// Sum of a channel's chunk results parts[0..splits) in order.
+template <typename M>
+AMPC_HD M combine_sum(const M* parts, int64_t splits) {
+  M s = M(0);
+  for (int64_t k = 0; k < splits; ++k) s = add(s, parts[k]);
+  return s;
+}
+
+// Channel ch's epilogue of the backward: the statistics from the chunks' sums and squared
+// deviations, the parameter gradients (each may be null) and dx's coefficients.
+template <typename M, typename P>
+AMPC_HD void finish_grad_channel(int64_t ch, int64_t splits, int64_t count, const M* part_sum,
+                                 const M* part_sq, const M* part_dy, const M* part_dyx,
+                                 const P* scale, M eps, P* dscale, P* dbias,
+                                 GradCoefficients<M>* g) {
+  const M m = combine_mean(part_sum + ch * splits, splits, count);
+  const M v = combine_mean(part_sq + ch * splits, splits, count);
+  const M inv = div(M(1), sqrt_rn(add(v, eps)));
+  const M sum_dy = combine_sum(part_dy + ch * splits, splits);
+  const M ds = mul(combine_sum(part_dyx + ch * splits, splits), inv);
+  if (dbias) b_store(dbias, ch, sum_dy);
+  if (dscale) b_store(dscale, ch, ds);
+  const M n = static_cast<M>(count);
+  g->mean = m;
+  g->inv = inv;
+  g->mean_dy = count ? div(sum_dy, n) : M(0);
+  g->mean_dyxhat = count ? div(ds, n) : M(0);
+  g->k = mul(b_load<M>(scale, ch), inv);
+}
+
 }  // namespace ampc::kernels::shared::bn

@@ -33,6 +33,10 @@ size_t batch_norm_training_workspace_bytes(int64_t n, int64_t c, int64_t spatial
   return static_cast<size_t>(bn::workspace_layout(n, c, spatial).bytes);
 }
 
+size_t batch_norm_grad_workspace_bytes(int64_t n, int64_t c, int64_t spatial) {
+  return static_cast<size_t>(bn::grad_workspace_layout(n, c, spatial).bytes);
+}
+
 size_t clip_grad_norm_workspace_bytes(int64_t num_tensors, const int64_t* numels) {
   int64_t chunks = 0;
   for (int64_t j = 0; j < num_tensors; ++j) chunks += amp_chunks(numels[j]);

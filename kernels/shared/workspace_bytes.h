@@ -30,6 +30,8 @@ size_t scatter_nd_workspace_bytes(const std::vector<int64_t>& data_shape, int64_
 
 // batchnorm.h: the statistics' chunk sums and the folded affine map (256-byte aligned).
 size_t batch_norm_training_workspace_bytes(int64_t n, int64_t c, int64_t spatial);
+// batchnorm.h's backward: those sums, the chunks' gradient sums and dx's coefficients.
+size_t batch_norm_grad_workspace_bytes(int64_t n, int64_t c, int64_t spatial);
 
 // amp.h: clip_grad_norm's chunk sums and per-tensor norms (double), then the coefficient.
 size_t clip_grad_norm_workspace_bytes(int64_t num_tensors, const int64_t* numels);

@@ -22,11 +22,23 @@ namespace {
 constexpr int64_t kParallelWork = 1 << 16;
 
 // A chunk's total as the block computes it: thread values, then the tree (data_launch.cuh's
-// block_tree_sum, which halves as a warp's tree does).
+// block_tree_sum, which halves as a warp's tree does). Threads from `live` on took no element
+// and hold +0: the pairs of two such values (+0 again) are not added, the others are, so a
+// short chunk (a channel of a few values: small maps, the last stages of a CNN) does not pay
+// for the whole tree.
 template <typename M>
-M tree(M* v) {
-  shared::warp_tree_host(v, bn::kThreads, [](M a, M b) { return shared::add(a, b); });
+M tree(M* v, int64_t live = bn::kThreads) {
+  for (int64_t off = bn::kThreads / 2; off > 0; off /= 2) {
+    for (int64_t l = 0; l < off && l < live; ++l)
+      v[l] = shared::add(v[l], l + off < live ? v[l + off] : M(0));
+    live = std::min(live, off);
+  }
   return v[0];
+}
+
+// Threads of a chunk [begin, end) that take an element.
+int64_t live_threads(int64_t begin, int64_t end) {
+  return std::min<int64_t>(bn::kThreads, end - begin);
 }
 
 // Chunk [begin, end) of channel ch: the block's thread values v[t] (thread t takes the chunk's
@@ -36,7 +48,7 @@ M tree(M* v) {
 template <bool kCentre, typename M, typename T>
 void chunk_thread_values(const T* x, int64_t ch, int64_t c, int64_t spatial, int64_t begin,
                          int64_t end, M m, M* v) {
-  std::fill(v, v + bn::kThreads, M(0));
+  std::fill(v, v + live_threads(begin, end), M(0));  // the others are not read (tree)
   auto step = [m](M acc, M value) {
     if constexpr (kCentre) {
       const M d = shared::sub(value, m);
@@ -81,6 +93,190 @@ void chunk_thread_values(const T* x, int64_t ch, int64_t c, int64_t spatial, int
     e += run;
     ++i;
     j = 0;
+  }
+}
+
+// Channels of one chunk each (splits == 1: at most 4096 values, or many channels): kLanes
+// channels side by side, thread e % kThreads taking element e in increasing e (each thread's
+// order), each step of the accumulation and of `tree` a vector operation across the channels,
+// instead of a walk and a tree per channel (the later stages of a CNN: many channels of a few
+// values). value(ch, flat index, out[K]) gives an element's K values; parts[k][ch] gets the
+// k-th chunk total, the bits of chunk_thread_values' walk and tree.
+constexpr int kLanes = 16;
+
+template <int K, typename M, typename Value>
+void small_channels(int64_t n, int64_t c, int64_t spatial, Value value, M* const (&parts)[K]) {
+  const int64_t count = n * spatial, groups = (c + kLanes - 1) / kLanes;
+#pragma omp parallel for if (n * c * spatial > kParallelWork)
+  for (int64_t g = 0; g < groups; ++g) {
+    const int64_t ch0 = g * kLanes;
+    const int nl = static_cast<int>(std::min<int64_t>(kLanes, c - ch0));
+    M tile[K][bn::kThreads][kLanes];  // tile[k][thread][lane]
+    M out[K];
+    int64_t live = std::min<int64_t>(count, bn::kThreads);
+    for (int k = 0; k < K; ++k)
+      for (int64_t u = 0; u < live; ++u) std::fill(tile[k][u], tile[k][u] + kLanes, M(0));
+    for (int64_t e = 0, u = 0; e < count; ++e, u = u + 1 == bn::kThreads ? 0 : u + 1) {
+      const int64_t i = e / spatial, j = e - i * spatial;
+      for (int l = 0; l < kLanes; ++l) {
+        const int64_t ch = ch0 + std::min(l, nl - 1);  // spare lanes repeat a channel
+        value(ch, (i * c + ch) * spatial + j, out);
+        for (int k = 0; k < K; ++k) tile[k][u][l] = shared::add(tile[k][u][l], out[k]);
+      }
+    }
+    for (int64_t off = bn::kThreads / 2; off > 0; off /= 2) {
+      for (int64_t u = 0; u < off && u < live; ++u) {
+        for (int k = 0; k < K; ++k) {
+          M* a = tile[k][u];
+          if (u + off < live) {
+            const M* b = tile[k][u + off];
+            for (int l = 0; l < kLanes; ++l) a[l] = shared::add(a[l], b[l]);
+          } else {
+            for (int l = 0; l < kLanes; ++l) a[l] = shared::add(a[l], M(0));
+          }
+        }
+      }
+      live = std::min(live, off);
+    }
+    for (int k = 0; k < K; ++k)
+      for (int l = 0; l < nl; ++l) parts[k][ch0 + l] = tile[k][0][l];
+  }
+}
+
+// Whether small_channels serves a shape: one chunk per channel.
+bool small(int64_t n, int64_t spatial, int64_t splits) {
+  return splits == 1 && n * spatial > 0;
+}
+
+// The chunks' sums (part_sum, [c, splits]): the statistics' first pass.
+template <typename M, typename T>
+void sum_pass(const T* xs, int64_t n, int64_t c, int64_t spatial, int64_t splits, M* part_sum) {
+  const int64_t count = n * spatial;
+  if (small(n, spatial, splits)) {
+    M* const parts[1] = {part_sum};
+    small_channels<1>(
+        n, c, spatial, [xs](int64_t, int64_t k, M* out) { out[0] = bn::b_load<M>(xs, k); }, parts);
+    return;
+  }
+#pragma omp parallel for if (n * c * spatial > kParallelWork)
+  for (int64_t task = 0; task < c * splits; ++task) {
+    int64_t begin, end;
+    bn::chunk_range(count, splits, task % splits, &begin, &end);
+    M v[bn::kThreads];
+    chunk_thread_values<false>(xs, task / splits, c, spatial, begin, end, M(0), v);
+    part_sum[task] = tree(v, live_threads(begin, end));
+  }
+}
+
+// Each channel's mean from the chunks' sums.
+template <typename M>
+std::vector<M> channel_means(const M* part_sum, int64_t c, int64_t splits, int64_t count) {
+  std::vector<M> means(static_cast<size_t>(c));
+  for (int64_t ch = 0; ch < c; ++ch)
+    means[ch] = bn::combine_mean(part_sum + ch * splits, splits, count);
+  return means;
+}
+
+// The chunks' sums (part_sum) and squared deviations from their channel's mean (part_sq),
+// [c, splits] each: the statistics' two passes.
+template <typename M, typename T>
+void batch_statistics(const T* xs, int64_t n, int64_t c, int64_t spatial, int64_t splits,
+                      M* part_sum, M* part_sq) {
+  const int64_t count = n * spatial;
+  sum_pass(xs, n, c, spatial, splits, part_sum);
+  const std::vector<M> means = channel_means(part_sum, c, splits, count);
+  if (small(n, spatial, splits)) {
+    M* const parts[1] = {part_sq};
+    small_channels<1>(
+        n, c, spatial,
+        [xs, &means](int64_t ch, int64_t k, M* out) {
+          const M d = shared::sub(bn::b_load<M>(xs, k), means[ch]);
+          out[0] = shared::mul(d, d);
+        },
+        parts);
+    return;
+  }
+#pragma omp parallel for if (n * c * spatial > kParallelWork)
+  for (int64_t task = 0; task < c * splits; ++task) {
+    const int64_t ch = task / splits;
+    int64_t begin, end;
+    bn::chunk_range(count, splits, task % splits, &begin, &end);
+    M v[bn::kThreads];
+    chunk_thread_values<true>(xs, ch, c, spatial, begin, end, means[ch], v);
+    part_sq[task] = tree(v, live_threads(begin, end));
+  }
+}
+
+// Chunk [begin, end) of channel ch: the block's thread sums of (x - m)^2 (q[t]), dy (a[t]) and
+// dy * (x - m) (b[t]), thread t taking the chunk's elements t, t + kThreads, ... in order
+// (bn::thread_grad_sums), walked in element order as chunk_thread_values walks them.
+template <typename M, typename T>
+void chunk_grad_values(const T* x, const T* dy, int64_t ch, int64_t c, int64_t spatial,
+                       int64_t begin, int64_t end, M m, M* q, M* a, M* b) {
+  const int64_t live = live_threads(begin, end);  // the others are not read (tree)
+  std::fill(q, q + live, M(0));
+  std::fill(a, a + live, M(0));
+  std::fill(b, b + live, M(0));
+  auto step = [&](int u, int64_t k) {
+    const M d = shared::sub(bn::b_load<M>(x, k), m);
+    const M g = bn::b_load<M>(dy, k);
+    q[u] = shared::add(q[u], shared::mul(d, d));
+    a[u] = shared::add(a[u], g);
+    b[u] = shared::add(b[u], shared::mul(g, d));
+  };
+  int64_t e = begin, i = spatial ? begin / spatial : 0, j = begin - i * spatial;
+  int t = 0;
+  while (e < end) {
+    const int64_t run = std::min(end - e, spatial - j);
+    const int64_t base = (i * c + ch) * spatial + j;
+    for (int64_t k = 0; k < run;) {
+      if (t == 0 && run - k >= bn::kThreads) {  // a whole round of the threads
+        for (int u = 0; u < bn::kThreads; ++u) step(u, base + k + u);
+        k += bn::kThreads;
+        continue;
+      }
+      step(t, base + k);
+      ++k;
+      if (++t == bn::kThreads) t = 0;
+    }
+    e += run;
+    ++i;
+    j = 0;
+  }
+}
+
+// The chunks' squared deviations from their channel's mean and sums of dy and dy * (x - mean),
+// [c, splits] each: the backward's second pass.
+template <typename M, typename T>
+void grad_sums_pass(const T* xs, const T* dys, int64_t n, int64_t c, int64_t spatial,
+                    int64_t splits, const std::vector<M>& means, M* part_sq, M* part_dy,
+                    M* part_dyx) {
+  if (small(n, spatial, splits)) {
+    M* const parts[3] = {part_sq, part_dy, part_dyx};
+    small_channels<3>(
+        n, c, spatial,
+        [xs, dys, &means](int64_t ch, int64_t k, M* out) {
+          const M d = shared::sub(bn::b_load<M>(xs, k), means[ch]);
+          const M g = bn::b_load<M>(dys, k);
+          out[0] = shared::mul(d, d);
+          out[1] = g;
+          out[2] = shared::mul(g, d);
+        },
+        parts);
+    return;
+  }
+  const int64_t count = n * spatial;
+#pragma omp parallel for if (n * c * spatial > kParallelWork)
+  for (int64_t task = 0; task < c * splits; ++task) {
+    const int64_t ch = task / splits;
+    int64_t begin, end;
+    bn::chunk_range(count, splits, task % splits, &begin, &end);
+    M vq[bn::kThreads], va[bn::kThreads], vb[bn::kThreads];
+    chunk_grad_values(xs, dys, ch, c, spatial, begin, end, means[ch], vq, va, vb);
+    const int64_t live = live_threads(begin, end);
+    part_sq[task] = tree(vq, live);
+    part_dy[task] = tree(va, live);
+    part_dyx[task] = tree(vb, live);
   }
 }
 
@@ -132,27 +328,7 @@ void batch_norm_training(DType x_dtype, DType param_dtype, DType stat_dtype, con
     const auto [part_sum, part_sq, a, b] = bn::workspace_arrays<M>(workspace, w);
     const T* xs = static_cast<const T*>(x);
     const int64_t count = n * spatial, splits = w.splits;
-    const bool par = n * c * spatial > kParallelWork;
-    // Pass 1: the chunks' sums; pass 2: their squared deviations from the channel mean.
-    for (int pass = 0; pass < 2; ++pass) {
-      M* parts = pass == 0 ? part_sum : part_sq;
-      std::vector<M> means(pass == 0 ? 0 : static_cast<size_t>(c));
-      for (int64_t ch = 0; ch < static_cast<int64_t>(means.size()); ++ch)
-        means[ch] = bn::combine_mean(part_sum + ch * splits, splits, count);
-#pragma omp parallel for if (par)
-      for (int64_t task = 0; task < c * splits; ++task) {
-        const int64_t ch = task / splits;
-        int64_t begin, end;
-        bn::chunk_range(count, splits, task % splits, &begin, &end);
-        M v[bn::kThreads];
-        if (pass == 0) {
-          chunk_thread_values<false>(xs, ch, c, spatial, begin, end, M(0), v);
-        } else {
-          chunk_thread_values<true>(xs, ch, c, spatial, begin, end, means[ch], v);
-        }
-        parts[task] = tree(v);
-      }
-    }
+    batch_statistics(xs, n, c, spatial, splits, part_sum, part_sq);
     // Per channel: statistics, folded affine map, running statistics; then y.
     for (int64_t ch = 0; ch < c; ++ch) {
       bn::finish_channel<M>(ch, splits, count, part_sum, part_sq, static_cast<const P*>(scale),
@@ -163,6 +339,39 @@ void batch_norm_training(DType x_dtype, DType param_dtype, DType stat_dtype, con
                             static_cast<S*>(saved_var), a + ch, b + ch);
     }
     apply_affine(xs, n, c, spatial, a, b, static_cast<T*>(y));
+  });
+}
+
+void batch_norm_grad(DType x_dtype, DType param_dtype, const void* x, const void* dy, int64_t n,
+                     int64_t c, int64_t spatial, const void* scale, float epsilon, void* dx,
+                     void* dscale, void* dbias, void* workspace) {
+  bn::visit_batch_norm(x_dtype, param_dtype, param_dtype, [&](auto xt, auto pt, auto) {
+    using T = typename decltype(xt)::type;
+    using P = typename decltype(pt)::type;
+    using M = bn::MathOf<T>;
+    const bn::GradWorkspace w = bn::grad_workspace_layout(n, c, spatial);
+    const auto arrays = bn::grad_workspace_arrays<M>(workspace, w);
+    const T* xs = static_cast<const T*>(x);
+    const T* dys = static_cast<const T*>(dy);
+    const int64_t count = n * spatial, splits = w.stats.splits;
+    // The sums; then, in one walk, the squared deviations and the gradient sums.
+    sum_pass(xs, n, c, spatial, splits, arrays.part_sum);
+    grad_sums_pass(xs, dys, n, c, spatial, splits, channel_means(arrays.part_sum, c, splits, count),
+                   arrays.part_sq, arrays.part_dy, arrays.part_dyx);
+    for (int64_t ch = 0; ch < c; ++ch) {
+      bn::finish_grad_channel<M>(ch, splits, count, arrays.part_sum, arrays.part_sq, arrays.part_dy,
+                                 arrays.part_dyx, static_cast<const P*>(scale),
+                                 static_cast<M>(epsilon), static_cast<P*>(dscale),
+                                 static_cast<P*>(dbias), arrays.coefficients + ch);
+    }
+    if (!dx) return;
+    T* dxs = static_cast<T*>(dx);
+#pragma omp parallel for if (n * c * spatial > kParallelWork)
+    for (int64_t plane = 0; plane < n * c; ++plane) {
+      const bn::GradCoefficients<M> g = arrays.coefficients[plane % c];
+      for (int64_t k = plane * spatial; k < (plane + 1) * spatial; ++k)
+        bn::b_store(dxs, k, bn::grad_dx(g, bn::b_load<M>(xs, k), bn::b_load<M>(dys, k)));
+    }
   });
 }
 

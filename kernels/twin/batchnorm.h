@@ -25,4 +25,10 @@ void batch_norm_training(DType x_dtype, DType param_dtype, DType stat_dtype, con
                          void* running_mean_out, void* running_var_out, void* saved_mean,
                          void* saved_var, void* workspace);
 
+using shared::batch_norm_grad_workspace_bytes;
+
+void batch_norm_grad(DType x_dtype, DType param_dtype, const void* x, const void* dy, int64_t n,
+                     int64_t c, int64_t spatial, const void* scale, float epsilon, void* dx,
+                     void* dscale, void* dbias, void* workspace);
+
 }  // namespace ampc::kernels::twin

@@ -90,6 +90,29 @@ OpSchema pool_grad(const char* name, const char* doc) {
   return s;
 }
 
+// The backward of BatchNormalization in training mode (batch statistics recomputed from X).
+OpSchema batch_norm_grad() {
+  OpSchema s = ampc_op_schema(
+      "BatchNormalizationGrad",
+      "Gradients of BatchNormalization(X, scale, B, ...; training_mode=1) given dY: dX, and "
+      "the per-channel dScale and dB in scale's type.");
+  s.TypeConstraint("T", float_type_strs(), "X and dY.")
+      .TypeConstraint("T1", float_type_strs(), "scale and the parameter gradients.")
+      .Attr("epsilon", "As the forward op's.", AttributeProto::FLOAT, 1e-5f)
+      .Input(0, "dY", "Gradient of Y.", "T")
+      .Input(1, "X", "The forward op's input.", "T")
+      .Input(2, "scale", "The forward op's scale.", "T1")
+      .Output(0, "dX", "Gradient of X.", "T", OpSchema::Optional)
+      .Output(1, "dScale", "Gradient of scale.", "T1", OpSchema::Optional)
+      .Output(2, "dB", "Gradient of B.", "T1", OpSchema::Optional)
+      .TypeAndShapeInferenceFunction([](onnx::InferenceContext& ctx) {
+        output_like_input(ctx, 1, 0);
+        output_like_input(ctx, 2, 1);
+        output_like_input(ctx, 2, 2);
+      });
+  return s;
+}
+
 }  // namespace
 
 void register_ampc_schemas() {
@@ -98,6 +121,7 @@ void register_ampc_schemas() {
         kAmpcDomain, kAmpcDomainVersion, kAmpcDomainVersion);
     onnx::RegisterSchema(conv_grad());
     onnx::RegisterSchema(conv());
+    onnx::RegisterSchema(batch_norm_grad());
     onnx::RegisterSchema(pool_grad("MaxPoolGrad", "Gradient of MaxPool(X) given dY."));
     OpSchema avg = pool_grad("AveragePoolGrad", "Gradient of AveragePool(X) given dY.");
     avg.Attr("count_include_pad", "As the AveragePool's.", AttributeProto::INT,

@@ -213,48 +213,43 @@ void batch_norm(GradContext& c) {
   // and dX is rounded once to X's dtype.
   const DType x_dtype = c.input(0)->type.dtype;
   const DType param_dtype = c.input(1)->type.dtype;
-  Value* x = b.cast(c.input(0), param_dtype);
-  const size_t rank = x->type.shape->size();
   const double eps = c.attr_float("epsilon", 1e-5f);
   // Before opset 14 there is no training_mode: the optional outputs select training.
   const bool training = c.node().attr("training_mode") ? c.attr_int("training_mode", 0) != 0
                                                        : c.node().outputs.size() > 1;
+  if (training) {
+    // One op, as PyTorch's fused backward (kernels/cuda/batchnorm.h, its CPU twin): the batch
+    // statistics recomputed from X in the forward's order, dB = sum(dY), dScale =
+    // sum(dY (X - mean)) / std and dX = (dY - mean(dY) - xhat mean(dY xhat)) scale / std, in
+    // the parameters' precision from dY and X in their own, dX rounded once. Two passes over
+    // X for the statistics, one over X and dY for the sums, one for dX, instead of four
+    // reductions and the elementwise steps between them.
+    auto grads = b.op_n(
+        "BatchNormalizationGrad", {b.cast(c.output_grad(0), x_dtype), c.input(0), c.input(1)},
+        {c.input(0)->type, c.input(1)->type, c.input(2)->type},
+        attrs(Attribute::make_float("epsilon", static_cast<float>(eps))), kAmpcDomain);
+    for (size_t i = 0; i < 3; ++i) {
+      if (c.needs(i)) c.set_input_grad(i, grads[i]);
+    }
+    return;  // the statistics come from x; running mean and var have none
+  }
+  Value* x = b.cast(c.input(0), param_dtype);
+  const size_t rank = x->type.shape->size();
   Shape axes = {0};
   for (size_t i = 2; i < rank; ++i) axes.push_back(static_cast<int64_t>(i));
   Moments m(b, x->type, axes);
   Value* dy = b.cast(c.output_grad(0), param_dtype);
   Value* scale = per_channel(b, c.input(1), rank);
-  Value* centred = nullptr;
-  Value* inv = nullptr;
-  if (training) {
-    inv = m.inv_std(x, m.mean(x), eps, &centred);
-  } else {
-    Value* var = per_channel(b, c.input(4), rank);
-    centred = m.full("Sub", x, per_channel(b, c.input(3), rank));
-    Value* shifted = b.op("Add", {var, b.scalar(eps, var->type.dtype)}, var->type);
-    inv = b.op("Div", {b.scalar(1.0, var->type.dtype), b.op("Sqrt", {shifted}, var->type)},
-               var->type);
-  }
+  // Inference mode: an affine map with the running statistics.
+  Value* var = per_channel(b, c.input(4), rank);
+  Value* centred = m.full("Sub", x, per_channel(b, c.input(3), rank));
+  Value* shifted = b.op("Add", {var, b.scalar(eps, var->type.dtype)}, var->type);
+  Value* inv =
+      b.op("Div", {b.scalar(1.0, var->type.dtype), b.op("Sqrt", {shifted}, var->type)}, var->type);
   Value* xhat = m.full("Mul", centred, inv);
   auto channel = [&](Value* v, size_t input) {
     return b.reshape(m.sum(v), *c.input(input)->type.shape);
   };
-  if (training) {
-    // The per-channel scale moves out of normalized_grad's means (as in PyTorch's fused
-    // backward): dX = scale * inv * (dY - mean(dY) - xhat * mean(dY xhat)), whose two sums
-    // are the bias and scale gradients themselves: two reductions over X's size, not four.
-    Value* sum_dy = m.sum(dy);
-    Value* sum_dyx = m.sum(m.full("Mul", dy, xhat));
-    const Shape& param_shape = *c.input(1)->type.shape;
-    if (c.needs(2)) c.set_input_grad(2, b.reshape(sum_dy, param_shape));
-    if (c.needs(1)) c.set_input_grad(1, b.reshape(sum_dyx, param_shape));
-    if (!c.needs(0)) return;  // the statistics come from x; running mean and var have none
-    Value* centred_dy = m.full("Sub", m.full("Sub", dy, m.over_count(sum_dy)),
-                               m.full("Mul", xhat, m.over_count(sum_dyx)));
-    Value* factor = b.op("Mul", {scale, inv}, inv->type);  // per channel
-    c.set_input_grad(0, b.cast(m.full("Mul", centred_dy, factor), x_dtype));
-    return;
-  }
   if (c.needs(2)) c.set_input_grad(2, channel(dy, 2));
   if (c.needs(1)) c.set_input_grad(1, channel(m.full("Mul", dy, xhat), 1));
   Value* g = m.full("Mul", dy, scale);  // dL/dxhat

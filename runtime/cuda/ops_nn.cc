@@ -388,6 +388,29 @@ Launch build_batch_norm(StepContext& ctx) {
   };
 }
 
+// ampc.BatchNormalizationGrad(dY, X, scale) -> dX, dScale, dBias (each optional).
+Launch build_batch_norm_grad(StepContext& ctx) {
+  const std::vector<int64_t> x = ctx.in_shape(1);
+  if (x.size() < 2) ctx.fail("X must have a channel dimension");
+  if (ctx.in_shape(0) != x || ctx.in_dtype(0) != ctx.in_dtype(1)) ctx.fail("dY does not match X");
+  const int64_t n = x[0], c = x[1], spatial = product(x, 2, x.size());
+  const DType xt = ctx.in_dtype(1), pt = ctx.in_dtype(2);
+  if (ctx.in_numel(2) != c) ctx.fail("scale must hold one value per channel");
+  for (int k = 1; k <= 2; ++k) {
+    if (ctx.has_output(k) && (ctx.out_dtype(k) != pt || ctx.out_numel(k) != c))
+      ctx.fail("output " + std::to_string(k) + " must hold one value per channel of scale's type");
+  }
+  const float eps = plan::params<plan::BatchNormParams>(ctx.step()).epsilon();
+  const DevPtr dy = ctx.in(0), xp = ctx.in(1), scale = ctx.in(2), dx = ctx.out(0),
+               dscale = ctx.out(1), dbias = ctx.out(2);
+  const WorkspacePtr ws =
+      ctx.workspace(static_cast<int64_t>(kc::batch_norm_grad_workspace_bytes(n, c, spatial)));
+  return [=](cudaStream_t stream) {
+    kc::batch_norm_grad(xt, pt, xp.get(), dy.get(), n, c, spatial, scale.get(), eps, dx.get(),
+                        dscale.get(), dbias.get(), ws.get(), stream);
+  };
+}
+
 // ampc.RangeStats(x, [enabled], [scale]) -> kSize doubles (runtime/cpu/ops/range_stats_op.cc);
 // `enabled` is read on the device, so a disabled step costs almost nothing.
 Launch build_range_stats(StepContext& ctx) {
@@ -431,6 +454,7 @@ void register_nn_ops(BuilderTable& t) {
   t.add("ampc", "AveragePoolGrad", build_pool_grad);
   t.add("", "GlobalAveragePool", build_global_average_pool);
   t.add("", "BatchNormalization", build_batch_norm);
+  t.add("ampc", "BatchNormalizationGrad", build_batch_norm_grad);
 }
 
 }  // namespace ampc::rt::cuda

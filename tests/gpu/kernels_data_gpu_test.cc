@@ -524,6 +524,20 @@ TEST(KernelsDataGpu, BatchNormTrainingAndInferenceMatchTwins) {
       cu::batch_norm_inference(t, p, p, x->dev, k.n, k.c, k.spatial, params[0]->dev, params[1]->dev,
                                params[2]->dev, params[3]->dev, 1e-5f, yi->dev, nullptr);
       expect_same(*yi, "batch_norm_inference", dtype_size(t));
+      // The backward of training mode, with y as dY.
+      Buf* dx = make(keep, t, total);
+      Buf* dparams[2];
+      for (Buf*& q : dparams) q = make(keep, p, k.c);
+      const size_t grad_bytes = cu::batch_norm_grad_workspace_bytes(k.n, k.c, k.spatial);
+      ASSERT_EQ(grad_bytes, tw::batch_norm_grad_workspace_bytes(k.n, k.c, k.spatial));
+      Buf* gws = make(keep, DType::kUInt8, static_cast<int64_t>(grad_bytes));
+      tw::batch_norm_grad(t, p, x->host.data(), y->host.data(), k.n, k.c, k.spatial,
+                          params[0]->host.data(), 1e-5f, dx->host.data(), dparams[0]->host.data(),
+                          dparams[1]->host.data(), gws->host.data());
+      cu::batch_norm_grad(t, p, x->dev, y->dev, k.n, k.c, k.spatial, params[0]->dev, 1e-5f, dx->dev,
+                          dparams[0]->dev, dparams[1]->dev, gws->dev, nullptr);
+      expect_same(*dx, "batch_norm_grad dx " + std::string(dtype_name(t)), dtype_size(t));
+      for (Buf* q : dparams) expect_same(*q, "batch_norm_grad dscale / dbias", dtype_size(p));
     }
   }
 }

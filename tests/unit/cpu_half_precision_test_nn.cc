@@ -113,6 +113,23 @@ TEST(CpuHalfTwin, BatchNormalizationMixedTypes) {
   expect_twin({"BatchNormalization", all_low, {}, 1, 15});
 }
 
+TEST(CpuHalfTwin, BatchNormalizationGrad) {
+  // The backward of training mode: dY and X 16-bit with an fp32 scale (dScale and dB fp32, the
+  // fp32 run's bytes), and everything 16-bit.
+  expect_twin({"BatchNormalizationGrad",
+               {low({4, 3, 5, 5}), low({4, 3, 5, 5}), f32({3}, 0.5, 2)},
+               {attr_f("epsilon", 1e-3f)},
+               3,
+               1,
+               "ampc"});
+  expect_twin({"BatchNormalizationGrad",
+               {low({4, 3, 6}), low({4, 3, 6}), low({3}, 0.5, 2)},
+               {},
+               3,
+               1,
+               "ampc"});
+}
+
 TEST(CpuHalfTwin, LayerNormalization) {
   expect_twin({"LayerNormalization", {low({4, 7, 16}), low({16}), low({16})}, {}, 3, 17});
   expect_twin({"LayerNormalization", {low({4, 7, 16}), low({7, 16})}, {attr_i("axis", 1)}, 1, 17});

@@ -794,6 +794,68 @@ TEST(TwinBatchNorm, SavedStatisticsBeforeOpset14AndInferenceMatchCpuOpBitForBit)
   }
 }
 
+// ampc.BatchNormalizationGrad (the backward of training mode, the CPU op is the twin) against
+// PyTorch's formula evaluated in double on the same (rounded) inputs: dB = sum(dY), dScale =
+// sum(dY xhat), dX = scale / std (dY - mean(dY) - xhat mean(dY xhat)). Shapes with one chunk
+// per channel (one value or several per thread) and with several (70x70 and 16x16 maps),
+// single positions and 2x2 maps.
+// The bound: fp32 sums of a few thousand terms (1e-4 of the largest magnitude), plus one
+// rounding of a 16-bit dX.
+TEST(TwinBatchNorm, GradientMatchesDoubleFormula) {
+  uint32_t seed = 300;
+  for (const Dims& shape : {Dims{4, 3, 5, 6}, Dims{2, 5, 70, 70}, Dims{8, 2}, Dims{32, 16, 2, 2},
+                            Dims{32, 8, 8, 8}, Dims{20, 3, 7, 5}, Dims{32, 8, 16, 16}}) {
+    const int64_t n = shape[0], c = shape[1], spatial = count(shape) / (n * c), cnt = n * spatial;
+    for (DType t : {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64}) {
+      SCOPED_TRACE(std::string(dtype_name(t)) + " shape of " + std::to_string(count(shape)));
+      const DType p = t == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
+      const Tensor x = random(t, shape, seed++, -3, 5);
+      const Tensor dy = random(t, shape, seed++);
+      const Tensor scale = random(p, {c}, seed++, 0.5, 2);
+      const double eps = 1e-3;
+      const auto got = optest::run("BatchNormalizationGrad", {dy, x, scale},
+                                   {attr_f("epsilon", static_cast<float>(eps))}, 3, 1, "ampc");
+      ASSERT_EQ(got[0].dtype(), t);
+      ASSERT_EQ(got[1].dtype(), p);
+      const std::vector<double> xv = optest::values(x), gv = optest::values(dy),
+                                sv = optest::values(scale);
+      std::vector<double> dx(xv.size()), ds(c), db(c);
+      for (int64_t ch = 0; ch < c; ++ch) {
+        auto at = [&](int64_t e) { return (e / spatial * c + ch) * spatial + e % spatial; };
+        double m = 0, v = 0, sdy = 0, sdyx = 0;
+        for (int64_t e = 0; e < cnt; ++e) m += xv[at(e)];
+        m /= static_cast<double>(cnt);
+        for (int64_t e = 0; e < cnt; ++e) v += (xv[at(e)] - m) * (xv[at(e)] - m);
+        const double inv = 1 / std::sqrt(v / static_cast<double>(cnt) + eps);
+        for (int64_t e = 0; e < cnt; ++e) {
+          sdy += gv[at(e)];
+          sdyx += gv[at(e)] * (xv[at(e)] - m) * inv;
+        }
+        db[ch] = sdy;
+        ds[ch] = sdyx;
+        for (int64_t e = 0; e < cnt; ++e) {
+          const double xhat = (xv[at(e)] - m) * inv;
+          dx[at(e)] = sv[ch] * inv * (gv[at(e)] - sdy / cnt - xhat * sdyx / cnt);
+        }
+      }
+      const double tol = t == DType::kFloat64 ? 1e-10 : 1e-4;
+      const double ulp = t == DType::kFloat16 ? 0x1p-11 : t == DType::kBFloat16 ? 0x1p-8 : 0;
+      auto check = [&](const std::vector<double>& want, const Tensor& have, double unit,
+                       const char* what) {
+        const std::vector<double> hv = optest::values(have);
+        double largest = 0;
+        for (double w : want) largest = std::max(largest, std::fabs(w));
+        for (size_t i = 0; i < want.size(); ++i)
+          ASSERT_LE(std::fabs(hv[i] - want[i]), tol * largest + unit * std::fabs(want[i]))
+              << what << " " << i << ": " << hv[i] << " vs " << want[i];
+      };
+      check(dx, got[0], ulp, "dX");
+      check(ds, got[1], 0, "dScale");
+      check(db, got[2], 0, "dB");
+    }
+  }
+}
+
 // The convolution's bias kernel (kernels/cuda/bias.h, which the CUDA backend uses instead of
 // cudnnAddTensor): y [n, c, s] + b [c] equals the CPU backend's Add of b as [1, c, 1], bit
 // for bit (fp32 math, one rounding), in every float precision.

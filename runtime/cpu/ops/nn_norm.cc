@@ -64,6 +64,31 @@ void batch_norm(OpContext& ctx) {
                                      saved_var, workspace.data());
 }
 
+// ampc.BatchNormalizationGrad(dY, X, scale) -> dX, dScale, dBias (each optional): the backward of
+// training mode (passes/autodiff/rules_nn.cc), the CUDA kernels' twin like the forward: the
+// statistics recomputed in the forward's order, dY and X in their own (16-bit) type, the
+// parameter gradients in scale's.
+void batch_norm_grad(OpContext& ctx) {
+  const Tensor &dy = ctx.in(0), &x = ctx.in(1);
+  if (x.rank() < 2) ctx.fail("input " + x.type_str() + " has no channel dimension");
+  if (!is_float(x.dtype())) ctx.fail("input " + x.type_str() + " is not a float tensor");
+  if (dy.dtype() != x.dtype() || dy.shape() != x.shape())
+    ctx.fail("dY " + dy.type_str() + " does not match X " + x.type_str());
+  const int64_t n = x.dim(0), c = x.dim(1), spatial = product(x.shape(), 2, x.shape().size());
+  const Tensor& scale = ctx.in(2);
+  if (scale.numel() != c || !is_float(scale.dtype()))
+    ctx.fail("scale " + scale.type_str() + " is not one float per channel");
+  const DType pt = scale.dtype();
+  void* dx = ctx.has_output(0) ? ctx.output(0, x.dtype(), x.shape()).raw() : nullptr;
+  void* dscale = ctx.has_output(1) ? ctx.output(1, pt, scale.shape()).raw() : nullptr;
+  void* dbias = ctx.has_output(2) ? ctx.output(2, pt, scale.shape()).raw() : nullptr;
+  thread_local std::vector<char> workspace;
+  workspace.resize(kernels::twin::batch_norm_grad_workspace_bytes(n, c, spatial));
+  kernels::twin::batch_norm_grad(x.dtype(), pt, x.raw(), dy.raw(), n, c, spatial, scale.raw(),
+                                 plan::params<plan::BatchNormParams>(ctx.step()).epsilon(), dx,
+                                 dscale, dbias, workspace.data());
+}
+
 template <typename T>
 void layer_norm(OpContext& ctx) {
   const Tensor& x = ctx.in(0);
@@ -122,6 +147,7 @@ void mean_variance_norm(OpContext& ctx) {
 
 void register_norm_ops(OpRegistry& r) {
   r.add("BatchNormalization", batch_norm);
+  r.add("BatchNormalizationGrad", batch_norm_grad, "ampc");
   add_widened(
       r, "LayerNormalization",
       [](OpContext& ctx) { dispatch_float(ctx, [&](auto t) { layer_norm<decltype(t)>(ctx); }); },
