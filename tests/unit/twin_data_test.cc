@@ -17,7 +17,9 @@
 
 #include "base/error.h"
 #include "base/half.h"
+#include "kernels/shared/batchnorm_layout.h"
 #include "kernels/shared/pool_layout.h"
+#include "kernels/shared/rowwise_tree.h"
 #include "kernels/twin/batchnorm.h"
 #include "kernels/twin/bias.h"
 #include "kernels/twin/copy.h"
@@ -852,6 +854,83 @@ TEST(TwinBatchNorm, GradientMatchesDoubleFormula) {
       check(dx, got[0], ulp, "dX");
       check(ds, got[1], 0, "dScale");
       check(db, got[2], 0, "dB");
+    }
+  }
+}
+
+// The same op bit for bit against the CUDA kernels' order written out with their own per-thread
+// functions (batchnorm_math.h): per channel and chunk, 256 thread values (thread_sum, then
+// thread_grad_sums about the mean) and block_tree_sum's tree (a warp's halving over 256),
+// then finish_grad_channel and grad_dx. The twin walks elements in memory order and runs
+// channels of one chunk sixteen at a time; this checks that those are the kernels' sums.
+TEST(TwinBatchNorm, GradientInTheKernelsOrderBitForBit) {
+  namespace bn = ampc::kernels::shared::bn;
+  using M = float;
+  uint32_t seed = 400;
+  for (const Dims& shape : {Dims{4, 3, 5, 6}, Dims{32, 8, 8, 8}, Dims{32, 16, 2, 2}, Dims{8, 2},
+                            Dims{2, 5, 70, 70}, Dims{20, 3, 7, 5}}) {
+    const int64_t n = shape[0], c = shape[1], spatial = count(shape) / (n * c), cnt = n * spatial;
+    for (DType t : {DType::kFloat32, DType::kBFloat16}) {
+      SCOPED_TRACE(std::string(dtype_name(t)) + " shape of " + std::to_string(count(shape)));
+      const Tensor x = random(t, shape, seed++, -3, 5);
+      const Tensor dy = random(t, shape, seed++);
+      const Tensor scale = random(DType::kFloat32, {c}, seed++, 0.5, 2);
+      const auto got = optest::run("BatchNormalizationGrad", {dy, x, scale},
+                                   {attr_f("epsilon", 1e-3f)}, 3, 1, "ampc");
+      const int64_t splits = bn::stat_splits(n, c, spatial);
+      std::vector<M> part_sum(c * splits), part_sq(c * splits), part_dy(c * splits),
+          part_dyx(c * splits);
+      auto block = [](M* v) {
+        ampc::kernels::shared::warp_tree_host(
+            v, bn::kThreads, [](M a, M b) { return ampc::kernels::shared::add(a, b); });
+        return v[0];
+      };
+      Tensor dx(t, shape), ds(DType::kFloat32, {c}), db(DType::kFloat32, {c});
+      std::vector<bn::GradCoefficients<M>> coef(c);
+      auto run = [&](auto tag) {
+        using T = decltype(tag);
+        const T* xs = static_cast<const T*>(x.raw());
+        const T* gs = static_cast<const T*>(dy.raw());
+        for (int64_t ch = 0; ch < c; ++ch) {
+          for (int64_t s = 0; s < splits; ++s) {
+            int64_t begin, end;
+            bn::chunk_range(cnt, splits, s, &begin, &end);
+            M v[bn::kThreads];
+            for (int u = 0; u < bn::kThreads; ++u)
+              v[u] = bn::thread_sum<M>(xs, ch, c, spatial, begin, end, u);
+            part_sum[ch * splits + s] = block(v);
+          }
+          const M m = bn::combine_mean(part_sum.data() + ch * splits, splits, cnt);
+          for (int64_t s = 0; s < splits; ++s) {
+            int64_t begin, end;
+            bn::chunk_range(cnt, splits, s, &begin, &end);
+            M q[bn::kThreads], a[bn::kThreads], b[bn::kThreads];
+            for (int u = 0; u < bn::kThreads; ++u)
+              bn::thread_grad_sums<M>(xs, gs, ch, c, spatial, begin, end, u, m, &q[u], &a[u],
+                                      &b[u]);
+            part_sq[ch * splits + s] = block(q);
+            part_dy[ch * splits + s] = block(a);
+            part_dyx[ch * splits + s] = block(b);
+          }
+          bn::finish_grad_channel<M>(
+              ch, splits, cnt, part_sum.data(), part_sq.data(), part_dy.data(), part_dyx.data(),
+              static_cast<const float*>(scale.raw()), M(1e-3f), static_cast<float*>(ds.raw()),
+              static_cast<float*>(db.raw()), &coef[ch]);
+        }
+        T* out = static_cast<T*>(dx.raw());
+        for (int64_t k = 0; k < count(shape); ++k)
+          bn::b_store(
+              out, k,
+              bn::grad_dx(coef[k / spatial % c], bn::b_load<M>(xs, k), bn::b_load<M>(gs, k)));
+      };
+      if (t == DType::kFloat32) {
+        run(float{});
+      } else {
+        run(BFloat16{});
+      }
+      expect_same_bytes(dx, got[0], "dX");
+      expect_same_bytes(ds, got[1], "dScale");
+      expect_same_bytes(db, got[2], "dB");
     }
   }
 }
