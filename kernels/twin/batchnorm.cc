@@ -96,33 +96,39 @@ void chunk_thread_values(const T* x, int64_t ch, int64_t c, int64_t spatial, int
   }
 }
 
-// Channels of one chunk each (splits == 1: at most 4096 values, or many channels): kLanes
-// channels side by side, thread e % kThreads taking element e in increasing e (each thread's
-// order), each step of the accumulation and of `tree` a vector operation across the channels,
-// instead of a walk and a tree per channel (the later stages of a CNN: many channels of a few
-// values). value(ch, flat index, out[K]) gives an element's K values; parts[k][ch] gets the
-// k-th chunk total, the bits of chunk_thread_values' walk and tree.
+// The chunks of kLanes channels side by side: thread (e - begin) % kThreads taking element e of
+// a chunk in increasing e (each thread's order), each step of the accumulation and of `tree` a
+// vector operation across the channels, instead of a walk and a tree per channel and chunk
+// (mobilenet's and ResNet's many channels of a few hundred values). value(ch, flat index,
+// out[K]) gives an element's K values; parts[k][ch * splits + s] gets the k-th total of chunk
+// s, the bits of chunk_thread_values' walk and tree.
 constexpr int kLanes = 16;
 
 template <int K, typename M, typename Value>
-void small_channels(int64_t n, int64_t c, int64_t spatial, Value value, M* const (&parts)[K]) {
+void lane_chunks(int64_t n, int64_t c, int64_t spatial, int64_t splits, Value value,
+                 M* const (&parts)[K]) {
   const int64_t count = n * spatial, groups = (c + kLanes - 1) / kLanes;
 #pragma omp parallel for if (n * c * spatial > kParallelWork)
-  for (int64_t g = 0; g < groups; ++g) {
-    const int64_t ch0 = g * kLanes;
+  for (int64_t task = 0; task < groups * splits; ++task) {
+    const int64_t ch0 = task / splits * kLanes, s = task % splits;
     const int nl = static_cast<int>(std::min<int64_t>(kLanes, c - ch0));
+    int64_t begin, end;
+    bn::chunk_range(count, splits, s, &begin, &end);
     M tile[K][bn::kThreads][kLanes];  // tile[k][thread][lane]
-    M out[K];
-    int64_t live = std::min<int64_t>(count, bn::kThreads);
+    M out[K][kLanes];
+    int64_t live = std::min<int64_t>(end - begin, bn::kThreads);
     for (int k = 0; k < K; ++k)
       for (int64_t u = 0; u < live; ++u) std::fill(tile[k][u], tile[k][u] + kLanes, M(0));
-    for (int64_t e = 0, u = 0; e < count; ++e, u = u + 1 == bn::kThreads ? 0 : u + 1) {
+    for (int64_t e = begin, u = 0; e < end; ++e, u = u + 1 == bn::kThreads ? 0 : u + 1) {
       const int64_t i = e / spatial, j = e - i * spatial;
       for (int l = 0; l < kLanes; ++l) {
         const int64_t ch = ch0 + std::min(l, nl - 1);  // spare lanes repeat a channel
-        value(ch, (i * c + ch) * spatial + j, out);
-        for (int k = 0; k < K; ++k) tile[k][u][l] = shared::add(tile[k][u][l], out[k]);
+        M v[K];
+        value(ch, (i * c + ch) * spatial + j, v);
+        for (int k = 0; k < K; ++k) out[k][l] = v[k];
       }
+      for (int k = 0; k < K; ++k)
+        for (int l = 0; l < kLanes; ++l) tile[k][u][l] = shared::add(tile[k][u][l], out[k][l]);
     }
     for (int64_t off = bn::kThreads / 2; off > 0; off /= 2) {
       for (int64_t u = 0; u < off && u < live; ++u) {
@@ -139,23 +145,26 @@ void small_channels(int64_t n, int64_t c, int64_t spatial, Value value, M* const
       live = std::min(live, off);
     }
     for (int k = 0; k < K; ++k)
-      for (int l = 0; l < nl; ++l) parts[k][ch0 + l] = tile[k][0][l];
+      for (int l = 0; l < nl; ++l) parts[k][(ch0 + l) * splits + s] = tile[k][0][l];
   }
 }
 
-// Whether small_channels serves a shape: one chunk per channel.
-bool small(int64_t n, int64_t spatial, int64_t splits) {
-  return splits == 1 && n * spatial > 0;
+// Whether lane_chunks serves a shape: one chunk per channel (at most 4096 values, or many
+// channels) and enough channels to fill most lanes. Channels of several chunks keep the
+// per-channel walk, which reads each plane's run contiguously.
+bool lanes(int64_t n, int64_t c, int64_t spatial, int64_t splits) {
+  return splits == 1 && c >= kLanes / 2 && n * spatial > 0;
 }
 
 // The chunks' sums (part_sum, [c, splits]): the statistics' first pass.
 template <typename M, typename T>
 void sum_pass(const T* xs, int64_t n, int64_t c, int64_t spatial, int64_t splits, M* part_sum) {
   const int64_t count = n * spatial;
-  if (small(n, spatial, splits)) {
+  if (lanes(n, c, spatial, splits)) {
     M* const parts[1] = {part_sum};
-    small_channels<1>(
-        n, c, spatial, [xs](int64_t, int64_t k, M* out) { out[0] = bn::b_load<M>(xs, k); }, parts);
+    lane_chunks<1>(
+        n, c, spatial, splits, [xs](int64_t, int64_t k, M* out) { out[0] = bn::b_load<M>(xs, k); },
+        parts);
     return;
   }
 #pragma omp parallel for if (n * c * spatial > kParallelWork)
@@ -185,10 +194,10 @@ void batch_statistics(const T* xs, int64_t n, int64_t c, int64_t spatial, int64_
   const int64_t count = n * spatial;
   sum_pass(xs, n, c, spatial, splits, part_sum);
   const std::vector<M> means = channel_means(part_sum, c, splits, count);
-  if (small(n, spatial, splits)) {
+  if (lanes(n, c, spatial, splits)) {
     M* const parts[1] = {part_sq};
-    small_channels<1>(
-        n, c, spatial,
+    lane_chunks<1>(
+        n, c, spatial, splits,
         [xs, &means](int64_t ch, int64_t k, M* out) {
           const M d = shared::sub(bn::b_load<M>(xs, k), means[ch]);
           out[0] = shared::mul(d, d);
@@ -251,10 +260,10 @@ template <typename M, typename T>
 void grad_sums_pass(const T* xs, const T* dys, int64_t n, int64_t c, int64_t spatial,
                     int64_t splits, const std::vector<M>& means, M* part_sq, M* part_dy,
                     M* part_dyx) {
-  if (small(n, spatial, splits)) {
+  if (lanes(n, c, spatial, splits)) {
     M* const parts[3] = {part_sq, part_dy, part_dyx};
-    small_channels<3>(
-        n, c, spatial,
+    lane_chunks<3>(
+        n, c, spatial, splits,
         [xs, dys, &means](int64_t ch, int64_t k, M* out) {
           const M d = shared::sub(bn::b_load<M>(xs, k), means[ch]);
           const M g = bn::b_load<M>(dys, k);

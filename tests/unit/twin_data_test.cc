@@ -861,14 +861,16 @@ TEST(TwinBatchNorm, GradientMatchesDoubleFormula) {
 // The same op bit for bit against the CUDA kernels' order written out with their own per-thread
 // functions (batchnorm_math.h): per channel and chunk, 256 thread values (thread_sum, then
 // thread_grad_sums about the mean) and block_tree_sum's tree (a warp's halving over 256),
-// then finish_grad_channel and grad_dx. The twin walks elements in memory order and runs
-// channels of one chunk sixteen at a time; this checks that those are the kernels' sums.
+// then finish_grad_channel and grad_dx; and the forward's saved statistics. The twin walks
+// elements in memory order, or chunks of sixteen channels side by side; this checks that those
+// are the kernels' sums (one chunk and several per channel, few channels and many).
 TEST(TwinBatchNorm, GradientInTheKernelsOrderBitForBit) {
   namespace bn = ampc::kernels::shared::bn;
   using M = float;
   uint32_t seed = 400;
-  for (const Dims& shape : {Dims{4, 3, 5, 6}, Dims{32, 8, 8, 8}, Dims{32, 16, 2, 2}, Dims{8, 2},
-                            Dims{2, 5, 70, 70}, Dims{20, 3, 7, 5}}) {
+  for (const Dims& shape :
+       {Dims{4, 3, 5, 6}, Dims{32, 8, 8, 8}, Dims{32, 16, 2, 2}, Dims{8, 2}, Dims{2, 5, 70, 70},
+        Dims{20, 3, 7, 5}, Dims{32, 8, 16, 16}, Dims{16, 9, 32, 32}}) {
     const int64_t n = shape[0], c = shape[1], spatial = count(shape) / (n * c), cnt = n * spatial;
     for (DType t : {DType::kFloat32, DType::kBFloat16}) {
       SCOPED_TRACE(std::string(dtype_name(t)) + " shape of " + std::to_string(count(shape)));
@@ -931,6 +933,20 @@ TEST(TwinBatchNorm, GradientInTheKernelsOrderBitForBit) {
       expect_same_bytes(dx, got[0], "dX");
       expect_same_bytes(ds, got[1], "dScale");
       expect_same_bytes(db, got[2], "dB");
+      if (t != DType::kFloat32) continue;
+      // The forward's statistics (opset 9's saved mean and variance) from the same sums.
+      const Tensor zero = random(DType::kFloat32, {c}, seed++, 0.5, 2);
+      const auto fwd = optest::run("BatchNormalization", {x, scale, zero, zero, zero},
+                                   {attr_f("epsilon", 1e-3f)}, 5, 9);
+      Tensor mean(DType::kFloat32, {c}), var(DType::kFloat32, {c});
+      for (int64_t ch = 0; ch < c; ++ch) {
+        static_cast<float*>(mean.raw())[ch] =
+            bn::combine_mean(part_sum.data() + ch * splits, splits, cnt);
+        static_cast<float*>(var.raw())[ch] =
+            bn::combine_mean(part_sq.data() + ch * splits, splits, cnt);
+      }
+      expect_same_bytes(mean, fwd[3], "saved mean");
+      expect_same_bytes(var, fwd[4], "saved variance");
     }
   }
 }
