@@ -162,6 +162,24 @@ kernels::cpu::ConvGeom geometry(const ConvCase& cc) {
   return g;
 }
 
+// A case with square maps and windows: n images of c channels, m outputs in `group` groups,
+// hw x hw maps, a k x k window (no dilation), stride and padding on every side.
+ConvCase square(int64_t n, int64_t c, int64_t m, int64_t group, int64_t h, int64_t w, int64_t k,
+                int64_t stride, int64_t pad) {
+  ConvCase cc;
+  cc.n = n;
+  cc.c = c;
+  cc.m = m;
+  cc.g = group;
+  cc.h = h;
+  cc.w = w;
+  cc.kh = cc.kw = k;
+  cc.sh = cc.sw = stride;
+  cc.dh = cc.dw = 1;
+  cc.ph = cc.pw = cc.ph_end = cc.pw_end = pad;
+  return cc;
+}
+
 // Conv on case cc (with a bias) against the oracle.
 void check_conv_forward(DType t, const ConvCase& cc) {
   const auto x = inputs(t, cc.n * cc.c * cc.h * cc.w, 6);
@@ -227,18 +245,7 @@ TEST_P(DnnlNumerics, ConvGradDataWeightsAndBias) {
 // case with enough output channels.
 TEST_P(DnnlNumerics, ConvAsGemmWhereWeightsOutweighActivations) {
   auto small = [](int64_t n, int64_t c, int64_t m, int64_t h, int64_t w, int64_t stride) {
-    ConvCase cc;
-    cc.n = n;
-    cc.c = c;
-    cc.m = m;
-    cc.g = 1;
-    cc.h = h;
-    cc.w = w;
-    cc.kh = cc.kw = 3;
-    cc.sh = cc.sw = stride;
-    cc.dh = cc.dw = 1;
-    cc.ph = cc.pw = cc.ph_end = cc.pw_end = 1;
-    return cc;
+    return square(n, c, m, 1, h, w, 3, stride, 1);
   };
   ConvCase wide;
   wide.g = 1;
@@ -257,15 +264,7 @@ TEST_P(DnnlNumerics, ConvAsGemmWhereWeightsOutweighActivations) {
 // formulation although the activations outweigh the weights, as ResNet's second stage at 32x32
 // does; their input gradients stay with oneDNN. fp32 keeps oneDNN for both.
 TEST_P(DnnlNumerics, Bf16WeightGradAsGemmWhereItsGemmIsWide) {
-  ConvCase cc;
-  cc.n = 2;
-  cc.c = 64;
-  cc.m = 16;
-  cc.g = 1;
-  cc.h = cc.w = 4;
-  cc.kh = cc.kw = 3;
-  cc.sh = cc.sw = cc.dh = cc.dw = 1;
-  cc.ph = cc.pw = cc.ph_end = cc.pw_end = 1;
+  ConvCase cc = square(2, 64, 16, 1, 4, 4, 3, 1, 1);
   const kernels::cpu::ConvGemm p{geometry(cc), cc.n, cc.c, cc.m, GetParam()};
   EXPECT_FALSE(kernels::cpu::conv_gemm_serves(p, 1));
   EXPECT_EQ(kernels::cpu::conv_gemm_serves_weight_grad(p, 1),
@@ -283,16 +282,7 @@ TEST_P(DnnlNumerics, Bf16WeightGradAsGemmWhereItsGemmIsWide) {
 // multiplier of 2, and a map large enough for oneDNN's own depthwise kernel.
 TEST_P(DnnlNumerics, DepthwiseConvGradOnSmallMaps) {
   auto depthwise = [](int64_t hw, int64_t stride, int64_t multiplier) {
-    ConvCase cc;
-    cc.n = 3;
-    cc.c = cc.g = 32;
-    cc.m = cc.c * multiplier;
-    cc.h = cc.w = hw;
-    cc.kh = cc.kw = 3;
-    cc.sh = cc.sw = stride;
-    cc.dh = cc.dw = 1;
-    cc.ph = cc.pw = cc.ph_end = cc.pw_end = 1;
-    return cc;
+    return square(3, 32, 32 * multiplier, 32, hw, hw, 3, stride, 1);
   };
   for (const ConvCase& cc : {depthwise(2, 1, 1), depthwise(1, 1, 1), depthwise(2, 2, 1),
                              depthwise(2, 1, 2), depthwise(12, 1, 1)}) {
@@ -311,17 +301,7 @@ TEST_P(DnnlNumerics, DepthwiseConvGradOnSmallMaps) {
 TEST_P(DnnlNumerics, StridedConvLeavingLastRowsUnreadRunsOnOneDnn) {
   const DType t = GetParam();
   auto strided = [](int64_t k, int64_t stride, int64_t pad) {
-    ConvCase cc;
-    cc.n = 3;
-    cc.c = 16;
-    cc.m = 24;
-    cc.g = 1;
-    cc.h = cc.w = 8;
-    cc.kh = cc.kw = k;
-    cc.sh = cc.sw = stride;
-    cc.dh = cc.dw = 1;
-    cc.ph = cc.pw = cc.ph_end = cc.pw_end = pad;
-    return cc;
+    return square(3, 16, 24, 1, 8, 8, k, stride, pad);
   };
   auto problem = [&](const ConvCase& cc) {
     kernels::cpu::DnnlConv p;
