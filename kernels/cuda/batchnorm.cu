@@ -2,8 +2,10 @@
 // channel (grid: channels x chunks); 2. each block combines its channel's chunk sums into the
 // mean and sums the squared deviations of its chunk; 3. one thread per channel finishes the
 // statistics, the folded affine map (workspace) and the running / saved statistics; 4. y = a x
-// + b plane by plane (grid-stride). Inference folds per element. The order of every sum
-// is batchnorm_math.h's, which the twin reproduces.
+// + b plane by plane (grid-stride). Inference folds per element. The training-mode backward:
+// the chunk sums again; each block's squared deviations, dy and dy * (x - mean) sums (three
+// trees); one thread per channel for the parameter gradients and dx's coefficients; dx plane by
+// plane. The order of every sum is batchnorm_math.h's, which the twin reproduces.
 #include <cstdint>
 
 #include "kernels/cuda/batchnorm.h"

@@ -1,7 +1,7 @@
-// CPU twin of kernels/cuda/batchnorm.cu, and the CPU backend's BatchNormalization:
-// batchnorm_math.h's functions in the kernels' order (per channel and chunk: the block's thread
-// sums and tree, then the chunks in order). Chunks, channels and planes are independent, so
-// they run in parallel (OpenMP) without changing a bit.
+// CPU twin of kernels/cuda/batchnorm.cu, and the CPU backend's BatchNormalization and its
+// training-mode gradient: batchnorm_math.h's functions in the kernels' order (per channel and
+// chunk: the block's thread sums and tree, then the chunks in order). Chunks, channels and
+// planes are independent, so they run in parallel (OpenMP) without changing a bit.
 #include "kernels/twin/batchnorm.h"
 
 #include <algorithm>

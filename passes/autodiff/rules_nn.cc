@@ -221,8 +221,8 @@ void batch_norm(GradContext& c) {
     // One op, as PyTorch's fused backward (kernels/cuda/batchnorm.h, its CPU twin): the batch
     // statistics recomputed from X in the forward's order, dB = sum(dY), dScale =
     // sum(dY (X - mean)) / std and dX = (dY - mean(dY) - xhat mean(dY xhat)) scale / std, in
-    // the parameters' precision from dY and X in their own, dX rounded once. Two passes over
-    // X for the statistics, one over X and dY for the sums, one for dX, instead of four
+    // the parameters' precision from dY and X in their own, dX rounded once. A pass over X for
+    // the mean, one over X and dY for the variance and both sums, one for dX, instead of four
     // reductions and the elementwise steps between them.
     auto grads = b.op_n(
         "BatchNormalizationGrad", {b.cast(c.output_grad(0), x_dtype), c.input(0), c.input(1)},
