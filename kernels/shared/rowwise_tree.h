@@ -58,6 +58,21 @@ void warp_tree_host(Acc* v, int width, Combine combine) {
     for (int l = 0; l < off; ++l) v[l] = combine(v[l], v[l + off]);
 }
 
+// Host: warp_tree_host over v[0..width) whose values from `live` on are `init` (threads that
+// took no element): the same pairs combined in the same order, except that pairs of two
+// `init` values are not computed (they give `init` back for a sum with init +0 and for every
+// reduction kind with its own init). Entries from `live` on need not be set. Short rows and
+// chunks (a channel of a few values) then do not pay for the whole tree.
+template <typename Acc, typename Combine>
+Acc warp_tree_host_live(Acc* v, int64_t width, int64_t live, Acc init, Combine combine) {
+  for (int64_t off = width / 2; off > 0; off /= 2) {
+    for (int64_t l = 0; l < off && l < live; ++l)
+      v[l] = combine(v[l], l + off < live ? v[l + off] : init);
+    live = live < off ? live : off;
+  }
+  return v[0];
+}
+
 // Host: the block result from the T per-thread partials v[0..T) (v is overwritten).
 template <typename Acc, typename Combine>
 Acc tree_host(Acc* v, int threads, Combine combine) {

@@ -27,18 +27,61 @@ constexpr int64_t kParallelWork = 1 << 16;
 // short chunk (a channel of a few values: small maps, the last stages of a CNN) does not pay
 // for the whole tree.
 template <typename M>
-M tree(M* v, int64_t live = bn::kThreads) {
-  for (int64_t off = bn::kThreads / 2; off > 0; off /= 2) {
-    for (int64_t l = 0; l < off && l < live; ++l)
-      v[l] = shared::add(v[l], l + off < live ? v[l + off] : M(0));
-    live = std::min(live, off);
-  }
-  return v[0];
+M plus(M a, M b) {
+  return shared::add(a, b);
+}
+
+// kLanes channels' values side by side (lane_chunks), added lane by lane.
+constexpr int kLanes = 16;
+
+template <typename M>
+struct Lanes {
+  M l[kLanes];
+};
+
+template <typename M>
+Lanes<M> plus(Lanes<M> a, const Lanes<M>& b) {
+  for (int i = 0; i < kLanes; ++i) a.l[i] = shared::add(a.l[i], b.l[i]);
+  return a;
+}
+
+// v's entries from `live` on need not be set; M() is +0 (in every lane).
+template <typename M>
+M tree(M* v, int64_t live) {
+  return shared::warp_tree_host_live(v, bn::kThreads, live, M(),
+                                     [](const M& a, const M& b) { return plus(a, b); });
 }
 
 // Threads of a chunk [begin, end) that take an element.
 int64_t live_threads(int64_t begin, int64_t end) {
   return std::min<int64_t>(bn::kThreads, end - begin);
+}
+
+// step(t, flat index) for the elements of chunk [begin, end) of channel ch in increasing order,
+// t being the thread that takes the element ((e - begin) % kThreads): each thread's order, x
+// read run by run; a whole round of the threads over contiguous elements is one loop (it
+// vectorises).
+template <typename Step>
+void walk_chunk(int64_t ch, int64_t c, int64_t spatial, int64_t begin, int64_t end, Step step) {
+  int64_t e = begin, i = spatial ? begin / spatial : 0, j = begin - i * spatial;
+  int t = 0;
+  while (e < end) {
+    const int64_t run = std::min(end - e, spatial - j);
+    const int64_t base = (i * c + ch) * spatial + j;
+    for (int64_t k = 0; k < run;) {
+      if (t == 0 && run - k >= bn::kThreads) {
+        for (int u = 0; u < bn::kThreads; ++u) step(u, base + k + u);
+        k += bn::kThreads;
+        continue;
+      }
+      step(t, base + k);
+      ++k;
+      if (++t == bn::kThreads) t = 0;
+    }
+    e += run;
+    ++i;
+    j = 0;
+  }
 }
 
 // Chunk [begin, end) of channel ch: the block's thread values v[t] (thread t takes the chunk's
@@ -57,8 +100,8 @@ void chunk_thread_values(const T* x, int64_t ch, int64_t c, int64_t spatial, int
       return shared::add(acc, value);
     }
   };
-  int64_t e = begin, i = spatial ? begin / spatial : 0, j = begin - i * spatial;
   if (spatial < bn::kThreads) {
+    int64_t e = begin, i = spatial ? begin / spatial : 0, j = begin - i * spatial;
     // Runs shorter than a round (small feature maps): the chunk's elements gathered in order
     // first, so that element begin + k still goes to thread k % kThreads, in whole rounds.
     thread_local std::vector<M> gathered;
@@ -76,24 +119,8 @@ void chunk_thread_values(const T* x, int64_t ch, int64_t c, int64_t spatial, int
     for (int u = 0; k + u < len; ++u) v[u] = step(v[u], gathered[k + u]);
     return;
   }
-  int t = 0;
-  while (e < end) {
-    const int64_t run = std::min(end - e, spatial - j);
-    const T* p = x + (i * c + ch) * spatial + j;
-    for (int64_t k = 0; k < run;) {
-      if (t == 0 && run - k >= bn::kThreads) {  // a whole round of the threads: vectorises
-        for (int u = 0; u < bn::kThreads; ++u) v[u] = step(v[u], bn::b_load<M>(p + k, u));
-        k += bn::kThreads;
-        continue;
-      }
-      v[t] = step(v[t], bn::b_load<M>(p, k));
-      ++k;
-      if (++t == bn::kThreads) t = 0;
-    }
-    e += run;
-    ++i;
-    j = 0;
-  }
+  walk_chunk(ch, c, spatial, begin, end,
+             [&](int u, int64_t k) { v[u] = step(v[u], bn::b_load<M>(x, k)); });
 }
 
 // The chunks of kLanes channels side by side: thread (e - begin) % kThreads taking element e of
@@ -102,8 +129,6 @@ void chunk_thread_values(const T* x, int64_t ch, int64_t c, int64_t spatial, int
 // (mobilenet's and ResNet's many channels of a few hundred values). value(ch, flat index,
 // out[K]) gives an element's K values; parts[k][ch * splits + s] gets the k-th total of chunk
 // s, the bits of chunk_thread_values' walk and tree.
-constexpr int kLanes = 16;
-
 template <int K, typename M, typename Value>
 void lane_chunks(int64_t n, int64_t c, int64_t spatial, int64_t splits, Value value,
                  M* const (&parts)[K]) {
@@ -114,38 +139,24 @@ void lane_chunks(int64_t n, int64_t c, int64_t spatial, int64_t splits, Value va
     const int nl = static_cast<int>(std::min<int64_t>(kLanes, c - ch0));
     int64_t begin, end;
     bn::chunk_range(count, splits, s, &begin, &end);
-    M tile[K][bn::kThreads][kLanes];  // tile[k][thread][lane]
-    M out[K][kLanes];
-    int64_t live = std::min<int64_t>(end - begin, bn::kThreads);
-    for (int k = 0; k < K; ++k)
-      for (int64_t u = 0; u < live; ++u) std::fill(tile[k][u], tile[k][u] + kLanes, M(0));
+    Lanes<M> tile[K][bn::kThreads];  // tile[k][thread]
+    const int64_t live = live_threads(begin, end);
+    for (int k = 0; k < K; ++k) std::fill(tile[k], tile[k] + live, Lanes<M>{});
     for (int64_t e = begin, u = 0; e < end; ++e, u = u + 1 == bn::kThreads ? 0 : u + 1) {
       const int64_t i = e / spatial, j = e - i * spatial;
+      Lanes<M> out[K];
       for (int l = 0; l < kLanes; ++l) {
         const int64_t ch = ch0 + std::min(l, nl - 1);  // spare lanes repeat a channel
         M v[K];
         value(ch, (i * c + ch) * spatial + j, v);
-        for (int k = 0; k < K; ++k) out[k][l] = v[k];
+        for (int k = 0; k < K; ++k) out[k].l[l] = v[k];
       }
-      for (int k = 0; k < K; ++k)
-        for (int l = 0; l < kLanes; ++l) tile[k][u][l] = shared::add(tile[k][u][l], out[k][l]);
+      for (int k = 0; k < K; ++k) tile[k][u] = plus(tile[k][u], out[k]);
     }
-    for (int64_t off = bn::kThreads / 2; off > 0; off /= 2) {
-      for (int64_t u = 0; u < off && u < live; ++u) {
-        for (int k = 0; k < K; ++k) {
-          M* a = tile[k][u];
-          if (u + off < live) {
-            const M* b = tile[k][u + off];
-            for (int l = 0; l < kLanes; ++l) a[l] = shared::add(a[l], b[l]);
-          } else {
-            for (int l = 0; l < kLanes; ++l) a[l] = shared::add(a[l], M(0));
-          }
-        }
-      }
-      live = std::min(live, off);
+    for (int k = 0; k < K; ++k) {
+      const Lanes<M> total = tree(tile[k], live);
+      for (int l = 0; l < nl; ++l) parts[k][(ch0 + l) * splits + s] = total.l[l];
     }
-    for (int k = 0; k < K; ++k)
-      for (int l = 0; l < nl; ++l) parts[k][(ch0 + l) * splits + s] = tile[k][0][l];
   }
 }
 
@@ -233,25 +244,7 @@ void chunk_grad_values(const T* x, const T* dy, int64_t ch, int64_t c, int64_t s
     a[u] = shared::add(a[u], g);
     b[u] = shared::add(b[u], shared::mul(g, d));
   };
-  int64_t e = begin, i = spatial ? begin / spatial : 0, j = begin - i * spatial;
-  int t = 0;
-  while (e < end) {
-    const int64_t run = std::min(end - e, spatial - j);
-    const int64_t base = (i * c + ch) * spatial + j;
-    for (int64_t k = 0; k < run;) {
-      if (t == 0 && run - k >= bn::kThreads) {  // a whole round of the threads
-        for (int u = 0; u < bn::kThreads; ++u) step(u, base + k + u);
-        k += bn::kThreads;
-        continue;
-      }
-      step(t, base + k);
-      ++k;
-      if (++t == bn::kThreads) t = 0;
-    }
-    e += run;
-    ++i;
-    j = 0;
-  }
+  walk_chunk(ch, c, spatial, begin, end, step);
 }
 
 // The chunks' squared deviations from their channel's mean and sums of dy and dy * (x - mean),

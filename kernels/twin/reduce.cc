@@ -70,20 +70,6 @@ M combine(M a, M b) {
   return sh::reduce_combine(K, a, b);
 }
 
-// sh::tree_host for one warp (T = 32) whose threads from `live` on still hold `init`: the
-// same pairs combined in the same order, except that pairs of two `init` values (which give
-// `init` back for every reduction kind) are not computed. Short rows (a few elements per row,
-// as a channel reduction over small spatial sizes) leave most threads empty.
-template <typename M, typename Combine>
-M warp_tree_live(M* v, int live, M init, Combine combine) {
-  for (int off = sh::kWarpSize / 2; off > 0; off /= 2) {
-    for (int l = 0; l < off && l < live; ++l)
-      v[l] = combine(v[l], l + off < live ? v[l + off] : init);
-    live = std::min(live, off);
-  }
-  return v[0];
-}
-
 // Thread partials of a block's reduction of row[0, len) with the partition of `plan`
 // (sh::row_reduce_host's: thread t folds elements t*V .. t*V+V-1, then the same T*V further
 // on), walked in element order so that the row is read contiguously. Sets v[0, live), live
@@ -120,13 +106,8 @@ Acc<T> block_reduce(const sh::RowPlan& plan, const T* row, int64_t len) {
   const M init = sh::reduce_init<M>(K);
   if (plan.threads == sh::kWarpSize) {
     M v[sh::kWarpSize];
-    int live = thread_partials<K>(plan, row, len, v);
-    for (int off = sh::kWarpSize / 2; off > 0; off /= 2) {
-      for (int l = 0; l < off && l < live; ++l)
-        v[l] = combine<K>(v[l], l + off < live ? v[l + off] : init);
-      live = std::min(live, off);
-    }
-    return v[0];
+    const int live = thread_partials<K>(plan, row, len, v);
+    return sh::warp_tree_host_live(v, sh::kWarpSize, live, init, combine<K, M>);
   }
   M v[1024];
   const int live = thread_partials<K>(plan, row, len, v);
