@@ -123,12 +123,52 @@ void chunk_thread_values(const T* x, int64_t ch, int64_t c, int64_t spatial, int
              [&](int u, int64_t k) { v[u] = step(v[u], bn::b_load<M>(x, k)); });
 }
 
+// Elements of a lane block (lane_chunks): element e + q of every lane, at most this many at a time.
+constexpr int64_t kLaneBlock = 128;
+
+// block[k][q] = the k-th value of element e + q of the chunk in each lane (lane l: channel
+// ch0 + l, spare lanes repeating the last channel), for q < the returned count. On maps of at
+// least kLanes positions, a run within one image lane by lane (each lane reads its plane
+// contiguously); on smaller maps, element by element across the lanes (neighbouring planes).
+template <int K, typename M, typename Value>
+int64_t fill_lane_block(int64_t c, int64_t spatial, int64_t ch0, int nl, int64_t e, int64_t end,
+                        const Value& value, Lanes<M> (&block)[K][kLaneBlock]) {
+  int64_t i = e / spatial, j = e - i * spatial;
+  auto put = [&](int l, int64_t ch, int64_t q, int64_t at) {
+    M v[K];
+    value(ch, at, v);
+    for (int k = 0; k < K; ++k) block[k][q].l[l] = v[k];
+  };
+  if (spatial >= kLanes) {
+    const int64_t len = std::min({end - e, spatial - j, kLaneBlock});
+    for (int l = 0; l < kLanes; ++l) {
+      const int64_t ch = ch0 + std::min(l, nl - 1);
+      const int64_t base = (i * c + ch) * spatial + j;
+      for (int64_t q = 0; q < len; ++q) put(l, ch, q, base + q);
+    }
+    return len;
+  }
+  const int64_t len = std::min(end - e, kLaneBlock);
+  for (int64_t q = 0; q < len; ++q) {
+    for (int l = 0; l < kLanes; ++l) {
+      const int64_t ch = ch0 + std::min(l, nl - 1);
+      put(l, ch, q, (i * c + ch) * spatial + j);
+    }
+    if (++j == spatial) {
+      j = 0;
+      ++i;
+    }
+  }
+  return len;
+}
+
 // The chunks of kLanes channels side by side: thread (e - begin) % kThreads taking element e of
 // a chunk in increasing e (each thread's order), each step of the accumulation and of `tree` a
 // vector operation across the channels, instead of a walk and a tree per channel and chunk
 // (mobilenet's and ResNet's many channels of a few hundred values). value(ch, flat index,
 // out[K]) gives an element's K values; parts[k][ch * splits + s] gets the k-th total of chunk
-// s, the bits of chunk_thread_values' walk and tree.
+// s, the bits of chunk_thread_values' walk and tree. The values are computed a block at a time
+// (fill_lane_block), then added to their threads' accumulators in element order.
 template <int K, typename M, typename Value>
 void lane_chunks(int64_t n, int64_t c, int64_t spatial, int64_t splits, Value value,
                  M* const (&parts)[K]) {
@@ -140,18 +180,17 @@ void lane_chunks(int64_t n, int64_t c, int64_t spatial, int64_t splits, Value va
     int64_t begin, end;
     bn::chunk_range(count, splits, s, &begin, &end);
     Lanes<M> tile[K][bn::kThreads];  // tile[k][thread]
+    Lanes<M> block[K][kLaneBlock];
     const int64_t live = live_threads(begin, end);
     for (int k = 0; k < K; ++k) std::fill(tile[k], tile[k] + live, Lanes<M>{});
-    for (int64_t e = begin, u = 0; e < end; ++e, u = u + 1 == bn::kThreads ? 0 : u + 1) {
-      const int64_t i = e / spatial, j = e - i * spatial;
-      Lanes<M> out[K];
-      for (int l = 0; l < kLanes; ++l) {
-        const int64_t ch = ch0 + std::min(l, nl - 1);  // spare lanes repeat a channel
-        M v[K];
-        value(ch, (i * c + ch) * spatial + j, v);
-        for (int k = 0; k < K; ++k) out[k].l[l] = v[k];
+    int u = 0;
+    for (int64_t e = begin; e < end;) {
+      const int64_t len = fill_lane_block<K>(c, spatial, ch0, nl, e, end, value, block);
+      for (int64_t q = 0; q < len; ++q) {
+        for (int k = 0; k < K; ++k) tile[k][u] = plus(tile[k][u], block[k][q]);
+        u = u + 1 == bn::kThreads ? 0 : u + 1;
       }
-      for (int k = 0; k < K; ++k) tile[k][u] = plus(tile[k][u], out[k]);
+      e += len;
     }
     for (int k = 0; k < K; ++k) {
       const Lanes<M> total = tree(tile[k], live);
