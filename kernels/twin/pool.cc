@@ -51,25 +51,6 @@ struct WindowTable {
   }
 };
 
-// f(flat output index within a plane, window) for every output of a plane, in order.
-template <typename F>
-void for_plane_outputs(const pm::Geom& g, const WindowTable& table, F&& f) {
-  int64_t j = 0;
-  for (int64_t o0 = 0; o0 < g.cols[0]; ++o0)
-    for (int64_t o1 = 0; o1 < g.cols[1]; ++o1)
-      for (int64_t o2 = 0; o2 < g.cols[2]; ++o2, ++j) f(j, table.at(o0, o1, o2));
-}
-
-// f(plane, flat output index within the plane, window) for every output, planes in parallel.
-template <typename F>
-void for_each_output(const pm::Geom& g, int64_t planes, F&& f) {
-  const WindowTable table(g);
-  const int64_t p = g.cols_size();
-#pragma omp parallel for if (planes > 1 && planes * p * 4 >= kParallelWork)
-  for (int64_t pl = 0; pl < planes; ++pl)
-    for_plane_outputs(g, table, [&](int64_t j, const pm::Window& w) { f(pl, j, w); });
-}
-
 // Calls tap(flat spatial offset) for every in-image tap of window w.
 template <typename F>
 void for_each_tap(const pm::Geom& g, const pm::Window& w, F&& tap) {
@@ -78,6 +59,75 @@ void for_each_tap(const pm::Geom& g, const pm::Window& w, F&& tap) {
     for (int64_t t1 = w.lo[1]; t1 < w.hi[1]; ++t1) {
       const int64_t row = (i0 * g.image[1] + w.start[1] + t1 * g.dilation[1]) * g.image[2];
       for (int64_t t2 = w.lo[2]; t2 < w.hi[2]; ++t2) tap(row + w.start[2] + t2 * g.dilation[2]);
+    }
+  }
+}
+
+// The outputs [begin, end) along dimension 2 whose windows lie inside the image along it (every
+// tap t2 reads the image): a row's interior, where argmax_row runs all outputs side by side.
+struct Interior {
+  int64_t begin = 0, end = 0;
+};
+Interior interior(const pm::Geom& g, const WindowTable& table) {
+  Interior r;
+  auto full = [&](int64_t o2) { return table.lo[2][o2] == 0 && table.hi[2][o2] == g.kernel[2]; };
+  while (r.begin < g.cols[2] && !full(r.begin)) ++r.begin;
+  r.end = r.begin;
+  while (r.end < g.cols[2] && full(r.end)) ++r.end;
+  return r;
+}
+
+// The first maximum of every window of one output row (o0, o1) of plane xp: value[o2] and
+// arg[o2] (spatial offset, 0 for a window without taps) as pm::argmax_window gives them. The
+// interior's outputs share their taps along dimensions 0 and 1 and each has all of its taps
+// along 2, so the taps are visited in argmax_window's order for all of them at once: the first
+// tap taken as it is (argmax_window's `arg < 0`), then each later one where it is greater,
+// by selects that vectorise across the outputs (which tap wins is data; a branch on it
+// mispredicts). The other outputs run argmax_window itself.
+template <typename T>
+void argmax_row(const pm::Geom& g, const WindowTable& table, const Interior& in, int64_t o0,
+                int64_t o1, const T* xp, typename pm::PoolElem<T>::Math* value, int64_t* arg) {
+  using E = pm::PoolElem<T>;
+  using M = typename E::Math;
+  const int64_t n2 = g.cols[2];
+  for (int64_t o2 = 0; o2 < n2; ++o2) {
+    if (o2 == in.begin && o2 < in.end) o2 = in.end;  // the interior is done below
+    if (o2 == n2) break;
+    value[o2] = pm::argmax_window(g, table.at(o0, o1, o2), xp, &arg[o2]);
+  }
+  const pm::Window w = table.at(o0, o1, in.begin);
+  if (in.begin == in.end) return;
+  if (w.lo[0] == w.hi[0] || w.lo[1] == w.hi[1]) {  // no taps: argmax_window's empty window
+    for (int64_t o2 = in.begin; o2 < in.end; ++o2) {
+      value[o2] = E::lowest();
+      arg[o2] = 0;
+    }
+    return;
+  }
+  const int64_t* start2 = table.start[2].data();
+  bool first = true;
+  for (int64_t t0 = w.lo[0]; t0 < w.hi[0]; ++t0) {
+    const int64_t i0 = w.start[0] + t0 * g.dilation[0];
+    for (int64_t t1 = w.lo[1]; t1 < w.hi[1]; ++t1) {
+      const int64_t row = (i0 * g.image[1] + w.start[1] + t1 * g.dilation[1]) * g.image[2];
+      for (int64_t t2 = 0; t2 < g.kernel[2]; ++t2) {
+        const int64_t tap = row + t2 * g.dilation[2];
+        if (first) {
+          for (int64_t o2 = in.begin; o2 < in.end; ++o2) {
+            value[o2] = E::load(xp[tap + start2[o2]]);
+            arg[o2] = tap + start2[o2];
+          }
+          first = false;
+          continue;
+        }
+        for (int64_t o2 = in.begin; o2 < in.end; ++o2) {
+          const int64_t off = tap + start2[o2];
+          const M v = E::load(xp[off]);
+          const bool take = v > value[o2];
+          value[o2] = take ? v : value[o2];
+          arg[o2] = take ? off : arg[o2];
+        }
+      }
     }
   }
 }
@@ -140,14 +190,28 @@ void max_pool(DType dtype, const PoolGeometry& geometry, int64_t planes, const v
           g, xs, planes, ys, pm::PoolElem<T>::lowest(), [](M a, M b) { return pm::max_of(a, b); },
           [](M acc, const pm::Window&) { return acc; });
     }
-    const int64_t img = g.image_size(), p = g.cols_size();
-    for_each_output(g, planes, [&](int64_t pl, int64_t j, const pm::Window& w) {
-      const T* xp = xs + pl * img;
-      const int64_t k = pl * p + j;
-      int64_t arg;
-      ys[k] = pm::PoolElem<T>::store(pm::argmax_window(g, w, xp, &arg));
-      indices[k] = pl * img + (column_major ? pm::column_major_offset(g, arg) : arg);
-    });
+    const int64_t img = g.image_size(), p = g.cols_size(), n2 = g.cols[2];
+    const WindowTable table(g);
+    const Interior row_interior = interior(g, table);
+#pragma omp parallel if (planes > 1 && planes * p * 4 >= kParallelWork)
+    {
+      std::vector<M> value(static_cast<size_t>(n2));
+      std::vector<int64_t> arg(static_cast<size_t>(n2));
+#pragma omp for
+      for (int64_t pl = 0; pl < planes; ++pl) {
+        int64_t k = pl * p;
+        for (int64_t o0 = 0; o0 < g.cols[0]; ++o0) {
+          for (int64_t o1 = 0; o1 < g.cols[1]; ++o1) {
+            argmax_row(g, table, row_interior, o0, o1, xs + pl * img, value.data(), arg.data());
+            for (int64_t o2 = 0; o2 < n2; ++o2, ++k) {
+              ys[k] = pm::PoolElem<T>::store(value[o2]);
+              indices[k] =
+                  pl * img + (column_major ? pm::column_major_offset(g, arg[o2]) : arg[o2]);
+            }
+          }
+        }
+      }
+    }
   });
 }
 
@@ -197,12 +261,12 @@ void global_average_pool(DType dtype, int64_t planes, int64_t spatial, const voi
 
 namespace {
 
-// dx of each plane from its outputs in increasing output order: scatter(plane, j, window, acc)
-// adds output j's share into acc (the plane's dx in the compute type M), which is then stored.
-// That is the order in which the kernels' per-dx-element gathers add.
-template <typename M, typename T, typename Scatter>
-void scatter_planes(const pm::Geom& g, const WindowTable& table, int64_t planes, T* dx,
-                    Scatter scatter) {
+// dx of each plane from its outputs in increasing output order: scatter_row(plane, o0, o1,
+// j, acc) adds the shares of output row (o0, o1), whose first output is the plane's j-th, into
+// acc (the plane's dx in the compute type M), output by output; acc is then stored. That is the
+// order in which the kernels' per-dx-element gathers add.
+template <typename M, typename T, typename ScatterRow>
+void scatter_planes(const pm::Geom& g, int64_t planes, T* dx, ScatterRow scatter_row) {
   const int64_t img = g.image_size();
 #pragma omp parallel if (planes > 1 && planes * img >= kParallelWork)
   {
@@ -210,8 +274,11 @@ void scatter_planes(const pm::Geom& g, const WindowTable& table, int64_t planes,
 #pragma omp for
     for (int64_t pl = 0; pl < planes; ++pl) {
       std::fill(acc.begin(), acc.end(), M(0));
-      for_plane_outputs(g, table,
-                        [&](int64_t j, const pm::Window& w) { scatter(pl, j, w, acc.data()); });
+      int64_t j = 0;
+      for (int64_t o0 = 0; o0 < g.cols[0]; ++o0) {
+        for (int64_t o1 = 0; o1 < g.cols[1]; ++o1, j += g.cols[2])
+          scatter_row(pl, o0, o1, j, acc.data());
+      }
       for (int64_t i = 0; i < img; ++i) dx[pl * img + i] = pm::PoolElem<T>::store(acc[i]);
     }
   }
@@ -231,12 +298,19 @@ void max_pool_grad(DType dtype, const PoolGeometry& geometry, int64_t planes, co
     const int64_t img = g.image_size(), p = g.cols_size();
     // Each output's dy to its window's first maximum (offset 0 for an empty window):
     // max_grad_at's sum for every dx element.
-    scatter_planes<M>(g, WindowTable(g), planes, static_cast<T*>(dx),
-                      [&](int64_t pl, int64_t j, const pm::Window& w, M* acc) {
-                        int64_t arg;
-                        pm::argmax_window(g, w, xs + pl * img, &arg);
-                        acc[arg] = shared::add(acc[arg], E::load(dys[pl * p + j]));
-                      });
+    const WindowTable table(g);
+    const Interior row_interior = interior(g, table);
+    scatter_planes<M>(
+        g, planes, static_cast<T*>(dx), [&](int64_t pl, int64_t o0, int64_t o1, int64_t j, M* acc) {
+          thread_local std::vector<M> value;
+          thread_local std::vector<int64_t> arg;
+          value.resize(static_cast<size_t>(g.cols[2]));
+          arg.resize(static_cast<size_t>(g.cols[2]));
+          argmax_row(g, table, row_interior, o0, o1, xs + pl * img, value.data(), arg.data());
+          const T* dyr = dys + pl * p + j;
+          for (int64_t o2 = 0; o2 < g.cols[2]; ++o2)
+            acc[arg[o2]] = shared::add(acc[arg[o2]], E::load(dyr[o2]));
+        });
   });
 }
 
@@ -251,13 +325,16 @@ void average_pool_grad(DType dtype, const PoolGeometry& geometry, int64_t planes
     const int64_t p = g.cols_size();
     // dy / divisor of each output to its window's in-image taps: average_grad_at's sum for
     // every dx element.
+    const WindowTable table(g);
     scatter_planes<M>(
-        g, WindowTable(g), planes, static_cast<T*>(dx),
-        [&](int64_t pl, int64_t j, const pm::Window& w, M* acc) {
-          const int64_t count = pm::window_count(g, w, count_include_pad);
-          if (count <= 0) return;
-          const M share = shared::div(E::load(dys[pl * p + j]), static_cast<M>(count));
-          for_each_tap(g, w, [&](int64_t off) { acc[off] = shared::add(acc[off], share); });
+        g, planes, static_cast<T*>(dx), [&](int64_t pl, int64_t o0, int64_t o1, int64_t j, M* acc) {
+          for (int64_t o2 = 0; o2 < g.cols[2]; ++o2) {
+            const pm::Window w = table.at(o0, o1, o2);
+            const int64_t count = pm::window_count(g, w, count_include_pad);
+            if (count <= 0) continue;
+            const M share = shared::div(E::load(dys[pl * p + j + o2]), static_cast<M>(count));
+            for_each_tap(g, w, [&](int64_t off) { acc[off] = shared::add(acc[off], share); });
+          }
         });
   });
 }

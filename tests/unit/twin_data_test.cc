@@ -636,14 +636,22 @@ TEST(TwinPool, GlobalAveragePoolMatchesCpuOpBitForBit) {
   }
 }
 
-// The pooling twins' loops (a row of outputs at a time, gradients scattered in output order)
-// against pool_math.h's per-index functors, which the CUDA kernels run one thread per index.
+// tied() with every seventh value NaN (max: a NaN first tap stays, a later NaN never wins).
+Tensor tied_with_nans(DType t, const Dims& shape, uint32_t seed) {
+  std::vector<double> v = optest::values(tied(t, shape, seed));
+  for (size_t i = 3; i < v.size(); i += 7) v[i] = std::nan("");
+  return optest::make(t, shape, v);
+}
+
+// The pooling twins' loops (a row of outputs at a time, the argmax across a row's interior
+// outputs side by side, gradients scattered in output order) against pool_math.h's per-index
+// functors, which the CUDA kernels run one thread per index: ties, NaNs, both storage orders.
 TEST(TwinPool, HostLoopsMatchThePerIndexFunctorsBitForBit) {
   namespace pm = ampc::kernels::shared::pool;
   uint32_t seed = 190;
   for (const PoolCase& c : pool_cases()) {
     for (DType t : {DType::kFloat32, DType::kFloat16, DType::kFloat64}) {
-      const Tensor x = tied(t, c.x_shape, seed++);
+      const Tensor x = seed % 2 ? tied_with_nans(t, c.x_shape, seed++) : tied(t, c.x_shape, seed++);
       const tw::PoolGeometry g = geometry(c);
       const int64_t planes = c.x_shape[0] * c.x_shape[1];
       const Tensor y = optest::run("MaxPool", {x}, pool_attrs(c), 1, 12)[0];
@@ -661,6 +669,16 @@ TEST(TwinPool, HostLoopsMatchThePerIndexFunctorsBitForBit) {
                               nullptr, false);
         }
         expect_same_bytes(got, want, (avg ? "AveragePool " : "MaxPool ") + what);
+        for (bool column_major : {false, true}) {
+          if (avg) break;
+          Tensor iy(t, y.shape()), wy(t, y.shape());
+          Tensor idx(DType::kInt64, y.shape()), widx(DType::kInt64, y.shape());
+          tw::max_pool(t, g, planes, x.raw(), iy.raw(), idx.data<int64_t>(), column_major);
+          pm::run_pool<false>(tw::IndexLoop{}, "", t, g, planes, x.raw(), wy.raw(), false,
+                              widx.data<int64_t>(), column_major);
+          expect_same_bytes(iy, wy, "MaxPool with indices " + what);
+          expect_same_bytes(idx, widx, "MaxPool indices " + what);
+        }
         Tensor dgot(t, x.shape()), dwant(t, x.shape());
         if (avg) {
           tw::average_pool_grad(t, g, planes, dy.raw(), dgot.raw(), false);
