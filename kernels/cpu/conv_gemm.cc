@@ -70,20 +70,14 @@ void rows_pass(const ConvGeom& g, const Taps& taps, int64_t n, int64_t c, T* row
                       i2 = o2 * g.stride[2] + off[2];
         const bool inside =
             i0 >= 0 && i0 < g.image[0] && i1 >= 0 && i1 < g.image[1] && i2 >= 0 && i2 < g.image[2];
-        // The tap's element of every channel: a strided copy (or add), the bounds checked once.
-        T* row = rows_or_image + (ni * p_size + p) * width + t;
-        if (!inside) {
-          if constexpr (!kScatter) {
-            for (int64_t ci = 0; ci < c; ++ci) row[ci * nt] = T{};
-          }
-          continue;
-        }
-        Acc* pixel = image_or_rows + ni * c * img + (i0 * g.image[1] + i1) * g.image[2] + i2;
+        const int64_t at = (i0 * g.image[1] + i1) * g.image[2] + i2;
+        const int64_t row = (ni * p_size + p) * width + t;
         for (int64_t ci = 0; ci < c; ++ci) {
+          const int64_t pixel = (ni * c + ci) * img + at;
           if constexpr (kScatter) {
-            pixel[ci * img] += row[ci * nt];
+            if (inside) image_or_rows[pixel] += rows_or_image[row + ci * nt];
           } else {
-            row[ci * nt] = pixel[ci * img];
+            rows_or_image[row + ci * nt] = inside ? image_or_rows[pixel] : T{};
           }
         }
       }
@@ -193,67 +187,18 @@ bool backward_data(const ConvGemm& p, const T* dy, const T* w, T* dx) {
   return true;
 }
 
-// x [n, c, image] as columns [c * taps, n * P] (zeros where a tap reads padding): the rows'
-// transpose. Row (ci, t) holds, image by image, the tap's pixels in output order: along the
-// last spatial dimension a strided run of the plane (contiguous for stride 1) between zeros,
-// so the copy vectorises where the rows' gather takes one element at a time.
-template <typename T>
-void cols_pass(const ConvGeom& g, const Taps& taps, int64_t n, int64_t c, const T* x, T* cols) {
-  const int64_t pp = g.cols_size(), img = g.image_size(), nt = static_cast<int64_t>(taps.size());
-  const int64_t r = n * pp;
-#pragma omp parallel for if (c * nt * r > (1 << 18))
-  for (int64_t row_index = 0; row_index < c * nt; ++row_index) {
-    const int64_t ci = row_index / nt, t = row_index % nt;
-    const auto& off = taps.offset[static_cast<size_t>(t)];
-    int64_t lo = 0, hi = 0;  // the outputs along dimension 2 that read the image
-    valid_cols(g.cols[2], g.image[2], g.stride[2], off[2], &lo, &hi);
-    T* out = cols + row_index * r;
-    for (int64_t ni = 0; ni < n; ++ni) {
-      const T* plane = x + (ni * c + ci) * img;
-      for (int64_t o0 = 0; o0 < g.cols[0]; ++o0) {
-        const int64_t i0 = o0 * g.stride[0] + off[0];
-        for (int64_t o1 = 0; o1 < g.cols[1]; ++o1, out += g.cols[2]) {
-          const int64_t i1 = o1 * g.stride[1] + off[1];
-          if (i0 < 0 || i0 >= g.image[0] || i1 < 0 || i1 >= g.image[1]) {
-            std::fill(out, out + g.cols[2], T{});
-            continue;
-          }
-          const T* src = plane + (i0 * g.image[1] + i1) * g.image[2] + off[2];
-          std::fill(out, out + lo, T{});
-          for (int64_t o2 = lo; o2 < hi; ++o2) out[o2] = src[o2 * g.stride[2]];
-          std::fill(out + hi, out + g.cols[2], T{});
-        }
-      }
-    }
-  }
-}
-
-// dy [n, m, P] as [m, n * P]: each image's block of P moved whole.
-template <typename T>
-const T* dy_cols(const ConvGemm& p, const T* dy, std::vector<T>& buf) {
-  const int64_t pp = p.g.cols_size(), r = p.n * pp;
-  if (p.n == 1) return dy;
-  T* out = scratch(buf, static_cast<size_t>(p.m * r));
-#pragma omp parallel for if (p.m * r > (1 << 18))
-  for (int64_t mi = 0; mi < p.m; ++mi) {
-    for (int64_t ni = 0; ni < p.n; ++ni)
-      std::copy_n(dy + (ni * p.m + mi) * pp, pp, out + mi * r + ni * pp);
-  }
-  return out;
-}
-
 template <typename T>
 bool backward_weights(const ConvGemm& p, const T* dy, const T* x, T* dw, T* db) {
   const Taps taps = active_taps(p.g);
   const int64_t pp = p.g.cols_size(), r = p.n * pp, k = p.g.kernel_size();
   const int64_t nt = static_cast<int64_t>(taps.size()), width = p.c * nt;
-  thread_local std::vector<T> cols_buf, dy_buf, dw_buf;
-  T* cols = scratch(cols_buf, static_cast<size_t>(width * r));
-  cols_pass(p.g, taps, p.n, p.c, x, cols);
-  const T* dyc = dy_cols(p, dy, dy_buf);
-  // dw_active [m, width] = dy_cols [m, r] . cols^T [r, width], rounded once.
+  thread_local std::vector<T> rows_buf, dy_buf, dw_buf;
+  T* rows = scratch(rows_buf, static_cast<size_t>(r * width));
+  rows_pass<T, const T, false>(p.g, taps, p.n, p.c, rows, x);
+  const T* dyr = dy_rows(p, dy, dy_buf);
+  // dw_active [m, width] = dy_rows^T [m, r] . rows [r, width], rounded once.
   T* dwa = nt == k ? dw : scratch(dw_buf, static_cast<size_t>(p.m * width));
-  if (!dnnl_matmul(product(p, false, true, p.m, width, r, r, r, p.type), dyc, cols, dwa)) {
+  if (!dnnl_matmul(product(p, true, false, p.m, width, r, p.m, width, p.type), dyr, rows, dwa)) {
     return false;
   }
   if (nt != k) {
@@ -266,12 +211,11 @@ bool backward_weights(const ConvGemm& p, const T* dy, const T* x, T* dw, T* db) 
     }
   }
   if (db) {
-    // Each output channel's row of dy_cols, summed in fp32 in order, rounded once.
-    for (int64_t mi = 0; mi < p.m; ++mi) {
-      float sum = 0.0f;
-      for (int64_t ri = 0; ri < r; ++ri) sum += load(dyc[mi * r + ri]);
-      db[mi] = store<T>(sum);
+    std::vector<float> sum(static_cast<size_t>(p.m), 0.0f);
+    for (int64_t ri = 0; ri < r; ++ri) {
+      for (int64_t mi = 0; mi < p.m; ++mi) sum[static_cast<size_t>(mi)] += load(dyr[ri * p.m + mi]);
     }
+    for (int64_t mi = 0; mi < p.m; ++mi) db[mi] = store<T>(sum[static_cast<size_t>(mi)]);
   }
   return true;
 }

@@ -9,21 +9,18 @@
 //   rows[r, (c, t)] = x[n, c, image index of tap t at output position p], r = n * P + p
 //   forward          y_n[m, p]     = W[m, (c, t)] . rows_n[p, (c, t)]^T   (batched over n)
 //   backward data    drows_n[p, :] = dy_n[:, p]^T . W                     then scattered to dx
-//   backward weights dW[m, (c, t)] = dy_cols[m, r] . cols[(c, t), r]^T
+//   backward weights dW[m, (c, t)] = dy^T[m, r] . rows[r, (c, t)]
 //
-// where cols = rows^T is gathered as such (a row per channel and tap, runs of the image along
-// the last dimension, a copy that vectorises) and dy_cols [m, r] moves each image's [m, P]
-// block whole (the rows' layouts would be element-by-element transposes); t runs over the *active*
-// taps only: those that read the image at some output position (per spatial dimension, so the
-// active set is a product of index ranges). The GEMMs read W where it lives (no reorder) and run
-// through oneDNN's matmul (kernels/cpu/dnnl_matmul.h), fp32 accumulation and one rounding of each
-// result: bf16 weights and activations multiply natively, and the backward data's overlapping taps
-// are summed in fp32 before their one rounding. Weight-gradient entries of inactive taps are
-// exactly zero (they multiply only padding). Scratch (the gathered rows or columns, dy rearranged,
-// fp32 partial input gradients) is per thread and kept between calls; each buffer is no larger than
-// the convolution's weights (the rows: no more output positions than output channels), its output
-// or its input, in fp32 at most; the bf16 weight gradient's own rule (below) bounds its columns at
-// kWeightGradMaxGathered elements.
+// with t over the *active* taps only: those that read the image at some output position (per
+// spatial dimension, so the active set is a product of index ranges). The GEMMs read W where it
+// lives (no reorder) and run through oneDNN's matmul (kernels/cpu/dnnl_matmul.h), fp32
+// accumulation and one rounding of each result: bf16 weights and activations multiply natively,
+// and the backward data's overlapping taps are summed in fp32 before their one rounding.
+// Weight-gradient entries of inactive taps are exactly zero (they multiply only padding).
+// Scratch (the gathered rows, dy's transpose, fp32 partial input gradients) is per thread and
+// kept between calls; each buffer is no larger than the convolution's weights (the rows: no
+// more output positions than output channels), its output or its input, in fp32 at most; the
+// bf16 weight gradient's own rule (below) bounds its rows at kWeightGradMaxGathered elements.
 #pragma once
 
 #include <cstdint>
