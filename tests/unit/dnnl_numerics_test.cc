@@ -241,9 +241,9 @@ TEST_P(DnnlNumerics, ConvGradDataWeightsAndBias) {
 // (kernels/cpu/conv_gemm.h). One case per shape: ResNet's last stage on 32x32 images (1x1
 // maps under a padded 3x3 window: the centre tap alone reads the image), a 2x2 map (every tap
 // active, transposes between the GEMM's rows and NCHW), a stride-2 reduction of 2x2 to 1x1 (four
-// taps), a stride-2 reduction of 4x4 to 2x2 (strided runs of the image in the weight gradient's
-// columns), a 1x3 map (one kernel row active) and the strided, dilated, unevenly padded default
-// case with enough output channels.
+// taps), a stride-2 reduction of 4x4 to 2x2 (several outputs a row, gathered with the stride), a
+// 1x3 map (one kernel row active) and the strided, dilated, unevenly padded default case with
+// enough output channels.
 TEST_P(DnnlNumerics, ConvAsGemmWhereWeightsOutweighActivations) {
   auto small = [](int64_t n, int64_t c, int64_t m, int64_t h, int64_t w, int64_t stride) {
     return square(n, c, m, 1, h, w, 3, stride, 1);
