@@ -1,11 +1,12 @@
 // CPU twin of kernels/cuda/pool.cu, and the CPU backend's MaxPool, AveragePool, their Global
-// forms and gradients, in pool_math.h's order: MaxPool with indices runs its argmax_window per
-// output (found through per-dimension window tables instead of the kernels' per-index
-// divisions); MaxPool without indices and AveragePool fold_window's order a row at a time; the
-// gradients scatter each output's share in increasing output order, which is the order in which the
-// kernels' per-dx-element gathers (max_grad_at, average_grad_at) add them, so every dx element gets
-// the same sum. GlobalAveragePool emulates the block reduction (thread sums, then the tree). Planes
-// are independent: they run in parallel (OpenMP) without changing a bit.
+// forms and gradients, in pool_math.h's order: MaxPool with indices and MaxPoolGrad find
+// argmax_window's first maximum a row of outputs at a time (argmax_row; windows through
+// per-dimension tables instead of the kernels' per-index divisions); MaxPool without indices
+// and AveragePool fold_window's order a row at a time; the gradients scatter each output's
+// share in increasing output order, which is the order in which the kernels' per-dx-element
+// gathers (max_grad_at, average_grad_at) add them, so every dx element gets the same sum.
+// GlobalAveragePool emulates the block reduction (thread sums, then the tree). Planes are
+// independent: they run in parallel (OpenMP) without changing a bit.
 #include "kernels/twin/pool.h"
 
 #include <vector>
@@ -82,7 +83,7 @@ Interior interior(const pm::Geom& g, const WindowTable& table) {
 // interior's outputs share their taps along dimensions 0 and 1 and each has all of its taps
 // along 2, so the taps are visited in argmax_window's order for all of them at once: the first
 // tap taken as it is (argmax_window's `arg < 0`), then each later one where it is greater,
-// by selects that vectorise across the outputs (which tap wins is data; a branch on it
+// by selects, each output a chain of its own (which tap wins is data; a branch on it
 // mispredicts). The other outputs run argmax_window itself.
 template <typename T>
 void argmax_row(const pm::Geom& g, const WindowTable& table, const Interior& in, int64_t o0,
@@ -95,8 +96,8 @@ void argmax_row(const pm::Geom& g, const WindowTable& table, const Interior& in,
     if (o2 == n2) break;
     value[o2] = pm::argmax_window(g, table.at(o0, o1, o2), xp, &arg[o2]);
   }
-  const pm::Window w = table.at(o0, o1, in.begin);
   if (in.begin == in.end) return;
+  const pm::Window w = table.at(o0, o1, in.begin);
   if (w.lo[0] == w.hi[0] || w.lo[1] == w.hi[1]) {  // no taps: argmax_window's empty window
     for (int64_t o2 = in.begin; o2 < in.end; ++o2) {
       value[o2] = E::lowest();

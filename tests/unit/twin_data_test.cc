@@ -540,6 +540,7 @@ const std::vector<PoolCase>& pool_cases() {
       {{2, 2, 7, 7}, {3, 2}, {3, 1}, {2, 0, 2, 1}, {1, 2}, 1},
       {{1, 3, 5, 6}, {2, 2}, {1, 1}, {2, 0, 0, 0}, {1, 1}, 0},  // the first windows are all padding
       {{1, 1, 6, 6}, {6, 6}, {1, 1}, {0, 0, 0, 0}, {1, 1}, 0},
+      {{2, 3, 2, 2}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, 0},     // every window reaches padding
       {{4, 16, 32, 32}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, 0},  // planes in parallel
   };
   return cases;
