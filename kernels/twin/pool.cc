@@ -123,10 +123,11 @@ void argmax_row(const pm::Geom& g, const WindowTable& table, const Interior& in,
         }
         for (int64_t o2 = in.begin; o2 < in.end; ++o2) {
           const int64_t off = tap + start2[o2];
-          const M v = E::load(xp[off]);
-          const bool take = v > value[o2];
-          value[o2] = take ? v : value[o2];
-          arg[o2] = take ? off : arg[o2];
+          const M v = E::load(xp[off]), best = value[o2];
+          // A mask, not `take ? off : arg`: GCC turns that pair of selects into a branch.
+          const int64_t take = -static_cast<int64_t>(v > best);
+          value[o2] = v > best ? v : best;
+          arg[o2] = (off & take) | (arg[o2] & ~take);
         }
       }
     }
