@@ -83,8 +83,8 @@ Interior interior(const pm::Geom& g, const WindowTable& table) {
 // interior's outputs share their taps along dimensions 0 and 1 and each has all of its taps
 // along 2, so the taps are visited in argmax_window's order for all of them at once: the first
 // tap taken as it is (argmax_window's `arg < 0`), then each later one where it is greater,
-// by selects, each output a chain of its own (which tap wins is data; a branch on it
-// mispredicts). The other outputs run argmax_window itself.
+// without a branch (which tap wins is data; a branch on it mispredicts), each output a chain
+// of its own. The other outputs run argmax_window itself.
 template <typename T>
 void argmax_row(const pm::Geom& g, const WindowTable& table, const Interior& in, int64_t o0,
                 int64_t o1, const T* xp, typename pm::PoolElem<T>::Math* value, int64_t* arg) {
