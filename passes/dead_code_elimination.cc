@@ -1,17 +1,59 @@
 #include "passes/dead_code_elimination.h"
 
+#include <onnx/defs/schema.h>
+
 #include <algorithm>
 #include <set>
 
+#include "ops/schemas/ampc_schemas.h"
+
 namespace ampc::passes {
+namespace {
+
+// Values that count as read whatever their uses: graph outputs and both ends of state updates.
+std::set<const ir::Value*> kept_values(const ir::Model& model) {
+  std::set<const ir::Value*> kept(model.graph->outputs.begin(), model.graph->outputs.end());
+  for (const auto& u : model.state_updates) {
+    kept.insert(u.source);
+    kept.insert(u.target);
+  }
+  return kept;
+}
+
+// Output k of an ampc-domain node may be left out when its schema says it is optional. Only
+// this project's own ops: their kernels compute nothing for an omitted output (ConvGrad without
+// dX skips the backward-data convolution). Some ONNX ops read their outputs' presence as a mode
+// (BatchNormalization before opset 14 trains when its statistics outputs are there).
+bool omittable_output(const ir::Node& n, size_t k) {
+  if (n.domain != ops::kAmpcDomain) return false;
+  const onnx::OpSchema* schema =
+      onnx::OpSchemaRegistry::Schema(n.op_type, ops::kAmpcDomainVersion, n.domain);
+  if (!schema || k >= schema->outputs().size()) return false;
+  return schema->outputs()[k].GetOption() == onnx::OpSchema::Optional;
+}
+
+// Leaves out the optional outputs of the remaining ampc nodes that nobody reads (a ConvGrad's
+// dX of the image input, its dB of a convolution without bias); returns how many.
+int drop_unread_outputs(ir::Graph& g, const std::set<const ir::Value*>& kept) {
+  ops::register_ampc_schemas();
+  std::set<const ir::Value*> dropped;
+  for (const auto& n : g.nodes) {
+    for (size_t k = 0; k < n->outputs.size(); ++k) {
+      ir::Value* v = n->outputs[k];
+      if (!v || !v->uses.empty() || kept.count(v) || !omittable_output(*n, k)) continue;
+      ir::set_output(n.get(), k, nullptr);
+      dropped.insert(v);
+    }
+  }
+  g.erase_values_if([&](const ir::Value& v) { return dropped.count(&v) > 0; });
+  return static_cast<int>(dropped.size());
+}
+
+}  // namespace
 
 int eliminate_dead_code(ir::Model& model, const DeadCodeOptions&) {
   ir::Graph& g = *model.graph;
-  std::set<const ir::Value*> outputs(g.outputs.begin(), g.outputs.end());
-  for (const auto& u : model.state_updates) {
-    outputs.insert(u.source);
-    outputs.insert(u.target);
-  }
+  const std::set<const ir::Value*> outputs = kept_values(model);
   // Walk backwards so a chain of dead nodes goes in one sweep: a use by a node already found
   // dead does not count (its readers come after it), the nodes go in one removal at the end.
   std::vector<ir::Node*> dead;
@@ -30,6 +72,7 @@ int eliminate_dead_code(ir::Model& model, const DeadCodeOptions&) {
   }
   const int removed = static_cast<int>(dead.size());
   g.remove_nodes(dead);
+  drop_unread_outputs(g, outputs);
   // Initializers nobody reads (left over from folding, or unused in the model).
   std::erase_if(g.initializers, [&](ir::Value* v) {
     return v->uses.empty() && !v->is_graph_input && !outputs.count(v);
