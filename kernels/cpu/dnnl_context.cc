@@ -2,6 +2,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <mutex>
 #include <unordered_map>
 
@@ -126,6 +127,9 @@ std::unique_ptr<Prepared> prepare(const dnnl::primitive_desc_base& pd, dnnl::pri
     arg.user = a.user;
     arg.inner = pd.query_md(dnnl::query::exec_arg_md, a.id);
     if (arg.inner != arg.user) {
+      arg.serial_reorder =
+          std::max(arg.user.get_size(), arg.inner.get_size()) <= kSerialReorderBytes;
+      const SerialScope scope(arg.serial_reorder);
       arg.reorder = a.output ? std::make_unique<dnnl::reorder>(dnnl::reorder::primitive_desc(
                                    engine(), arg.inner, engine(), arg.user))
                              : std::make_unique<dnnl::reorder>(dnnl::reorder::primitive_desc(
@@ -160,6 +164,7 @@ void execute(const Prepared& p, const std::vector<const void*>& buffers) {
     if (a.output) {
       copy_back.emplace_back(inner, user);
     } else {
+      const SerialScope serial(a.serial_reorder);
       a.reorder->execute(s, {{DNNL_ARG_FROM, user}, {DNNL_ARG_TO, inner}});
     }
     exec_args.emplace(a.id, inner);
@@ -175,6 +180,7 @@ void execute(const Prepared& p, const std::vector<const void*>& buffers) {
   size_t k = 0;
   for (const Prepared::Arg& a : p.args) {
     if (a.reorder && a.output) {
+      const SerialScope serial(a.serial_reorder);
       a.reorder->execute(s,
                          {{DNNL_ARG_FROM, copy_back[k].first}, {DNNL_ARG_TO, copy_back[k].second}});
       ++k;
