@@ -187,29 +187,101 @@ bool backward_data(const ConvGemm& p, const T* dy, const T* w, T* dx) {
   return true;
 }
 
+// Per output position p and active tap t (index p * taps + t): the image index the tap reads
+// there, or -1 where it reads padding.
+std::vector<int64_t> tap_pixels(const ConvGeom& g, const Taps& taps) {
+  const int64_t p_size = g.cols_size(), nt = static_cast<int64_t>(taps.size());
+  std::vector<int64_t> at(static_cast<size_t>(p_size * nt));
+  for (int64_t p = 0; p < p_size; ++p) {
+    const int64_t o2 = p % g.cols[2], o1 = (p / g.cols[2]) % g.cols[1],
+                  o0 = p / (g.cols[2] * g.cols[1]);
+    for (int64_t t = 0; t < nt; ++t) {
+      const auto& off = taps.offset[static_cast<size_t>(t)];
+      const int64_t i0 = o0 * g.stride[0] + off[0], i1 = o1 * g.stride[1] + off[1],
+                    i2 = o2 * g.stride[2] + off[2];
+      const bool inside =
+          i0 >= 0 && i0 < g.image[0] && i1 >= 0 && i1 < g.image[1] && i2 >= 0 && i2 < g.image[2];
+      at[static_cast<size_t>(p * nt + t)] = inside ? (i0 * g.image[1] + i1) * g.image[2] + i2 : -1;
+    }
+  }
+  return at;
+}
+
+// The rows tap-major: rows [n * P, taps * c], row (ni, p) holding for each active tap t the c
+// channels of the pixel it reads (zeros where it reads padding). Each image is first
+// transposed to pixels x channels, so that a tap's c values are one contiguous copy: the
+// channel-major rows_pass reads and writes one element at a time, at strides of a plane and of
+// the tap count.
+template <typename T>
+void tap_major_rows(const ConvGeom& g, const Taps& taps, int64_t n, int64_t c, const T* x,
+                    T* rows) {
+  const int64_t p_size = g.cols_size(), img = g.image_size(),
+                nt = static_cast<int64_t>(taps.size()), width = c * nt;
+  const std::vector<int64_t> at = tap_pixels(g, taps);
+#pragma omp parallel for if (n * p_size * width > (1 << 18))
+  for (int64_t ni = 0; ni < n; ++ni) {
+    thread_local std::vector<T> pixels_buf;
+    T* pixels = scratch(pixels_buf, static_cast<size_t>(img * c));  // [img, c]
+    const T* image = x + ni * c * img;
+    for (int64_t ci = 0; ci < c; ++ci) {
+      for (int64_t i = 0; i < img; ++i) pixels[i * c + ci] = image[ci * img + i];
+    }
+    for (int64_t p = 0; p < p_size; ++p) {
+      T* row = rows + (ni * p_size + p) * width;
+      for (int64_t t = 0; t < nt; ++t) {
+        const int64_t pixel = at[static_cast<size_t>(p * nt + t)];
+        if (pixel < 0) {
+          std::fill(row + t * c, row + (t + 1) * c, T{});
+        } else {
+          std::copy(pixels + pixel * c, pixels + (pixel + 1) * c, row + t * c);
+        }
+      }
+    }
+  }
+}
+
+// dw [m, c, kernel] from the active taps' gradient dwa [m, width]: zeros at the inactive taps,
+// dwa's columns at the active ones, which are channel-major (c, t) or tap-major (t, c).
+template <typename T>
+void spread_weight_grad(const ConvGemm& p, const Taps& taps, const T* dwa, bool tap_major, T* dw) {
+  const int64_t k = p.g.kernel_size(), nt = static_cast<int64_t>(taps.size()), width = p.c * nt;
+  // dwa's column of (channel ci, tap t) is ci * c_step + t * t_step.
+  const int64_t c_step = tap_major ? 1 : nt, t_step = tap_major ? p.c : 1;
+#pragma omp parallel for if (p.m * p.c * k > (1 << 18))
+  for (int64_t mi = 0; mi < p.m; ++mi) {
+    for (int64_t ci = 0; ci < p.c; ++ci) {
+      T* row = dw + (mi * p.c + ci) * k;
+      const T* from = dwa + mi * width + ci * c_step;
+      if (nt != k) std::fill(row, row + k, T{});
+      for (int64_t t = 0; t < nt; ++t) row[taps.flat[static_cast<size_t>(t)]] = from[t * t_step];
+    }
+  }
+}
+
 template <typename T>
 bool backward_weights(const ConvGemm& p, const T* dy, const T* x, T* dw, T* db) {
   const Taps taps = active_taps(p.g);
   const int64_t pp = p.g.cols_size(), r = p.n * pp, k = p.g.kernel_size();
   const int64_t nt = static_cast<int64_t>(taps.size()), width = p.c * nt;
+  // More rows than output channels (the bf16 weight gradient's own rule): the rows are gathered
+  // tap-major, and the gradient's columns are put back in W's order afterwards, a pass over
+  // fewer elements than the rows have. Else channel-major, W's order already.
+  const bool tap_major = r > p.m;
   thread_local std::vector<T> rows_buf, dy_buf, dw_buf;
   T* rows = scratch(rows_buf, static_cast<size_t>(r * width));
-  rows_pass<T, const T, false>(p.g, taps, p.n, p.c, rows, x);
+  if (tap_major) {
+    tap_major_rows(p.g, taps, p.n, p.c, x, rows);
+  } else {
+    rows_pass<T, const T, false>(p.g, taps, p.n, p.c, rows, x);
+  }
   const T* dyr = dy_rows(p, dy, dy_buf);
   // dw_active [m, width] = dy_rows^T [m, r] . rows [r, width], rounded once.
-  T* dwa = nt == k ? dw : scratch(dw_buf, static_cast<size_t>(p.m * width));
+  const bool in_place = nt == k && !tap_major;
+  T* dwa = in_place ? dw : scratch(dw_buf, static_cast<size_t>(p.m * width));
   if (!dnnl_matmul(product(p, true, false, p.m, width, r, p.m, width, p.type), dyr, rows, dwa)) {
     return false;
   }
-  if (nt != k) {
-    // One pass over dw: zeros at the inactive taps, the products at the active ones.
-#pragma omp parallel for if (p.m * p.c * k > (1 << 18))
-    for (int64_t mc = 0; mc < p.m * p.c; ++mc) {
-      T* row = dw + mc * k;
-      std::fill(row, row + k, T{});
-      for (int64_t t = 0; t < nt; ++t) row[taps.flat[static_cast<size_t>(t)]] = dwa[mc * nt + t];
-    }
-  }
+  if (!in_place) spread_weight_grad(p, taps, dwa, tap_major, dw);
   if (db) {
     std::vector<float> sum(static_cast<size_t>(p.m), 0.0f);
     for (int64_t ri = 0; ri < r; ++ri) {

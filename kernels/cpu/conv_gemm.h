@@ -7,6 +7,7 @@
 // though on a 1x1 map with padding 1 eight of a 3x3 window's nine taps read only padding. Here:
 //
 //   rows[r, (c, t)] = x[n, c, image index of tap t at output position p], r = n * P + p
+//                    (tap-major, rows[r, (t, c)], for the weight gradient where r > m)
 //   forward          y_n[m, p]     = W[m, (c, t)] . rows_n[p, (c, t)]^T   (batched over n)
 //   backward data    drows_n[p, :] = dy_n[:, p]^T . W                     then scattered to dx
 //   backward weights dW[m, (c, t)] = dy^T[m, r] . rows[r, (c, t)]

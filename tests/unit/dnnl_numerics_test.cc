@@ -263,15 +263,23 @@ TEST_P(DnnlNumerics, ConvAsGemmWhereWeightsOutweighActivations) {
 }
 
 // bf16 weight gradients whose GEMM is wide (channels x active taps >= 512) take the GEMM
-// formulation although the activations outweigh the weights, as ResNet's second stage at 32x32
-// does; their input gradients stay with oneDNN. fp32 keeps oneDNN for both.
+// formulation although the activations outweigh the weights, as ResNet's first and second
+// stages at 32x32 do, with the rows gathered tap-major; their input gradients stay with oneDNN.
+// fp32 keeps oneDNN for both. One case per shape: every tap active, a stride-2 reduction of
+// 8x8 to 4x4, and 1x8 maps whose window's first and last kernel rows read only padding.
 TEST_P(DnnlNumerics, Bf16WeightGradAsGemmWhereItsGemmIsWide) {
+  for (const ConvCase& wide :
+       {square(2, 64, 16, 1, 4, 4, 3, 1, 1), square(2, 64, 16, 1, 8, 8, 3, 2, 1),
+        square(4, 192, 16, 1, 1, 8, 3, 1, 1)}) {
+    SCOPED_TRACE("map " + std::to_string(wide.h) + "x" + std::to_string(wide.w) + ", stride " +
+                 std::to_string(wide.sh));
+    const kernels::cpu::ConvGemm p{geometry(wide), wide.n, wide.c, wide.m, GetParam()};
+    EXPECT_FALSE(kernels::cpu::conv_gemm_serves(p, 1));
+    EXPECT_EQ(kernels::cpu::conv_gemm_serves_weight_grad(p, 1),
+              GetParam() == DType::kBFloat16 && kernels::cpu::dnnl_bf16_native());
+    check_conv_grad(GetParam(), wide);
+  }
   ConvCase cc = square(2, 64, 16, 1, 4, 4, 3, 1, 1);
-  const kernels::cpu::ConvGemm p{geometry(cc), cc.n, cc.c, cc.m, GetParam()};
-  EXPECT_FALSE(kernels::cpu::conv_gemm_serves(p, 1));
-  EXPECT_EQ(kernels::cpu::conv_gemm_serves_weight_grad(p, 1),
-            GetParam() == DType::kBFloat16 && kernels::cpu::dnnl_bf16_native());
-  check_conv_grad(GetParam(), cc);
   cc.c = 8;  // 72 columns: a narrow GEMM stays with oneDNN
   EXPECT_FALSE(
       kernels::cpu::conv_gemm_serves_weight_grad({geometry(cc), cc.n, cc.c, cc.m, GetParam()}, 1));
