@@ -249,11 +249,13 @@ void spread_weight_grad(const ConvGemm& p, const Taps& taps, const T* dwa, bool 
   const int64_t c_step = tap_major ? 1 : nt, t_step = tap_major ? p.c : 1;
 #pragma omp parallel for if (p.m * p.c * k > (1 << 18))
   for (int64_t mi = 0; mi < p.m; ++mi) {
-    for (int64_t ci = 0; ci < p.c; ++ci) {
-      T* row = dw + (mi * p.c + ci) * k;
-      const T* from = dwa + mi * width + ci * c_step;
-      if (nt != k) std::fill(row, row + k, T{});
-      for (int64_t t = 0; t < nt; ++t) row[taps.flat[static_cast<size_t>(t)]] = from[t * t_step];
+    T* rows = dw + mi * p.c * k;
+    // Zeros first, in one run per output channel (a fill per row of k is a call per row).
+    if (nt != k) std::fill(rows, rows + p.c * k, T{});
+    for (int64_t t = 0; t < nt; ++t) {
+      const int64_t tap = taps.flat[static_cast<size_t>(t)];
+      const T* from = dwa + mi * width + t * t_step;
+      for (int64_t ci = 0; ci < p.c; ++ci) rows[ci * k + tap] = from[ci * c_step];
     }
   }
 }
