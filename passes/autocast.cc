@@ -266,11 +266,11 @@ class Autocaster {
         bn_noted_ = true;
       }
     }
-    if (target == DType::kBFloat16 && n.op_type == "Conv" && n.domain.empty() &&
-        !allows(*schema, param, target)) {
-      // ONNX's Conv has no bfloat16 in these opsets: ampc.Conv is the same op with it.
-      use_ampc_conv(n);
-      d.rule += "; as ampc.Conv (ONNX's Conv has no bf16)";
+    if (target == DType::kBFloat16 && has_bf16_twin(n) && !allows(*schema, param, target)) {
+      // ONNX's Conv and MaxPool have no bfloat16 in these opsets: ampc.Conv and ampc.MaxPool
+      // are the same ops with it.
+      use_ampc_domain(n);
+      d.rule += "; as ampc." + n.op_type + " (ONNX's " + n.op_type + " has no bf16)";
     } else if (!allows(*schema, param, target)) {
       d.rule += "; fp32: opset " + std::to_string(*version) + " " + n.op_type + " has no " +
                 std::string(dtype_name(target));
@@ -289,7 +289,11 @@ class Autocaster {
     decide(n, target, std::move(d.rule));
   }
 
-  void use_ampc_conv(ir::Node& n) {
+  static bool has_bf16_twin(const ir::Node& n) {
+    return n.domain.empty() && (n.op_type == "Conv" || n.op_type == "MaxPool");
+  }
+
+  void use_ampc_domain(ir::Node& n) {
     ops::register_ampc_schemas();
     n.domain = ops::kAmpcDomain;
     if (!model_.opset_version(ops::kAmpcDomain))

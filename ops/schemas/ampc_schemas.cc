@@ -79,6 +79,23 @@ OpSchema conv() {
   return s;
 }
 
+// Nor has its MaxPool (bfloat16 came with opset 22): autocast uses this op, the same MaxPool
+// with bfloat16 allowed, where a bf16 plan's MaxPool follows its bf16 input, as torch's
+// max_pool2d does under autocast.
+OpSchema max_pool() {
+  OpSchema s = base("MaxPool", "ONNX's MaxPool (opset 12 semantics), with bfloat16 allowed.");
+  s.Attr("ceil_mode", "As ONNX MaxPool's.", AttributeProto::INT, static_cast<int64_t>(0))
+      .Attr("storage_order", "As ONNX MaxPool's.", AttributeProto::INT, static_cast<int64_t>(0))
+      .TypeConstraint("I", {"tensor(int64)"}, "Indices.")
+      .Input(0, "X", "Input.", "T")
+      .Output(0, "Y", "Output.", "T")
+      .Output(1, "Indices", "Flat indices of the maxima.", "I", OpSchema::Optional)
+      .TypeAndShapeInferenceFunction([](onnx::InferenceContext& ctx) {
+        onnx::OpSchemaRegistry::Schema("MaxPool", 12)->GetTypeAndShapeInferenceFunction()(ctx);
+      });
+  return s;
+}
+
 OpSchema pool_grad(const char* name, const char* doc) {
   OpSchema s = base(name, doc);
   s.Attr("ceil_mode", "As the forward op's.", AttributeProto::INT, static_cast<int64_t>(0))
@@ -121,6 +138,7 @@ void register_ampc_schemas() {
         kAmpcDomain, kAmpcDomainVersion, kAmpcDomainVersion);
     onnx::RegisterSchema(conv_grad());
     onnx::RegisterSchema(conv());
+    onnx::RegisterSchema(max_pool());
     onnx::RegisterSchema(batch_norm_grad());
     onnx::RegisterSchema(pool_grad("MaxPoolGrad", "Gradient of MaxPool(X) given dY."));
     OpSchema avg = pool_grad("AveragePoolGrad", "Gradient of AveragePool(X) given dY.");

@@ -344,6 +344,7 @@ void register_nn_gradients(GradientRegistry& r) {
   r.add(ops::OpKey(kAmpcDomain, "Conv"), conv);  // the bf16 Conv autocast substitutes
   r.add("ConvTranspose", conv_transpose);
   r.add("MaxPool", [](GradContext& c) { pool(c, true); });
+  r.add(ops::OpKey(kAmpcDomain, "MaxPool"), [](GradContext& c) { pool(c, true); });
   r.add("AveragePool", [](GradContext& c) { pool(c, false); });
   r.add("GlobalAveragePool", global_average_pool);
   r.add("BatchNormalization", batch_norm);

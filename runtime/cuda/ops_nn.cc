@@ -449,6 +449,7 @@ void register_nn_ops(BuilderTable& t) {
   t.add("ampc", "UpdateScale", build_update_scale);
   t.add("ampc", "ClipGradNorm", build_clip_grad_norm);
   t.add("", "MaxPool", build_pool);
+  t.add("ampc", "MaxPool", build_pool);  // bf16 MaxPool (ONNX's MaxPool has no bf16)
   t.add("", "AveragePool", build_pool);
   t.add("ampc", "MaxPoolGrad", build_pool_grad);
   t.add("ampc", "AveragePoolGrad", build_pool_grad);

@@ -71,12 +71,16 @@ void expect_mixed_structure(const ir::Model& m, DType low, const std::set<std::s
   const ir::Graph& g = *m.graph;
   int low_ops = 0;
   for (const auto& n : g.nodes) {
-    // ONNX's Conv has no bfloat16 in libonnx 1.12's opsets: in bf16 autocast uses ampc.Conv,
-    // the same op with bfloat16 allowed.
-    const bool ampc_conv = n->domain == "ampc" && n->op_type == "Conv";
-    if ((!is_default_domain(*n) && !ampc_conv) || !forward.count(n->name)) continue;
-    if (n->op_type == "Conv") {
-      EXPECT_EQ(ampc_conv, low == DType::kBFloat16) << n->label();
+    // ONNX's Conv and MaxPool have no bfloat16 in libonnx 1.12's opsets: in bf16 autocast
+    // uses ampc.Conv and ampc.MaxPool, the same ops with bfloat16 allowed. A MaxPool follows
+    // its input, which in these models is the low output of a convolution's block.
+    const bool twin_op = n->op_type == "Conv" || n->op_type == "MaxPool";
+    const bool ampc_twin = n->domain == "ampc" && twin_op;
+    if ((!is_default_domain(*n) && !ampc_twin) || !forward.count(n->name)) continue;
+    if (twin_op) {
+      EXPECT_EQ(ampc_twin, low == DType::kBFloat16) << n->label();
+      EXPECT_EQ(compute_dtype(*n), low) << n->label();
+      EXPECT_EQ(n->outputs[0]->type.dtype, low) << n->label();
     }
     if (is_low_op(n->op_type)) {
       ++low_ops;

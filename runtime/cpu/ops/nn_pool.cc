@@ -144,6 +144,7 @@ void max_unpool_op(OpContext& ctx) {
 
 void register_pool_ops(OpRegistry& r) {
   add_widened(r, "MaxPool", pool_op<Pool::kMax, false>);
+  add_widened(r, "MaxPool", pool_op<Pool::kMax, false>, {}, "ampc");  // with bf16 (autocast)
   add_widened(r, "AveragePool", pool_op<Pool::kAvg, false>);
   add_widened(r, "LpPool", pool_op<Pool::kLp, false>);
   add_widened(r, "GlobalMaxPool", pool_op<Pool::kMax, true>);
