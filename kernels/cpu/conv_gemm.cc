@@ -51,6 +51,26 @@ T* scratch(std::vector<T>& v, size_t n) {
   return v.data();
 }
 
+// Per output position p and active tap t (index p * taps + t): the image index the tap reads
+// there, or -1 where it reads padding.
+std::vector<int64_t> tap_pixels(const ConvGeom& g, const Taps& taps) {
+  const int64_t p_size = g.cols_size(), nt = static_cast<int64_t>(taps.size());
+  std::vector<int64_t> at(static_cast<size_t>(p_size * nt));
+  for (int64_t p = 0; p < p_size; ++p) {
+    const int64_t o2 = p % g.cols[2], o1 = (p / g.cols[2]) % g.cols[1],
+                  o0 = p / (g.cols[2] * g.cols[1]);
+    for (int64_t t = 0; t < nt; ++t) {
+      const auto& off = taps.offset[static_cast<size_t>(t)];
+      const int64_t i0 = o0 * g.stride[0] + off[0], i1 = o1 * g.stride[1] + off[1],
+                    i2 = o2 * g.stride[2] + off[2];
+      const bool inside =
+          i0 >= 0 && i0 < g.image[0] && i1 >= 0 && i1 < g.image[1] && i2 >= 0 && i2 < g.image[2];
+      at[static_cast<size_t>(p * nt + t)] = inside ? (i0 * g.image[1] + i1) * g.image[2] + i2 : -1;
+    }
+  }
+  return at;
+}
+
 // rows [n * P, c * taps] from x [n, c, image] (zeros where a tap reads padding), or the adjoint:
 // dx [n, c, image] (float, zeroed by the caller) += the scatter of drows.
 template <typename T, typename Acc, bool kScatter>
@@ -59,25 +79,19 @@ void rows_pass(const ConvGeom& g, const Taps& taps, int64_t n, int64_t c, T* row
   const int64_t p_size = g.cols_size(), img = g.image_size(),
                 nt = static_cast<int64_t>(taps.size());
   const int64_t width = c * nt;
+  const std::vector<int64_t> at = tap_pixels(g, taps);
 #pragma omp parallel for if (n * p_size * width > (1 << 18))
   for (int64_t ni = 0; ni < n; ++ni) {
     for (int64_t p = 0; p < p_size; ++p) {
-      const int64_t o2 = p % g.cols[2], o1 = (p / g.cols[2]) % g.cols[1],
-                    o0 = p / (g.cols[2] * g.cols[1]);
       for (int64_t t = 0; t < nt; ++t) {
-        const auto& off = taps.offset[static_cast<size_t>(t)];
-        const int64_t i0 = o0 * g.stride[0] + off[0], i1 = o1 * g.stride[1] + off[1],
-                      i2 = o2 * g.stride[2] + off[2];
-        const bool inside =
-            i0 >= 0 && i0 < g.image[0] && i1 >= 0 && i1 < g.image[1] && i2 >= 0 && i2 < g.image[2];
-        const int64_t at = (i0 * g.image[1] + i1) * g.image[2] + i2;
+        const int64_t pixel = at[static_cast<size_t>(p * nt + t)];
         const int64_t row = (ni * p_size + p) * width + t;
         for (int64_t ci = 0; ci < c; ++ci) {
-          const int64_t pixel = (ni * c + ci) * img + at;
+          const int64_t from = (ni * c + ci) * img + pixel;
           if constexpr (kScatter) {
-            if (inside) image_or_rows[pixel] += rows_or_image[row + ci * nt];
+            if (pixel >= 0) image_or_rows[from] += rows_or_image[row + ci * nt];
           } else {
-            rows_or_image[row + ci * nt] = inside ? image_or_rows[pixel] : T{};
+            rows_or_image[row + ci * nt] = pixel >= 0 ? image_or_rows[from] : T{};
           }
         }
       }
@@ -185,26 +199,6 @@ bool backward_data(const ConvGemm& p, const T* dy, const T* w, T* dx) {
     for (int64_t i = 0; i < dx_size; ++i) dx[i] = store<T>(acc[i]);
   }
   return true;
-}
-
-// Per output position p and active tap t (index p * taps + t): the image index the tap reads
-// there, or -1 where it reads padding.
-std::vector<int64_t> tap_pixels(const ConvGeom& g, const Taps& taps) {
-  const int64_t p_size = g.cols_size(), nt = static_cast<int64_t>(taps.size());
-  std::vector<int64_t> at(static_cast<size_t>(p_size * nt));
-  for (int64_t p = 0; p < p_size; ++p) {
-    const int64_t o2 = p % g.cols[2], o1 = (p / g.cols[2]) % g.cols[1],
-                  o0 = p / (g.cols[2] * g.cols[1]);
-    for (int64_t t = 0; t < nt; ++t) {
-      const auto& off = taps.offset[static_cast<size_t>(t)];
-      const int64_t i0 = o0 * g.stride[0] + off[0], i1 = o1 * g.stride[1] + off[1],
-                    i2 = o2 * g.stride[2] + off[2];
-      const bool inside =
-          i0 >= 0 && i0 < g.image[0] && i1 >= 0 && i1 < g.image[1] && i2 >= 0 && i2 < g.image[2];
-      at[static_cast<size_t>(p * nt + t)] = inside ? (i0 * g.image[1] + i1) * g.image[2] + i2 : -1;
-    }
-  }
-  return at;
 }
 
 // The rows tap-major: rows [n * P, taps * c], row (ni, p) holding for each active tap t the c
