@@ -1,6 +1,8 @@
 // Gradient ops of ampc's "ampc" domain (their schemas: ops/schemas/ampc_schemas.h):
-// ConvGrad, MaxPoolGrad and AveragePoolGrad. They take the forward op's window (WindowParams) and
-// compute in the input type (float or double; 16-bit inputs widened).
+// ConvGrad, MaxPoolGrad and AveragePoolGrad. They take the forward op's window (WindowParams).
+// ConvGrad computes in the input type (float or double; 16-bit inputs widened, or bf16 on
+// oneDNN); the pooling gradients run the CUDA kernels' twin on any float type, fp32 math and
+// one rounding per 16-bit result.
 #include <algorithm>
 
 #include "kernels/cpu/conv_gemm.h"
@@ -138,9 +140,13 @@ void pool_grad(OpContext& ctx) {
   }
 }
 
+// 16-bit operands as they are: the twin computes in fp32 and rounds each dX once.
 template <bool max>
 void pool_grad_op(OpContext& ctx) {
-  nn::dispatch_float(ctx, [&](auto tag) { pool_grad<decltype(tag), max>(ctx); });
+  if (!nn::dispatch<float, double, Half, BFloat16>(
+          ctx.in(1).dtype(), [&](auto tag) { pool_grad<decltype(tag), max>(ctx); })) {
+    ctx.unsupported_dtype(1);
+  }
 }
 
 void conv_grad_op(OpContext& ctx) {
@@ -150,18 +156,14 @@ void conv_grad_op(OpContext& ctx) {
 }  // namespace
 
 void register_grad_ops(OpRegistry& r) {
-  auto add = [&r](const char* name, nn::OpFn fn, std::vector<int> out_like) {
-    r.add(
-        name, [fn, out_like](OpContext& ctx) { nn::run_widened(ctx, fn, out_like); }, "ampc");
-  };
   r.add(
       "ConvGrad",
       [](OpContext& ctx) {
         if (!low_conv_grad(ctx)) nn::run_widened(ctx, conv_grad_op, {1, 2, 2});
       },
       "ampc");
-  add("MaxPoolGrad", pool_grad_op<true>, {1});
-  add("AveragePoolGrad", pool_grad_op<false>, {1});
+  r.add("MaxPoolGrad", pool_grad_op<true>, "ampc");
+  r.add("AveragePoolGrad", pool_grad_op<false>, "ampc");
 }
 
 }  // namespace ampc::rt::cpu

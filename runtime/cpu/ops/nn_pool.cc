@@ -63,12 +63,17 @@ void pool(OpContext& ctx) {
   }
 }
 
+// MaxPool and AveragePool take 16-bit inputs as they are: the twin loads them into fp32 and
+// rounds each result once, as the CUDA kernel does, without a widened copy of the input and
+// a rounding pass over the output. LpPool runs widened (add_widened).
 template <Pool kind, bool global>
 void pool_op(OpContext& ctx) {
   auto run = [&](auto tag) { pool<kind, global, decltype(tag)>(ctx); };
   bool ok;
   if constexpr (kind == Pool::kMax) {
-    ok = dispatch<float, double, int8_t, uint8_t>(ctx.in(0).dtype(), run);
+    ok = dispatch<float, double, Half, BFloat16, int8_t, uint8_t>(ctx.in(0).dtype(), run);
+  } else if constexpr (kind == Pool::kAvg) {
+    ok = dispatch<float, double, Half, BFloat16>(ctx.in(0).dtype(), run);
   } else {
     ok = dispatch<float, double>(ctx.in(0).dtype(), run);
   }
@@ -143,12 +148,12 @@ void max_unpool_op(OpContext& ctx) {
 }  // namespace
 
 void register_pool_ops(OpRegistry& r) {
-  add_widened(r, "MaxPool", pool_op<Pool::kMax, false>);
-  add_widened(r, "MaxPool", pool_op<Pool::kMax, false>, {}, "ampc");  // with bf16 (autocast)
-  add_widened(r, "AveragePool", pool_op<Pool::kAvg, false>);
+  r.add("MaxPool", pool_op<Pool::kMax, false>);
+  r.add("MaxPool", pool_op<Pool::kMax, false>, "ampc");  // with bf16 (autocast)
+  r.add("AveragePool", pool_op<Pool::kAvg, false>);
   add_widened(r, "LpPool", pool_op<Pool::kLp, false>);
-  add_widened(r, "GlobalMaxPool", pool_op<Pool::kMax, true>);
-  add_widened(r, "GlobalAveragePool", pool_op<Pool::kAvg, true>);
+  r.add("GlobalMaxPool", pool_op<Pool::kMax, true>);
+  r.add("GlobalAveragePool", pool_op<Pool::kAvg, true>);
   add_widened(r, "GlobalLpPool", pool_op<Pool::kLp, true>);
   add_widened(r, "MaxUnpool", max_unpool_op);
 }
