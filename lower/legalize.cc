@@ -162,6 +162,7 @@ const std::map<std::string, WindowOp>& window_ops() {
       {"ConvInteger", {0, false, false, false, true, false}},
       {"ampc.Conv", {0, false, false, false, true, false}},
       {"ampc.MaxPool", {0, true, false, true, false, false}},
+      {"ampc.AveragePool", {0, true, true, false, false, false}},
       {"ampc.ConvGrad", {1, false, false, false, true, false}},
       {"ampc.MaxPoolGrad", {1, true, false, true, false, false}},
       {"ampc.AveragePoolGrad", {1, true, true, false, false, false}}};

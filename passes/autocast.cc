@@ -267,8 +267,8 @@ class Autocaster {
       }
     }
     if (target == DType::kBFloat16 && has_bf16_twin(n) && !allows(*schema, param, target)) {
-      // ONNX's Conv and MaxPool have no bfloat16 in these opsets: ampc.Conv and ampc.MaxPool
-      // are the same ops with it.
+      // ONNX's Conv and pooling ops have no bfloat16 in these opsets: ampc.Conv, ampc.MaxPool,
+      // ampc.AveragePool and ampc.GlobalAveragePool are the same ops with it.
       use_ampc_domain(n);
       d.rule += "; as ampc." + n.op_type + " (ONNX's " + n.op_type + " has no bf16)";
     } else if (!allows(*schema, param, target)) {
@@ -290,7 +290,8 @@ class Autocaster {
   }
 
   static bool has_bf16_twin(const ir::Node& n) {
-    return n.domain.empty() && (n.op_type == "Conv" || n.op_type == "MaxPool");
+    return n.domain.empty() && (n.op_type == "Conv" || n.op_type == "MaxPool" ||
+                                n.op_type == "AveragePool" || n.op_type == "GlobalAveragePool");
   }
 
   void use_ampc_domain(ir::Node& n) {

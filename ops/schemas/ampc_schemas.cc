@@ -96,6 +96,35 @@ OpSchema max_pool() {
   return s;
 }
 
+// Nor have AveragePool and GlobalAveragePool: their bf16 forms, for the same reason (torch's
+// avg_pool2d and adaptive_avg_pool2d run in bf16 under autocast).
+OpSchema average_pool() {
+  OpSchema s =
+      base("AveragePool", "ONNX's AveragePool (opset 11 semantics), with bfloat16 allowed.");
+  s.Attr("ceil_mode", "As ONNX AveragePool's.", AttributeProto::INT, static_cast<int64_t>(0))
+      .Attr("count_include_pad", "As ONNX AveragePool's.", AttributeProto::INT,
+            static_cast<int64_t>(0))
+      .Input(0, "X", "Input.", "T")
+      .Output(0, "Y", "Output.", "T")
+      .TypeAndShapeInferenceFunction([](onnx::InferenceContext& ctx) {
+        onnx::OpSchemaRegistry::Schema("AveragePool", 11)->GetTypeAndShapeInferenceFunction()(ctx);
+      });
+  return s;
+}
+
+OpSchema global_average_pool() {
+  OpSchema s = ampc_op_schema(
+      "GlobalAveragePool", "ONNX's GlobalAveragePool (opset 1 semantics), with bfloat16 allowed.");
+  s.TypeConstraint("T", float_type_strs(), "Float tensors.")
+      .Input(0, "X", "Input.", "T")
+      .Output(0, "Y", "Output.", "T")
+      .TypeAndShapeInferenceFunction([](onnx::InferenceContext& ctx) {
+        onnx::OpSchemaRegistry::Schema("GlobalAveragePool", 1)
+            ->GetTypeAndShapeInferenceFunction()(ctx);
+      });
+  return s;
+}
+
 OpSchema pool_grad(const char* name, const char* doc) {
   OpSchema s = base(name, doc);
   s.Attr("ceil_mode", "As the forward op's.", AttributeProto::INT, static_cast<int64_t>(0))
@@ -139,6 +168,8 @@ void register_ampc_schemas() {
     onnx::RegisterSchema(conv_grad());
     onnx::RegisterSchema(conv());
     onnx::RegisterSchema(max_pool());
+    onnx::RegisterSchema(average_pool());
+    onnx::RegisterSchema(global_average_pool());
     onnx::RegisterSchema(batch_norm_grad());
     onnx::RegisterSchema(pool_grad("MaxPoolGrad", "Gradient of MaxPool(X) given dY."));
     OpSchema avg = pool_grad("AveragePoolGrad", "Gradient of AveragePool(X) given dY.");

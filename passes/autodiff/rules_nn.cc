@@ -347,6 +347,8 @@ void register_nn_gradients(GradientRegistry& r) {
   r.add(ops::OpKey(kAmpcDomain, "MaxPool"), [](GradContext& c) { pool(c, true); });
   r.add("AveragePool", [](GradContext& c) { pool(c, false); });
   r.add("GlobalAveragePool", global_average_pool);
+  r.add(ops::OpKey(kAmpcDomain, "AveragePool"), [](GradContext& c) { pool(c, false); });
+  r.add(ops::OpKey(kAmpcDomain, "GlobalAveragePool"), global_average_pool);
   r.add("BatchNormalization", batch_norm);
   r.add("LayerNormalization", layer_norm);
   r.add("InstanceNormalization", instance_norm);

@@ -454,6 +454,9 @@ void register_nn_ops(BuilderTable& t) {
   t.add("ampc", "MaxPoolGrad", build_pool_grad);
   t.add("ampc", "AveragePoolGrad", build_pool_grad);
   t.add("", "GlobalAveragePool", build_global_average_pool);
+  // The bf16 pooling ops autocast writes (ONNX's have no bf16 in opsets up to 17).
+  t.add("ampc", "AveragePool", build_pool);
+  t.add("ampc", "GlobalAveragePool", build_global_average_pool);
   t.add("", "BatchNormalization", build_batch_norm);
   t.add("ampc", "BatchNormalizationGrad", build_batch_norm_grad);
 }

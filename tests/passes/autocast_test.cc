@@ -71,10 +71,12 @@ void expect_mixed_structure(const ir::Model& m, DType low, const std::set<std::s
   const ir::Graph& g = *m.graph;
   int low_ops = 0;
   for (const auto& n : g.nodes) {
-    // ONNX's Conv and MaxPool have no bfloat16 in libonnx 1.12's opsets: in bf16 autocast
-    // uses ampc.Conv and ampc.MaxPool, the same ops with bfloat16 allowed. A MaxPool follows
-    // its input, which in these models is the low output of a convolution's block.
-    const bool twin_op = n->op_type == "Conv" || n->op_type == "MaxPool";
+    // ONNX's Conv and pooling ops have no bfloat16 in libonnx 1.12's opsets: in bf16
+    // autocast uses ampc.Conv, ampc.MaxPool, ampc.AveragePool and ampc.GlobalAveragePool, the
+    // same ops with bfloat16 allowed. A pooling follows its input, which in these models is
+    // the low output of a convolution's block.
+    const bool twin_op = n->op_type == "Conv" || n->op_type == "MaxPool" ||
+                         n->op_type == "AveragePool" || n->op_type == "GlobalAveragePool";
     const bool ampc_twin = n->domain == "ampc" && twin_op;
     if ((!is_default_domain(*n) && !ampc_twin) || !forward.count(n->name)) continue;
     if (twin_op) {

@@ -87,6 +87,8 @@ std::vector<plan::Attribute> pool_attrs() {
 TEST(CpuHalfTwin, PoolingAndPoolingGradients) {
   expect_twin({"MaxPool", {low({2, 3, 8, 8})}, pool_attrs(), 2, 12});
   expect_twin({"MaxPool", {low({2, 3, 8, 8})}, pool_attrs(), 2, 1, "ampc"});  // bf16 allowed
+  expect_twin({"AveragePool", {low({2, 3, 8, 8})}, pool_attrs(), 1, 1, "ampc"});
+  expect_twin({"GlobalAveragePool", {low({2, 3, 5, 5})}, {}, 1, 1, "ampc"});
   auto with_pad = pool_attrs();
   with_pad.push_back(attr_i("count_include_pad", 1));
   expect_twin({"AveragePool", {low({2, 3, 8, 8})}, pool_attrs(), 1, 19});

@@ -151,9 +151,11 @@ void register_pool_ops(OpRegistry& r) {
   r.add("MaxPool", pool_op<Pool::kMax, false>);
   r.add("MaxPool", pool_op<Pool::kMax, false>, "ampc");  // with bf16 (autocast)
   r.add("AveragePool", pool_op<Pool::kAvg, false>);
+  r.add("AveragePool", pool_op<Pool::kAvg, false>, "ampc");  // with bf16 (autocast)
   add_widened(r, "LpPool", pool_op<Pool::kLp, false>);
   r.add("GlobalMaxPool", pool_op<Pool::kMax, true>);
   r.add("GlobalAveragePool", pool_op<Pool::kAvg, true>);
+  r.add("GlobalAveragePool", pool_op<Pool::kAvg, true>, "ampc");  // with bf16 (autocast)
   add_widened(r, "GlobalLpPool", pool_op<Pool::kLp, true>);
   add_widened(r, "MaxUnpool", max_unpool_op);
 }
