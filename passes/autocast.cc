@@ -266,7 +266,7 @@ class Autocaster {
         bn_noted_ = true;
       }
     }
-    if (target == DType::kBFloat16 && has_bf16_twin(n) && !allows(*schema, param, target)) {
+    if (target == DType::kBFloat16 && has_ampc_bf16_form(n) && !allows(*schema, param, target)) {
       // ONNX's Conv and pooling ops have no bfloat16 in these opsets: ampc.Conv, ampc.MaxPool,
       // ampc.AveragePool and ampc.GlobalAveragePool are the same ops with it.
       use_ampc_domain(n);
@@ -289,7 +289,7 @@ class Autocaster {
     decide(n, target, std::move(d.rule));
   }
 
-  static bool has_bf16_twin(const ir::Node& n) {
+  static bool has_ampc_bf16_form(const ir::Node& n) {
     return n.domain.empty() && (n.op_type == "Conv" || n.op_type == "MaxPool" ||
                                 n.op_type == "AveragePool" || n.op_type == "GlobalAveragePool");
   }

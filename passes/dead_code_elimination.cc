@@ -33,8 +33,8 @@ bool omittable_output(const ir::Node& n, size_t k) {
 }
 
 // Leaves out the optional outputs of the remaining ampc nodes that nobody reads (a ConvGrad's
-// dX of the image input, its dB of a convolution without bias); returns how many.
-int drop_unread_outputs(ir::Graph& g, const std::set<const ir::Value*>& kept) {
+// dX of the image input, its dB of a convolution without bias).
+void drop_unread_outputs(ir::Graph& g, const std::set<const ir::Value*>& kept) {
   ops::register_ampc_schemas();
   std::set<const ir::Value*> dropped;
   for (const auto& n : g.nodes) {
@@ -46,7 +46,6 @@ int drop_unread_outputs(ir::Graph& g, const std::set<const ir::Value*>& kept) {
     }
   }
   g.erase_values_if([&](const ir::Value& v) { return dropped.count(&v) > 0; });
-  return static_cast<int>(dropped.size());
 }
 
 }  // namespace

@@ -449,14 +449,14 @@ void register_nn_ops(BuilderTable& t) {
   t.add("ampc", "UpdateScale", build_update_scale);
   t.add("ampc", "ClipGradNorm", build_clip_grad_norm);
   t.add("", "MaxPool", build_pool);
-  t.add("ampc", "MaxPool", build_pool);  // bf16 MaxPool (ONNX's MaxPool has no bf16)
   t.add("", "AveragePool", build_pool);
-  t.add("ampc", "MaxPoolGrad", build_pool_grad);
-  t.add("ampc", "AveragePoolGrad", build_pool_grad);
   t.add("", "GlobalAveragePool", build_global_average_pool);
   // The bf16 pooling ops autocast writes (ONNX's have no bf16 in opsets up to 17).
+  t.add("ampc", "MaxPool", build_pool);
   t.add("ampc", "AveragePool", build_pool);
   t.add("ampc", "GlobalAveragePool", build_global_average_pool);
+  t.add("ampc", "MaxPoolGrad", build_pool_grad);
+  t.add("ampc", "AveragePoolGrad", build_pool_grad);
   t.add("", "BatchNormalization", build_batch_norm);
   t.add("ampc", "BatchNormalizationGrad", build_batch_norm_grad);
 }
