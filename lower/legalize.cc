@@ -41,9 +41,10 @@ void softmax_params(const Attrs& a, const StepOperands& in, RowwiseParams::Kind 
   p->set_flatten(coerce_2d);
 }
 
-void layer_norm_params(const Attrs& a, const StepOperands& in, RowwiseParams* p) {
+// LayerNormalization, and its backward (x_input 1, no stash_type).
+void layer_norm_params(const Attrs& a, const StepOperands& in, RowwiseParams* p, int x_input = 0) {
   p->set_kind(RowwiseParams::LAYER_NORM);
-  p->set_axis(rt::cpu::normalize_axis(a, a.attr_int("axis", -1), rank_of(a, in, 0)));
+  p->set_axis(rt::cpu::normalize_axis(a, a.attr_int("axis", -1), rank_of(a, in, x_input)));
   p->set_flatten(true);
   p->set_epsilon(a.attr_float("epsilon", 1e-5f));
   const int64_t stash = a.attr_int("stash_type", 1);
@@ -266,6 +267,9 @@ const detail::Fillers& fillers() {
     }
     t["LayerNormalization"] = [](const Attrs& a, plan::Step& s, const StepOperands& in) {
       layer_norm_params(a, in, s.mutable_rowwise());
+    };
+    t["ampc.LayerNormalizationGrad"] = [](const Attrs& a, plan::Step& s, const StepOperands& in) {
+      layer_norm_params(a, in, s.mutable_rowwise(), 1);
     };
     t["InstanceNormalization"] = [](const Attrs& a, plan::Step& s, const StepOperands& in) {
       instance_norm_params(a, in, s.mutable_rowwise());

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "base/dtype.h"
+#include "kernels/shared/workspace_bytes.h"
 
 namespace ampc::kernels::cuda {
 
@@ -19,5 +20,18 @@ namespace ampc::kernels::cuda {
 void layer_norm(DType x_dtype, const void* x, int64_t rows, int64_t cols, DType param_dtype,
                 const void* scale, const void* bias, float epsilon, void* y, DType stat_dtype,
                 void* mean, void* inv_std, cudaStream_t stream);
+
+// The backward (ampc.LayerNormalizationGrad): the statistics recomputed from x in the
+// forward's order, then per row with g = dy * scale
+//   dx = (g - mean(g) - xhat * mean(g * xhat)) * inv_std,
+// and over the rows dscale = sum(dy * xhat), dbias = sum(dy), in row chunks
+// (kernels/shared/rowwise.h's layer_norm_grad_chunk_rows), all in fp32, each output rounded once.
+// x, dy and dx: `x_dtype` (f32, f16, bf16); scale, dscale and dbias: `param_dtype`, `cols` values.
+// dx, dscale and dbias may each be null. workspace: layer_norm_grad_workspace_bytes(x_dtype, rows,
+// cols). Three launches: the rows (dx, the statistics), the chunks' column sums, their total.
+using shared::layer_norm_grad_workspace_bytes;
+void layer_norm_grad(DType x_dtype, const void* x, const void* dy, int64_t rows, int64_t cols,
+                     DType param_dtype, const void* scale, float epsilon, void* dx, void* dscale,
+                     void* dbias, void* workspace, cudaStream_t stream);
 
 }  // namespace ampc::kernels::cuda

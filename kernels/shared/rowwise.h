@@ -9,6 +9,7 @@
 #include "kernels/shared/float_math.h"
 #include "kernels/shared/hd.h"
 #include "kernels/shared/rowwise_fp.h"
+#include "kernels/shared/rowwise_tree.h"
 
 namespace ampc::kernels::shared {
 
@@ -57,12 +58,50 @@ AMPC_HD M inv_std_of(M sq_dev_sum, int64_t n, M eps) {
   const M var = n ? div(sq_dev_sum, static_cast<M>(n)) : M(0);
   return div(M(1), sqrt_rn(add(var, eps)));
 }
+// The normalised value, (x - mean) * inv_std: the forward's and the backward's.
+template <typename M>
+AMPC_HD M layer_norm_xhat(M x, M mean, M inv_std) {
+  return mul(sub(x, mean), inv_std);
+}
 // The CPU op's three branches: scale and bias, scale only, neither (plus bias when present).
 template <typename M>
 AMPC_HD M layer_norm_value(M x, M mean, M inv_std, const M* scale, const M* bias) {
-  const M t = mul(sub(x, mean), inv_std);
+  const M t = layer_norm_xhat(x, mean, inv_std);
   if (scale) return bias ? add(mul(t, *scale), *bias) : mul(t, *scale);
   return add(t, bias ? *bias : M(0));
+}
+
+// LayerNormalization's backward (ampc.LayerNormalizationGrad), per row with g = dY * scale:
+// dX = (g - mean(g) - xhat * mean(g * xhat)) * inv_std, the two means from the row's sums
+// (folded in the block's order, as the forward's statistics).
+template <typename M>
+AMPC_HD M layer_norm_grad_value(M g, M xhat, M mean_g, M mean_gxhat, M inv_std) {
+  return mul(sub(sub(g, mean_g), mul(xhat, mean_gxhat)), inv_std);
+}
+// dScale = sum(dY * xhat) and dB = sum(dY) over the rows: each chunk of
+// layer_norm_grad_chunk_rows(rows) consecutive rows folded in row order from 0 (one thread per
+// column on the device), then the chunks' sums folded in chunk order from 0. The chunking
+// depends on the row count alone, so the device and the host add in the same order whatever
+// their thread counts; at most kLayerNormGradChunks chunks bound the partial sums' workspace.
+constexpr int64_t kLayerNormGradChunks = 256;
+constexpr int64_t kLayerNormGradMinChunkRows = 16;
+AMPC_HD int64_t layer_norm_grad_chunk_rows(int64_t rows) {
+  const int64_t r = ceil_div(rows, kLayerNormGradChunks);
+  return r > kLayerNormGradMinChunkRows ? r : kLayerNormGradMinChunkRows;
+}
+AMPC_HD int64_t layer_norm_grad_chunks(int64_t rows) {
+  return ceil_div(rows, layer_norm_grad_chunk_rows(rows));
+}
+// Its workspace (values of `value_bytes`: fp32, fp64 for the CPU op's f64): each row's mean and
+// inverse deviation (2 per row), then per chunk the column sums of dY * xhat and of dY (2 * cols
+// per chunk), 256-byte aligned.
+struct LayerNormGradLayout {
+  int64_t partials_offset, bytes;
+};
+AMPC_HD LayerNormGradLayout layer_norm_grad_layout(int64_t rows, int64_t cols,
+                                                   int64_t value_bytes) {
+  const int64_t stats = ceil_div(2 * rows * value_bytes, 256) * 256;
+  return {stats, stats + 2 * layer_norm_grad_chunks(rows) * cols * value_bytes};
 }
 
 // SoftmaxCrossEntropyLoss at one position: -log_prob[label] * weight[label]. An ignored position

@@ -3,6 +3,7 @@
 #include "kernels/shared/amp_math.h"
 #include "kernels/shared/batchnorm_layout.h"
 #include "kernels/shared/reduce_math.h"
+#include "kernels/shared/rowwise.h"
 #include "kernels/shared/scatter_math.h"
 
 namespace ampc::kernels::shared {
@@ -35,6 +36,11 @@ size_t batch_norm_training_workspace_bytes(int64_t n, int64_t c, int64_t spatial
 
 size_t batch_norm_grad_workspace_bytes(int64_t n, int64_t c, int64_t spatial) {
   return static_cast<size_t>(bn::grad_workspace_layout(n, c, spatial).bytes);
+}
+
+size_t layer_norm_grad_workspace_bytes(DType x_dtype, int64_t rows, int64_t cols) {
+  const int64_t value_bytes = x_dtype == DType::kFloat64 ? 8 : 4;
+  return static_cast<size_t>(layer_norm_grad_layout(rows, cols, value_bytes).bytes);
 }
 
 size_t clip_grad_norm_workspace_bytes(int64_t num_tensors, const int64_t* numels) {

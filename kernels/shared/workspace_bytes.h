@@ -33,6 +33,10 @@ size_t batch_norm_training_workspace_bytes(int64_t n, int64_t c, int64_t spatial
 // batchnorm.h's backward: those sums, the chunks' gradient sums and dx's coefficients.
 size_t batch_norm_grad_workspace_bytes(int64_t n, int64_t c, int64_t spatial);
 
+// layernorm.h's backward: each row's statistics and each row chunk's column sums (fp32; fp64
+// for an f64 input).
+size_t layer_norm_grad_workspace_bytes(DType x_dtype, int64_t rows, int64_t cols);
+
 // amp.h: clip_grad_norm's chunk sums and per-tensor norms (double), then the coefficient.
 size_t clip_grad_norm_workspace_bytes(int64_t num_tensors, const int64_t* numels);
 

@@ -1,5 +1,6 @@
 #include "kernels/twin/layernorm.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "base/error.h"
@@ -9,8 +10,17 @@
 namespace ampc::kernels::twin {
 namespace {
 
-// One row as a block of the kernel normalises it: the sum, then the squared deviations from
-// the mean, each folded in the block's order.
+// The row's mean and inverse deviation as a block of the kernel computes them: the sum, then
+// the squared deviations from the mean (sq: `cols` values of scratch), each folded in the
+// block's order. The forward and the backward share it, so the backward's xhat is the forward's.
+template <typename M>
+void row_stats(sh::RowPlan plan, const M* v, int64_t cols, M eps, M* sq, M* mean, M* inv_std) {
+  const M m = sh::mean_of(fold_row(plan, v, cols, M(0), SumOf()), cols);
+  for (int64_t j = 0; j < cols; ++j) sq[j] = sh::add_sq_dev(M(0), v[j], m);
+  *inv_std = sh::inv_std_of(fold_row(plan, sq, cols, M(0), SumOf()), cols, eps);
+  *mean = m;
+}
+
 template <typename T, typename P, typename S, typename M = MathOf<T>>
 void layer_norm_rows(const T* x, int64_t rows, int64_t cols, const P* scale, const P* bias, M eps,
                      T* y, S* mean, S* inv_std) {
@@ -22,9 +32,8 @@ void layer_norm_rows(const T* x, int64_t rows, int64_t cols, const P* scale, con
     std::vector<M> buf, sq(cols);
     for (int64_t r = begin; r < end; ++r) {
       const M* v = load_row(x + r * cols, cols, buf);
-      const M m = sh::mean_of(fold_row(plan, v, cols, M(0), SumOf()), cols);
-      for (int64_t j = 0; j < cols; ++j) sq[j] = sh::add_sq_dev(M(0), v[j], m);
-      const M inv = sh::inv_std_of(fold_row(plan, sq.data(), cols, M(0), SumOf()), cols, eps);
+      M m, inv;
+      row_stats(plan, v, cols, eps, sq.data(), &m, &inv);
       if (mean) mean[r] = sh::Elem<S>::store(static_cast<MathOf<S>>(m));
       if (inv_std) inv_std[r] = sh::Elem<S>::store(static_cast<MathOf<S>>(inv));
       T* yr = y + r * cols;
@@ -34,6 +43,65 @@ void layer_norm_rows(const T* x, int64_t rows, int64_t cols, const P* scale, con
       }
     }
   });
+}
+
+// The backward, a chunk of rows at a time (the chunks the kernel's column sums use): per row
+// the statistics, xhat, the row's two sums in the block's order and dx, and the chunk's column
+// sums of dy * xhat and dy in row order. The kernel's three launches compute the same values;
+// here a row is read once for all of them.
+template <typename T, typename P, typename M = MathOf<T>>
+void layer_norm_grad_rows(const T* x, const T* dy, int64_t rows, int64_t cols, const P* scale,
+                          M eps, T* dx, P* dscale, P* dbias, M* partials) {
+  const sh::RowPlan plan = sh::row_plan(cols);
+  std::vector<M> sc;
+  const M* s = load_row(scale, cols, sc);
+  const int64_t chunk_rows = sh::layer_norm_grad_chunk_rows(rows);
+  const int64_t chunks = sh::layer_norm_grad_chunks(rows);
+  const bool sums = dscale || dbias;
+  for_rows(chunks, chunks > 1 && rows * cols > (1 << 16), [&](int64_t begin, int64_t end) {
+    std::vector<M> xb, db, sq(cols), xhat(cols), g(cols), gx(cols);
+    for (int64_t c = begin; c < end; ++c) {
+      M* sum_dy_xhat = partials + c * 2 * cols;
+      M* sum_dy = sum_dy_xhat + cols;
+      std::fill(sum_dy_xhat, sum_dy_xhat + 2 * cols, M(0));
+      for (int64_t r = c * chunk_rows; r < std::min(rows, (c + 1) * chunk_rows); ++r) {
+        const M* v = load_row(x + r * cols, cols, xb);
+        const M* d = load_row(dy + r * cols, cols, db);
+        M m, inv;
+        row_stats(plan, v, cols, eps, sq.data(), &m, &inv);
+        for (int64_t j = 0; j < cols; ++j) xhat[j] = sh::layer_norm_xhat(v[j], m, inv);
+        if (sums) {
+          for (int64_t j = 0; j < cols; ++j) {
+            sum_dy_xhat[j] = sh::add(sum_dy_xhat[j], sh::mul(d[j], xhat[j]));
+            sum_dy[j] = sh::add(sum_dy[j], d[j]);
+          }
+        }
+        if (!dx) continue;
+        for (int64_t j = 0; j < cols; ++j) {
+          g[j] = sh::mul(d[j], s[j]);
+          gx[j] = sh::mul(g[j], xhat[j]);
+        }
+        const M mean_g = sh::mean_of(fold_row(plan, g.data(), cols, M(0), SumOf()), cols);
+        const M mean_gx = sh::mean_of(fold_row(plan, gx.data(), cols, M(0), SumOf()), cols);
+        T* out = dx + r * cols;
+        for (int64_t j = 0; j < cols; ++j) {
+          out[j] =
+              sh::Elem<T>::store(sh::layer_norm_grad_value(g[j], xhat[j], mean_g, mean_gx, inv));
+        }
+      }
+    }
+  });
+  if (!sums) return;
+  // The chunks' sums in chunk order, every column at once.
+  std::vector<M> total(2 * cols, M(0));
+  for (int64_t c = 0; c < chunks; ++c) {
+    const M* p = partials + c * 2 * cols;
+    for (int64_t j = 0; j < 2 * cols; ++j) total[j] = sh::add(total[j], p[j]);
+  }
+  for (int64_t j = 0; j < cols; ++j) {
+    if (dscale) dscale[j] = sh::Elem<P>::store(static_cast<MathOf<P>>(total[j]));
+    if (dbias) dbias[j] = sh::Elem<P>::store(static_cast<MathOf<P>>(total[cols + j]));
+  }
 }
 
 }  // namespace
@@ -61,6 +129,33 @@ void layer_norm(DType x_dtype, const void* x, int64_t rows, int64_t cols, DType 
                         static_cast<const P*>(bias), epsilon, static_cast<T*>(y),
                         static_cast<S*>(mean), static_cast<S*>(inv_std));
       });
+    });
+  });
+}
+
+void layer_norm_grad(DType x_dtype, const void* x, const void* dy, int64_t rows, int64_t cols,
+                     DType param_dtype, const void* scale, float epsilon, void* dx, void* dscale,
+                     void* dbias, void* workspace) {
+  if (rows < 0 || cols <= 0) return;  // no rows: dscale and dbias are zeros
+  const int64_t value_bytes = x_dtype == DType::kFloat64 ? 8 : 4;
+  char* partials = static_cast<char*>(workspace) +
+                   sh::layer_norm_grad_layout(rows, cols, value_bytes).partials_offset;
+  if (x_dtype == DType::kFloat64) {  // the CPU op's f64: every operand f64
+    if (param_dtype != DType::kFloat64) throw Error("layer_norm_grad: f64 input needs f64 scale");
+    return layer_norm_grad_rows(static_cast<const double*>(x), static_cast<const double*>(dy), rows,
+                                cols, static_cast<const double*>(scale),
+                                static_cast<double>(epsilon), static_cast<double*>(dx),
+                                static_cast<double*>(dscale), static_cast<double*>(dbias),
+                                reinterpret_cast<double*>(partials));
+  }
+  sh::dispatch_float_types(x_dtype, "layer_norm_grad input", [&](auto xt) {
+    sh::dispatch_float_types(param_dtype, "layer_norm_grad scale", [&](auto pt) {
+      using T = decltype(xt);
+      using P = decltype(pt);
+      layer_norm_grad_rows(static_cast<const T*>(x), static_cast<const T*>(dy), rows, cols,
+                           static_cast<const P*>(scale), epsilon, static_cast<T*>(dx),
+                           static_cast<P*>(dscale), static_cast<P*>(dbias),
+                           reinterpret_cast<float*>(partials));
     });
   });
 }

@@ -7,11 +7,18 @@
 #include <cstdint>
 
 #include "base/dtype.h"
+#include "kernels/shared/workspace_bytes.h"
 
 namespace ampc::kernels::twin {
 
 void layer_norm(DType x_dtype, const void* x, int64_t rows, int64_t cols, DType param_dtype,
                 const void* scale, const void* bias, float epsilon, void* y, DType stat_dtype,
                 void* mean, void* inv_std);
+
+// The backward; for the CPU op's f64 every operand is f64 and the workspace holds doubles.
+using shared::layer_norm_grad_workspace_bytes;
+void layer_norm_grad(DType x_dtype, const void* x, const void* dy, int64_t rows, int64_t cols,
+                     DType param_dtype, const void* scale, float epsilon, void* dx, void* dscale,
+                     void* dbias, void* workspace);
 
 }  // namespace ampc::kernels::twin

@@ -159,6 +159,31 @@ OpSchema batch_norm_grad() {
   return s;
 }
 
+// The backward of LayerNormalization (statistics recomputed from X; scale of the normalised
+// shape, as passes/expand_norm_params.cc leaves it).
+OpSchema layer_norm_grad() {
+  OpSchema s = ampc_op_schema(
+      "LayerNormalizationGrad",
+      "Gradients of LayerNormalization(X, scale, B; axis, epsilon) given dY: dX, and dScale and "
+      "dB (sums over the normalised rows) in scale's type.");
+  s.TypeConstraint("T", float_type_strs(), "X and dY.")
+      .TypeConstraint("T1", float_type_strs(), "scale and the parameter gradients.")
+      .Attr("axis", "As the forward op's.", AttributeProto::INT, int64_t{-1})
+      .Attr("epsilon", "As the forward op's.", AttributeProto::FLOAT, 1e-5f)
+      .Input(0, "dY", "Gradient of Y.", "T")
+      .Input(1, "X", "The forward op's input.", "T")
+      .Input(2, "scale", "The forward op's scale.", "T1")
+      .Output(0, "dX", "Gradient of X.", "T", OpSchema::Optional)
+      .Output(1, "dScale", "Gradient of scale.", "T1", OpSchema::Optional)
+      .Output(2, "dB", "Gradient of B.", "T1", OpSchema::Optional)
+      .TypeAndShapeInferenceFunction([](onnx::InferenceContext& ctx) {
+        output_like_input(ctx, 1, 0);
+        output_like_input(ctx, 2, 1);
+        output_like_input(ctx, 2, 2);
+      });
+  return s;
+}
+
 }  // namespace
 
 void register_ampc_schemas() {
@@ -166,6 +191,7 @@ void register_ampc_schemas() {
     onnx::OpSchemaRegistry::DomainToVersionRange::Instance().AddDomainToVersion(
         kAmpcDomain, kAmpcDomainVersion, kAmpcDomainVersion);
     onnx::RegisterSchema(conv_grad());
+    onnx::RegisterSchema(layer_norm_grad());
     onnx::RegisterSchema(conv());
     onnx::RegisterSchema(max_pool());
     onnx::RegisterSchema(average_pool());

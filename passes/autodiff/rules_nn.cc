@@ -1,7 +1,8 @@
 // Gradients of Conv, ConvTranspose, the pooling ops and the normalisation layers. Conv,
 // MaxPool, AveragePool and ConvTranspose's weights use the gradient ops of the "ampc"
 // domain (ampc_schemas.h) with the forward node's attributes, auto_pad resolved into
-// explicit pads; GlobalAveragePool, BatchNormalization, LayerNormalization and
+// explicit pads, and so do BatchNormalization in training mode and LayerNormalization;
+// GlobalAveragePool, BatchNormalization in inference mode, InstanceNormalization and
 // LpNormalization are built from standard ops.
 #include <algorithm>
 
@@ -263,6 +264,11 @@ void batch_norm(GradContext& c) {
   }
 }
 
+// One op, as PyTorch's fused backward (kernels/cuda/layernorm.h, its CPU twin): the statistics
+// recomputed from X in the forward's order, dX = (g - mean(g) - xhat mean(g xhat)) / std with
+// g = dY scale, dScale = sum(dY xhat) and dB = sum(dY) over the rows, in fp32 (fp64 for f64),
+// each rounded once: a pass over each row instead of about fifteen ops between the forward's
+// saved statistics and the gradients. expand_norm_params has given scale the normalised shape.
 void layer_norm(GradContext& c) {
   GradBuilder& b = c.b;
   if (c.output_grad(1) || c.output_grad(2))
@@ -271,23 +277,20 @@ void layer_norm(GradContext& c) {
   const auto rank = static_cast<int64_t>(x->type.shape->size());
   int64_t axis = c.attr_int("axis", -1);
   if (axis < 0) axis += rank;
-  Shape axes;
-  for (int64_t i = axis; i < rank; ++i) axes.push_back(i);
-  Moments m(b, x->type, axes);
-  Value* centred = nullptr;
-  // The forward node's Mean and InvStdDev when it has them (in x's type), else recomputed.
-  auto saved = [&](size_t i) {
-    Value* v = c.output(i);
-    return v && v->type.dtype == x->type.dtype ? v : nullptr;
-  };
-  Value* mu = saved(1) ? saved(1) : m.mean(x);
-  Value* inv = saved(2) ? saved(2) : m.inv_std(x, mu, c.attr_float("epsilon", 1e-5f), &centred);
-  if (!centred) centred = m.full("Sub", x, mu);
-  Value* xhat = m.full("Mul", centred, inv);
-  Value* dy = c.output_grad(0);
-  if (c.needs(2)) c.set_input_grad(2, b.reduce_to(dy, c.input(2)->type));
-  if (c.needs(1)) c.set_input_grad(1, b.reduce_to(m.full("Mul", dy, xhat), c.input(1)->type));
-  if (c.needs(0)) c.set_input_grad(0, m.normalized_grad(m.full("Mul", dy, c.input(1)), xhat, inv));
+  if (axis < 0 || axis >= rank) c.fail("attribute 'axis' is out of range");
+  const Shape normalised(x->type.shape->begin() + axis, x->type.shape->end());
+  const TensorType& scale = c.input(1)->type;
+  if (!scale.shape || *scale.shape != normalised)
+    c.fail("scale " + scale.str() + " does not have the normalised shape");
+  auto grads =
+      b.op_n("LayerNormalizationGrad", {b.cast(c.output_grad(0), x->type.dtype), x, c.input(1)},
+             {x->type, scale, scale},
+             attrs(Attribute::make_int("axis", axis),
+                   Attribute::make_float("epsilon", c.attr_float("epsilon", 1e-5f))),
+             kAmpcDomain);
+  for (size_t i = 0; i < 3; ++i) {
+    if (c.needs(i)) c.set_input_grad(i, grads[i]);
+  }
 }
 
 // InstanceNormalization (torch's GroupNorm and InstanceNorm export through it): statistics

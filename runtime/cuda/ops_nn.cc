@@ -112,6 +112,32 @@ Launch build_layer_norm(StepContext& ctx) {
   };
 }
 
+// ampc.LayerNormalizationGrad(dY, X, scale) -> dX, dScale, dB (each optional).
+Launch build_layer_norm_grad(StepContext& ctx) {
+  ctx.require_dtype(1, kFloats);
+  ctx.require_dtype(2, kFloats);
+  if (ctx.in_shape(0) != ctx.in_shape(1) || ctx.in_dtype(0) != ctx.in_dtype(1))
+    ctx.fail("dY does not match X");
+  const plan::RowwiseParams& p = plan::params<plan::RowwiseParams>(ctx.step());
+  const plan::RowShape shape = plan::row_shape(p, ctx.in_shape(1));
+  const int64_t rows = shape.outer, cols = shape.n;
+  const DType xt = ctx.in_dtype(1), pt = ctx.in_dtype(2);
+  if (ctx.in_numel(2) != cols) ctx.fail("scale must have the normalised shape");
+  for (int k = 1; k <= 2; ++k) {
+    if (ctx.has_output(k) && (ctx.out_dtype(k) != pt || ctx.out_numel(k) != cols))
+      ctx.fail("output " + std::to_string(k) + " must have scale's shape and type");
+  }
+  const float eps = p.epsilon();
+  const DevPtr dy = ctx.in(0), x = ctx.in(1), scale = ctx.in(2), dx = ctx.out(0),
+               dscale = ctx.out(1), dbias = ctx.out(2);
+  const WorkspacePtr ws =
+      ctx.workspace(static_cast<int64_t>(kc::layer_norm_grad_workspace_bytes(xt, rows, cols)));
+  return [=](cudaStream_t stream) {
+    kc::layer_norm_grad(xt, x.get(), dy.get(), rows, cols, pt, scale.get(), eps, dx.get(),
+                        dscale.get(), dbias.get(), ws.get(), stream);
+  };
+}
+
 Launch build_cross_entropy(StepContext& ctx) {
   ctx.require_dtype(0, kFloats);
   ctx.require_dtype(1, {DType::kInt32, DType::kInt64});
@@ -459,6 +485,7 @@ void register_nn_ops(BuilderTable& t) {
   t.add("ampc", "AveragePoolGrad", build_pool_grad);
   t.add("", "BatchNormalization", build_batch_norm);
   t.add("ampc", "BatchNormalizationGrad", build_batch_norm_grad);
+  t.add("ampc", "LayerNormalizationGrad", build_layer_norm_grad);
 }
 
 }  // namespace ampc::rt::cuda

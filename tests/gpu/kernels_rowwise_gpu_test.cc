@@ -285,6 +285,62 @@ TEST(KernelsRowwiseGpu, LayerNormMatchesTwin) {
   expect_agree(inv.download(), wi, st, 0.0, false, "layer_norm bf16 InvStdDev");
 }
 
+// The backward (ampc.LayerNormalizationGrad): warp rows, block rows of 256 and 512 threads, rows
+// of one element, a row count with a partial last chunk and one with the most chunks; then
+// 16-bit X with 16-bit scale and only the parameter gradients, and dX alone.
+TEST(KernelsRowwiseGpu, LayerNormGradMatchesTwin) {
+  AMPC_REQUIRE_DEVICE();
+  const int64_t shapes[][2] = {{257, 40}, {64, 768}, {16, 2048}, {4, 20001}, {3, 1}, {5000, 64}};
+  for (DType dtype : kFloatTypes) {
+    for (const auto& s : shapes) {
+      const int64_t rows = s[0], cols = s[1];
+      const size_t count = static_cast<size_t>(rows * cols),
+                   ws_bytes = tw::layer_norm_grad_workspace_bytes(dtype, rows, cols);
+      Buffer x(count * size_of(dtype)), dy(count * size_of(dtype)), dx(count * size_of(dtype));
+      Buffer scale(cols * 4), dscale(cols * 4), dbias(cols * 4), ws(ws_bytes);
+      x.host = random_bytes(dtype, count, 3, 2.0f);
+      dy.host = random_bytes(dtype, count, 7, 1.0f);
+      scale.host = random_bytes(DType::kFloat32, cols, 5, 1.0f);
+      x.upload();
+      dy.upload();
+      scale.upload();
+      cu::layer_norm_grad(dtype, x.dev, dy.dev, rows, cols, DType::kFloat32, scale.dev, 1e-5f,
+                          dx.dev, dscale.dev, dbias.dev, ws.dev, nullptr);
+      CUDA_OK(cudaDeviceSynchronize());
+      std::vector<uint8_t> wdx(count * size_of(dtype)), wds(cols * 4), wdb(cols * 4), wws(ws_bytes);
+      tw::layer_norm_grad(dtype, x.host.data(), dy.host.data(), rows, cols, DType::kFloat32,
+                          scale.host.data(), 1e-5f, wdx.data(), wds.data(), wdb.data(), wws.data());
+      const std::string what = "layer_norm_grad " + std::string(dtype_name(dtype)) + " [" +
+                               std::to_string(rows) + "," + std::to_string(cols) + "]";
+      expect_agree(dx.download(), wdx, dtype, 1.0, false, what + " dX");
+      expect_agree(dscale.download(), wds, DType::kFloat32, 1.0, false, what + " dScale");
+      expect_agree(dbias.download(), wdb, DType::kFloat32, 0.0, true, what + " dB");
+    }
+  }
+  const int64_t rows = 100, cols = 3000;
+  const DType t = DType::kBFloat16;
+  const size_t ws_bytes = tw::layer_norm_grad_workspace_bytes(t, rows, cols);
+  Buffer x(rows * cols * 2), dy(rows * cols * 2), dx(rows * cols * 2), scale(cols * 2),
+      dscale(cols * 2), dbias(cols * 2), ws(ws_bytes);
+  x.host = random_bytes(t, rows * cols, 11, 4.0f);
+  dy.host = random_bytes(t, rows * cols, 12, 1.0f);
+  scale.host = random_bytes(t, cols, 13, 1.0f);
+  x.upload();
+  dy.upload();
+  scale.upload();
+  cu::layer_norm_grad(t, x.dev, dy.dev, rows, cols, t, scale.dev, 1e-3f, nullptr, dscale.dev,
+                      dbias.dev, ws.dev, nullptr);
+  cu::layer_norm_grad(t, x.dev, dy.dev, rows, cols, t, scale.dev, 1e-3f, dx.dev, nullptr, nullptr,
+                      ws.dev, nullptr);
+  CUDA_OK(cudaDeviceSynchronize());
+  std::vector<uint8_t> wdx(rows * cols * 2), wds(cols * 2), wdb(cols * 2), wws(ws_bytes);
+  tw::layer_norm_grad(t, x.host.data(), dy.host.data(), rows, cols, t, scale.host.data(), 1e-3f,
+                      wdx.data(), wds.data(), wdb.data(), wws.data());
+  expect_agree(dx.download(), wdx, t, 1.0, false, "layer_norm_grad bf16 dX alone");
+  expect_agree(dscale.download(), wds, t, 1.0, false, "layer_norm_grad bf16 dScale");
+  expect_agree(dbias.download(), wdb, t, 0.0, true, "layer_norm_grad bf16 dB");
+}
+
 // ---- SoftmaxCrossEntropyLoss ----
 
 TEST(KernelsRowwiseGpu, CrossEntropyMatchesTwin) {

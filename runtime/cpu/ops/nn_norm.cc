@@ -89,6 +89,30 @@ void batch_norm_grad(OpContext& ctx) {
                                  dscale, dbias, workspace.data());
 }
 
+// ampc.LayerNormalizationGrad(dY, X, scale) -> dX, dScale, dB (each optional): the backward
+// (passes/autodiff/rules_nn.cc), the CUDA kernels' twin: the statistics recomputed in the
+// forward's order, dY and X in their own type, the parameter gradients in scale's.
+void layer_norm_grad(OpContext& ctx) {
+  const Tensor &dy = ctx.in(0), &x = ctx.in(1), &scale = ctx.in(2);
+  if (!is_float(x.dtype())) ctx.fail("input " + x.type_str() + " is not a float tensor");
+  if (dy.dtype() != x.dtype() || dy.shape() != x.shape())
+    ctx.fail("dY " + dy.type_str() + " does not match X " + x.type_str());
+  const plan::RowShape shape =
+      plan::row_shape(plan::params<plan::RowwiseParams>(ctx.step()), x.shape());
+  const int64_t rows = shape.outer, cols = shape.n;
+  if (scale.numel() != cols || !is_float(scale.dtype()))
+    ctx.fail("scale " + scale.type_str() + " does not hold one float per normalised element");
+  const DType pt = scale.dtype();
+  void* dx = ctx.has_output(0) ? ctx.output(0, x.dtype(), x.shape()).raw() : nullptr;
+  void* dscale = ctx.has_output(1) ? ctx.output(1, pt, scale.shape()).raw() : nullptr;
+  void* dbias = ctx.has_output(2) ? ctx.output(2, pt, scale.shape()).raw() : nullptr;
+  thread_local std::vector<char> workspace;
+  workspace.resize(kernels::twin::layer_norm_grad_workspace_bytes(x.dtype(), rows, cols));
+  kernels::twin::layer_norm_grad(x.dtype(), x.raw(), dy.raw(), rows, cols, pt, scale.raw(),
+                                 plan::params<plan::RowwiseParams>(ctx.step()).epsilon(), dx,
+                                 dscale, dbias, workspace.data());
+}
+
 template <typename T>
 void layer_norm(OpContext& ctx) {
   const Tensor& x = ctx.in(0);
@@ -148,6 +172,7 @@ void mean_variance_norm(OpContext& ctx) {
 void register_norm_ops(OpRegistry& r) {
   r.add("BatchNormalization", batch_norm);
   r.add("BatchNormalizationGrad", batch_norm_grad, "ampc");
+  r.add("LayerNormalizationGrad", layer_norm_grad, "ampc");
   add_widened(
       r, "LayerNormalization",
       [](OpContext& ctx) { dispatch_float(ctx, [&](auto t) { layer_norm<decltype(t)>(ctx); }); },
