@@ -14,6 +14,7 @@
 
 #include "kernels/shared/rowwise.h"
 #include "kernels/shared/rowwise_tree.h"
+#include "kernels/twin/row_avx512.h"
 
 namespace ampc::kernels::twin {
 
@@ -68,12 +69,10 @@ struct SumOf {
   }
 };
 
-// row_reduce_host (rowwise_tree.h) over values already computed: thread t of the plan folds
-// v[t*V ..] stepping T*V, then the block's tree. In a full round of T*V elements thread t's V
-// elements are consecutive; the T accumulators are independent chains, which the CPU runs
-// side by side.
+// fold_row's generic form: in a full round of T*V elements thread t's V elements are
+// consecutive; the T accumulators are independent chains, which the CPU runs side by side.
 template <typename M, typename Combine>
-M fold_row(sh::RowPlan plan, const M* v, int64_t n, M init, Combine combine) {
+M fold_row_generic(sh::RowPlan plan, const M* v, int64_t n, M init, Combine combine) {
   M acc[1024];
   const int threads = plan.threads, vec = plan.vec;
   for (int t = 0; t < threads; ++t) acc[t] = init;
@@ -99,6 +98,20 @@ M fold_row(sh::RowPlan plan, const M* v, int64_t n, M init, Combine combine) {
   return sh::tree_host(acc, threads, combine);
 }
 
+// row_reduce_host (rowwise_tree.h) over values already computed: thread t of the plan folds
+// v[t*V ..] stepping T*V, then the block's tree. The f32 max and sum, the row kernels'
+// reductions, run on AVX-512 where the CPU has it (row_avx512.h, the same bits).
+template <typename M, typename Combine>
+M fold_row(sh::RowPlan plan, const M* v, int64_t n, M init, Combine combine) {
+  if constexpr (std::is_same_v<M, float> &&
+                (std::is_same_v<Combine, MaxOf> || std::is_same_v<Combine, SumOf>)) {
+    const RowFold kind = std::is_same_v<Combine, MaxOf> ? RowFold::kMax : RowFold::kSum;
+    float out;
+    if (fold_row_avx512(plan, v, n, init, kind, &out)) return out;
+  }
+  return fold_row_generic(plan, v, n, init, combine);
+}
+
 // Elements of a storage type in its compute type: the row itself when they are the same type,
 // else `buf` filled with the exact conversions.
 template <typename T, typename M = MathOf<T>>
@@ -116,6 +129,9 @@ const M* load_row(const T* x, int64_t n, std::vector<M>& buf) {
 // and the sum of exp(x - max). e (n values) receives exp(x - max).
 template <typename M>
 void row_softmax_stats(const M* v, int64_t n, M* e, M* max, M* sum) {
+  if constexpr (std::is_same_v<M, float>) {
+    if (softmax_stats_avx512(v, n, e, max, sum)) return;
+  }
   const sh::RowPlan plan = sh::row_plan(n);
   const M m = fold_row(plan, v, n, M(-INFINITY), MaxOf());
   for (int64_t j = 0; j < n; ++j) e[j] = sh::sub(v[j], m);

@@ -1,8 +1,10 @@
 #include "kernels/twin/softmax.h"
 
+#include <type_traits>
 #include <vector>
 
 #include "kernels/shared/rowwise_dispatch.h"
+#include "kernels/twin/row_avx512.h"
 #include "kernels/twin/row_host.h"
 
 namespace ampc::kernels::twin {
@@ -58,6 +60,15 @@ void softmax(DType dtype, const void* x, void* y, int64_t outer, int64_t n, int6
     T* yt = static_cast<T*>(y);
     for_rows(outer, outer > 1 && outer * n * inner > (1 << 16), [&](int64_t begin, int64_t end) {
       std::vector<M> buf, e;
+      if constexpr (std::is_same_v<T, float>) {
+        if (inner == 1) {  // the f32 rows in one call: no per-row dispatch
+          e.resize(softmax_rows_scratch(n));
+          if (softmax_rows_avx512(xt + begin * n, yt + begin * n, end - begin, n, log_softmax,
+                                  e.data())) {
+            return;
+          }
+        }
+      }
       for (int64_t o = begin; o < end; ++o) {
         if (inner == 1) {
           softmax_row(xt + o * n, yt + o * n, n, log_softmax, buf, e);
