@@ -23,6 +23,7 @@
 #include "passes/lower_resize.h"
 #include "passes/range_stats.h"
 #include "passes/recompute_casts.h"
+#include "passes/recompute_elementwise.h"
 #include "passes/recurrent_lowering.h"
 #include "passes/static_shapes.h"
 #include "passes/weight_copies.h"
@@ -224,6 +225,14 @@ std::vector<Pass> pipeline_passes(const CompileOptions& o, PipelineState& s) {
                    ir::fill_unknown_phases(*m.graph);
                  },
                  ir::Phase::kUnknown, [mixed_training] { return mixed_training; }});
+  // Memory (--recompute-elementwise): cheap elementwise results the backward reads again are
+  // computed again there from values it keeps anyway (a GELU's erf and exp), not kept.
+  out.push_back({"recompute-elementwise",
+                 [](ir::Model& m) {
+                   passes::recompute_elementwise(m);
+                   ir::fill_unknown_phases(*m.graph);
+                 },
+                 ir::Phase::kUnknown, [&o] { return o.train && o.recompute_elementwise; }});
   return out;
 }
 

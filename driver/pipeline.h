@@ -50,6 +50,10 @@ struct CompileOptions {
   // --recast-weights: mixed-precision training casts the fp32 masters in every step instead of
   // keeping their 16-bit copies as state (passes/weight_copies.h): less state, slower steps.
   bool recast_weights = false;
+  // --recompute-elementwise: the backward computes cheap elementwise results (a GELU's erf and
+  // exp) again instead of keeping them from the forward (passes/recompute_elementwise.h): less
+  // memory, more arithmetic.
+  bool recompute_elementwise = false;
   // Whether the caller chose autodiff or optimizer options (the CLI: any of --optimizer,
   // --lr, --momentum, --nesterov, --weight-decay, --betas, --eps, --loss, --freeze,
   // --accum-steps and the loss-scaling options). They

@@ -9,7 +9,9 @@
 #include <tuple>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 
+#include "base/dtype.h"
 #include "base/error.h"
 #include "ops/op_info.h"
 
@@ -131,6 +133,7 @@ class Fuser {
   }
   void unite(int a, int b);
   bool try_merge(int a, int b);
+  bool across_passes(int a, int b) const;
   void merge_producers_into_consumers();
   void merge_siblings();
   void build_groups();
@@ -251,13 +254,29 @@ bool Fuser::try_merge(int a, int b) {
   return true;
 }
 
-// A consumer joins the group of each fusible producer whose output is the consumer's shape.
+// Whether a and b are a forward node and a backward node whose groups should stay apart. A
+// backward computation merged into a forward group runs in the forward and keeps its result
+// until the backward. That pays when the result is smaller than the forward value it replaces
+// (ReLU's gradient mask: a bool kept instead of a float); otherwise the forward values it
+// reads are mostly kept for the backward anyway (passes/recompute_elementwise.h), and kept in
+// the backward it reads them there and its result goes straight to its readers.
+bool Fuser::across_passes(int a, int b) const {
+  const Node *fwd = nodes_[a], *bwd = nodes_[b];
+  if (fwd->phase == ir::Phase::kBackward) std::swap(fwd, bwd);
+  if (fwd->phase != ir::Phase::kForward || bwd->phase != ir::Phase::kBackward) return false;
+  return dtype_size(bwd->outputs[0]->type.dtype) >= dtype_size(fwd->outputs[0]->type.dtype);
+}
+
+// A consumer joins the group of each fusible producer whose output is the consumer's shape,
+// within one pass (across_passes).
 void Fuser::merge_producers_into_consumers() {
   for (size_t i = 0; i < nodes_.size(); ++i) {
     if (!fusible_[i]) continue;
     const auto& shape = *nodes_[i]->outputs[0]->type.shape;
     for (int p : preds_[i]) {
-      if (recomputes_[i] || !fusible_[p] || *nodes_[p]->outputs[0]->type.shape != shape) continue;
+      if (recomputes_[i] || !fusible_[p] || *nodes_[p]->outputs[0]->type.shape != shape ||
+          across_passes(p, static_cast<int>(i)))
+        continue;
       const int a = find(p), b = find(static_cast<int>(i));
       if (a != b) try_merge(a, b);
     }
@@ -267,7 +286,8 @@ void Fuser::merge_producers_into_consumers() {
 // Groups of one shape reading a common full-shape value become one kernel with several
 // outputs (the value is read once). Only groups close in the graph order merge: a merged
 // group runs where its first member was, so a far one would move work (and memory) across
-// the step. State updates (the optimizer's) are not merged with other work: alike across
+// the step; nor do a forward group and a backward one (across_passes). State updates (the
+// optimizer's) are not merged with other work: alike across
 // parameters, they become multi-tensor kernels, and their outputs all stay guardable.
 void Fuser::merge_siblings() {
   constexpr int kWindow = 256;
@@ -285,7 +305,7 @@ void Fuser::merge_siblings() {
       }
       const int a = find(first), b = find(c);
       if (a == b || std::abs(last_[a] - last_[b]) > kWindow || updates_[a] != updates_[b] ||
-          recomputes_[first] || recomputes_[c])
+          recomputes_[first] || recomputes_[c] || across_passes(first, c))
         continue;
       try_merge(a, b);
     }

@@ -49,6 +49,7 @@ plan::Plan training_plan(const std::string& path, const TrainOptions& t) {
   o.autocast.keep_fp32 = t.keep_fp32;
   o.autocast.policy_file = t.policy;
   o.recast_weights = t.recast_weights;
+  o.recompute_elementwise = t.recompute_elementwise;
   if (t.optimizer) o.optimizer.kind = *t.optimizer;
   if (o.optimizer.kind != "sgd" && o.optimizer.kind != "adam" && o.optimizer.kind != "adamw")
     throw Error("optimizer '" + o.optimizer.kind + "': expected sgd, adam or adamw");

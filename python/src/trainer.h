@@ -37,6 +37,7 @@ struct TrainOptions {
   std::vector<std::string> allow, deny, follow, keep_fp32;
   std::string policy;
   bool recast_weights = false;
+  bool recompute_elementwise = false;  // `ampc compile --recompute-elementwise`
   bool fusion = true;
   std::string target = "cpu";
   // Where the plan runs: "cpu", "cuda" or "cuda:N" (an ONNX model is then compiled for that

@@ -95,7 +95,7 @@ def state_bytes(plan):
 
 
 def test_precision_options_match_cli(tmp_path, digits):
-    # Autocast's overrides and --recast-weights as keywords: the command line's losses bit for
+    # Autocast's overrides, --recast-weights and --recompute-elementwise as keywords: the command line's losses bit for
     # bit, and its plan's state (the 16-bit weight copies kept or not).
     steps = 4
     x, y = digits[0][: steps * 32], digits[1][: steps * 32]
@@ -105,6 +105,7 @@ def test_precision_options_match_cli(tmp_path, digits):
         "default": ([], {}),
         "overrides": (["--deny", "Gemm", "--keep-fp32", "*Erf*"], dict(deny="Gemm", keep_fp32=["*Erf*"])),
         "recast": (["--recast-weights"], dict(recast_weights=True)),
+        "recompute": (["--recompute-elementwise"], dict(recompute_elementwise=True)),
     }
     losses, states = {}, {}
     for name, (flags, keywords) in cases.items():
@@ -120,6 +121,8 @@ def test_precision_options_match_cli(tmp_path, digits):
     # the same losses come from less state.
     assert losses["overrides"] != losses["default"]
     assert losses["recast"] == losses["default"] and states["recast"] < states["default"]
+    # Recomputed elementwise results are the same bits.
+    assert losses["recompute"] == losses["default"]
 
 
 def test_precision_options_refused_by_a_plan(mlp_plan):

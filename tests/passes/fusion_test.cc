@@ -20,6 +20,7 @@
 #include "lower/lowering.h"
 #include "lower/plan_emit.h"
 #include "passes/recompute_casts.h"
+#include "passes/recompute_elementwise.h"
 #include "runtime/cpu/executor.h"
 
 namespace ampc {
@@ -310,8 +311,7 @@ TEST(Fusion, IndependentGroupsOfOneStructureFormAMultiTensorStep) {
 
   // Lowered: one kernel defined once; the plan step carries every segment's operands, with
   // the learning rate in each.
-  const lower::Lowering lowered =
-      lower::lower_graph(b.model, {.fuse = true, .target = "cpu"});
+  const lower::Lowering lowered = lower::lower_graph(b.model, {.fuse = true, .target = "cpu"});
   ASSERT_EQ(lowered.kernels.size(), 2u);
   lower::EmitOptions emit;
   emit.lowering = &lowered;
@@ -378,8 +378,7 @@ TEST(Fusion, GuardWritesTheUpdateInPlaceUnlessSkipped) {
   EXPECT_EQ(instrs(k.def), (Strings{"load", "const", "mul", "load", "sub"}))
       << "the Where becomes the guard";
 
-  const lower::Lowering lowered =
-      lower::lower_graph(b.model, {.fuse = true, .target = "cpu"});
+  const lower::Lowering lowered = lower::lower_graph(b.model, {.fuse = true, .target = "cpu"});
   lower::EmitOptions emit;
   emit.lowering = &lowered;
   const plan::Plan fused_plan = lower::emit_plan(b.model, emit);
@@ -512,6 +511,97 @@ TEST(RecomputeCasts, NothingWhenTheSourceWouldLiveLonger) {
   const CastTwiceGraph g = cast_read_twice(b, false);  // x is not read after the gap
   EXPECT_EQ(passes::recompute_casts(b.model), 0);
   EXPECT_EQ(g.late_reader->inputs[0], g.y);
+}
+
+// passes/recompute_elementwise.h: a GELU's erf(x / sqrt 2) + 1, read by the forward and much
+// later by an elementwise reader where x is read too, is computed again from x just before
+// that reader; nothing when x would live longer for it, or when the late reader is a GEMM.
+struct GeluGraph {
+  ir::Value* x;  // the activation the GELU reads
+  ir::Value* a;  // erf(x / sqrt 2) + 1
+  ir::Node* late_reader;
+};
+
+GeluGraph gelu_read_late(Builder& b, bool x_read_late, bool late_reader_fuses) {
+  ir::Value* w = b.input("w", {8, 8});
+  ir::Value* x = b.op("MatMul", {b.input("in", {4, 8}), w}, {4, 8});  // not recomputed
+  ir::Value* d = b.op("Div", {x, b.constant("sqrt2", 1.41421356f)}, {4, 8});
+  ir::Value* a = b.op("Add", {b.op("Erf", {d}, {4, 8}), b.constant("one", 1.0f)}, {4, 8});
+  ir::Value* h = b.op("MatMul", {b.op("Mul", {x, a}, {4, 8}), w}, {4, 8});
+  for (int i = 0; i < 20; ++i) h = b.op("MatMul", {h, w}, {4, 8});  // the gap
+  ir::Value* late = b.op(late_reader_fuses ? "Mul" : "MatMul", {a, h}, {4, 8});
+  ir::Node* late_reader = b.model.graph->nodes.back().get();
+  b.output(b.op("Add", {late, x_read_late ? x : h}, {4, 8}));
+  return {x, a, late_reader};
+}
+
+TEST(RecomputeElementwise, LateReaderGetsTheChainComputedAgainFromValuesLiveThere) {
+  Builder b;
+  const GeluGraph g = gelu_read_late(b, true, true);
+  ASSERT_EQ(passes::recompute_elementwise(b.model), 3);  // Div, Erf, Add
+  ir::verify(b.model);
+  const ir::Value* copy = g.late_reader->inputs[0];
+  ASSERT_NE(copy, g.a);
+  EXPECT_EQ(g.a->uses.size(), 1u);  // only the forward's Mul reads the first one
+  Strings chain;
+  const ir::Value* v = copy;
+  for (; v->producer && v != g.x; v = v->producer->inputs[0]) chain.push_back(v->producer->op_type);
+  EXPECT_EQ(chain, (Strings{"Add", "Erf", "Div"}));
+  EXPECT_EQ(v, g.x);
+  // The three copies run just before their reader, after the gap.
+  const auto& nodes = b.model.graph->nodes;
+  for (size_t i = 3; i < nodes.size(); ++i) {
+    if (nodes[i].get() == g.late_reader) {
+      EXPECT_EQ(nodes[i - 1].get(), copy->producer);
+    }
+  }
+  // The copies fuse with their reader, not with the forward's kernel.
+  const auto steps = b.fuse();
+  expect_valid_schedule(b.model, steps);
+  for (const auto& s : steps) {
+    const Strings ops = ops_of(s);
+    if (std::count(ops.begin(), ops.end(), "Erf") == 0) continue;
+    EXPECT_EQ(std::count(ops.begin(), ops.end(), "Erf"), 1) << "one Erf per kernel";
+  }
+}
+
+TEST(RecomputeElementwise, NothingWhenASourceWouldLiveLonger) {
+  Builder b;
+  const GeluGraph g = gelu_read_late(b, false, true);  // x is not read after the gap
+  EXPECT_EQ(passes::recompute_elementwise(b.model), 0);
+  EXPECT_EQ(g.late_reader->inputs[0], g.a);
+}
+
+TEST(RecomputeElementwise, NothingForALateReaderThatDoesNotFuse) {
+  Builder b;
+  const GeluGraph g = gelu_read_late(b, true, false);  // a GEMM would need the copy written out
+  EXPECT_EQ(passes::recompute_elementwise(b.model), 0);
+  EXPECT_EQ(g.late_reader->inputs[0], g.a);
+}
+
+// A backward node reading a forward value does not join the forward's kernel (it would run
+// there and keep its result until the backward), nor a forward sibling's; unless its result is
+// smaller than the forward value (ReLU's gradient mask, a bool instead of a float).
+TEST(Fusion, ForwardAndBackwardGroupsStayApartUnlessTheResultShrinks) {
+  Builder b;
+  ir::Value* x = b.input("x", {4, 8});
+  ir::Value* f = b.op("Exp", {x}, {4, 8});
+  b.output(b.op("Sigmoid", {f}, {4, 8}));
+  ir::Value* c = b.constant("c", 3.0f);
+  b.output(b.op("Mul", {f, c}, {4, 8}));
+  b.output(b.op("Neg", {x}, {4, 8}));
+  b.output(b.op("Greater", {f, c}, {4, 8}, DType::kBool));
+  for (const auto& n : b.model.graph->nodes) {
+    const bool backward = n->op_type == "Mul" || n->op_type == "Neg" || n->op_type == "Greater";
+    n->phase = backward ? ir::Phase::kBackward : ir::Phase::kForward;
+  }
+  const auto steps = b.fuse();
+  expect_valid_schedule(b.model, steps);
+  std::set<Strings> kernels;
+  for (const auto& s : steps) kernels.insert(ops_of(s));
+  EXPECT_TRUE(kernels.count(Strings{"Exp", "Sigmoid", "Greater"}));
+  EXPECT_TRUE(kernels.count(Strings{"Mul"}));  // not with Exp, its producer
+  EXPECT_TRUE(kernels.count(Strings{"Neg"}));  // not with Exp, which reads x too
 }
 
 }  // namespace

@@ -28,12 +28,14 @@ std::string model_path(const std::string& name) {
   return std::string(AMPC_SOURCE_DIR) + "/models/" + name + ".onnx";
 }
 
-plan::Plan compile(const std::string& model, Precision precision, bool fuse) {
+plan::Plan compile(const std::string& model, Precision precision, bool fuse,
+                   bool recompute_elementwise = false) {
   compiler::CompileOptions o;
   o.train = true;
   o.optimizer.kind = "adam";
   o.autocast.precision = precision;
   o.lowering.fuse = fuse;
+  o.recompute_elementwise = recompute_elementwise;
   return compiler::compile_file(model_path(model), o);
 }
 
@@ -301,6 +303,22 @@ TEST(PlanMemory, Fp16ActivationsAtBatch32) {
                 fuse ? "fused" : "unfused", static_cast<long long>(fp16),
                 static_cast<long long>(fp32), ratio);
     EXPECT_LE(ratio, 0.63);
+  }
+}
+
+// --recompute-elementwise (passes/recompute_elementwise.h): the GELUs' erf(x / sqrt 2) + 1 and
+// exp(-x^2 / 2), which their gradients read, are computed again in the backward from x, not
+// kept from the forward. gpt at batch 32: fp32 arena 7.63 MB -> 6.58 MB fused, fp16 4.66 ->
+// 4.20 MB. Fused only: unfused, each recomputed node writes its result, so at least as much
+// is live at a time.
+TEST(PlanMemory, RecomputedElementwiseResultsAreNotKept) {
+  for (Precision precision : {Precision::kFP32, Precision::kFP16, Precision::kBF16}) {
+    const int64_t kept = compile("gpt_b32", precision, true).memory().arena_bytes();
+    const int64_t again = compile("gpt_b32", precision, true, true).memory().arena_bytes();
+    std::printf("gpt batch 32 %s: arena %lld B, recomputed %lld B\n",
+                std::string(passes::precision_name(precision)).c_str(),
+                static_cast<long long>(kept), static_cast<long long>(again));
+    EXPECT_LT(static_cast<double>(again), 0.92 * static_cast<double>(kept));
   }
 }
 

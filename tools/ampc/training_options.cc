@@ -127,6 +127,9 @@ void add_training_options(CLI::App* cmd, compiler::CompileOptions& o, TrainingOp
   cmd->add_flag("--recast-weights", o.recast_weights,
                 "Cast the fp32 parameters to fp16/bf16 in every step instead of keeping copies "
                 "the optimizer writes: 2 bytes less state per parameter, slower steps");
+  cmd->add_flag("--recompute-elementwise", o.recompute_elementwise,
+                "Compute elementwise results the backward reads (a GELU's erf and exp) again "
+                "there instead of keeping them from the forward: less memory, more arithmetic");
   cmd->add_option("--policy", ac.policy_file,
                   "JSON file of precision overrides: {\"allow\": [...], \"deny\": [...], "
                   "\"follow\": [...], \"keep_fp32\": [...]}");
