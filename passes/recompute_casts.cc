@@ -8,16 +8,11 @@
 namespace ampc::passes {
 namespace {
 
-bool is_float_dtype(DType t) {
-  return t == DType::kFloat16 || t == DType::kBFloat16 || t == DType::kFloat32 ||
-         t == DType::kFloat64;
-}
-
 bool narrowing_float_cast(const ir::Node& n) {
   if (n.op_type != "Cast" || !(n.domain.empty() || n.domain == "ai.onnx")) return false;
   if (n.inputs.size() != 1 || !n.inputs[0] || n.outputs.size() != 1 || !n.outputs[0]) return false;
   const DType from = n.inputs[0]->type.dtype, to = n.outputs[0]->type.dtype;
-  return is_float_dtype(from) && is_float_dtype(to) && dtype_size(to) < dtype_size(from);
+  return is_float(from) && is_float(to) && dtype_size(to) < dtype_size(from);
 }
 
 }  // namespace

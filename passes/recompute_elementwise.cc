@@ -12,11 +12,6 @@
 namespace ampc::passes {
 namespace {
 
-bool float_dtype(DType t) {
-  return t == DType::kFloat16 || t == DType::kBFloat16 || t == DType::kFloat32 ||
-         t == DType::kFloat64;
-}
-
 // Float arithmetic of the default domain without attributes, and Casts between float types:
 // what a fused kernel computes in a few instructions per element.
 bool cheap_elementwise(const ir::Node& n) {
@@ -29,8 +24,8 @@ bool cheap_elementwise(const ir::Node& n) {
   if (!std::all_of(n.inputs.begin(), n.inputs.end(), [](const ir::Value* v) { return v; }))
     return false;
   if (n.op_type == "Cast") {  // its attributes are integers ("to", "saturate")
-    return n.inputs.size() == 1 && float_dtype(n.inputs[0]->type.dtype) &&
-           float_dtype(n.outputs[0]->type.dtype) &&
+    return n.inputs.size() == 1 && is_float(n.inputs[0]->type.dtype) &&
+           is_float(n.outputs[0]->type.dtype) &&
            std::all_of(n.attributes.begin(), n.attributes.end(),
                        [](const ir::Attribute& a) { return a.kind == ir::AttrKind::kInt; });
   }

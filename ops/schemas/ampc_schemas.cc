@@ -136,12 +136,10 @@ OpSchema pool_grad(const char* name, const char* doc) {
   return s;
 }
 
-// The backward of BatchNormalization in training mode (batch statistics recomputed from X).
-OpSchema batch_norm_grad() {
-  OpSchema s = ampc_op_schema(
-      "BatchNormalizationGrad",
-      "Gradients of BatchNormalization(X, scale, B, ...; training_mode=1) given dY: dX, and "
-      "the per-channel dScale and dB in scale's type.");
+// A normalisation's backward (dY, X, scale) -> dX, dScale, dB, each optional: the statistics
+// recomputed from X, the parameter gradients in scale's type.
+OpSchema norm_grad(const char* name, const char* doc) {
+  OpSchema s = ampc_op_schema(name, doc);
   s.TypeConstraint("T", float_type_strs(), "X and dY.")
       .TypeConstraint("T1", float_type_strs(), "scale and the parameter gradients.")
       .Attr("epsilon", "As the forward op's.", AttributeProto::FLOAT, 1e-5f)
@@ -159,28 +157,20 @@ OpSchema batch_norm_grad() {
   return s;
 }
 
-// The backward of LayerNormalization (statistics recomputed from X; scale of the normalised
-// shape, as passes/expand_norm_params.cc leaves it).
+// The backward of BatchNormalization in training mode (batch statistics recomputed from X).
+OpSchema batch_norm_grad() {
+  return norm_grad("BatchNormalizationGrad",
+                   "Gradients of BatchNormalization(X, scale, B, ...; training_mode=1) given dY: "
+                   "dX, and the per-channel dScale and dB in scale's type.");
+}
+
+// The backward of LayerNormalization (scale of the normalised shape, as
+// passes/expand_norm_params.cc leaves it).
 OpSchema layer_norm_grad() {
-  OpSchema s = ampc_op_schema(
-      "LayerNormalizationGrad",
-      "Gradients of LayerNormalization(X, scale, B; axis, epsilon) given dY: dX, and dScale and "
-      "dB (sums over the normalised rows) in scale's type.");
-  s.TypeConstraint("T", float_type_strs(), "X and dY.")
-      .TypeConstraint("T1", float_type_strs(), "scale and the parameter gradients.")
-      .Attr("axis", "As the forward op's.", AttributeProto::INT, int64_t{-1})
-      .Attr("epsilon", "As the forward op's.", AttributeProto::FLOAT, 1e-5f)
-      .Input(0, "dY", "Gradient of Y.", "T")
-      .Input(1, "X", "The forward op's input.", "T")
-      .Input(2, "scale", "The forward op's scale.", "T1")
-      .Output(0, "dX", "Gradient of X.", "T", OpSchema::Optional)
-      .Output(1, "dScale", "Gradient of scale.", "T1", OpSchema::Optional)
-      .Output(2, "dB", "Gradient of B.", "T1", OpSchema::Optional)
-      .TypeAndShapeInferenceFunction([](onnx::InferenceContext& ctx) {
-        output_like_input(ctx, 1, 0);
-        output_like_input(ctx, 2, 1);
-        output_like_input(ctx, 2, 2);
-      });
+  OpSchema s = norm_grad("LayerNormalizationGrad",
+                         "Gradients of LayerNormalization(X, scale, B; axis, epsilon) given dY: "
+                         "dX, and dScale and dB (sums over the normalised rows) in scale's type.");
+  s.Attr("axis", "As the forward op's.", AttributeProto::INT, int64_t{-1});
   return s;
 }
 
