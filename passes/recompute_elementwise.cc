@@ -50,7 +50,11 @@ class Recomputer {
   }
 
  private:
+  // Node positions, computed again only after copies were inserted (once per rewrite, not
+  // once per candidate: a graph of N nodes would otherwise cost N^2).
   void index() {
+    if (!stale_) return;
+    stale_ = false;
     pos_.clear();
     for (size_t i = 0; i < g_.nodes.size(); ++i) pos_[g_.nodes[i].get()] = static_cast<int>(i);
   }
@@ -100,6 +104,7 @@ class Recomputer {
       again->attributes.push_back(ir::Attribute::make_int(a.name, a.i));
     again->phase = before->phase;
     ++added_;
+    stale_ = true;
     return copy;
   }
 
@@ -147,6 +152,7 @@ class Recomputer {
   std::unordered_set<const ir::Value*> state_, live_to_end_;
   std::unordered_map<const ir::Node*, int> pos_;
   int added_ = 0;
+  bool stale_ = true;
 };
 
 }  // namespace
