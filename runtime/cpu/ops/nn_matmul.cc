@@ -176,6 +176,35 @@ void matmul_op(OpContext& ctx) {
   }
 }
 
+// Gemm with C one row of N (a linear layer's bias) and alpha = beta = 1, f32 or bf16 (on a CPU
+// with bf16 arithmetic): C joins oneDNN's fp32 accumulator as its bias and the result is
+// rounded once, the same sum as C copied into Y and added with beta 1, without the copy (a
+// serial pass over Y) or the read of Y. False (nothing written) where this does not apply.
+bool row_bias_gemm(OpContext& ctx, const Tensor& c, bool ta, bool tb, int64_t m, int64_t n,
+                   int64_t kk, float alpha, float beta) {
+  const Tensor &a = ctx.in(0), &b = ctx.in(1);
+  const DType t = a.dtype();
+  if (alpha != 1.0f || beta != 1.0f || kk <= 0 || c.dtype() != t || c.numel() != n ||
+      c.rank() > 2 || (c.rank() == 2 && c.dim(0) != 1) ||
+      (t == DType::kBFloat16 && !k::dnnl_bf16_native()))
+    return false;
+  k::DnnlMatmul p;
+  p.a_type = p.b_type = p.c_type = p.bias_type = t;
+  p.trans_a = ta;
+  p.trans_b = tb;
+  p.m = m;
+  p.n = n;
+  p.k = kk;
+  p.lda = a.dim(1);
+  p.ldb = b.dim(1);
+  p.ldc = n;
+  p.bias = true;
+  if (!k::dnnl_matmul_prepare(p)) return false;
+  // oneDNN writes every element of the placed output, or refuses before writing any.
+  Tensor& y = ctx.output_for_overwrite(0, t, {m, n});
+  return k::dnnl_matmul(p, a.raw(), b.raw(), c.raw(), y.raw());
+}
+
 template <typename T>
 void gemm(OpContext& ctx) {
   const Tensor& a = ctx.in(0);
@@ -190,10 +219,16 @@ void gemm(OpContext& ctx) {
   if (b.dim(tb ? 1 : 0) != kk) {
     ctx.fail("inner dimensions of " + a.type_str() + " and " + b.type_str() + " do not match");
   }
-  Tensor& y = ctx.output(0, a.dtype(), {m, n});
+  if (c && c->numel() == 0) c = nullptr;
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, BFloat16>) {
+    if (c && row_bias_gemm(ctx, *c, ta, tb, m, n, kk, alpha, beta)) return;
+  }
+  // Without C every element is written unless the product is empty (then zeros).
+  Tensor& y = c || kk == 0 ? ctx.output(0, a.dtype(), {m, n})
+                           : ctx.output_for_overwrite(0, a.dtype(), {m, n});
   T* yp = y.data<T>();
   // C broadcast into y: y[i, j] = C[i * row_step + j * col_step].
-  if (c && c->numel() > 0) {
+  if (c) {
     if (c->rank() > 2) ctx.fail("C of rank " + std::to_string(c->rank()) + " is not allowed");
     const int64_t cm = c->rank() == 2 ? c->dim(0) : 1,
                   cn = c->rank() >= 1 ? c->dim(c->rank() - 1) : 1;
@@ -206,8 +241,6 @@ void gemm(OpContext& ctx) {
     for (int64_t i = 0; i < m; ++i) {
       for (int64_t j = 0; j < n; ++j) yp[i * n + j] = cp[i * row_step + j * col_step];
     }
-  } else {
-    c = nullptr;
   }
   if constexpr (std::is_same_v<T, BFloat16>) {
     k::DnnlMatmul p;
