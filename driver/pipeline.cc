@@ -20,6 +20,7 @@
 #include "passes/dead_code_elimination.h"
 #include "passes/expand_norm_params.h"
 #include "passes/half_inputs.h"
+#include "passes/linear_as_gemm.h"
 #include "passes/lower_resize.h"
 #include "passes/range_stats.h"
 #include "passes/recompute_casts.h"
@@ -89,6 +90,10 @@ void add_autocast(std::vector<Pass>& out, const passes::AutocastOptions& options
   out.push_back({"autocast", [&options, &report](ir::Model& m) {
                    report = passes::apply_autocast(m, options);
                  }});
+  // torch's linear on 3-D inputs rounds once: its MatMul + Add as one Gemm (linear_as_gemm.h).
+  out.push_back(
+      {"linear-as-gemm", [&report](ir::Model& m) { passes::linear_layers_as_gemm(m, &report); },
+       std::nullopt, [&options] { return options.precision != passes::Precision::kFP32; }});
   out.push_back({"cast-cleanup",
                  [&report](ir::Model& m) {
                    passes::cleanup_casts(m);

@@ -32,6 +32,23 @@ void transpose(GradContext& c) {
                   c.input(0)->type));
     return;
   }
+  // The same for a Gemm without C (the weight gradient of a linear layer that
+  // passes/linear_as_gemm.h made a Gemm): (op(A) op(B))^T = op(B)^T op(A)^T, by its flags.
+  if (const ir::Node* gemm = dy->producer;
+      rank == 2 && perm == std::vector<int64_t>{1, 0} && gemm && gemm->domain.empty() &&
+      gemm->op_type == "Gemm" && dy->uses.empty() &&
+      (gemm->inputs.size() == 2 || (gemm->inputs.size() == 3 && !gemm->inputs[2]))) {
+    auto flag = [&](const char* name) {
+      const ir::Attribute* a = gemm->attr(name);
+      return a && a->i != 0;
+    };
+    const ir::Attribute* alpha = gemm->attr("alpha");
+    c.set_input_grad(0, c.b.op("Gemm", {gemm->inputs[1], gemm->inputs[0]}, c.input(0)->type,
+                               attrs(ir::Attribute::make_float("alpha", alpha ? alpha->f : 1.0f),
+                                     ir::Attribute::make_int("transA", !flag("transB")),
+                                     ir::Attribute::make_int("transB", !flag("transA")))));
+    return;
+  }
   std::vector<int64_t> inverse(rank);
   for (size_t i = 0; i < rank; ++i) inverse[static_cast<size_t>(perm[i])] = static_cast<int64_t>(i);
   c.set_input_grad(0, c.b.op("Transpose", {dy}, c.input(0)->type,

@@ -8,6 +8,9 @@
 //   amp_reference.py);
 // - ClipUnderScaling.*: --clip-grad-norm with dynamic loss scaling against GradScaler's
 //   unscale_ + clip_grad_norm_ recipe (scaler_parity.py --only clip-scaled-*);
+// - LinearRounding.*: torch.nn.Linear on inputs of rank 2, 3 and 4 in bf16 (against PyTorch's
+//   CPU autocast) and fp16 (float64 rounded as CUDA autocast rounds), bit for bit
+//   (linear_rounding_oracle.py);
 // - SixteenBitSkipResume.*: an fp16 overflow inside the backward skips the step keeping every
 //   bit, and resume across skipped steps is bit-exact (scaler_parity.py --only
 //   backward-overflow).
@@ -75,6 +78,13 @@ TEST(SixteenBitOracle, MlpBf16) {
 }
 TEST(SixteenBitOracle, GptBf16) {
   run_script("sixteen_bit_oracle.py", "gpt-bf16");
+}
+
+TEST(LinearRounding, Bf16) {
+  run_script("linear_rounding_oracle.py", "bf16");
+}
+TEST(LinearRounding, Fp16) {
+  run_script("linear_rounding_oracle.py", "fp16");
 }
 
 TEST(ClipUnderScaling, Fp32DynamicScale) {
