@@ -101,23 +101,35 @@ TEST_P(DnnlNumerics, BatchedMatMulWithBroadcast) {
   expect_within(t, optest::values(y), want);
 }
 
+// alpha = beta = 1 with a row C is the bias path (C added to the accumulator by oneDNN); other
+// scalings and a C of [1, N] take the others.
 TEST_P(DnnlNumerics, GemmWithTransposesAlphaBetaAndC) {
   const DType t = GetParam();
   const int64_t m = 40, k = 257, n = 24;
   const auto a = inputs(t, k * m, 3), b = inputs(t, n * k, 4), c = inputs(t, n, 5);
-  const float alpha = 0.5f, beta = 2.0f;  // powers of two: exact scalings
-  const auto y = optest::run(
-      "Gemm", {optest::make(t, {k, m}, a), optest::make(t, {n, k}, b), optest::make(t, {n}, c)},
-      {attr_i("transA", 1), attr_i("transB", 1), attr_f("alpha", alpha), attr_f("beta", beta)}, 1,
-      13)[0];
-  std::vector<Exact> want(m * n);
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n; ++j) {
-      Exact& e = want[i * n + j];
-      for (int64_t r = 0; r < k; ++r) e.add(alpha * a[r * m + i], b[j * k + r]);
-      e.add(beta * c[j], 1.0);
-    }
-  expect_within(t, optest::values(y), want);
+  struct Scaling {
+    float alpha, beta;  // powers of two: exact scalings
+    std::vector<int64_t> c_shape;
+  };
+  for (const Scaling& s : {Scaling{0.5f, 2.0f, {n}}, Scaling{1.0f, 1.0f, {n}},
+                           Scaling{1.0f, 1.0f, {1, n}}, Scaling{1.0f, 2.0f, {1, n}}}) {
+    SCOPED_TRACE(std::to_string(s.alpha) + " " + std::to_string(s.beta) + " C rank " +
+                 std::to_string(s.c_shape.size()));
+    const auto y = optest::run(
+        "Gemm",
+        {optest::make(t, {k, m}, a), optest::make(t, {n, k}, b), optest::make(t, s.c_shape, c)},
+        {attr_i("transA", 1), attr_i("transB", 1), attr_f("alpha", s.alpha),
+         attr_f("beta", s.beta)},
+        1, 13)[0];
+    std::vector<Exact> want(m * n);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        Exact& e = want[i * n + j];
+        for (int64_t r = 0; r < k; ++r) e.add(s.alpha * a[r * m + i], b[j * k + r]);
+        e.add(s.beta * c[j], 1.0);
+      }
+    expect_within(t, optest::values(y), want);
+  }
 }
 
 // A grouped, strided, dilated, padded 2-D convolution: x [n, c, h, w], w [m, c/g, kh, kw].
