@@ -41,6 +41,14 @@ void softmax_params(const Attrs& a, const StepOperands& in, RowwiseParams::Kind 
   p->set_flatten(coerce_2d);
 }
 
+// ampc.SoftmaxGrad(dY, Y; axis, log): the forward's kind and its one axis (opset 13 and later).
+void softmax_grad_params(const Attrs& a, const StepOperands& in, RowwiseParams* p) {
+  const int64_t rank = rank_of(a, in, 1);
+  p->set_kind(a.attr_int("log", 0) ? RowwiseParams::LOG_SOFTMAX : RowwiseParams::SOFTMAX);
+  p->set_axis(rank == 0 ? 0 : rt::cpu::normalize_axis(a, a.attr_int("axis", -1), rank));
+  p->set_flatten(rank == 0);
+}
+
 // LayerNormalization, and its backward (x_input 1, no stash_type).
 void layer_norm_params(const Attrs& a, const StepOperands& in, RowwiseParams* p, int x_input = 0) {
   p->set_kind(RowwiseParams::LAYER_NORM);
@@ -267,6 +275,9 @@ const detail::Fillers& fillers() {
     }
     t["LayerNormalization"] = [](const Attrs& a, plan::Step& s, const StepOperands& in) {
       layer_norm_params(a, in, s.mutable_rowwise());
+    };
+    t["ampc.SoftmaxGrad"] = [](const Attrs& a, plan::Step& s, const StepOperands& in) {
+      softmax_grad_params(a, in, s.mutable_rowwise());
     };
     t["ampc.LayerNormalizationGrad"] = [](const Attrs& a, plan::Step& s, const StepOperands& in) {
       layer_norm_params(a, in, s.mutable_rowwise(), 1);

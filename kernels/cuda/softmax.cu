@@ -81,7 +81,88 @@ void launch(const T* x, T* y, int64_t outer, int64_t n, int64_t inner, bool log_
   }
 }
 
+// The backward of one row of y (src) given dy: the row's sum in the block's order (each
+// thread's terms in for_each's order, then the tree), then dx.
+template <int kThreads, typename T, typename Src>
+__device__ __forceinline__ void softmax_grad_row(const Src& src, const T* dyr, T* dxr, float* smem,
+                                                 bool log_softmax) {
+  float s = 0.0f;
+  src.for_each([&](int64_t j, float y) {
+    const float dy = sh::load_f(dyr, j);
+    s = sh::add(s, log_softmax ? dy : sh::softmax_grad_term(dy, y));
+  });
+  s = sh::block_tree(s, kThreads, smem, sh::SumCombine());
+  src.for_each([&](int64_t j, float y) {
+    const float dy = sh::load_f(dyr, j);
+    sh::store_f(dxr, j,
+                log_softmax ? sh::log_softmax_grad_value(dy, fmath::exp_f32(y), s)
+                            : sh::softmax_grad_value(dy, y, s));
+  });
+}
+
+template <typename T, int kThreads>
+__global__ void __launch_bounds__(sh::block_threads(kThreads))
+    softmax_grad_rows(const T* y, const T* dy, T* dx, int64_t outer, int64_t n, bool log_softmax) {
+  with_block_row<kThreads>(y, outer, n, [&](const auto& part, int64_t row, float* smem) {
+    softmax_grad_row<kThreads>(part, dy + row * n, dx + row * n, smem, log_softmax);
+  });
+}
+
+template <typename T>
+__global__ void softmax_grad_columns(const T* y, const T* dy, T* dx, int64_t outer, int64_t n,
+                                     int64_t inner, bool log_softmax) {
+  const int64_t id = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (id >= outer * inner) return;
+  const int64_t base = id / inner * n * inner + id % inner;
+  float s = 0.0f;
+  for (int64_t r = 0; r < n; ++r) {
+    const float d = sh::load_f(dy, base + r * inner);
+    s = sh::add(s, log_softmax ? d : sh::softmax_grad_term(d, sh::load_f(y, base + r * inner)));
+  }
+  for (int64_t r = 0; r < n; ++r) {
+    const float d = sh::load_f(dy, base + r * inner), v = sh::load_f(y, base + r * inner);
+    sh::store_f(dx, base + r * inner,
+                log_softmax ? sh::log_softmax_grad_value(d, fmath::exp_f32(v), s)
+                            : sh::softmax_grad_value(d, v, s));
+  }
+}
+
+template <typename T>
+void launch_grad(const T* y, const T* dy, T* dx, int64_t outer, int64_t n, int64_t inner,
+                 bool log_softmax, cudaStream_t stream) {
+  if (inner > 1) {
+    const unsigned blocks = sh::grid_of(sh::ceil_div(outer * inner, 256), "softmax_grad");
+    softmax_grad_columns<T><<<blocks, 256, 0, stream>>>(y, dy, dx, outer, n, inner, log_softmax);
+    return;
+  }
+  switch (sh::row_plan(n).threads) {
+    case 32:
+      softmax_grad_rows<T, 32>
+          <<<sh::grid_of(sh::ceil_div(outer, sh::kRowsPerWarpBlock), "softmax_grad"),
+             32 * sh::kRowsPerWarpBlock, 0, stream>>>(y, dy, dx, outer, n, log_softmax);
+      break;
+    case 256:
+      softmax_grad_rows<T, 256><<<sh::grid_of(outer, "softmax_grad"), 256, 0, stream>>>(
+          y, dy, dx, outer, n, log_softmax);
+      break;
+    default:
+      softmax_grad_rows<T, 512><<<sh::grid_of(outer, "softmax_grad"), 512, 0, stream>>>(
+          y, dy, dx, outer, n, log_softmax);
+  }
+}
+
 }  // namespace
+
+void softmax_grad(DType dtype, const void* y, const void* dy, void* dx, int64_t outer, int64_t n,
+                  int64_t inner, bool log_softmax, cudaStream_t stream) {
+  sh::dispatch_float_types(dtype, "softmax_grad", [&](auto tag) {
+    using T = decltype(tag);
+    if (outer <= 0 || n <= 0 || inner <= 0) return;
+    launch_grad(static_cast<const T*>(y), static_cast<const T*>(dy), static_cast<T*>(dx), outer, n,
+                inner, log_softmax, stream);
+    sh::check_launch("softmax_grad");
+  });
+}
 
 void softmax(DType dtype, const void* x, void* y, int64_t outer, int64_t n, int64_t inner,
              bool log_softmax, cudaStream_t stream) {

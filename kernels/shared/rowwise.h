@@ -42,6 +42,23 @@ AMPC_HD float softmax_inv_sum(float sum) {
   return div(1.0f, sum);
 }
 
+// The backward of Softmax (y = softmax(x)) and LogSoftmax (y = log_softmax(x)) along a row,
+// given dy: the row's sum s, then each element. M is the compute type as for LayerNorm.
+// Softmax: s = sum(dy * y), dx = y * (dy - s).
+template <typename M>
+AMPC_HD M softmax_grad_term(M dy, M y) {
+  return mul(dy, y);
+}
+template <typename M>
+AMPC_HD M softmax_grad_value(M dy, M y, M s) {
+  return mul(y, sub(dy, s));
+}
+// LogSoftmax: s = sum(dy), dx = dy - exp(y) * s; `e` is exp(y) (fmath::exp_f32 for float).
+template <typename M>
+AMPC_HD M log_softmax_grad_value(M dy, M e, M s) {
+  return sub(dy, mul(e, s));
+}
+
 // LayerNormalization: two passes (mean, then the biased variance around it). M is the compute
 // type: float on the device and for f32 / f16 / bf16 on the host, double for the CPU op's f64.
 template <typename M>

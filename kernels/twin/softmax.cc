@@ -48,7 +48,81 @@ void softmax_column(const T* x, T* y, int64_t n, int64_t inner, bool log_softmax
   }
 }
 
+// The backward of one row (inner == 1): the sum in the block's order (fold_row over the terms),
+// then dx. Scratch: `a` and `b` hold the loaded rows, `t` the terms (then exp(y)).
+template <typename T, typename M = MathOf<T>>
+void softmax_grad_row(const T* y, const T* dy, T* dx, int64_t n, bool log_softmax,
+                      std::vector<M>& a, std::vector<M>& b, std::vector<M>& t) {
+  const M* v = load_row(y, n, a);
+  const M* d = load_row(dy, n, b);
+  t.resize(n);
+  const sh::RowPlan plan = sh::row_plan(n);
+  if (log_softmax) {
+    const M s = fold_row(plan, d, n, M(0), SumOf());
+    exp_array(v, n, t.data());
+    for (int64_t j = 0; j < n; ++j)
+      dx[j] = sh::Elem<T>::store(sh::log_softmax_grad_value(d[j], t[j], s));
+    return;
+  }
+  for (int64_t j = 0; j < n; ++j) t[j] = sh::softmax_grad_term(d[j], v[j]);
+  const M s = fold_row(plan, t.data(), n, M(0), SumOf());
+  for (int64_t j = 0; j < n; ++j) dx[j] = sh::Elem<T>::store(sh::softmax_grad_value(d[j], v[j], s));
+}
+
+// inner > 1: one thread per column walks the n rows in order.
+template <typename T, typename M = MathOf<T>>
+void softmax_grad_column(const T* y, const T* dy, T* dx, int64_t n, int64_t inner, bool log_softmax,
+                         std::vector<M>& a, std::vector<M>& b, std::vector<M>& t) {
+  std::vector<M> s(inner, M(0));
+  for (int64_t r = 0; r < n; ++r) {
+    const M* d = load_row(dy + r * inner, inner, b);
+    if (log_softmax) {
+      for (int64_t i = 0; i < inner; ++i) s[i] = sh::add(s[i], d[i]);
+    } else {
+      const M* v = load_row(y + r * inner, inner, a);
+      for (int64_t i = 0; i < inner; ++i) s[i] = sh::add(s[i], sh::softmax_grad_term(d[i], v[i]));
+    }
+  }
+  t.resize(inner);
+  for (int64_t r = 0; r < n; ++r) {
+    const M* v = load_row(y + r * inner, inner, a);
+    const M* d = load_row(dy + r * inner, inner, b);
+    T* out = dx + r * inner;
+    if (log_softmax) {
+      exp_array(v, inner, t.data());
+      for (int64_t i = 0; i < inner; ++i)
+        out[i] = sh::Elem<T>::store(sh::log_softmax_grad_value(d[i], t[i], s[i]));
+    } else {
+      for (int64_t i = 0; i < inner; ++i)
+        out[i] = sh::Elem<T>::store(sh::softmax_grad_value(d[i], v[i], s[i]));
+    }
+  }
+}
+
 }  // namespace
+
+void softmax_grad(DType dtype, const void* y, const void* dy, void* dx, int64_t outer, int64_t n,
+                  int64_t inner, bool log_softmax) {
+  sh::dispatch_float_types_f64(dtype, "softmax_grad", [&](auto tag) {
+    using T = decltype(tag);
+    using M = MathOf<T>;
+    if (outer <= 0 || n <= 0 || inner <= 0) return;
+    const T* yt = static_cast<const T*>(y);
+    const T* dyt = static_cast<const T*>(dy);
+    T* dxt = static_cast<T*>(dx);
+    for_rows(outer, outer > 1 && outer * n * inner > (1 << 16), [&](int64_t begin, int64_t end) {
+      std::vector<M> a, b, t;
+      for (int64_t o = begin; o < end; ++o) {
+        const int64_t at = o * n * inner;
+        if (inner == 1) {
+          softmax_grad_row(yt + at, dyt + at, dxt + at, n, log_softmax, a, b, t);
+        } else {
+          softmax_grad_column(yt + at, dyt + at, dxt + at, n, inner, log_softmax, a, b, t);
+        }
+      }
+    });
+  });
+}
 
 void softmax(DType dtype, const void* x, void* y, int64_t outer, int64_t n, int64_t inner,
              bool log_softmax) {

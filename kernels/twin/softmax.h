@@ -14,4 +14,8 @@ namespace ampc::kernels::twin {
 void softmax(DType dtype, const void* x, void* y, int64_t outer, int64_t n, int64_t inner,
              bool log_softmax);
 
+// The backward (kernels/cuda/softmax.h's softmax_grad) on host pointers; f64 in double.
+void softmax_grad(DType dtype, const void* y, const void* dy, void* dx, int64_t outer, int64_t n,
+                  int64_t inner, bool log_softmax);
+
 }  // namespace ampc::kernels::twin

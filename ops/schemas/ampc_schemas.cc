@@ -174,6 +174,24 @@ OpSchema layer_norm_grad() {
   return s;
 }
 
+// The backward of Softmax / LogSoftmax (opset 13: one axis) from the forward's output.
+OpSchema softmax_grad() {
+  OpSchema s = ampc_op_schema(
+      "SoftmaxGrad",
+      "Gradient of Softmax(X; axis) (log = 0) or LogSoftmax(X; axis) (log = 1) given dY and the "
+      "forward's output Y: dX = Y * (dY - sum(dY * Y)), or dX = dY - exp(Y) * sum(dY), the sums "
+      "along axis.");
+  s.TypeConstraint("T", float_type_strs(), "dY, Y and dX.")
+      .Attr("axis", "As the forward op's (opset 13 and later).", AttributeProto::INT, int64_t{-1})
+      .Attr("log", "1: the forward is LogSoftmax.", AttributeProto::INT, int64_t{0})
+      .Input(0, "dY", "Gradient of Y.", "T")
+      .Input(1, "Y", "The forward op's output.", "T")
+      .Output(0, "dX", "Gradient of X.", "T")
+      .TypeAndShapeInferenceFunction(
+          [](onnx::InferenceContext& ctx) { output_like_input(ctx, 1, 0); });
+  return s;
+}
+
 }  // namespace
 
 void register_ampc_schemas() {
@@ -182,6 +200,7 @@ void register_ampc_schemas() {
         kAmpcDomain, kAmpcDomainVersion, kAmpcDomainVersion);
     onnx::RegisterSchema(conv_grad());
     onnx::RegisterSchema(layer_norm_grad());
+    onnx::RegisterSchema(softmax_grad());
     onnx::RegisterSchema(conv());
     onnx::RegisterSchema(max_pool());
     onnx::RegisterSchema(average_pool());

@@ -1,6 +1,7 @@
 // Gradients of Softmax and LogSoftmax (opset 13: along one axis) and of the losses built on
 // them, SoftmaxCrossEntropyLoss and NegativeLogLikelihoodLoss (ONNX definitions: per-element
 // loss -w[t] * logp[t]; ignored labels weigh 0; mean divides by the sum of the weights).
+#include "ops/schemas/ampc_schemas.h"
 #include "passes/autodiff/gradient_registry.h"
 
 namespace ampc::passes::autodiff {
@@ -19,31 +20,20 @@ Value* cast(GradContext& c, Value* v, DType to) {
                 attrs(ir::Attribute::make_int("to", static_cast<int64_t>(to))));
 }
 
-// sum of v along `axis`, kept as a size-1 axis.
-Value* sum_axis(GradContext& c, Value* v, int64_t axis) {
-  Shape s = *v->type.shape;
-  s[static_cast<size_t>(axis)] = 1;
-  return c.b.op("ReduceSum", {v, c.b.ints({axis})}, {v->type.dtype, s}, attrs(keepdims(1)));
-}
-
 int64_t softmax_axis(GradContext& c) {
   const int64_t axis = c.attr_int("axis", -1);
   return axis < 0 ? axis + static_cast<int64_t>(c.input(0)->type.shape->size()) : axis;
 }
 
-// dx = y * (dy - sum(dy * y))
-void softmax(GradContext& c) {
-  Value* y = c.output(0);
-  Value* dy = c.output_grad(0);
-  Value* s = sum_axis(c, c.b.mul(dy, y), softmax_axis(c));
-  Value* centred = c.b.op("Sub", {dy, s}, dy->type);
-  c.set_input_grad(0, c.b.mul(centred, y));
-}
-
-// x = log-probabilities (y = LogSoftmax(x)): dx = dy - exp(y) * sum(dy)
-Value* log_softmax_grad(GradContext& c, Value* y, Value* dy, int64_t axis) {
-  Value* p = c.b.op("Exp", {y}, y->type);
-  return c.b.op("Sub", {dy, c.b.mul(p, sum_axis(c, dy, axis))}, dy->type);
+// The backward of Softmax (dx = y * (dy - sum(dy * y))) or LogSoftmax (dx = dy - exp(y) *
+// sum(dy)) along `axis`, as one op (ampc.SoftmaxGrad; kernels/cuda/softmax.h): the row's sum
+// and every dx in one pass over y and dy, in fp32 and rounded once, as PyTorch's softmax
+// backward kernels compute it (and one step instead of a product, a reduction and the
+// elementwise steps after it).
+Value* softmax_grad(GradContext& c, Value* y, Value* dy, int64_t axis, bool log) {
+  return c.b.op("SoftmaxGrad", {cast(c, dy, y->type.dtype), y}, y->type,
+                attrs(ir::Attribute::make_int("axis", axis), ir::Attribute::make_int("log", log)),
+                ops::kAmpcDomain);
 }
 
 // NegativeLogLikelihoodLoss / SoftmaxCrossEntropyLoss with x [N, C, d...], labels [N, d...]:
@@ -117,9 +107,9 @@ void softmax_cross_entropy(GradContext& c) {
     logp = c.b.op("LogSoftmax", {c.input(0)}, c.input(0)->type,
                   attrs(ir::Attribute::make_int("axis", 1)));
   }
-  if (d1) return c.set_input_grad(0, log_softmax_grad(c, logp, dlogp, 1));
+  if (d1) return c.set_input_grad(0, softmax_grad(c, logp, dlogp, 1, true));
   // Through the loss only, sum(dlogp) over the classes is -g: dx = dlogp + exp(logp) * g,
-  // the same numbers as log_softmax_grad (a sum of zeros and one value is exact) without
+  // the same numbers as the LogSoftmax backward (a sum of zeros and one value is exact) without
   // the [N, C] reduction, so dlogp never needs storing: the whole gradient is one kernel.
   Value* p = c.b.op("Exp", {logp}, logp->type);
   c.set_input_grad(0, c.b.op("Add", {dlogp, c.b.mul(p, g_rows)}, dlogp->type));
@@ -128,9 +118,11 @@ void softmax_cross_entropy(GradContext& c) {
 }  // namespace
 
 void register_softmax_gradients(GradientRegistry& r) {
-  r.add("Softmax", softmax);
+  r.add("Softmax", [](GradContext& c) {
+    c.set_input_grad(0, softmax_grad(c, c.output(0), c.output_grad(0), softmax_axis(c), false));
+  });
   r.add("LogSoftmax", [](GradContext& c) {
-    c.set_input_grad(0, log_softmax_grad(c, c.output(0), c.output_grad(0), softmax_axis(c)));
+    c.set_input_grad(0, softmax_grad(c, c.output(0), c.output_grad(0), softmax_axis(c), true));
   });
   r.add("NegativeLogLikelihoodLoss", nll_loss);
   r.add("SoftmaxCrossEntropyLoss", softmax_cross_entropy);

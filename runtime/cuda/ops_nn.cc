@@ -50,6 +50,22 @@ Launch build_softmax(StepContext& ctx) {
   };
 }
 
+// ampc.SoftmaxGrad(dY, Y) -> dX.
+Launch build_softmax_grad(StepContext& ctx) {
+  ctx.require_dtype(1, kFloats);
+  if (ctx.in_shape(0) != ctx.in_shape(1) || ctx.in_dtype(0) != ctx.in_dtype(1))
+    ctx.fail("dY does not match Y");
+  const plan::RowwiseParams& p = plan::params<plan::RowwiseParams>(ctx.step());
+  const auto [outer, n, inner] = plan::row_shape(p, ctx.in_shape(1));
+  const bool log = p.kind() == plan::RowwiseParams::LOG_SOFTMAX;
+  const DType dtype = ctx.in_dtype(1);
+  const DevPtr dy = ctx.in(0), y = ctx.in(1), dx = ctx.out(0);
+  return [=](cudaStream_t stream) {
+    if (outer * n * inner == 0) return;
+    kc::softmax_grad(dtype, y.get(), dy.get(), dx.get(), outer, n, inner, log, stream);
+  };
+}
+
 // The generic row ops (kernels/shared/row_ops.h): one builder for the whole list. The
 // per-channel operands are inputs 1.., one value per channel (x's dimension 1).
 template <typename Spec>
@@ -462,6 +478,7 @@ void register_nn_ops(BuilderTable& t) {
   t.add("ampc", "RangeStats", build_range_stats);
   t.add("", "Softmax", build_softmax);
   t.add("", "LogSoftmax", build_softmax);
+  t.add("ampc", "SoftmaxGrad", build_softmax_grad);
   t.add("", "LayerNormalization", build_layer_norm);
 #define AMPC_ROW_OP_BUILDER(NAME, SPEC) \
   t.add("", kernels::shared::SPEC::kOp, build_row_op<kernels::shared::SPEC>);

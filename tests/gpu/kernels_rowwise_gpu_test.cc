@@ -183,6 +183,43 @@ TEST(KernelsRowwiseGpu, SoftmaxMatchesTwin) {
   }
 }
 
+// The backward (ampc.SoftmaxGrad) from a forward's output: warp rows, cached and streamed block
+// rows, a row of one element, columns (inner > 1). The sum's order is the twin's and every step
+// is correctly rounded, so the two agree bit for bit except where exp differs (log-softmax).
+TEST(KernelsRowwiseGpu, SoftmaxGradMatchesTwin) {
+  AMPC_REQUIRE_DEVICE();
+  struct Case {
+    int64_t outer, n, inner;
+  };
+  const Case cases[] = {{300, 33, 1},  {64, 1024, 1}, {33, 1030, 1},
+                        {8, 50257, 1}, {40, 1, 1},    {16, 17, 40}};
+  for (DType dtype : kFloatTypes) {
+    for (const Case& c : cases) {
+      for (bool log : {false, true}) {
+        const size_t count = static_cast<size_t>(c.outer * c.n * c.inner);
+        Buffer x(count * size_of(dtype)), y(count * size_of(dtype)), dy(count * size_of(dtype)),
+            dx(count * size_of(dtype));
+        x.host = random_bytes(dtype, count, 17 + static_cast<uint32_t>(count), 4.0f);
+        dy.host = random_bytes(dtype, count, 29 + static_cast<uint32_t>(count), 1.0f);
+        std::vector<uint8_t> forward(count * size_of(dtype));
+        tw::softmax(dtype, x.host.data(), forward.data(), c.outer, c.n, c.inner, log);
+        y.host = forward;
+        y.upload();
+        dy.upload();
+        cu::softmax_grad(dtype, y.dev, dy.dev, dx.dev, c.outer, c.n, c.inner, log, nullptr);
+        CUDA_OK(cudaDeviceSynchronize());
+        std::vector<uint8_t> want(count * size_of(dtype));
+        tw::softmax_grad(dtype, y.host.data(), dy.host.data(), want.data(), c.outer, c.n, c.inner,
+                         log);
+        expect_agree(dx.download(), want, dtype, 1.0, !log,
+                     std::string(log ? "log_softmax_grad " : "softmax_grad ") +
+                         std::string(dtype_name(dtype)) + " [" + std::to_string(c.outer) + "," +
+                         std::to_string(c.n) + "," + std::to_string(c.inner) + "]");
+      }
+    }
+  }
+}
+
 // ---- The generic row ops (kernels/shared/row_ops.h) ----
 
 // Every op of the list, bit for bit: the specs use only correctly rounded operations (add,

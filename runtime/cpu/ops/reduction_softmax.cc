@@ -48,9 +48,24 @@ void softmax_op(OpContext& ctx) {
   dispatch_float(ctx, [&](auto tag) { softmax<kind, decltype(tag)>(ctx); });
 }
 
+// ampc.SoftmaxGrad(dY, Y) -> dX: the backward (passes/autodiff/rules_softmax.cc), the CUDA
+// kernel's twin; every operand of Y's type (f64 in double), the rows of the forward's axis.
+void softmax_grad(OpContext& ctx) {
+  const Tensor &dy = ctx.in(0), &y = ctx.in(1);
+  if (!is_float(y.dtype())) ctx.fail("Y " + y.type_str() + " is not a float tensor");
+  if (dy.dtype() != y.dtype() || dy.shape() != y.shape())
+    ctx.fail("dY " + dy.type_str() + " does not match Y " + y.type_str());
+  const plan::RowwiseParams& p = plan::params<plan::RowwiseParams>(ctx.step());
+  const plan::RowShape s = plan::row_shape(p, y.shape());
+  Tensor& dx = ctx.output_for_overwrite(0, y.dtype(), y.shape());
+  kernels::twin::softmax_grad(y.dtype(), y.raw(), dy.raw(), dx.raw(), s.outer, s.n, s.inner,
+                              p.kind() == plan::RowwiseParams::LOG_SOFTMAX);
+}
+
 }  // namespace
 
 void register_softmax_ops(OpRegistry& r) {
+  r.add("SoftmaxGrad", softmax_grad, "ampc");
   add_widened(r, "Softmax", softmax_op<Kind::kSoftmax>);
   add_widened(r, "LogSoftmax", softmax_op<Kind::kLogSoftmax>);
   add_widened(r, "Hardmax", softmax_op<Kind::kHardmax>);
