@@ -39,8 +39,13 @@ struct Linear {
   Value* bias = nullptr;
 };
 
-bool find_linear(const ir::Model& model, Node* add, Linear& out) {
-  if (!is_onnx(add, "Add") || add->inputs.size() != 2 || add->outputs.size() != 1) return false;
+// What a node is: not a 16-bit linear layer, one to rewrite, or one whose input has rank 4 or
+// more (left as it is: torch rounds the product and the sum apart there too).
+enum class Found { kNo, kRewrite, kHigherRank };
+
+Found find_linear(const ir::Model& model, Node* add, Linear& out) {
+  if (!is_onnx(add, "Add") || add->inputs.size() != 2 || add->outputs.size() != 1)
+    return Found::kNo;
   for (int k = 0; k < 2; ++k) {
     Value* y = add->inputs[k];
     Value* b = add->inputs[1 - k];
@@ -53,13 +58,13 @@ bool find_linear(const ir::Model& model, Node* add, Linear& out) {
     const auto* ws = static_shape(mm->inputs[1]);
     const auto* bs = static_shape(b);
     if (!is_16bit(t) || b->type.dtype != t || add->outputs[0]->type.dtype != t || !xs || !ws ||
-        !bs || xs->size() != 3 || ws->size() != 2 || bs->size() != 1 || (*bs)[0] != (*ws)[1] ||
+        !bs || xs->size() < 3 || ws->size() != 2 || bs->size() != 1 || (*bs)[0] != (*ws)[1] ||
         !is_parameter_row(b))
       continue;
     out = {y->producer, add, b};
-    return true;
+    return xs->size() == 3 ? Found::kRewrite : Found::kHigherRank;
   }
-  return false;
+  return Found::kNo;
 }
 
 // The labels of the pair as they were, for the report.
@@ -123,7 +128,15 @@ int linear_layers_as_gemm(ir::Model& model, AutocastReport* report) {
   std::vector<Linear> found;
   for (const auto& n : g.nodes) {
     Linear l;
-    if (find_linear(model, n.get(), l)) found.push_back(l);
+    const Found f = find_linear(model, n.get(), l);
+    if (f == Found::kRewrite) found.push_back(l);
+    if (f != Found::kHigherRank || !report) continue;
+    for (auto& d : report->nodes) {
+      if (d.node == n->label())
+        d.rule +=
+            "; input of rank > 3: product and sum rounded apart, as torch's linear there "
+            "(matmul, then add_; linear_as_gemm.h)";
+    }
   }
   for (const Linear& l : found) rewrite(model, l, report);
   return static_cast<int>(found.size());
