@@ -176,6 +176,22 @@ void matmul_op(OpContext& ctx) {
   }
 }
 
+// A Gemm's product op(A) op(B) of the operands' type t as oneDNN's matmul description.
+k::DnnlMatmul gemm_description(const Tensor& a, const Tensor& b, DType t, bool ta, bool tb,
+                               int64_t m, int64_t n, int64_t kk) {
+  k::DnnlMatmul p;
+  p.a_type = p.b_type = p.c_type = t;
+  p.trans_a = ta;
+  p.trans_b = tb;
+  p.m = m;
+  p.n = n;
+  p.k = kk;
+  p.lda = a.dim(1);
+  p.ldb = b.dim(1);
+  p.ldc = n;
+  return p;
+}
+
 // Gemm with C one row of N (a linear layer's bias) and alpha = beta = 1, f32 or bf16 (on a CPU
 // with bf16 arithmetic): C joins oneDNN's fp32 accumulator as its bias and the result is
 // rounded once, the same sum as C copied into Y and added with beta 1, without the copy (a
@@ -188,16 +204,8 @@ bool row_bias_gemm(OpContext& ctx, const Tensor& c, bool ta, bool tb, int64_t m,
       c.rank() > 2 || (c.rank() == 2 && c.dim(0) != 1) ||
       (t == DType::kBFloat16 && !k::dnnl_bf16_native()))
     return false;
-  k::DnnlMatmul p;
-  p.a_type = p.b_type = p.c_type = p.bias_type = t;
-  p.trans_a = ta;
-  p.trans_b = tb;
-  p.m = m;
-  p.n = n;
-  p.k = kk;
-  p.lda = a.dim(1);
-  p.ldb = b.dim(1);
-  p.ldc = n;
+  k::DnnlMatmul p = gemm_description(a, b, t, ta, tb, m, n, kk);
+  p.bias_type = t;
   p.bias = true;
   if (!k::dnnl_matmul_prepare(p)) return false;
   // oneDNN writes every element of the placed output, or refuses before writing any.
@@ -243,16 +251,7 @@ void gemm(OpContext& ctx) {
     }
   }
   if constexpr (std::is_same_v<T, BFloat16>) {
-    k::DnnlMatmul p;
-    p.a_type = p.b_type = p.c_type = DType::kBFloat16;
-    p.trans_a = ta;
-    p.trans_b = tb;
-    p.m = m;
-    p.n = n;
-    p.k = kk;
-    p.lda = a.dim(1);
-    p.ldb = b.dim(1);
-    p.ldc = n;
+    k::DnnlMatmul p = gemm_description(a, b, DType::kBFloat16, ta, tb, m, n, kk);
     p.alpha = alpha;
     p.beta = c ? beta : 0.0f;
     if (kk > 0 && !k::dnnl_matmul(p, a.raw(), b.raw(), yp)) {
