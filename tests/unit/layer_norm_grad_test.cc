@@ -22,16 +22,10 @@ using optest::attr_i;
 using Dims = std::vector<int64_t>;
 namespace sh = ampc::kernels::shared;
 
-int64_t count(const Dims& s) {
-  int64_t n = 1;
-  for (int64_t d : s) n *= d;
-  return n;
-}
+using optest::count;
 
 Tensor random(DType t, const Dims& shape, uint32_t seed, double lo = -4, double hi = 4) {
-  std::vector<double> v = optest::pseudo_random(static_cast<size_t>(count(shape)), seed);
-  for (double& x : v) x = lo + (x + 1) / 2 * (hi - lo);
-  return optest::make(t, shape, v);
+  return optest::uniform(t, shape, seed, lo, hi);
 }
 
 struct Case {

@@ -151,6 +151,18 @@ std::vector<double> pseudo_random(size_t n, uint32_t seed) {
   return v;
 }
 
+int64_t count(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+Tensor uniform(DType t, const std::vector<int64_t>& shape, uint32_t seed, double lo, double hi) {
+  std::vector<double> v = pseudo_random(static_cast<size_t>(count(shape)), seed);
+  for (double& x : v) x = lo + (x + 1) / 2 * (hi - lo);
+  return make(t, shape, v);
+}
+
 void expect_close(const std::vector<double>& got, const std::vector<double>& want, double tol) {
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i) {

@@ -26,6 +26,10 @@ std::string run_error(const std::string& op, const std::vector<Tensor>& inputs,
                       const std::vector<plan::Attribute>& attrs, int num_outputs, int64_t opset,
                       const std::string& domain = "");
 std::vector<double> pseudo_random(size_t n, uint32_t seed);
+// The number of elements of a shape.
+int64_t count(const std::vector<int64_t>& shape);
+// A tensor of pseudo_random values spread over [lo, hi].
+Tensor uniform(DType t, const std::vector<int64_t>& shape, uint32_t seed, double lo, double hi);
 void expect_close(const std::vector<double>& got, const std::vector<double>& want, double tol);
 
 }  // namespace ampc::rt::cpu::optest

@@ -24,17 +24,8 @@ using optest::attr_i;
 using Dims = std::vector<int64_t>;
 namespace sh = ampc::kernels::shared;
 
-int64_t count(const Dims& s) {
-  int64_t n = 1;
-  for (int64_t d : s) n *= d;
-  return n;
-}
-
-Tensor random(DType t, const Dims& shape, uint32_t seed, double lo, double hi) {
-  std::vector<double> v = optest::pseudo_random(static_cast<size_t>(count(shape)), seed);
-  for (double& x : v) x = lo + (x + 1) / 2 * (hi - lo);
-  return optest::make(t, shape, v);
-}
+using optest::count;
+using optest::uniform;
 
 struct Case {
   Dims shape;
@@ -89,8 +80,9 @@ TEST(SoftmaxGrad, MatchesTheDoubleFormulas) {
         SCOPED_TRACE(std::string(dtype_name(t)) + (log ? " log" : "") + " shape of " +
                      std::to_string(count(c.shape)) + " axis " + std::to_string(c.axis));
         // y as the forward leaves it: probabilities in [0, 1], log-probabilities in [-6, 0].
-        const Tensor y = log ? random(t, c.shape, seed++, -6, 0) : random(t, c.shape, seed++, 0, 1);
-        const Tensor dy = random(t, c.shape, seed++, -2, 2);
+        const Tensor y =
+            log ? uniform(t, c.shape, seed++, -6, 0) : uniform(t, c.shape, seed++, 0, 1);
+        const Tensor dy = uniform(t, c.shape, seed++, -2, 2);
         const Rows r = rows_of(c.shape, c.axis);
         const Tensor got = run_grad(dy, y, c.axis, log);
         ASSERT_EQ(got.dtype(), t);
@@ -146,14 +138,14 @@ TEST(SoftmaxGrad, IsTheKernelsOrderBitForBit) {
       const Rows r = rows_of(c.shape, c.axis);
       {
         SCOPED_TRACE(std::string("f32") + (log ? " log" : "") + " axis " + std::to_string(c.axis));
-        const Tensor y = random(DType::kFloat32, c.shape, seed++, log ? -6 : 0, log ? 0 : 1);
-        const Tensor dy = random(DType::kFloat32, c.shape, seed++, -2, 2);
+        const Tensor y = uniform(DType::kFloat32, c.shape, seed++, log ? -6 : 0, log ? 0 : 1);
+        const Tensor dy = uniform(DType::kFloat32, c.shape, seed++, -2, 2);
         expect_kernel_order<float>(dy, y, r, log, run_grad(dy, y, c.axis, log));
       }
       {
         SCOPED_TRACE(std::string("bf16") + (log ? " log" : "") + " axis " + std::to_string(c.axis));
-        const Tensor y = random(DType::kBFloat16, c.shape, seed++, log ? -6 : 0, log ? 0 : 1);
-        const Tensor dy = random(DType::kBFloat16, c.shape, seed++, -2, 2);
+        const Tensor y = uniform(DType::kBFloat16, c.shape, seed++, log ? -6 : 0, log ? 0 : 1);
+        const Tensor dy = uniform(DType::kBFloat16, c.shape, seed++, -2, 2);
         expect_kernel_order<BFloat16>(dy, y, r, log, run_grad(dy, y, c.axis, log));
       }
     }
@@ -161,11 +153,11 @@ TEST(SoftmaxGrad, IsTheKernelsOrderBitForBit) {
 }
 
 TEST(SoftmaxGrad, RefusesOperandsThatDoNotMatch) {
-  const Tensor y = random(DType::kFloat32, {2, 3}, 1, 0, 1);
-  EXPECT_THAT(optest::run_error("SoftmaxGrad", {random(DType::kFloat32, {3, 2}, 2, -1, 1), y},
+  const Tensor y = uniform(DType::kFloat32, {2, 3}, 1, 0, 1);
+  EXPECT_THAT(optest::run_error("SoftmaxGrad", {uniform(DType::kFloat32, {3, 2}, 2, -1, 1), y},
                                 {attr_i("axis", 1)}, 1, 1, "ampc"),
               ::testing::HasSubstr("does not match Y"));
-  EXPECT_THAT(optest::run_error("SoftmaxGrad", {random(DType::kFloat64, {2, 3}, 3, -1, 1), y},
+  EXPECT_THAT(optest::run_error("SoftmaxGrad", {uniform(DType::kFloat64, {2, 3}, 3, -1, 1), y},
                                 {attr_i("axis", 1)}, 1, 1, "ampc"),
               ::testing::HasSubstr("does not match Y"));
 }
