@@ -120,6 +120,36 @@ TEST(AutodiffFdLinearRandom, LinearWeightGradientInItsOwnLayout) {
   }
 }
 
+// The same with the product a Gemm (a 16-bit linear layer after passes/linear_as_gemm.h), its
+// own transA and alpha: W's gradient against finite differences, and one Gemm in W's layout.
+TEST(AutodiffFdLinearRandom, GemmLinearWeightGradientInItsOwnLayout) {
+  for (const bool ta : {false, true}) {
+    for (const float alpha : {1.0f, -1.5f}) {
+      const Shape x = ta ? Shape{4, 3} : Shape{3, 4};
+      const Case c = {"GemmLinear_t" + std::to_string(ta) + "_a" + std::to_string(alpha),
+                      {x, {5, 4}},
+                      {3, 5},
+                      [=](GradBuilder& g, P p) {
+                        ir::Value* wt = g.op("Transpose", {p[1]}, f64({4, 5}),
+                                             attrs(Attribute::make_ints("perm", {1, 0})));
+                        return g.op("Gemm", {p[0], wt}, f64({3, 5}),
+                                    attrs(Attribute::make_float("alpha", alpha),
+                                          Attribute::make_int("transA", ta)));
+                      }};
+      check(c);
+      Values values = {std::vector<double>(12, 0.1), std::vector<double>(20, 0.2)};
+      auto m = make_model(c, values, std::vector<double>(15, 0.5));
+      const auto grads = passes::differentiate(*m, {.loss = "", .freeze = {"R", "fwd/*"}});
+      const ir::Value* dw = nullptr;
+      for (const auto& pg : grads) dw = pg.parameter->name == "p1" ? pg.gradient : dw;
+      ASSERT_NE(dw, nullptr) << c.name;
+      ASSERT_NE(dw->producer, nullptr) << c.name;
+      EXPECT_EQ(dw->producer->op_type, "Gemm") << c.name;
+      EXPECT_EQ(*dw->type.shape, (Shape{5, 4})) << c.name;
+    }
+  }
+}
+
 TEST(AutodiffFdLinearRandom, Gemm) {
   Random rnd(23);
   const int64_t m = 2, n = 3;
