@@ -207,8 +207,8 @@ bool row_bias_gemm(OpContext& ctx, const Tensor& c, bool ta, bool tb, int64_t m,
   k::DnnlMatmul p = gemm_description(a, b, t, ta, tb, m, n, kk);
   p.bias_type = t;
   p.bias = true;
-  if (!k::dnnl_matmul_prepare(p)) return false;
-  // oneDNN writes every element of the placed output, or refuses before writing any.
+  // oneDNN writes every element of the placed output, or refuses before writing any (then the
+  // caller's path writes it).
   Tensor& y = ctx.output_for_overwrite(0, t, {m, n});
   return k::dnnl_matmul(p, a.raw(), b.raw(), c.raw(), y.raw());
 }
