@@ -27,6 +27,7 @@
 #include "passes/recompute_elementwise.h"
 #include "passes/recurrent_lowering.h"
 #include "passes/static_shapes.h"
+#include "passes/transpose_chains.h"
 #include "passes/weight_copies.h"
 #include "report/plan_precision.h"
 #include "report/precision_decisions.h"
@@ -188,6 +189,9 @@ std::vector<Pass> pipeline_passes(const CompileOptions& o, PipelineState& s) {
                    passes::eliminate_common_subexpressions(m);
                  },
                  ir::Phase::kUnknown, [mixed_training] { return mixed_training; }});
+  // Autodiff transposes operands the forward transposed: one transpose from the stored tensor.
+  out.push_back({"compose-transposes", [](ir::Model& m) { passes::compose_transposes(m); },
+                 ir::Phase::kUnknown});
   out.push_back({"eliminate-dead-code", [](ir::Model& m) { passes::eliminate_dead_code(m); },
                  ir::Phase::kUnknown});
   out.push_back({"verify", [&o](ir::Model& m) {

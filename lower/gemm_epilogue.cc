@@ -50,9 +50,44 @@ bool is_last_two_swap(const Node& t) {
          perm->ints[r - 1] == static_cast<int64_t>(r - 2);
 }
 
+const std::vector<int64_t>* permutation(const Node& t) {
+  const auto* shape = static_shape(t.inputs[0]);
+  const ir::Attribute* perm = t.attr("perm");
+  if (!shape || !perm || perm->ints.size() != shape->size()) return nullptr;
+  return &perm->ints;
+}
+
+bool is_identity(const std::vector<int64_t>& perm) {
+  for (size_t i = 0; i < perm.size(); ++i) {
+    if (perm[i] != static_cast<int64_t>(i)) return false;
+  }
+  return true;
+}
+
+// A Transpose the CPU's oneDNN can read as a strided operand (lower/gemm_epilogue.h): rank 3
+// or more, not the identity nor a swap of the last two axes (trans_a / trans_b take those),
+// with the input's innermost axis still among the view's last two (one unit stride there).
+bool operand_view_foldable(const Node& t) {
+  const auto* perm = permutation(t);
+  if (!perm || perm->size() < 3 || is_identity(*perm) || is_last_two_swap(t)) return false;
+  const int64_t last = static_cast<int64_t>(perm->size()) - 1;
+  return perm->back() == last || (*perm)[perm->size() - 2] == last;
+}
+
+// A Transpose the CPU's oneDNN can write a MatMul's result through: rank 3 or more, not the
+// identity, the stored innermost axis one of the result's last two (its rows contiguous, or
+// its columns: then the call computes the transposed product, B^T A^T).
+bool result_view_foldable(const Node& t) {
+  const auto* perm = permutation(t);
+  const int64_t last = perm ? static_cast<int64_t>(perm->size()) - 1 : 0;
+  return perm && perm->size() >= 3 && !is_identity(*perm) &&
+         (perm->back() == last || perm->back() == last - 1);
+}
+
 class Finder {
  public:
-  explicit Finder(const ir::Model& model) : g_(*model.graph) {
+  Finder(const ir::Model& model, const GemmFoldOptions& options)
+      : g_(*model.graph), options_(options) {
     for (size_t i = 0; i < g_.nodes.size(); ++i) position_[g_.nodes[i].get()] = i;
     pinned_.insert(g_.outputs.begin(), g_.outputs.end());
     for (const auto& u : model.state_updates) pinned_.insert(u.source);
@@ -70,7 +105,9 @@ class Finder {
       fold_transposes(f);
       fold_bias(f);
       fold_relu(f);
-      if (f.epilogue != plan::GemmParams::NONE || f.trans_a || f.trans_b) {
+      fold_result_transpose(f);
+      if (f.epilogue != plan::GemmParams::NONE || f.trans_a || f.trans_b || !f.perm_a.empty() ||
+          !f.perm_b.empty() || !f.perm_y.empty()) {
         fold_of[f.gemm] = folds.size();
         folds.push_back(std::move(f));
       } else {
@@ -124,13 +161,38 @@ class Finder {
     for (int k = 0; k < 2; ++k) {
       const Value* v = f.inputs[k];
       const Node* t = v->producer;
-      if (!t || !is_onnx(*t, "Transpose") || !transpose_foldable(v) || !is_last_two_swap(*t))
+      // A transpose that an earlier GEMM writes its result through is not there to read.
+      if (!t || !is_onnx(*t, "Transpose") || !transpose_foldable(v) || result_views_.count(t))
         continue;
+      if (is_last_two_swap(*t)) {
+        (k == 0 ? f.trans_a : f.trans_b) = true;
+      } else if (options_.strided_views && is_onnx(*f.gemm, "MatMul") &&
+                 operand_view_foldable(*t)) {
+        (k == 0 ? f.perm_a : f.perm_b) = *permutation(*t);
+      } else {
+        continue;
+      }
       f.inputs[k] = t->inputs[0];
-      (k == 0 ? f.trans_a : f.trans_b) = true;
       f.folded.push_back(t);
       taken_.insert(t);
     }
+  }
+
+  // MatMul -> Transpose (its only reader): the call writes the transposed result.
+  void fold_result_transpose(GemmFold& f) {
+    if (!options_.strided_views || !is_onnx(*f.gemm, "MatMul") ||
+        f.epilogue != plan::GemmParams::NONE)
+      return;
+    const Value* y = f.outputs[0];
+    const Node* t = only_reader(y);
+    if (!t || !is_onnx(*t, "Transpose") || !foldable(y, *t) || !result_view_foldable(*t) ||
+        taken_.count(t))
+      return;
+    f.perm_y = *permutation(*t);
+    f.outputs[0] = t->outputs[0];
+    f.folded.push_back(t);
+    taken_.insert(t);
+    result_views_.insert(t);
   }
 
   // MatMul(X, W) + b -> MatMul[BIAS](X, W, b); Gemm's own 1-D C recorded as BIAS.
@@ -218,7 +280,9 @@ class Finder {
   }
 
   const ir::Graph& g_;
+  const GemmFoldOptions options_;
   std::unordered_map<const Node*, size_t> position_;
+  std::unordered_set<const Node*> result_views_;  // transposes a GEMM writes its result through
   std::unordered_set<const Value*> pinned_;
   std::unordered_set<const Node*> taken_;
   std::vector<const Node*> plain_;  // GEMMs with nothing folded by the first sweep
@@ -226,8 +290,8 @@ class Finder {
 
 }  // namespace
 
-std::vector<GemmFold> find_gemm_folds(const ir::Model& model) {
-  return Finder(model).run();
+std::vector<GemmFold> find_gemm_folds(const ir::Model& model, const GemmFoldOptions& options) {
+  return Finder(model, options).run();
 }
 
 }  // namespace ampc::lower

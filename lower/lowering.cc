@@ -19,9 +19,9 @@ std::string cuda_arch(const std::string& target) {
   throw Error("unknown target '" + target + "': expected cuda:sm_90, cuda:sm_80 or cpu");
 }
 
-// A transpose folded by several GEMMs disappears only when every reader of its output is a
-// kept fold that folded it; otherwise it stays a step of its own (for the other readers),
-// and the folds that read its input with a trans flag no longer count it as theirs.
+// A transpose folded by several GEMMs as an operand disappears only when every reader of its
+// output is a kept fold that folded it; otherwise it stays a step of its own (for the other
+// readers), and the folds that read its input with a trans flag no longer count it as theirs.
 void keep_shared_transposes(std::vector<GemmFold>& folds) {
   std::unordered_map<const ir::Node*, std::unordered_set<const ir::Node*>> folded_by;
   for (const auto& f : folds) {
@@ -37,7 +37,8 @@ void keep_shared_transposes(std::vector<GemmFold>& folds) {
   };
   for (auto& f : folds) {
     std::erase_if(f.folded, [&](const ir::Node* n) {
-      return n->domain.empty() && n->op_type == "Transpose" && !all_readers_fold(n);
+      const bool operand = n->inputs[0]->producer != f.gemm;  // not the call's result view
+      return n->domain.empty() && n->op_type == "Transpose" && operand && !all_readers_fold(n);
     });
   }
 }
@@ -46,8 +47,7 @@ void keep_shared_transposes(std::vector<GemmFold>& folds) {
 // before every reader of its outputs (else the folded nodes simply run as steps of their
 // own), moved into out.folds; returns each kept GEMM's index there.
 std::unordered_map<const ir::Node*, int> kept_folds(const std::vector<FusionStep>& schedule,
-                                                    std::vector<GemmFold>& folds,
-                                                    Lowering& out) {
+                                                    std::vector<GemmFold>& folds, Lowering& out) {
   std::unordered_map<const ir::Node*, size_t> index;
   for (size_t i = 0; i < schedule.size(); ++i) {
     if (!schedule[i].fused()) index[schedule[i].node] = i;
@@ -120,7 +120,8 @@ Lowering lower_graph(const ir::Model& model, const LoweringOptions& options) {
     return out;
   }
   // Work the GEMM calls take over stays out of the elementwise groups.
-  std::vector<GemmFold> folds = find_gemm_folds(model);
+  // Strided views only where oneDNN runs the GEMMs: cuBLASLt takes one batch stride.
+  std::vector<GemmFold> folds = find_gemm_folds(model, {.strided_views = !cuda});
   std::unordered_set<const ir::Node*> foldable;
   for (const auto& f : folds) foldable.insert(f.folded.begin(), f.folded.end());
   FusionOptions fusion;

@@ -97,6 +97,9 @@ class Emitter {
     g->set_trans_a(g->trans_a() != fold->trans_a);
     g->set_trans_b(g->trans_b() != fold->trans_b);
     g->set_epilogue(fold->epilogue);
+    g->mutable_perm_a()->Assign(fold->perm_a.begin(), fold->perm_a.end());
+    g->mutable_perm_b()->Assign(fold->perm_b.begin(), fold->perm_b.end());
+    g->mutable_perm_y()->Assign(fold->perm_y.begin(), fold->perm_y.end());
     for (const ir::Node* f : fold->folded) add_source(s, *f);
   }
 

@@ -72,6 +72,23 @@ std::string kernel_name(const plan::Step& s) {
   return s.segments() > 1 ? s.kernel() + " x " + std::to_string(s.segments()) : s.kernel();
 }
 
+// A MatMul's strided views (GemmParams.perm_a / perm_b / perm_y) as "a(0,2,1,3) y(0,2,1,3)";
+// empty without any.
+std::string gemm_views(const plan::Step& step) {
+  if (!step.has_gemm()) return "";
+  std::string text;
+  auto add = [&](const char* operand, const google::protobuf::RepeatedField<int64_t>& perm) {
+    if (perm.empty()) return;
+    text += (text.empty() ? "" : " ") + std::string(operand) + "(";
+    for (int i = 0; i < perm.size(); ++i) text += (i ? "," : "") + std::to_string(perm[i]);
+    text += ")";
+  };
+  add("a", step.gemm().perm_a());
+  add("b", step.gemm().perm_b());
+  add("y", step.gemm().perm_y());
+  return text;
+}
+
 json kernel_list(const plan::Plan& p) {
   json list = json::array();
   int64_t index = 0;
@@ -96,6 +113,8 @@ json kernel_list(const plan::Plan& p) {
     }
     const std::string epilogue = plan::gemm_epilogue_name(step);
     k["epilogue"] = epilogue.empty() ? json(nullptr) : json(epilogue);
+    const std::string views = gemm_views(step);
+    k["views"] = views.empty() ? json(nullptr) : json(views);
     list.push_back(k);
   }
   return list;
@@ -284,6 +303,7 @@ std::string plan_summary_text(const plan::Plan& p, const std::string& title) {
     os << "  " << std::right << std::setw(5) << k["index"].get<int64_t>() << "  " << std::left
        << std::setw(28) << k["name"].get<std::string>() << "  " << outputs_text(k["outputs"]);
     if (!k["epilogue"].is_null()) os << "  epilogue " << k["epilogue"].get<std::string>();
+    if (!k["views"].is_null()) os << "  views " << k["views"].get<std::string>();
     os << "  <- " << abbreviate(nodes) << "\n";
   }
   memory_text(p, j, os);

@@ -71,6 +71,65 @@ bool serial(const DnnlMatmul& p) {
   return static_cast<double>(p.m) * p.n * p.k * p.batch < ds::kSerialMultiplyAdds;
 }
 
+std::string key_of(const DnnlStridedMatmul& p) {
+  std::string k = "strided_matmul," + std::to_string(int(p.type)) + ',' +
+                  std::to_string(int(p.bias)) + ',' + std::to_string(int(p.bias_type)) + ',' +
+                  std::to_string(int(p.relu));
+  for (const auto* l : {&p.a, &p.b, &p.c}) {
+    for (const auto* v : {&l->dims, &l->strides}) {
+      k += ';';
+      for (int64_t x : *v) k += std::to_string(x) + ',';
+    }
+  }
+  return k;
+}
+
+bool valid(const DnnlStridedMatmul& p) {
+  const size_t r = p.c.dims.size();
+  for (const auto* l : {&p.a, &p.b, &p.c}) {
+    if (l->dims.size() != r || l->strides.size() != r) return false;
+  }
+  return r >= 2 && r <= DNNL_MAX_NDIMS;
+}
+
+std::unique_ptr<ds::Prepared> make(const DnnlStridedMatmul& p) {
+  memory::data_type t, tbias = memory::data_type::f32;
+  if (!valid(p) || !ds::dnnl_type(p.type, &t)) return nullptr;
+  if (p.bias && !ds::dnnl_type(p.bias_type, &tbias)) return nullptr;
+  const memory::desc a(p.a.dims, t, p.a.strides), b(p.b.dims, t, p.b.strides),
+      c(p.c.dims, t, p.c.strides);
+  memory::dims bias_dims(p.c.dims.size(), 1), bias_strides(p.c.dims.size(), p.c.dims.back());
+  bias_dims.back() = p.c.dims.back();
+  bias_strides.back() = 1;
+  const memory::desc bias(bias_dims, tbias, bias_strides);
+  dnnl::primitive_attr attr = ds::user_scratchpad_attr();
+  if (p.relu) {
+    dnnl::post_ops ops;
+    ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+    attr.set_post_ops(ops);
+  }
+  const auto desc = p.bias ? dnnl::matmul::desc(a, b, bias, c) : dnnl::matmul::desc(a, b, c);
+  const dnnl::matmul::primitive_desc pd(desc, attr, ds::engine());
+  // The reference implementation serves any strides, tens of times slower than a transpose
+  // and the fast kernels: then the caller transposes.
+  if (std::string(pd.impl_info_str()).find("ref") != std::string::npos) return nullptr;
+  std::vector<ds::ArgSpec> args = {{DNNL_ARG_SRC, a, false}, {DNNL_ARG_WEIGHTS, b, false}};
+  if (p.bias) args.push_back({DNNL_ARG_BIAS, bias, false});
+  args.push_back({DNNL_ARG_DST, c, true});
+  return ds::prepare(pd, dnnl::matmul(pd), args);
+}
+
+bool serial(const DnnlStridedMatmul& p) {
+  double madds = static_cast<double>(p.a.dims.back());  // k
+  for (int64_t d : p.c.dims) madds *= static_cast<double>(d);
+  return madds < ds::kSerialMultiplyAdds;
+}
+
+const ds::Prepared* find_or_make(const DnnlStridedMatmul& p) {
+  return ds::find_or_make(
+      key_of(p), [&] { return make(p); }, serial(p));
+}
+
 }  // namespace
 
 bool dnnl_bf16_native() {
@@ -98,6 +157,23 @@ bool dnnl_matmul(const DnnlMatmul& p, const void* a, const void* b, const void* 
     ds::execute(*prepared, {a, b, c});
   }
   return true;
+}
+
+bool dnnl_strided_matmul(const DnnlStridedMatmul& p, const void* a, const void* b, const void* bias,
+                         void* c) {
+  if (p.bias && !bias) return false;
+  const ds::Prepared* prepared = find_or_make(p);
+  if (!prepared) return false;
+  if (p.bias) {
+    ds::execute(*prepared, {a, b, bias, c});
+  } else {
+    ds::execute(*prepared, {a, b, c});
+  }
+  return true;
+}
+
+bool dnnl_strided_matmul_prepare(const DnnlStridedMatmul& p) {
+  return find_or_make(p) != nullptr;
 }
 
 bool dnnl_matmul_prepare(const DnnlMatmul& p) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "base/dtype.h"
 
@@ -25,6 +26,21 @@ struct DnnlMatmul {
   bool relu = false;
 };
 
+// The same product over operands of any layout: each of A [..., m, k], B [..., k, n] and
+// C [..., m, n] given by its dimensions and its strides in elements (one rank for all three;
+// a batch dimension of 1 in A or B broadcasts), e.g. an operand read through a transpose.
+// + bias[n] (bias_type) and max(0, .) as in DnnlMatmul.
+struct DnnlStridedMatmul {
+  DType type = DType::kFloat32;  // of A, B and C
+  struct Layout {
+    std::vector<int64_t> dims, strides;
+  };
+  Layout a, b, c;
+  bool bias = false;
+  DType bias_type = DType::kFloat32;
+  bool relu = false;
+};
+
 // Whether this CPU multiplies bf16 natively (AVX512-BF16 or AMX, as oneDNN sees it): only
 // then do bf16 GEMMs and convolutions run in bf16; elsewhere they stay widened to fp32,
 // which is faster than oneDNN's bf16 emulation.
@@ -38,5 +54,11 @@ bool dnnl_matmul(const DnnlMatmul& p, const void* a, const void* b, const void* 
 // Creates (and caches) the primitive for p now, e.g. when a plan is loaded; false when
 // oneDNN cannot serve p.
 bool dnnl_matmul_prepare(const DnnlMatmul& p);
+
+// False, having written nothing, where oneDNN cannot serve p or would serve it only with its
+// reference (unvectorised) implementation; bias null unless p.bias.
+bool dnnl_strided_matmul(const DnnlStridedMatmul& p, const void* a, const void* b, const void* bias,
+                         void* c);
+bool dnnl_strided_matmul_prepare(const DnnlStridedMatmul& p);
 
 }  // namespace ampc::kernels::cpu

@@ -18,10 +18,14 @@ class DnnlFoldedMatmul {
  public:
   struct Folding {
     bool trans_a = false, trans_b = false, bias = false, relu = false;
+    // Operands read through, and the result written through, a transpose (GemmParams
+    // perm_a / perm_b / perm_y; empty: none).
+    std::vector<int64_t> perm_a, perm_b, perm_y;
   };
   // Null where one oneDNN call cannot serve the step: not f32 (or bf16 on a CPU with bf16
   // arithmetic), shapes not static, 1-D operands, batch dimensions other than equal or
-  // absent on one side, a bias other than one row of N, an empty product.
+  // absent on one side (broadcast as numpy with a view), a bias other than one row of N, an
+  // empty product, a view oneDNN serves only with its reference implementation.
   static std::unique_ptr<DnnlFoldedMatmul> make(const plan::Step& step, const plan::Plan& plan,
                                                 const Folding& folding);
 
@@ -31,7 +35,15 @@ class DnnlFoldedMatmul {
   bool run(const Tensor& a, const Tensor& b, const Tensor* bias, Tensor* y) const;
 
  private:
+  // Operands or the result through a transpose: the strided form (else the plain one).
+  static std::unique_ptr<DnnlFoldedMatmul> make_strided(const plan::Step& step,
+                                                        const plan::Plan& plan,
+                                                        const Folding& folding);
+
   kernels::cpu::DnnlMatmul p_;
+  bool strided_ = false;
+  bool swapped_ = false;  // s_ is the transposed product, B^T A^T: its A is the step's B
+  kernels::cpu::DnnlStridedMatmul s_;
   DType type_ = DType::kFloat32;
   std::vector<int64_t> a_shape_, b_shape_, out_shape_;
 };

@@ -35,7 +35,8 @@ std::vector<int64_t> axes(int64_t rank, bool swap_last_two) {
 bool has_folded_work(const plan::Step& step) {
   const plan::GemmParams& g = gemm_params(step);
   return g.epilogue() != plan::GemmParams::NONE ||
-         (is_matmul(step) && (g.trans_a() || g.trans_b()));
+         (is_matmul(step) &&
+          (g.trans_a() || g.trans_b() || g.perm_a_size() || g.perm_b_size() || g.perm_y_size()));
 }
 
 FoldedGemm::FoldedGemm(const CpuOp& op, const plan::Step& step, const plan::Plan& plan)
@@ -67,6 +68,9 @@ FoldedGemm::FoldedGemm(const CpuOp& op, const plan::Step& step, const plan::Plan
   if (matmul) {
     call->set_trans_a(false);
     call->set_trans_b(false);
+    call->clear_perm_a();
+    call->clear_perm_b();
+    call->clear_perm_y();
   }
   // Permutations and reduced axes follow the operands' ranks, which the plan fixes.
   auto rank = [&](int k) {
@@ -77,16 +81,30 @@ FoldedGemm::FoldedGemm(const CpuOp& op, const plan::Step& step, const plan::Plan
     if (r < 2) throw Error(label(step) + ": a folded operand needs rank >= 2");
     return r;
   };
-  // The last two axes swapped, as legalize would type the Transposes that were folded.
-  auto swap_last_two = [&](int k) {
+  // The Transposes that were folded, typed as legalize would type them: an operand's view
+  // (perm_a / perm_b), then the swap of its last two axes (trans_a / trans_b); the result's.
+  auto transpose = [&](const std::vector<int64_t>& perm) {
     Folded f = folded("Transpose");
-    for (int64_t axis : axes(rank(k), true)) f.step.mutable_transpose()->add_perm(axis);
+    for (int64_t axis : perm) f.step.mutable_transpose()->add_perm(axis);
     return f;
   };
-  if (trans_a_) transpose_a_ = swap_last_two(0);
-  if (trans_b_) transpose_b_ = swap_last_two(1);
+  std::vector<int64_t> perm_a, perm_b, perm_y;
   if (matmul) {
-    dnnl_ = DnnlFoldedMatmul::make(step, plan, {trans_a_, trans_b_, bias_input_, relu_});
+    perm_a.assign(g.perm_a().begin(), g.perm_a().end());
+    perm_b.assign(g.perm_b().begin(), g.perm_b().end());
+    perm_y.assign(g.perm_y().begin(), g.perm_y().end());
+  }
+  if (!perm_a.empty()) view_a_ = transpose(perm_a);
+  if (!perm_b.empty()) view_b_ = transpose(perm_b);
+  if (!perm_y.empty()) view_y_ = transpose(perm_y);
+  if (trans_a_) transpose_a_ = transpose(axes(rank(0), true));
+  if (trans_b_) transpose_b_ = transpose(axes(rank(1), true));
+  // The compiler folds views only into GEMMs without an epilogue on the viewed side.
+  if (((bias_input_ || relu_ || bgrad_) && !perm_y.empty()) || (bgrad_ && !perm_b.empty()))
+    throw Error(label(step) + ": a transposed view with epilogue " + name);
+  if (matmul) {
+    dnnl_ = DnnlFoldedMatmul::make(
+        step, plan, {trans_a_, trans_b_, bias_input_, relu_, perm_a, perm_b, perm_y});
   }
   if (bias_input_) add_ = folded("Add");
   if (relu_) relu_op_ = folded("Relu");
@@ -122,22 +140,31 @@ void FoldedGemm::run(const std::vector<const Tensor*>& inputs,
     if (bgrad_) run_folded(reduce_sum_, {inputs[1]}, outputs[1]);
     return;
   }
-  // Operands, transposed as the flags say.
-  Tensor ta, tb;
+  // Operands, through their views and transposed as the flags say.
+  Tensor va, vb, ta, tb;
   std::vector<const Tensor*> core(inputs.begin(), inputs.begin() + core_inputs_);
-  if (trans_a_) {
-    run_folded(transpose_a_, {inputs[0]}, &ta);
-    core[0] = &ta;
-  }
-  if (trans_b_) {
-    run_folded(transpose_b_, {inputs[1]}, &tb);
-    core[1] = &tb;
-  }
+  auto operand = [&](int k, const Folded& view, const Folded& transpose, Tensor* viewed,
+                     Tensor* transposed) {
+    if (view.op) {
+      run_folded(view, {core[k]}, viewed);
+      core[k] = viewed;
+    }
+    if (transpose.op) {
+      run_folded(transpose, {core[k]}, transposed);
+      core[k] = transposed;
+    }
+  };
+  operand(0, view_a_, transpose_a_, &va, &ta);
+  operand(1, view_b_, transpose_b_, &vb, &tb);
   Tensor product, biased;
   Tensor* y = outputs.at(0);
   {
-    OpContext ctx(call_, core, {bias_input_ || relu_ ? &product : y});
+    OpContext ctx(call_, core, {bias_input_ || relu_ || view_y_.op ? &product : y});
     op_(ctx);
+  }
+  if (view_y_.op) {
+    run_folded(view_y_, {&product}, y);
+    return;
   }
   const Tensor* last = &product;
   if (bias_input_) {

@@ -1,5 +1,6 @@
 // A GEMM step with what the compiler folded into it (lower/gemm_epilogue.h): operand
-// transposes of a MatMul (GemmParams.trans_a / trans_b; a Gemm reads its own) and an epilogue
+// transposes of a MatMul (GemmParams.trans_a / trans_b; a Gemm reads its own), a MatMul's
+// operand and result views of any permutation (perm_a / perm_b / perm_y) and an epilogue
 // (GemmParams.epilogue: BIAS, RELU, RELU_BIAS, BGRADB). Where oneDNN serves the GEMM (f32, and bf16
 // on CPUs with bf16 arithmetic) the CPU backend hands it the same description the CUDA backend
 // hands cuBLASLt: transposes as strides, the epilogue applied before the one rounding of the output
@@ -45,6 +46,7 @@ class FoldedGemm {
   bool trans_a_ = false, trans_b_ = false, bias_input_ = false, relu_ = false, bgrad_ = false;
   size_t core_inputs_ = 0;
   Folded transpose_a_, transpose_b_, add_, relu_op_, reduce_sum_;
+  Folded view_a_, view_b_, view_y_;         // GemmParams.perm_a / perm_b / perm_y (op null: none)
   std::unique_ptr<DnnlFoldedMatmul> dnnl_;  // null: the unfolded operators run
 };
 

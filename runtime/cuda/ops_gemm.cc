@@ -153,6 +153,12 @@ GemmPlan plan_matmul(const StepContext& ctx) {
   if (ctx.in_dtype(1) != ctx.in_dtype(0)) ctx.fail("A and B have different element types");
   GemmShape s;
   s.dtype = ctx.in_dtype(0);
+  const plan::GemmParams& params = gemm_params(ctx);
+  // cuBLASLt has one batch stride: lowering folds such views for the CPU target only.
+  if (params.perm_a_size() || params.perm_b_size() || params.perm_y_size())
+    ctx.fail(
+        "reads or writes a transposed view (a plan compiled for --target cpu); compile "
+        "for a CUDA target");
   s.trans_a = gemm_params(ctx).trans_a();  // a MatMul's are folded Transposes
   s.trans_b = gemm_params(ctx).trans_b();
   s.epilogue = epilogue_of(ctx);

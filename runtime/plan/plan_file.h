@@ -22,7 +22,9 @@ namespace ampc::plan {
 //    of Gemm's attributes, the folded-transpose attributes and Step.epilogue; typed parameters
 //    of the data movement both backends run (Transpose, Concat, Split, Gather, Cast, Slice,
 //    Pad, ScatterND and ScatterElements, the all-reduce's start and wait).
-inline constexpr uint32_t kPlanFormatVersion = 4;
+// 5: a MatMul's operand and result transposes of any permutation (GemmParams.perm_a, perm_b,
+//    perm_y; CPU plans): a runtime that ignored them would compute another product.
+inline constexpr uint32_t kPlanFormatVersion = 5;
 
 std::string serialize_plan(const Plan& plan);
 // The header (magic, version, size, checksum) followed by an already serialised payload.

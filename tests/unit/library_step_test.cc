@@ -22,6 +22,7 @@ using namespace optest;
 struct Fold {
   plan::GemmParams::Epilogue epilogue = plan::GemmParams::NONE;
   bool trans_a = false, trans_b = false;
+  std::vector<int64_t> perm_a = {}, perm_b = {}, perm_y = {};  // strided views
 };
 
 std::vector<Tensor> run_folded(const std::string& op, Fold fold, const std::vector<Tensor>& inputs,
@@ -54,6 +55,9 @@ std::vector<Tensor> run_folded(const std::string& op, Fold fold, const std::vect
   g.set_trans_a(g.trans_a() != fold.trans_a);
   g.set_trans_b(g.trans_b() != fold.trans_b);
   g.set_epilogue(fold.epilogue);
+  g.mutable_perm_a()->Assign(fold.perm_a.begin(), fold.perm_a.end());
+  g.mutable_perm_b()->Assign(fold.perm_b.begin(), fold.perm_b.end());
+  g.mutable_perm_y()->Assign(fold.perm_y.begin(), fold.perm_y.end());
   std::vector<Tensor> outs(static_cast<size_t>(num_outputs));
   std::vector<Tensor*> out_ptrs;
   for (auto& t : outs) out_ptrs.push_back(&t);
@@ -128,6 +132,41 @@ TEST(LibraryStep, Bf16EpilogueRoundsTheFp32ResultOnce) {
   }
   // Two roundings (product, then the biased sum) would differ from one in several places.
   EXPECT_GE(rounded_once, static_cast<int>(got.size()) - 2);
+}
+
+// Operands read through transposes (attention's [B, T, H, D] -> [B, H, T, D] and K^T) and the
+// result written through one: rows contiguous ([0, 2, 1, 3]) or columns contiguous
+// ([0, 3, 1, 2], computed as the transposed product). f32 through oneDNN's strided matmul
+// and fp16 through the unfolded operators: the Transposes and MatMul, bit for bit; bf16 (on
+// a CPU with bf16 arithmetic): the f32 product of the bf16 values rounded once.
+TEST(LibraryStep, ViewsEqualTheTransposesAroundTheProduct) {
+  const std::vector<int64_t> qa = {0, 2, 1, 3}, kt = {0, 2, 3, 1};
+  for (const std::vector<int64_t>& perm_y : {qa, std::vector<int64_t>{0, 3, 1, 2}}) {
+    for (DType t : {DType::kFloat32, DType::kFloat16, DType::kBFloat16}) {
+      if (t == DType::kBFloat16 && !kernels::cpu::dnnl_bf16_native()) continue;
+      SCOPED_TRACE(std::string(dtype_name(t)) + " perm_y " + std::to_string(perm_y[1]));
+      const Tensor a = make(t, {2, 4, 3, 5}, pseudo_random(120, 8));
+      const Tensor b = make(t, {2, 6, 3, 5}, pseudo_random(180, 9));
+      const auto folded =
+          run_folded("MatMul", {plan::GemmParams::NONE, false, false, qa, kt, perm_y}, {a, b}, 1);
+      auto unfolded = [&](const Tensor& x, const Tensor& y) {
+        const Tensor xa = run("Transpose", {x}, {attr_ints("perm", qa)}, 1, 17)[0];
+        const Tensor yb = run("Transpose", {y}, {attr_ints("perm", kt)}, 1, 17)[0];
+        const Tensor z = run("MatMul", {xa, yb}, {}, 1, 17)[0];
+        return run("Transpose", {z}, {attr_ints("perm", perm_y)}, 1, 17)[0];
+      };
+      if (t != DType::kBFloat16) {
+        EXPECT_TRUE(same_bits(folded[0], unfolded(a, b)));
+        continue;
+      }
+      auto widened = [](const Tensor& v) { return make(DType::kFloat32, v.shape(), values(v)); };
+      const Tensor exact = unfolded(widened(a), widened(b));
+      ASSERT_EQ(folded[0].shape(), exact.shape());
+      const auto got = values(folded[0]), want = values(exact);
+      for (size_t i = 0; i < got.size(); ++i)
+        EXPECT_EQ(got[i], bf16_to_float(float_to_bf16(static_cast<float>(want[i])))) << i;
+    }
+  }
 }
 
 TEST(LibraryStep, BiasGradientIsTheColumnSumOfB) {

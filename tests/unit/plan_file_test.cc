@@ -199,7 +199,8 @@ TEST(PlanFile, RefusesAnotherFormatVersionNamingBoth) {
   TempDir dir;
   const std::string good = serialize_plan(sample_plan());
   // Version 1 plans (before the training signature) are the ones users hold.
-  for (uint32_t version : {1u, 2u, kPlanFormatVersion + 1, kPlanFormatVersion + 1000, 0u}) {
+  for (uint32_t version :
+       {1u, 2u, kPlanFormatVersion - 1, kPlanFormatVersion + 1, kPlanFormatVersion + 1000, 0u}) {
     SCOPED_TRACE("version " + std::to_string(version));
     std::string bytes = good;
     write_le<uint32_t>(bytes, 8, version);
