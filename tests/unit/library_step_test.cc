@@ -25,9 +25,9 @@ struct Fold {
   std::vector<int64_t> perm_a = {}, perm_b = {}, perm_y = {};  // strided views
 };
 
-std::vector<Tensor> run_folded(const std::string& op, Fold fold, const std::vector<Tensor>& inputs,
-                               int num_outputs, std::vector<plan::Attribute> attrs = {}) {
-  // A plan with the step and its input buffers (their shapes give the operands' ranks).
+// A plan with the folded step and its input buffers (their shapes give the operands' ranks).
+plan::Plan folded_plan(const std::string& op, const Fold& fold, const std::vector<Tensor>& inputs,
+                       int num_outputs, const std::vector<plan::Attribute>& attrs) {
   plan::Plan p;
   plan::Step& step = *p.add_steps();
   step.set_op(op);
@@ -58,6 +58,15 @@ std::vector<Tensor> run_folded(const std::string& op, Fold fold, const std::vect
   g.mutable_perm_a()->Assign(fold.perm_a.begin(), fold.perm_a.end());
   g.mutable_perm_b()->Assign(fold.perm_b.begin(), fold.perm_b.end());
   g.mutable_perm_y()->Assign(fold.perm_y.begin(), fold.perm_y.end());
+  return p;
+}
+
+std::vector<Tensor> run_folded(const std::string& op, Fold fold, const std::vector<Tensor>& inputs,
+                               int num_outputs, std::vector<plan::Attribute> attrs = {}) {
+  const plan::Plan p = folded_plan(op, fold, inputs, num_outputs, attrs);
+  const plan::Step& step = p.steps(0);
+  std::vector<const Tensor*> ins;
+  for (const auto& t : inputs) ins.push_back(&t);
   std::vector<Tensor> outs(static_cast<size_t>(num_outputs));
   std::vector<Tensor*> out_ptrs;
   for (auto& t : outs) out_ptrs.push_back(&t);
@@ -147,8 +156,14 @@ TEST(LibraryStep, ViewsEqualTheTransposesAroundTheProduct) {
       SCOPED_TRACE(std::string(dtype_name(t)) + " perm_y " + std::to_string(perm_y[1]));
       const Tensor a = make(t, {2, 4, 3, 5}, pseudo_random(120, 8));
       const Tensor b = make(t, {2, 6, 3, 5}, pseudo_random(180, 9));
-      const auto folded =
-          run_folded("MatMul", {plan::GemmParams::NONE, false, false, qa, kt, perm_y}, {a, b}, 1);
+      const Fold views{plan::GemmParams::NONE, false, false, qa, kt, perm_y};
+      const auto folded = run_folded("MatMul", views, {a, b}, 1);
+      // f32 and bf16: one oneDNN call reads and writes the views (not the operators' fallback).
+      if (t != DType::kFloat16) {
+        const plan::Plan p = folded_plan("MatMul", views, {a, b}, 1, {});
+        const DnnlFoldedMatmul::Folding f{.perm_a = qa, .perm_b = kt, .perm_y = perm_y};
+        EXPECT_NE(DnnlFoldedMatmul::make(p.steps(0), p, f), nullptr);
+      }
       auto unfolded = [&](const Tensor& x, const Tensor& y) {
         const Tensor xa = run("Transpose", {x}, {attr_ints("perm", qa)}, 1, 17)[0];
         const Tensor yb = run("Transpose", {y}, {attr_ints("perm", kt)}, 1, 17)[0];
