@@ -295,4 +295,40 @@ AMPC_AVX512 bool softmax_rows_avx512(const float* x, float* y, int64_t rows, int
   return true;
 }
 
+namespace {
+
+// acc[0 .. 16 * V) += every row's next 16 * V values: V accumulator vectors in registers.
+template <int V>
+AMPC_AVX512_INLINE void column_block(const float* x, int64_t stride, int64_t rows, float* acc) {
+  __m512 a[V];
+  for (int v = 0; v < V; ++v) a[v] = _mm512_loadu_ps(acc + kLanes * v);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = x + r * stride;
+    for (int v = 0; v < V; ++v) a[v] = _mm512_add_ps(a[v], _mm512_loadu_ps(row + kLanes * v));
+  }
+  for (int v = 0; v < V; ++v) _mm512_storeu_ps(acc + kLanes * v, a[v]);
+}
+
+// The last columns (fewer than 16): one masked vector.
+AMPC_AVX512_INLINE void column_tail(const float* x, int64_t stride, int64_t rows, int64_t cols,
+                                    float* acc) {
+  const __mmask16 m = static_cast<__mmask16>((1u << cols) - 1);
+  __m512 a = _mm512_maskz_loadu_ps(m, acc);
+  for (int64_t r = 0; r < rows; ++r) a = _mm512_add_ps(a, _mm512_maskz_loadu_ps(m, x + r * stride));
+  _mm512_mask_storeu_ps(acc, m, a);
+}
+
+}  // namespace
+
+AMPC_AVX512 bool column_sums_avx512(const float* x, int64_t stride, int64_t rows, int64_t cols,
+                                    float* acc) {
+  if (!has_avx512()) return false;
+  int64_t j = 0;
+  for (; j + 16 * kLanes <= cols; j += 16 * kLanes) column_block<16>(x + j, stride, rows, acc + j);
+  for (; j + 4 * kLanes <= cols; j += 4 * kLanes) column_block<4>(x + j, stride, rows, acc + j);
+  for (; j + kLanes <= cols; j += kLanes) column_block<1>(x + j, stride, rows, acc + j);
+  if (j < cols) column_tail(x + j, stride, rows, cols - j, acc + j);
+  return true;
+}
+
 }  // namespace ampc::kernels::twin

@@ -28,4 +28,9 @@ bool softmax_rows_avx512(const float* x, float* y, int64_t rows, int64_t n, bool
                          float* e);
 int64_t softmax_rows_scratch(int64_t n);
 
+// Column sums in row order: acc[j] += x[r * stride + j] for r = 0 .. rows - 1, each column's
+// additions in that order (the CUDA column threads' order, reduce.cc's generic loop), j < cols.
+// The accumulators of up to 256 columns stay in registers while the rows stream past.
+bool column_sums_avx512(const float* x, int64_t stride, int64_t rows, int64_t cols, float* acc);
+
 }  // namespace ampc::kernels::twin

@@ -25,6 +25,7 @@
 #include "kernels/shared/rowwise.h"
 #include "kernels/shared/rowwise_fp.h"
 #include "kernels/shared/rowwise_tree.h"
+#include "kernels/twin/row_avx512.h"
 #include "kernels/twin/row_host.h"
 #include "kernels/twin/softmax.h"
 
@@ -248,6 +249,32 @@ TEST(RowFold, SoftmaxStatsMatchTheKernelsOrder) {
       const float want_s = reference_fold(plan, want_e, 0.0f, sh::SumCombine());
       EXPECT_TRUE(agrees(s, want_s, nan_payloads(x)))
           << n << ": " << hex(s) << " vs " << hex(want_s);
+    }
+  }
+}
+
+// The column sums (the bias gradient's ReduceSum over rows): column_sums_avx512 against
+// every column's rows added in order, as the CUDA column threads add them; widths that make
+// every block size and masked tail, a row stride wider than the columns summed, and the
+// accumulators' starting values kept (a segment adds to its partials).
+TEST(RowFold, ColumnSumsAddEachColumnsRowsInOrder) {
+  for (Mix mix : kMixes) {
+    for (int64_t cols : {1, 15, 16, 17, 63, 64, 65, 100, 255, 256, 257, 300, 520}) {
+      const int64_t rows = 37, stride = cols + 3;
+      const std::vector<float> x = random_row(rows * stride, static_cast<uint32_t>(cols), mix);
+      std::vector<float> got = random_row(cols, 7, Mix::kPlain), want = got;
+      if (!column_sums_avx512(x.data(), stride, rows, cols, got.data()))
+        GTEST_SKIP() << "no AVX-512 on this CPU";
+      std::vector<float> column(rows + 1);
+      for (int64_t j = 0; j < cols; ++j) {
+        column[0] = want[j];
+        for (int64_t r = 0; r < rows; ++r) {
+          want[j] = sh::add(want[j], x[r * stride + j]);
+          column[r + 1] = x[r * stride + j];
+        }
+        ASSERT_TRUE(agrees(got[j], want[j], nan_payloads(column)))
+            << "cols " << cols << " column " << j << ": " << hex(got[j]) << " vs " << hex(want[j]);
+      }
     }
   }
 }
