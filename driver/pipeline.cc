@@ -189,9 +189,12 @@ std::vector<Pass> pipeline_passes(const CompileOptions& o, PipelineState& s) {
                    passes::eliminate_common_subexpressions(m);
                  },
                  ir::Phase::kUnknown, [mixed_training] { return mixed_training; }});
-  // Autodiff transposes operands the forward transposed: one transpose from the stored tensor.
+  // Autodiff transposes operands the forward transposed: one transpose from the stored tensor,
+  // which a CPU plan's MatMul reads as a strided view. Not for CUDA plans: there the outer
+  // transpose of such a chain is mostly a swap of the last two axes that cuBLASLt takes as a
+  // flag, and the composed one would be a copy.
   out.push_back({"compose-transposes", [](ir::Model& m) { passes::compose_transposes(m); },
-                 ir::Phase::kUnknown});
+                 ir::Phase::kUnknown, [&o] { return o.lowering.target == "cpu"; }});
   out.push_back({"eliminate-dead-code", [](ir::Model& m) { passes::eliminate_dead_code(m); },
                  ir::Phase::kUnknown});
   out.push_back({"verify", [&o](ir::Model& m) {

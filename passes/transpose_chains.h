@@ -5,7 +5,9 @@
 // for dK). Composed, the forward transpose keeps only its forward reader and each transpose
 // reads the stored tensor, so lowering can fold both into their GEMMs as strided views
 // (lower/gemm_epilogue.h) and a plan moves the data once or not at all. Exact: transposes
-// only move values. The inner Transpose stays while it has other readers.
+// only move values. The inner Transpose stays while it has other readers. The pipeline runs
+// it for CPU plans only: a CUDA plan folds a chain's outer swap of the last two axes into
+// cuBLASLt's flags, and the composed permutation would be a copy there.
 #pragma once
 
 #include "ir/graph.h"
