@@ -218,6 +218,49 @@ TEST(GemmViews, CudaPlansKeepTheTransposes) {
   EXPECT_EQ(transposes, 7);
 }
 
+// Autodiff's chain: q = Transpose(x, [0,2,1,3]) read by one MatMul, and q^T (a swap of q's
+// last two axes) by another. A CUDA plan keeps q as a step and reads q^T as trans_a (the
+// chain is not composed there: composed, q^T would be a copy of its own); a CPU plan composes
+// the chain and reads both as views of x.
+TEST(GemmViews, TransposeChainsComposeInCpuPlansOnly) {
+  for (const char* target : {"cpu", "cuda:sm_90"}) {
+    SCOPED_TRACE(target);
+    Graph g;
+    g.model->opsets.push_back({"", 17});
+    g.model->graph->name = "chain";
+    const DType t = DType::kFloat32;
+    ir::Value* x = g.value("x", {B, T, H, D}, t);
+    ir::Value* w = g.value("w", {B, H, D, T}, t);
+    ir::Value* u = g.value("u", {B, H, T, D}, t);
+    g.model->graph->inputs = {x, w, u};
+    ir::Value* q = g.value("q", {B, H, T, D}, t);
+    ir::Value* qt = g.value("qt", {B, H, D, T}, t);
+    ir::Value* s = g.value("s", {B, H, T, T}, t);
+    ir::Value* r = g.value("r", {B, H, D, D}, t);
+    g.transpose(x, q, {0, 2, 1, 3});
+    g.transpose(q, qt, {0, 1, 3, 2});
+    g.model->graph->add_node("MatMul", {q, w}, {s}, "forward");
+    g.model->graph->add_node("MatMul", {qt, u}, {r}, "backward");
+    g.model->graph->outputs = {s, r};
+    compiler::CompileOptions o;
+    o.lowering.target = target;
+    const plan::Plan p = compiler::compile_model(*g.model, o, "chain");
+    int transposes = 0;
+    std::map<std::string, plan::GemmParams> gemms;
+    for (const plan::Step& st : p.steps()) {
+      transposes += st.op() == "Transpose";
+      if (st.op() == "MatMul") gemms[st.source_nodes(0)] = st.gemm();
+    }
+    if (std::string(target) == "cpu") {
+      EXPECT_EQ(transposes, 0);
+      EXPECT_EQ(ints(gemms["backward"].perm_a()), (std::vector<int64_t>{0, 2, 3, 1}));
+    } else {
+      EXPECT_EQ(transposes, 1);
+      EXPECT_TRUE(gemms["backward"].trans_a());
+    }
+  }
+}
+
 // f32: oneDNN reads and writes the views; f64: the CPU backend runs the folded Transposes
 // around its MatMul; the CUDA plan's explicit transposes on the CPU. All against float64.
 TEST(GemmViews, ResultsEqualTheProductsOfTheTransposedTensors) {
