@@ -20,7 +20,10 @@ GradientPlan gradient_plan(const std::string& model_path) {
     g.outputs.push_back(v);
     out.parameters.push_back(pg.parameter->name);
   }
-  out.plan = compiler::compile_model(*model, {}, "zoo");
+  // The plan the CPU runs, as `ampc train` on the CPU compiles it (strided views included).
+  compiler::CompileOptions options;
+  options.lowering.target = "cpu";
+  out.plan = compiler::compile_model(*model, options, "zoo");
   return out;
 }
 

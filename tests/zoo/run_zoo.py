@@ -6,7 +6,7 @@
      max(3 x PyTorch float32's own error, 1e-5); where it is not, the same bound against
      torch64 with activations that lie within float32's noise of a kink (ReLU, ReLU6, ...,
      max-pooling near-ties) taken to the other side, the set that fits best (zoo_kinks.py)
-  3. `ampc compile --train` in fp32, fp16 and bf16 (the compile time is recorded)
+  3. `ampc compile --train --target cpu` in fp32, fp16 and bf16 (the compile time is recorded)
   4. 10 training steps in fp16 and in bf16 (dynamic loss scaling for fp16): every loss of a
      step that was not skipped is finite, the scale stays finite and positive, a skipped
      step halves the scale, and not every step is skipped. When every fp16 step skips because
@@ -143,8 +143,9 @@ def plan_facts(ampc, plan):
 def compile_all(args, src, out, result):
     for precision in ("fp32", "fp16", "bf16"):
         plan = os.path.join(out, precision + ".plan")
+        # For the CPU, which trains it below (as `ampc train model.onnx` compiles on the CPU).
         cmd = [args.ampc, "compile", os.path.join(src, "model.onnx"), "--train", "--optimizer",
-               "sgd", "--lr", "0.01", "-o", plan]
+               "sgd", "--lr", "0.01", "--target", "cpu", "-o", plan]
         if precision != "fp32":
             cmd += ["--precision", precision]
         _, seconds = run(cmd, f"compile {precision}")
