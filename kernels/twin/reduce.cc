@@ -220,9 +220,16 @@ template <ReduceKind K, typename T>
 void column_partials(const T* x, int64_t n, int64_t inner, int64_t o, int64_t r0, int64_t r1,
                      int64_t i0, int64_t i1, Acc<T>* acc) {
   for (int64_t i = i0; i < i1; ++i) acc[i - i0] = sh::reduce_init<Acc<T>>(K);
-  // f32 sums (bias gradients): the same additions in the same order, 16 columns a vector.
+  // f32 and bf16 sums (bias gradients): the same additions in the same order, 16 columns a
+  // vector (a bf16 value widened to f32 exactly, as load() widens it).
   if constexpr (K == ReduceKind::kSum && std::is_same_v<T, float>) {
     if (column_sums_avx512(x + (o * n + r0) * inner + i0, inner, r1 - r0, i1 - i0, acc)) return;
+  }
+  if constexpr (K == ReduceKind::kSum && std::is_same_v<T, BFloat16> &&
+                std::is_same_v<Acc<T>, float>) {
+    static_assert(sizeof(BFloat16) == sizeof(uint16_t));
+    const auto* bits = reinterpret_cast<const uint16_t*>(x + (o * n + r0) * inner + i0);
+    if (column_sums_bf16_avx512(bits, inner, r1 - r0, i1 - i0, acc)) return;
   }
   for (int64_t r = r0; r < r1; ++r) {
     const T* row = x + (o * n + r) * inner;

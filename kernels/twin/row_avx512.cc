@@ -36,6 +36,10 @@
 // use neither the intrinsics nor the zmm registers).
 #define AMPC_AVX512 [[gnu::target("avx512f")]]
 #define AMPC_AVX512_INLINE [[gnu::target("avx512f"), gnu::always_inline]] inline
+// The column sums' 16-bit loads need AVX512BW and AVX512VL besides (every AVX-512 CPU since
+// Skylake-X has them).
+#define AMPC_AVX512BW [[gnu::target("avx512f,avx512bw,avx512vl")]]
+#define AMPC_AVX512BW_INLINE [[gnu::target("avx512f,avx512bw,avx512vl"), gnu::always_inline]] inline
 
 namespace ampc::kernels::twin {
 namespace {
@@ -46,6 +50,13 @@ constexpr __mmask16 kAll = 0xffff;
 
 bool has_avx512() {
   static const bool yes = __builtin_cpu_supports("avx512f");
+  return yes;
+}
+
+// The 16-bit masked loads of the bf16 column sums are AVX512BW (with VL for 256 bits).
+bool has_avx512_bw() {
+  static const bool yes =
+      has_avx512() && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
   return yes;
 }
 
@@ -297,37 +308,58 @@ AMPC_AVX512 bool softmax_rows_avx512(const float* x, float* y, int64_t rows, int
 
 namespace {
 
-// acc[0 .. 16 * V) += every row's next 16 * V values: V accumulator vectors in registers.
-template <int V>
-AMPC_AVX512_INLINE void column_block(const float* x, int64_t stride, int64_t rows, float* acc) {
+// 16 values (all of `live`'s lanes; the others 0) as f32.
+AMPC_AVX512BW_INLINE __m512 load_f32(const float* p, __mmask16 live) {
+  return _mm512_maskz_loadu_ps(live, p);
+}
+// bf16 bits widened exactly: the f32 with those 16 high bits.
+AMPC_AVX512BW_INLINE __m512 load_f32(const uint16_t* p, __mmask16 live) {
+  const __m256i bits = _mm256_maskz_loadu_epi16(live, p);
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bits), 16));
+}
+
+// acc[0 .. 16 * V) += every row's next 16 * V values: V accumulator vectors in registers (the
+// last vector only in the lanes of `last`).
+template <int V, typename T>
+AMPC_AVX512BW_INLINE void column_block(const T* x, int64_t stride, int64_t rows, float* acc,
+                                       __mmask16 last = kAll) {
   __m512 a[V];
-  for (int v = 0; v < V; ++v) a[v] = _mm512_loadu_ps(acc + kLanes * v);
+  for (int v = 0; v < V; ++v)
+    a[v] = _mm512_maskz_loadu_ps(v + 1 < V ? kAll : last, acc + kLanes * v);
   for (int64_t r = 0; r < rows; ++r) {
-    const float* row = x + r * stride;
-    for (int v = 0; v < V; ++v) a[v] = _mm512_add_ps(a[v], _mm512_loadu_ps(row + kLanes * v));
+    const T* row = x + r * stride;
+    for (int v = 0; v < V; ++v)
+      a[v] = _mm512_add_ps(a[v], load_f32(row + kLanes * v, v + 1 < V ? kAll : last));
   }
-  for (int v = 0; v < V; ++v) _mm512_storeu_ps(acc + kLanes * v, a[v]);
+  for (int v = 0; v < V; ++v)
+    _mm512_mask_storeu_ps(acc + kLanes * v, v + 1 < V ? kAll : last, a[v]);
 }
 
-// The last columns (fewer than 16): one masked vector.
-AMPC_AVX512_INLINE void column_tail(const float* x, int64_t stride, int64_t rows, int64_t cols,
-                                    float* acc) {
-  const __mmask16 m = static_cast<__mmask16>((1u << cols) - 1);
-  __m512 a = _mm512_maskz_loadu_ps(m, acc);
-  for (int64_t r = 0; r < rows; ++r) a = _mm512_add_ps(a, _mm512_maskz_loadu_ps(m, x + r * stride));
-  _mm512_mask_storeu_ps(acc, m, a);
-}
-
-}  // namespace
-
-AMPC_AVX512 bool column_sums_avx512(const float* x, int64_t stride, int64_t rows, int64_t cols,
-                                    float* acc) {
-  if (!has_avx512()) return false;
+template <typename T>
+AMPC_AVX512BW_INLINE void column_sums(const T* x, int64_t stride, int64_t rows, int64_t cols,
+                                      float* acc) {
   int64_t j = 0;
   for (; j + 16 * kLanes <= cols; j += 16 * kLanes) column_block<16>(x + j, stride, rows, acc + j);
   for (; j + 4 * kLanes <= cols; j += 4 * kLanes) column_block<4>(x + j, stride, rows, acc + j);
   for (; j + kLanes <= cols; j += kLanes) column_block<1>(x + j, stride, rows, acc + j);
-  if (j < cols) column_tail(x + j, stride, rows, cols - j, acc + j);
+  // The last columns (fewer than 16): one masked vector.
+  if (j < cols)
+    column_block<1>(x + j, stride, rows, acc + j, static_cast<__mmask16>((1u << (cols - j)) - 1));
+}
+
+}  // namespace
+
+AMPC_AVX512BW bool column_sums_avx512(const float* x, int64_t stride, int64_t rows, int64_t cols,
+                                      float* acc) {
+  if (!has_avx512_bw()) return false;
+  column_sums(x, stride, rows, cols, acc);
+  return true;
+}
+
+AMPC_AVX512BW bool column_sums_bf16_avx512(const uint16_t* x, int64_t stride, int64_t rows,
+                                           int64_t cols, float* acc) {
+  if (!has_avx512_bw()) return false;
+  column_sums(x, stride, rows, cols, acc);
   return true;
 }
 

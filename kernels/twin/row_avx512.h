@@ -32,5 +32,8 @@ int64_t softmax_rows_scratch(int64_t n);
 // additions in that order (the CUDA column threads' order, reduce.cc's generic loop), j < cols.
 // The accumulators of up to 256 columns stay in registers while the rows stream past.
 bool column_sums_avx512(const float* x, int64_t stride, int64_t rows, int64_t cols, float* acc);
+// The same over bf16 values (their bits), each widened to f32 exactly (a shift) before its add.
+bool column_sums_bf16_avx512(const uint16_t* x, int64_t stride, int64_t rows, int64_t cols,
+                             float* acc);
 
 }  // namespace ampc::kernels::twin

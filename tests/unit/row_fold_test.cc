@@ -253,7 +253,8 @@ TEST(RowFold, SoftmaxStatsMatchTheKernelsOrder) {
   }
 }
 
-// The column sums (the bias gradient's ReduceSum over rows): column_sums_avx512 against
+// The column sums (the bias gradient's ReduceSum over rows): column_sums_avx512 and its bf16
+// form against
 // every column's rows added in order, as the CUDA column threads add them; widths that make
 // every block size and masked tail, a row stride wider than the columns summed, and the
 // accumulators' starting values kept (a segment adds to its partials).
@@ -262,18 +263,30 @@ TEST(RowFold, ColumnSumsAddEachColumnsRowsInOrder) {
     for (int64_t cols : {1, 15, 16, 17, 63, 64, 65, 100, 255, 256, 257, 300, 520}) {
       const int64_t rows = 37, stride = cols + 3;
       const std::vector<float> x = random_row(rows * stride, static_cast<uint32_t>(cols), mix);
-      std::vector<float> got = random_row(cols, 7, Mix::kPlain), want = got;
-      if (!column_sums_avx512(x.data(), stride, rows, cols, got.data()))
-        GTEST_SKIP() << "no AVX-512 on this CPU";
-      std::vector<float> column(rows + 1);
-      for (int64_t j = 0; j < cols; ++j) {
-        column[0] = want[j];
-        for (int64_t r = 0; r < rows; ++r) {
-          want[j] = sh::add(want[j], x[r * stride + j]);
-          column[r + 1] = x[r * stride + j];
+      // bf16: the same values rounded to bf16 (their bits), widened exactly before each add.
+      std::vector<uint16_t> bits(x.size());
+      std::vector<float> widened(x.size());
+      for (size_t i = 0; i < x.size(); ++i) {
+        bits[i] = float_to_bf16(x[i]).bits;
+        widened[i] = bf16_to_float(BFloat16{bits[i]});
+      }
+      for (bool bf16 : {false, true}) {
+        const std::vector<float>& v = bf16 ? widened : x;
+        std::vector<float> got = random_row(cols, 7, Mix::kPlain), want = got;
+        const bool ran = bf16 ? column_sums_bf16_avx512(bits.data(), stride, rows, cols, got.data())
+                              : column_sums_avx512(x.data(), stride, rows, cols, got.data());
+        if (!ran) GTEST_SKIP() << "no AVX-512 (F, BW, VL) on this CPU";
+        std::vector<float> column(rows + 1);
+        for (int64_t j = 0; j < cols; ++j) {
+          column[0] = want[j];
+          for (int64_t r = 0; r < rows; ++r) {
+            want[j] = sh::add(want[j], v[r * stride + j]);
+            column[r + 1] = v[r * stride + j];
+          }
+          ASSERT_TRUE(agrees(got[j], want[j], nan_payloads(column)))
+              << (bf16 ? "bf16" : "f32") << " cols " << cols << " column " << j << ": "
+              << hex(got[j]) << " vs " << hex(want[j]);
         }
-        ASSERT_TRUE(agrees(got[j], want[j], nan_payloads(column)))
-            << "cols " << cols << " column " << j << ": " << hex(got[j]) << " vs " << hex(want[j]);
       }
     }
   }
