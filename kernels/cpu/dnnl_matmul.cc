@@ -125,6 +125,18 @@ bool serial(const DnnlStridedMatmul& p) {
   return madds < ds::kSerialMultiplyAdds;
 }
 
+// Runs a prepared matmul (false when there is none: oneDNN cannot serve the problem); the
+// bias operand only where the primitive has one.
+bool run(const ds::Prepared* prepared, const void* a, const void* b, const void* bias, void* c) {
+  if (!prepared) return false;
+  if (bias) {
+    ds::execute(*prepared, {a, b, bias, c});
+  } else {
+    ds::execute(*prepared, {a, b, c});
+  }
+  return true;
+}
+
 const ds::Prepared* find_or_make(const DnnlStridedMatmul& p) {
   return ds::find_or_make(
       key_of(p), [&] { return make(p); }, serial(p));
@@ -148,28 +160,15 @@ bool dnnl_matmul(const DnnlMatmul& p, const void* a, const void* b, void* c) {
 bool dnnl_matmul(const DnnlMatmul& p, const void* a, const void* b, const void* bias, void* c) {
   if (p.m <= 0 || p.n <= 0 || p.batch <= 0) return true;  // nothing to compute
   if (p.k <= 0) return false;                             // C = beta * C: the caller's loop does it
-  const ds::Prepared* prepared = ds::find_or_make(
-      key_of(p), [&] { return make(p); }, serial(p));
-  if (!prepared) return false;
-  if (p.bias) {
-    ds::execute(*prepared, {a, b, bias, c});
-  } else {
-    ds::execute(*prepared, {a, b, c});
-  }
-  return true;
+  return run(ds::find_or_make(
+                 key_of(p), [&] { return make(p); }, serial(p)),
+             a, b, p.bias ? bias : nullptr, c);
 }
 
 bool dnnl_strided_matmul(const DnnlStridedMatmul& p, const void* a, const void* b, const void* bias,
                          void* c) {
   if (p.bias && !bias) return false;
-  const ds::Prepared* prepared = find_or_make(p);
-  if (!prepared) return false;
-  if (p.bias) {
-    ds::execute(*prepared, {a, b, bias, c});
-  } else {
-    ds::execute(*prepared, {a, b, c});
-  }
-  return true;
+  return run(find_or_make(p), a, b, p.bias ? bias : nullptr, c);
 }
 
 bool dnnl_strided_matmul_prepare(const DnnlStridedMatmul& p) {

@@ -115,44 +115,47 @@ std::map<std::string, std::vector<double>> inputs_data() {
   return in;
 }
 
+// [B, H, m, n] row-major: element (b, h, i, j) = sum over k of a(b, h, i, k) * w(b, h, k, j).
+template <typename A, typename W>
+std::vector<double> per_head_product(int64_t m, int64_t n, int64_t depth, A a, W w) {
+  std::vector<double> out;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+          double acc = 0;
+          for (int64_t k = 0; k < depth; ++k) acc += a(b, h, i, k) * w(b, h, k, j);
+          out.push_back(acc);
+        }
+  return out;
+}
+
 // The four outputs in float64, written out from the definitions above.
 std::map<std::string, std::vector<double>> reference(
     const std::map<std::string, std::vector<double>>& in) {
   const View x{&in.at("x"), {B, T, H, D}}, y{&in.at("y"), {B, T, H, D}},
       z{&in.at("z"), {B, T, H, D}}, u{&in.at("u"), {H, 2}};
   std::map<std::string, std::vector<double>> r;
-  std::vector<double>& s = r["s"];
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t h = 0; h < H; ++h)
-      for (int64_t i = 0; i < T; ++i)
-        for (int64_t j = 0; j < T; ++j) {
-          double acc = 0;
-          for (int64_t d = 0; d < D; ++d)
-            acc += transposed(x, {0, 2, 1, 3}, {b, h, i, d}) *
-                   transposed(y, {0, 2, 3, 1}, {b, h, d, j});
-          s.push_back(acc);
-        }
-  const View sv{&s, {B, H, T, T}};
-  std::vector<double> o;
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t h = 0; h < H; ++h)
-      for (int64_t i = 0; i < T; ++i)
-        for (int64_t d = 0; d < D; ++d) {
-          double acc = 0;
-          for (int64_t j = 0; j < T; ++j)
-            acc += sv.at({b, h, i, j}) * transposed(z, {0, 2, 1, 3}, {b, h, j, d});
-          o.push_back(acc);
-        }
-  std::vector<double> c;
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t h = 0; h < H; ++h)
-      for (int64_t d = 0; d < D; ++d)
-        for (int64_t j = 0; j < T; ++j) {
-          double acc = 0;
-          for (int64_t i = 0; i < T; ++i)
-            acc += transposed(x, {0, 2, 3, 1}, {b, h, d, i}) * sv.at({b, h, i, j});
-          c.push_back(acc);
-        }
+  r["s"] = per_head_product(
+      T, T, D,
+      [&](int64_t b, int64_t h, int64_t i, int64_t d) {
+        return transposed(x, {0, 2, 1, 3}, {b, h, i, d});
+      },
+      [&](int64_t b, int64_t h, int64_t d, int64_t j) {
+        return transposed(y, {0, 2, 3, 1}, {b, h, d, j});
+      });
+  const View sv{&r["s"], {B, H, T, T}};
+  const auto s_at = [&](int64_t b, int64_t h, int64_t i, int64_t j) { return sv.at({b, h, i, j}); };
+  const std::vector<double> o =
+      per_head_product(T, D, T, s_at, [&](int64_t b, int64_t h, int64_t j, int64_t d) {
+        return transposed(z, {0, 2, 1, 3}, {b, h, j, d});
+      });
+  const std::vector<double> c = per_head_product(
+      D, T, T,
+      [&](int64_t b, int64_t h, int64_t d, int64_t i) {
+        return transposed(x, {0, 2, 3, 1}, {b, h, d, i});
+      },
+      s_at);
   const View ov{&o, {B, H, T, D}}, cv{&c, {B, H, D, T}};
   for (int64_t b = 0; b < B; ++b)
     for (int64_t t = 0; t < T; ++t)
