@@ -27,14 +27,14 @@ float64, norm-wise over all parameters (`||ampc - torch64|| / ||torch64||`), at 
 PyTorch float32's own error on the same batch (or 1e-5, whichever is larger), where needed
 against float64 with activations within float32's noise of a ReLU-like kink taken to the
 other side ("kink flips", tests/zoo/README.md); `ampc compile
---train` in fp32, fp16 and bf16; 10 training steps in fp16 (dynamic loss scaling) and bf16
+--train --target cpu` in fp32, fp16 and bf16 (the plans the CPU trains); 10 training steps in fp16 (dynamic loss scaling) and bf16
 with finite losses, a finite positive scale, each skipped step halving the scale and not every step
 skipped. Where all 10 fp16 steps skip because PyTorch's own float64 gradient times the scale is
 past fp16's range (so GradScaler would skip them too), the run is repeated with as many more
 steps as the halvings fp16 needs, and must then train ("N of M skipped").
 
 Columns: parameters (PyTorch's count); distinct ONNX ops; compile time of the fp16 training
-plan (`ampc compile --train --precision fp16`, this machine, 2 shared cores); gradient error
+plan (`ampc compile --train --precision fp16 --target cpu`, this machine, 2 shared cores); gradient error
 of ampc's fp32 step and PyTorch float32's beside it, and their ratio; fp16 / bf16: the 10-step
 runs (first -> last loss, skipped steps); casts autocast inserts into the fp16 forward
 (`inspect --precision-report`); arena fp16/fp32: the activation arena of the fp16 training
