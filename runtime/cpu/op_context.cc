@@ -27,6 +27,11 @@ bool OpContext::overlaps_input(const Tensor& t) const {
   return false;
 }
 
+Tensor* OpContext::placed_apart(int i, DType dtype, const std::vector<int64_t>& shape) const {
+  Tensor* t = placed(i, dtype, shape);
+  return t && !overlaps_input(*t) ? t : nullptr;
+}
+
 Tensor& OpContext::output(int i, DType dtype, std::vector<int64_t> shape) {
   if (Tensor* t = placed(i, dtype, shape)) {
     if (!overlaps_input(*t) && t->nbytes() > 0) std::memset(t->raw(), 0, t->nbytes());

@@ -33,6 +33,9 @@ class OpContext {
   int num_outputs() const { return static_cast<int>(outputs_.size()); }
   bool has_output(int i) const { return i < num_outputs() && outputs_[i] != nullptr; }
   Tensor& output(int i, DType dtype, std::vector<int64_t> shape);
+  // The placed output i when it has this type and shape and shares no byte with an input,
+  // else null: an op that cannot compute in place may write it directly.
+  Tensor* placed_apart(int i, DType dtype, const std::vector<int64_t>& shape) const;
   // As output(), for an op that writes every element: placed storage is not zeroed first.
   Tensor& output_for_overwrite(int i, DType dtype, std::vector<int64_t> shape);
   // Stores a finished tensor as output i (no-op when that output is omitted); into the

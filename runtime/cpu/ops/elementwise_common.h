@@ -39,6 +39,8 @@ void require_same_dtype(const OpContext& ctx, int a, int b);
 
 // A copy of `t` converted to `to` (Cast semantics; strings are refused).
 Tensor cast_tensor(const OpContext& ctx, const Tensor& t, DType to);
+// The same into `out` (its type is the target; its shape t's); out must not overlap t.
+void cast_into(const OpContext& ctx, const Tensor& t, Tensor& out);
 
 // y = f(x) elementwise; y has x's type and shape.
 template <unsigned Set, typename F>
@@ -46,7 +48,7 @@ void unary_op(OpContext& ctx, F f) {
   const Tensor& x = ctx.in(0);
   dispatch<Set>(ctx, 0, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    Tensor& y = ctx.output(0, x.dtype(), x.shape());
+    Tensor& y = ctx.output_for_overwrite(0, x.dtype(), x.shape());
     kc::unary_map(x.data<T>(), y.data<T>(), x.numel(), f);
   });
 }
@@ -63,7 +65,7 @@ void binary_op(OpContext& ctx, F f) {
   dispatch<Set>(ctx, 0, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using Out = std::conditional_t<OutBool, bool, T>;
-    Tensor& y = ctx.output(0, OutBool ? DType::kBool : a.dtype(), shape);
+    Tensor& y = ctx.output_for_overwrite(0, OutBool ? DType::kBool : a.dtype(), shape);
     kc::binary_map(a.data<T>(), a.shape(), b.data<T>(), b_shape, y.data<Out>(), shape, f);
   });
 }

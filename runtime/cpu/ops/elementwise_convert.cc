@@ -5,6 +5,7 @@
 #include <limits>
 #include <random>
 
+#include "kernels/cpu/convert_avx512.h"
 #include "runtime/cpu/ops/elementwise_common.h"
 #include "runtime/plan/step_params.h"
 
@@ -74,6 +75,9 @@ void cast_op(OpContext& ctx, DType to) {
     ctx.set_output(0, cast_to_string(ctx, x));
   } else if (x.dtype() == DType::kString) {
     ctx.set_output(0, cast_from_string(ctx, x, to));
+  } else if (Tensor* y = ctx.placed_apart(0, to, x.shape())) {
+    // Converted straight into the planned buffer: no temporary, no copy after.
+    cast_into(ctx, x, *y);
   } else {
     ctx.set_output(0, cast_tensor(ctx, x, to));
   }
@@ -185,6 +189,34 @@ void dropout_op(OpContext& ctx) {
 
 Tensor cast_tensor(const OpContext& ctx, const Tensor& t, DType to) {
   Tensor out(to, t.shape());
+  cast_into(ctx, t, out);
+  return out;
+}
+
+// f32 <-> bf16 (the bf16 plans' casts) on AVX-512 where the CPU has it; false otherwise.
+bool cast_f32_bf16_vector(const Tensor& t, Tensor& out) {
+  if (!kc::convert_avx512_available()) return false;
+  const DType from = t.dtype(), to = out.dtype();
+  if (from == DType::kFloat32 && to == DType::kBFloat16) {
+    const float* x = t.data<float>();
+    auto* y = reinterpret_cast<uint16_t*>(out.data<BFloat16>());
+    kc::parallel_range(t.numel(),
+                       [&](int64_t b, int64_t e) { kc::f32_to_bf16_avx512(x + b, y + b, e - b); });
+    return true;
+  }
+  if (from == DType::kBFloat16 && to == DType::kFloat32) {
+    const auto* x = reinterpret_cast<const uint16_t*>(t.data<BFloat16>());
+    float* y = out.data<float>();
+    kc::parallel_range(t.numel(),
+                       [&](int64_t b, int64_t e) { kc::bf16_to_f32_avx512(x + b, y + b, e - b); });
+    return true;
+  }
+  return false;
+}
+
+void cast_into(const OpContext& ctx, const Tensor& t, Tensor& out) {
+  const DType to = out.dtype();
+  if (cast_f32_bf16_vector(t, out)) return;
   bool to_ok = true;
   if (!kc::visit_dtype<kAllTypes>(t.dtype(), [&](auto from_tag) {
         using From = typename decltype(from_tag)::type;
@@ -197,7 +229,6 @@ Tensor cast_tensor(const OpContext& ctx, const Tensor& t, DType to) {
     ctx.unsupported_dtype(0);
   }
   if (!to_ok) ctx.fail("cast to element type " + std::string(dtype_name(to)) + " is not supported");
-  return out;
 }
 
 void register_elementwise_convert(OpRegistry& r) {
