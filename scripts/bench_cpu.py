@@ -155,8 +155,10 @@ def torch_ms(model, inputs, threads, bf16, warmup, seconds):
 def ampc_compile(ampc, onnx_path, precision, threads, folder):
     """(plan path, compile seconds) of the SGD training plan in `precision`."""
     plan = os.path.join(folder, precision + ".plan")
+    # --target cpu: the plan `ampc train` compiles when it runs on the CPU (strided GEMM
+    # operand views, no PTX); the default target is a GPU's.
     cmd = [ampc, "compile", onnx_path, "--train", "--optimizer", "sgd", "--lr", str(LR),
-           "--momentum", str(MOMENTUM), "-o", plan]
+           "--momentum", str(MOMENTUM), "--target", "cpu", "-o", plan]
     if precision != "fp32":
         cmd += ["--precision", precision]
     t0 = time.perf_counter()
