@@ -28,6 +28,7 @@
 #include "passes/recurrent_lowering.h"
 #include "passes/static_shapes.h"
 #include "passes/transpose_chains.h"
+#include "passes/transpose_to_gemm.h"
 #include "passes/weight_copies.h"
 #include "report/plan_precision.h"
 #include "report/precision_decisions.h"
@@ -189,6 +190,11 @@ std::vector<Pass> pipeline_passes(const CompileOptions& o, PipelineState& s) {
                    passes::eliminate_common_subexpressions(m);
                  },
                  ir::Phase::kUnknown, [mixed_training] { return mixed_training; }});
+  // A transpose separated from its GEMM by a scalar op (MultiheadAttention's q scaling, and
+  // its gradient) moved to the GEMM's side, where the view folds it. CPU plans only, as the next.
+  out.push_back({"move-transposes-to-gemms",
+                 [](ir::Model& m) { passes::move_transposes_to_gemms(m); }, ir::Phase::kUnknown,
+                 [&o] { return o.lowering.target == "cpu"; }});
   // Autodiff transposes operands the forward transposed: one transpose from the stored tensor,
   // which a CPU plan's MatMul reads as a strided view. Not for CUDA plans: there the outer
   // transpose of such a chain is mostly a swap of the last two axes that cuBLASLt takes as a
