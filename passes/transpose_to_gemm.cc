@@ -75,7 +75,7 @@ class Mover {
     ir::Value* x = t->inputs[0];
     ir::Value* tx = t->outputs[0];
     ir::Node* op = const_cast<ir::Node*>(only_reader(tx));
-    if (!x || !op || !is_scalar_op(*op) || pinned(tx)) return false;
+    if (!x || !x->type.shape || !op || !is_scalar_op(*op) || pinned(tx)) return false;
     const int k = moving_operand(*op, tx);
     ir::Value* e = op->outputs[0];
     if (k < 0 || !e || pinned(e) || !read_by_gemms_or_transposes(e)) return false;
