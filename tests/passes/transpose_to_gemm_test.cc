@@ -95,21 +95,27 @@ struct ScaledOperand : Graph {
   ScaledOperand() { g.outputs = {mm->outputs[0]}; }
 };
 
-// y[b, i, j, n] = sum_k (x[b, j, i, k] / 0.5) w[k, n] (x and w as counting() makes them).
-void expect_scaled_operand_product(const rt::Tensor& y) {
+// Every element y[b, i, j, n] of a [2, 4, 3, 6] result against want(d), d the float64 product
+// sum_k x[b, j, i, k] w[k, n] of the transposed x (x and w as counting() makes them).
+template <typename Want>
+void expect_transposed_product(const rt::Tensor& y, Want want) {
   const rt::Tensor x = counting({2, 3, 4, 5}, 1.0f), w = counting({5, 6}, 0.25f);
   ASSERT_EQ(y.shape(), (Shape{2, 4, 3, 6}));
   for (int64_t b = 0; b < 2; ++b)
     for (int64_t i = 0; i < 4; ++i)
       for (int64_t j = 0; j < 3; ++j)
         for (int64_t n = 0; n < 6; ++n) {
-          double want = 0;
+          double dot = 0;
           for (int64_t k = 0; k < 5; ++k)
-            want += static_cast<double>(x.data<float>()[((b * 3 + j) * 4 + i) * 5 + k]) / 0.5 *
-                    w.data<float>()[k * 6 + n];
-          ASSERT_EQ(y.data<float>()[((b * 4 + i) * 3 + j) * 6 + n], static_cast<float>(want))
-              << b << i << j << n;
+            dot += static_cast<double>(x.data<float>()[((b * 3 + j) * 4 + i) * 5 + k]) *
+                   w.data<float>()[k * 6 + n];
+          ASSERT_EQ(y.data<float>()[((b * 4 + i) * 3 + j) * 6 + n], want(dot)) << b << i << j << n;
         }
+}
+
+// MatMul(Transpose(x) / 0.5, w): every term doubled exactly, so the sum is 2 d.
+void expect_scaled_operand_product(const rt::Tensor& y) {
+  expect_transposed_product(y, [](double d) { return static_cast<float>(d / 0.5); });
 }
 
 TEST(TransposeToGemm, AScaledOperandsTransposeMovesToItsMatMul) {
@@ -150,20 +156,9 @@ TEST(TransposeToGemm, AScaledProductsTransposeMovesToItsMatMul) {
 
   const plan::Plan p = compiler::compile_model(*c.model, options("cpu"), "moves");
   EXPECT_EQ(transpose_steps(p), 0);
-  const rt::Tensor y = run(p).at("y");
-  const rt::Tensor x = counting({2, 3, 4, 5}, 1.0f), w = counting({5, 6}, 0.25f);
-  ASSERT_EQ(y.shape(), (Shape{2, 4, 3, 6}));
-  for (int64_t b = 0; b < 2; ++b)
-    for (int64_t i = 0; i < 4; ++i)
-      for (int64_t j = 0; j < 3; ++j)
-        for (int64_t n = 0; n < 6; ++n) {
-          double dot = 0;
-          for (int64_t k = 0; k < 5; ++k)
-            dot += static_cast<double>(x.data<float>()[((b * 3 + j) * 4 + i) * 5 + k]) *
-                   w.data<float>()[k * 6 + n];
-          const float want = std::max(0.5f * static_cast<float>(dot), 0.0f);
-          ASSERT_EQ(y.data<float>()[((b * 4 + i) * 3 + j) * 6 + n], want) << b << i << j << n;
-        }
+  // Relu(0.5 * the product rounded to float).
+  expect_transposed_product(run(p).at("y"),
+                            [](double d) { return std::max(0.5f * static_cast<float>(d), 0.0f); });
 }
 
 // Nothing moves: the transpose has a second reader; the op's other operand is a vector (it
