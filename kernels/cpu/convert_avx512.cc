@@ -1,10 +1,12 @@
-// The build targets plain x86-64, so these loops carry target("avx512f,avx512bw,avx512vl") and run
-// only where the CPU has both (checked once). The rounding is base/half.h's float_to_bf16
-// written on 16 lanes: add 0x7fff plus the kept bit's parity, keep the high half, and
-// where the input is a NaN take its high half with the quiet bit set instead. vcvtneps2bf16
-// (AVX512-BF16) is not used: it flushes subnormal inputs to zero, which PyTorch's rounding
-// does not.
+// The build targets plain x86-64, so these loops carry target("avx512f,avx512bw,avx512vl")
+// and run only where the CPU has all three (base/cpu_features.h). The rounding is
+// base/half.h's float_to_bf16 written on 16 lanes: add 0x7fff plus the kept bit's parity,
+// keep the high half, and where the input is a NaN take its high half with the quiet bit set
+// instead. vcvtneps2bf16 (AVX512-BF16) is not used: it flushes subnormal inputs to zero,
+// which PyTorch's rounding does not.
 #include "kernels/cpu/convert_avx512.h"
+
+#include "base/cpu_features.h"
 
 // GCC 12's AVX-512 intrinsics warn about their own undefined pass-through values where
 // inlined (GCC bug 105593); the pragma around the header silences exactly these.
@@ -19,9 +21,7 @@
 namespace ampc::kernels::cpu {
 
 bool convert_avx512_available() {
-  static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                          __builtin_cpu_supports("avx512vl");
-  return yes;
+  return cpu_has_avx512_bw_vl();
 }
 
 namespace {

@@ -29,6 +29,7 @@
 #include <immintrin.h>
 #pragma GCC diagnostic pop
 
+#include "base/cpu_features.h"
 #include "kernels/shared/float_math.h"
 #include "kernels/twin/row_host.h"
 
@@ -49,15 +50,12 @@ constexpr int kMaxGroups = 1024 / kLanes;  // rowwise_tree.h allows up to 1024 t
 constexpr __mmask16 kAll = 0xffff;
 
 bool has_avx512() {
-  static const bool yes = __builtin_cpu_supports("avx512f");
-  return yes;
+  return cpu_has_avx512f();
 }
 
 // The 16-bit masked loads of the bf16 column sums are AVX512BW (with VL for 256 bits).
 bool has_avx512_bw() {
-  static const bool yes =
-      has_avx512() && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
-  return yes;
+  return cpu_has_avx512_bw_vl();
 }
 
 // The scalar combine of each kind, MaxOf (b > a ? b : a) or SumOf (a + b), in the lanes of
