@@ -44,7 +44,9 @@ class BodyBuilder {
         Value* v = mark(b_.CreateLoad(memory_type(in.dtype()), p));
         stored_[i] = in.dtype() == kBool ? b_.CreateICmpNE(v, b_.getInt8(0)) : v;
       } else {
+        rounded_opmath_ = nullptr;
         stored_[i] = compute(i);
+        opmath_[i] = rounded_opmath_;  // set where compute rounded to bf16: no widening needed
       }
     }
     for (int o = 0; o < k_.outputs_size(); ++o) {
@@ -117,7 +119,10 @@ class BodyBuilder {
         return t->isFloatTy() ? v : b_.CreateFPTrunc(v, b_.getFloatTy());
       default: {
         Value* f = t->isFloatTy() ? v : convert::double_to_float_odd(b_, v);
-        return dtype == kF16 ? convert::float_to_half(b_, f) : convert::float_to_bf16(b_, f);
+        if (dtype == kF16) return convert::float_to_half(b_, f);
+        Value* bits = convert::bf16_rounded_bits(b_, f);
+        rounded_opmath_ = b_.CreateBitCast(bits, b_.getFloatTy());
+        return b_.CreateTrunc(b_.CreateLShr(bits, 16), b_.getInt16Ty());
       }
     }
   }
@@ -311,6 +316,8 @@ class BodyBuilder {
   Target target_;
   llvm::MDNode* group_ = nullptr;
   std::vector<Value*> stored_, opmath_;
+  // The opmath (fp32) form of the value compute() just rounded to bf16, or null.
+  Value* rounded_opmath_ = nullptr;
 };
 
 }  // namespace ampc::kernels::codegen

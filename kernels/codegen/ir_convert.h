@@ -71,14 +71,22 @@ inline Value* bf16_to_float(llvm::IRBuilder<>& b, Value* h16) {
   return b.CreateBitCast(b.CreateShl(b.CreateZExt(h16, b.getInt32Ty()), 16), b.getFloatTy());
 }
 
+// bf16_rounded_bits: f rounded to nearest even at bf16's precision, as fp32 bits whose low
+// half is zero; NaN quieted (bit 22 set, the kept half's bit 6). Kept in 32-bit lanes so that
+// a value both stored and used again needs no narrowing and widening between the two (in a
+// bf16 plan's fused kernels that round trip cost more than the arithmetic).
+inline Value* bf16_rounded_bits(llvm::IRBuilder<>& b, Value* f) {
+  Value* u = b.CreateBitCast(f, b.getInt32Ty());
+  Value* is_nan = b.CreateFCmpUNO(f, f);
+  Value* odd = b.CreateAnd(b.CreateLShr(u, 16), u32(b, 1));
+  Value* rounded = b.CreateAdd(b.CreateAdd(u, u32(b, 0x7fffu)), odd);
+  Value* nan = b.CreateOr(u, u32(b, 0x00400000u));
+  return b.CreateAnd(b.CreateSelect(is_nan, nan, rounded), u32(b, 0xffff0000u));
+}
+
 // float_to_bf16: round to nearest even; NaN quieted (bit 6 of the kept half set).
 inline Value* float_to_bf16(llvm::IRBuilder<>& b, Value* f) {
-  Value* u = b.CreateBitCast(f, b.getInt32Ty());
-  Value* is_nan = b.CreateICmpUGT(b.CreateAnd(u, u32(b, 0x7fffffffu)), u32(b, 0x7f800000u));
-  Value* nan = b.CreateOr(b.CreateLShr(u, 16), u32(b, 0x40u));
-  Value* odd = b.CreateAnd(b.CreateLShr(u, 16), u32(b, 1));
-  Value* rounded = b.CreateLShr(b.CreateAdd(b.CreateAdd(u, u32(b, 0x7fffu)), odd), 16);
-  return b.CreateTrunc(b.CreateSelect(is_nan, nan, rounded), b.getInt16Ty());
+  return b.CreateTrunc(b.CreateLShr(bf16_rounded_bits(b, f), 16), b.getInt16Ty());
 }
 
 // double_to_float_odd: RNE to fp32, then one step towards d when that was inexact and left
