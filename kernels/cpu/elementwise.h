@@ -5,6 +5,7 @@
 #pragma once
 
 #include <algorithm>
+#include <vector>
 
 #include "kernels/cpu/broadcast.h"
 #include "kernels/cpu/elementwise_types.h"
@@ -22,6 +23,28 @@ void parallel_range(int64_t n, Fn&& fn) {
   const int64_t chunks = (n + kChunk - 1) / kChunk;
 #pragma omp parallel for schedule(static)
   for (int64_t c = 0; c < chunks; ++c) fn(c * kChunk, std::min(n, (c + 1) * kChunk));
+}
+
+// parallel_range over several index spaces at once: [0, sizes[s]) for each s, laid end to end
+// and cut into chunks that each stay within one space; fn(s, begin, end). One parallel region
+// for all of them (or none when the total is small): a region per space would wake the
+// passive threads once per space (a multi-tensor optimizer update has one per parameter).
+template <typename Fn>
+void parallel_segments(const std::vector<int64_t>& sizes, Fn&& fn) {
+  constexpr int64_t kChunk = 8192;
+  struct Piece {
+    int64_t segment, begin, end;
+  };
+  std::vector<Piece> pieces;
+  int64_t total = 0;
+  for (size_t s = 0; s < sizes.size(); ++s) {
+    total += sizes[s];
+    for (int64_t b = 0; b < sizes[s]; b += kChunk)
+      pieces.push_back({static_cast<int64_t>(s), b, std::min(sizes[s], b + kChunk)});
+  }
+  const int64_t count = static_cast<int64_t>(pieces.size());
+#pragma omp parallel for schedule(static) if (total >= kParallelThreshold)
+  for (int64_t i = 0; i < count; ++i) fn(pieces[i].segment, pieces[i].begin, pieces[i].end);
 }
 
 template <typename In, typename Out, typename F>

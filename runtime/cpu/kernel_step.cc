@@ -77,9 +77,13 @@ void run_kernel_step(const KernelCall& call, const std::vector<const Tensor*>& i
   const int n_in = def.inputs_size(), n_out = def.outputs_size();
   int64_t shaped = 1;
   for (int64_t d : def.shape()) shaped *= d;
-  std::vector<void*> operands(static_cast<size_t>(n_in + n_out));
+  // Per segment its element count and operands (inputs, then outputs).
+  std::vector<int64_t> sizes(static_cast<size_t>(call.segments));
+  std::vector<std::vector<void*>> operands(static_cast<size_t>(call.segments),
+                                           std::vector<void*>(static_cast<size_t>(n_in + n_out)));
   for (int seg = 0; seg < call.segments; ++seg) {
     const int64_t n = def.flat() ? outputs[seg * n_out]->numel() : shaped;
+    std::vector<void*>& ops = operands[static_cast<size_t>(seg)];
     // The generated code trusts its operands' sizes: check them once per call.
     for (int o = 0; o < n_out; ++o) {
       Tensor* t = outputs[seg * n_out + o];
@@ -87,7 +91,7 @@ void run_kernel_step(const KernelCall& call, const std::vector<const Tensor*>& i
         throw Error(label + ": output " + std::to_string(o) + " is " + t->type_str() + ", not " +
                     std::to_string(n) + " elements");
       }
-      operands[n_in + o] = t->raw();
+      ops[n_in + o] = t->raw();
     }
     for (int j = 0; j < n_in; ++j) {
       const Tensor* t = inputs[seg * n_in + j];
@@ -100,11 +104,14 @@ void run_kernel_step(const KernelCall& call, const std::vector<const Tensor*>& i
         throw Error(label + ": input " + std::to_string(j) + " is " + t->type_str() +
                     ", too small for the kernel's " + std::to_string(n) + " elements");
       }
-      operands[j] = const_cast<void*>(t->raw());
+      ops[j] = const_cast<void*>(t->raw());
     }
-    kernels::cpu::parallel_range(
-        n, [&](int64_t begin, int64_t end) { call.fn(operands.data(), begin, end); });
+    sizes[static_cast<size_t>(seg)] = n;
   }
+  // All segments in one parallel region: a multi-tensor optimizer step has one per parameter.
+  kernels::cpu::parallel_segments(sizes, [&](int64_t seg, int64_t begin, int64_t end) {
+    call.fn(operands[static_cast<size_t>(seg)].data(), begin, end);
+  });
 }
 
 }  // namespace ampc::rt::cpu
