@@ -134,7 +134,9 @@ const T* active_weights(const ConvGemm& p, const Taps& taps, const T* w, std::ve
   const int64_t k = p.g.kernel_size(), nt = static_cast<int64_t>(taps.size());
   if (nt == k) return w;
   T* wa = scratch(buf, static_cast<size_t>(p.m * p.c * nt));
-#pragma omp parallel for if (p.m * p.c * nt > (1 << 18))
+  // The gather reads every cache line of w (its taps are a few elements apart), so the whole
+  // of w is the work that decides whether to split it.
+#pragma omp parallel for if (p.m * p.c * k > (1 << 18))
   for (int64_t mc = 0; mc < p.m * p.c; ++mc) {
     for (int64_t t = 0; t < nt; ++t)
       wa[mc * nt + t] = w[mc * k + taps.flat[static_cast<size_t>(t)]];
