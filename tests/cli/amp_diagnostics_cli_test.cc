@@ -200,6 +200,30 @@ TEST(BatchPlanner, AnFp32PlanIsPlannedFromItsEmbeddedModelAndA16BitPlanIsRefused
               ::testing::HasSubstr("give the ONNX model"));
 }
 
+// The training step's options given to `inspect --memory` shape the columns as they shape
+// the compiled plan: SGD with momentum keeps a buffer per parameter, plain SGD none; a plan
+// is planned with the optimizer it was compiled with, and says which.
+TEST(BatchPlanner, TheStepsOptionsShapeTheColumnsAsTheyShapeThePlan) {
+  TempDir dir;
+  const std::string model = source_path("models/mlp.onnx").string();
+  const std::vector<std::string> momentum = {"--optimizer", "sgd", "--momentum", "0.9"};
+  const std::string plan = (dir / "sgd.plan").string();
+  std::vector<std::string> compile = {"compile", model, "--train", "-o", plan};
+  compile.insert(compile.end(), momentum.begin(), momentum.end());
+  expect_success(compile);
+  const auto planned = nlohmann::json::parse(expect_success({"inspect", plan, "--format", "json"}));
+  std::vector<std::string> inspect = {"inspect", model, "--memory", "--format", "json"};
+  inspect.insert(inspect.end(), momentum.begin(), momentum.end());
+  const auto j = nlohmann::json::parse(expect_success(inspect));
+  EXPECT_EQ(j["columns"][0]["state"], planned["state_bytes"]);
+  EXPECT_EQ(j["columns"][0]["optimizer_state"], j["columns"][0]["parameters"]);
+  const auto plain = nlohmann::json::parse(
+      expect_success({"inspect", model, "--memory", "--format", "json", "--optimizer", "sgd"}));
+  EXPECT_EQ(plain["columns"][0]["optimizer_state"], 0);
+  EXPECT_THAT(expect_success({"inspect", plan, "--memory"}),
+              ::testing::HasSubstr("training step (sgd, momentum 0.9)"));
+}
+
 TEST(BatchPlanner, GptWithItsBatchBakedInIsReplannedAndCheckedAgainstTorchExports) {
   TempDir dir;
   const int64_t budget = int64_t{48} << 20;

@@ -39,7 +39,7 @@ struct InspectArgs {
   passes::AutocastOptions autocast;
   std::string kernel;  // a plan's fused kernel to show
   std::string show;    // "ptx", "llvm", "asm"; empty: its definition
-  MemoryArgs memory;   // --memory, --device-memory, --optimizer
+  MemoryArgs memory;   // --memory, --device-memory and the training step's options
   // The whole step's pictures (--html, --train, ...) and the compile options, which hold
   // --precision, --allow, ... and --optimizer until the callback copies them here.
   StepViewArgs view;
@@ -54,7 +54,10 @@ void take_compile_options(InspectArgs& args, const CLI::App& cmd) {
   args.autocast.follow = ac.follow;
   args.autocast.keep_fp32 = ac.keep_fp32;
   args.autocast.policy_file = ac.policy_file;
-  if (cmd.count("--optimizer")) args.memory.optimizer = args.view.compile.optimizer.kind;
+  // --memory compiles the training step: every option of it as given, Adam by default.
+  args.memory.compile = args.view.compile;
+  finish_training_options(args.memory.compile, args.view.training);
+  if (!cmd.count("--optimizer")) args.memory.compile.optimizer.kind = "adam";
   args.view.dot_file = args.dot_file;
   args.view.svg_file = args.svg_file;
   args.view.input_shapes = args.input_shapes;

@@ -2,6 +2,7 @@
 
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "base/error.h"
 #include "driver/memory_budget.h"
@@ -27,13 +28,23 @@ nlohmann::ordered_json breakdown_json(const compiler::MemoryBreakdown& m) {
           {"total", m.total()}};
 }
 
+// "sgd, momentum 0.9", "adam": the optimizer whose state the columns count.
+std::string optimizer_text(const passes::OptimizerOptions& o) {
+  std::string text = o.kind;
+  if (o.kind == "sgd" && o.momentum != 0) {
+    std::ostringstream m;
+    m << o.momentum;
+    text += (o.nesterov ? ", nesterov momentum " : ", momentum ") + m.str();
+  }
+  return text;
+}
+
 }  // namespace
 
 void inspect_memory(const std::string& model, const MemoryArgs& args, const std::string& precision,
                     const std::vector<std::string>& input_shapes, const std::string& format) {
   namespace mr = compiler;
-  compiler::CompileOptions options;
-  options.optimizer.kind = args.optimizer;
+  compiler::CompileOptions options = args.compile;
   for (const auto& spec : input_shapes) onnx_io::parse_input_shape(spec, options.import);
   const mr::BatchCompiler compiler(model, options);
   const passes::Precision low =
@@ -69,7 +80,7 @@ void inspect_memory(const std::string& model, const MemoryArgs& args, const std:
     std::cout << j.dump(2) << '\n';
     return;
   }
-  std::cout << model << ": training step (" << options.optimizer.kind
+  std::cout << model << ": training step (" << optimizer_text(compiler.options().optimizer)
             << "), memory plan per precision\n"
             << mr::memory_table_text(columns, searches);
 }

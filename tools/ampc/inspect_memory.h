@@ -6,12 +6,17 @@
 #include <string>
 #include <vector>
 
+#include "driver/pipeline.h"
+
 namespace ampc::cli {
 
 struct MemoryArgs {
   bool memory = false;
   std::vector<std::string> device_memory;  // sizes: "80GiB", "141GB"
-  std::string optimizer = "adam";          // of the training step compiled from an ONNX model
+  // The training step's options as `ampc compile --train` takes them (optimizer and its
+  // state, losses, frozen parameters, accumulation), for an ONNX model; the optimizer is Adam
+  // unless --optimizer was given. A plan brings its own.
+  compiler::CompileOptions compile;
 };
 
 // `precision`: the 16-bit column's ("fp16" or "bf16"; "fp32" means fp16);
