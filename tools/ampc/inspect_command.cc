@@ -55,9 +55,11 @@ void take_compile_options(InspectArgs& args, const CLI::App& cmd) {
   args.autocast.keep_fp32 = ac.keep_fp32;
   args.autocast.policy_file = ac.policy_file;
   // --memory compiles the training step: every option of it as given, Adam by default.
-  args.memory.compile = args.view.compile;
-  finish_training_options(args.memory.compile, args.view.training);
-  if (!cmd.count("--optimizer")) args.memory.compile.optimizer.kind = "adam";
+  if (args.memory.memory) {
+    args.memory.compile = args.view.compile;
+    finish_training_options(args.memory.compile, args.view.training);
+    if (!cmd.count("--optimizer")) args.memory.compile.optimizer.kind = "adam";
+  }
   args.view.dot_file = args.dot_file;
   args.view.svg_file = args.svg_file;
   args.view.input_shapes = args.input_shapes;
