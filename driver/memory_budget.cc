@@ -21,6 +21,7 @@
 #include "report/plan_precision.h"
 #include "runtime/plan/plan_file.h"
 #include "runtime/plan/step_phase.h"
+#include "runtime/state_copies.h"
 
 namespace ampc::compiler {
 namespace {
@@ -161,7 +162,10 @@ BatchCompiler::BatchCompiler(const std::string& model_path, CompileOptions optio
       if (it == buffers.end()) continue;
       // Parameters are the plan's STATE; other initializers are constants the compiler folded.
       if (it->second->role() == plan::STATE) parameters_.insert(init.name());
-      if (init.raw_data().empty()) init.set_raw_data(it->second->initial().data());
+      if (init.raw_data().empty()) {
+        const rt::Tensor t = rt::initial_value(p, *it->second);
+        init.set_raw_data(t.raw(), t.nbytes());
+      }
     }
     const std::string precision = option(p, "precision");
     if (!precision.empty() && precision != "fp32")

@@ -1,5 +1,7 @@
 #include "lower/plan_convert.h"
 
+#include <algorithm>
+
 #include "base/error.h"
 #include "lower/legalize.h"
 
@@ -10,6 +12,9 @@ void plan_tensor_data(const ir::Tensor& t, plan::TensorData* out) {
   for (int64_t d : t.dims) out->add_dims(d);
   if (t.dtype == DType::kString) {
     for (const auto& s : t.strings) out->add_strings(s);
+  } else if (!t.bytes.empty() &&
+             std::all_of(t.bytes.begin(), t.bytes.end(), [](uint8_t b) { return b == 0; })) {
+    out->set_zeros(true);  // the moments of a fresh optimizer: no bytes in the file
   } else {
     out->set_data(t.bytes.data(), t.bytes.size());
   }

@@ -132,8 +132,11 @@ class Emitter {
       su->set_state(id_.at(u.target));
       su->set_source(id_.at(u.source));
     }
-    for (const auto& c : model_.rounded_copies)
-      p_.mutable_buffers(id_.at(c.copy))->set_copy_of(1 + id_.at(c.master));
+    for (const auto& c : model_.rounded_copies) {
+      plan::Buffer* copy = p_.mutable_buffers(id_.at(c.copy));
+      copy->set_copy_of(1 + id_.at(c.master));
+      copy->clear_initial();  // the backends round the master's (state_copies.h)
+    }
     for (const ir::Value* v : g_.outputs) {
       auto* b = p_.add_outputs();
       b->set_name(v->name);

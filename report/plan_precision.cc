@@ -72,6 +72,7 @@ int64_t numel(const plan::Buffer& b) {
 
 std::optional<double> scalar(const plan::Buffer& b) {
   if (!b.has_initial()) return std::nullopt;
+  if (b.initial().zeros()) return numel(b) == 1 ? std::optional<double>(0.0) : std::nullopt;
   const std::string& data = b.initial().data();
   auto read = [&]<typename T>(T) -> std::optional<double> {
     if (data.size() != sizeof(T)) return std::nullopt;

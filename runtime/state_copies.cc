@@ -5,6 +5,7 @@
 
 #include "base/error.h"
 #include "base/half.h"
+#include "runtime/cpu/op_context.h"
 
 namespace ampc::rt {
 
@@ -29,6 +30,16 @@ std::vector<std::pair<int, int>> rounded_copies(const plan::Plan& plan) {
     out.emplace_back(b.id(), master);
   }
   return out;
+}
+
+Tensor initial_value(const plan::Plan& plan, const plan::Buffer& b) {
+  if (!is_rounded_copy(b)) return cpu::tensor_from_data(b.initial());
+  for (const auto& [copy, master] : rounded_copies(plan)) {
+    if (copy == b.id())
+      return rounded_copy(cpu::tensor_from_data(plan.buffers(master).initial()),
+                          static_cast<DType>(b.dtype()));
+  }
+  throw Error("internal: '" + b.name() + "' is not among the plan's rounded copies");
 }
 
 Tensor rounded_copy(const Tensor& master, DType to) {

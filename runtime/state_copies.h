@@ -24,4 +24,8 @@ std::vector<std::pair<int, int>> rounded_copies(const plan::Plan& plan);
 // `master` (fp32) rounded to `to` (fp16 or bf16), to nearest even: Cast's rounding.
 Tensor rounded_copy(const Tensor& master, DType to);
 
+// The value a CONSTANT or STATE buffer of `plan` starts with: its initial data, or for a
+// rounded copy (which the plan stores without one) its master's, rounded.
+Tensor initial_value(const plan::Plan& plan, const plan::Buffer& b);
+
 }  // namespace ampc::rt

@@ -49,9 +49,12 @@ Executor::Executor(plan::Plan plan) : plan_(std::move(plan)) {
   for (const auto& b : plan_.buffers()) {
     if (b.id() < 0 || b.id() >= plan_.buffers_size())
       throw Error("plan buffer '" + b.name() + "' has a bad id");
-    if (b.role() == plan::CONSTANT || b.role() == plan::STATE)
+    if ((b.role() == plan::CONSTANT || b.role() == plan::STATE) && !is_rounded_copy(b))
       values_[b.id()] = tensor_from_data(b.initial());
   }
+  // A rounded copy's initial value is its master's (plan.proto): rounded here.
+  for (const auto& [copy, master] : rounded_copies(plan_))
+    values_[copy] = rounded_copy(values_[master], static_cast<DType>(plan_.buffers(copy).dtype()));
   kernels_ = std::make_unique<KernelSteps>(plan_);
   calls_.resize(plan_.steps_size());
   folded_.resize(plan_.steps_size());

@@ -141,6 +141,10 @@ Tensor tensor_from_data(const plan::TensorData& data) {
     for (int i = 0; i < data.strings_size() && i < static_cast<int>(t.strings().size()); ++i) {
       t.strings()[i] = data.strings(i);
     }
+  } else if (data.zeros()) {
+    // The tensor is zero-filled already.
+    if (!data.data().empty())
+      throw Error("plan tensor data of " + t.type_str() + " is marked all-zero but has bytes");
   } else {
     if (data.data().size() != t.nbytes()) {
       throw Error("plan tensor data has " + std::to_string(data.data().size()) + " bytes for " +

@@ -7,8 +7,8 @@
 #include <set>
 
 #include "base/error.h"
-#include "runtime/cpu/op_context.h"
 #include "runtime/cuda/cuda_check.h"
+#include "runtime/state_copies.h"
 
 namespace ampc::rt::cuda {
 namespace {
@@ -152,7 +152,7 @@ void DeviceMemory::allocate() {
   for (const auto& b : plan_.buffers()) {
     if ((b.role() != plan::CONSTANT && b.role() != plan::STATE) || b.alias_of() != 0) continue;
     if (b.region() == plan::REGION_NONE) continue;
-    upload(b.id(), cpu::tensor_from_data(b.initial()));
+    upload(b.id(), initial_value(plan_, b));
   }
   // cudaMemcpy from pageable memory may return before the data lands; the executor's
   // stream does not wait for the legacy stream, so wait here.

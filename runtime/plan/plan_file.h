@@ -24,7 +24,10 @@ namespace ampc::plan {
 //    Pad, ScatterND and ScatterElements, the all-reduce's start and wait).
 // 5: a MatMul's operand and result transposes of any permutation (GemmParams.perm_a, perm_b,
 //    perm_y; CPU plans): a runtime that ignored them would compute another product.
-inline constexpr uint32_t kPlanFormatVersion = 5;
+// 6: all-zero initial values without their bytes (TensorData.zeros) and rounded copies
+//    without an initial value (their masters', rounded): a version 5 runtime would refuse
+//    them as short of data.
+inline constexpr uint32_t kPlanFormatVersion = 6;
 
 std::string serialize_plan(const Plan& plan);
 // The header (magic, version, size, checksum) followed by an already serialised payload.
