@@ -6,7 +6,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
+#include <vector>
 
 #include "base/error.h"
 
@@ -39,9 +39,16 @@ void write_file_atomically(const std::string& path, std::string_view bytes) {
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error("cannot open '" + path + "': " + std::strerror(errno));
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  return buf.str();
+  // Into one allocation of the file's size where it has one (a plan or a model holds its
+  // parameters: hundreds of MB), read in blocks: a string stream would grow by copying and
+  // copy the whole once more for its result, three times the file's bytes at the peak.
+  std::string bytes;
+  std::error_code ec;
+  if (const auto size = std::filesystem::file_size(path, ec); !ec) bytes.reserve(size);
+  std::vector<char> block(size_t{1} << 20);
+  while (in.read(block.data(), static_cast<std::streamsize>(block.size())) || in.gcount() > 0)
+    bytes.append(block.data(), static_cast<size_t>(in.gcount()));
+  return bytes;
 }
 
 }  // namespace ampc
