@@ -23,6 +23,8 @@ TEST(CpuHalfTwin, UnaryMath) {
   for (const char* op : {"Neg", "Relu", "Erf", "Tanh", "Sigmoid", "Exp", "Abs", "Identity"})
     expect_twin({op, {low({5, 33}, -4, 4)}});
   for (const char* op : {"Sqrt", "Log", "Reciprocal"}) expect_twin({op, {low({5, 33}, 0.01, 9)}});
+  // Over a block of the bf16 rounding (256 values) and a partial last group of 16 lanes.
+  for (const char* op : {"Relu", "Exp"}) expect_twin({op, {low({2, 531}, -4, 4)}});
   expect_twin({"LeakyRelu", {low({70})}, {attr_f("alpha", 0.1f)}});
   expect_twin({"Elu", {low({70})}, {attr_f("alpha", 0.7f)}});
 }
@@ -33,6 +35,7 @@ TEST(CpuHalfTwin, BinaryArithmeticWithBroadcasting) {
     expect_twin({op, {low({}), low({2, 3}, 0.5, 3)}});
     expect_twin({op, {low({4, 1}), low({1, 6}, -3, -0.5)}});
     expect_twin({op, {low({40000}), low({40000}, 0.5, 3)}});  // large: threaded path
+    expect_twin({op, {low({3, 301}), low({301}, 0.5, 3)}});   // rows over a rounding block
   }
   expect_twin({"Pow", {low({4, 6}, 0.1, 4), low({6}, -2, 2)}});
   expect_twin({"Pow", {low({4, 6}, 0.1, 4), low_values({}, {2.0})}});
