@@ -52,9 +52,7 @@ Executor::Executor(plan::Plan plan) : plan_(std::move(plan)) {
     if ((b.role() == plan::CONSTANT || b.role() == plan::STATE) && !is_rounded_copy(b))
       values_[b.id()] = tensor_from_data(b.initial());
   }
-  // A rounded copy's initial value is its master's (plan.proto): rounded here.
-  for (const auto& [copy, master] : rounded_copies(plan_))
-    values_[copy] = rounded_copy(values_[master], static_cast<DType>(plan_.buffers(copy).dtype()));
+  round_copies();  // a rounded copy's initial value is its master's (plan.proto)
   kernels_ = std::make_unique<KernelSteps>(plan_);
   calls_.resize(plan_.steps_size());
   folded_.resize(plan_.steps_size());
@@ -323,6 +321,10 @@ void Executor::load_state(const std::map<std::string, Tensor>& values) {
   const auto updates = checked_state_values(plan_, values);
   // The steps update state in place: never in a caller's memory.
   for (const auto& [id, t] : updates) values_[id] = t->owned_copy();
+  round_copies();
+}
+
+void Executor::round_copies() {
   for (const auto& [copy, master] : rounded_copies(plan_))
     values_[copy] = rounded_copy(values_[master], static_cast<DType>(plan_.buffers(copy).dtype()));
 }

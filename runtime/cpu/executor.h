@@ -69,6 +69,8 @@ class Executor : public Backend {
   void run_step(size_t index);
   void run_kernel(size_t index, const std::vector<const Tensor*>& inputs);
   void place_in_state(size_t index);
+  // Every rounded copy (Buffer.copy_of) set to its master's value, rounded.
+  void round_copies();
   void place_in_arena();
   void prepare_library_steps();
   // Views of the arena for the outputs of step `index` that the memory plan places.
