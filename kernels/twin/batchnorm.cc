@@ -11,6 +11,7 @@
 #include "kernels/shared/batchnorm_layout.h"
 #include "kernels/shared/batchnorm_math.h"
 #include "kernels/shared/rowwise_tree.h"
+#include "kernels/twin/batchnorm_avx512.h"
 
 namespace ampc::kernels::twin {
 
@@ -20,6 +21,17 @@ namespace {
 
 // Loops over fewer elements than this stay on one thread.
 constexpr int64_t kParallelWork = 1 << 16;
+
+// batchnorm_avx512.h's loops serve f32 and bf16 data (kVectorType) on CPUs with AVX-512
+// (vector_loops); the generic loops below run f16, f64 and CPUs without it.
+template <typename T>
+constexpr bool kVectorType = std::is_same_v<T, float> || std::is_same_v<T, BFloat16>;
+template <typename T>
+constexpr bool is_bf16 = std::is_same_v<T, BFloat16>;
+
+bool vector_loops(int64_t n, int64_t c, int64_t spatial) {
+  return n * c * spatial > 0 && bn_avx512::available();
+}
 
 // A chunk's total as the block computes it: thread values, then the tree (data_launch.cuh's
 // block_tree_sum, which halves as a warp's tree does). Threads from `live` on took no element
@@ -241,6 +253,13 @@ std::vector<M> channel_means(const M* part_sum, int64_t c, int64_t splits, int64
 template <typename M, typename T>
 void batch_statistics(const T* xs, int64_t n, int64_t c, int64_t spatial, int64_t splits,
                       M* part_sum, M* part_sq) {
+  if constexpr (kVectorType<T>) {
+    if (vector_loops(n, c, spatial)) {
+      float* const parts[3] = {part_sq, nullptr, nullptr};
+      return bn_avx512::statistics(bn_avx512::Sums::kSqDev, is_bf16<T>, xs, nullptr, n, c, spatial,
+                                   splits, part_sum, parts);
+    }
+  }
   const int64_t count = n * spatial;
   sum_pass(xs, n, c, spatial, splits, part_sum);
   const std::vector<M> means = channel_means(part_sum, c, splits, count);
@@ -321,9 +340,30 @@ void grad_sums_pass(const T* xs, const T* dys, int64_t n, int64_t c, int64_t spa
   }
 }
 
+// The backward's statistics: the sums (part_sum), then the squared deviations and the
+// gradient sums about the channels' means.
+template <typename M, typename T>
+void grad_statistics(const T* xs, const T* dys, int64_t n, int64_t c, int64_t spatial,
+                     int64_t splits, M* part_sum, M* part_sq, M* part_dy, M* part_dyx) {
+  if constexpr (kVectorType<T>) {
+    if (vector_loops(n, c, spatial)) {
+      float* const parts[3] = {part_sq, part_dy, part_dyx};
+      return bn_avx512::statistics(bn_avx512::Sums::kGrad, is_bf16<T>, xs, dys, n, c, spatial,
+                                   splits, part_sum, parts);
+    }
+  }
+  sum_pass(xs, n, c, spatial, splits, part_sum);
+  grad_sums_pass(xs, dys, n, c, spatial, splits, channel_means(part_sum, c, splits, n * spatial),
+                 part_sq, part_dy, part_dyx);
+}
+
 // y = a[ch] * x + b[ch] over x [n, c, spatial], a plane per task.
 template <typename M, typename T>
 void apply_affine(const T* x, int64_t n, int64_t c, int64_t spatial, const M* a, const M* b, T* y) {
+  if constexpr (kVectorType<T>) {
+    if (vector_loops(n, c, spatial))
+      return bn_avx512::affine(is_bf16<T>, x, n, c, spatial, a, b, y);
+  }
 #pragma omp parallel for if (n * c * spatial > kParallelWork)
   for (int64_t plane = 0; plane < n * c; ++plane) {
     const int64_t ch = plane % c, base = plane * spatial;
@@ -396,9 +436,8 @@ void batch_norm_grad(DType x_dtype, DType param_dtype, const void* x, const void
     const T* dys = static_cast<const T*>(dy);
     const int64_t count = n * spatial, splits = w.stats.splits;
     // The sums; then, in one walk, the squared deviations and the gradient sums.
-    sum_pass(xs, n, c, spatial, splits, arrays.part_sum);
-    grad_sums_pass(xs, dys, n, c, spatial, splits, channel_means(arrays.part_sum, c, splits, count),
-                   arrays.part_sq, arrays.part_dy, arrays.part_dyx);
+    grad_statistics(xs, dys, n, c, spatial, splits, arrays.part_sum, arrays.part_sq, arrays.part_dy,
+                    arrays.part_dyx);
     for (int64_t ch = 0; ch < c; ++ch) {
       bn::finish_grad_channel<M>(ch, splits, count, arrays.part_sum, arrays.part_sq, arrays.part_dy,
                                  arrays.part_dyx, static_cast<const P*>(scale),
@@ -407,6 +446,10 @@ void batch_norm_grad(DType x_dtype, DType param_dtype, const void* x, const void
     }
     if (!dx) return;
     T* dxs = static_cast<T*>(dx);
+    if constexpr (kVectorType<T>) {
+      if (vector_loops(n, c, spatial))
+        return bn_avx512::grad_dx(is_bf16<T>, xs, dys, n, c, spatial, arrays.coefficients, dxs);
+    }
 #pragma omp parallel for if (n * c * spatial > kParallelWork)
     for (int64_t plane = 0; plane < n * c; ++plane) {
       const bn::GradCoefficients<M> g = arrays.coefficients[plane % c];

@@ -880,16 +880,21 @@ TEST(TwinBatchNorm, GradientMatchesDoubleFormula) {
 // The same op bit for bit against the CUDA kernels' order written out with their own per-thread
 // functions (batchnorm_math.h): per channel and chunk, 256 thread values (thread_sum, then
 // thread_grad_sums about the mean) and block_tree_sum's tree (a warp's halving over 256),
-// then finish_grad_channel and grad_dx; and the forward's saved statistics. The twin walks
-// elements in memory order, or chunks of sixteen channels side by side; this checks that those
-// are the kernels' sums (one chunk and several per channel, few channels and many).
+// then finish_grad_channel and grad_dx; and the forward: its saved statistics, Y and the
+// running statistics. The twin walks elements in memory order, or chunks of sixteen channels
+// side by side (batchnorm.cc; with AVX-512 batchnorm_avx512.cc: runs starting anywhere in a
+// vector of 16 threads, gathers across planes); this checks that those are the kernels' sums
+// (one chunk and several per channel, few channels and many, a last group of fewer than
+// sixteen, more elements than threads, maps of 1, 2, 4, 8, 9, 30 positions and more).
 TEST(TwinBatchNorm, GradientInTheKernelsOrderBitForBit) {
   namespace bn = ampc::kernels::shared::bn;
   using M = float;
   uint32_t seed = 400;
   for (const Dims& shape :
        {Dims{4, 3, 5, 6}, Dims{32, 8, 8, 8}, Dims{32, 16, 2, 2}, Dims{8, 2}, Dims{2, 5, 70, 70},
-        Dims{20, 3, 7, 5}, Dims{32, 8, 16, 16}, Dims{16, 9, 32, 32}}) {
+        Dims{20, 3, 7, 5}, Dims{32, 8, 16, 16}, Dims{16, 9, 32, 32}, Dims{300, 40},
+        Dims{96, 24, 3, 3}, Dims{8, 20, 1, 1}, Dims{3, 7, 33, 1}, Dims{40, 12, 2, 1},
+        Dims{64, 10, 8, 1}}) {
     const int64_t n = shape[0], c = shape[1], spatial = count(shape) / (n * c), cnt = n * spatial;
     for (DType t : {DType::kFloat32, DType::kBFloat16}) {
       SCOPED_TRACE(std::string(dtype_name(t)) + " shape of " + std::to_string(count(shape)));
@@ -952,6 +957,44 @@ TEST(TwinBatchNorm, GradientInTheKernelsOrderBitForBit) {
       expect_same_bytes(dx, got[0], "dX");
       expect_same_bytes(ds, got[1], "dScale");
       expect_same_bytes(db, got[2], "dB");
+      // Training-mode forward: Y = a x + b with a, b folded from these statistics, and the
+      // running statistics updated with them.
+      {
+        const Tensor bias = random(DType::kFloat32, {c}, seed++);
+        const Tensor rmean = random(DType::kFloat32, {c}, seed++);
+        const Tensor rvar = random(DType::kFloat32, {c}, seed++, 0.5, 2);
+        const auto fwd = optest::run(
+            "BatchNormalization", {x, scale, bias, rmean, rvar},
+            {attr_f("epsilon", 1e-3f), attr_f("momentum", 0.8f), attr_i("training_mode", 1)}, 3,
+            15);
+        Tensor y(t, shape), rm(DType::kFloat32, {c}), rv(DType::kFloat32, {c});
+        std::vector<M> a(c), b(c);
+        for (int64_t ch = 0; ch < c; ++ch) {
+          bn::finish_channel<M>(
+              ch, splits, cnt, part_sum.data(), part_sq.data(),
+              static_cast<const float*>(scale.raw()), static_cast<const float*>(bias.raw()),
+              static_cast<const float*>(rmean.raw()), static_cast<const float*>(rvar.raw()),
+              M(1e-3f), M(0.8f), static_cast<float*>(rm.raw()), static_cast<float*>(rv.raw()),
+              static_cast<float*>(nullptr), static_cast<float*>(nullptr), &a[ch], &b[ch]);
+        }
+        auto affine = [&](auto tag) {
+          using T = decltype(tag);
+          const T* xs = static_cast<const T*>(x.raw());
+          T* out = static_cast<T*>(y.raw());
+          for (int64_t k = 0; k < count(shape); ++k) {
+            const int64_t ch = k / spatial % c;
+            bn::b_store(out, k, bn::affine(a[ch], b[ch], bn::b_load<M>(xs, k)));
+          }
+        };
+        if (t == DType::kFloat32) {
+          affine(float{});
+        } else {
+          affine(BFloat16{});
+        }
+        expect_same_bytes(y, fwd[0], "Y");
+        expect_same_bytes(rm, fwd[1], "running mean");
+        expect_same_bytes(rv, fwd[2], "running variance");
+      }
       if (t != DType::kFloat32) continue;
       // The forward's statistics (opset 9's saved mean and variance) from the same sums.
       const Tensor zero = random(DType::kFloat32, {c}, seed++, 0.5, 2);
