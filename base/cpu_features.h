@@ -1,12 +1,26 @@
 // The host CPU's vector extensions that hand-written AVX-512 loops need, each checked once.
 // The build targets plain x86-64: such loops carry [[gnu::target(...)]] and run only where
-// these say yes (the callers keep a portable path for the rest).
+// these say yes (the callers keep a portable path for the rest). AMPC_NO_AVX512 set in the
+// environment (to anything but "" or "0") makes them say no, so that the portable paths run on
+// an AVX-512 machine too: their tests (tests/CMakeLists.txt runs suites again with it), and a
+// comparison when a result is in doubt.
 #pragma once
+
+#include <cstdlib>
+#include <string_view>
 
 namespace ampc {
 
+inline bool avx512_loops_allowed() {
+  static const bool yes = [] {
+    const char* v = std::getenv("AMPC_NO_AVX512");
+    return v == nullptr || std::string_view(v).empty() || std::string_view(v) == "0";
+  }();
+  return yes;
+}
+
 inline bool cpu_has_avx512f() {
-  static const bool yes = __builtin_cpu_supports("avx512f");
+  static const bool yes = avx512_loops_allowed() && __builtin_cpu_supports("avx512f");
   return yes;
 }
 
