@@ -1,6 +1,7 @@
 // CPU elementwise operators called through the registry with hand-built plan steps, checked
 // against values computed by hand (broadcasting, integer semantics, 16-bit rounding).
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cmath>
 #include <functional>
@@ -344,6 +345,42 @@ TEST(CpuElementwise, DropoutIsIdentityInInferenceAndSeededInTraining) {
   }
   EXPECT_GT(kept, 650);
   EXPECT_LT(kept, 850);
+}
+
+// The training mask's statistics against the binomial it should follow (an independent
+// oracle: the keep probability 1 - ratio, elements independent), and its bits whatever the
+// thread count (the draws are counter-based).
+TEST(CpuElementwise, DropoutMaskIsUniformIndependentAndThreadCountFree) {
+  constexpr int64_t n = 200000;
+  const Tensor x = make<float>({n}, std::vector<float>(n, 1.0f));
+  const Tensor ratio = make<float>({}, {0.3f});
+  const Tensor train = make<bool>({}, {true});
+  auto mask = [&](int seed, int threads) {
+    const int before = omp_get_max_threads();
+    omp_set_num_threads(threads);
+    const auto out = run_op("Dropout", {&x, &ratio, &train}, 2,
+                            [seed](plan::Step& s) { set_int(s, "seed", seed); });
+    omp_set_num_threads(before);
+    return values<bool>(out[1]);
+  };
+  const std::vector<bool> a = mask(11, 4), b = mask(12, 4);
+  EXPECT_EQ(a, mask(11, 1));
+  // Within 5 standard deviations of the expected count, for: kept elements (p = 0.7),
+  // neighbours both kept (0.49), the same choice under two seeds (0.7^2 + 0.3^2 = 0.58).
+  auto near = [](int64_t count, int64_t trials, double p, const char* what) {
+    const double mean = static_cast<double>(trials) * p;
+    const double sd = std::sqrt(mean * (1 - p));
+    EXPECT_NEAR(static_cast<double>(count), mean, 5 * sd) << what;
+  };
+  int64_t kept = 0, pairs = 0, same = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    kept += a[i];
+    same += a[i] == b[i];
+    if (i + 1 < n) pairs += a[i] && a[i + 1];
+  }
+  near(kept, n, 0.7, "kept");
+  near(pairs, n - 1, 0.49, "neighbours kept");
+  near(same, n, 0.58, "seeds agreeing");
 }
 
 TEST(CpuElementwise, QuantizeRoundsHalfToEvenAndSaturates) {

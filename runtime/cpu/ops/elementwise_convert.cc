@@ -3,7 +3,6 @@
 #include <cmath>
 #include <cstdlib>
 #include <limits>
-#include <random>
 
 #include "kernels/cpu/convert_avx512.h"
 #include "runtime/cpu/ops/elementwise_common.h"
@@ -132,11 +131,22 @@ void clip_op(OpContext& ctx) {
   });
 }
 
+// Element i's uniform draw in [0, 1) under `key`: the top 53 bits of SplitMix64's output for
+// its (i + 1)-th state. A counter-based stream: each element's draw needs none of the ones
+// before it, so the mask is drawn in parallel and is the same whatever the thread count.
+inline double uniform_at(uint64_t key, uint64_t i) {
+  uint64_t z = key + (i + 1) * 0x9E3779B97F4A7C15ULL;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  z ^= z >> 31;
+  return static_cast<double>(z >> 11) * 0x1p-53;
+}
+
 // Dropout: the identity (mask all true) unless training_mode (opset 12+) is true and the
-// ratio positive; then elements are zeroed with probability ratio by a generator seeded from
-// the `seed` attribute and the rest scaled by 1 / (1 - ratio). Without a seed (PyTorch's
-// export never writes one) the generator is keyed by the executor's random state: a new
-// mask every training step, reproducible and resumable (OpContext::random_key).
+// ratio positive; then element i is zeroed where its draw uniform_at(key, i) is below the
+// ratio, and the rest scaled by 1 / (1 - ratio). The key is the `seed` attribute; without one
+// (PyTorch's export never writes one) the executor's random state: a new mask every training
+// step, reproducible and resumable (OpContext::random_key).
 void dropout_op(OpContext& ctx) {
   const Tensor& x = ctx.in(0);
   double ratio = ctx.attr_float("ratio", 0.5f);
@@ -156,32 +166,34 @@ void dropout_op(OpContext& ctx) {
   }
   training = training && ratio > 0;
   const DType mask_type = ctx.opset() >= 10 ? DType::kBool : x.dtype();
-  std::vector<bool> keep(static_cast<size_t>(x.numel()), true);
-  if (training) {
-    const uint64_t seed =
-        ctx.has_attr("seed") ? static_cast<uint64_t>(ctx.attr_int("seed")) : ctx.random_key();
-    std::mt19937_64 gen(seed);
-    std::uniform_real_distribution<double> u(0.0, 1.0);
-    for (size_t i = 0; i < keep.size(); ++i) keep[i] = u(gen) >= ratio;
-  }
+  const uint64_t key = !training              ? 0
+                       : ctx.has_attr("seed") ? static_cast<uint64_t>(ctx.attr_int("seed"))
+                                              : ctx.random_key();
   dispatch<kc::kFloats>(ctx, 0, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using M = opmath_t<T>;
     Tensor& y = ctx.output(0, x.dtype(), x.shape());
     const T* xs = x.data<T>();
     T* ys = y.data<T>();
-    const M scale = training ? static_cast<M>(1.0 / (1.0 - ratio)) : M(1);
-    for (int64_t i = 0; i < x.numel(); ++i) {
-      ys[i] = training ? kc::store<T>(keep[i] ? kc::load(xs[i]) * scale : M(0)) : xs[i];
-    }
+    bool* mask_bool = nullptr;
+    T* mask_float = nullptr;
     if (ctx.has_output(1)) {
       Tensor& mask = ctx.output(1, mask_type, x.shape());
       if (mask_type == DType::kBool) {
-        for (int64_t i = 0; i < x.numel(); ++i) mask.data<bool>()[i] = keep[i];
+        mask_bool = mask.data<bool>();
       } else {
-        for (int64_t i = 0; i < x.numel(); ++i) mask.data<T>()[i] = kc::store<T>(M(keep[i]));
+        mask_float = mask.data<T>();
       }
     }
+    const M scale = training ? static_cast<M>(1.0 / (1.0 - ratio)) : M(1);
+    kc::parallel_range(x.numel(), [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        const bool keep = !training || uniform_at(key, static_cast<uint64_t>(i)) >= ratio;
+        ys[i] = training ? kc::store<T>(keep ? kc::load(xs[i]) * scale : M(0)) : xs[i];
+        if (mask_bool) mask_bool[i] = keep;
+        if (mask_float) mask_float[i] = kc::store<T>(M(keep));
+      }
+    });
   });
 }
 
