@@ -1,7 +1,11 @@
 #include "kernels/cpu/depthwise_grad.h"
 
 #include <algorithm>
+#include <type_traits>
 #include <vector>
+
+#include "kernels/cpu/convert_avx512.h"
+#include "kernels/cpu/depthwise_avx512.h"
 
 namespace ampc::kernels::cpu {
 namespace {
@@ -28,9 +32,30 @@ inline void narrow(float v, BFloat16* out) {
 // the image: dy[dy_at + j] pairs with x[x_at + j * stride] for j < len. The runs depend on the
 // geometry only, so they are listed once per call and walked for every image and channel
 // (on MobileNet's 1x1 and 2x2 maps most taps read padding and a map has a few runs).
-struct Run {
-  int64_t kk, dy_at, x_at, len;
-};
+using Run = DepthwiseRun;
+
+// Whether depthwise_avx512.h's loops take this call: f32 or bf16 rows of unit stride on a CPU
+// with AVX-512.
+template <typename T>
+bool vector_runs(const ConvGeom& g) {
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, BFloat16>) {
+    return g.stride[2] == 1 && convert_avx512_available();
+  } else {
+    return false;
+  }
+}
+
+// One image's and channel's runs on AVX-512 (acc[kk] += their sums); the sum of d[0 .. p).
+template <typename T>
+float vector_sums(const T* d, const T* s, const std::vector<Run>& runs, float* acc, int64_t p) {
+  if constexpr (std::is_same_v<T, BFloat16>) {
+    return depthwise_runs_avx512(reinterpret_cast<const uint16_t*>(d),
+                                 reinterpret_cast<const uint16_t*>(s), runs.data(),
+                                 static_cast<int64_t>(runs.size()), acc, p);
+  } else {
+    return depthwise_runs_avx512(d, s, runs.data(), static_cast<int64_t>(runs.size()), acc, p);
+  }
+}
 
 std::vector<Run> runs_of(const ConvGeom& g) {
   std::vector<Run> runs;
@@ -59,6 +84,7 @@ void weight_grad(const ConvGeom& g, const T* dy, const T* x, T* dw, T* db, int64
   const int64_t k = g.kernel_size(), p = g.cols_size(), img = g.image_size();
   const int64_t per_group = m / c, s2 = g.stride[2];
   const std::vector<Run> runs = runs_of(g);
+  const bool vectors = vector_runs<T>(g);
   int64_t taps = 0;
   for (const Run& r : runs) taps += r.len;
     // Channels are independent: each thread owns whole output channels, so every sum has one
@@ -73,6 +99,12 @@ void weight_grad(const ConvGeom& g, const T* dy, const T* x, T* dw, T* db, int64
       for (int64_t b = 0; b < n; ++b) {
         const T* d = dy + (b * m + o) * p;
         const T* s = x + (b * c + o / per_group) * img;
+        if constexpr (std::is_same_v<Acc, float>) {
+          if (vectors) {
+            bias += vector_sums(d, s, runs, acc.data(), db ? p : 0);
+            continue;
+          }
+        }
         for (const Run& r : runs) {
           Acc sum = 0;
 #pragma omp simd reduction(+ : sum)

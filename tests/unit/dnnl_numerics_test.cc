@@ -367,13 +367,25 @@ TEST_P(DnnlNumerics, StridedConvLeavingLastRowsUnreadRunsOnOneDnn) {
   check_conv_forward(t, cut);
 }
 
+void depthwise_direct_sums(DType t, const ConvCase& cc);
+
 // The direct sums themselves on a geometry with every feature (stride, dilation, uneven
-// padding, a multiplier of 2), whatever oneDNN would choose for it.
+// padding, a multiplier of 2), whatever oneDNN would choose for it; with rows of unit stride
+// (the AVX-512 loops where the CPU has them: rows of 9 and of 35 outputs, over two vectors and
+// a tail) and of stride 2 along them (the portable loop).
 TEST_P(DnnlNumerics, DepthwiseWeightGradDirectSums) {
-  const DType t = GetParam();
-  ConvCase cc;
-  cc.c = cc.g = 4;
-  cc.m = 8;
+  for (const int64_t width : {9, 37, 15}) {
+    ConvCase cc;
+    cc.c = cc.g = 4;
+    cc.m = 8;
+    cc.w = width;
+    if (width == 15) cc.sw = 2;
+    SCOPED_TRACE("width " + std::to_string(width) + ", stride " + std::to_string(cc.sw));
+    depthwise_direct_sums(GetParam(), cc);
+  }
+}
+
+void depthwise_direct_sums(DType t, const ConvCase& cc) {
   const auto x = inputs(t, cc.n * cc.c * cc.h * cc.w, 12);
   const auto dy = inputs(t, cc.n * cc.m * cc.oh() * cc.ow(), 13);
   const kernels::cpu::ConvGeom g = geometry(cc);
