@@ -16,12 +16,15 @@ struct DepthwiseRun {
   int64_t kk, dy_at, x_at, len;
 };
 
-// acc[r.kk] += sum over j < r.len of dy[r.dy_at + j] * x[r.x_at + j], for each of the `count`
-// runs; returns the sum of dy[0 .. positions) (the bias gradient's share; 0 for positions 0).
-float depthwise_runs_avx512(const float* dy, const float* x, const DepthwiseRun* runs,
-                            int64_t count, float* acc, int64_t positions);
+// lanes[r.kk * 16 + l] += lane l of the products dy[r.dy_at + j] * x[r.x_at + j], j < r.len,
+// for each of the `count` runs (lane l holds j = l, l + 16, ...; the caller adds the 16 lanes
+// once, after its last image); bias[l] likewise for dy[0 .. positions) (none for 0). Runs of
+// the same kk are consecutive (runs_of lists them by kk), so each kk's lanes are read and
+// written once per call.
+void depthwise_runs_avx512(const float* dy, const float* x, const DepthwiseRun* runs, int64_t count,
+                           float* lanes, int64_t positions, float* bias);
 // The same over bf16 bits.
-float depthwise_runs_avx512(const uint16_t* dy, const uint16_t* x, const DepthwiseRun* runs,
-                            int64_t count, float* acc, int64_t positions);
+void depthwise_runs_avx512(const uint16_t* dy, const uint16_t* x, const DepthwiseRun* runs,
+                           int64_t count, float* lanes, int64_t positions, float* bias);
 
 }  // namespace ampc::kernels::cpu

@@ -372,7 +372,7 @@ void depthwise_direct_sums(DType t, const ConvCase& cc);
 // The direct sums themselves on a geometry with every feature (stride, dilation, uneven
 // padding, a multiplier of 2), whatever oneDNN would choose for it; with rows of unit stride
 // (the AVX-512 loops where the CPU has them: rows of 9 and of 35 outputs, over two vectors and
-// a tail) and of stride 2 along them (the portable loop).
+// a tail) and of stride 2 along them (the portable loop, as for rows of fewer than 4 outputs).
 TEST_P(DnnlNumerics, DepthwiseWeightGradDirectSums) {
   for (const int64_t width : {9, 37, 15}) {
     ConvCase cc;
