@@ -33,7 +33,74 @@ AMPC_AVX512BW_INLINE void runs(const T* dy, const T* x, const DepthwiseRun* r, i
   _mm512_storeu_ps(bias, b);
 }
 
+// The sixteen channels' blocks of one image, widened to f32: scratch[l * len + q] = v[l *
+// len + q] for l < lanes (the channels are consecutive, so the blocks are one contiguous run).
+template <typename T>
+AMPC_AVX512BW_INLINE void widen_block(const T* v, int64_t len, int64_t lanes, float* scratch) {
+  const int64_t total = len * lanes;
+  for (int64_t q = 0; q < total; q += 16) {
+    const __mmask16 live = first_lanes(total - q);
+    _mm512_mask_storeu_ps(scratch + q, live, load(v + q, live));
+  }
+}
+
+template <typename T>
+AMPC_AVX512BW_INLINE void channels(const DepthwiseChannels& p, const T* dy, const T* x,
+                                   const DepthwiseRun* r, int64_t count, int64_t o0, int64_t lanes,
+                                   float* dw, float* db, float* scratch) {
+  const __mmask16 live = first_lanes(lanes);
+  const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  const __m512i dy_plane =
+      _mm512_mullo_epi32(lane, _mm512_set1_epi32(static_cast<int>(p.positions)));
+  const __m512i x_plane = _mm512_mullo_epi32(lane, _mm512_set1_epi32(static_cast<int>(p.image)));
+  float* dys = scratch;
+  float* xs = dys + 16 * p.positions;
+  float* taps = xs + 16 * p.image;  // lane l of taps[kk * 16 ..]: channel o0 + l's sum for kk
+  __m512 bias = _mm512_setzero_ps();
+  for (int64_t kk = 0; kk < p.kernel; ++kk) _mm512_storeu_ps(taps + kk * 16, _mm512_setzero_ps());
+  for (int64_t b = 0; b < p.n; ++b) {
+    widen_block(dy + (b * p.channels + o0) * p.positions, p.positions, lanes, dys);
+    widen_block(x + (b * p.channels + o0) * p.image, p.image, lanes, xs);
+    __m512 sum = _mm512_setzero_ps();
+    for (int64_t i = 0; i < count; ++i) {
+      for (int64_t j = 0; j < r[i].len; ++j) {
+        const __m512 d =
+            _mm512_mask_i32gather_ps(_mm512_setzero_ps(), live, dy_plane, dys + r[i].dy_at + j, 4);
+        const __m512 v = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), live, x_plane,
+                                                  xs + r[i].x_at + j * p.stride, 4);
+        sum = _mm512_fmadd_ps(d, v, sum);
+      }
+      if (i + 1 == count || r[i + 1].kk != r[i].kk) {
+        float* to = taps + r[i].kk * 16;
+        _mm512_storeu_ps(to, _mm512_add_ps(_mm512_loadu_ps(to), sum));
+        sum = _mm512_setzero_ps();
+      }
+    }
+    if (db)
+      for (int64_t q = 0; q < p.positions; ++q)
+        bias = _mm512_add_ps(
+            bias, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), live, dy_plane, dys + q, 4));
+  }
+  for (int64_t l = 0; l < lanes; ++l)
+    for (int64_t kk = 0; kk < p.kernel; ++kk) dw[l * p.kernel + kk] = taps[kk * 16 + l];
+  if (db) _mm512_mask_storeu_ps(db, live, bias);
+}
+
 }  // namespace
+
+AMPC_AVX512BW void depthwise_channels_avx512(const DepthwiseChannels& p, const float* dy,
+                                             const float* x, const DepthwiseRun* r, int64_t count,
+                                             int64_t o0, int64_t lanes, float* dw, float* db,
+                                             float* scratch) {
+  channels(p, dy, x, r, count, o0, lanes, dw, db, scratch);
+}
+
+AMPC_AVX512BW void depthwise_channels_avx512(const DepthwiseChannels& p, const uint16_t* dy,
+                                             const uint16_t* x, const DepthwiseRun* r,
+                                             int64_t count, int64_t o0, int64_t lanes, float* dw,
+                                             float* db, float* scratch) {
+  channels(p, dy, x, r, count, o0, lanes, dw, db, scratch);
+}
 
 AMPC_AVX512BW void depthwise_runs_avx512(const float* dy, const float* x, const DepthwiseRun* r,
                                          int64_t count, float* lanes, int64_t positions,

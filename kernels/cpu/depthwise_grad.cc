@@ -61,6 +61,41 @@ void vector_sums(const T* d, const T* s, const std::vector<Run>& runs, float* la
   }
 }
 
+// Whether depthwise_avx512.h's channels-in-lanes loops take this call: f32 or bf16, one
+// output channel per input channel, rows of fewer than 4 outputs, a CPU with AVX-512.
+template <typename T>
+bool vector_channels(const ConvGeom& g, int64_t c, int64_t m) {
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, BFloat16>) {
+    return m == c && g.cols[2] < 4 && convert_avx512_available();
+  } else {
+    return false;
+  }
+}
+
+// The weight and bias gradients sixteen channels at a time (depthwise_channels_avx512).
+template <typename T>
+void channel_groups(const ConvGeom& g, const T* dy, const T* x, T* dw, T* db, int64_t n, int64_t m,
+                    const std::vector<Run>& runs, bool parallel) {
+  const int64_t k = g.kernel_size(), p = g.cols_size(), img = g.image_size();
+  const DepthwiseChannels dc{n, m, p, img, k, g.stride[2]};
+  using Bits = std::conditional_t<std::is_same_v<T, BFloat16>, uint16_t, float>;
+  const Bits* dyb = reinterpret_cast<const Bits*>(dy);
+  const Bits* xb = reinterpret_cast<const Bits*>(x);
+#pragma omp parallel if (parallel)
+  {
+    std::vector<float> scratch(static_cast<size_t>(16 * (p + img + k))), w(16 * k), b(16);
+#pragma omp for schedule(static)
+    for (int64_t o0 = 0; o0 < m; o0 += 16) {
+      const int64_t lanes = std::min<int64_t>(16, m - o0);
+      depthwise_channels_avx512(dc, dyb, xb, runs.data(), static_cast<int64_t>(runs.size()), o0,
+                                lanes, w.data(), db ? b.data() : nullptr, scratch.data());
+      for (int64_t i = 0; i < lanes * k; ++i) narrow(w[i], dw + o0 * k + i);
+      if (db)
+        for (int64_t l = 0; l < lanes; ++l) narrow(b[l], db + o0 + l);
+    }
+  }
+}
+
 // The sum of 16 lanes.
 float lane_total(const float* v) {
   float t = 0;
@@ -98,9 +133,13 @@ void weight_grad(const ConvGeom& g, const T* dy, const T* x, T* dw, T* db, int64
   const bool vectors = vector_runs<T>(g);
   int64_t taps = 0;
   for (const Run& r : runs) taps += r.len;
-    // Channels are independent: each thread owns whole output channels, so every sum has one
-    // order whatever the thread count.
-#pragma omp parallel if (m * n * (taps + p) > (1 << 16))
+  const bool parallel = m * n * (taps + p) > (1 << 16);
+  if constexpr (std::is_same_v<Acc, float>) {
+    if (vector_channels<T>(g, c, m)) return channel_groups(g, dy, x, dw, db, n, m, runs, parallel);
+  }
+  // Channels are independent: each thread owns whole output channels, so every sum has one
+  // order whatever the thread count.
+#pragma omp parallel if (parallel)
   {
     std::vector<Acc> acc(static_cast<size_t>(k));
     std::vector<float> lanes(vectors ? static_cast<size_t>(k * 16 + 16) : 0);  // and the bias's

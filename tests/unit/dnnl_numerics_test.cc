@@ -372,15 +372,21 @@ void depthwise_direct_sums(DType t, const ConvCase& cc);
 // The direct sums themselves on a geometry with every feature (stride, dilation, uneven
 // padding, a multiplier of 2), whatever oneDNN would choose for it; with rows of unit stride
 // (the AVX-512 loops where the CPU has them: rows of 9 and of 35 outputs, over two vectors and
-// a tail) and of stride 2 along them (the portable loop, as for rows of fewer than 4 outputs).
+// a tail), of stride 2 along them (the portable loop), and rows of 3 outputs with one output
+// channel per input channel, 20 of them (sixteen channels side by side, then four).
 TEST_P(DnnlNumerics, DepthwiseWeightGradDirectSums) {
-  for (const int64_t width : {9, 37, 15}) {
+  struct Shape {
+    int64_t width, row_stride, channels, multiplier;
+  };
+  for (const Shape& s :
+       {Shape{9, 1, 4, 2}, Shape{37, 1, 4, 2}, Shape{15, 2, 4, 2}, Shape{3, 1, 20, 1}}) {
     ConvCase cc;
-    cc.c = cc.g = 4;
-    cc.m = 8;
-    cc.w = width;
-    if (width == 15) cc.sw = 2;
-    SCOPED_TRACE("width " + std::to_string(width) + ", stride " + std::to_string(cc.sw));
+    cc.c = cc.g = s.channels;
+    cc.m = s.channels * s.multiplier;
+    cc.w = s.width;
+    cc.sw = s.row_stride;
+    SCOPED_TRACE("width " + std::to_string(s.width) + ", stride " + std::to_string(s.row_stride) +
+                 ", channels " + std::to_string(cc.c) + ", outputs " + std::to_string(cc.m));
     depthwise_direct_sums(GetParam(), cc);
   }
 }
