@@ -103,6 +103,7 @@ float lane_total(const float* v) {
   return t;
 }
 
+// The geometry's runs, kk by kk (the AVX-512 loops rely on a kk's runs being consecutive).
 std::vector<Run> runs_of(const ConvGeom& g) {
   std::vector<Run> runs;
   const int64_t w = g.cols[2];

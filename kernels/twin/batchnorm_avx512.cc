@@ -269,8 +269,8 @@ int64_t block_room(int64_t n, int64_t spatial) {
 }
 
 // The work of one pass, or of both statistics passes, over a team of threads that all call
-// run(): each thread gets its own 64-byte aligned block_group accumulators, then the tasks are
-// shared out (an orphaned `omp for`; on one thread, all of them).
+// share(): each thread gets its own 64-byte aligned block_group accumulators, then the tasks
+// are shared out (an orphaned `omp for`; on one thread, all of them).
 template <typename T>
 struct Pass {
   const T *x, *dy;
