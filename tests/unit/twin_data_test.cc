@@ -885,7 +885,8 @@ TEST(TwinBatchNorm, GradientMatchesDoubleFormula) {
 // side by side (batchnorm.cc; with AVX-512 batchnorm_avx512.cc: runs starting anywhere in a
 // vector of 16 threads, gathers across planes); this checks that those are the kernels' sums
 // (one chunk and several per channel, few channels and many, a last group of fewer than
-// sixteen, more elements than threads, maps of 1, 2, 4, 8, 9, 30 positions and more).
+// sixteen, more elements than threads, maps of 1, 2, 4, 8, 9, 30 positions and more, and two
+// shapes large enough to run on several threads).
 TEST(TwinBatchNorm, GradientInTheKernelsOrderBitForBit) {
   namespace bn = ampc::kernels::shared::bn;
   using M = float;
@@ -894,7 +895,7 @@ TEST(TwinBatchNorm, GradientInTheKernelsOrderBitForBit) {
        {Dims{4, 3, 5, 6}, Dims{32, 8, 8, 8}, Dims{32, 16, 2, 2}, Dims{8, 2}, Dims{2, 5, 70, 70},
         Dims{20, 3, 7, 5}, Dims{32, 8, 16, 16}, Dims{16, 9, 32, 32}, Dims{300, 40},
         Dims{96, 24, 3, 3}, Dims{8, 20, 1, 1}, Dims{3, 7, 33, 1}, Dims{40, 12, 2, 1},
-        Dims{64, 10, 8, 1}}) {
+        Dims{64, 10, 8, 1}, Dims{8, 20, 64, 64}, Dims{4096, 160}}) {
     const int64_t n = shape[0], c = shape[1], spatial = count(shape) / (n * c), cnt = n * spatial;
     for (DType t : {DType::kFloat32, DType::kBFloat16}) {
       SCOPED_TRACE(std::string(dtype_name(t)) + " shape of " + std::to_string(count(shape)));
