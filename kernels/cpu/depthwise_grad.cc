@@ -4,7 +4,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "kernels/cpu/convert_avx512.h"
+#include "base/bf16_convert.h"
 #include "kernels/cpu/depthwise_avx512.h"
 
 namespace ampc::kernels::cpu {

@@ -9,8 +9,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "base/bf16_convert.h"
 #include "kernels/cpu/broadcast.h"
-#include "kernels/cpu/convert_avx512.h"
 #include "kernels/cpu/elementwise_types.h"
 
 namespace ampc::kernels::cpu {
@@ -51,7 +51,7 @@ void parallel_segments(const std::vector<int64_t>& sizes, Fn&& fn) {
 }
 
 // y[i] = store<Out>(value(i)) for i in [0, n). A bf16 output of fp32 values is rounded 16
-// lanes at a time (convert_avx512.h: base/half.h's rounding, bit for bit) from a block of
+// lanes at a time (base/bf16_convert.h: base/half.h's rounding, bit for bit) from a block of
 // values: for the base x86-64 target GCC leaves the element-by-element rounding scalar, which
 // made the bf16 maps (Relu, Add, Where, ...) slower than their fp32 forms.
 template <typename Out, typename Value>

@@ -9,8 +9,10 @@
 // independent: they run in parallel (OpenMP) without changing a bit.
 #include "kernels/twin/pool.h"
 
+#include <type_traits>
 #include <vector>
 
+#include "base/bf16_convert.h"
 #include "kernels/shared/pool_layout.h"
 #include "kernels/shared/pool_math.h"
 #include "kernels/shared/rowwise_tree.h"
@@ -263,6 +265,17 @@ void global_average_pool(DType dtype, int64_t planes, int64_t spatial, const voi
 
 namespace {
 
+// out[0 .. n) = acc stored as T; bf16 16 lanes at a time where the CPU can (base/bf16_convert.h:
+// half.h's rounding, the scalar store's bits), which the base x86-64 build leaves scalar.
+template <typename M, typename T>
+void store_plane(const M* acc, int64_t n, T* out) {
+  if constexpr (std::is_same_v<T, BFloat16> && std::is_same_v<M, float>) {
+    if (convert_avx512_available())
+      return f32_to_bf16_avx512(acc, reinterpret_cast<uint16_t*>(out), n);
+  }
+  for (int64_t i = 0; i < n; ++i) out[i] = pm::PoolElem<T>::store(acc[i]);
+}
+
 // dx of each plane from its outputs in increasing output order: scatter_row(plane, o0, o1,
 // j, acc) adds the shares of output row (o0, o1), whose first output is the plane's j-th, into
 // acc (the plane's dx in the compute type M), output by output; acc is then stored. That is the
@@ -281,7 +294,7 @@ void scatter_planes(const pm::Geom& g, int64_t planes, T* dx, ScatterRow scatter
         for (int64_t o1 = 0; o1 < g.cols[1]; ++o1, j += g.cols[2])
           scatter_row(pl, o0, o1, j, acc.data());
       }
-      for (int64_t i = 0; i < img; ++i) dx[pl * img + i] = pm::PoolElem<T>::store(acc[i]);
+      store_plane(acc.data(), img, dx + pl * img);
     }
   }
 }

@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <limits>
 
-#include "kernels/cpu/convert_avx512.h"
+#include "base/bf16_convert.h"
 #include "runtime/cpu/ops/elementwise_common.h"
 #include "runtime/plan/step_params.h"
 
@@ -207,20 +207,20 @@ Tensor cast_tensor(const OpContext& ctx, const Tensor& t, DType to) {
 
 // f32 <-> bf16 (the bf16 plans' casts) on AVX-512 where the CPU has it; false otherwise.
 bool cast_f32_bf16_vector(const Tensor& t, Tensor& out) {
-  if (!kc::convert_avx512_available()) return false;
+  if (!convert_avx512_available()) return false;
   const DType from = t.dtype(), to = out.dtype();
   if (from == DType::kFloat32 && to == DType::kBFloat16) {
     const float* x = t.data<float>();
     auto* y = reinterpret_cast<uint16_t*>(out.data<BFloat16>());
     kc::parallel_range(t.numel(),
-                       [&](int64_t b, int64_t e) { kc::f32_to_bf16_avx512(x + b, y + b, e - b); });
+                       [&](int64_t b, int64_t e) { f32_to_bf16_avx512(x + b, y + b, e - b); });
     return true;
   }
   if (from == DType::kBFloat16 && to == DType::kFloat32) {
     const auto* x = reinterpret_cast<const uint16_t*>(t.data<BFloat16>());
     float* y = out.data<float>();
     kc::parallel_range(t.numel(),
-                       [&](int64_t b, int64_t e) { kc::bf16_to_f32_avx512(x + b, y + b, e - b); });
+                       [&](int64_t b, int64_t e) { bf16_to_f32_avx512(x + b, y + b, e - b); });
     return true;
   }
   return false;

@@ -1,12 +1,12 @@
 // The build targets plain x86-64, so these loops carry target("avx512f,avx512bw,avx512vl")
 // and run only where the CPU has all three (base/cpu_features.h). The rounding is
 // base/bf16_avx512.h's: base/half.h's float_to_bf16 on 16 lanes.
-#include "kernels/cpu/convert_avx512.h"
+#include "base/bf16_convert.h"
 
 #include "base/bf16_avx512.h"
 #include "base/cpu_features.h"
 
-namespace ampc::kernels::cpu {
+namespace ampc {
 
 using avx512::round_to_bf16;
 
@@ -40,4 +40,4 @@ AMPC_AVX512BW void bf16_to_f32_avx512(const uint16_t* x, float* y, int64_t n) {
   }
 }
 
-}  // namespace ampc::kernels::cpu
+}  // namespace ampc

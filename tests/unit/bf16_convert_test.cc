@@ -1,4 +1,4 @@
-// kernels/cpu/convert_avx512's f32 <-> bf16 loops against base/half.h's scalar conversions
+// base/bf16_convert's f32 <-> bf16 loops against base/half.h's scalar conversions
 // (whose roundings half_bits_test.cc pins to hand-written bit patterns): every bf16 pattern
 // widened, and f32 patterns narrowed: a sweep across the whole 32-bit range plus the
 // neighbourhoods where rounding has cases (ties to even either way, the carry into the
@@ -11,10 +11,10 @@
 #include <cstring>
 #include <vector>
 
+#include "base/bf16_convert.h"
 #include "base/half.h"
-#include "kernels/cpu/convert_avx512.h"
 
-namespace ampc::kernels::cpu {
+namespace ampc {
 namespace {
 
 float from_bits(uint32_t u) {
@@ -97,4 +97,4 @@ TEST(ConvertAvx512, TailsWriteExactlyTheirElements) {
 }
 
 }  // namespace
-}  // namespace ampc::kernels::cpu
+}  // namespace ampc
