@@ -48,6 +48,20 @@ AMPC_AVX512BW_INLINE __m512 load(const float* p, __mmask16 m) {
   return _mm512_maskz_loadu_ps(m, p);
 }
 
+// n values (f32, or bf16 bits widened exactly) copied to out as f32, 16 at a time.
+template <typename T>
+AMPC_AVX512BW_INLINE void widen(const T* x, int64_t n, float* out) {
+  for (int64_t q = 0; q < n; q += 16) {
+    const __mmask16 live = first_lanes(n - q);
+    _mm512_mask_storeu_ps(out + q, live, load(x + q, live));
+  }
+}
+
+// Lane l holds l.
+AMPC_AVX512BW_INLINE __m512i lane_index() {
+  return _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+}
+
 // The lanes of `m` stored to p (rounded once to bf16, or as f32).
 AMPC_AVX512BW_INLINE void store(uint16_t* p, __mmask16 m, __m512 v) {
   _mm512_mask_cvtepi32_storeu_epi16(p, m, round_to_bf16(_mm512_castps_si512(v)));

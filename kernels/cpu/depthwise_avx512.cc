@@ -9,7 +9,9 @@ namespace ampc::kernels::cpu {
 namespace {
 
 using avx512::first_lanes;
+using avx512::lane_index;
 using avx512::load;
+using avx512::widen;
 
 template <typename T>
 AMPC_AVX512BW_INLINE void runs(const T* dy, const T* x, const DepthwiseRun* r, int64_t count,
@@ -33,23 +35,12 @@ AMPC_AVX512BW_INLINE void runs(const T* dy, const T* x, const DepthwiseRun* r, i
   _mm512_storeu_ps(bias, b);
 }
 
-// The sixteen channels' blocks of one image, widened to f32: scratch[l * len + q] = v[l *
-// len + q] for l < lanes (the channels are consecutive, so the blocks are one contiguous run).
-template <typename T>
-AMPC_AVX512BW_INLINE void widen_block(const T* v, int64_t len, int64_t lanes, float* scratch) {
-  const int64_t total = len * lanes;
-  for (int64_t q = 0; q < total; q += 16) {
-    const __mmask16 live = first_lanes(total - q);
-    _mm512_mask_storeu_ps(scratch + q, live, load(v + q, live));
-  }
-}
-
 template <typename T>
 AMPC_AVX512BW_INLINE void channels(const DepthwiseChannels& p, const T* dy, const T* x,
                                    const DepthwiseRun* r, int64_t count, int64_t o0, int64_t lanes,
                                    float* dw, float* db, float* scratch) {
   const __mmask16 live = first_lanes(lanes);
-  const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  const __m512i lane = lane_index();
   const __m512i dy_plane =
       _mm512_mullo_epi32(lane, _mm512_set1_epi32(static_cast<int>(p.positions)));
   const __m512i x_plane = _mm512_mullo_epi32(lane, _mm512_set1_epi32(static_cast<int>(p.image)));
@@ -59,8 +50,9 @@ AMPC_AVX512BW_INLINE void channels(const DepthwiseChannels& p, const T* dy, cons
   __m512 bias = _mm512_setzero_ps();
   for (int64_t kk = 0; kk < p.kernel; ++kk) _mm512_storeu_ps(taps + kk * 16, _mm512_setzero_ps());
   for (int64_t b = 0; b < p.n; ++b) {
-    widen_block(dy + (b * p.channels + o0) * p.positions, p.positions, lanes, dys);
-    widen_block(x + (b * p.channels + o0) * p.image, p.image, lanes, xs);
+    // The sixteen channels' planes of this image are contiguous: widened in one go.
+    widen(dy + (b * p.channels + o0) * p.positions, p.positions * lanes, dys);
+    widen(x + (b * p.channels + o0) * p.image, p.image * lanes, xs);
     __m512 sum = _mm512_setzero_ps();
     for (int64_t i = 0; i < count; ++i) {
       for (int64_t j = 0; j < r[i].len; ++j) {

@@ -2,6 +2,8 @@
 // training-mode gradient: batchnorm_math.h's functions in the kernels' order (per channel and
 // chunk: the block's thread sums and tree, then the chunks in order). Chunks, channels and
 // planes are independent, so they run in parallel (OpenMP) without changing a bit.
+// Where the CPU has AVX-512, f32 and bf16 data take batchnorm_avx512.h's vector loops instead,
+// with the same bits; the loops here run f16, f64, other CPUs and AMPC_NO_AVX512.
 #include "kernels/twin/batchnorm.h"
 
 #include <algorithm>

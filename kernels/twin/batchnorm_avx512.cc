@@ -4,18 +4,21 @@
 // not carry the target), passing pointers only.
 //
 // The statistics emulate a block of kThreads threads per (channel, chunk): thread t adds the
-// chunk's elements t, t + kThreads, ... in order. Two layouts hold the accumulators:
+// chunk's elements t, t + kThreads, ... in order. Three layouts hold the accumulators:
 // - one channel at a time (channel_chunk): the 256 accumulators as 16 vectors, thread
 //   16g + l in lane l of vector g. The chunk is read run by run (a run: the channel's values
 //   in one image, contiguous); 16 consecutive elements go to 16 consecutive threads, so a
 //   vector of them is added to one accumulator vector, or rotated across two where the run
 //   does not start on a multiple of 16. The tree: whole vectors for s = 128 .. 16, shuffles
 //   within the last one for s = 8 .. 1.
-// - sixteen channels side by side (lane_group; one chunk per channel and maps of fewer than 16
-//   positions, as in mobilenet's and ResNet's last stages): lane l holds channel ch0 + l, and
-//   element e of every channel goes to accumulator vector e % kThreads; the sixteen planes of
-//   an image are read contiguously, widened to f32, and each position gathered across them.
-//   The tree: rowwise_tree.h's warp_tree_host_live on vectors.
+// - 64 channels per block of threads in memory order (block_group; one chunk per channel and
+//   maps of 1, 2, 4 or 8 positions, as in mobilenet's and ResNet's last stages at 32x32): see
+//   block_group.
+// - sixteen channels side by side (lane_group; one chunk per channel and the other maps of
+//   fewer than 16 positions): lane l holds channel ch0 + l, and element e of every channel
+//   goes to accumulator vector e % kThreads; the sixteen planes of an image are read
+//   contiguously, widened to f32, and each position gathered across them. The tree:
+//   rowwise_tree.h's warp_tree_host_live on vectors.
 // Either way every accumulator sees its elements' values in its thread's order, each value
 // computed with batchnorm_math.h's operations (one rounding each, no FMA).
 #include "kernels/twin/batchnorm_avx512.h"
@@ -31,8 +34,10 @@ namespace {
 
 namespace bn = shared::bn;
 using avx512::first_lanes;
+using avx512::lane_index;
 using avx512::load;
 using avx512::store;
+using avx512::widen;
 
 // Passes over fewer elements than this stay on one thread. Higher than batchnorm.cc's 1 << 16:
 // the vector loops take about 1 ns per element for a whole forward or backward on one
@@ -86,7 +91,7 @@ AMPC_AVX512BW void channel_chunk(const T* x, const T* dy, int64_t ch, int64_t c,
   for (int k = 0; k < K; ++k)
     for (int g = 0; g < kGroups; ++g) acc[k][g] = _mm512_setzero_ps();
   const __m512 m = _mm512_set1_ps(mean);
-  const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  const __m512i lane = lane_index();
   int p = 0;  // the thread of the next element
   int64_t e = begin, i = begin / spatial, j = begin - i * spatial;
   while (e < end) {
@@ -126,17 +131,9 @@ AMPC_AVX512BW void channel_chunk(const T* x, const T* dy, int64_t ch, int64_t c,
   for (int k = 0; k < K; ++k) totals[k] = vector_tree(acc[k]);
 }
 
-// f32 copies of n values (bf16 widened exactly).
-template <typename T>
-AMPC_AVX512BW_INLINE void widen(const T* x, int64_t n, float* out) {
-  for (int64_t q = 0; q < n; q += kLanes) {
-    const __mmask16 live = first_lanes(n - q);
-    _mm512_mask_storeu_ps(out + q, live, load(x + q, live));
-  }
-}
-
 // Channels ch0 .. ch0 + 15 (those below c) side by side, one chunk per channel (splits == 1,
-// so thread e % kThreads takes element e), spatial < 16: parts[k][ch] for each.
+// so thread e % kThreads takes element e), spatial < 16 and not a divisor of 16 (block_group
+// takes those): parts[k][ch] for each.
 template <Sums kKind, typename T>
 AMPC_AVX512BW void lane_group(const T* x, const T* dy, int64_t n, int64_t c, int64_t spatial,
                               int64_t ch0, const float* means, float* const* parts) {
@@ -151,8 +148,7 @@ AMPC_AVX512BW void lane_group(const T* x, const T* dy, int64_t n, int64_t c, int
     for (int64_t t = 0; t < live; ++t) tile[k][t] = _mm512_setzero_ps();
   // Position j of plane l of the block is at l * spatial + j.
   const __m512i planes =
-      _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-                         _mm512_set1_epi32(static_cast<int>(spatial)));
+      _mm512_mullo_epi32(lane_index(), _mm512_set1_epi32(static_cast<int>(spatial)));
   alignas(64) float xs[kLanes * kLanes], gs[kLanes * kLanes];
   int64_t u = 0;
   for (int64_t i = 0; i < n; ++i) {
