@@ -6,7 +6,8 @@
 // share in increasing output order, which is the order in which the kernels' per-dx-element
 // gathers (max_grad_at, average_grad_at) add them, so every dx element gets the same sum.
 // GlobalAveragePool emulates the block reduction (thread sums, then the tree). Planes are
-// independent: they run in parallel (OpenMP) without changing a bit.
+// independent: they run in parallel (OpenMP) without changing a bit. MaxPoolGrad on f32 and
+// bf16 runs pool_avx512.h's gathers where the CPU has AVX-512.
 #include "kernels/twin/pool.h"
 
 #include <type_traits>
@@ -16,6 +17,7 @@
 #include "kernels/shared/pool_layout.h"
 #include "kernels/shared/pool_math.h"
 #include "kernels/shared/rowwise_tree.h"
+#include "kernels/twin/pool_avx512.h"
 
 namespace ampc::kernels::twin {
 
@@ -299,6 +301,58 @@ void scatter_planes(const pm::Geom& g, int64_t planes, T* dx, ScatterRow scatter
   }
 }
 
+// The largest tap table the gather path builds (4 bytes an entry), and the image size up to
+// which its 32-bit offsets hold.
+constexpr int64_t kMaxTapEntries = int64_t{1} << 22;
+constexpr int64_t kMaxGatherImage = int64_t{1} << 30;
+
+// g's windows as pool_avx512.h's table; false (table untouched) where it would be too large.
+bool build_tap_table(const pm::Geom& g, const WindowTable& table, TapTable* t) {
+  const int64_t outputs = g.cols_size(), taps = g.kernel[0] * g.kernel[1] * g.kernel[2];
+  const int64_t padded = (outputs + 15) / 16 * 16;
+  if (taps <= 0 || padded * taps > kMaxTapEntries || g.image_size() > kMaxGatherImage) return false;
+  t->outputs = outputs;
+  t->padded = padded;
+  t->taps = taps;
+  t->offset.assign(static_cast<size_t>(padded * taps), -1);
+  int64_t o = 0;
+  for (int64_t o0 = 0; o0 < g.cols[0]; ++o0) {
+    for (int64_t o1 = 0; o1 < g.cols[1]; ++o1) {
+      for (int64_t o2 = 0; o2 < g.cols[2]; ++o2, ++o) {
+        int64_t k = 0;
+        for_each_tap(g, table.at(o0, o1, o2),
+                     [&](int64_t off) { t->offset[k++ * padded + o] = static_cast<int32_t>(off); });
+      }
+    }
+  }
+  return true;
+}
+
+// MaxPoolGrad through pool_avx512.h for f32 and bf16; false (nothing written) where it does
+// not apply.
+bool max_pool_grad_gathered(DType dtype, const pm::Geom& g, const WindowTable& table,
+                            int64_t planes, const void* x, const void* dy, void* dx) {
+  const bool bf16 = dtype == DType::kBFloat16;
+  if ((dtype != DType::kFloat32 && !bf16) || !pool_avx512_available()) return false;
+  TapTable taps;
+  if (!build_tap_table(g, table, &taps)) return false;
+  const int64_t img = g.image_size(), p = g.cols_size();
+  const int64_t bytes = bf16 ? 2 : 4;
+#pragma omp parallel if (planes > 1 && planes * img >= kParallelWork)
+  {
+    std::vector<float> scratch(static_cast<size_t>(bf16 ? 2 * img : 0));
+    std::vector<int32_t> arg(static_cast<size_t>(taps.padded));
+#pragma omp for
+    for (int64_t pl = 0; pl < planes; ++pl) {
+      max_pool_grad_plane_avx512(taps, bf16, img, static_cast<const char*>(x) + pl * img * bytes,
+                                 static_cast<const char*>(dy) + pl * p * bytes,
+                                 static_cast<char*>(dx) + pl * img * bytes, scratch.data(),
+                                 arg.data());
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 void max_pool_grad(DType dtype, const PoolGeometry& geometry, int64_t planes, const void* x,
@@ -314,6 +368,7 @@ void max_pool_grad(DType dtype, const PoolGeometry& geometry, int64_t planes, co
     // Each output's dy to its window's first maximum (offset 0 for an empty window):
     // max_grad_at's sum for every dx element.
     const WindowTable table(g);
+    if (max_pool_grad_gathered(dtype, g, table, planes, x, dy, dx)) return;
     const Interior row_interior = interior(g, table);
     scatter_planes<M>(
         g, planes, static_cast<T*>(dx), [&](int64_t pl, int64_t o0, int64_t o1, int64_t j, M* acc) {
