@@ -50,9 +50,8 @@ uint32_t next(uint32_t& state) {
   return state >> 8;
 }
 
-// f32 bits of values on a grid of 0.5 in [-3, 3] (ties in most windows; exact in bf16), every
-// seventh a NaN where asked; dy: any f32 bits of a value in [-4, 4), rounded toward zero to
-// bf16 where the dtype is bf16.
+// Values on a grid of 0.5 in [-3, 3] (ties in most windows; exact in bf16), every seventh a
+// NaN where asked.
 std::vector<float> tied(int64_t n, uint32_t seed, bool nans) {
   std::vector<float> v(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
@@ -62,9 +61,10 @@ std::vector<float> tied(int64_t n, uint32_t seed, bool nans) {
   return v;
 }
 
+// Every mantissa bit in use, so that sums of three or more round differently in another order.
 std::vector<float> spread(int64_t n, uint32_t seed) {
   std::vector<float> v(static_cast<size_t>(n));
-  for (float& e : v) e = static_cast<float>(next(seed) % 65536) / 8192.0f - 4.0f;
+  for (float& e : v) e = (static_cast<float>(next(seed)) / 2097152.0f - 4.0f) * 1.1f;
   return v;
 }
 
@@ -118,6 +118,7 @@ TEST(TwinPoolGrad, MaxPoolGradMatchesThePerElementFunctorBitForBit) {
       {{7, 3, 3, 1, 2, 2, true}, {7, 2, 1, 2, 0, 1, true}},  // windows wholly in the padding
       {{6, 6, 1, 1, 0, 0}, {6, 6, 1, 1, 0, 0}},              // one window over the plane
       {{37, 4, 3, 1, 2, 1}},                                 // 1-D
+      {{50, 5, 1, 1, 2, 2}},  // 1-D, stride 1: a maximum takes the dy of up to five windows
       {{5, 2, 2, 1, 1, 0}, {6, 3, 1, 2, 2, 1}, {7, 3, 2, 1, 1, 1, true}},  // 3-D
       {{40, 1, 1, 1, 0, 0}, {3, 1, 1, 1, 0, 0}},  // every tap its own window
   };
