@@ -245,6 +245,17 @@ void scale_update_params(const Attrs& a, plan::ScaleUpdateParams* p) {
   p->set_max_scale(a.attr_float("max_scale", 0));
 }
 
+// Dropout: from opset 12 the ratio and training_mode are inputs; before, the ratio is an
+// attribute and the op the identity (an inference op); the mask is bool from opset 10.
+void dropout_params(const Attrs& a, plan::DropoutParams* p) {
+  const bool inputs = a.opset() >= 12;
+  p->set_default_ratio(inputs ? 0.5f : a.attr_float("ratio", 0.5f));
+  p->set_mode_inputs(inputs);
+  p->set_mask_bool(a.opset() >= 10);
+  p->set_seeded(a.has_attr("seed"));
+  p->set_seed(a.attr_int("seed", 0));
+}
+
 void clip_params(const Attrs& a, plan::ClipParams* p) {
   p->set_clip(a.has_attr("max_norm"));
   p->set_max_norm(a.attr_float("max_norm", 0));
@@ -317,6 +328,9 @@ const detail::Fillers& fillers() {
         gemm_params(a, s, s.mutable_gemm());
       };
     }
+    t["Dropout"] = [](const Attrs& a, plan::Step& s, const StepOperands&) {
+      dropout_params(a, s.mutable_dropout());
+    };
     t["ampc.UpdateScale"] = [](const Attrs& a, plan::Step& s, const StepOperands&) {
       scale_update_params(a, s.mutable_scale_update());
     };

@@ -6,6 +6,7 @@
 
 #include "base/error.h"
 #include "kernels/cpu/dnnl_context.h"
+#include "kernels/shared/dropout_math.h"
 #include "runtime/cpu/library_step.h"
 #include "runtime/plan/plan_stats.h"
 #include "runtime/state_copies.h"
@@ -17,13 +18,6 @@ namespace {
 std::string step_label(const plan::Step& s) {
   return "node '" + (s.source_nodes_size() ? s.source_nodes(0) : std::string("?")) + "' (" +
          (s.domain().empty() ? "" : s.domain() + ".") + s.op() + ")";
-}
-
-// SplitMix64's finaliser: a well-mixed 64-bit key from a structured one.
-uint64_t mix(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
 }
 
 }  // namespace
@@ -355,7 +349,8 @@ void Executor::run_step(size_t index) {
       folded_[index]->run(ins, outs);
     } else {
       OpContext ctx(s, std::move(ins), std::move(outs));
-      ctx.set_random_key(mix(mix(seed_ ^ mix(static_cast<uint64_t>(runs_done_))) + index));
+      ctx.set_random_key(
+          kernels::shared::step_key(kernels::shared::run_key(seed_, runs_done_), index));
       (*ops_[index])(ctx);
     }
   } else {

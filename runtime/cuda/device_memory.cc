@@ -131,6 +131,16 @@ int DeviceMemory::reserve_flag(const std::string& label, const std::string& what
   return k;
 }
 
+void DeviceMemory::reserve_run_key() {
+  if (io_) throw Error("internal: the run key reserved after the device memory was allocated");
+  if (run_key_offset_ < 0) {
+    run_key_offset_ = (input_bytes_ + 7) / 8 * 8;
+    input_bytes_ = run_key_offset_ + 8;
+    outputs_offset_ = inputs_offset_ + align_up(input_bytes_);
+    io_bytes_ = outputs_offset_ + output_bytes_;
+  }
+}
+
 std::vector<std::string> DeviceMemory::flags_set(const char* block) const {
   return flags_.set_in(block + flags_offset_);
 }

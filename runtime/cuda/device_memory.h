@@ -50,7 +50,19 @@ class DeviceMemory {
   void* workspace() const { return workspace_; }
   int64_t workspace_bytes() const { return workspace_bytes_; }
 
-  // The inputs region (every INPUT buffer at its offset) and the output block.
+  // The run's random key (kernels/shared/dropout_math.h's run_key): a uint64 after the plan's
+  // inputs, which the executor writes with each run's inputs, so that a step graph captured
+  // once draws new masks every run. Reserved by the first random step (before allocate()).
+  void reserve_run_key();
+  bool has_run_key() const { return run_key_offset_ >= 0; }
+  // Its offset in the inputs region (and in a host staging copy of it).
+  int64_t run_key_offset() const { return run_key_offset_; }
+  const uint64_t* run_key() const {
+    return reinterpret_cast<const uint64_t*>(io_ + inputs_offset_ + run_key_offset_);
+  }
+
+  // The inputs region (every INPUT buffer at its offset, then the run key if reserved) and
+  // the output block.
   void* inputs() const { return io_ + inputs_offset_; }
   int64_t input_bytes() const { return input_bytes_; }
   void* output_block() const { return io_ + outputs_offset_; }
@@ -83,7 +95,8 @@ class DeviceMemory {
   int64_t constant_bytes_ = 0, inputs_offset_ = 0, input_bytes_ = 0;
   int64_t outputs_offset_ = 0, output_bytes_ = 0, io_bytes_ = 0;
   std::vector<int64_t> output_offsets_;
-  int64_t flags_offset_ = 0;  // in the output block
+  int64_t flags_offset_ = 0;     // in the output block
+  int64_t run_key_offset_ = -1;  // in the inputs region; -1: none
   ErrorFlags flags_;
   char* arena_ = nullptr;
   char* workspace_ = nullptr;

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "base/error.h"
+#include "kernels/shared/dropout_math.h"
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/cuda/op_builders.h"
 #include "runtime/cuda/ptx_library.h"
@@ -223,6 +224,11 @@ void Executor::submit(const std::map<std::string, Tensor>& inputs) {
       throw Error("input '" + buf->name() + "' is not in the plan's input region");
     std::memcpy(slot + buf->offset(), t->raw(), t->nbytes());
   }
+  if (memory_->has_run_key()) {
+    const uint64_t key = kernels::shared::run_key(seed_, runs_done_);
+    std::memcpy(slot + memory_->run_key_offset(), &key, sizeof key);
+  }
+  ++runs_done_;
   if (memory_->input_bytes() > 0) {
     check(cudaMemcpyAsync(memory_->inputs(), slot, static_cast<size_t>(memory_->input_bytes()),
                           cudaMemcpyHostToDevice, res_.stream),

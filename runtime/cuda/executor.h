@@ -65,8 +65,14 @@ class Executor : public Backend {
   std::map<std::string, Tensor> run(const std::map<std::string, Tensor>& inputs) override;
   std::map<std::string, Tensor> state() const override;
   void load_state(const std::map<std::string, Tensor>& values) override;
-  // The CUDA backend runs no ops with random streams (Dropout is refused at load).
-  void set_random_state(uint64_t, int64_t) override {}
+  // Randomness of ops without a seed attribute (training-mode Dropout), as the CPU executor's:
+  // each submit() writes the run's key (kernels/shared/dropout_math.h's run_key of `seed` and
+  // the runs submitted so far, counting from runs_done) with the run's inputs, so the masks
+  // are the CPU backend's for the same seed and run.
+  void set_random_state(uint64_t seed, int64_t runs_done) override {
+    seed_ = seed;
+    runs_done_ = runs_done;
+  }
 
   int64_t max_pending() const override { return depth_; }
   void submit(const std::map<std::string, Tensor>& inputs) override;
@@ -112,6 +118,8 @@ class Executor : public Backend {
   std::vector<std::vector<int>> output_copies_;
   std::vector<int> end_copies_;
   int64_t launching_steps_ = 0;
+  uint64_t seed_ = 0;      // set_random_state
+  int64_t runs_done_ = 0;  // runs submitted, from set_random_state's count
   StepGraph graph_;
   int64_t slot_bytes_ = 0, slot_outputs_ = 0;  // a slot's size, its output block's offset
   PendingRuns pending_{1};                     // runs submitted and not yet collected

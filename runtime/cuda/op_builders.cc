@@ -35,6 +35,7 @@ const BuilderTable& table() {
     register_nn_ops(t);
     register_tensor_ops(t);
     register_comm_ops(t);
+    register_random_ops(t);
     return t;
   }();
   return t;

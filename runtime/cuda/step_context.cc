@@ -32,13 +32,17 @@ int64_t StepContext::out_numel(int k) const {
   return numel_of(out_shape(k));
 }
 
-std::vector<int64_t> StepContext::constant_ints(int k, const std::string& what) const {
+Tensor StepContext::constant(int k, const std::string& what) const {
   const plan::Buffer& b = input(k);
   if (b.role() != plan::CONSTANT || !b.has_initial()) {
     fail(what + " (input " + std::to_string(k) + ", '" + b.name() +
          "') must be a constant of the plan on the CUDA backend");
   }
-  const Tensor t = cpu::tensor_from_data(b.initial());
+  return cpu::tensor_from_data(b.initial());
+}
+
+std::vector<int64_t> StepContext::constant_ints(int k, const std::string& what) const {
+  const Tensor t = constant(k, what);
   if (t.dtype() == DType::kInt64) return {t.data<int64_t>(), t.data<int64_t>() + t.numel()};
   if (t.dtype() == DType::kInt32) return {t.data<int32_t>(), t.data<int32_t>() + t.numel()};
   fail(what + " must be int32 or int64, got " + t.type_str());

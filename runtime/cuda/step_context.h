@@ -52,6 +52,12 @@ struct WorkspacePtr {
   void* get() const { return memory->workspace(); }
 };
 
+// The run's random key (DeviceMemory::run_key), likewise.
+struct RunKeyPtr {
+  const DeviceMemory* memory = nullptr;
+  const uint64_t* get() const { return memory->run_key(); }
+};
+
 class StepContext {
  public:
   StepContext(const plan::Plan& plan, int index, DeviceMemory& memory, const Handles& handles,
@@ -89,13 +95,20 @@ class StepContext {
   int64_t out_numel(int k) const;
   DevPtr in(int k) const { return {&memory_, has_input(k) ? step_.inputs(k) : -1}; }
   DevPtr out(int k) const { return {&memory_, has_output(k) ? step_.outputs(k) : -1}; }
-  // The values of input k, which must be a constant of the plan (axes, pads, starts...).
+  // The value of input k, which must be a constant of the plan.
+  Tensor constant(int k, const std::string& what) const;
+  // The same as integers (axes, pads, starts...): int32 or int64.
   std::vector<int64_t> constant_ints(int k, const std::string& what) const;
   // Fails unless input k has one of `dtypes`.
   void require_dtype(int k, std::initializer_list<DType> dtypes, bool output = false) const;
 
   // Workspace of at least `bytes` for this step's launch (shared by all steps).
   WorkspacePtr workspace(int64_t bytes) const;
+  // The run's random key, which the executor writes before each run (reserves it).
+  RunKeyPtr run_key() const {
+    memory_.reserve_run_key();
+    return {&memory_};
+  }
   // An error flag a kernel of this step sets when `what` happens (an index out of range); the
   // executor reports "<step>: <what>" when it collects the run (error_flags.h).
   FlagPtr error_flag(const std::string& what) const {

@@ -27,7 +27,8 @@ namespace ampc::plan {
 // 6: all-zero initial values without their bytes (TensorData.zeros) and rounded copies
 //    without an initial value (their masters', rounded): a version 5 runtime would refuse
 //    them as short of data.
-inline constexpr uint32_t kPlanFormatVersion = 6;
+// 7: typed Dropout parameters (Step.params.dropout), which both backends now run.
+inline constexpr uint32_t kPlanFormatVersion = 7;
 
 std::string serialize_plan(const Plan& plan);
 // The header (magic, version, size, checksum) followed by an already serialised payload.

@@ -7,10 +7,11 @@
 // and 1 host synchronisation. The skip-step: an fp16 plan whose initial scale (1e30)
 // overflows leaves every parameter and moment bit for bit unchanged on the device and backs
 // the scale off. An out-of-range index or label sets its step's error flag: that run's
-// collect reports it, the next run is clean. The generated kernels' exp, erf and sigmoid
-// (kernels/shared/float_math.h, emitted for NVPTX as for the host) give the CPU backend's bits.
-// Without a device these print "skipped: no CUDA device" and skip (an unusable CUDA, an old driver
-// above all, fails instead); the load-time checks that need no device are
+// collect reports it, the next run is clean. Training-mode Dropout draws the CPU backend's
+// masks (the mlp with a Dropout layer, fp32 and bf16, also resumed mid-run). The generated kernels'
+// exp, erf and sigmoid (kernels/shared/float_math.h, emitted for NVPTX as for the host) give the
+// CPU backend's bits. Without a device these print "skipped: no CUDA device" and skip (an unusable
+// CUDA, an old driver above all, fails instead); the load-time checks that need no device are
 // tests/unit/cuda_host_test.cc. tests/gpu/run.sh runs each case in its own process with
 // AMPC_CUDA_SYNC_DEBUG=1.
 #include <cuda_runtime_api.h>
@@ -22,6 +23,7 @@
 #include <iostream>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "driver/pipeline.h"
 #include "ir/graph.h"
@@ -33,6 +35,8 @@
 #include "runtime/cuda/ptx_library.h"
 #include "runtime/data/batcher.h"
 #include "tests/gpu/require_device.h"
+#include "tests/support/dropout_model.h"
+#include "tests/support/temp_dir.h"
 
 namespace ampc {
 namespace {
@@ -187,6 +191,56 @@ INSTANTIATE_TEST_SUITE_P(Models, CudaPlan,
                                            Case{"gpt", "seqtask", passes::Precision::kFP16},
                                            Case{"gpt", "seqtask", passes::Precision::kBF16}),
                          case_name);
+
+// Training-mode Dropout (the mlp with a Dropout after its first layer, as torch exports
+// nn.Dropout), fp32 and bf16: with the same seed both backends draw the same masks every step
+// (the run's key written with each submitted run's inputs, 5 runs in flight at once), so the
+// losses agree as without Dropout; a GPU executor resumed at step 3 (set_random_state) with the
+// CPU's state after 3 steps gives the CPU's last two losses.
+TEST(CudaDropout, TrainsLikeTheCpuBackendWithTheSameMasks) {
+  REQUIRE_CUDA_DEVICE();
+  test::TempDir dir;
+  const std::string path = dir / "mlp_dropout.onnx";
+  test::write_mlp_with_dropout(source_dir() + "/models/mlp.onnx", path, 0.25f);
+  for (auto precision : {passes::Precision::kFP32, passes::Precision::kBF16}) {
+    const Case c{"mlp", "digits", precision};
+    compiler::CompileOptions o;
+    o.train = true;
+    o.optimizer.kind = "adam";
+    o.optimizer.lr = kLr;
+    o.autocast.precision = precision;
+    o.lowering.target = device_target();
+    const plan::Plan p = compiler::compile_file(path, o);
+    const auto data = batches(c, p);
+    rt::cpu::Executor cpu(p);
+    cpu.set_random_state(5, 0);
+    std::vector<float> want;
+    std::map<std::string, rt::Tensor> after3;
+    for (const auto& batch : data) {
+      want.push_back(cpu.run(batch).at("loss").data<float>()[0]);
+      if (want.size() == 3) after3 = cpu.state();
+    }
+    rt::cuda::Executor gpu(p, {.device = 0, .pipeline_depth = kSteps});
+    gpu.set_random_state(5, 0);
+    for (const auto& batch : data) gpu.submit(batch);
+    const auto outputs = gpu.collect();
+    const double tol = precision == passes::Precision::kFP32 ? 1e-4 : 2e-2;
+    ASSERT_EQ(outputs.size(), static_cast<size_t>(kSteps));
+    for (int s = 0; s < kSteps; ++s) {
+      const float got = outputs[static_cast<size_t>(s)].at("loss").data<float>()[0];
+      EXPECT_NEAR(got, want[static_cast<size_t>(s)], tol * std::abs(want[static_cast<size_t>(s)]))
+          << name_of(c) << " with Dropout, loss of step " << s;
+    }
+    rt::cuda::Executor resumed(p);
+    resumed.load_state(after3);
+    resumed.set_random_state(5, 3);
+    for (int s = 3; s < kSteps; ++s) {
+      const float got = resumed.run(data[static_cast<size_t>(s)]).at("loss").data<float>()[0];
+      EXPECT_NEAR(got, want[static_cast<size_t>(s)], tol * std::abs(want[static_cast<size_t>(s)]))
+          << name_of(c) << " with Dropout, resumed, loss of step " << s;
+    }
+  }
+}
 
 // A scale of 1e30 overflows fp16 gradients: the step is skipped on the device, leaving the
 // parameters and Adam's moments bit for bit as they were, and the scale backs off.

@@ -1,7 +1,8 @@
-// The data-movement, elementwise (integer / bool, Cast), pooling and BatchNorm CUDA kernels
-// against their CPU twins (kernels/twin) on random inputs, on a device: every result must be
-// the twin's bit for bit (the twins run the kernels' per-element code in the kernels' order;
-// ScatterND and every sum are deterministic). One test also captures launches in a CUDA Graph.
+// The data-movement, elementwise (integer / bool, Cast), Dropout, pooling and BatchNorm CUDA
+// kernels against their CPU twins (kernels/twin) on random inputs, on a device: every result must
+// be the twin's bit for bit (the twins run the kernels' per-element code in the kernels' order;
+// ScatterND and every sum are deterministic; Dropout's draws are counter-based). Two tests also
+// capture launches in a CUDA Graph.
 // Every test skips, saying so on stdout, without a CUDA device.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
@@ -19,6 +20,7 @@
 #include "kernels/cuda/batchnorm.h"
 #include "kernels/cuda/bias.h"
 #include "kernels/cuda/copy.h"
+#include "kernels/cuda/dropout.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/gather_scatter.h"
 #include "kernels/cuda/pad.h"
@@ -27,6 +29,7 @@
 #include "kernels/twin/batchnorm.h"
 #include "kernels/twin/bias.h"
 #include "kernels/twin/copy.h"
+#include "kernels/twin/dropout.h"
 #include "kernels/twin/elementwise.h"
 #include "kernels/twin/gather_scatter.h"
 #include "kernels/twin/pad.h"
@@ -540,6 +543,74 @@ TEST(KernelsDataGpu, BatchNormTrainingAndInferenceMatchTwins) {
       for (Buf* q : dparams) expect_same(*q, "batch_norm_grad dscale / dbias", dtype_size(p));
     }
   }
+}
+
+// ---------------------------------------------------------------- Dropout
+
+// Every element type, the bool and the value mask, a fixed key and the run's key read from
+// device memory; then one captured launch replayed with two run keys written between the
+// replays (as the executor writes each run's key with its inputs): each replay draws its own
+// run's mask, the twin's bit for bit.
+TEST(KernelsDataGpu, DropoutMatchesTwinAndReadsTheRunKeyAtEachReplay) {
+  AMPC_REQUIRE_DEVICE();
+  namespace sh = ampc::kernels::shared;
+  const int64_t n = (1 << 20) + 3;
+  Buf run(8);
+  uint64_t host_run = sh::run_key(11, 0);
+  std::memcpy(run.host.data(), &host_run, 8);
+  run.upload();
+  for (DType t : {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16}) {
+    for (bool through_run : {false, true}) {
+      std::vector<std::unique_ptr<Buf>> keep;
+      Buf* x = make(keep, t, n);
+      Buf* y = make(keep, t, n);
+      Buf* mask = make(keep, DType::kBool, n);
+      Buf* values = make(keep, t, n);
+      fill(*x, t, 170);
+      const sh::DropoutKey dev_key =
+          through_run ? sh::DropoutKey{.run = static_cast<const uint64_t*>(run.dev), .step = 9}
+                      : sh::DropoutKey{.fixed = 0xABCDEF};
+      const sh::DropoutKey host_key =
+          through_run ? sh::DropoutKey{.run = &host_run, .step = 9} : dev_key;
+      tw::dropout(t, x->host.data(), y->host.data(), mask->h<bool>(), values->host.data(), n, 0.2,
+                  true, host_key);
+      cu::dropout(t, x->dev, y->dev, static_cast<bool*>(mask->dev), values->dev, n, 0.2, true,
+                  dev_key, nullptr);
+      const std::string what = std::string("dropout ") + std::string(dtype_name(t)) +
+                               (through_run ? ", run key" : ", fixed key");
+      expect_same(*y, what + " y", dtype_size(t));
+      expect_same(*mask, what + " mask");
+      expect_same(*values, what + " mask values", dtype_size(t));
+    }
+  }
+  std::vector<std::unique_ptr<Buf>> keep;
+  Buf* x = make(keep, DType::kFloat32, n);
+  Buf* y = make(keep, DType::kFloat32, n);
+  fill(*x, DType::kFloat32, 171);
+  cudaStream_t stream;
+  CUDA_OK(cudaStreamCreate(&stream));
+  cudaGraph_t graph;
+  CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  cu::dropout(DType::kFloat32, x->dev, y->dev, nullptr, nullptr, n, 0.5, true,
+              {.run = static_cast<const uint64_t*>(run.dev), .step = 3}, stream);
+  CUDA_OK(cudaStreamEndCapture(stream, &graph));
+  cudaGraphExec_t exec;
+  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  std::vector<uint8_t> first;
+  for (int64_t r = 0; r < 2; ++r) {
+    host_run = sh::run_key(11, r);
+    CUDA_OK(cudaMemcpyAsync(run.dev, &host_run, 8, cudaMemcpyHostToDevice, stream));
+    CUDA_OK(cudaGraphLaunch(exec, stream));
+    CUDA_OK(cudaStreamSynchronize(stream));
+    tw::dropout(DType::kFloat32, x->host.data(), y->host.data(), nullptr, nullptr, n, 0.5, true,
+                {.fixed = sh::step_key(host_run, 3)});
+    expect_same(*y, "captured dropout, run " + std::to_string(r), 4);
+    if (r == 0) first = y->host;
+  }
+  EXPECT_NE(first, y->host) << "the second replay drew the first run's mask";
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
 }
 
 // ---------------------------------------------------------------- CUDA Graph capture

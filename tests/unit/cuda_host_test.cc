@@ -11,11 +11,14 @@
 //    error is reported, exercised with the CPU twins of Gather and the cross-entropy kernel;
 //  - cuDNN's algorithm choice (no TF32 for fp32), the cuDNN handle only for convolutions,
 //    the sync-debug switch and the step names it reports;
-//  - the PTX choice and the refusal of plans without a static memory plan.
+//  - the PTX choice and the refusal of plans without a static memory plan;
+//  - a training-mode Dropout: its step builds and reserves the run's random key.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -25,6 +28,7 @@
 #include "lower/gemm_epilogue.h"
 #include "ops/op_info.h"
 #include "passes/autodiff/grad_builder.h"
+#include "runtime/cpu/executor.h"
 #include "runtime/cuda/cudnn_algo.h"
 #include "runtime/cuda/device.h"
 #include "runtime/cuda/error_flags.h"
@@ -32,6 +36,8 @@
 #include "runtime/cuda/op_builders.h"
 #include "runtime/cuda/ptx_library.h"
 #include "runtime/plan/gemm_rules.h"
+#include "tests/support/dropout_model.h"
+#include "tests/support/temp_dir.h"
 
 namespace ampc {
 namespace {
@@ -114,6 +120,68 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"gpt", passes::Precision::kFP32}, Case{"gpt", passes::Precision::kFP16},
                       Case{"gpt", passes::Precision::kBF16}),
     case_name);
+
+// Training-mode Dropout (the mlp with a Dropout after its first layer, as torch exports
+// nn.Dropout): every step has a builder, the Dropout step (typed parameters, no attributes)
+// builds, and it reserves the run's key, one 8-byte word after the plan's inputs, which the
+// executor writes with every run's inputs.
+TEST(CudaDropoutLoad, TrainingDropoutBuildsAndReadsTheRunKey) {
+  test::TempDir dir;
+  const std::string path = dir / "mlp_dropout.onnx";
+  test::write_mlp_with_dropout(source_dir() + "/models/mlp.onnx", path, 0.25f);
+  for (auto precision : {passes::Precision::kFP32, passes::Precision::kBF16}) {
+    compiler::CompileOptions o;
+    o.train = true;
+    o.optimizer.kind = "adam";
+    o.autocast.precision = precision;
+    o.lowering.target = "cuda:sm_90";
+    const plan::Plan p = compiler::compile_file(path, o);
+    EXPECT_TRUE(rt::cuda::missing_cuda_ops(p).empty());
+    rt::cuda::DeviceMemory memory(p);
+    const int64_t inputs = memory.input_bytes();
+    EXPECT_FALSE(memory.has_run_key());
+    const rt::cuda::Handles handles;
+    const rt::cuda::DeviceInfo device;
+    int dropouts = 0;
+    for (int i = 0; i < p.steps_size(); ++i) {
+      const auto& s = p.steps(i);
+      if (s.op() != "Dropout") continue;
+      EXPECT_TRUE(s.has_dropout());
+      EXPECT_EQ(s.attributes_size(), 0);
+      rt::cuda::StepContext ctx(p, i, memory, handles, device);
+      EXPECT_NO_THROW(rt::cuda::find_builder(s.domain(), s.op())(ctx))
+          << rt::cuda::describe_step(p, i);
+      ++dropouts;
+    }
+    EXPECT_EQ(dropouts, 1);
+    ASSERT_TRUE(memory.has_run_key());
+    EXPECT_EQ(memory.run_key_offset(), (inputs + 7) / 8 * 8);
+    EXPECT_EQ(memory.input_bytes(), memory.run_key_offset() + 8);
+    // The CPU side of tests/gpu/cuda_plan_test.cc's CudaDropout: the same plan on the CPU
+    // backend trains with a new mask each step, and resumed at step 2 with the state after
+    // two steps it gives the uninterrupted run's third loss bit for bit.
+    rt::Tensor x(DType::kFloat32, {32, 64}), y(DType::kInt64, {32});
+    for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = std::sin(0.1f * i);
+    for (int64_t i = 0; i < 32; ++i) y.data<int64_t>()[i] = i % 10;
+    rt::cpu::Executor cpu(p);
+    cpu.set_random_state(5, 0);
+    std::vector<float> losses;
+    std::map<std::string, rt::Tensor> after2;
+    for (int s = 0; s < 3; ++s) {
+      losses.push_back(cpu.run({{"x", x}, {"y", y}}).at("loss").data<float>()[0]);
+      if (s == 1) after2 = cpu.state();
+    }
+    EXPECT_TRUE(std::isfinite(losses[2]));
+    rt::cpu::Executor resumed(p);
+    resumed.load_state(after2);
+    resumed.set_random_state(5, 2);
+    EXPECT_EQ(resumed.run({{"x", x}, {"y", y}}).at("loss").data<float>()[0], losses[2]);
+    rt::cpu::Executor unresumed(p);
+    unresumed.load_state(after2);
+    EXPECT_NE(unresumed.run({{"x", x}, {"y", y}}).at("loss").data<float>()[0], losses[2])
+        << "the mask did not depend on the run";
+  }
+}
 
 // A plan the device cannot hold statically is refused with the reason.
 TEST(CudaPlanLoadErrors, RefusesPlansWithoutAStaticMemoryPlan) {

@@ -1,12 +1,14 @@
 // The executor's training-run state: masks of seedless training-mode Dropout are new every
 // step, the same for the same seed, and a run resumed at step k (set_random_state) draws what
 // the uninterrupted run drew at step k; load_state replaces state and refuses what does not
-// fit.
+// fit. The masks are drawn under the keys of kernels/shared/dropout_math.h, which the CUDA
+// executor uses too.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cstring>
 
+#include "kernels/shared/dropout_math.h"
 #include "runtime/cpu/executor.h"
 
 namespace ampc::rt::cpu {
@@ -42,6 +44,9 @@ plan::Plan dropout_plan() {
   plan::Step* s = p.add_steps();
   s->set_op("Dropout");
   s->set_opset_version(13);
+  s->mutable_dropout()->set_default_ratio(0.5f);  // what legalize writes for opset 13
+  s->mutable_dropout()->set_mode_inputs(true);
+  s->mutable_dropout()->set_mask_bool(true);
   for (int id : {0, 1, 2}) s->add_inputs(id);
   for (int id : {3, 4}) s->add_outputs(id);
   s->add_source_nodes("dropout");
@@ -89,6 +94,22 @@ TEST(ExecutorRandomState, DropoutMasksChangePerStepAndResumeExactly) {
   Executor other(dropout_plan());
   other.set_random_state(8, 0);
   EXPECT_NE(mask_of(other), m1);
+}
+
+// The contract the CUDA executor keeps too (runtime/cuda/executor.cc writes run_key(seed, runs
+// done) before each run, its kernel mixes in the step's index): run r of step s draws under
+// step_key(run_key(seed, r), s) (kernels/shared/dropout_math.h).
+TEST(ExecutorRandomState, StepKeysAreTheSharedRunAndStepKeys) {
+  namespace sh = kernels::shared;
+  Executor e(dropout_plan());
+  e.set_random_state(7, 5);
+  for (int64_t run = 5; run < 7; ++run) {
+    const auto got = mask_of(e);
+    const uint64_t key = sh::step_key(sh::run_key(7, run), 0);  // the plan's step 0
+    std::vector<bool> want(1000);
+    for (uint64_t i = 0; i < 1000; ++i) want[i] = sh::uniform_at(key, i) >= 0.5;
+    EXPECT_EQ(got, want) << "run " << run;
+  }
 }
 
 TEST(ExecutorState, LoadStateReplacesAndRefusesMisfits) {

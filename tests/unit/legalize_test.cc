@@ -1,7 +1,7 @@
 // The legalize stage (lower/legalize.h): each op's ONNX attributes, opset and
 // operands against the typed parameters the ONNX specification implies (defaults, negative
 // axes, Softmax's 2-D coercion before opset 13, BatchNormalization's outputs before opset 14,
-// a Reduce op's axes input), invalid attributes refused with the node named, and compiled
+// a Reduce op's axes input, Dropout's mode by opset), invalid attributes refused with the node named, and compiled
 // plans with no attribute left on a typed step. The numerics of the ops that read these
 // parameters are checked against ONNX's test data (conformance) and PyTorch (oracle, zoo).
 #include "lower/legalize.h"
@@ -58,6 +58,32 @@ std::string failure(plan::Step s, const StepOperands& o) {
     return e.what();
   }
   return "";
+}
+
+// Dropout: inputs give the ratio and the mode from opset 12 (before, the ratio attribute and
+// an inference op); a bool mask from opset 10; the seed attribute carried when present.
+TEST(Legalize, DropoutReadsTheOpsetsModeAndMaskType) {
+  plan::Step s13 = step("Dropout", 13);
+  set_int(s13, "seed", 77);
+  legalize_step(s13, operands({2}));
+  ASSERT_TRUE(s13.has_dropout());
+  EXPECT_EQ(s13.attributes_size(), 0);
+  EXPECT_EQ(s13.dropout().default_ratio(), 0.5f);
+  EXPECT_TRUE(s13.dropout().mode_inputs());
+  EXPECT_TRUE(s13.dropout().mask_bool());
+  EXPECT_TRUE(s13.dropout().seeded());
+  EXPECT_EQ(s13.dropout().seed(), 77);
+  plan::Step s10 = step("Dropout", 10);
+  set_float(s10, "ratio", 0.25f);
+  legalize_step(s10, operands({2}));
+  EXPECT_EQ(s10.dropout().default_ratio(), 0.25f);
+  EXPECT_FALSE(s10.dropout().mode_inputs());
+  EXPECT_TRUE(s10.dropout().mask_bool());
+  EXPECT_FALSE(s10.dropout().seeded());
+  plan::Step s7 = step("Dropout", 7);
+  legalize_step(s7, operands({2}));
+  EXPECT_EQ(s7.dropout().default_ratio(), 0.5f);
+  EXPECT_FALSE(s7.dropout().mask_bool());
 }
 
 TEST(Legalize, SoftmaxFromOpset13NormalisesOneAxisDefaultLast) {

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "base/bf16_convert.h"
+#include "kernels/twin/dropout.h"
 #include "runtime/cpu/ops/elementwise_common.h"
 #include "runtime/plan/step_params.h"
 
@@ -131,28 +132,18 @@ void clip_op(OpContext& ctx) {
   });
 }
 
-// Element i's uniform draw in [0, 1) under `key`: the top 53 bits of SplitMix64's output for
-// its (i + 1)-th state. A counter-based stream: each element's draw needs none of the ones
-// before it, so the mask is drawn in parallel and is the same whatever the thread count.
-inline double uniform_at(uint64_t key, uint64_t i) {
-  uint64_t z = key + (i + 1) * 0x9E3779B97F4A7C15ULL;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  z ^= z >> 31;
-  return static_cast<double>(z >> 11) * 0x1p-53;
-}
-
 // Dropout: the identity (mask all true) unless training_mode (opset 12+) is true and the
 // ratio positive; then element i is zeroed where its draw uniform_at(key, i) is below the
-// ratio, and the rest scaled by 1 / (1 - ratio). The key is the `seed` attribute; without one
-// (PyTorch's export never writes one) the executor's random state: a new mask every training
-// step, reproducible and resumable (OpContext::random_key).
+// ratio, and the rest scaled by 1 / (1 - ratio): the CUDA kernel's twin
+// (kernels/twin/dropout.h, kernels/shared/dropout_math.h). The key is the `seed` attribute;
+// without one (PyTorch's export never writes one) the executor's random state: a new mask
+// every training step, reproducible and resumable (OpContext::random_key).
 void dropout_op(OpContext& ctx) {
   const Tensor& x = ctx.in(0);
-  double ratio = ctx.attr_float("ratio", 0.5f);
+  const plan::DropoutParams& p = plan::params<plan::DropoutParams>(ctx.step());
+  double ratio = p.default_ratio();
   bool training = false;
-  if (ctx.opset() >= 12) {
-    ratio = 0.5;
+  if (p.mode_inputs()) {
     if (const Tensor* r = ctx.input(1); r && r->numel() == 1) {
       ratio = kc::load(cast_tensor(ctx, *r, DType::kFloat64).data<double>()[0]);
     }
@@ -165,35 +156,24 @@ void dropout_op(OpContext& ctx) {
     if (training) ctx.fail("ratio " + std::to_string(ratio) + " is outside [0, 1)");
   }
   training = training && ratio > 0;
-  const DType mask_type = ctx.opset() >= 10 ? DType::kBool : x.dtype();
-  const uint64_t key = !training              ? 0
-                       : ctx.has_attr("seed") ? static_cast<uint64_t>(ctx.attr_int("seed"))
-                                              : ctx.random_key();
-  dispatch<kc::kFloats>(ctx, 0, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    using M = opmath_t<T>;
+  const DType mask_type = p.mask_bool() ? DType::kBool : x.dtype();
+  const uint64_t key = !training    ? 0
+                       : p.seeded() ? static_cast<uint64_t>(p.seed())
+                                    : ctx.random_key();
+  dispatch<kc::kFloats>(ctx, 0, [&](auto) {  // the element types the twin takes
     Tensor& y = ctx.output(0, x.dtype(), x.shape());
-    const T* xs = x.data<T>();
-    T* ys = y.data<T>();
     bool* mask_bool = nullptr;
-    T* mask_float = nullptr;
+    void* mask_values = nullptr;
     if (ctx.has_output(1)) {
       Tensor& mask = ctx.output(1, mask_type, x.shape());
       if (mask_type == DType::kBool) {
         mask_bool = mask.data<bool>();
       } else {
-        mask_float = mask.data<T>();
+        mask_values = mask.raw();
       }
     }
-    const M scale = training ? static_cast<M>(1.0 / (1.0 - ratio)) : M(1);
-    kc::parallel_range(x.numel(), [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) {
-        const bool keep = !training || uniform_at(key, static_cast<uint64_t>(i)) >= ratio;
-        ys[i] = training ? kc::store<T>(keep ? kc::load(xs[i]) * scale : M(0)) : xs[i];
-        if (mask_bool) mask_bool[i] = keep;
-        if (mask_float) mask_float[i] = kc::store<T>(M(keep));
-      }
-    });
+    kernels::twin::dropout(x.dtype(), x.raw(), y.raw(), mask_bool, mask_values, x.numel(), ratio,
+                           training, {.fixed = key});
   });
 }
 
