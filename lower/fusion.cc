@@ -91,6 +91,12 @@ bool types_supported(const Node& n, Kind kind) {
       return in.size() == 1 && in[0] == DType::kBool;
     case Kind::kLogic:
       return in.size() == 2 && in[0] == DType::kBool && in[1] == DType::kBool;
+    case Kind::kClip:  // present bounds: scalars of x's type, as the CPU op requires
+      if (in.empty() || in.size() > 3 || !is_float_type(in[0])) return false;
+      for (size_t k = 1; k < in.size(); ++k) {
+        if (in[k] != in[0] || numel(*n.inputs[k]->type.shape) != 1) return false;
+      }
+      return true;
     case Kind::kWhere:
       return in.size() == 3 && in[0] == DType::kBool && in[1] == in[2] && is_kernel_type(in[1]);
     case Kind::kCast:

@@ -230,6 +230,12 @@ class Emitter {
     }
     if (op == "Sum" || op == "Mean" || op == "Max" || op == "Min")
       return variadic(n, n.inputs[0]->type.dtype);
+    if (op == "Clip") {  // the CPU op's min(max(x, lo), hi), each bound only when given
+      int x = value(n.inputs[0]);
+      if (n.inputs.size() > 1) x = add("clamp_min", out, {x, value(n.inputs[1])});
+      if (n.inputs.size() > 2) x = add("clamp_max", out, {x, value(n.inputs[2])});
+      return x;
+    }
     // Every other fused op is one kernel instruction (ops/op_table.cc).
     const std::string_view instruction = ops::op_info(n.domain, op).instruction;
     if (instruction.empty()) refuse(n);

@@ -44,6 +44,7 @@ enum class FusedForm : unsigned char {
   kNot,        // one bool operand
   kLogic,      // two bool operands
   kWhere,      // bool condition, two operands of one type
+  kClip,       // Clip: one float operand, then its bounds as scalars of its type
   kPredicate,  // one float operand, bool result (IsNaN, IsInf)
   kCast,
   kIdentity,
@@ -56,7 +57,7 @@ struct OpInfo {
   Precision precision = Precision::kFollow;
   FusedForm fused = FusedForm::kNone;
   // The kernel instruction (kernels/codegen/instr_set.h) of a fused op with a one-to-one
-  // instruction; empty for the forms the builder expands (variadic, Cast, Identity).
+  // instruction; empty for the forms the builder expands (variadic, Clip, Cast, Identity).
   std::string_view instruction;
   // Unfused, the memory plan may write its output over an input it reads last (its output
   // element i depends only on input element i).

@@ -81,8 +81,9 @@ std::vector<OpInfo> rows() {
       fused("IsInf", F::kPredicate, "isinf", kNew),
       // An explicit Cast is never re-typed by autocast.
       exact(fused("Cast", F::kCast, {}, kInPlace, P::kKeep)),
+      // Clip (ReLU6, Hardtanh, clamp): a bound at a time, the builder's clamp instructions.
+      exact(fused("Clip", F::kClip, {}, kInPlace)),
       // Elementwise, unfused.
-      elementwise("Clip", kInPlace),
       elementwise("Cos", kInPlace),
       elementwise("Sin", kInPlace),
       elementwise("Elu", kInPlace),

@@ -23,7 +23,8 @@ inline bool is_float(int d) {
 inline const std::set<std::string> kUnaryFloat = {"neg",  "abs",  "sqrt",   "exp",        "log",
                                                   "tanh", "erf",  "relu",   "reciprocal", "floor",
                                                   "ceil", "sign", "sigmoid"};
-inline const std::set<std::string> kBinaryFloat = {"add", "sub", "mul", "div", "max", "min"};
+inline const std::set<std::string> kBinaryFloat = {"add", "sub", "mul",       "div",
+                                                   "max", "min", "clamp_min", "clamp_max"};
 inline const std::set<std::string> kCompare = {"equal", "less", "less_equal", "greater",
                                                "greater_equal"};
 

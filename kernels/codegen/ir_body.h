@@ -249,6 +249,10 @@ class BodyBuilder {
     if (op == "max") {
       return b_.CreateSelect(isnan(c), c, b_.CreateSelect(b_.CreateFCmpOLT(a, c), c, a));
     }
+    // Clip's bounds, as the CPU op's std::max(x, lo) and std::min(x, hi): x unless the bound
+    // lies strictly beyond it (a NaN x stays NaN, a NaN bound changes nothing).
+    if (op == "clamp_min") return b_.CreateSelect(b_.CreateFCmpOLT(a, c), c, a);
+    if (op == "clamp_max") return b_.CreateSelect(b_.CreateFCmpOLT(c, a), c, a);
     return b_.CreateSelect(isnan(c), c, b_.CreateSelect(b_.CreateFCmpOLT(c, a), c, a));
   }
 

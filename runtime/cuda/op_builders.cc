@@ -1,5 +1,7 @@
 #include "runtime/cuda/op_builders.h"
 
+#include <memory>
+
 #include "ops/op_info.h"
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/plan/plan_stats.h"
@@ -98,6 +100,34 @@ bool is_library_step(const plan::Step& step) {
 void check_library_step(StepContext& ctx) {
   if (uses_cudnn(ctx.step())) check_conv_step(ctx);
   if (uses_cublaslt(ctx.step())) check_gemm_step(ctx);
+}
+
+std::vector<std::string> cuda_load_refusals(const plan::Plan& plan) {
+  std::vector<std::string> refusals = missing_cuda_ops(plan);
+  if (!refusals.empty()) return refusals;
+  std::unique_ptr<DeviceMemory> memory;
+  try {
+    memory = std::make_unique<DeviceMemory>(plan);  // the layout only: nothing is allocated
+  } catch (const Error& e) {
+    return {e.what()};
+  }
+  const Handles handles;  // no library handles: library steps are checked, not built
+  const DeviceInfo device;
+  for (int i = 0; i < plan.steps_size(); ++i) {
+    const plan::Step& s = plan.steps(i);
+    if (s.domain() == "ampc.kernel") continue;  // generated kernels: their PTX is in the plan
+    StepContext ctx(plan, i, *memory, handles, device);
+    try {
+      if (is_library_step(s)) {
+        check_library_step(ctx);
+      } else {
+        find_builder(s.domain(), s.op())(ctx);
+      }
+    } catch (const Error& e) {
+      refusals.push_back(describe_step(plan, i) + ": " + e.what());
+    }
+  }
+  return refusals;
 }
 
 std::vector<std::string> missing_cuda_ops(const plan::Plan& plan) {

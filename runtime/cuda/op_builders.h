@@ -36,6 +36,14 @@ std::vector<ops::OpKey> builder_keys();
 // Every step of the plan the CUDA backend cannot run, as "Op (node 'n')" strings.
 std::vector<std::string> missing_cuda_ops(const plan::Plan& plan);
 
+// What loading `plan` on the CUDA backend would refuse, found without a device: the device
+// layout's refusal (no static memory plan, data-dependent shapes), or the steps without a
+// builder (missing_cuda_ops) and those whose builder or library check refuses them (a
+// non-constant Dropout ratio, an unsupported convolution), each "<step>: <reason>". Empty
+// when every step builds. (Whether cuBLASLt and cuDNN have algorithms is known only on a
+// device.) `ampc compile --target cuda:...` warns with it.
+std::vector<std::string> cuda_load_refusals(const plan::Plan& plan);
+
 // Whether any step runs through cuDNN (Conv, ampc.Conv, ampc.ConvGrad): the executor creates
 // the cuDNN handle only then, so that a cuDNN problem cannot break a plan without
 // convolutions.

@@ -23,6 +23,7 @@
 #include "runtime/io/tensor_pb.h"
 #include "runtime/plan/plan_file.h"
 #include "tests/cli/cli_util.h"
+#include "tests/support/mlp_variants.h"
 
 namespace ampc::testing {
 namespace {
@@ -308,6 +309,35 @@ TEST_F(CompileRun, FailedCompileWritesNoPlan) {
   write_bytes(tmp_ / "notes.onnx", "not a model\n");
   refused({"compile", (tmp_ / "notes.onnx").string(), "-o", (tmp_ / "notes.plan").string()},
           {"notes.onnx", "not a valid ONNX model"});
+}
+
+// A plan compiled for a CUDA target that the CUDA backend would refuse at load says so at
+// compile time, in one stderr line naming the op and the node, and is written all the same
+// (the CPU backend runs it); a plan it runs (the mlp with a training-mode Dropout) and a CPU
+// target say nothing. Only where ampc is built with the CUDA backend.
+TEST_F(CompileRun, CompilingForCudaWarnsOfStepsTheBackendWouldRefuse) {
+  const RunResult ops = run_ampc({"ops", "--op", "Relu"});
+  if (ops.out.find("generated") == std::string::npos)
+    GTEST_SKIP() << "ampc is built without the CUDA backend";
+  const std::string mlp = source_path("models/mlp.onnx").string();
+  const fs::path sin = tmp_ / "mlp_sin.onnx", dropout = tmp_ / "mlp_dropout.onnx";
+  test::write_mlp_with_unary(mlp, sin.string(), "Sin", "the_sin_node");
+  test::write_mlp_with_dropout(mlp, dropout.string(), 0.1f);
+  const fs::path plan = tmp_ / "out.plan";
+  RunResult r = run_ampc({"compile", sin.string(), "--target", "cuda:sm_90", "-o", plan.string()});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(fs::exists(plan));
+  EXPECT_THAT(r.err, StartsWith("ampc: warning: the CUDA backend cannot run 1 step(s) of this "
+                                "plan: Sin (node 'the_sin_node')"));
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"compile", sin.string(), "--target", "cpu", "-o", plan.string()},
+           {"compile", dropout.string(), "--train", "--target", "cuda:sm_90", "--precision", "bf16",
+            "-o", plan.string()}}) {
+    r = run_ampc(args);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_THAT(r.err, IsEmpty()) << args[1];
+  }
 }
 
 }  // namespace

@@ -35,7 +35,7 @@
 #include "runtime/cuda/ptx_library.h"
 #include "runtime/data/batcher.h"
 #include "tests/gpu/require_device.h"
-#include "tests/support/dropout_model.h"
+#include "tests/support/mlp_variants.h"
 #include "tests/support/temp_dir.h"
 
 namespace ampc {

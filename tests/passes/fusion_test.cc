@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <set>
 #include <string>
@@ -437,6 +438,57 @@ TEST(Fusion, NodesTheKernelsCannotExpressStayUnfused) {
     EXPECT_EQ(lower::is_fusible(*n), n->op_type == "Add" && n->outputs[0]->type.dtype == kF32)
         << n->label();
   }
+}
+
+// Clip (ReLU6, as torch exports it: scalar constant bounds) fuses with its neighbours as a
+// bound instruction each; Clip with an omitted lower bound, a bound that is not a scalar, or
+// its opset-6 attributes stays a step of its own (the CPU op; on the CUDA backend a refusal).
+TEST(Fusion, ClipWithScalarBoundsFusesAsBoundInstructions) {
+  Builder b;
+  ir::Value* x = b.input("x", {4, 8});
+  ir::Value* relu6 = b.op(
+      "Clip", {b.op("Add", {x, x}, {4, 8}), b.constant("zero", 0), b.constant("six", 6)}, {4, 8});
+  b.output(b.op("Mul", {relu6, x}, {4, 8}));
+  const auto steps = b.fuse();
+  ASSERT_EQ(steps.size(), 1u);
+  ASSERT_TRUE(steps[0].fused());
+  EXPECT_EQ(ops_of(steps[0]), (Strings{"Add", "Clip", "Mul"}));
+  const auto k = b.kernel(steps[0].segments[0]);
+  EXPECT_EQ(instrs(k.def),
+            (Strings{"load", "add", "const", "clamp_min", "const", "clamp_max", "mul"}));
+  // The fused plan against the unfused one (the CPU Clip op) on values below, inside and
+  // above the bounds, zeros of both signs, infinities and a NaN: the same bits.
+  {
+    const lower::Lowering lowered = lower::lower_graph(b.model, {.fuse = true, .target = "cpu"});
+    lower::EmitOptions emit;
+    emit.lowering = &lowered;
+    rt::cpu::Executor fused(lower::emit_plan(b.model, emit));
+    rt::cpu::Executor unfused(lower::emit_plan(b.model, {}));
+    rt::Tensor xv(kF32, {4, 8});
+    const float specials[] = {-0.0f, 0.0f, 2.9f, 3.1f, -1e30f, 1e30f, std::nanf(""), 0.25f};
+    for (int i = 0; i < 32; ++i)
+      xv.data<float>()[i] = i < 8 ? specials[i] : 0.37f * static_cast<float>(i) - 4.0f;
+    const rt::Tensor got = fused.run({{"x", xv}}).begin()->second;
+    const rt::Tensor want = unfused.run({{"x", xv}}).begin()->second;
+    EXPECT_EQ(std::memcmp(got.raw(), want.raw(), want.nbytes()), 0);
+  }
+  // Only a lower bound (a trailing omitted input is dropped): one bound instruction.
+  Builder one;
+  ir::Value* y = one.input("y", {4});
+  one.output(one.op("Relu", {one.op("Clip", {y, one.constant("lo", -1)}, {4})}, {4}));
+  const auto one_steps = one.fuse();
+  ASSERT_EQ(one_steps.size(), 1u);
+  ASSERT_TRUE(one_steps[0].fused());
+  EXPECT_EQ(instrs(one.kernel(one_steps[0].segments[0]).def),
+            (Strings{"load", "const", "clamp_min", "relu"}));
+  Builder unfused;
+  ir::Value* z = unfused.input("z", {4});
+  unfused.output(unfused.op("Clip", {z, nullptr, unfused.constant("hi", 6)}, {4}));
+  unfused.output(unfused.op("Clip", {z, unfused.constant("wide", 0, {4})}, {4}));
+  unfused.output(unfused.op("Clip", {z}, {4}));
+  unfused.model.graph->nodes.back()->attributes.push_back(ir::Attribute::make_float("max", 6));
+  for (const auto& n : unfused.model.graph->nodes)
+    EXPECT_FALSE(lower::is_fusible(*n)) << n->label();
 }
 
 // passes/recompute_casts.h: an fp16 copy read early and again much later, whose fp32 source

@@ -193,6 +193,14 @@ std::vector<Tensor> cpu_reference(const KernelDef& k, const std::vector<Tensor>&
       std::vector<Tensor> args;
       for (int a : in.args()) args.push_back(values[a]);
       std::vector<plan::Attribute> attrs;
+      if (in.op() == "clamp_min" || in.op() == "clamp_max") {
+        // Clip(x, lo) and Clip(x, -inf, hi): the CPU op's std::max(x, lo), std::min(x, hi).
+        if (in.op() == "clamp_max")
+          args.insert(args.begin() + 1,
+                      scalar_tensor(in.dtype(), -std::numeric_limits<double>::infinity()));
+        values.push_back(optest::run("Clip", args, attrs, 1, kOpset)[0]);
+        continue;
+      }
       if (in.op() == "cast") attrs.push_back(optest::attr_i("to", in.dtype()));
       if (in.op() == "isinf") {
         attrs.push_back(optest::attr_i("detect_positive", in.iattrs(0)));
@@ -302,7 +310,11 @@ void check_against_cpu(const std::vector<KernelDef>& kernels, int64_t n) {
   uint32_t seed = 1;
   for (const auto& k : kernels) {
     std::vector<Tensor> inputs;
-    for (const Operand& op : k.inputs()) inputs.push_back(random_tensor(op.dtype(), {n}, seed++));
+    for (const Operand& op : k.inputs()) {
+      const std::vector<int64_t> shape =
+          op.scalar() ? std::vector<int64_t>{} : std::vector<int64_t>{n};
+      inputs.push_back(random_tensor(op.dtype(), shape, seed++));
+    }
     const auto want = cpu_reference(k, inputs);
     HostKernelFn fn = jit.find(k.name());
     ASSERT_NE(fn, nullptr) << k.name();
@@ -337,6 +349,33 @@ TEST(CodegenHost, BinaryOpsMatchCpuBitForBit) {
                              kBinaryOps.end();
                     }),
                     4099);
+}
+
+// Clip's bounds (the fused form of Clip: clamp_min, then clamp_max) against the CPU Clip op on
+// x with every special, for bounds that are ordinary, zeros of either sign, infinite and NaN
+// (the CPU op ignores a NaN bound; a NaN x stays NaN), in every float type.
+TEST(CodegenHost, ClipBoundsMatchCpuBitForBit) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const std::vector<double> bounds = {
+      -1.5, 0.0, -0.0, 6.0, inf, -inf, std::numeric_limits<double>::quiet_NaN()};
+  std::vector<KernelDef> kernels;
+  for (int t : kFloatTypes) {
+    for (const char* op : {"clamp_min", "clamp_max"}) kernels.push_back(clamp_kernel(op, t));
+  }
+  std::vector<const KernelDef*> ptrs;
+  for (const auto& k : kernels) ptrs.push_back(&k);
+  HostKernels jit(ptrs);
+  constexpr int64_t n = 4099;
+  uint32_t seed = 7;
+  for (const auto& k : kernels) {
+    for (double b : bounds) {
+      std::vector<Tensor> inputs = {random_tensor(k.inputs(0).dtype(), {n}, seed++),
+                                    scalar_tensor(k.inputs(1).dtype(), b)};
+      const auto want = cpu_reference(k, inputs);
+      const auto got = run_jit(jit.find(k.name()), k, inputs, n, 0, n);
+      expect_bits(k, got[0], want[0], 0, 0, n, &inputs);
+    }
+  }
 }
 
 TEST(CodegenHost, ComparisonsAndLogicMatchCpu) {

@@ -106,6 +106,15 @@ inline KernelDef binary_kernel(const std::string& op, int a_dtype, int b_dtype, 
   return b.def();
 }
 
+// Clip's bound instructions (clamp_min, clamp_max): y = op(x, bound), the bound a scalar
+// operand as the compiler gives it.
+inline KernelDef clamp_kernel(const std::string& op, int dtype) {
+  KernelBuilder b(op + "_" + dtype_label(dtype));
+  const int x = b.input(dtype), bound = b.input(dtype, true);
+  b.output(b.op(op, dtype, {x, bound}));
+  return b.def();
+}
+
 inline KernelDef cast_kernel(int from, int to) {
   KernelBuilder b("cast_" + dtype_label(from) + "_" + dtype_label(to));
   b.output(b.op("cast", to, {b.input(from)}));
@@ -131,6 +140,7 @@ inline std::vector<KernelDef> coverage_kernels() {
   for (int t : kFloatTypes) {
     for (const auto& op : kUnaryOps) ks.push_back(unary_kernel(op, t));
     for (const auto& op : kBinaryOps) ks.push_back(binary_kernel(op, t, t, t));
+    for (const char* op : {"clamp_min", "clamp_max"}) ks.push_back(clamp_kernel(op, t));
     for (const auto& op : kCompareOps) ks.push_back(binary_kernel(op, t, t, kBool));
     for (int e : kFloatTypes) {
       if (e != t) ks.push_back(binary_kernel("pow", t, e, t));

@@ -36,7 +36,7 @@
 #include "runtime/cuda/op_builders.h"
 #include "runtime/cuda/ptx_library.h"
 #include "runtime/plan/gemm_rules.h"
-#include "tests/support/dropout_model.h"
+#include "tests/support/mlp_variants.h"
 #include "tests/support/temp_dir.h"
 
 namespace ampc {

@@ -58,9 +58,9 @@ TEST(OpInfo, FusedOpsAreKernelInstructionsWithACpuOp) {
     EXPECT_NE(rt::cpu::OpRegistry::instance().find(std::string(info.op), std::string(info.domain)),
               nullptr)
         << name(info);
-    const bool expanded = info.fused == ops::FusedForm::kVariadic ||
-                          info.fused == ops::FusedForm::kCast ||
-                          info.fused == ops::FusedForm::kIdentity;
+    const bool expanded =
+        info.fused == ops::FusedForm::kVariadic || info.fused == ops::FusedForm::kClip ||
+        info.fused == ops::FusedForm::kCast || info.fused == ops::FusedForm::kIdentity;
     if (expanded) {
       EXPECT_TRUE(info.instruction.empty()) << name(info);
     } else {

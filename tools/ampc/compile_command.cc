@@ -1,8 +1,11 @@
 // `ampc compile MODEL.onnx -o MODEL.plan`: run the pipeline and write the plan file; with
 // --train --emit-onnx FILE also the compiled training step in ONNX's training format.
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <utility>
+#include <vector>
 
 #include "base/error.h"
 #include "base/file_util.h"
@@ -14,6 +17,9 @@
 #include "tools/ampc/commands.h"
 #include "tools/ampc/data_parallel.h"
 #include "tools/ampc/training_options.h"
+#ifdef AMPC_HAVE_CUDA
+#include "runtime/cuda/op_builders.h"
+#endif
 
 namespace ampc::cli {
 namespace {
@@ -35,6 +41,39 @@ void list_passes() {
   for (const auto& name : compiler::pipeline_pass_names()) std::cout << name << '\n';
   std::cout.flush();
   throw CLI::Success();
+}
+
+// A plan compiled for a CUDA target that the CUDA backend would refuse at load (an op without
+// a CUDA kernel, a step its builder refuses): said now, in one line, rather than on the GPU
+// machine. The plan is written all the same; the CPU backend runs it.
+void warn_if_cuda_refuses(const plan::Plan& p) {
+#ifdef AMPC_HAVE_CUDA
+  if (p.target().rfind("cuda", 0) != 0) return;
+  const std::vector<std::string> refusals = rt::cuda::cuda_load_refusals(p);
+  if (refusals.empty()) return;
+  // Steps of an op without a CUDA kernel ("Op (node 'n')") grouped by op, their count and
+  // first node; other refusals as they are, the first five.
+  std::vector<std::pair<std::string, std::vector<std::string>>> groups;
+  for (const std::string& r : refusals) {
+    const size_t at = r.find(" (node '");
+    const std::string op = at == std::string::npos ? r : r.substr(0, at);
+    auto it =
+        std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == op; });
+    if (it == groups.end()) it = groups.insert(groups.end(), {op, {}});
+    it->second.push_back(r);
+  }
+  std::string list;
+  for (size_t i = 0; i < groups.size() && i < 5; ++i) {
+    const auto& [op, members] = groups[i];
+    list += (i ? "; " : "") + members[0];
+    if (members.size() > 1) list += " and " + std::to_string(members.size() - 1) + " more " + op;
+  }
+  if (groups.size() > 5) list += "; and " + std::to_string(groups.size() - 5) + " more";
+  std::cerr << "ampc: warning: the CUDA backend cannot run " << refusals.size()
+            << " step(s) of this plan: " << list << "; it runs with --device cpu\n";
+#else
+  (void)p;
+#endif
 }
 
 void run_compile(const CompileArgs& args) {
@@ -88,6 +127,7 @@ void run_compile(const CompileArgs& args) {
             << plan::count_kernels(p) << " kernels (" << p.kernels_size()
             << " distinct generated), " << p.buffers_size() << " buffers, target " << p.target()
             << "\n";
+  warn_if_cuda_refuses(p);
   if (args.time_passes) std::cout << compiler::format_stage_times(times);
   if (!args.emit_onnx.empty()) {
     write_file_atomically(args.emit_onnx, onnx_bytes);
