@@ -14,6 +14,11 @@
      BatchNorms over 4 values at 1x1 give weight gradients in the thousands), the run is
      repeated with as many more steps as halvings fp16 needs, and must then train
 
+  5. `ampc compile --train --target cuda:sm_90 --precision bf16` (where ampc has the CUDA
+     backend): the ops its warning says the CUDA backend would refuse at load (every step's
+     builder and the device layout, checked without a GPU) must be the ones
+     expected_cuda_refusals.txt lists for the model, none for a model it does not list
+
 The result goes to WORK/results/MODEL.json (docs/models.md is made from these by
 make_models_doc.py). A model listed in expected_refusals.txt passes when it fails (printed
 as "refused: REASON"); when it unexpectedly passes, that is printed loudly.
@@ -25,6 +30,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -159,6 +165,38 @@ def compile_all(args, src, out, result):
             result["casts_fp16"] = len(r.get("casts", []))
 
 
+def expected_cuda_refusals():
+    out = {}
+    with open(os.path.join(HERE, "expected_cuda_refusals.txt")) as f:
+        for line in f:
+            line = line.strip()
+            if line and not line.startswith("#"):
+                name, _, ops = line.partition(":")
+                out[name.strip()] = sorted(o.strip() for o in ops.split(",") if o.strip())
+    return out
+
+
+def cuda_check(args, src, out, result):
+    ops_line, _ = run([args.ampc, "ops", "--op", "Relu"], "ops")
+    if "generated" not in ops_line:
+        result["cuda_refused_ops"] = "ampc has no CUDA backend"
+        return
+    plan = os.path.join(out, "cuda_bf16.plan")
+    p = subprocess.run([args.ampc, "compile", os.path.join(src, "model.onnx"), "--train",
+                        "--optimizer", "sgd", "--lr", "0.01", "--target", "cuda:sm_90",
+                        "--precision", "bf16", "-o", plan], capture_output=True, text=True)
+    if p.returncode != 0:
+        raise Failure("compile for cuda:sm_90: " + p.stderr.strip())
+    # The warning names each refused op with its first node: "Op (node '...')".
+    got = sorted(set(re.findall(r"([A-Za-z.]+) \(node '", p.stderr)))
+    want = expected_cuda_refusals().get(args.model, [])
+    result["cuda_refused_ops"] = got
+    if got != want:
+        raise Failure(f"the CUDA backend would refuse {got or 'nothing'}, expected "
+                      f"{want or 'nothing'} (tests/zoo/expected_cuda_refusals.txt): "
+                      + p.stderr.strip())
+
+
 def train(args, src, out, result, precision, steps_to_run=STEPS):
     log = os.path.join(out, precision + ".jsonl")
     run([args.ampc, "train", os.path.join(out, precision + ".plan"), "--data",
@@ -223,6 +261,7 @@ def check(args, result):
     os.makedirs(out, exist_ok=True)
     gradient_check(args, cache, out, result)
     compile_all(args, cache, out, result)
+    cuda_check(args, cache, out, result)
     train(args, cache, out, result, "fp16")
     train(args, cache, out, result, "bf16")
     result["status"] = "pass"
