@@ -56,7 +56,9 @@ bool attributes_supported(const Node& n, Kind kind) {
     const bool ok = (kind == Kind::kCast && a.name == "to" && a.kind == ir::AttrKind::kInt) ||
                     (kind == Kind::kCast && a.name == "saturate") ||
                     (n.op_type == "IsInf" && a.kind == ir::AttrKind::kInt &&
-                     (a.name == "detect_positive" || a.name == "detect_negative"));
+                     (a.name == "detect_positive" || a.name == "detect_negative")) ||
+                    (n.op_type == "HardSigmoid" && a.kind == ir::AttrKind::kFloat &&
+                     (a.name == "alpha" || a.name == "beta"));
     if (!ok) return false;
   }
   return kind != Kind::kCast || n.attr("to") != nullptr;
@@ -85,6 +87,7 @@ bool types_supported(const Node& n, Kind kind) {
     case Kind::kVariadic:
       return !in.empty() && all_same_float();
     case Kind::kUnary:
+    case Kind::kHard:
     case Kind::kPredicate:
       return in.size() == 1 && is_float_type(in[0]);
     case Kind::kNot:

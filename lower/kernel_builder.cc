@@ -220,6 +220,29 @@ class Emitter {
     return acc_t == t ? acc : add("cast", t, {acc});
   }
 
+  // HardSigmoid max(0, min(1, alpha * x + beta)) and HardSwish x * max(0, min(1, x / 6 + 0.5))
+  // as the CPU ops compute them (runtime/cpu/ops/elementwise_math.cc): every operation in the
+  // opmath type (fp32 for 16-bit x), one rounding at the end, and std::min(1, t) /
+  // std::max(0, t) with the constant first (clamp_max(1, t) is t < 1 ? t : 1, so a NaN t gives 1
+  // there, as on the CPU).
+  int hard_activation(const Node& n, DType t) {
+    const DType m = is_16bit(t) ? DType::kFloat32 : t;
+    int x = value(n.inputs[0]);
+    if (m != t) x = add("cast", m, {x});
+    int u;
+    if (n.op_type == "HardSigmoid") {
+      const ir::Attribute* alpha = n.attr("alpha");
+      const ir::Attribute* beta = n.attr("beta");
+      u = add("mul", m, {constant(alpha ? alpha->f : 0.2f, m), x});
+      u = add("add", m, {u, constant(beta ? beta->f : 0.5f, m)});
+    } else {
+      u = add("add", m, {add("div", m, {x, constant(6, m)}), constant(0.5, m)});
+    }
+    u = add("clamp_min", m, {constant(0, m), add("clamp_max", m, {constant(1, m), u})});
+    if (n.op_type == "HardSwish") u = add("mul", m, {x, u});
+    return m == t ? u : add("cast", t, {u});
+  }
+
   int emit(const Node& n) {
     const DType out = n.outputs[0]->type.dtype;
     const std::string& op = n.op_type;
@@ -230,6 +253,7 @@ class Emitter {
     }
     if (op == "Sum" || op == "Mean" || op == "Max" || op == "Min")
       return variadic(n, n.inputs[0]->type.dtype);
+    if (op == "HardSigmoid" || op == "HardSwish") return hard_activation(n, out);
     if (op == "Clip") {  // the CPU op's min(max(x, lo), hi), each bound only when given
       int x = value(n.inputs[0]);
       if (n.inputs.size() > 1) x = add("clamp_min", out, {x, value(n.inputs[1])});

@@ -45,6 +45,7 @@ enum class FusedForm : unsigned char {
   kLogic,      // two bool operands
   kWhere,      // bool condition, two operands of one type
   kClip,       // Clip: one float operand, then its bounds as scalars of its type
+  kHard,       // HardSigmoid, HardSwish: one float operand, computed in its opmath type
   kPredicate,  // one float operand, bool result (IsNaN, IsInf)
   kCast,
   kIdentity,
@@ -57,7 +58,8 @@ struct OpInfo {
   Precision precision = Precision::kFollow;
   FusedForm fused = FusedForm::kNone;
   // The kernel instruction (kernels/codegen/instr_set.h) of a fused op with a one-to-one
-  // instruction; empty for the forms the builder expands (variadic, Clip, Cast, Identity).
+  // instruction; empty for the forms the builder expands (variadic, Clip, the hard
+  // activations, Cast, Identity).
   std::string_view instruction;
   // Unfused, the memory plan may write its output over an input it reads last (its output
   // element i depends only on input element i).

@@ -83,12 +83,14 @@ std::vector<OpInfo> rows() {
       exact(fused("Cast", F::kCast, {}, kInPlace, P::kKeep)),
       // Clip (ReLU6, Hardtanh, clamp): a bound at a time, the builder's clamp instructions.
       exact(fused("Clip", F::kClip, {}, kInPlace)),
+      // HardSigmoid, HardSwish (MobileNet v3): the CPU op's expression as instructions.
+      exact(fused("HardSigmoid", F::kHard, {}, kInPlace)),
+      exact(fused("HardSwish", F::kHard, {}, kInPlace)),
       // Elementwise, unfused.
       elementwise("Cos", kInPlace),
       elementwise("Sin", kInPlace),
       elementwise("Elu", kInPlace),
       elementwise("Gelu", kInPlace),
-      elementwise("HardSigmoid", kInPlace),
       elementwise("LeakyRelu", kInPlace),
       elementwise("Mod", kInPlace),
       elementwise("PRelu", kInPlace),

@@ -9,10 +9,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "base/half.h"
 #include "driver/pipeline.h"
 #include "ir/verifier.h"
 #include "kernels/codegen/codegen.h"
@@ -489,6 +491,57 @@ TEST(Fusion, ClipWithScalarBoundsFusesAsBoundInstructions) {
   unfused.model.graph->nodes.back()->attributes.push_back(ir::Attribute::make_float("max", 6));
   for (const auto& n : unfused.model.graph->nodes)
     EXPECT_FALSE(lower::is_fusible(*n)) << n->label();
+}
+
+// HardSigmoid (its attributes and its defaults) and HardSwish, fused as the CPU ops' expressions
+// (lowered for a CUDA target, where each becomes a kernel; the CPU backend runs that plan with
+// its host JIT), against the unfused plan (the CPU ops) in every float type, on values around
+// the kinks at -3 and 3, zeros of both signs, infinities and NaN: the same bits.
+TEST(Fusion, HardActivationsGiveTheCpuOpsBits) {
+  const float specials[] = {-0.0f,
+                            0.0f,
+                            -3.0f,
+                            3.0f,
+                            -2.9999f,
+                            2.9999f,
+                            1e30f,
+                            -1e30f,
+                            std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity(),
+                            std::nanf(""),
+                            0.1f};
+  for (DType t : {kF32, DType::kFloat64, DType::kFloat16, DType::kBFloat16}) {
+    Builder b;
+    ir::Value* x = b.input("x", {64}, t);
+    b.output(b.op("HardSigmoid", {x}, {64}, t));
+    ir::Node* custom = b.model.graph->nodes.back().get();
+    custom->attributes.push_back(ir::Attribute::make_float("alpha", 0.3f));
+    custom->attributes.push_back(ir::Attribute::make_float("beta", 0.45f));
+    b.output(b.op("HardSigmoid", {x}, {64}, t));
+    b.output(b.op("HardSwish", {x}, {64}, t));
+    for (const auto& n : b.model.graph->nodes) EXPECT_TRUE(lower::is_fusible(*n)) << n->label();
+    const lower::Lowering lowered =
+        lower::lower_graph(b.model, {.fuse = true, .target = "cuda:sm_90"});
+    lower::EmitOptions emit;
+    emit.lowering = &lowered;
+    rt::cpu::Executor fused(lower::emit_plan(b.model, emit));
+    rt::cpu::Executor unfused(lower::emit_plan(b.model, {}));
+    rt::Tensor xv(t, {64});
+    for (int i = 0; i < 64; ++i) {
+      const float v = i < 12 ? specials[i] : 0.23f * static_cast<float>(i) - 8.0f;
+      if (t == kF32) xv.data<float>()[i] = v;
+      if (t == DType::kFloat64) xv.data<double>()[i] = v;
+      if (t == DType::kFloat16) xv.data<Half>()[i] = float_to_half(v);
+      if (t == DType::kBFloat16) xv.data<BFloat16>()[i] = float_to_bf16(v);
+    }
+    const auto got = fused.run({{"x", xv}});
+    const auto want = unfused.run({{"x", xv}});
+    ASSERT_EQ(got.size(), 3u);
+    for (const auto& [name, w] : want) {
+      const rt::Tensor& g = got.at(name);
+      EXPECT_EQ(std::memcmp(g.raw(), w.raw(), w.nbytes()), 0) << name << " " << dtype_name(t);
+    }
+  }
 }
 
 // passes/recompute_casts.h: an fp16 copy read early and again much later, whose fp32 source

@@ -28,9 +28,9 @@ namespace {
 constexpr const char* kPatternNames[] = {"opaque", "elementwise",   "rowwise", "reduction",
                                          "gemm",   "data movement", "view"};
 constexpr const char* kPrecisionNames[] = {"follow", "allow", "deny", "keep"};
-constexpr const char* kFusedNames[] = {"-",         "arith", "pow",     "variadic", "unary",
-                                       "compare",   "not",   "logic",   "where",    "clip",
-                                       "predicate", "cast",  "identity"};
+constexpr const char* kFusedNames[] = {"-",       "arith",     "pow",   "variadic", "unary",
+                                       "compare", "not",       "logic", "where",    "clip",
+                                       "hard",    "predicate", "cast",  "identity"};
 static_assert(std::size(kPatternNames) == static_cast<size_t>(ops::Pattern::kView) + 1);
 static_assert(std::size(kPrecisionNames) == static_cast<size_t>(ops::Precision::kKeep) + 1);
 static_assert(std::size(kFusedNames) == static_cast<size_t>(ops::FusedForm::kIdentity) + 1);
