@@ -1,9 +1,10 @@
 // The legalize stage (lower/legalize.h): each op's ONNX attributes, opset and
 // operands against the typed parameters the ONNX specification implies (defaults, negative
 // axes, Softmax's 2-D coercion before opset 13, BatchNormalization's outputs before opset 14,
-// a Reduce op's axes input, Dropout's mode by opset), invalid attributes refused with the node named, and compiled
-// plans with no attribute left on a typed step. The numerics of the ops that read these
-// parameters are checked against ONNX's test data (conformance) and PyTorch (oracle, zoo).
+// a Reduce op's axes input, Dropout's mode by opset), invalid attributes refused with the node
+// named, and compiled plans with no attribute left on a typed step. The numerics of the ops that
+// read these parameters are checked against ONNX's test data (conformance) and PyTorch (oracle,
+// zoo).
 #include "lower/legalize.h"
 
 #include <gmock/gmock.h>
