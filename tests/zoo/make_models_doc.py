@@ -38,7 +38,9 @@ plan (`ampc compile --train --precision fp16 --target cpu`, this machine, 2 shar
 of ampc's fp32 step and PyTorch float32's beside it, and their ratio; fp16 / bf16: the 10-step
 runs (first -> last loss, skipped steps); casts autocast inserts into the fp16 forward
 (`inspect --precision-report`); arena fp16/fp32: the activation arena of the fp16 training
-plan over the fp32 plan's.
+plan over the fp32 plan's; CUDA: whether the CUDA backend would load the bf16 training plan
+compiled for cuda:sm_90 (every step's builder, the device layout and the library checks, run
+without a GPU by `ampc compile`), or the ops it would refuse (`tests/zoo/expected_cuda_refusals.txt`).
 
 A row "not run" is a model the results folder has no result for (the table shows the last
 run of each model); "refused" rows are listed in `tests/zoo/expected_refusals.txt`.
@@ -60,17 +62,24 @@ def fmt_run(r):
     return f"ok ({r['first_loss']:.3g} -> {r['last_loss']:.3g}, {r['skipped']}{of} skipped)"
 
 
+def fmt_cuda(r):
+    ops = r.get("cuda_refused_ops")
+    if not isinstance(ops, list):
+        return "-"
+    return "loads" if not ops else "refused: " + ", ".join(ops)
+
+
 def row(name, r):
     if r is None:
-        return f"| {name} | | | | | | not run | | | |"
+        return f"| {name} | | | | | | not run | | | | |"
     status = r.get("status")
     params = f"{r.get('parameters', 0):,}"
     if status == "not exportable":
-        return f"| {name} | {params} | | | | | {r['reason']} | | | |"
+        return f"| {name} | {params} | | | | | {r['reason']} | | | | |"
     if status != "pass":
         why = r.get("expected_reason") or ""
         return (f"| {name} | {params} | {len(r.get('onnx_ops', []))} | | | | "
-                f"**{status}**: {why} ({r.get('reason', '')}) | | | |")
+                f"**{status}**: {why} ({r.get('reason', '')}) | | | | |")
     a16 = (r.get("plan_fp16") or {}).get("arena_bytes")
     a32 = (r.get("plan_fp32") or {}).get("arena_bytes")
     arena = f"{a16 / a32:.2f}" if a16 and a32 else "-"
@@ -79,7 +88,7 @@ def row(name, r):
     return (f"| {name} | {params} | {len(r['onnx_ops'])} | {r['compile_s_fp16']:.1f} s | "
             f"{r['grad_error']:.2g}{kinks} | {r['torch32_error']:.2g} ({r['grad_ratio']:.2f}x) | "
             f"{fmt_run(r.get('train_fp16'))} | {fmt_run(r.get('train_bf16'))} | "
-            f"{r.get('casts_fp16', '-')} | {arena} |")
+            f"{r.get('casts_fp16', '-')} | {arena} | {fmt_cuda(r)} |")
 
 
 def main():
@@ -94,8 +103,9 @@ def main():
                 results[name] = json.load(f)
     lines = [HEADER,
              "| model | parameters | ONNX ops | compile fp16 | gradient error | PyTorch fp32 "
-             "error (ratio) | fp16 10 steps | bf16 10 steps | casts (fp16) | arena fp16/fp32 |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "error (ratio) | fp16 10 steps | bf16 10 steps | casts (fp16) | arena fp16/fp32 | "
+             "CUDA |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for name in zoo_models.MODELS:
         lines.append(row(name, results.get(name)))
     passed = [r for r in results.values() if r.get("status") == "pass"]
@@ -104,6 +114,12 @@ def main():
     lines.append(f"{len(results)} models tried, {len(passed)} pass; "
                  + (", ".join(f"{r['model']}: {r['status']}" for r in other) or "none refused")
                  + ".")
+    cuda = [r for r in passed if isinstance(r.get("cuda_refused_ops"), list)]
+    if cuda:
+        loads = [r for r in cuda if not r["cuda_refused_ops"]]
+        lines.append(f"The CUDA backend would load {len(loads)} of {len(cuda)} of these training "
+                     "plans (cuda:sm_90, bf16); docs/cuda-backend.md (Limits) names what the "
+                     "others need.")
     if passed:
         worst = max(passed, key=lambda r: r["grad_ratio"])
         slow = max(passed, key=lambda r: r["compile_s_fp16"])
