@@ -3,6 +3,7 @@
 // came from (adding up where an element was read several times); padding gets none.
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include "passes/autodiff/gradient_registry.h"
 
@@ -118,8 +119,64 @@ void split(GradContext& c) {
   c.set_input_grad(0, c.b.op("Concat", parts, c.input(0)->type, attrs(axis_attr(axis))));
 }
 
+// Pad of axis a of g by `before` and `after` zeros.
+Value* pad_axis(GradContext& c, Value* g, size_t a, int64_t before, int64_t after) {
+  if (before == 0 && after == 0) return g;
+  Shape s = shape_of(g);
+  const size_t rank = s.size();
+  Shape pads(2 * rank, 0);
+  pads[a] = before;
+  pads[a + rank] = after;
+  s[a] += before + after;
+  return c.b.op("Pad", {g, c.b.ints(pads)}, {g->type.dtype, s});
+}
+
+// Elements [start, start + size) of axis a of g, with `step` (-1: reversed from start).
+Value* slice_of(GradContext& c, Value* g, size_t a, int64_t start, int64_t end, int64_t step,
+                int64_t size) {
+  Shape s = shape_of(g);
+  s[a] = size;
+  return c.b.op("Slice",
+                {g, c.b.ints({start}), c.b.ints({end}), c.b.ints({static_cast<int64_t>(a)}),
+                 c.b.ints({step})},
+                {g->type.dtype, s});
+}
+
+// Axis a of g (count elements, read from positions first + j * step of an axis of length dim)
+// put back in place: zeros at the positions not read.
+Value* unslice_axis(GradContext& c, Value* g, size_t a, int64_t dim, int64_t first, int64_t step,
+                    int64_t count) {
+  if (count == 0)
+    return c.b.filled(0.0, {g->type.dtype, [&] {
+                              Shape s = shape_of(g);
+                              s[a] = dim;
+                              return s;
+                            }()});
+  if (step < 0) {  // reversed, it reads first + (count - 1) * step upwards by -step
+    g = slice_of(c, g, a, -1, std::numeric_limits<int64_t>::min(), -1, count);
+    first += (count - 1) * step;
+    step = -step;
+  }
+  if (step > 1) {
+    Shape s = shape_of(g), with_axis;
+    for (size_t k = 0; k < s.size(); ++k) {
+      with_axis.push_back(s[k]);
+      if (k == a) with_axis.push_back(1);  // each element its own row of `step`
+    }
+    g = pad_axis(c, c.b.reshape(g, with_axis), a + 1, 0, step - 1);
+    s[a] = count * step;
+    g = c.b.reshape(g, s);
+    count *= step;
+    if (count > dim - first) {  // the zeros after the last element that reach past the end
+      g = slice_of(c, g, a, 0, dim - first, 1, dim - first);
+      count = dim - first;
+    }
+  }
+  return pad_axis(c, g, a, first, dim - first - count);
+}
+
 // Slice: the effective start, step and count of each axis (ONNX clamping rules); the
-// gradient is padded back with zeros (unit steps) or scattered to the flat positions read.
+// gradient is padded back with zeros (unit steps), or spaced out first (other steps).
 void slice(GradContext& c) {
   const Shape& in = shape_of(c.input(0));
   const auto rank = in.size();
@@ -158,21 +215,13 @@ void slice(GradContext& c) {
     c.set_input_grad(0, c.b.op("Pad", {dy, c.b.ints(pads)}, c.input(0)->type));
     return;
   }
-  // Flat position in the input of each output element, in output order.
-  std::vector<int64_t> flat{0};
-  for (size_t a = 0; a < rank; ++a) {
-    std::vector<int64_t> next;
-    for (int64_t base : flat)
-      for (int64_t j = 0; j < count[a]; ++j) next.push_back(base * in[a] + first[a] + j * step[a]);
-    flat = std::move(next);
-  }
-  const auto n = static_cast<int64_t>(flat.size());
-  const int64_t total = ir::shape_numel(in);
-  const DType t = c.input(0)->type.dtype;
-  Value* dx = c.b.op("ScatterElements",
-                     {c.b.filled(0.0, {t, Shape{total}}), c.b.ints(flat), c.b.reshape(dy, {n})},
-                     {t, Shape{total}}, attrs(axis_attr(0)));
-  c.set_input_grad(0, c.b.reshape(dx, in));
+  // Strided: each axis in turn takes dy from its count back to the input's length, with data
+  // movement only (Slice, Reshape, Pad: ops every backend runs; the positions are distinct,
+  // so nothing adds). A negative step is a positive one over dy reversed; a step s > 1 spaces
+  // dy out with s - 1 zeros after each element (an axis of size 1 padded to s, merged).
+  Value* g = dy;
+  for (size_t a = 0; a < rank; ++a) g = unslice_axis(c, g, a, in[a], first[a], step[a], count[a]);
+  c.set_input_grad(0, g);
 }
 
 void where(GradContext& c) {
