@@ -4,6 +4,7 @@
 
 #include "base/bf16_avx512.h"
 #include "base/cpu_features.h"
+#include "base/half.h"
 
 namespace ampc::kernels::twin {
 namespace {
@@ -38,8 +39,7 @@ AMPC_AVX512BW_INLINE void scatter(const int32_t* arg, int64_t outputs, const T* 
   for (int64_t o = 0; o < outputs; ++o) {
     float d;
     if constexpr (sizeof(T) == 2) {
-      const uint32_t bits = static_cast<uint32_t>(dy[o]) << 16;
-      __builtin_memcpy(&d, &bits, 4);
+      d = bf16_to_float(BFloat16{dy[o]});  // exact widening
     } else {
       d = dy[o];
     }

@@ -146,12 +146,11 @@ Value* slice_of(GradContext& c, Value* g, size_t a, int64_t start, int64_t end, 
 // put back in place: zeros at the positions not read.
 Value* unslice_axis(GradContext& c, Value* g, size_t a, int64_t dim, int64_t first, int64_t step,
                     int64_t count) {
-  if (count == 0)
-    return c.b.filled(0.0, {g->type.dtype, [&] {
-                              Shape s = shape_of(g);
-                              s[a] = dim;
-                              return s;
-                            }()});
+  if (count == 0) {  // nothing read along this axis
+    Shape s = shape_of(g);
+    s[a] = dim;
+    return c.b.filled(0.0, {g->type.dtype, s});
+  }
   if (step < 0) {  // reversed, it reads first + (count - 1) * step upwards by -step
     g = slice_of(c, g, a, -1, std::numeric_limits<int64_t>::min(), -1, count);
     first += (count - 1) * step;

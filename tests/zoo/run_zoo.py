@@ -59,15 +59,20 @@ def script_hash():
     return h.hexdigest()[:12]
 
 
-def expected_refusals():
+def listing(filename):
+    """MODEL: text lines of a tests/zoo listing (comments and blank lines skipped)."""
     out = {}
-    with open(os.path.join(HERE, "expected_refusals.txt")) as f:
+    with open(os.path.join(HERE, filename)) as f:
         for line in f:
             line = line.strip()
             if line and not line.startswith("#"):
-                name, _, reason = line.partition(":")
-                out[name.strip()] = reason.strip()
+                name, _, rest = line.partition(":")
+                out[name.strip()] = rest.strip()
     return out
+
+
+def expected_refusals():
+    return listing("expected_refusals.txt")
 
 
 def run(cmd, what, timeout=600):
@@ -166,14 +171,8 @@ def compile_all(args, src, out, result):
 
 
 def expected_cuda_refusals():
-    out = {}
-    with open(os.path.join(HERE, "expected_cuda_refusals.txt")) as f:
-        for line in f:
-            line = line.strip()
-            if line and not line.startswith("#"):
-                name, _, ops = line.partition(":")
-                out[name.strip()] = sorted(o.strip() for o in ops.split(",") if o.strip())
-    return out
+    return {name: sorted(o.strip() for o in ops.split(",") if o.strip())
+            for name, ops in listing("expected_cuda_refusals.txt").items()}
 
 
 def cuda_check(args, src, out, result):
