@@ -232,6 +232,48 @@ void window_params(const Attrs& a, const WindowOp& op, const StepOperands& in,
   }
 }
 
+// ConvTranspose: the window of the convolution it transposes (kernel_shape defaulting to the
+// weights'), the output padding, and the output's spatial sizes when the node fixes them
+// (output_shape may also list N and C: the last n are kept).
+void conv_transpose_params(const Attrs& a, const StepOperands& in, plan::WindowParams* p) {
+  window_params(a, {0, false, false, false, true, false}, in, p);
+  const auto n = static_cast<size_t>(p->strides_size());
+  const auto out_pad = a.attr_ints("output_padding", std::vector<int64_t>(n, 0));
+  auto out_shape = a.attr_ints("output_shape");
+  if (out_shape.size() == n + 2) out_shape.erase(out_shape.begin(), out_shape.begin() + 2);
+  if (out_pad.size() != n || (!out_shape.empty() && out_shape.size() != n)) {
+    a.fail("output_padding or output_shape do not match the " + std::to_string(n) +
+           " spatial dimensions of the input");
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (out_pad[i] < 0 || (!out_shape.empty() && out_shape[i] < 0))
+      a.fail("output_padding and output_shape must not be negative");
+  }
+  p->mutable_output_padding()->Add(out_pad.begin(), out_pad.end());
+  p->mutable_output_shape()->Add(out_shape.begin(), out_shape.end());
+}
+
+// DepthToSpace (its mode: DCR by default) and SpaceToDepth (no mode).
+void block_params(const Attrs& a, bool depth_to_space, plan::BlockParams* p) {
+  p->set_blocksize(a.attr_int("blocksize"));
+  if (p->blocksize() <= 0) a.fail("attribute 'blocksize' must be positive");
+  if (!depth_to_space) return;
+  const std::string mode = a.attr_string("mode", "DCR");
+  if (mode != "DCR" && mode != "CRD")
+    a.fail("attribute 'mode' value '" + mode + "' is not supported");
+  p->set_crd(mode == "CRD");
+}
+
+// ConstantOfShape: the value attribute (one element of any non-string type), fp32 0 without it.
+void fill_params(const Attrs& a, plan::FillParams* p) {
+  std::optional<rt::Tensor> value = a.attr_tensor("value");
+  if (!value) value = rt::Tensor(DType::kFloat32, {1});
+  if (value->numel() != 1 || value->dtype() == DType::kString)
+    a.fail("attribute 'value' must hold one number");
+  p->set_dtype(static_cast<int32_t>(value->dtype()));
+  p->set_value(std::string(static_cast<const char*>(value->raw()), dtype_size(value->dtype())));
+}
+
 // The loss scaler's update: torch's defaults (GradScaler), optional bounds.
 void scale_update_params(const Attrs& a, plan::ScaleUpdateParams* p) {
   p->set_growth_factor(a.attr_float("growth_factor", 2.0f));
@@ -328,6 +370,18 @@ const detail::Fillers& fillers() {
         gemm_params(a, s, s.mutable_gemm());
       };
     }
+    t["ConvTranspose"] = [](const Attrs& a, plan::Step& s, const StepOperands& in) {
+      conv_transpose_params(a, in, s.mutable_window());
+    };
+    t["DepthToSpace"] = [](const Attrs& a, plan::Step& s, const StepOperands&) {
+      block_params(a, true, s.mutable_block());
+    };
+    t["SpaceToDepth"] = [](const Attrs& a, plan::Step& s, const StepOperands&) {
+      block_params(a, false, s.mutable_block());
+    };
+    t["ConstantOfShape"] = [](const Attrs& a, plan::Step& s, const StepOperands&) {
+      fill_params(a, s.mutable_fill());
+    };
     t["Dropout"] = [](const Attrs& a, plan::Step& s, const StepOperands&) {
       dropout_params(a, s.mutable_dropout());
     };

@@ -3,8 +3,9 @@
 // both backends run with hand-written kernels or library calls: Softmax, LogSoftmax, Hardmax,
 // LayerNormalization, InstanceNormalization, the Reduce* ops, BatchNormalization,
 // SoftmaxCrossEntropyLoss, NegativeLogLikelihoodLoss, MaxPool, AveragePool, LpPool, GlobalLpPool,
-// Conv, ConvInteger, their ampc forms and gradients, MatMul and Gemm, Dropout, and the loss
-// scaler's ampc.UpdateScale and ampc.ClipGradNorm. Defaults, opset differences (Softmax's 2-D
+// Conv, ConvInteger, their ampc forms and gradients, ConvTranspose, MatMul and Gemm, Dropout,
+// DepthToSpace, SpaceToDepth, ConstantOfShape, and the loss scaler's ampc.UpdateScale and
+// ampc.ClipGradNorm. Defaults, opset differences (Softmax's 2-D
 // coercion before opset 13, BatchNormalization's training outputs before opset 14), negative axes,
 // a Reduce op's axes input and auto_pad's spelling are settled here, so the backends cannot read
 // them differently. Plan emission then adds what the compiler folded into a GEMM call (the

@@ -5,6 +5,7 @@
 // contiguous along the last dimension, the source along another one) go through 32 x 32 tiles
 // in shared memory, so that both reads and writes are coalesced.
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 #include "kernels/cuda/copy.h"
@@ -36,6 +37,11 @@ __global__ void contiguous_copy_kernel(const uint4* __restrict__ src, uint4* __r
                                        uint8_t* __restrict__ dst_tail, int64_t tail) {
   AMPC_GRID_STRIDE(int64_t, i, vec) dst[i] = src[i];
   AMPC_GRID_STRIDE(int64_t, i, tail) dst_tail[i] = src_tail[i];
+}
+
+template <typename U>
+__global__ void fill_kernel(U value, U* __restrict__ dst, int64_t numel) {
+  AMPC_GRID_STRIDE(int64_t, i, numel) dst[i] = value;
 }
 
 // Transpose tiles: dimension p (source stride 1) and the last dimension (destination stride
@@ -188,6 +194,18 @@ void contiguous_copy(DType dtype, const void* src, void* dst, int64_t numel, cud
         static_cast<const uint4*>(src), static_cast<uint4*>(dst), vec,
         static_cast<const uint8_t*>(src) + vec * 16, static_cast<uint8_t*>(dst) + vec * 16, tail);
     detail::check_launch("contiguous_copy");
+  });
+}
+
+void fill(DType dtype, const void* value, void* dst, int64_t numel, cudaStream_t stream) {
+  sh::visit_bits(dtype, "fill", [&](auto tag) {
+    using U = typename decltype(tag)::type;
+    if (numel <= 0) return;
+    U bits;
+    std::memcpy(&bits, value, sizeof(U));
+    fill_kernel<<<grid_for(numel), detail::kThreads, 0, stream>>>(bits, static_cast<U*>(dst),
+                                                                  numel);
+    detail::check_launch("fill");
   });
 }
 

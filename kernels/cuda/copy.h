@@ -1,5 +1,5 @@
 // Data movement on the device: one generic strided copy (Transpose, Slice with any steps,
-// Expand, Tile, view materialisation), a contiguous copy, and Concat / Split built on it.
+// Expand, Tile, view materialisation), a contiguous copy, a fill, and Concat / Split built on it.
 // All launches are asynchronous on `stream`, allocate nothing and never synchronise, so they
 // may be captured in a CUDA Graph. Shapes and strides are host values (in elements); they
 // travel to the kernel by value. Unsupported cases throw ampc::Error.
@@ -27,6 +27,10 @@ void strided_copy(DType dtype, const std::vector<int64_t>& shape, const void* sr
 
 // dst[i] = src[i] for i < numel (128-bit loads and stores when the pointers allow).
 void contiguous_copy(DType dtype, const void* src, void* dst, int64_t numel, cudaStream_t stream);
+
+// dst[i] = the element whose bytes `value` holds (host memory, read at the call: the launch
+// carries it by value) for i < numel (ConstantOfShape).
+void fill(DType dtype, const void* value, void* dst, int64_t numel, cudaStream_t stream);
 
 // Concat along an axis of tensors viewed as [outer, axis_sizes[k], inner]: out is
 // [outer, sum(axis_sizes), inner]. One launch per input.

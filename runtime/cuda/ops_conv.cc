@@ -1,9 +1,11 @@
-// Conv, ampc.Conv (the same op with bf16, passes/autocast.cc) and ampc.ConvGrad (dX, dW, dB;
-// runtime/cpu/ops/grad_ops.cc) through cuDNN (cudnn_conv.h); the bias is added by
-// kernels/cuda/bias.h, the bias gradient is the reduction kernel's sum of dY over all axes but
-// the channels. The window geometry is the CPU backend's (nn::window_geometry) from the step's
-// typed WindowParams, so both backends derive it alike; asymmetric padding is refused.
+// Conv, ampc.Conv (the same op with bf16, passes/autocast.cc), ampc.ConvGrad (dX, dW, dB;
+// runtime/cpu/ops/grad_ops.cc) and ConvTranspose (a backward-data pass) through cuDNN
+// (cudnn_conv.h); the bias is added by kernels/cuda/bias.h, the bias gradient is the reduction
+// kernel's sum of dY over all axes but the channels. The window geometry is the CPU backend's
+// (nn::window_geometry, nn::conv_transpose_geometry) from the step's typed WindowParams, so both
+// backends derive it alike; a padding cuDNN's symmetric one cannot stand for is refused.
 #include <array>
+#include <functional>
 #include <memory>
 
 #include "kernels/cuda/bias.h"
@@ -15,6 +17,20 @@
 
 namespace ampc::rt::cuda {
 namespace {
+
+// Whether cuDNN's symmetric padding (the begin pad at both ends) gives the convolution of
+// geometry g along `slot` its windows: when the end pad equals the begin pad, or when the other
+// end pad leaves the same number of windows (an end pad no window reaches, as the gradient of a
+// ConvTranspose with output padding has). The same windows read the same values: the output.
+bool symmetric_serves(const kernels::cpu::ConvGeom& g, size_t slot) {
+  if (g.pad[slot] == g.pad_end[slot]) return true;
+  const int64_t reach = (g.kernel[slot] - 1) * g.dilation[slot] + 1;
+  auto windows = [&](int64_t end) {
+    const int64_t span = g.image[slot] + g.pad[slot] + end - reach;
+    return span < 0 ? int64_t{0} : span / g.stride[slot] + 1;
+  };
+  return windows(g.pad[slot]) == windows(g.pad_end[slot]);
+}
 
 // The convolution of X (input x_index) with W (input w_index) under the step's attributes.
 ConvShape conv_shape(const StepContext& ctx, int x_index, int w_index,
@@ -38,7 +54,7 @@ ConvShape conv_shape(const StepContext& ctx, int x_index, int w_index,
   std::vector<int64_t> expect = {s.x[0], s.w[0]};
   for (size_t i = 0; i < n; ++i) {
     const size_t slot = 3 - n + i;
-    if (g.pad[slot] != g.pad_end[slot]) {
+    if (!symmetric_serves(g, slot)) {
       ctx.fail("asymmetric padding (" + std::to_string(g.pad[slot]) + " before, " +
                std::to_string(g.pad_end[slot]) + " after) is not supported by cuDNN");
     }
@@ -61,22 +77,30 @@ ConvShape check_conv(const StepContext& ctx) {
   return s;
 }
 
-Launch build_conv(StepContext& ctx) {
-  const ConvShape s = check_conv(ctx);
-  auto conv = std::make_shared<CudnnConv>(ctx.handles().dnn, s, true, false, false, ctx.label());
+// `pass` (a cuDNN call writing output 0, Y [N, M, spatial...] of type dtype), then B (input 2,
+// when given) added over the N * M planes of Y.
+Launch then_bias(const StepContext& ctx, const std::vector<int64_t>& y_shape, DType dtype,
+                 std::function<void(void* y, cudaStream_t)> pass) {
   const bool bias = ctx.has_input(2);
-  const WorkspacePtr ws = ctx.workspace(static_cast<int64_t>(conv->workspace_bytes()));
-  const DevPtr x = ctx.in(0), w = ctx.in(1), b = ctx.in(2), y = ctx.out(0);
-  // y [N, M, spatial...]: the bias over N * M planes of the spatial size.
-  const int64_t planes_n = s.y[0], channels = s.y[1];
+  const DevPtr b = ctx.in(2), y = ctx.out(0);
+  const int64_t planes_n = y_shape[0], channels = y_shape[1];
   int64_t spatial = 1;
-  for (size_t i = 2; i < s.y.size(); ++i) spatial *= s.y[i];
-  const DType dtype = s.dtype;
+  for (size_t i = 2; i < y_shape.size(); ++i) spatial *= y_shape[i];
   return [=](cudaStream_t stream) {
-    conv->forward(x.get(), w.get(), y.get(), ws.get(), stream);
+    pass(y.get(), stream);
     if (bias)
       kernels::cuda::add_channel_bias(dtype, y.get(), b.get(), planes_n, channels, spatial, stream);
   };
+}
+
+Launch build_conv(StepContext& ctx) {
+  const ConvShape s = check_conv(ctx);
+  auto conv = std::make_shared<CudnnConv>(ctx.handles().dnn, s, true, false, false, ctx.label());
+  const WorkspacePtr ws = ctx.workspace(static_cast<int64_t>(conv->workspace_bytes()));
+  const DevPtr x = ctx.in(0), w = ctx.in(1);
+  return then_bias(ctx, s.y, s.dtype, [=](void* y, cudaStream_t stream) {
+    conv->forward(x.get(), w.get(), y, ws.get(), stream);
+  });
 }
 
 // ConvGrad's checks (no library call): the shape, the outputs' types and shapes.
@@ -131,6 +155,65 @@ Launch build_conv_grad(StepContext& ctx) {
   };
 }
 
+// ConvTranspose is the backward-data pass of the convolution it transposes, as torch runs it
+// on cuDNN: that convolution's image is Y [N, M, out...], its filter W [C, M / group, k...], its
+// output X [N, C, in...]. The geometry is the CPU op's (cpu::nn::conv_transpose_geometry).
+// cuDNN pads both ends alike: it serves when that convolution of Y, padded by the begin pad at
+// both ends, has exactly X's sizes (torch's padding, with an output padding short of a stride);
+// other paddings are refused.
+ConvShape check_conv_transpose(const StepContext& ctx) {
+  const std::vector<int64_t> x = ctx.in_shape(0), w = ctx.in_shape(1);
+  ConvShape s;
+  s.dtype = ctx.in_dtype(0);
+  if (ctx.in_dtype(1) != s.dtype) ctx.fail("X and W have different element types");
+  cpu::nn::check_spatial_rank(ctx.attrs(), static_cast<int64_t>(x.size()));
+  s.group = plan::params<plan::WindowParams>(ctx.step()).group();
+  if (w.size() != x.size() || s.group <= 0 || x[1] != w[0] || x[1] % s.group) {
+    ctx.fail("X " + shape_str(x) + " and W " + shape_str(w) + " do not fit group " +
+             std::to_string(s.group));
+  }
+  const size_t n = x.size() - 2;
+  const std::vector<int64_t> in(x.begin() + 2, x.end()), kernel(w.begin() + 2, w.end());
+  const auto g = cpu::nn::conv_transpose_geometry(ctx.attrs(), in, kernel);
+  s.x = {x[0], w[1] * s.group};
+  s.w = w;
+  s.y = x;
+  for (size_t i = 0; i < n; ++i) {
+    const int slot = cpu::nn::geom_slot(i, n);
+    const int64_t out = g.image[slot], pad = g.pad[slot], stride = g.stride[slot];
+    const int64_t span = out + 2 * pad - ((g.kernel[slot] - 1) * g.dilation[slot] + 1);
+    if (pad < 0 || span < 0 || span / stride + 1 != in[i]) {
+      ctx.fail("its padding (begin " + std::to_string(pad) + ", output size " +
+               std::to_string(out) + " on spatial axis " + std::to_string(i) +
+               ") is not the symmetric padding cuDNN's backward data pass serves");
+    }
+    s.pads.push_back(pad);
+    s.strides.push_back(stride);
+    s.dilations.push_back(g.dilation[slot]);
+    s.x.push_back(out);
+  }
+  if (ctx.out_shape(0) != s.x || ctx.out_dtype(0) != s.dtype)
+    ctx.fail("the output " + describe_buffer(ctx.output(0)) + " is not X's type " + shape_str(s.x));
+  if (ctx.has_input(2) && (ctx.in_dtype(2) != s.dtype || ctx.in_numel(2) != s.x[1]))
+    ctx.fail("B " + describe_buffer(ctx.input(2)) + " must hold one value of X's type per channel");
+  return s;
+}
+
+Launch build_conv_transpose(StepContext& ctx) {
+  const ConvShape s = check_conv_transpose(ctx);
+  auto conv = std::make_shared<CudnnConv>(ctx.handles().dnn, s, false, true, false, ctx.label());
+  const WorkspacePtr ws = ctx.workspace(static_cast<int64_t>(conv->workspace_bytes()));
+  const DevPtr x = ctx.in(0), w = ctx.in(1);
+  // X is the transposed convolution's dY, Y its dX.
+  return then_bias(ctx, s.x, s.dtype, [=](void* y, cudaStream_t stream) {
+    conv->data_grad(x.get(), w.get(), y, ws.get(), stream);
+  });
+}
+
+bool is_conv_transpose(const plan::Step& step) {
+  return step.domain().empty() && step.op() == "ConvTranspose";
+}
+
 bool is_conv(const plan::Step& step) {
   return (step.domain().empty() || step.domain() == "ampc") && step.op() == "Conv";
 }
@@ -138,12 +221,15 @@ bool is_conv(const plan::Step& step) {
 }  // namespace
 
 bool uses_cudnn(const plan::Step& step) {
-  return is_conv(step) || (step.domain() == "ampc" && step.op() == "ConvGrad");
+  return is_conv(step) || is_conv_transpose(step) ||
+         (step.domain() == "ampc" && step.op() == "ConvGrad");
 }
 
 void check_conv_step(StepContext& ctx) {
   if (is_conv(ctx.step())) {
     (void)check_conv(ctx);
+  } else if (is_conv_transpose(ctx.step())) {
+    (void)check_conv_transpose(ctx);
   } else {
     (void)check_conv_grad(ctx);
   }
@@ -153,6 +239,7 @@ void register_conv_ops(BuilderTable& t) {
   t.add("", "Conv", build_conv);
   t.add("ampc", "Conv", build_conv);  // bf16 Conv (ONNX's Conv has no bf16)
   t.add("ampc", "ConvGrad", build_conv_grad);
+  t.add("", "ConvTranspose", build_conv_transpose);
 }
 
 }  // namespace ampc::rt::cuda

@@ -1,8 +1,8 @@
-// Data movement (Transpose, Slice, Expand, Concat, Split, Pad), Gather and ScatterND, integer
-// and bool elementwise ops with broadcasting, Where, Not and Cast on the hand-written kernels
-// (kernels/cuda), with the attributes read as the CPU operators read them
-// (runtime/cpu/ops/tensor_*.cc, elementwise_*.cc). Float elementwise math is not here: the
-// compiler turns it into generated kernels for CUDA targets.
+// Data movement (Transpose, Slice, Expand, Concat, Split, Pad, DepthToSpace, SpaceToDepth),
+// ConstantOfShape, Gather and ScatterND, integer and bool elementwise ops with broadcasting,
+// Where, Not and Cast on the hand-written kernels (kernels/cuda), with the attributes read as
+// the CPU operators read them (runtime/cpu/ops/tensor_*.cc, elementwise_*.cc). Float elementwise
+// math is not here: the compiler turns it into generated kernels for CUDA targets.
 #include <algorithm>
 #include <map>
 #include <memory>
@@ -59,6 +59,41 @@ Launch build_transpose(StepContext& ctx) {
     strides.push_back(in_strides[static_cast<size_t>(a)]);
   }
   return strided(ctx, shape, 0, strides);
+}
+
+// DepthToSpace / SpaceToDepth: the CPU op's transpose of a 6-D view (cpu::nn::block_move), as
+// one strided copy.
+Launch build_block_move(StepContext& ctx, bool to_space) {
+  const cpu::nn::BlockMove m = cpu::nn::block_move(ctx.attrs(), ctx.in_shape(0), to_space);
+  if (m.out != ctx.out_shape(0))
+    ctx.fail("the output " + describe_buffer(ctx.output(0)) + " is not " + shape_str(m.out));
+  const Shape view_strides = contiguous_strides(m.view);
+  Shape shape, strides;
+  for (int64_t p : m.perm) {
+    shape.push_back(m.view[static_cast<size_t>(p)]);
+    strides.push_back(view_strides[static_cast<size_t>(p)]);
+  }
+  return strided(ctx, shape, 0, strides);
+}
+
+// ConstantOfShape: the plan's output buffer (shapes are static) filled with the step's value
+// (FillParams); a shape input that is a constant of the plan must agree with that buffer.
+Launch build_constant_of_shape(StepContext& ctx) {
+  const plan::FillParams& p = plan::params<plan::FillParams>(ctx.step());
+  const auto dtype = static_cast<DType>(p.dtype());
+  if (!dtype_is_known(p.dtype()) || dtype == DType::kString ||
+      p.value().size() != dtype_size(dtype))
+    ctx.fail("the fill value is not one element of a known numeric type");
+  if (ctx.out_dtype(0) != dtype)
+    ctx.fail("the output " + describe_buffer(ctx.output(0)) + " is not of the value's type");
+  const plan::Buffer& shape = ctx.input(0);
+  if (shape.role() == plan::CONSTANT && shape.has_initial() &&
+      ctx.constant_ints(0, "the shape") != ctx.out_shape(0))
+    ctx.fail("the output " + describe_buffer(ctx.output(0)) + " does not have the given shape");
+  const std::string value = p.value();
+  const DevPtr out = ctx.out(0);
+  const int64_t numel = ctx.out_numel(0);
+  return [=](cudaStream_t stream) { kc::fill(dtype, value.data(), out.get(), numel, stream); };
 }
 
 Launch build_slice(StepContext& ctx) {
@@ -323,6 +358,9 @@ Launch build_cast(StepContext& ctx) {
 void register_tensor_ops(BuilderTable& t) {
   t.add("", "Transpose", build_transpose);
   t.add("", "Slice", build_slice);
+  t.add("", "ConstantOfShape", build_constant_of_shape);
+  t.add("", "DepthToSpace", [](StepContext& ctx) { return build_block_move(ctx, true); });
+  t.add("", "SpaceToDepth", [](StepContext& ctx) { return build_block_move(ctx, false); });
   t.add("", "Expand", build_expand);
   t.add("", "Concat", build_concat);
   t.add("", "Split", build_split);

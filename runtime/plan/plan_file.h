@@ -28,7 +28,10 @@ namespace ampc::plan {
 //    without an initial value (their masters', rounded): a version 5 runtime would refuse
 //    them as short of data.
 // 7: typed Dropout parameters (Step.params.dropout), which both backends now run.
-inline constexpr uint32_t kPlanFormatVersion = 7;
+// 8: typed parameters of ConvTranspose (WindowParams with output_padding and output_shape),
+//    DepthToSpace and SpaceToDepth (Step.params.block) and ConstantOfShape (Step.params.fill),
+//    in place of their attributes, which a version 7 runtime would still look for.
+inline constexpr uint32_t kPlanFormatVersion = 8;
 
 std::string serialize_plan(const Plan& plan);
 // The header (magic, version, size, checksum) followed by an already serialised payload.

@@ -8,7 +8,8 @@
 // overflows leaves every parameter and moment bit for bit unchanged on the device and backs
 // the scale off. An out-of-range index or label sets its step's error flag: that run's
 // collect reports it, the next run is clean. Training-mode Dropout draws the CPU backend's
-// masks (the mlp with a Dropout layer, fp32 and bf16, also resumed mid-run). The generated kernels'
+// masks (the mlp with a Dropout layer, fp32 and bf16, also resumed mid-run). ConvTranspose,
+// DepthToSpace, SpaceToDepth and ConstantOfShape train as on the CPU. The generated kernels'
 // exp, erf and sigmoid (kernels/shared/float_math.h, emitted for NVPTX as for the host) give the
 // CPU backend's bits. Without a device these print "skipped: no CUDA device" and skip (an unusable
 // CUDA, an old driver above all, fails instead); the load-time checks that need no device are
@@ -35,6 +36,7 @@
 #include "runtime/cuda/ptx_library.h"
 #include "runtime/data/batcher.h"
 #include "tests/gpu/require_device.h"
+#include "tests/support/layout_ops_model.h"
 #include "tests/support/mlp_variants.h"
 #include "tests/support/temp_dir.h"
 
@@ -74,15 +76,22 @@ std::string device_target() {
   return d.arch() >= 90 ? "cuda:sm_90" : "cuda:sm_80";
 }
 
-plan::Plan compile(const Case& c, double init_scale = 0) {
+// The training plan of the model at `path` for this device, with Adam at kLr.
+plan::Plan compile_file_for_device(const std::string& path, passes::Precision precision,
+                                   double init_scale = 0) {
   compiler::CompileOptions o;
   o.train = true;
   o.optimizer.kind = "adam";
   o.optimizer.lr = kLr;
-  o.autocast.precision = c.precision;
+  o.autocast.precision = precision;
   if (init_scale > 0) o.loss_scale.init_scale = init_scale;
   o.lowering.target = device_target();
-  return compiler::compile_file(source_dir() + "/models/" + c.model + ".onnx", o);
+  return compiler::compile_file(path, o);
+}
+
+plan::Plan compile(const Case& c, double init_scale = 0) {
+  return compile_file_for_device(source_dir() + "/models/" + c.model + ".onnx", c.precision,
+                                 init_scale);
 }
 
 // The first kSteps batches of the model's data set, in file order.
@@ -204,13 +213,7 @@ TEST(CudaDropout, TrainsLikeTheCpuBackendWithTheSameMasks) {
   test::write_mlp_with_dropout(source_dir() + "/models/mlp.onnx", path, 0.25f);
   for (auto precision : {passes::Precision::kFP32, passes::Precision::kBF16}) {
     const Case c{"mlp", "digits", precision};
-    compiler::CompileOptions o;
-    o.train = true;
-    o.optimizer.kind = "adam";
-    o.optimizer.lr = kLr;
-    o.autocast.precision = precision;
-    o.lowering.target = device_target();
-    const plan::Plan p = compiler::compile_file(path, o);
+    const plan::Plan p = compile_file_for_device(path, precision);
     const auto data = batches(c, p);
     rt::cpu::Executor cpu(p);
     cpu.set_random_state(5, 0);
@@ -238,6 +241,52 @@ TEST(CudaDropout, TrainsLikeTheCpuBackendWithTheSameMasks) {
       const float got = resumed.run(data[static_cast<size_t>(s)]).at("loss").data<float>()[0];
       EXPECT_NEAR(got, want[static_cast<size_t>(s)], tol * std::abs(want[static_cast<size_t>(s)]))
           << name_of(c) << " with Dropout, resumed, loss of step " << s;
+    }
+  }
+}
+
+// ConvTranspose (cuDNN's backward data pass, with bias, group 2 and output padding),
+// DepthToSpace (CRD), SpaceToDepth and ConstantOfShape, and their gradients
+// (tests/support/layout_ops_model.h), fp32 and bf16: the device's losses and parameters after
+// kSteps Adam steps are the CPU backend's within the precision's tolerance.
+TEST(CudaLayoutOps, TrainLikeTheCpuBackend) {
+  REQUIRE_CUDA_DEVICE();
+  test::TempDir dir;
+  const std::string path = dir / "layout_ops.onnx";
+  test::write_layout_ops_model(path);
+  rt::Tensor x(DType::kFloat32, {2, 4, 5, 5});
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = std::cos(0.37f * i);
+  for (auto precision : {passes::Precision::kFP32, passes::Precision::kBF16}) {
+    const plan::Plan p = compile_file_for_device(path, precision);
+    rt::cpu::Executor cpu(p);
+    rt::cuda::Executor gpu(p, {.device = 0, .pipeline_depth = kSteps});
+    std::vector<float> want;
+    for (int s = 0; s < kSteps; ++s) {
+      want.push_back(cpu.run({{"x", x}}).at("loss").data<float>()[0]);
+      gpu.submit({{"x", x}});
+    }
+    const auto outputs = gpu.collect();
+    const bool fp32 = precision == passes::Precision::kFP32;
+    const double tol = fp32 ? 1e-4 : 2e-2;
+    const std::string name = std::string(passes::precision_name(precision));
+    ASSERT_EQ(outputs.size(), static_cast<size_t>(kSteps));
+    for (int s = 0; s < kSteps; ++s) {
+      const float got = outputs[static_cast<size_t>(s)].at("loss").data<float>()[0];
+      EXPECT_NEAR(got, want[static_cast<size_t>(s)], tol * std::abs(want[static_cast<size_t>(s)]))
+          << name << ", loss of step " << s;
+    }
+    const auto cpu_state = cpu.state();
+    const auto gpu_state = gpu.state();
+    for (const auto& [state, w] : cpu_state) {
+      const rt::Tensor& g = gpu_state.at(state);
+      ASSERT_EQ(g.shape(), w.shape()) << state;
+      if (!is_float(w.dtype())) continue;
+      double scale = 0, worst = 0;
+      for (int64_t i = 0; i < w.numel(); ++i) {
+        scale = std::max(scale, std::abs(value(w, i)));
+        worst = std::max(worst, std::abs(value(g, i) - value(w, i)));
+      }
+      EXPECT_LE(worst, 2 * kSteps * kLr + (fp32 ? 1e-3 : 2e-2) * scale) << name << " " << state;
     }
   }
 }

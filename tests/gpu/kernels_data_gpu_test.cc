@@ -1,8 +1,9 @@
 // The data-movement, elementwise (integer / bool, Cast), Dropout, pooling and BatchNorm CUDA
-// kernels against their CPU twins (kernels/twin) on random inputs, on a device: every result must
-// be the twin's bit for bit (the twins run the kernels' per-element code in the kernels' order;
-// ScatterND and every sum are deterministic; Dropout's draws are counter-based). Two tests also
-// capture launches in a CUDA Graph.
+// kernels against their CPU twins (kernels/twin) on random inputs, on a device (and the fill
+// against the bytes it is given): every result must be the twin's bit for bit (the twins run
+// the kernels' per-element code in the kernels' order; ScatterND and every sum are
+// deterministic; Dropout's draws are counter-based). Two tests also capture launches in a CUDA
+// Graph.
 // Every test skips, saying so on stdout, without a CUDA device.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
@@ -214,6 +215,24 @@ TEST(KernelsDataGpu, StridedCopiesMatchTwins) {
     cu::contiguous_copy(DType::kUInt16, static_cast<uint16_t*>(a->dev) + shift,
                         static_cast<uint16_t*>(b->dev) + shift, n, nullptr);
     expect_same(*b, "contiguous_copy", 2);
+  }
+}
+
+// ConstantOfShape's fill: every element of 1-, 2-, 4- and 8-byte types (an odd count, so
+// that no width divides it) holds the value's bytes, as the CPU op's copy of them.
+TEST(KernelsDataGpu, FillWritesTheValueInEveryElement) {
+  AMPC_REQUIRE_DEVICE();
+  for (DType t : {DType::kBool, DType::kBFloat16, DType::kFloat32, DType::kInt64}) {
+    const size_t w = dtype_size(t);
+    const int64_t n = 100003;
+    Buf out(static_cast<size_t>(n) * w);
+    std::vector<uint8_t> value(w);
+    for (size_t b = 0; b < w; ++b) value[b] = static_cast<uint8_t>(0x3b + 17 * b);
+    if (t == DType::kBool) value[0] = 1;
+    for (int64_t i = 0; i < n; ++i) std::memcpy(out.h<uint8_t>() + i * w, value.data(), w);
+    CUDA_OK(cudaMemset(out.dev, 0, out.host.size()));
+    cu::fill(t, value.data(), out.dev, n, nullptr);
+    expect_same(out, "fill " + std::string(dtype_name(t)), w);
   }
 }
 

@@ -12,7 +12,9 @@
 //  - cuDNN's algorithm choice (no TF32 for fp32), the cuDNN handle only for convolutions,
 //    the sync-debug switch and the step names it reports;
 //  - the PTX choice and the refusal of plans without a static memory plan;
-//  - a training-mode Dropout: its step builds and reserves the run's random key.
+//  - a training-mode Dropout: its step builds and reserves the run's random key;
+//  - ConvTranspose, DepthToSpace, SpaceToDepth and ConstantOfShape build, and a ConvTranspose
+//    padding cuDNN cannot express is refused.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -36,6 +38,7 @@
 #include "runtime/cuda/op_builders.h"
 #include "runtime/cuda/ptx_library.h"
 #include "runtime/plan/gemm_rules.h"
+#include "tests/support/layout_ops_model.h"
 #include "tests/support/mlp_variants.h"
 #include "tests/support/temp_dir.h"
 
@@ -56,13 +59,19 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   return info.param.model + "_" + std::string(passes::precision_name(info.param.precision));
 }
 
-plan::Plan compile_for(const Case& c, const std::string& target = "cuda:sm_90") {
+// The Adam training plan of the model at `path`.
+plan::Plan compile_path(const std::string& path, passes::Precision precision,
+                        const std::string& target = "cuda:sm_90") {
   compiler::CompileOptions o;
   o.train = true;
   o.optimizer.kind = "adam";
-  o.autocast.precision = c.precision;
+  o.autocast.precision = precision;
   o.lowering.target = target;
-  return compiler::compile_file(source_dir() + "/models/" + c.model + ".onnx", o);
+  return compiler::compile_file(path, o);
+}
+
+plan::Plan compile_for(const Case& c, const std::string& target = "cuda:sm_90") {
+  return compile_path(source_dir() + "/models/" + c.model + ".onnx", c.precision, target);
 }
 
 // ------------------------------------------------------------------ every plan's steps
@@ -130,12 +139,7 @@ TEST(CudaDropoutLoad, TrainingDropoutBuildsAndReadsTheRunKey) {
   const std::string path = dir / "mlp_dropout.onnx";
   test::write_mlp_with_dropout(source_dir() + "/models/mlp.onnx", path, 0.25f);
   for (auto precision : {passes::Precision::kFP32, passes::Precision::kBF16}) {
-    compiler::CompileOptions o;
-    o.train = true;
-    o.optimizer.kind = "adam";
-    o.autocast.precision = precision;
-    o.lowering.target = "cuda:sm_90";
-    const plan::Plan p = compiler::compile_file(path, o);
+    const plan::Plan p = compile_path(path, precision);
     EXPECT_TRUE(rt::cuda::missing_cuda_ops(p).empty());
     rt::cuda::DeviceMemory memory(p);
     const int64_t inputs = memory.input_bytes();
@@ -181,6 +185,55 @@ TEST(CudaDropoutLoad, TrainingDropoutBuildsAndReadsTheRunKey) {
     EXPECT_NE(unresumed.run({{"x", x}, {"y", y}}).at("loss").data<float>()[0], losses[2])
         << "the mask did not depend on the run";
   }
+}
+
+// ConvTranspose (cuDNN's backward data pass), DepthToSpace, SpaceToDepth and ConstantOfShape
+// (tests/support/layout_ops_model.h), fp32 and bf16: every step builds or passes its library
+// check, with typed parameters and no attributes, and nothing would be refused at load (the
+// gradient's convolution has an end pad no window reaches, which symmetric padding stands for).
+// A ConvTranspose padding that cuDNN's symmetric padding cannot express is refused, naming it.
+TEST(CudaLayoutOpsLoad, ConvTransposeBlockMovesAndFillBuild) {
+  test::TempDir dir;
+  const std::string path = dir / "layout_ops.onnx";
+  test::write_layout_ops_model(path);
+  for (auto precision : {passes::Precision::kFP32, passes::Precision::kBF16}) {
+    const plan::Plan p = compile_path(path, precision);
+    EXPECT_TRUE(rt::cuda::missing_cuda_ops(p).empty());
+    const auto refusals = rt::cuda::cuda_load_refusals(p);
+    EXPECT_TRUE(refusals.empty()) << refusals.front();
+    EXPECT_TRUE(rt::cuda::plan_needs_cudnn(p));
+    rt::cuda::DeviceMemory memory(p);
+    const rt::cuda::Handles handles;
+    const rt::cuda::DeviceInfo device;
+    std::map<std::string, int> seen;
+    for (int i = 0; i < p.steps_size(); ++i) {
+      const auto& s = p.steps(i);
+      if (s.op() != "ConvTranspose" && s.op() != "DepthToSpace" && s.op() != "SpaceToDepth" &&
+          s.op() != "ConstantOfShape")
+        continue;
+      ++seen[s.op()];
+      EXPECT_EQ(s.attributes_size(), 0) << rt::cuda::describe_step(p, i);
+      rt::cuda::StepContext ctx(p, i, memory, handles, device);
+      if (rt::cuda::is_library_step(s)) {
+        EXPECT_NO_THROW(rt::cuda::check_library_step(ctx)) << rt::cuda::describe_step(p, i);
+      } else {
+        EXPECT_NO_THROW(rt::cuda::find_builder(s.domain(), s.op())(ctx))
+            << rt::cuda::describe_step(p, i);
+      }
+    }
+    EXPECT_EQ(seen, (std::map<std::string, int>{{"ConstantOfShape", 1},
+                                                {"ConvTranspose", 1},
+                                                {"DepthToSpace", 1},
+                                                {"SpaceToDepth", 1}}));
+  }
+  const std::string asymmetric = dir / "layout_ops_asymmetric.onnx";
+  test::write_layout_ops_model(asymmetric, true);
+  const auto refusals =
+      rt::cuda::cuda_load_refusals(compile_path(asymmetric, passes::Precision::kFP32));
+  // The forward step, and the gradient's convolution with the same padding.
+  ASSERT_EQ(refusals.size(), 2u);
+  EXPECT_NE(refusals[0].find("ConvTranspose"), std::string::npos) << refusals[0];
+  EXPECT_NE(refusals[0].find("not the symmetric padding cuDNN"), std::string::npos) << refusals[0];
 }
 
 // A plan the device cannot hold statically is refused with the reason.

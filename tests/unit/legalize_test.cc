@@ -400,13 +400,76 @@ TEST(Legalize, LossScalerOpsOfTheAmpcDomain) {
 }
 
 TEST(Legalize, OtherOpsKeepTheirAttributes) {
-  plan::Step s = step("ConvTranspose", 11);
-  set_ints(s, "kernel_shape", {2, 2});
+  plan::Step s = step("Trilu", 14);
+  set_int(s, "upper", 0);
   const plan::Step before = s;
-  legalize_step(s, operands({4}));
+  legalize_step(s, operands({2}));
   EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(s, before));
   EXPECT_FALSE(has_typed_params("ampc", "Softmax"));
-  EXPECT_FALSE(has_typed_params("", "DepthToSpace"));
+  EXPECT_FALSE(has_typed_params("", "Trilu"));
+}
+
+// ConvTranspose: a Conv's window and group, the output padding (zeros by default) and the
+// output's spatial sizes, the last n entries of an output_shape that also lists N and C.
+TEST(Legalize, ConvTransposeOutputPaddingAndShape) {
+  plan::Step s = step("ConvTranspose", 11);
+  set_ints(s, "strides", {2, 3});
+  set_ints(s, "output_padding", {1, 2});
+  set_int(s, "group", 2);
+  legalize_step(s, operands({4, 4}));
+  EXPECT_EQ(s.attributes_size(), 0);
+  EXPECT_THAT(s.window().strides(), ::testing::ElementsAre(2, 3));
+  EXPECT_THAT(s.window().output_padding(), ::testing::ElementsAre(1, 2));
+  EXPECT_TRUE(s.window().output_shape().empty());
+  EXPECT_EQ(s.window().group(), 2);
+  plan::Step shaped = step("ConvTranspose", 11);
+  set_ints(shaped, "output_shape", {1, 3, 9, 10});
+  set_string(shaped, "auto_pad", "SAME_UPPER");
+  legalize_step(shaped, operands({4, 4}));
+  EXPECT_THAT(shaped.window().output_shape(), ::testing::ElementsAre(9, 10));
+  EXPECT_THAT(shaped.window().output_padding(), ::testing::ElementsAre(0, 0));
+  EXPECT_EQ(shaped.window().auto_pad(), plan::WindowParams::SAME_UPPER);
+  plan::Step wrong = step("ConvTranspose", 11);
+  set_ints(wrong, "output_padding", {1});
+  EXPECT_THAT(failure(wrong, operands({4, 4})), HasSubstr("output_padding or output_shape"));
+  plan::Step negative = step("ConvTranspose", 11);
+  set_ints(negative, "output_padding", {0, -1});
+  EXPECT_THAT(failure(negative, operands({4, 4})), HasSubstr("must not be negative"));
+}
+
+// DepthToSpace's mode (DCR by default, CRD as torch's PixelShuffle exports it), SpaceToDepth's
+// block size, and ConstantOfShape's value: its type and bytes, fp32 zero without one.
+TEST(Legalize, BlockMovesAndTheFillValue) {
+  plan::Step d = step("DepthToSpace", 13);
+  set_int(d, "blocksize", 3);
+  legalize_step(d, operands({4}));
+  EXPECT_EQ(d.block().blocksize(), 3);
+  EXPECT_FALSE(d.block().crd());
+  plan::Step crd = step("DepthToSpace", 13);
+  set_int(crd, "blocksize", 2);
+  set_string(crd, "mode", "CRD");
+  legalize_step(crd, operands({4}));
+  EXPECT_TRUE(crd.block().crd());
+  plan::Step bad = step("DepthToSpace", 13);
+  set_int(bad, "blocksize", 2);
+  set_string(bad, "mode", "RDC");
+  EXPECT_THAT(failure(bad, operands({4})), HasSubstr("'mode' value 'RDC'"));
+  plan::Step s2d = step("SpaceToDepth", 13);
+  set_int(s2d, "blocksize", 0);
+  EXPECT_THAT(failure(s2d, operands({4})), HasSubstr("'blocksize' must be positive"));
+  plan::Step fill = step("ConstantOfShape", 9);
+  plan::Attribute* a = fill.add_attributes();
+  a->set_name("value");
+  a->mutable_t()->set_dtype(static_cast<int32_t>(DType::kInt64));
+  a->mutable_t()->add_dims(1);
+  a->mutable_t()->set_data(std::string("\x07\0\0\0\0\0\0\0", 8));
+  legalize_step(fill, operands({1}));
+  EXPECT_EQ(fill.fill().dtype(), static_cast<int32_t>(DType::kInt64));
+  EXPECT_EQ(fill.fill().value(), std::string("\x07\0\0\0\0\0\0\0", 8));
+  plan::Step zero = step("ConstantOfShape", 9);
+  legalize_step(zero, operands({1}));
+  EXPECT_EQ(zero.fill().dtype(), static_cast<int32_t>(DType::kFloat32));
+  EXPECT_EQ(zero.fill().value(), std::string(4, '\0'));
 }
 
 // Transpose: perm normalised, the reversed axes by default (ONNX), a perm of another rank

@@ -117,9 +117,10 @@ def main():
     cuda = [r for r in passed if isinstance(r.get("cuda_refused_ops"), list)]
     if cuda:
         loads = [r for r in cuda if not r["cuda_refused_ops"]]
+        rest = ("; docs/cuda-backend.md (Limits) names what the others need"
+                if len(loads) < len(cuda) else "")
         lines.append(f"The CUDA backend would load {len(loads)} of {len(cuda)} of these training "
-                     "plans (cuda:sm_90, bf16); docs/cuda-backend.md (Limits) names what the "
-                     "others need.")
+                     f"plans (cuda:sm_90, bf16){rest}.")
     if passed:
         worst = max(passed, key=lambda r: r["grad_ratio"])
         slow = max(passed, key=lambda r: r["compile_s_fp16"])

@@ -78,6 +78,57 @@ bool conv_dnnl(const ConvCall& call, DType t, const Tensor& x, const Tensor& w, 
 
 }  // namespace
 
+k::ConvGeom conv_transpose_geometry(const OpContext& ctx, const std::vector<int64_t>& in,
+                                    const std::vector<int64_t>& kernel) {
+  const plan::WindowParams& p = plan::params<plan::WindowParams>(ctx.step());
+  const size_t n = in.size();
+  auto given = [n](const auto& field, int64_t fallback) {
+    return field.empty() ? std::vector<int64_t>(n, fallback)
+                         : std::vector<int64_t>(field.begin(), field.end());
+  };
+  const auto strides = given(p.strides(), 1), dilations = given(p.dilations(), 1),
+             out_pad = given(p.output_padding(), 0);
+  const std::vector<int64_t> pads = p.pads().empty()
+                                        ? std::vector<int64_t>(2 * n, 0)
+                                        : std::vector<int64_t>(p.pads().begin(), p.pads().end());
+  const std::vector<int64_t> out_shape(p.output_shape().begin(), p.output_shape().end());
+  if (!p.kernel().empty() && std::vector<int64_t>(p.kernel().begin(), p.kernel().end()) != kernel)
+    ctx.fail("kernel_shape does not match the weights' spatial dimensions");
+  if (strides.size() != n || dilations.size() != n || out_pad.size() != n || pads.size() != 2 * n ||
+      (!out_shape.empty() && out_shape.size() != n)) {
+    ctx.fail("strides, dilations, output_padding, pads or output_shape do not match the " +
+             std::to_string(n) + " spatial dimensions of the input");
+  }
+  using W = plan::WindowParams;
+  const bool same = p.auto_pad() == W::SAME_UPPER || p.auto_pad() == W::SAME_LOWER;
+  k::ConvGeom g;
+  for (size_t i = 0; i < n; ++i) {
+    const int s = geom_slot(i, n);
+    if (strides[i] <= 0 || dilations[i] <= 0) ctx.fail("strides and dilations must be positive");
+    const int64_t full = strides[i] * (in[i] - 1) + out_pad[i] + (kernel[i] - 1) * dilations[i] + 1;
+    int64_t out, pb;
+    if (!out_shape.empty() || same) {
+      out = !out_shape.empty() ? out_shape[i] : in[i] * strides[i];
+      const int64_t total = full - out;
+      pb = p.auto_pad() == W::SAME_UPPER ? floor_div2(total) : total - floor_div2(total);
+    } else if (p.auto_pad() == W::VALID) {
+      out = full;
+      pb = 0;
+    } else {
+      out = full - pads[i] - pads[i + n];
+      pb = pads[i];
+    }
+    if (out < 0) ctx.fail("output size " + std::to_string(out) + " is negative");
+    g.image[s] = out;
+    g.cols[s] = in[i];
+    g.kernel[s] = kernel[i];
+    g.stride[s] = strides[i];
+    g.dilation[s] = dilations[i];
+    g.pad[s] = pb;
+  }
+  return g;
+}
+
 template <typename T>
 Tensor conv_of(const OpContext& ctx, const Tensor& x, const Tensor& w, const Tensor* b) {
   const ConvCall call = conv_call(ctx, x, w, b);
@@ -126,54 +177,6 @@ void conv_op(OpContext& ctx) {
   });
 }
 
-// Output sizes and padding of ConvTranspose; the geometry's image side is the output.
-k::ConvGeom conv_transpose_geometry(const OpContext& ctx, const std::vector<int64_t>& in,
-                                    const std::vector<int64_t>& kernel) {
-  const size_t n = in.size();
-  const auto strides = ctx.attr_ints("strides", std::vector<int64_t>(n, 1));
-  const auto dilations = ctx.attr_ints("dilations", std::vector<int64_t>(n, 1));
-  const auto out_pad = ctx.attr_ints("output_padding", std::vector<int64_t>(n, 0));
-  const auto pads = ctx.attr_ints("pads", std::vector<int64_t>(2 * n, 0));
-  auto out_shape = ctx.attr_ints("output_shape");
-  if (out_shape.size() == n + 2) out_shape.erase(out_shape.begin(), out_shape.begin() + 2);
-  const std::string auto_pad = ctx.attr_string("auto_pad", "NOTSET");
-  if (auto_pad != "NOTSET" && auto_pad != "VALID" && auto_pad != "SAME_UPPER" &&
-      auto_pad != "SAME_LOWER") {
-    ctx.fail("attribute 'auto_pad' value '" + auto_pad + "' is not supported");
-  }
-  if (strides.size() != n || dilations.size() != n || out_pad.size() != n || pads.size() != 2 * n ||
-      (!out_shape.empty() && out_shape.size() != n)) {
-    ctx.fail("strides, dilations, output_padding, pads or output_shape do not match the " +
-             std::to_string(n) + " spatial dimensions of the input");
-  }
-  k::ConvGeom g;
-  for (size_t i = 0; i < n; ++i) {
-    const int s = geom_slot(i, n);
-    if (strides[i] <= 0 || dilations[i] <= 0) ctx.fail("strides and dilations must be positive");
-    const int64_t full = strides[i] * (in[i] - 1) + out_pad[i] + (kernel[i] - 1) * dilations[i] + 1;
-    int64_t out, pb;
-    if (!out_shape.empty() || auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
-      out = !out_shape.empty() ? out_shape[i] : in[i] * strides[i];
-      const int64_t total = full - out;
-      pb = auto_pad == "SAME_UPPER" ? floor_div2(total) : total - floor_div2(total);
-    } else if (auto_pad == "VALID") {
-      out = full;
-      pb = 0;
-    } else {
-      out = full - pads[i] - pads[i + n];
-      pb = pads[i];
-    }
-    if (out < 0) ctx.fail("output size " + std::to_string(out) + " is negative");
-    g.image[s] = out;
-    g.cols[s] = in[i];
-    g.kernel[s] = kernel[i];
-    g.stride[s] = strides[i];
-    g.dilation[s] = dilations[i];
-    g.pad[s] = pb;
-  }
-  return g;
-}
-
 template <typename T>
 void conv_transpose(OpContext& ctx) {
   const Tensor& x = ctx.in(0);
@@ -182,7 +185,8 @@ void conv_transpose(OpContext& ctx) {
   check_spatial_rank(ctx, x.rank());
   if (w.rank() != x.rank())
     ctx.fail("weight " + w.type_str() + " does not match X " + x.type_str());
-  const int64_t n = x.dim(0), c = x.dim(1), group = ctx.attr_int("group", 1);
+  const int64_t n = x.dim(0), c = x.dim(1),
+                group = plan::params<plan::WindowParams>(ctx.step()).group();
   if (group <= 0 || c != w.dim(0) || c % group != 0) {
     ctx.fail("channels of X " + x.type_str() + " and W " + w.type_str() + " do not fit group " +
              std::to_string(group));
@@ -191,9 +195,6 @@ void conv_transpose(OpContext& ctx) {
   check_bias(ctx, b, m);
   const std::vector<int64_t> in(x.shape().begin() + 2, x.shape().end());
   const std::vector<int64_t> kernel(w.shape().begin() + 2, w.shape().end());
-  if (ctx.attr_ints("kernel_shape", kernel) != kernel) {
-    ctx.fail("kernel_shape does not match W " + w.type_str());
-  }
   const k::ConvGeom g = conv_transpose_geometry(ctx, in, kernel);
   std::vector<int64_t> shape = {n, m};
   for (size_t i = 0; i < in.size(); ++i) shape.push_back(g.image[geom_slot(i, in.size())]);

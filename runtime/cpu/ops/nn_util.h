@@ -106,12 +106,27 @@ template <typename T>
 std::vector<T> expand_to(const OpContext& ctx, const Tensor& src,
                          const std::vector<int64_t>& shape);
 
+// DepthToSpace (to_space) and SpaceToDepth as one transpose of a 6-D view of the 4-D input x:
+// `view` splits x's dims into blocks, `perm` lists the view's axes in the output's order, `out`
+// is the output's shape. From the step's BlockParams; fails unless x divides into the blocks.
+// Shared by the CPU op and the CUDA step builder.
+struct BlockMove {
+  std::vector<int64_t> view, perm, out;
+};
+BlockMove block_move(const OpContext& ctx, const std::vector<int64_t>& x, bool to_space);
+
 // Window geometry of Conv and the pooling ops (and their gradients) for input spatial sizes
 // `in` (1 to 3 dims), from the step's WindowParams (the kernel falling back to `kernel`, a
 // convolution's weights): SAME padding and the output sizes follow from `in`. image = input,
 // cols = output. Both backends call this.
 kernels::cpu::ConvGeom window_geometry(const OpContext& ctx, const std::vector<int64_t>& in,
                                        std::vector<int64_t> kernel);
+// ConvTranspose's geometry for input spatial sizes `in` and the weights' `kernel`, from the
+// step's WindowParams (output_padding, output_shape and auto_pad settled as ONNX defines them):
+// the image side is the output, cols the input, pad the begin pad of the convolution it
+// transposes. Both backends call this.
+kernels::cpu::ConvGeom conv_transpose_geometry(const OpContext& ctx, const std::vector<int64_t>& in,
+                                               const std::vector<int64_t>& kernel);
 // The ConvGeom slot of spatial axis i of n (1 to 3): n axes use the last n slots.
 int geom_slot(size_t i, size_t n);
 // The output (cols) spatial sizes of the last n slots.

@@ -244,29 +244,10 @@ void pad_op(OpContext& ctx) {
 
 void depth_to_space_op(OpContext& ctx, bool to_space) {
   const Tensor& x = ctx.in(0);
-  if (x.rank() != 4) ctx.fail("input must be 4-D, got " + shape_str(x.shape()));
-  const int64_t b = ctx.attr_int("blocksize");
-  const int64_t n = x.dim(0), c = x.dim(1), h = x.dim(2), w = x.dim(3);
-  if (b <= 0) ctx.fail("blocksize must be positive");
-  if (to_space) {
-    if (c % (b * b)) ctx.fail("channels are not a multiple of blocksize^2");
-    const std::string mode = ctx.attr_string("mode", "DCR");
-    Tensor y;
-    if (mode == "DCR") {
-      y = transpose_view(x, {n, b, b, c / (b * b), h, w}, {0, 3, 4, 1, 5, 2});
-    } else if (mode == "CRD") {
-      y = transpose_view(x, {n, c / (b * b), b, b, h, w}, {0, 1, 4, 2, 5, 3});
-    } else {
-      ctx.fail("attribute 'mode' value '" + mode + "' is not supported");
-    }
-    y.reshape({n, c / (b * b), h * b, w * b});
-    ctx.set_output(0, std::move(y));
-  } else {
-    if (h % b || w % b) ctx.fail("spatial dimensions are not multiples of blocksize");
-    Tensor y = transpose_view(x, {n, c, h / b, b, w / b, b}, {0, 3, 5, 1, 2, 4});
-    y.reshape({n, c * b * b, h / b, w / b});
-    ctx.set_output(0, std::move(y));
-  }
+  const nn::BlockMove m = nn::block_move(ctx, x.shape(), to_space);
+  Tensor y = transpose_view(x, m.view, m.perm);
+  y.reshape(m.out);
+  ctx.set_output(0, std::move(y));
 }
 
 void trilu_op(OpContext& ctx) {
@@ -293,6 +274,26 @@ void trilu_op(OpContext& ctx) {
 }
 
 }  // namespace
+
+namespace nn {
+
+BlockMove block_move(const OpContext& ctx, const Shape& x, bool to_space) {
+  if (x.size() != 4) ctx.fail("input must be 4-D, got " + shape_str(x));
+  const plan::BlockParams& p = plan::params<plan::BlockParams>(ctx.step());
+  const int64_t b = p.blocksize();
+  const int64_t n = x[0], c = x[1], h = x[2], w = x[3];
+  if (b <= 0) ctx.fail("blocksize must be positive");
+  if (!to_space) {
+    if (h % b || w % b) ctx.fail("spatial dimensions are not multiples of blocksize");
+    return {{n, c, h / b, b, w / b, b}, {0, 3, 5, 1, 2, 4}, {n, c * b * b, h / b, w / b}};
+  }
+  if (c % (b * b)) ctx.fail("channels are not a multiple of blocksize^2");
+  const Shape out = {n, c / (b * b), h * b, w * b};
+  if (p.crd()) return {{n, c / (b * b), b, b, h, w}, {0, 1, 4, 2, 5, 3}, out};
+  return {{n, b, b, c / (b * b), h, w}, {0, 3, 4, 1, 5, 2}, out};
+}
+
+}  // namespace nn
 
 void register_tensor_layout(OpRegistry& r) {
   r.add("Transpose", transpose_op);

@@ -6,6 +6,7 @@
 
 #include "kernels/cpu/elementwise_types.h"
 #include "runtime/cpu/ops/tensor_common.h"
+#include "runtime/plan/step_params.h"
 
 namespace ampc::rt::cpu {
 namespace {
@@ -116,16 +117,15 @@ void constant_of_shape_op(OpContext& ctx) {
   for (int64_t d : shape) {
     if (d < 0) ctx.fail("shape " + shape_str(shape) + " has a negative dimension");
   }
-  std::optional<Tensor> value = ctx.attr_tensor("value");
-  if (!value) {
-    value = Tensor(DType::kFloat32, {1});
-  }
-  if (value->numel() != 1 || value->dtype() == DType::kString)
-    ctx.fail("attribute 'value' must hold one number");
-  Tensor y(value->dtype(), shape);
-  const size_t w = dtype_size(y.dtype());
+  const plan::FillParams& p = plan::params<plan::FillParams>(ctx.step());
+  const auto dtype = static_cast<DType>(p.dtype());
+  if (!dtype_is_known(p.dtype()) || dtype == DType::kString ||
+      p.value().size() != dtype_size(dtype))
+    ctx.fail("the fill value is not one element of a known numeric type");
+  Tensor y(dtype, shape);
+  const size_t w = dtype_size(dtype);
   auto* dst = static_cast<uint8_t*>(y.raw());
-  for (int64_t i = 0; i < y.numel(); ++i) std::memcpy(dst + i * w, value->raw(), w);
+  for (int64_t i = 0; i < y.numel(); ++i) std::memcpy(dst + i * w, p.value().data(), w);
   ctx.set_output(0, std::move(y));
 }
 
