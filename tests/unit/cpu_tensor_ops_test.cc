@@ -301,6 +301,7 @@ TEST(CpuTensorOps, CumSumExclusiveReverse) {
             (std::vector<int32_t>{9, 7, 4, 0}));
 }
 
+// DepthToSpace in both modes and SpaceToDepth, on 1 x 1 and 2 x 3 images.
 TEST(CpuTensorOps, DepthToSpaceModesAndSpaceToDepthInverse) {
   const Tensor x = iota({1, 4, 1, 1});
   auto mode = [](const char* m) {
@@ -321,6 +322,34 @@ TEST(CpuTensorOps, DepthToSpaceModesAndSpaceToDepthInverse) {
   const auto back =
       run("SpaceToDepth", {&space[0]}, 1, [](plan::Step& s) { set_int(s, "blocksize", 2); });
   EXPECT_EQ(fv(back[0]), fv(y));
+  // With a 2 x 3 image, against ONNX's definition element by element: output (c, h * 2 + i,
+  // w * 2 + j) reads input channel (i * 2 + j) * 2 + c (DCR) or c * 4 + i * 2 + j (CRD) at
+  // (h, w); SpaceToDepth undoes DCR.
+  const Tensor z = iota({1, 8, 2, 3});
+  for (const char* m : {"DCR", "CRD"}) {
+    std::vector<float> want(48);
+    for (int64_t c = 0; c < 2; ++c) {
+      for (int64_t h = 0; h < 2; ++h) {
+        for (int64_t w = 0; w < 3; ++w) {
+          for (int64_t i = 0; i < 2; ++i) {
+            for (int64_t j = 0; j < 2; ++j) {
+              const int64_t from =
+                  std::string(m) == "DCR" ? (i * 2 + j) * 2 + c : c * 4 + i * 2 + j;
+              want[static_cast<size_t>((c * 4 + h * 2 + i) * 6 + w * 2 + j)] =
+                  static_cast<float>((from * 2 + h) * 3 + w);
+            }
+          }
+        }
+      }
+    }
+    const auto image = run("DepthToSpace", {&z}, 1, mode(m));
+    EXPECT_EQ(image[0].shape(), (std::vector<int64_t>{1, 2, 4, 6})) << m;
+    EXPECT_EQ(fv(image[0]), want) << m;
+  }
+  const auto image = run("DepthToSpace", {&z}, 1, mode("DCR"));
+  const auto depth =
+      run("SpaceToDepth", {&image[0]}, 1, [](plan::Step& s) { set_int(s, "blocksize", 2); });
+  EXPECT_EQ(fv(depth[0]), fv(z));
 }
 
 TEST(CpuTensorOps, TriluAndReverseSequence) {
