@@ -49,6 +49,15 @@ bool broadcasts_to(const std::vector<int64_t>& in, const std::vector<int64_t>& o
 // How each op fuses is its FusedForm in the op table (ops/op_info.h).
 using Kind = ops::FusedForm;
 
+// The float attributes of the activations the kernel builder expands.
+bool float_attribute_of(const std::string& op, const std::string& name) {
+  if (name == "alpha") {
+    return op == "HardSigmoid" || op == "LeakyRelu" || op == "Elu" || op == "Celu" ||
+           op == "Selu" || op == "ThresholdedRelu";
+  }
+  return (name == "beta" && op == "HardSigmoid") || (name == "gamma" && op == "Selu");
+}
+
 // Attributes other than these change the op's meaning (legacy broadcast, string Cast
 // targets, ...): such nodes stay unfused.
 bool attributes_supported(const Node& n, Kind kind) {
@@ -57,8 +66,7 @@ bool attributes_supported(const Node& n, Kind kind) {
                     (kind == Kind::kCast && a.name == "saturate") ||
                     (n.op_type == "IsInf" && a.kind == ir::AttrKind::kInt &&
                      (a.name == "detect_positive" || a.name == "detect_negative")) ||
-                    (n.op_type == "HardSigmoid" && a.kind == ir::AttrKind::kFloat &&
-                     (a.name == "alpha" || a.name == "beta"));
+                    (a.kind == ir::AttrKind::kFloat && float_attribute_of(n.op_type, a.name));
     if (!ok) return false;
   }
   return kind != Kind::kCast || n.attr("to") != nullptr;
@@ -87,13 +95,16 @@ bool types_supported(const Node& n, Kind kind) {
     case Kind::kVariadic:
       return !in.empty() && all_same_float();
     case Kind::kUnary:
-    case Kind::kHard:
+    case Kind::kActivation:
     case Kind::kPredicate:
       return in.size() == 1 && is_float_type(in[0]);
     case Kind::kNot:
       return in.size() == 1 && in[0] == DType::kBool;
     case Kind::kLogic:
       return in.size() == 2 && in[0] == DType::kBool && in[1] == DType::kBool;
+    case Kind::kPRelu:  // a slope of x's type that broadcasts to x (numpy's rules, opset 7 on)
+      return in.size() == 2 && all_same_float() &&
+             broadcasts_to(*n.inputs[1]->type.shape, *n.inputs[0]->type.shape);
     case Kind::kClip:  // present bounds: scalars of x's type, as the CPU op requires
       if (in.empty() || in.size() > 3 || !is_float_type(in[0])) return false;
       for (size_t k = 1; k < in.size(); ++k) {

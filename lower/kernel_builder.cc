@@ -243,6 +243,54 @@ class Emitter {
     return m == t ? u : add("cast", t, {u});
   }
 
+  // The other activations of torch.nn, each the CPU op's expression
+  // (runtime/cpu/ops/elementwise_math.cc, PRelu's in elementwise_binary.cc) in the opmath type,
+  // rounded once: both sides of a choice are computed and one is selected.
+  int activation(const Node& n, DType t) {
+    const DType m = is_16bit(t) ? DType::kFloat32 : t;
+    auto widened = [&](const Value* v) {
+      const int x = value(v);
+      return m == t ? x : add("cast", m, {x});
+    };
+    const int x = widened(n.inputs[0]);
+    const std::string& op = n.op_type;
+    auto attr = [&](const char* name, float fallback) {
+      const ir::Attribute* a = n.attr(name);
+      return constant(a ? a->f : fallback, m);
+    };
+    auto select = [&](const char* compare, int bound, int then, int otherwise) {
+      return add("where", m, {add(compare, DType::kBool, {x, bound}), then, otherwise});
+    };
+    const int zero = constant(0, m);
+    int y;
+    if (op == "LeakyRelu") {  // x < 0 ? alpha x : x
+      y = select("less", zero, add("mul", m, {attr("alpha", 0.01f), x}), x);
+    } else if (op == "PRelu") {  // x < 0 ? slope x : x
+      y = select("less", zero, add("mul", m, {widened(n.inputs[1]), x}), x);
+    } else if (op == "ThresholdedRelu") {  // x > alpha ? x : 0
+      y = select("greater", attr("alpha", 1.0f), x, zero);
+    } else if (op == "Softsign") {  // x / (1 + |x|)
+      y = add("div", m, {x, add("add", m, {constant(1, m), add("abs", m, {x})})});
+    } else if (op == "Elu") {  // x < 0 ? alpha expm1(x) : x
+      y = select("less", zero, add("mul", m, {attr("alpha", 1.0f), add("expm1", m, {x})}), x);
+    } else if (op == "Celu") {  // max(0, x) + min(0, alpha expm1(x / alpha))
+      const int alpha = attr("alpha", 1.0f);
+      const int e = add("mul", m, {alpha, add("expm1", m, {add("div", m, {x, alpha})})});
+      y = add("add", m, {add("clamp_min", m, {zero, x}), add("clamp_max", m, {zero, e})});
+    } else if (op == "Selu") {  // x <= 0 ? gamma (alpha exp(x) - alpha) : gamma x
+      const int alpha = attr("alpha", 1.67326319217681884765625f);
+      const int gamma = attr("gamma", 1.05070102214813232421875f);
+      const int neg = add("sub", m, {add("mul", m, {alpha, add("exp", m, {x})}), alpha});
+      y = select("less_equal", zero, add("mul", m, {gamma, neg}), add("mul", m, {gamma, x}));
+    } else if (op == "Softplus") {  // x > 0 ? x + log1p(exp(-x)) : log1p(exp(x))
+      const int pos = add("add", m, {x, add("log1p", m, {add("exp", m, {add("neg", m, {x})})})});
+      y = select("greater", zero, pos, add("log1p", m, {add("exp", m, {x})}));
+    } else {
+      refuse(n);
+    }
+    return m == t ? y : add("cast", t, {y});
+  }
+
   int emit(const Node& n) {
     const DType out = n.outputs[0]->type.dtype;
     const std::string& op = n.op_type;
@@ -254,6 +302,9 @@ class Emitter {
     if (op == "Sum" || op == "Mean" || op == "Max" || op == "Min")
       return variadic(n, n.inputs[0]->type.dtype);
     if (op == "HardSigmoid" || op == "HardSwish") return hard_activation(n, out);
+    const ops::FusedForm form = ops::op_info(n.domain, op).fused;
+    if (form == ops::FusedForm::kActivation || form == ops::FusedForm::kPRelu)
+      return activation(n, out);
     if (op == "Clip") {  // the CPU op's min(max(x, lo), hi), each bound only when given
       int x = value(n.inputs[0]);
       if (n.inputs.size() > 1) x = add("clamp_min", out, {x, value(n.inputs[1])});

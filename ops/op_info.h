@@ -36,17 +36,20 @@ enum class Pattern : unsigned char {
 // operand types fusion accepts (lower/fusion.cc); kNone: never fused.
 enum class FusedForm : unsigned char {
   kNone,
-  kArith,      // two operands of one float type
-  kPow,        // two float operands
-  kVariadic,   // Max, Min, Sum, Mean: any number of operands of one float type
-  kUnary,      // one float operand
-  kCompare,    // two operands of one float type (Equal also bool); bool result
-  kNot,        // one bool operand
-  kLogic,      // two bool operands
-  kWhere,      // bool condition, two operands of one type
-  kClip,       // Clip: one float operand, then its bounds as scalars of its type
-  kHard,       // HardSigmoid, HardSwish: one float operand, computed in its opmath type
-  kPredicate,  // one float operand, bool result (IsNaN, IsInf)
+  kArith,       // two operands of one float type
+  kPow,         // two float operands
+  kVariadic,    // Max, Min, Sum, Mean: any number of operands of one float type
+  kUnary,       // one float operand
+  kCompare,     // two operands of one float type (Equal also bool); bool result
+  kNot,         // one bool operand
+  kLogic,       // two bool operands
+  kWhere,       // bool condition, two operands of one type
+  kClip,        // Clip: one float operand, then its bounds as scalars of its type
+  kActivation,  // activations the builder expands from the CPU op's expression (HardSigmoid,
+                // HardSwish, LeakyRelu, Elu, Celu, Selu, Softplus, Softsign, ThresholdedRelu):
+                // one float operand, computed in its opmath type
+  kPRelu,       // PRelu: a float operand and a slope of its type that broadcasts to it
+  kPredicate,   // one float operand, bool result (IsNaN, IsInf)
   kCast,
   kIdentity,
 };

@@ -83,21 +83,25 @@ std::vector<OpInfo> rows() {
       exact(fused("Cast", F::kCast, {}, kInPlace, P::kKeep)),
       // Clip (ReLU6, Hardtanh, clamp): a bound at a time, the builder's clamp instructions.
       exact(fused("Clip", F::kClip, {}, kInPlace)),
-      // HardSigmoid, HardSwish (MobileNet v3): the CPU op's expression as instructions.
-      exact(fused("HardSigmoid", F::kHard, {}, kInPlace)),
-      exact(fused("HardSwish", F::kHard, {}, kInPlace)),
+      // HardSigmoid, HardSwish (MobileNet v3) and the other activations of torch.nn: the CPU
+      // op's expression as instructions (exp through the shared definition, expm1 and log1p
+      // through the C library or libdevice, as log and tanh).
+      exact(fused("HardSigmoid", F::kActivation, {}, kInPlace)),
+      exact(fused("HardSwish", F::kActivation, {}, kInPlace)),
+      exact(fused("LeakyRelu", F::kActivation, {}, kInPlace)),
+      exact(fused("PRelu", F::kPRelu, {}, kInPlace)),
+      exact(fused("Softsign", F::kActivation, {}, kInPlace)),
+      exact(fused("ThresholdedRelu", F::kActivation, {}, kInPlace)),
+      fused("Elu", F::kActivation, {}, kInPlace),
+      fused("Celu", F::kActivation, {}, kInPlace),
+      fused("Selu", F::kActivation, {}, kInPlace),
+      fused("Softplus", F::kActivation, {}, kInPlace, P::kDeny),
       // Elementwise, unfused.
       elementwise("Cos", kInPlace),
       elementwise("Sin", kInPlace),
-      elementwise("Elu", kInPlace),
       elementwise("Gelu", kInPlace),
-      elementwise("LeakyRelu", kInPlace),
       elementwise("Mod", kInPlace),
-      elementwise("PRelu", kInPlace),
       elementwise("Round", kInPlace),
-      elementwise("Selu", kInPlace),
-      elementwise("Softsign", kInPlace),
-      elementwise("Softplus", kInPlace, P::kDeny),
       elementwise("Acos", kNew, P::kDeny),
       elementwise("Asin", kNew, P::kDeny),
       elementwise("Cosh", kNew, P::kDeny),

@@ -210,6 +210,21 @@ void register_activations(GradientRegistry& r) {
     Value* local = c.b.op("Where", {positive(c), c.b.scalar(1.0, t.dtype), y_alpha}, t);
     unary(c, local);
   });
+  // Celu: x > 0 ? x : alpha (exp(x / alpha) - 1), whose slope exp(x / alpha) is y / alpha + 1.
+  r.add("Celu", [](GradContext& c) {  // dy where x > 0, dy (y / alpha + 1) elsewhere
+    const auto t = c.input(0)->type;
+    const double alpha = c.attr_float("alpha", 1.0f);
+    Value* slope = c.b.op(
+        "Add",
+        {c.b.op("Div", {c.output(0), c.b.scalar(alpha, t.dtype)}, t), c.b.scalar(1.0, t.dtype)}, t);
+    unary(c, c.b.op("Where", {positive(c), c.b.scalar(1.0, t.dtype), slope}, t));
+  });
+  r.add("ThresholdedRelu", [](GradContext& c) {  // dy where x > alpha, 0 elsewhere
+    const auto t = c.input(0)->type;
+    Value* above = c.b.op("Greater", {c.input(0), c.b.scalar(c.attr_float("alpha", 1.0f), t.dtype)},
+                          {DType::kBool, t.shape});
+    c.set_input_grad(0, c.b.op("Where", {above, c.output_grad(0), c.b.scalar(0.0, t.dtype)}, t));
+  });
   r.add("Selu", [](GradContext& c) {  // gamma where x > 0, y + gamma alpha elsewhere
     const DType t = c.input(0)->type.dtype;
     const double alpha = c.attr_float("alpha", 1.67326319217681884765625f);

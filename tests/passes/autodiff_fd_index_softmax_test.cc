@@ -196,6 +196,10 @@ TEST(AutodiffFdElementwise, Activations) {
             [] { return attrs(Attribute::make_float("alpha", 0.2f)); }));
   check(act("Elu_default", "Elu", [] { return std::vector<Attribute>{}; }));
   check(act("Elu_alpha", "Elu", [] { return attrs(Attribute::make_float("alpha", 0.5f)); }));
+  Case thresholded = act("ThresholdedRelu_alpha", "ThresholdedRelu",
+                         [] { return attrs(Attribute::make_float("alpha", 0.3f)); });
+  thresholded.kinks = {0.3};
+  check(thresholded);
 }
 
 TEST(AutodiffFdElementwise, Clip) {

@@ -544,6 +544,65 @@ TEST(Fusion, HardActivationsGiveTheCpuOpsBits) {
   }
 }
 
+// The other activations of torch.nn (LeakyRelu, PRelu with a slope per column, Elu, Celu,
+// Selu, Softplus, Softsign, ThresholdedRelu; given attributes and defaults), fused as the CPU
+// ops' expressions, against the unfused plan (the CPU ops) in every float type on values
+// across the kinks, tiny ones (expm1), large ones of both signs (Softplus' two forms, exp's
+// overflow), zeros of both signs, infinities and NaN: the same bits. For a CUDA target, where
+// each becomes a kernel; the CPU backend runs that plan with its host JIT.
+TEST(Fusion, TorchActivationsGiveTheCpuOpsBits) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float specials[] = {-0.0f,  0.0f,  1e-8f,  -1e-8f, 0.5f,   -0.5f, 0.4999f, 20.0f,
+                            -20.0f, 90.0f, -90.0f, 1e30f,  -1e30f, inf,   -inf,    std::nanf("")};
+  constexpr int kN = 64;
+  for (DType t : {kF32, DType::kFloat64, DType::kFloat16, DType::kBFloat16}) {
+    Builder b;
+    ir::Value* x = b.input("x", {4, kN / 4}, t);
+    ir::Value* slope = b.input("slope", {kN / 4}, t);
+    auto with_alpha = [&](const char* op, float alpha) {
+      b.output(b.op(op, {x}, {4, kN / 4}, t));
+      b.model.graph->nodes.back()->attributes.push_back(ir::Attribute::make_float("alpha", alpha));
+    };
+    for (const char* op :
+         {"LeakyRelu", "Elu", "Celu", "Selu", "Softplus", "Softsign", "ThresholdedRelu"}) {
+      b.output(b.op(op, {x}, {4, kN / 4}, t));
+    }
+    with_alpha("LeakyRelu", 0.2f);
+    with_alpha("Elu", 0.7f);
+    with_alpha("Celu", 1.3f);
+    with_alpha("ThresholdedRelu", -0.25f);
+    b.output(b.op("Selu", {x}, {4, kN / 4}, t));
+    b.model.graph->nodes.back()->attributes.push_back(ir::Attribute::make_float("alpha", 1.5f));
+    b.model.graph->nodes.back()->attributes.push_back(ir::Attribute::make_float("gamma", 0.9f));
+    b.output(b.op("PRelu", {x, slope}, {4, kN / 4}, t));
+    for (const auto& n : b.model.graph->nodes) EXPECT_TRUE(lower::is_fusible(*n)) << n->label();
+    const lower::Lowering lowered =
+        lower::lower_graph(b.model, {.fuse = true, .target = "cuda:sm_90"});
+    lower::EmitOptions emit;
+    emit.lowering = &lowered;
+    const plan::Plan fused_plan = lower::emit_plan(b.model, emit);
+    for (const auto& step : fused_plan.steps()) EXPECT_EQ(step.op(), "FusedElementwise");
+    rt::cpu::Executor fused(fused_plan);
+    rt::cpu::Executor unfused(lower::emit_plan(b.model, {}));
+    auto fill = [&](rt::Tensor& v, int i, float f) {
+      if (t == kF32) v.data<float>()[i] = f;
+      if (t == DType::kFloat64) v.data<double>()[i] = f;
+      if (t == DType::kFloat16) v.data<Half>()[i] = float_to_half(f);
+      if (t == DType::kBFloat16) v.data<BFloat16>()[i] = float_to_bf16(f);
+    };
+    rt::Tensor xv(t, {4, kN / 4}), sv(t, {kN / 4});
+    for (int i = 0; i < kN; ++i) fill(xv, i, i < 16 ? specials[i] : 0.23f * (i - 16) - 5.0f);
+    for (int i = 0; i < kN / 4; ++i) fill(sv, i, 0.1f * static_cast<float>(i) - 0.5f);
+    const auto got = fused.run({{"x", xv}, {"slope", sv}});
+    const auto want = unfused.run({{"x", xv}, {"slope", sv}});
+    ASSERT_EQ(got.size(), 13u);
+    for (const auto& [name, w] : want) {
+      const rt::Tensor& g = got.at(name);
+      EXPECT_EQ(std::memcmp(g.raw(), w.raw(), w.nbytes()), 0) << name << " " << dtype_name(t);
+    }
+  }
+}
+
 // passes/recompute_casts.h: an fp16 copy read early and again much later, whose fp32 source
 // is read later still, is cast again just before the late reader; fusion keeps the two casts
 // apart (merged, the copy would be computed early and kept again).

@@ -147,6 +147,24 @@ Tensor scalar_tensor(int dtype, double v) {
   return t;
 }
 
+// expm1 and log1p, which no ONNX op is: the C library's function on the value widened by the
+// CPU's Cast (fp32 for the 16-bit types, as the activations built on them compute), rounded
+// back once by the CPU's Cast.
+Tensor libm_reference(const std::string& op, const Tensor& x, int dtype) {
+  const int opmath = dtype == kF64 ? kF64 : kF32;
+  Tensor w = optest::run("Cast", {x}, {optest::attr_i("to", opmath)}, 1, kOpset)[0];
+  for (int64_t i = 0; i < w.numel(); ++i) {
+    if (opmath == kF64) {
+      double& v = w.data<double>()[i];
+      v = op == "expm1" ? std::expm1(v) : std::log1p(v);
+    } else {
+      float& v = w.data<float>()[i];
+      v = op == "expm1" ? std::expm1(v) : std::log1p(v);
+    }
+  }
+  return optest::run("Cast", {w}, {optest::attr_i("to", dtype)}, 1, kOpset)[0];
+}
+
 // The kernel evaluated instruction by instruction through the CPU ops of the runtime's
 // registry, on inputs whose shapes broadcast to the iteration space.
 std::vector<Tensor> cpu_reference(const KernelDef& k, const std::vector<Tensor>& inputs) {
@@ -199,6 +217,10 @@ std::vector<Tensor> cpu_reference(const KernelDef& k, const std::vector<Tensor>&
           args.insert(args.begin() + 1,
                       scalar_tensor(in.dtype(), -std::numeric_limits<double>::infinity()));
         values.push_back(optest::run("Clip", args, attrs, 1, kOpset)[0]);
+        continue;
+      }
+      if (in.op() == "expm1" || in.op() == "log1p") {
+        values.push_back(libm_reference(in.op(), args[0], in.dtype()));
         continue;
       }
       if (in.op() == "cast") attrs.push_back(optest::attr_i("to", in.dtype()));

@@ -15,9 +15,9 @@ constexpr int kF32 = 1, kBool = 9, kF16 = 10, kF64 = 11, kBF16 = 16;
 inline const std::vector<int> kFloatTypes = {kF16, kBF16, kF32, kF64};
 inline const std::vector<int> kAllTypes = {kF16, kBF16, kF32, kF64, kBool};
 
-inline const std::vector<std::string> kUnaryOps = {"neg",        "abs",  "sqrt", "exp",     "log",
-                                                   "reciprocal", "tanh", "erf",  "sigmoid", "relu",
-                                                   "floor",      "ceil", "sign"};
+inline const std::vector<std::string> kUnaryOps = {
+    "neg",     "abs",  "sqrt",  "exp",  "log",  "reciprocal", "tanh", "erf",
+    "sigmoid", "relu", "floor", "ceil", "sign", "expm1",      "log1p"};
 inline const std::vector<std::string> kBinaryOps = {"add", "sub", "mul", "div",
                                                     "max", "min", "pow"};
 inline const std::vector<std::string> kCompareOps = {"equal", "less", "less_equal", "greater",

@@ -60,8 +60,8 @@ TEST(OpInfo, FusedOpsAreKernelInstructionsWithACpuOp) {
         << name(info);
     const bool expanded =
         info.fused == ops::FusedForm::kVariadic || info.fused == ops::FusedForm::kClip ||
-        info.fused == ops::FusedForm::kHard || info.fused == ops::FusedForm::kCast ||
-        info.fused == ops::FusedForm::kIdentity;
+        info.fused == ops::FusedForm::kActivation || info.fused == ops::FusedForm::kPRelu ||
+        info.fused == ops::FusedForm::kCast || info.fused == ops::FusedForm::kIdentity;
     if (expanded) {
       EXPECT_TRUE(info.instruction.empty()) << name(info);
     } else {

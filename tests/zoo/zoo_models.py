@@ -322,6 +322,24 @@ class AutoencoderClassifier(nn.Module):
         return self.head(self.up(self.down(x)))
 
 
+class Activations(nn.Module):
+    """torch.nn's activations between Linear layers, ending in LogSoftmax (NLLLoss)."""
+
+    def __init__(self):
+        super().__init__()
+        acts = [nn.PReLU(), nn.ELU(), nn.SELU(), nn.CELU(0.7), nn.Softplus(), nn.Mish(),
+                nn.SiLU(), nn.LeakyReLU(0.1), nn.Hardtanh(), nn.Tanh(),
+                nn.GELU(approximate="tanh"), nn.LogSigmoid(), nn.Softsign()]
+        layers = [nn.Flatten(), nn.Linear(3 * 8 * 8, WIDTH)]
+        for a in acts:
+            layers += [a, nn.Linear(WIDTH, WIDTH)]
+        layers += [nn.Linear(WIDTH, CLASSES), nn.LogSoftmax(-1)]
+        self.net = nn.Sequential(*layers)
+
+    def forward(self, x, y):
+        return F.nll_loss(self.net(x), y)
+
+
 def seq_images(channels, length):
     g = torch.Generator().manual_seed(1)
     return {"x": torch.randn(BATCH, channels, length, generator=g),
@@ -377,6 +395,7 @@ MODELS = {
     "upsample_nearest": lambda: classifier(AutoencoderClassifier("upsample"), size=16),
     "upsample_bilinear": lambda: classifier(AutoencoderClassifier("bilinear"), size=16),
     "pixelshuffle": lambda: classifier(AutoencoderClassifier("pixelshuffle"), size=16),
+    "activations": lambda: (Activations(), images(3, 8), "y"),
 }
 
 # Too slow for the default run (its CMake registration reads the "# large" marks above).

@@ -28,9 +28,9 @@ namespace {
 constexpr const char* kPatternNames[] = {"opaque", "elementwise",   "rowwise", "reduction",
                                          "gemm",   "data movement", "view"};
 constexpr const char* kPrecisionNames[] = {"follow", "allow", "deny", "keep"};
-constexpr const char* kFusedNames[] = {"-",       "arith",     "pow",   "variadic", "unary",
-                                       "compare", "not",       "logic", "where",    "clip",
-                                       "hard",    "predicate", "cast",  "identity"};
+constexpr const char* kFusedNames[] = {"-",          "arith", "pow",       "variadic", "unary",
+                                       "compare",    "not",   "logic",     "where",    "clip",
+                                       "activation", "prelu", "predicate", "cast",     "identity"};
 static_assert(std::size(kPatternNames) == static_cast<size_t>(ops::Pattern::kView) + 1);
 static_assert(std::size(kPrecisionNames) == static_cast<size_t>(ops::Precision::kKeep) + 1);
 static_assert(std::size(kFusedNames) == static_cast<size_t>(ops::FusedForm::kIdentity) + 1);
@@ -90,7 +90,7 @@ nlohmann::json row(const ops::OpKey& key) {
 
 void print_text(const nlohmann::json& rows) {
   std::cout << std::left << std::setw(34) << "op" << std::setw(15) << "pattern" << std::setw(10)
-            << "autocast" << std::setw(20) << "fused" << std::setw(5) << "cpu" << std::setw(11)
+            << "autocast" << std::setw(22) << "fused" << std::setw(5) << "cpu" << std::setw(11)
             << "cuda"
             << "gradient\n";
   int cpu = 0, cuda = 0, grad = 0;
@@ -101,7 +101,7 @@ void print_text(const nlohmann::json& rows) {
             : r["domain"].get<std::string>() + "." + r["op"].get<std::string>();
     const std::string fused = r["fused"].get<std::string>() + (r["in_place"] ? ", in place" : "");
     std::cout << std::setw(34) << name << std::setw(15) << r["pattern"].get<std::string>()
-              << std::setw(10) << r["autocast"].get<std::string>() << std::setw(20) << fused
+              << std::setw(10) << r["autocast"].get<std::string>() << std::setw(22) << fused
               << std::setw(5) << (r["cpu"] ? "yes" : "-") << std::setw(11)
               << r["cuda"].get<std::string>() << (r["gradient"] ? "yes" : "-") << '\n';
     cpu += r["cpu"].get<bool>();

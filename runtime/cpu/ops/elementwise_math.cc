@@ -91,7 +91,7 @@ void register_activations(OpRegistry& r) {
                             [](auto x) { return x < decltype(x)(0) ? decltype(x)(0) : x; });
   add_unary<kFloats>(r, "Softsign", [](auto x) { return x / (1 + std::abs(x)); });
   add_unary<kFloats>(r, "Softplus", [](auto x) {
-    return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));
+    return x > 0 ? x + std::log1p(exp_of(-x)) : std::log1p(exp_of(x));
   });
   add_unary<kFloats>(r, "HardSwish", [](auto x) {
     using V = decltype(x);
@@ -111,7 +111,7 @@ void register_activations(OpRegistry& r) {
     const float gamma = ctx.attr_float("gamma", 1.05070102214813232421875f);
     unary_op<kFloats>(ctx, [alpha, gamma](auto x) {
       using V = decltype(x);
-      return x <= 0 ? V(gamma) * (V(alpha) * std::exp(x) - V(alpha)) : V(gamma) * x;
+      return x <= 0 ? V(gamma) * (V(alpha) * exp_of(x) - V(alpha)) : V(gamma) * x;
     });
   });
   r.add("Celu", [](OpContext& ctx) {
