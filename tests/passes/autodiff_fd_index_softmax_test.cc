@@ -196,9 +196,12 @@ TEST(AutodiffFdElementwise, Activations) {
             [] { return attrs(Attribute::make_float("alpha", 0.2f)); }));
   check(act("Elu_default", "Elu", [] { return std::vector<Attribute>{}; }));
   check(act("Elu_alpha", "Elu", [] { return attrs(Attribute::make_float("alpha", 0.5f)); }));
-  Case thresholded = act("ThresholdedRelu_alpha", "ThresholdedRelu",
-                         [] { return attrs(Attribute::make_float("alpha", 0.3f)); });
-  thresholded.kinks = {0.3};
+  // Enough values that some fall between 0 and alpha, where only the right rule gives 0.
+  Case thresholded{"ThresholdedRelu_alpha", {{4, 5}}, {4, 5}, [](GradBuilder& g, P p) {
+                     return g.op("ThresholdedRelu", {p[0]}, f64({4, 5}),
+                                 attrs(Attribute::make_float("alpha", 0.6f)));
+                   }};
+  thresholded.kinks = {0.6};
   check(thresholded);
 }
 
