@@ -76,7 +76,8 @@ bool attributes_supported(const Node& n, Kind kind) {
 // kernel instruction set computes the same way).
 bool types_supported(const Node& n, Kind kind) {
   std::vector<DType> in;
-  for (const Value* v : n.inputs) in.push_back(v->type.dtype);
+  // An omitted input (only a Clip bound gets here) counts as x's type.
+  for (const Value* v : n.inputs) in.push_back(v ? v->type.dtype : n.inputs[0]->type.dtype);
   const DType out = n.outputs[0]->type.dtype;
   auto all_same_float = [&] {
     for (DType t : in) {
@@ -108,7 +109,7 @@ bool types_supported(const Node& n, Kind kind) {
     case Kind::kClip:  // present bounds: scalars of x's type, as the CPU op requires
       if (in.empty() || in.size() > 3 || !is_float_type(in[0])) return false;
       for (size_t k = 1; k < in.size(); ++k) {
-        if (in[k] != in[0] || numel(*n.inputs[k]->type.shape) != 1) return false;
+        if (n.inputs[k] && (in[k] != in[0] || numel(*n.inputs[k]->type.shape) != 1)) return false;
       }
       return true;
     case Kind::kWhere:
@@ -353,7 +354,7 @@ void Fuser::build_groups() {
       const Node* n = nodes_[m];
       group.nodes.push_back(n);
       for (const Value* v : n->inputs) {
-        if (!produced.count(v) && seen.insert(v).second) group.inputs.push_back(v);
+        if (v && !produced.count(v) && seen.insert(v).second) group.inputs.push_back(v);
       }
       const Value* out = n->outputs[0];
       bool outside = states_.sources.count(out) || states_.graph_outputs.count(out);
@@ -583,7 +584,10 @@ bool is_fusible(const ir::Node& n) {
   if (kind == Kind::kNone) return false;
   if (n.outputs.size() != 1 || !n.outputs[0] || !n.outputs[0]->type.is_static()) return false;
   const auto& shape = *n.outputs[0]->type.shape;
-  for (const Value* v : n.inputs) {
+  for (size_t i = 0; i < n.inputs.size(); ++i) {
+    const Value* v = n.inputs[i];
+    // An omitted Clip bound (torch.clamp(x, max=m) exports Clip(x, "", m)) is no operand.
+    if (!v && kind == Kind::kClip && i > 0) continue;
     if (!v || !v->type.is_static() || !broadcasts_to(*v->type.shape, shape)) return false;
   }
   return attributes_supported(n, kind) && types_supported(n, kind);

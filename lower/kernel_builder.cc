@@ -307,8 +307,8 @@ class Emitter {
       return activation(n, out);
     if (op == "Clip") {  // the CPU op's min(max(x, lo), hi), each bound only when given
       int x = value(n.inputs[0]);
-      if (n.inputs.size() > 1) x = add("clamp_min", out, {x, value(n.inputs[1])});
-      if (n.inputs.size() > 2) x = add("clamp_max", out, {x, value(n.inputs[2])});
+      if (n.inputs.size() > 1 && n.inputs[1]) x = add("clamp_min", out, {x, value(n.inputs[1])});
+      if (n.inputs.size() > 2 && n.inputs[2]) x = add("clamp_max", out, {x, value(n.inputs[2])});
       return x;
     }
     // Every other fused op is one kernel instruction (ops/op_table.cc).

@@ -443,8 +443,9 @@ TEST(Fusion, NodesTheKernelsCannotExpressStayUnfused) {
 }
 
 // Clip (ReLU6, as torch exports it: scalar constant bounds) fuses with its neighbours as a
-// bound instruction each; Clip with an omitted lower bound, a bound that is not a scalar, or
-// its opset-6 attributes stays a step of its own (the CPU op; on the CUDA backend a refusal).
+// bound instruction each, only for the bounds given (torch.clamp(x, max=m) omits the lower
+// one); Clip with a bound that is not a scalar, or its opset-6 attributes, stays a step of its
+// own (the CPU op; on the CUDA backend a refusal).
 TEST(Fusion, ClipWithScalarBoundsFusesAsBoundInstructions) {
   Builder b;
   ir::Value* x = b.input("x", {4, 8});
@@ -483,9 +484,33 @@ TEST(Fusion, ClipWithScalarBoundsFusesAsBoundInstructions) {
   ASSERT_TRUE(one_steps[0].fused());
   EXPECT_EQ(instrs(one.kernel(one_steps[0].segments[0]).def),
             (Strings{"load", "const", "clamp_min", "relu"}));
+  // Only an upper bound (the lower one omitted): one bound instruction, the CPU op's bits.
+  Builder upper;
+  ir::Value* u = upper.input("u", {4, 8});
+  upper.output(upper.op("Clip", {upper.op("Add", {u, u}, {4, 8}), nullptr, upper.constant("hi", 6)},
+                        {4, 8}));
+  const auto upper_steps = upper.fuse();
+  ASSERT_EQ(upper_steps.size(), 1u);
+  ASSERT_TRUE(upper_steps[0].fused());
+  EXPECT_EQ(instrs(upper.kernel(upper_steps[0].segments[0]).def),
+            (Strings{"load", "add", "const", "clamp_max"}));
+  {
+    const lower::Lowering lowered =
+        lower::lower_graph(upper.model, {.fuse = true, .target = "cpu"});
+    lower::EmitOptions emit;
+    emit.lowering = &lowered;
+    rt::cpu::Executor fused(lower::emit_plan(upper.model, emit));
+    rt::cpu::Executor plain(lower::emit_plan(upper.model, {}));
+    rt::Tensor uv(kF32, {4, 8});
+    const float specials[] = {-0.0f, 0.0f, 2.9f, 3.1f, -1e30f, 1e30f, std::nanf(""), -7.0f};
+    for (int i = 0; i < 32; ++i)
+      uv.data<float>()[i] = i < 8 ? specials[i] : 0.37f * static_cast<float>(i) - 4.0f;
+    const rt::Tensor got = fused.run({{"u", uv}}).begin()->second;
+    const rt::Tensor want = plain.run({{"u", uv}}).begin()->second;
+    EXPECT_EQ(std::memcmp(got.raw(), want.raw(), want.nbytes()), 0);
+  }
   Builder unfused;
   ir::Value* z = unfused.input("z", {4});
-  unfused.output(unfused.op("Clip", {z, nullptr, unfused.constant("hi", 6)}, {4}));
   unfused.output(unfused.op("Clip", {z, unfused.constant("wide", 0, {4})}, {4}));
   unfused.output(unfused.op("Clip", {z}, {4}));
   unfused.model.graph->nodes.back()->attributes.push_back(ir::Attribute::make_float("max", 6));
