@@ -1,5 +1,6 @@
 #include "passes/loss_scaling.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -51,6 +52,19 @@ void rename(ir::Model& model, Value* v, const std::string& name) {
     throw Error("cannot name the loss scaler's '" + name +
                 "': the model already has a value of that name");
   model.graph->rename_value(v, name);
+}
+
+// The 16-bit gradient an fp32 gradient widens, when it is nothing else: the gradient of
+// autocast's Cast of an fp32 parameter to fp16 or bf16 (an exact widening), read by nobody yet.
+// Null otherwise.
+Value* sixteen_bit_source(Value* gradient) {
+  const ir::Node* n = gradient->producer;
+  if (!n || n->op_type != "Cast" || !n->domain.empty() || n->inputs.size() != 1 ||
+      !gradient->uses.empty() || gradient->type.dtype != DType::kFloat32)
+    return nullptr;
+  Value* source = n->inputs[0];
+  const DType t = source ? source->type.dtype : DType::kUndefined;
+  return t == DType::kFloat16 || t == DType::kBFloat16 ? source : nullptr;
 }
 
 }  // namespace
@@ -141,13 +155,34 @@ Value* unscale_and_check(ir::Model& model, const LossScaleState& state,
   rename(model, inv, "amp.inv_scale");
   std::vector<Value*> inputs{inv};
   std::vector<ir::TensorType> types{kBoolScalar};
-  for (const auto& pg : gradients) {
-    inputs.push_back(pg.gradient);
-    types.push_back(pg.gradient->type);
+  std::vector<Value*> widened(gradients.size(), nullptr);
+  for (size_t i = 0; i < gradients.size(); ++i) {
+    widened[i] = sixteen_bit_source(gradients[i].gradient);
+    Value* g = widened[i] ? widened[i] : gradients[i].gradient;
+    inputs.push_back(g);
+    types.push_back(g->type);
   }
   const auto outs = b.op_n("UnscaleCheck", inputs, types, {}, ops::kAmpcDomain);
   rename(model, outs[0], kFoundInfName);
-  for (size_t i = 0; i < gradients.size(); ++i) gradients[i].gradient = outs[i + 1];
+  ir::Node* check = outs[0]->producer;
+  std::vector<Value*> unread;
+  for (size_t i = 0; i < gradients.size(); ++i) {
+    if (!widened[i]) {
+      gradients[i].gradient = outs[i + 1];
+      continue;
+    }
+    // Checked in 16 bits, unscaled where it is read: fp32(g16) * inv_scale, the multiply
+    // UnscaleCheck makes, so the optimizer's update kernel computes it and no fp32 copy of
+    // the gradient is ever stored.
+    ir::set_output(check, i + 1, nullptr);
+    unread.push_back(outs[i + 1]);
+    Value* g32 = b.op("Cast", {widened[i]}, gradients[i].gradient->type,
+                      attrs(Attribute::make_int("to", static_cast<int64_t>(DType::kFloat32))));
+    gradients[i].gradient = b.op("Mul", {g32, inv}, g32->type);
+  }
+  model.graph->erase_values_if([&](const ir::Value& v) {
+    return std::find(unread.begin(), unread.end(), &v) != unread.end();
+  });
   import_ampc_domain_if_used(model, first_node);
   return outs[0];
 }

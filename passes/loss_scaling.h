@@ -1,7 +1,9 @@
 // Dynamic loss scaling with GradScaler semantics (../shared/amp-semantics.md section 3), as
 // graph: the scale and growth tracker are state initializers ("amp.scale",
 // "amp.growth_tracker"), the backward is seeded with the scale instead of 1, one
-// ampc.UnscaleCheck node unscales every gradient and computes "amp.found_inf", and one
+// ampc.UnscaleCheck node unscales every gradient and computes "amp.found_inf" (a gradient
+// that widens autocast's 16-bit one is checked in 16 bits and unscaled where it is read,
+// so it is never stored in fp32), and one
 // ampc.UpdateScale node computes the next scale. The skip-step itself is the optimizer's
 // (passes/optimizer.h: every state update predicated on found_inf), so the decision never
 // leaves the plan.

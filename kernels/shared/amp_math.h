@@ -25,7 +25,7 @@ constexpr int kAmpMaxTensorsPerLaunch = 48;  // keeps the kernel's by-value tabl
 template <typename T>
 AMPC_HD bool scale_element(const T* x, T* y, int64_t i, typename Elem<T>::Math factor) {
   const typename Elem<T>::Math v = Elem<T>::load(x[i]);
-  y[i] = Elem<T>::store(mul(v, factor));
+  if (y) y[i] = Elem<T>::store(mul(v, factor));  // null: checked only
   return !is_finite(v);
 }
 

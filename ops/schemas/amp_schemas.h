@@ -4,7 +4,8 @@
 //
 //   UnscaleCheck(inv_scale, G1..Gn) -> found_inf, G1'..Gn'
 //       Gi' = Gi * inv_scale (fp32 math); found_inf (bool scalar) is true when any element
-//       of any Gi is inf or NaN.
+//       of any Gi is inf or NaN. An omitted Gi' leaves Gi checked only (the loss scaler's
+//       16-bit gradients, which the optimizer unscales as it reads them).
 //   UpdateScale(scale, growth_tracker, found_inf) -> scale', growth_tracker'
 //       torch's _amp_update_scale_ rule; attributes growth_factor (2.0), backoff_factor
 //       (0.5), growth_interval (2000), and the optional bounds min_scale and max_scale.

@@ -242,7 +242,10 @@ struct TensorList {
   std::vector<void*> out_pointers() const { return addresses<void*>(outs); }
 };
 
-TensorList tensor_list(const StepContext& ctx, int first_in, int first_out, int count) {
+// `outputs_optional`: an omitted output is a null pointer (UnscaleCheck's checked-only
+// gradients), not a mismatch.
+TensorList tensor_list(const StepContext& ctx, int first_in, int first_out, int count,
+                       bool outputs_optional = false) {
   TensorList l;
   for (int j = 0; j < count; ++j) {
     ctx.require_dtype(first_in + j,
@@ -250,7 +253,9 @@ TensorList tensor_list(const StepContext& ctx, int first_in, int first_out, int 
     l.dtypes.push_back(ctx.in_dtype(first_in + j));
     l.numels.push_back(ctx.in_numel(first_in + j));
     l.ins.push_back(ctx.in(first_in + j));
-    if (first_out >= 0) {
+    if (first_out >= 0 && outputs_optional && !ctx.has_output(first_out + j)) {
+      l.outs.push_back(ctx.out(first_out + j));  // null
+    } else if (first_out >= 0) {
       if (ctx.out_dtype(first_out + j) != l.dtypes.back() ||
           ctx.out_numel(first_out + j) != l.numels.back())
         ctx.fail("output " + std::to_string(first_out + j) + " does not match its gradient");
@@ -267,7 +272,7 @@ Launch build_unscale_check(StepContext& ctx) {
     ctx.fail("inv_scale must be an f32 scalar");
   if (ctx.out_dtype(0) != DType::kBool || ctx.out_numel(0) != 1)
     ctx.fail("found_inf must be a bool scalar");
-  auto l = std::make_shared<TensorList>(tensor_list(ctx, 1, 1, n));
+  auto l = std::make_shared<TensorList>(tensor_list(ctx, 1, 1, n, true));
   const DevPtr inv = ctx.in(0), found = ctx.out(0);
   return [=](cudaStream_t stream) {
     const auto ins = l->in_pointers();

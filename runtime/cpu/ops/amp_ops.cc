@@ -71,7 +71,8 @@ void set_scalar_bool(OpContext& ctx, int index, bool v) {
 }
 
 // Every gradient times inv_scale; found_inf when any element of the input is not finite
-// (checked on the scaled values, as torch does).
+// (checked on the scaled values, as torch does). A gradient whose output is omitted is only
+// checked (the loss scaler's 16-bit gradients, unscaled where the optimizer reads them).
 void unscale_check_op(OpContext& ctx) {
   const float inv = scalar_of<float>(ctx, 0, "inv_scale", DType::kFloat32);
   const int n = ctx.num_inputs() - 1;
@@ -86,13 +87,14 @@ void unscale_check_op(OpContext& ctx) {
       using N = Num<T>;
       using M = typename N::Math;
       const T* x = g.data<T>();
-      T* y = ctx.output(j + 1, g.dtype(), g.shape()).template data<T>();
+      T* y = ctx.has_output(j + 1) ? ctx.output(j + 1, g.dtype(), g.shape()).template data<T>()
+                                   : nullptr;
       const M s = static_cast<M>(inv);
       bool bad = false;
       for (int64_t i = 0, e = g.numel(); i < e; ++i) {
         const M v = N::load(x[i]);
         bad |= !std::isfinite(v);
-        y[i] = N::store(v * s);
+        if (y) y[i] = N::store(v * s);
       }
       found |= bad;
     });
