@@ -4,12 +4,15 @@
 // update a Where on amp.found_inf; a step whose batch holds inf/NaN leaves every parameter,
 // moment and the step counter bit-identical and backs the scale off (fp32, and fp16
 // autocast); power-of-two scaling (dynamic or static) trains bit-identically to no scaling
-// in fp32; --skip-nonfinite without scaling; no scaling adds nothing.
+// in fp32; an fp16 plan unscales its 16-bit gradients in fp32; --skip-nonfinite without
+// scaling; no scaling adds nothing.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
 
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <limits>
 #include <map>
 #include <random>
@@ -189,6 +192,70 @@ TEST(LossScaling, PowerOfTwoScalingTrainsLikeNoScaling) {
     EXPECT_TRUE(same_bits(t, state["dynamic"].at(name))) << name;
     EXPECT_TRUE(same_bits(t, state["static:1024"].at(name))) << name;
   }
+}
+
+// An fp16 plan unscales its parameters' fp16 gradients in fp32 (torch's unscale_ of the fp32
+// .grad): loss = 2^-30 * sum(x W), x of ones [4, 2], W [2, 3] zeros, so dW = 4 * 2^-30 =
+// 2^-28, scaled by 65536 to 2^-12 (exact in fp16), and SGD with lr 1 moves W to -2^-28 exactly.
+// Unscaled in fp16, 2^-28 is below its smallest subnormal (2^-24): W would stay 0.
+TEST(LossScaling, Fp16GradientsAreUnscaledInFp32) {
+  test::TempDir dir;
+  const std::string path = dir / "tiny_grad.onnx";
+  {
+    onnx::ModelProto m;
+    m.set_ir_version(8);
+    m.add_opset_import()->set_version(17);
+    onnx::GraphProto* g = m.mutable_graph();
+    g->set_name("tiny_grad");
+    auto io = [&](onnx::ValueInfoProto* v, const std::string& name, std::vector<int64_t> dims) {
+      v->set_name(name);
+      auto* t = v->mutable_type()->mutable_tensor_type();
+      t->set_elem_type(onnx::TensorProto::FLOAT);
+      t->mutable_shape();
+      for (int64_t d : dims) t->mutable_shape()->add_dim()->set_dim_value(d);
+    };
+    io(g->add_input(), "x", {4, 2});
+    io(g->add_output(), "loss", {});
+    onnx::TensorProto* w = g->add_initializer();
+    w->set_name("w");
+    w->set_data_type(onnx::TensorProto::FLOAT);
+    w->add_dims(2);
+    w->add_dims(3);
+    for (int i = 0; i < 6; ++i) w->add_float_data(0.0f);
+    onnx::TensorProto* k = g->add_initializer();
+    k->set_name("k");
+    k->set_data_type(onnx::TensorProto::FLOAT);
+    k->add_float_data(std::ldexp(1.0f, -30));
+    auto node = [&](const std::string& op, std::vector<std::string> in, const std::string& out) {
+      onnx::NodeProto* n = g->add_node();
+      n->set_op_type(op);
+      n->set_name("/" + out);
+      for (const auto& i : in) n->add_input(i);
+      n->add_output(out);
+      return n;
+    };
+    node("MatMul", {"x", "w"}, "y");
+    onnx::AttributeProto* keep = node("ReduceSum", {"y"}, "sum")->add_attribute();
+    keep->set_name("keepdims");
+    keep->set_type(onnx::AttributeProto::INT);
+    keep->set_i(0);
+    node("Mul", {"sum", "k"}, "loss");
+    std::ofstream(path, std::ios::binary) << m.SerializeAsString();
+  }
+  compiler::CompileOptions o;
+  o.train = true;
+  o.optimizer.kind = "sgd";
+  o.optimizer.lr = 1.0;
+  o.autocast.precision = passes::Precision::kFP16;
+  const plan::Plan p = compiler::compile_file(path, o);
+  rt::cpu::Executor exec(p);
+  rt::Tensor x(DType::kFloat32, {4, 2});
+  for (int i = 0; i < 8; ++i) x.data<float>()[i] = 1.0f;
+  exec.run({{"x", x}});
+  const auto state = exec.state();
+  EXPECT_EQ(f32(state.at("amp.scale")), 65536.0f);
+  const rt::Tensor& w = state.at("w");
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(w.data<float>()[i], -std::ldexp(1.0f, -28)) << i;
 }
 
 TEST(LossScaling, SkipNonFiniteWithoutScaling) {
