@@ -1,12 +1,14 @@
 // The loss scaler's CPU ops of the "ampc" domain (runtime/cpu/ops/amp_ops.cc) on hand-built
-// steps: UnscaleCheck (unscale + found_inf), UpdateScale (torch's _amp_update_scale_ rule
-// and ampc's bounds), ClipGradNorm (clip_grad_norm_), and their refusals.
+// steps: UnscaleCheck (unscale + found_inf; omitted outputs: checked only), UpdateScale (torch's
+// _amp_update_scale_ rule and ampc's bounds), ClipGradNorm (clip_grad_norm_), and their refusals.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
 
 #include "base/error.h"
+#include "runtime/cpu/op_context.h"
+#include "runtime/cpu/op_registry.h"
 #include "tests/unit/op_test_helpers.h"
 
 namespace ampc::rt::cpu {
@@ -88,6 +90,53 @@ TEST(UnscaleCheck, SixteenBitGradientsComputeInFp32AndRoundOnce) {
   EXPECT_EQ(out[2].data<BFloat16>()[1].bits, 0x443e);  // 760 = 2^9 * (1 + 62 / 128)
   const auto inf16 = run_amp("UnscaleCheck", {f32(1), make(DType::kFloat16, {1}, {kInf})}, {}, 2);
   EXPECT_TRUE(flag_of(inf16[0]));
+}
+
+// UnscaleCheck with the gradient outputs omitted where `present` is false.
+std::vector<Tensor> unscale_check_some(const std::vector<Tensor>& inputs,
+                                       const std::vector<bool>& present) {
+  plan::Step step;
+  step.set_op("UnscaleCheck");
+  step.set_domain("ampc");
+  step.set_opset_version(1);
+  step.add_source_nodes("test_node");
+  std::vector<const Tensor*> in;
+  for (const auto& t : inputs) in.push_back(&t);
+  std::vector<Tensor> out(inputs.size());
+  std::vector<Tensor*> ptrs{&out[0]};
+  for (size_t j = 0; j < present.size(); ++j) ptrs.push_back(present[j] ? &out[j + 1] : nullptr);
+  OpContext ctx(step, in, ptrs);
+  (*OpRegistry::instance().find("UnscaleCheck", "ampc"))(ctx);
+  return out;
+}
+
+// A gradient whose output is omitted is checked only (the loss scaler's 16-bit gradients,
+// which the optimizer unscales as it reads them), fp16 and bf16 by their exponent bits: the
+// largest finite values and subnormals pass, inf of either sign and NaN are found. A present
+// output is still unscaled beside it.
+TEST(UnscaleCheck, OmittedOutputsAreCheckedOnly) {
+  struct Case {
+    DType t;
+    std::vector<uint16_t> finite, bad;
+  };
+  const Case cases[] = {
+      {DType::kFloat16, {0x7BFF, 0xFBFF, 0x0001, 0x8000, 0x3C00}, {0x7C00, 0xFC00, 0x7E00, 0x7C01}},
+      {DType::kBFloat16,
+       {0x7F7F, 0xFF7F, 0x0001, 0x8000, 0x3F80},
+       {0x7F80, 0xFF80, 0x7FC0, 0x7F81}}};
+  for (const Case& c : cases) {
+    for (int bad = -1; bad < static_cast<int>(c.bad.size()); ++bad) {
+      Tensor g(c.t, {static_cast<int64_t>(c.finite.size()) + 1});
+      auto* bits = static_cast<uint16_t*>(g.raw());
+      for (size_t i = 0; i < c.finite.size(); ++i) bits[i] = c.finite[i];
+      bits[c.finite.size()] = bad < 0 ? c.finite[0] : c.bad[static_cast<size_t>(bad)];
+      const auto out =
+          unscale_check_some({f32(0.5f), g, make(DType::kFloat32, {2}, {4, 6})}, {false, true});
+      EXPECT_EQ(flag_of(out[0]), bad >= 0) << dtype_name(c.t) << " case " << bad;
+      EXPECT_FALSE(out[1].defined());
+      EXPECT_EQ(values(out[2]), (std::vector<double>{2, 3}));
+    }
+  }
 }
 
 TEST(UnscaleCheck, RefusesABadInvScaleOrOutputCount) {

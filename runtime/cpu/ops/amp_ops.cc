@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <type_traits>
 
 #include "runtime/cpu/op_registry.h"
 #include "runtime/cpu/ops/families.h"
@@ -70,6 +71,24 @@ void set_scalar_bool(OpContext& ctx, int index, bool v) {
   ctx.output(index, DType::kBool, {}).data<bool>()[0] = v;
 }
 
+// Whether some element of x[0, n) is inf or NaN. 16-bit values by their bits, without
+// converting: a value is not finite exactly when its exponent bits are all set, so the largest
+// exponent field is the mask (a max-reduction the compiler vectorises).
+template <typename T>
+bool any_nonfinite(const T* x, int64_t n) {
+  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
+    constexpr uint16_t kExponent = std::is_same_v<T, Half> ? 0x7C00 : 0x7F80;
+    const auto* bits = reinterpret_cast<const uint16_t*>(x);
+    uint16_t top = 0;
+    for (int64_t i = 0; i < n; ++i) top = std::max<uint16_t>(top, bits[i] & kExponent);
+    return top == kExponent;
+  } else {
+    bool bad = false;
+    for (int64_t i = 0; i < n; ++i) bad |= !std::isfinite(x[i]);
+    return bad;
+  }
+}
+
 // Every gradient times inv_scale; found_inf when any element of the input is not finite
 // (checked on the scaled values, as torch does). A gradient whose output is omitted is only
 // checked (the loss scaler's 16-bit gradients, unscaled where the optimizer reads them).
@@ -89,12 +108,16 @@ void unscale_check_op(OpContext& ctx) {
       const T* x = g.data<T>();
       T* y = ctx.has_output(j + 1) ? ctx.output(j + 1, g.dtype(), g.shape()).template data<T>()
                                    : nullptr;
+      if (!y) {
+        found |= any_nonfinite(x, g.numel());
+        return;
+      }
       const M s = static_cast<M>(inv);
       bool bad = false;
       for (int64_t i = 0, e = g.numel(); i < e; ++i) {
         const M v = N::load(x[i]);
         bad |= !std::isfinite(v);
-        if (y) y[i] = N::store(v * s);
+        y[i] = N::store(v * s);
       }
       found |= bad;
     });
