@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -100,6 +101,40 @@ std::vector<std::string> instrs(const kernels::KernelDef& k) {
 }
 
 using Strings = std::vector<std::string>;
+
+// The model's plan with its elementwise nodes fused for `target` (a CUDA target makes every
+// fusible node a kernel; the CPU backend runs the plan with its host JIT).
+plan::Plan fused_plan(const ir::Model& model, const std::string& target) {
+  const lower::Lowering lowered = lower::lower_graph(model, {.fuse = true, .target = target});
+  lower::EmitOptions emit;
+  emit.lowering = &lowered;
+  return lower::emit_plan(model, emit);
+}
+
+// Element i of a tensor of any float type set to v, rounded once.
+void set_float(rt::Tensor& t, int64_t i, float v) {
+  if (t.dtype() == DType::kFloat32) t.data<float>()[i] = v;
+  if (t.dtype() == DType::kFloat64) t.data<double>()[i] = v;
+  if (t.dtype() == DType::kFloat16) t.data<Half>()[i] = float_to_half(v);
+  if (t.dtype() == DType::kBFloat16) t.data<BFloat16>()[i] = float_to_bf16(v);
+}
+
+// The fused plan against the unfused one (the CPU ops) on `inputs`: each of its `outputs`
+// outputs the same bits.
+void expect_fused_bits(const plan::Plan& fused_plan, const ir::Model& model,
+                       const std::map<std::string, rt::Tensor>& inputs, size_t outputs,
+                       const std::string& what) {
+  rt::cpu::Executor fused(fused_plan);
+  rt::cpu::Executor unfused(lower::emit_plan(model, {}));
+  const auto got = fused.run(inputs);
+  const auto want = unfused.run(inputs);
+  ASSERT_EQ(got.size(), outputs) << what;
+  ASSERT_EQ(want.size(), outputs) << what;
+  for (const auto& [name, w] : want) {
+    const rt::Tensor& g = got.at(name);
+    EXPECT_EQ(std::memcmp(g.raw(), w.raw(), w.nbytes()), 0) << name << " " << what;
+  }
+}
 
 // Every node once, each after the producers of its inputs.
 void expect_valid_schedule(const ir::Model& m, const std::vector<FusionStep>& steps) {
@@ -461,20 +496,10 @@ TEST(Fusion, ClipWithScalarBoundsFusesAsBoundInstructions) {
             (Strings{"load", "add", "const", "clamp_min", "const", "clamp_max", "mul"}));
   // The fused plan against the unfused one (the CPU Clip op) on values below, inside and
   // above the bounds, zeros of both signs, infinities and a NaN: the same bits.
-  {
-    const lower::Lowering lowered = lower::lower_graph(b.model, {.fuse = true, .target = "cpu"});
-    lower::EmitOptions emit;
-    emit.lowering = &lowered;
-    rt::cpu::Executor fused(lower::emit_plan(b.model, emit));
-    rt::cpu::Executor unfused(lower::emit_plan(b.model, {}));
-    rt::Tensor xv(kF32, {4, 8});
-    const float specials[] = {-0.0f, 0.0f, 2.9f, 3.1f, -1e30f, 1e30f, std::nanf(""), 0.25f};
-    for (int i = 0; i < 32; ++i)
-      xv.data<float>()[i] = i < 8 ? specials[i] : 0.37f * static_cast<float>(i) - 4.0f;
-    const rt::Tensor got = fused.run({{"x", xv}}).begin()->second;
-    const rt::Tensor want = unfused.run({{"x", xv}}).begin()->second;
-    EXPECT_EQ(std::memcmp(got.raw(), want.raw(), want.nbytes()), 0);
-  }
+  const float specials[] = {-0.0f, 0.0f, 2.9f, 3.1f, -1e30f, 1e30f, std::nanf(""), -7.0f};
+  rt::Tensor xv(kF32, {4, 8});
+  for (int i = 0; i < 32; ++i) set_float(xv, i, i < 8 ? specials[i] : 0.37f * i - 4.0f);
+  expect_fused_bits(fused_plan(b.model, "cpu"), b.model, {{"x", xv}}, 1, "relu6");
   // Only a lower bound (a trailing omitted input is dropped): one bound instruction.
   Builder one;
   ir::Value* y = one.input("y", {4});
@@ -494,21 +519,7 @@ TEST(Fusion, ClipWithScalarBoundsFusesAsBoundInstructions) {
   ASSERT_TRUE(upper_steps[0].fused());
   EXPECT_EQ(instrs(upper.kernel(upper_steps[0].segments[0]).def),
             (Strings{"load", "add", "const", "clamp_max"}));
-  {
-    const lower::Lowering lowered =
-        lower::lower_graph(upper.model, {.fuse = true, .target = "cpu"});
-    lower::EmitOptions emit;
-    emit.lowering = &lowered;
-    rt::cpu::Executor fused(lower::emit_plan(upper.model, emit));
-    rt::cpu::Executor plain(lower::emit_plan(upper.model, {}));
-    rt::Tensor uv(kF32, {4, 8});
-    const float specials[] = {-0.0f, 0.0f, 2.9f, 3.1f, -1e30f, 1e30f, std::nanf(""), -7.0f};
-    for (int i = 0; i < 32; ++i)
-      uv.data<float>()[i] = i < 8 ? specials[i] : 0.37f * static_cast<float>(i) - 4.0f;
-    const rt::Tensor got = fused.run({{"u", uv}}).begin()->second;
-    const rt::Tensor want = plain.run({{"u", uv}}).begin()->second;
-    EXPECT_EQ(std::memcmp(got.raw(), want.raw(), want.nbytes()), 0);
-  }
+  expect_fused_bits(fused_plan(upper.model, "cpu"), upper.model, {{"u", xv}}, 1, "clamp(max)");
   Builder unfused;
   ir::Value* z = unfused.input("z", {4});
   unfused.output(unfused.op("Clip", {z, unfused.constant("wide", 0, {4})}, {4}));
@@ -545,27 +556,10 @@ TEST(Fusion, HardActivationsGiveTheCpuOpsBits) {
     b.output(b.op("HardSigmoid", {x}, {64}, t));
     b.output(b.op("HardSwish", {x}, {64}, t));
     for (const auto& n : b.model.graph->nodes) EXPECT_TRUE(lower::is_fusible(*n)) << n->label();
-    const lower::Lowering lowered =
-        lower::lower_graph(b.model, {.fuse = true, .target = "cuda:sm_90"});
-    lower::EmitOptions emit;
-    emit.lowering = &lowered;
-    rt::cpu::Executor fused(lower::emit_plan(b.model, emit));
-    rt::cpu::Executor unfused(lower::emit_plan(b.model, {}));
     rt::Tensor xv(t, {64});
-    for (int i = 0; i < 64; ++i) {
-      const float v = i < 12 ? specials[i] : 0.23f * static_cast<float>(i) - 8.0f;
-      if (t == kF32) xv.data<float>()[i] = v;
-      if (t == DType::kFloat64) xv.data<double>()[i] = v;
-      if (t == DType::kFloat16) xv.data<Half>()[i] = float_to_half(v);
-      if (t == DType::kBFloat16) xv.data<BFloat16>()[i] = float_to_bf16(v);
-    }
-    const auto got = fused.run({{"x", xv}});
-    const auto want = unfused.run({{"x", xv}});
-    ASSERT_EQ(got.size(), 3u);
-    for (const auto& [name, w] : want) {
-      const rt::Tensor& g = got.at(name);
-      EXPECT_EQ(std::memcmp(g.raw(), w.raw(), w.nbytes()), 0) << name << " " << dtype_name(t);
-    }
+    for (int i = 0; i < 64; ++i) set_float(xv, i, i < 12 ? specials[i] : 0.23f * i - 8.0f);
+    expect_fused_bits(fused_plan(b.model, "cuda:sm_90"), b.model, {{"x", xv}}, 3,
+                      std::string(dtype_name(t)));
   }
 }
 
@@ -601,30 +595,12 @@ TEST(Fusion, TorchActivationsGiveTheCpuOpsBits) {
     b.model.graph->nodes.back()->attributes.push_back(ir::Attribute::make_float("gamma", 0.9f));
     b.output(b.op("PRelu", {x, slope}, {4, kN / 4}, t));
     for (const auto& n : b.model.graph->nodes) EXPECT_TRUE(lower::is_fusible(*n)) << n->label();
-    const lower::Lowering lowered =
-        lower::lower_graph(b.model, {.fuse = true, .target = "cuda:sm_90"});
-    lower::EmitOptions emit;
-    emit.lowering = &lowered;
-    const plan::Plan fused_plan = lower::emit_plan(b.model, emit);
-    for (const auto& step : fused_plan.steps()) EXPECT_EQ(step.op(), "FusedElementwise");
-    rt::cpu::Executor fused(fused_plan);
-    rt::cpu::Executor unfused(lower::emit_plan(b.model, {}));
-    auto fill = [&](rt::Tensor& v, int i, float f) {
-      if (t == kF32) v.data<float>()[i] = f;
-      if (t == DType::kFloat64) v.data<double>()[i] = f;
-      if (t == DType::kFloat16) v.data<Half>()[i] = float_to_half(f);
-      if (t == DType::kBFloat16) v.data<BFloat16>()[i] = float_to_bf16(f);
-    };
+    const plan::Plan fused = fused_plan(b.model, "cuda:sm_90");
+    for (const auto& step : fused.steps()) EXPECT_EQ(step.op(), "FusedElementwise");
     rt::Tensor xv(t, {4, kN / 4}), sv(t, {kN / 4});
-    for (int i = 0; i < kN; ++i) fill(xv, i, i < 16 ? specials[i] : 0.23f * (i - 16) - 5.0f);
-    for (int i = 0; i < kN / 4; ++i) fill(sv, i, 0.1f * static_cast<float>(i) - 0.5f);
-    const auto got = fused.run({{"x", xv}, {"slope", sv}});
-    const auto want = unfused.run({{"x", xv}, {"slope", sv}});
-    ASSERT_EQ(got.size(), 13u);
-    for (const auto& [name, w] : want) {
-      const rt::Tensor& g = got.at(name);
-      EXPECT_EQ(std::memcmp(g.raw(), w.raw(), w.nbytes()), 0) << name << " " << dtype_name(t);
-    }
+    for (int i = 0; i < kN; ++i) set_float(xv, i, i < 16 ? specials[i] : 0.23f * (i - 16) - 5.0f);
+    for (int i = 0; i < kN / 4; ++i) set_float(sv, i, 0.1f * i - 0.5f);
+    expect_fused_bits(fused, b.model, {{"x", xv}, {"slope", sv}}, 13, std::string(dtype_name(t)));
   }
 }
 
