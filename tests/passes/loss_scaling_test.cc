@@ -8,11 +8,9 @@
 // scaling; no scaling adds nothing.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <onnx/onnx_pb.h>
 
 #include <cmath>
 #include <cstring>
-#include <fstream>
 #include <limits>
 #include <map>
 #include <random>
@@ -24,6 +22,7 @@
 #include "frontend/onnx/export.h"
 #include "frontend/onnx/export_training.h"
 #include "runtime/cpu/executor.h"
+#include "tests/support/onnx_builder.h"
 #include "tests/support/random_batch.h"
 #include "tests/support/temp_dir.h"
 
@@ -202,45 +201,17 @@ TEST(LossScaling, Fp16GradientsAreUnscaledInFp32) {
   test::TempDir dir;
   const std::string path = dir / "tiny_grad.onnx";
   {
-    onnx::ModelProto m;
-    m.set_ir_version(8);
-    m.add_opset_import()->set_version(17);
+    namespace ob = test::onnx_build;
+    onnx::ModelProto m = ob::model("tiny_grad");
     onnx::GraphProto* g = m.mutable_graph();
-    g->set_name("tiny_grad");
-    auto io = [&](onnx::ValueInfoProto* v, const std::string& name, std::vector<int64_t> dims) {
-      v->set_name(name);
-      auto* t = v->mutable_type()->mutable_tensor_type();
-      t->set_elem_type(onnx::TensorProto::FLOAT);
-      t->mutable_shape();
-      for (int64_t d : dims) t->mutable_shape()->add_dim()->set_dim_value(d);
-    };
-    io(g->add_input(), "x", {4, 2});
-    io(g->add_output(), "loss", {});
-    onnx::TensorProto* w = g->add_initializer();
-    w->set_name("w");
-    w->set_data_type(onnx::TensorProto::FLOAT);
-    w->add_dims(2);
-    w->add_dims(3);
-    for (int i = 0; i < 6; ++i) w->add_float_data(0.0f);
-    onnx::TensorProto* k = g->add_initializer();
-    k->set_name("k");
-    k->set_data_type(onnx::TensorProto::FLOAT);
-    k->add_float_data(std::ldexp(1.0f, -30));
-    auto node = [&](const std::string& op, std::vector<std::string> in, const std::string& out) {
-      onnx::NodeProto* n = g->add_node();
-      n->set_op_type(op);
-      n->set_name("/" + out);
-      for (const auto& i : in) n->add_input(i);
-      n->add_output(out);
-      return n;
-    };
-    node("MatMul", {"x", "w"}, "y");
-    onnx::AttributeProto* keep = node("ReduceSum", {"y"}, "sum")->add_attribute();
-    keep->set_name("keepdims");
-    keep->set_type(onnx::AttributeProto::INT);
-    keep->set_i(0);
-    node("Mul", {"sum", "k"}, "loss");
-    std::ofstream(path, std::ios::binary) << m.SerializeAsString();
+    ob::add_float_io(g, "x", {4, 2});
+    ob::add_float_io(g, "loss", {}, true);
+    ob::add_float_initializer(g, "w", {2, 3}, std::vector<float>(6, 0.0f));
+    ob::add_float_initializer(g, "k", {}, {std::ldexp(1.0f, -30)});
+    ob::add_node(g, "MatMul", {"x", "w"}, "y");
+    ob::add_int(ob::add_node(g, "ReduceSum", {"y"}, "sum"), "keepdims", 0);
+    ob::add_node(g, "Mul", {"sum", "k"}, "loss");
+    ob::write_model(m, path);
   }
   compiler::CompileOptions o;
   o.train = true;

@@ -11,6 +11,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "tests/support/onnx_builder.h"
+
 namespace ampc::test {
 
 namespace detail {
@@ -41,11 +43,7 @@ inline onnx::ModelProto with_node_after_first_gemm(const std::string& mlp_path,
   return m;
 }
 
-inline void write_model(const onnx::ModelProto& m, const std::string& out_path) {
-  std::string out;
-  if (!m.SerializeToString(&out)) throw std::runtime_error("cannot serialise the model");
-  std::ofstream(out_path, std::ios::binary) << out;
-}
+using onnx_build::write_model;
 
 }  // namespace detail
 
