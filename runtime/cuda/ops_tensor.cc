@@ -5,6 +5,7 @@
 // math is not here: the compiler turns it into generated kernels for CUDA targets.
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <memory>
 
 #include "kernels/cuda/copy.h"
@@ -80,10 +81,9 @@ Launch build_block_move(StepContext& ctx, bool to_space) {
 // (FillParams); a shape input that is a constant of the plan must agree with that buffer.
 Launch build_constant_of_shape(StepContext& ctx) {
   const plan::FillParams& p = plan::params<plan::FillParams>(ctx.step());
-  const auto dtype = static_cast<DType>(p.dtype());
-  if (!dtype_is_known(p.dtype()) || dtype == DType::kString ||
-      p.value().size() != dtype_size(dtype))
-    ctx.fail("the fill value is not one element of a known numeric type");
+  const std::optional<DType> known = plan::fill_dtype(p);
+  if (!known) ctx.fail("the fill value is not one element of a known numeric type");
+  const DType dtype = *known;
   if (ctx.out_dtype(0) != dtype)
     ctx.fail("the output " + describe_buffer(ctx.output(0)) + " is not of the value's type");
   const plan::Buffer& shape = ctx.input(0);

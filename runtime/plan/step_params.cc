@@ -15,6 +15,14 @@ int64_t product(const std::vector<int64_t>& dims, size_t begin, size_t end) {
 
 }  // namespace
 
+std::optional<DType> fill_dtype(const FillParams& p) {
+  const auto dtype = static_cast<DType>(p.dtype());
+  if (!dtype_is_known(p.dtype()) || dtype == DType::kString ||
+      p.value().size() != dtype_size(dtype))
+    return std::nullopt;
+  return dtype;
+}
+
 RowShape row_shape(const RowwiseParams& p, const std::vector<int64_t>& dims) {
   const auto axis = static_cast<size_t>(p.axis());
   if (p.flatten() || axis >= dims.size())

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "base/dtype.h"
 #include "runtime/plan/plan.pb.h"
 
 namespace ampc::plan {
@@ -44,6 +45,10 @@ std::optional<std::vector<bool>> reduced_axes(const ReduceParams& p, int64_t ran
 // Its output's dims: x's dims without the reduced axes, or with 1 there under keep_dims.
 std::vector<int64_t> reduced_dims(const ReduceParams& p, const std::vector<bool>& reduced,
                                   const std::vector<int64_t>& dims);
+
+// ConstantOfShape's element type: the FillParams' dtype when its value holds one element of a
+// known numeric type, else nullopt (a malformed plan).
+std::optional<DType> fill_dtype(const FillParams& p);
 
 // A GEMM step's folded epilogue by name ("BIAS", "RELU_BIAS", ..., "#N" for a value this build
 // does not know); empty for none and for steps that are not GEMMs (reports and messages).

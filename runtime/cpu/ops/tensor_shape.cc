@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 
 #include "kernels/cpu/elementwise_types.h"
 #include "runtime/cpu/ops/tensor_common.h"
@@ -118,10 +119,9 @@ void constant_of_shape_op(OpContext& ctx) {
     if (d < 0) ctx.fail("shape " + shape_str(shape) + " has a negative dimension");
   }
   const plan::FillParams& p = plan::params<plan::FillParams>(ctx.step());
-  const auto dtype = static_cast<DType>(p.dtype());
-  if (!dtype_is_known(p.dtype()) || dtype == DType::kString ||
-      p.value().size() != dtype_size(dtype))
-    ctx.fail("the fill value is not one element of a known numeric type");
+  const std::optional<DType> known = plan::fill_dtype(p);
+  if (!known) ctx.fail("the fill value is not one element of a known numeric type");
+  const DType dtype = *known;
   Tensor y(dtype, shape);
   const size_t w = dtype_size(dtype);
   auto* dst = static_cast<uint8_t*>(y.raw());
