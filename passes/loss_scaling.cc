@@ -1,8 +1,8 @@
 #include "passes/loss_scaling.h"
 
-#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <set>
 
 #include "base/error.h"
 #include "ops/schemas/amp_schemas.h"
@@ -165,7 +165,7 @@ Value* unscale_and_check(ir::Model& model, const LossScaleState& state,
   const auto outs = b.op_n("UnscaleCheck", inputs, types, {}, ops::kAmpcDomain);
   rename(model, outs[0], kFoundInfName);
   ir::Node* check = outs[0]->producer;
-  std::vector<Value*> unread;
+  std::set<const Value*> unread;
   for (size_t i = 0; i < gradients.size(); ++i) {
     if (!widened[i]) {
       gradients[i].gradient = outs[i + 1];
@@ -175,13 +175,13 @@ Value* unscale_and_check(ir::Model& model, const LossScaleState& state,
     // UnscaleCheck makes, so the optimizer's update kernel computes it and no fp32 copy of
     // the gradient is ever stored.
     ir::set_output(check, i + 1, nullptr);
-    unread.push_back(outs[i + 1]);
+    unread.insert(outs[i + 1]);
     Value* g32 = b.op("Cast", {widened[i]}, gradients[i].gradient->type,
                       attrs(Attribute::make_int("to", static_cast<int64_t>(DType::kFloat32))));
     gradients[i].gradient = b.op("Mul", {g32, inv}, g32->type);
   }
   model.graph->erase_values_if([&](const ir::Value& v) {
-    return std::find(unread.begin(), unread.end(), &v) != unread.end();
+    return unread.count(&v) > 0;
   });
   import_ampc_domain_if_used(model, first_node);
   return outs[0];
