@@ -203,7 +203,8 @@ void Fuser::index_graph() {
   std::set<std::tuple<std::string, std::vector<Value*>, std::string>> computed;
   for (size_t i = 0; i < n; ++i) {
     const Node& node = *nodes_[i];
-    fusible_[i] = is_fusible(node) && !(options_.keep_unfused && options_.keep_unfused(node));
+    fusible_[i] =
+        is_fusible(model_, node) && !(options_.keep_unfused && options_.keep_unfused(node));
     if (fusible_[i]) {  // is_fusible: one output
       recomputes_[i] =
           !computed.emplace(node.op_type, node.inputs, node.outputs[0]->type.str()).second;
@@ -579,9 +580,11 @@ std::vector<FusionStep> Fuser::schedule() {
 
 }  // namespace
 
-bool is_fusible(const ir::Node& n) {
+bool is_fusible(const ir::Model& model, const ir::Node& n) {
   const Kind kind = ops::op_info(n.domain, n.op_type).fused;
   if (kind == Kind::kNone) return false;
+  // Opset 6's PRelu spreads a 1-D slope over axis 1; the kernels broadcast numpy's way.
+  if (kind == Kind::kPRelu && model.opset_version(n.domain).value_or(0) < 7) return false;
   if (n.outputs.size() != 1 || !n.outputs[0] || !n.outputs[0]->type.is_static()) return false;
   const auto& shape = *n.outputs[0]->type.shape;
   for (size_t i = 0; i < n.inputs.size(); ++i) {

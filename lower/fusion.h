@@ -53,8 +53,9 @@ struct FusionOptions {
 
 // Whether a node can be a member of a group: an elementwise op the kernel instruction set
 // expresses exactly (kernels/codegen/README.md), on f16/bf16/f32/f64/bool, with a static
-// output shape to which every input broadcasts unidirectionally.
-bool is_fusible(const ir::Node& node);
+// output shape to which every input broadcasts unidirectionally, with the numpy broadcasting
+// of `model`'s opset (a PRelu before opset 7 reads a 1-D slope per channel: left unfused).
+bool is_fusible(const ir::Model& model, const ir::Node& node);
 
 // The group of `node` alone (a fusible node; see is_fusible): how a CUDA target runs an
 // elementwise node that fusion left on its own, since the CUDA backend's elementwise ops are

@@ -109,7 +109,7 @@ Lowering lower_graph(const ir::Model& model, const LoweringOptions& options) {
   std::unordered_map<std::string, int> kernel_of_key;
   if (!options.fuse) {
     for (const auto& n : model.graph->nodes) {
-      if (cuda && is_fusible(*n)) {
+      if (cuda && is_fusible(model, *n)) {
         out.steps.push_back(single_kernel_step(*n, builder, kernel_of_key, out));
         continue;
       }
@@ -137,7 +137,7 @@ Lowering lower_graph(const ir::Model& model, const LoweringOptions& options) {
     LoweredStep step;
     if (!fs.fused()) {
       if (folded.count(fs.node)) continue;  // runs inside its GEMM's step
-      if (cuda && !fold_of.count(fs.node) && is_fusible(*fs.node)) {
+      if (cuda && !fold_of.count(fs.node) && is_fusible(model, *fs.node)) {
         out.steps.push_back(single_kernel_step(*fs.node, builder, kernel_of_key, out));
         continue;
       }

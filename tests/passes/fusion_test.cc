@@ -472,7 +472,8 @@ TEST(Fusion, NodesTheKernelsCannotExpressStayUnfused) {
       ir::Attribute::make_int("to", static_cast<int64_t>(kF32)));
   b.output(b.op("Add", {b.op("Sin", {x}, {4}), c}, {4}));  // Sin: not in the instruction set
   for (const auto& n : b.model.graph->nodes) {
-    EXPECT_EQ(lower::is_fusible(*n), n->op_type == "Add" && n->outputs[0]->type.dtype == kF32)
+    EXPECT_EQ(lower::is_fusible(b.model, *n),
+              n->op_type == "Add" && n->outputs[0]->type.dtype == kF32)
         << n->label();
   }
 }
@@ -526,7 +527,7 @@ TEST(Fusion, ClipWithScalarBoundsFusesAsBoundInstructions) {
   unfused.output(unfused.op("Clip", {z}, {4}));
   unfused.model.graph->nodes.back()->attributes.push_back(ir::Attribute::make_float("max", 6));
   for (const auto& n : unfused.model.graph->nodes)
-    EXPECT_FALSE(lower::is_fusible(*n)) << n->label();
+    EXPECT_FALSE(lower::is_fusible(unfused.model, *n)) << n->label();
 }
 
 // HardSigmoid (its attributes and its defaults) and HardSwish, fused as the CPU ops' expressions
@@ -555,7 +556,8 @@ TEST(Fusion, HardActivationsGiveTheCpuOpsBits) {
     custom->attributes.push_back(ir::Attribute::make_float("beta", 0.45f));
     b.output(b.op("HardSigmoid", {x}, {64}, t));
     b.output(b.op("HardSwish", {x}, {64}, t));
-    for (const auto& n : b.model.graph->nodes) EXPECT_TRUE(lower::is_fusible(*n)) << n->label();
+    for (const auto& n : b.model.graph->nodes)
+      EXPECT_TRUE(lower::is_fusible(b.model, *n)) << n->label();
     rt::Tensor xv(t, {64});
     for (int i = 0; i < 64; ++i) set_float(xv, i, i < 12 ? specials[i] : 0.23f * i - 8.0f);
     expect_fused_bits(fused_plan(b.model, "cuda:sm_90"), b.model, {{"x", xv}}, 3,
@@ -594,7 +596,8 @@ TEST(Fusion, TorchActivationsGiveTheCpuOpsBits) {
     b.model.graph->nodes.back()->attributes.push_back(ir::Attribute::make_float("alpha", 1.5f));
     b.model.graph->nodes.back()->attributes.push_back(ir::Attribute::make_float("gamma", 0.9f));
     b.output(b.op("PRelu", {x, slope}, {4, kN / 4}, t));
-    for (const auto& n : b.model.graph->nodes) EXPECT_TRUE(lower::is_fusible(*n)) << n->label();
+    for (const auto& n : b.model.graph->nodes)
+      EXPECT_TRUE(lower::is_fusible(b.model, *n)) << n->label();
     const plan::Plan fused = fused_plan(b.model, "cuda:sm_90");
     for (const auto& step : fused.steps()) EXPECT_EQ(step.op(), "FusedElementwise");
     rt::Tensor xv(t, {4, kN / 4}), sv(t, {kN / 4});
@@ -602,6 +605,35 @@ TEST(Fusion, TorchActivationsGiveTheCpuOpsBits) {
     for (int i = 0; i < kN / 4; ++i) set_float(sv, i, 0.1f * i - 0.5f);
     expect_fused_bits(fused, b.model, {{"x", xv}, {"slope", sv}}, 13, std::string(dtype_name(t)));
   }
+}
+
+// Before opset 7 PRelu's 1-D slope holds one value per channel (axis 1), where numpy's rule,
+// which the kernels follow, would spread it over the last axis: such a PRelu stays the CPU op
+// on every target. x is 2x3x2x3, so both readings are possible and differ.
+TEST(Fusion, OpsetSixPReluKeepsItsPerChannelSlope) {
+  Builder b;
+  b.model.opsets = {{"", 6}};
+  ir::Value* x = b.input("x", {2, 3, 2, 3});
+  ir::Value* slope = b.input("slope", {3});
+  b.output(b.op("PRelu", {x, slope}, {2, 3, 2, 3}));
+  EXPECT_FALSE(lower::is_fusible(b.model, *b.model.graph->nodes.back()));
+  for (const char* target : {"cpu", "cuda:sm_90"}) {
+    const plan::Plan plan = fused_plan(b.model, target);
+    ASSERT_EQ(plan.steps_size(), 1) << target;
+    EXPECT_EQ(plan.steps(0).op(), "PRelu") << target;
+  }
+  rt::Tensor xv(kF32, {2, 3, 2, 3}), sv(kF32, {3});
+  for (int i = 0; i < 36; ++i) xv.data<float>()[i] = static_cast<float>(i % 5) - 3.0f;
+  for (int c = 0; c < 3; ++c) sv.data<float>()[c] = 0.25f * static_cast<float>(c + 1);
+  rt::cpu::Executor run(fused_plan(b.model, "cpu"));
+  const rt::Tensor y = run.run({{"x", xv}, {"slope", sv}}).begin()->second;
+  for (int i = 0; i < 36; ++i) {
+    const float v = xv.data<float>()[i];
+    const int channel = (i / 6) % 3;
+    EXPECT_EQ(y.data<float>()[i], v < 0 ? sv.data<float>()[channel] * v : v) << i;
+  }
+  b.model.opsets = {{"", 7}};  // numpy's rule from opset 7: fusible
+  EXPECT_TRUE(lower::is_fusible(b.model, *b.model.graph->nodes.back()));
 }
 
 // passes/recompute_casts.h: an fp16 copy read early and again much later, whose fp32 source
