@@ -4,6 +4,7 @@ folding, parameters as initializers named after the module's attributes."""
 
 import inspect
 import io
+import re
 import warnings
 
 
@@ -35,13 +36,35 @@ def ordered_inputs(module, example_inputs):
     return params[: len(values)], values
 
 
+def untrained_state(module):
+    """The names of the module's floating-point state that torch.optim never changes: its
+    buffers (BatchNorm's running statistics, register_buffer tensors, a loss's pos_weight or
+    class weights) and the parameters with requires_grad=False. The export writes them as
+    initializers like the parameters, and ampc trains every float initializer the loss
+    depends on unless it is frozen, so ampc.compile freezes these."""
+    names = [n for n, p in module.named_parameters() if not p.requires_grad]
+    names += [n for n, b in module.named_buffers() if b.is_floating_point()]
+    return names
+
+
+def glob_literal(name):
+    """`name` as an fnmatch pattern that matches only itself ([, * and ? bracketed)."""
+    return re.sub(r"([*?\[])", r"[\1]", name)
+
+
 def export_module(module, example_inputs, opset=17):
-    """The ONNX bytes of `module` (forward returns the scalar loss) in training mode."""
+    """The ONNX bytes of `module` (forward returns the scalar loss) in training mode.
+
+    Tracing runs the forward once, which advances BatchNorm's running statistics (and any
+    buffer a forward updates) by one batch in the module and in the exported initializers.
+    Neither keeps that batch: the module's buffers are put back, and the export holds the
+    values they had before, so training starts where the module is."""
     import torch
 
     names, values = ordered_inputs(module, example_inputs)
     values = tuple(v if isinstance(v, torch.Tensor) else torch.as_tensor(v) for v in values)
     was_training = module.training
+    before = {n: b.detach().clone() for n, b in module.named_buffers()}
     buf = io.BytesIO()
     with warnings.catch_warnings():
         # torch warns about BatchNorm's num_batches_tracked counter, which the export drops.
@@ -63,4 +86,33 @@ def export_module(module, example_inputs, opset=17):
             )
         finally:
             module.train(was_training)
-    return buf.getvalue()
+            changed = restore_buffers(module, before)
+    return with_initializers(buf.getvalue(), {n: before[n] for n in changed})
+
+
+def restore_buffers(module, before):
+    """Puts back the buffers' values of `before` (by name); returns the names that differed."""
+    import torch
+
+    changed = []
+    with torch.no_grad():
+        for name, b in module.named_buffers():
+            if name in before and not torch.equal(b, before[name]):
+                b.copy_(before[name])
+                changed.append(name)
+    return changed
+
+
+def with_initializers(data, tensors):
+    """The ONNX model `data` with the initializers named in `tensors` holding those values."""
+    if not tensors:
+        return data
+    import onnx
+    from onnx import numpy_helper
+
+    model = onnx.load_from_string(data)
+    for init in model.graph.initializer:
+        if init.name in tensors:
+            value = tensors[init.name].cpu().numpy()
+            init.CopyFrom(numpy_helper.from_array(value.astype(value.dtype), init.name))
+    return model.SerializeToString()

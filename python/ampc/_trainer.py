@@ -290,7 +290,9 @@ def compile(model, example_inputs=None, *, precision=None, optimizer=None, lr=No
       loss_scale: "dynamic" (fp16's default), "none", or a number (a static scale);
           init_scale; clip_grad_norm.
       accum_steps: micro-batches per optimizer step (step() then takes them stacked).
-      freeze: glob patterns of parameters not to train; loss: the output(s) to minimise.
+      freeze: glob patterns of parameters not to train (for a module, its buffers and its
+          parameters with requires_grad=False are frozen as well, as torch.optim leaves
+          them); loss: the output(s) to minimise.
       input_shapes: ["x=32x64", ...] to fix an ONNX model's dynamic dimensions.
       grad_norm: compute the gradients' norm every step (StepResult.grad_norm; default True
           for models).
@@ -329,9 +331,13 @@ def compile(model, example_inputs=None, *, precision=None, optimizer=None, lr=No
     if not isinstance(model, (str, os.PathLike)):
         if example_inputs is None:
             raise TypeError("compiling a torch module needs example_inputs (one batch)")
-        from ._export import export_module
+        from ._export import export_module, glob_literal, untrained_state
 
         data = export_module(model, example_inputs)
+        # What PyTorch would not train, ampc does not either (buffers, requires_grad=False).
+        user = [freeze] if isinstance(freeze, str) else list(freeze or [])
+        untrained = [glob_literal(n) for n in untrained_state(model)]
+        values["freeze"] = (user + untrained) or None
         name = type(model).__name__
         return _compile_export(data, name, values, seed, export_path)
     path = os.fspath(model)

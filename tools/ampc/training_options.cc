@@ -64,7 +64,9 @@ void add_training_options(CLI::App* cmd, compiler::CompileOptions& o, TrainingOp
                   "Gradient accumulation: one optimizer step per N micro-batches (default 1)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--freeze", o.autodiff.freeze,
-                  "Parameters not to train (glob pattern, repeatable)");
+                  "Initializers not to train (glob pattern, repeatable): every float "
+                  "initializer the loss reads is trained otherwise, torch.nn buffers and "
+                  "requires_grad=False parameters included");
   cmd->add_option("--optimizer", o.optimizer.kind, "sgd | adam | adamw")
       ->check(CLI::IsMember({"sgd", "adam", "adamw"}));
   cmd->add_option("--lr", o.optimizer.lr, "Learning rate");

@@ -1,0 +1,119 @@
+"""ampc.compile of a module trains what torch.optim would train and nothing else: buffers
+(register_buffer, a loss's pos_weight and class weights, BatchNorm's running statistics) and
+parameters with requires_grad=False are exported as initializers like the parameters, and
+must stay as PyTorch leaves them. PyTorch in float64, stepped by torch.optim.SGD, is the
+oracle."""
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+import ampc
+from conftest import batches
+
+CLASSES = 10
+
+
+class WithUntrainedState(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("offset", torch.linspace(-1.0, 1.0, 64))
+        self.frozen = torch.nn.Linear(64, 16)
+        self.frozen.requires_grad_(False)
+        self.norm = torch.nn.BatchNorm1d(16)
+        self.head = torch.nn.Linear(16, CLASSES)
+        self.ce = torch.nn.CrossEntropyLoss(weight=torch.linspace(0.5, 2.0, CLASSES))
+        self.bce = torch.nn.BCEWithLogitsLoss(pos_weight=torch.linspace(2.0, 0.5, CLASSES))
+
+    def forward(self, x, y, t):
+        scores = self.head(self.norm(torch.tanh(self.frozen(x + self.offset))))
+        return self.ce(scores, y) + self.bce(scores, t)
+
+
+def one_hot(y):
+    return np.eye(CLASSES, dtype=np.float32)[y]
+
+
+@pytest.fixture(scope="module")
+def trained(digits):
+    torch.manual_seed(0)
+    net = WithUntrainedState()
+    reference = copy.deepcopy(net).double()
+    x, y = digits
+    feed = [{"x": bx, "y": by, "t": one_hot(by)} for bx, by in batches(x, y, 5)]
+    trainer = ampc.compile(net, feed[0], precision="fp32", optimizer="sgd", lr=0.1, momentum=0.9)
+    for b in feed:
+        trainer.step(**b)
+    sgd = torch.optim.SGD([p for p in reference.parameters() if p.requires_grad], lr=0.1,
+                          momentum=0.9)
+    # The running variance as ONNX's BatchNormalization updates it, with the biased batch
+    # variance (docs/training.md; PyTorch's own uses the unbiased one).
+    running_var = reference.norm.running_var.clone()
+    for b in feed:
+        h = {}
+        hook = reference.norm.register_forward_pre_hook(lambda m, args: h.update(x=args[0]))
+        sgd.zero_grad()
+        reference(*(torch.from_numpy(b[k]).double() if k != "y" else torch.from_numpy(b[k])
+                    for k in ("x", "y", "t"))).backward()
+        sgd.step()
+        hook.remove()
+        running_var = 0.9 * running_var + 0.1 * h["x"].detach().var(0, unbiased=False)
+    reference.norm.running_var.copy_(running_var)
+    return net, trainer, reference
+
+
+def test_only_what_torch_trains_is_trained_state(trained):
+    net, trainer, _ = trained
+    trainable = {n for n, p in net.named_parameters() if p.requires_grad}
+    running = {"norm.running_mean", "norm.running_var"}
+    assert set(trainer.state_dict()) == trainable | running
+
+
+def test_state_follows_torch_optim(trained):
+    _, trainer, reference = trained
+    want = reference.state_dict()
+    for name, value in trainer.state_dict().items():
+        np.testing.assert_allclose(value, want[name].numpy(), rtol=1e-4, atol=1e-6, err_msg=name)
+
+
+def test_copy_to_leaves_untrained_state(trained):
+    net, trainer, _ = trained
+    before = {k: v.clone() for k, v in net.state_dict().items()}
+    copied = trainer.copy_to(net)
+    assert set(copied) == set(trainer.state_dict())
+    for name in ("offset", "frozen.weight", "frozen.bias", "ce.weight", "bce.pos_weight"):
+        assert torch.equal(net.state_dict()[name], before[name]), name
+
+
+def test_user_patterns_are_kept(digits):
+    torch.manual_seed(0)
+    net = WithUntrainedState()
+    x, y = digits
+    trainer = ampc.compile(net, {"x": x[:32], "y": y[:32], "t": one_hot(y[:32])},
+                           precision="fp32", freeze="head.b*")
+    assert "head.bias" not in trainer.state_dict()
+    assert "head.weight" in trainer.state_dict()
+
+
+def test_compile_leaves_the_module_as_it_was(tmp_path, digits):
+    # torch.onnx.export runs the forward once, which advances BatchNorm's running statistics
+    # and its batch counter: neither the module nor the export may keep that batch.
+    torch.manual_seed(0)
+    net = WithUntrainedState()
+    before = {k: v.clone() for k, v in net.state_dict().items()}
+    x, y = digits
+    path = tmp_path / "net.onnx"
+    trainer = ampc.compile(net, {"x": x[:32], "y": y[:32], "t": one_hot(y[:32])},
+                           precision="fp32", export_path=path)
+    for name, value in net.state_dict().items():
+        assert torch.equal(value, before[name]), name
+    for name in ("norm.running_mean", "norm.running_var"):
+        np.testing.assert_array_equal(trainer.state_dict()[name], before[name].numpy())
+    import onnx
+    from onnx import numpy_helper
+
+    exported = {i.name: numpy_helper.to_array(i) for i in onnx.load(str(path)).graph.initializer}
+    np.testing.assert_array_equal(exported["norm.running_var"], before["norm.running_var"].numpy())
