@@ -11,6 +11,7 @@
 #include "frontend/onnx/known_domains.h"
 #include "frontend/onnx/proto_convert.h"
 #include "frontend/onnx/read_model.h"
+#include "frontend/onnx/soft_target_cross_entropy.h"
 #include "frontend/onnx/training_info.h"
 #include "ir/verifier.h"
 #include "ops/schemas/amp_schemas.h"
@@ -338,6 +339,8 @@ std::unique_ptr<ir::Model> import_model(onnx::ModelProto& proto, const ImportOpt
     }
     model->opsets.push_back({o.domain(), o.version()});
   }
+  // torch's cross-entropy with probability targets, as PyTorch computes it.
+  expand_soft_target_cross_entropy(proto);
   infer_shapes(proto);
 
   model->producer_name = proto.producer_name();

@@ -340,6 +340,33 @@ class Activations(nn.Module):
         return F.nll_loss(self.net(x), y)
 
 
+class SoftTargets(nn.Module):
+    """Cross-entropy with class probabilities as targets (soft labels), which torch exports as
+    a SoftmaxCrossEntropyLoss with float labels: per pixel (mean), per image with class
+    weights (mean), summed, and per pixel unreduced, each against a softmax of target logits."""
+
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 5, 1))
+
+    def forward(self, x, pixel_logits, image_logits):
+        scores = self.net(x)
+        pooled = scores.mean((2, 3))
+        weight = torch.linspace(0.5, 2.0, 5, dtype=scores.dtype)
+        return (F.cross_entropy(scores, pixel_logits.softmax(1))
+                + F.cross_entropy(pooled, image_logits.softmax(1), weight=weight)
+                + 0.1 * F.cross_entropy(pooled, image_logits.softmax(1), reduction="sum")
+                + (F.cross_entropy(scores, pixel_logits.softmax(1), reduction="none")
+                   * torch.linspace(0.0, 0.1, 8, dtype=scores.dtype)).sum())
+
+
+def soft_targets():
+    g = torch.Generator().manual_seed(1)
+    return SoftTargets(), {"x": torch.randn(BATCH, 3, 8, 8, generator=g),
+                           "pixel_logits": torch.randn(BATCH, 5, 8, 8, generator=g),
+                           "image_logits": 2 * torch.randn(BATCH, 5, generator=g)}, None
+
+
 def seq_images(channels, length):
     g = torch.Generator().manual_seed(1)
     return {"x": torch.randn(BATCH, channels, length, generator=g),
@@ -396,6 +423,7 @@ MODELS = {
     "upsample_bilinear": lambda: classifier(AutoencoderClassifier("bilinear"), size=16),
     "pixelshuffle": lambda: classifier(AutoencoderClassifier("pixelshuffle"), size=16),
     "activations": lambda: (Activations(), images(3, 8), "y"),
+    "soft_targets": soft_targets,
 }
 
 # Too slow for the default run (its CMake registration reads the "# large" marks above).
