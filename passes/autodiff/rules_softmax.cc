@@ -42,7 +42,16 @@ Value* softmax_grad(GradContext& c, Value* y, Value* dy, int64_t axis, bool log)
 // When `row_weight` is given it receives g as [N, 1, d...]: the negated sum of the result
 // over the classes (every label picks exactly one class; an ignored one has g = 0).
 Value* loss_grad(GradContext& c, Value** row_weight = nullptr) {
-  if (c.needs(2)) c.fail("class weights must be constant");
+  if (c.needs(2)) {
+    // torch writes a loss's `weight` buffer as an initializer, which is trained unless frozen.
+    const Value* w = c.input(2);
+    c.fail("class weights must be constant" +
+           (w->is_initializer() ? "; '" + w->name +
+                                      "' is trained as a parameter: if it is a buffer "
+                                      "(CrossEntropyLoss(weight=...)), freeze it (--freeze '" +
+                                      w->name + "')"
+                                : std::string()));
+  }
   Value* dloss = c.output_grad(0);
   if (!dloss) return nullptr;
   Value* x = c.input(0);

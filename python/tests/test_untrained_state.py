@@ -117,3 +117,21 @@ def test_compile_leaves_the_module_as_it_was(tmp_path, digits):
 
     exported = {i.name: numpy_helper.to_array(i) for i in onnx.load(str(path)).graph.initializer}
     np.testing.assert_array_equal(exported["norm.running_var"], before["norm.running_var"].numpy())
+
+
+def test_an_onnx_file_does_not_know_its_buffers(tmp_path, digits):
+    # From a file (the command line's case) every float initializer is a parameter: the loss's
+    # class weights are refused with the --freeze that fixes it, and frozen they compile.
+    from ampc._export import export_module
+
+    torch.manual_seed(0)
+    x, y = digits
+    path = tmp_path / "net.onnx"
+    path.write_bytes(export_module(WithUntrainedState(),
+                                   {"x": x[:32], "y": y[:32], "t": one_hot(y[:32])}))
+    with pytest.raises(ampc.Error, match="class weights must be constant; 'ce.weight' is trained "
+                       "as a parameter: .* freeze it \\(--freeze 'ce.weight'\\)"):
+        ampc.compile(path, precision="fp32")
+    trainer = ampc.compile(path, precision="fp32", freeze=["ce.weight", "bce.pos_weight"])
+    assert "ce.weight" not in trainer.state_dict()
+    assert "frozen.weight" in trainer.state_dict()  # requires_grad=False is not in the file
