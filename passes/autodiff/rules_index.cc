@@ -1,6 +1,6 @@
-// Gradients of ops that select, combine or repeat parts of tensors: Gather, Concat, Split,
-// Slice, Where, Expand, Tile, Pad. Selected elements send their gradient back to where they
-// came from (adding up where an element was read several times); padding gets none.
+// Gradients of ops that select, combine or repeat parts of tensors: Gather, GatherElements,
+// TopK, Concat, Split, Slice, Where, Expand, Tile, Pad. Selected elements send their gradient back
+// to where they came from (adding up where an element was read several times); padding gets none.
 #include <algorithm>
 #include <cstring>
 #include <limits>
@@ -52,6 +52,8 @@ ir::Attribute axis_attr(int64_t axis) {
   return ir::Attribute::make_int("axis", axis);
 }
 
+Value* wrapped_indices(GradContext& c, Value* idx, int64_t k);
+
 // data [.., K, ..] gathered along `axis` by indices I: dy [P, I, Q] is transposed to [I, P, Q]
 // and scatter-added (ScatterND, reduction add) into zeros [K, P, Q], so repeats add up.
 void gather(GradContext& c) {
@@ -61,17 +63,7 @@ void gather(GradContext& c) {
   const int64_t n = ir::shape_numel(shape_of(c.input(1)));
   const DType t = c.input(0)->type.dtype;
 
-  Value* idx = c.input(1);
-  if (idx->type.dtype != DType::kInt64) {
-    idx = c.b.op("Cast", {idx}, {DType::kInt64, idx->type.shape},
-                 attrs(ir::Attribute::make_int("to", static_cast<int64_t>(DType::kInt64))));
-  }
-  idx = c.b.reshape(idx, {n, 1});
-  Value* negative =
-      c.b.op("Less", {idx, c.b.scalar(0, DType::kInt64)}, {DType::kBool, Shape{n, 1}});
-  Value* wrapped =
-      c.b.op("Add", {idx, c.b.scalar(static_cast<double>(k), DType::kInt64)}, idx->type);
-  idx = c.b.op("Where", {negative, wrapped, idx}, idx->type);
+  Value* idx = wrapped_indices(c, c.b.reshape(c.input(1), {n, 1}), k);
 
   Value* dy = c.b.reshape(c.output_grad(0), {p, n, q});
   if (p > 1) {
@@ -87,6 +79,70 @@ void gather(GradContext& c) {
                 attrs(ir::Attribute::make_ints("perm", {1, 0, 2})));
   }
   c.set_input_grad(0, c.b.reshape(dx, d));
+}
+
+// Indices along an axis of size k as int64 in [0, k): negative ones counted from the end.
+Value* wrapped_indices(GradContext& c, Value* idx, int64_t k) {
+  if (idx->type.dtype != DType::kInt64) {
+    idx = c.b.op("Cast", {idx}, {DType::kInt64, idx->type.shape},
+                 attrs(ir::Attribute::make_int("to", static_cast<int64_t>(DType::kInt64))));
+  }
+  Value* negative =
+      c.b.op("Less", {idx, c.b.scalar(0, DType::kInt64)}, {DType::kBool, idx->type.shape});
+  Value* from_end =
+      c.b.op("Add", {idx, c.b.scalar(static_cast<double>(k), DType::kInt64)}, idx->type);
+  return c.b.op("Where", {negative, from_end, idx}, idx->type);
+}
+
+// The gradient of data of shape `d` read element by element along `axis` at `idx` (an index
+// tensor of dy's shape, as GatherElements and TopK's values read): every element of dy is
+// added into the element it came from. Its flat offset in data is idx times data's stride
+// along the axis plus, for every other axis, the element's own coordinate times data's
+// stride there (a short constant per axis, broadcast); ScatterND adds dy at those offsets into
+// zeros, so repeated indices add up.
+Value* scatter_add_elements(GradContext& c, const Shape& d, int64_t axis, Value* idx, Value* dy) {
+  const Shape& s = shape_of(dy);
+  const DType t = dy->type.dtype;
+  const auto a = static_cast<size_t>(axis);
+  std::vector<int64_t> stride(d.size(), 1);
+  for (size_t j = d.size(); j-- > 1;) stride[j - 1] = stride[j] * d[j];
+  const ir::TensorType offsets{DType::kInt64, s};
+  Value* flat = c.b.op(
+      "Mul",
+      {wrapped_indices(c, idx, d[a]), c.b.scalar(static_cast<double>(stride[a]), DType::kInt64)},
+      offsets);
+  for (size_t j = 0; j < s.size(); ++j) {
+    if (j == a || s[j] == 1) continue;
+    std::vector<int64_t> along(static_cast<size_t>(s[j]));
+    for (int64_t i = 0; i < s[j]; ++i) along[static_cast<size_t>(i)] = i * stride[j];
+    Shape broadcast(s.size(), 1);
+    broadcast[j] = s[j];
+    flat = c.b.op("Add", {flat, c.b.reshape(c.b.ints(along), broadcast)}, offsets);
+  }
+  const int64_t n = ir::shape_numel(s);
+  Value* dx =
+      c.b.op("ScatterND",
+             {c.b.filled(0.0, {t, Shape{ir::shape_numel(d)}}), c.b.reshape(flat, {n, 1}),
+              c.b.reshape(dy, {n})},
+             {t, Shape{ir::shape_numel(d)}}, attrs(ir::Attribute::make_string("reduction", "add")));
+  return c.b.reshape(dx, d);
+}
+
+// GatherElements (torch.gather): y[.., i, ..] = x[.., idx[.., i, ..], ..] along `axis`.
+void gather_elements(GradContext& c) {
+  const Shape& d = shape_of(c.input(0));
+  const int64_t axis = norm_axis(c.attr_int("axis", 0), d.size());
+  if (Value* dy = c.output_grad(0))
+    c.set_input_grad(0, scatter_add_elements(c, d, axis, c.input(1), dy));
+}
+
+// TopK: the values are x read at the indices output along `axis`; the indices carry no
+// gradient.
+void top_k(GradContext& c) {
+  const Shape& d = shape_of(c.input(0));
+  const int64_t axis = norm_axis(c.attr_int("axis", -1), d.size());
+  if (Value* dy = c.output_grad(0))
+    c.set_input_grad(0, scatter_add_elements(c, d, axis, c.output(1), dy));
 }
 
 // Part [start, start + size) of `grad` along `axis`.
@@ -287,6 +343,8 @@ void pad(GradContext& c) {
 
 void register_index_gradients(GradientRegistry& r) {
   r.add("Gather", gather);
+  r.add("GatherElements", gather_elements);
+  r.add("TopK", top_k);
   r.add("Concat", concat);
   r.add("Split", split);
   r.add("Slice", slice);

@@ -49,6 +49,42 @@ TEST(AutodiffFdIndex, Gather) {
          }});
 }
 
+TEST(AutodiffFdIndex, GatherElementsAndTopK) {
+  // torch.gather: repeated indices add up, negative ones count from the end, on the first,
+  // a middle and the last axis, indices narrower than the data on the other axes.
+  check({"GatherElements_axis1", {{3, 4}}, {3, 2}, [](GradBuilder& g, P p) {
+           return g.op("GatherElements", {p[0], int_tensor(g, {1, 1, -1, 0, 3, 2}, {3, 2})},
+                       f64({3, 2}), attrs(Attribute::make_int("axis", 1)));
+         }});
+  check({"GatherElements_axis0", {{3, 2}}, {4, 2}, [](GradBuilder& g, P p) {
+           return g.op("GatherElements", {p[0], int_tensor(g, {2, 0, 2, 1, -3, 1, 0, 2}, {4, 2})},
+                       f64({4, 2}));
+         }});
+  check({"GatherElements_middle_axis", {{2, 3, 4}}, {2, 2, 3}, [](GradBuilder& g, P p) {
+           Value* idx = int_tensor(g, {0, 2, 1, 2, 2, 0, 1, 1, 1, -1, 0, 2}, {2, 2, 3});
+           return g.op("GatherElements", {p[0], idx}, f64({2, 2, 3}),
+                       attrs(Attribute::make_int("axis", -2)));
+         }});
+  // TopK's values: the gradient goes to the selected elements, largest or smallest.
+  for (int64_t largest : {1, 0}) {
+    check({"TopK_last_axis_largest" + std::to_string(largest),
+           {{3, 5}},
+           {3, 2},
+           [largest](GradBuilder& g, P p) {
+             auto outs =
+                 g.op_n("TopK", {p[0], g.ints({2})}, {f64({3, 2}), {DType::kInt64, Shape{3, 2}}},
+                        attrs(Attribute::make_int("largest", largest)));
+             return outs[0];
+           }});
+  }
+  check({"TopK_axis0", {{4, 3}}, {3, 3}, [](GradBuilder& g, P p) {
+           auto outs =
+               g.op_n("TopK", {p[0], g.ints({3})}, {f64({3, 3}), {DType::kInt64, Shape{3, 3}}},
+                      attrs(Attribute::make_int("axis", 0)));
+           return outs[0];
+         }});
+}
+
 TEST(AutodiffFdIndex, ConcatAndSplit) {
   check({"Concat_axis1", {{2, 3}, {2, 1}}, {2, 4}, [](GradBuilder& g, P p) {
            return g.op("Concat", {p[0], p[1]}, f64({2, 4}), attrs(Attribute::make_int("axis", 1)));
