@@ -21,6 +21,7 @@
 #include "passes/expand_norm_params.h"
 #include "passes/half_inputs.h"
 #include "passes/linear_as_gemm.h"
+#include "passes/lower_einsum.h"
 #include "passes/lower_resize.h"
 #include "passes/range_stats.h"
 #include "passes/recompute_casts.h"
@@ -71,6 +72,11 @@ constexpr ir::VerifyOptions kPartVerify{.require_static_inputs = false};
 // arithmetic to a fixed point makes every shape static (static_shapes.h).
 void add_forward_preparation(std::vector<Pass>& out, bool low_precision) {
   out.push_back({"fold-static-shapes", [](ir::Model& m) { passes::fold_static_shapes(m); }});
+  // Einsum as Transpose / Reshape / MatMul (lower_einsum.h); the shapes after each one it
+  // lowers are inferred again, which readies an Einsum reading another's output.
+  out.push_back({"lower-einsum", [](ir::Model& m) {
+                   while (passes::lower_einsum(m) > 0) passes::fold_static_shapes(m);
+                 }});
   // Interpolation as MatMuls (lower_resize.h).
   out.push_back({"lower-resize", [](ir::Model& m) { passes::lower_resize(m); }});
   // LayerNormalization's broadcast scale and bias made full-shape (expand_norm_params.h).

@@ -72,6 +72,7 @@ bool is_shape_input(const ir::Node& n, size_t k) {
   static const std::set<std::string> kAllInputs = {"ConstantOfShape", "Range", "NonZero",
                                                    "Compress", "Unique"};
   if (kAllInputs.count(n.op_type)) return true;
+  if (n.op_type == "Einsum") return false;  // operands only: shaped by the equation
   return k > 0;
 }
 

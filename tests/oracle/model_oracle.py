@@ -21,6 +21,11 @@ CPU) against PyTorch float64 within max(3 x PyTorch float32's error, 1e-5); `amp
 - pooling: features pooled over a sequence by torch.amax / amin / logsumexp / norm (Sqrt of a
   ReduceSum in the export) after torch.maximum, minimum and cumsum: the rules of ReduceMax,
   ReduceMin, ReduceLogSumExp, Max, Min and CumSum.
+- einsum: torch.einsum in attention heads, a contraction over two axes, an ellipsis with a
+  size-1 batch axis, a one-operand sum, a three-operand bilinear form, an implicit output and
+  an outer product (passes/lower_einsum.h).
+- gather_topk: torch.gather along both axes with repeated indices (a hand-written NLL) and
+  topk values, largest and smallest, on both axes: the rules of GatherElements and TopK.
 
     model_oracle.py MODEL --ampc BIN --gradients BIN --work DIR
 """
@@ -129,7 +134,61 @@ def pooling():
     return model, inputs, {"Max", "Min", "CumSum", "ReduceMax", "ReduceMin", "ReduceLogSumExp"}
 
 
-MODELS = {"lp_norm_cosine": lp_norm_cosine, "regression_l1": regression_l1, "pooling": pooling}
+class Einsums(nn.Module):
+    """torch.einsum as user-written attention and contractions use it (each exported as an
+    ONNX Einsum, lowered by ampc into Transpose / Reshape / MatMul / ReduceSum / Expand)."""
+
+    def __init__(self, width=6, classes=3):
+        super().__init__()
+        self.qk = nn.Parameter(torch.randn(2, width, width) / width)
+        self.proj = nn.Parameter(torch.randn(1, width, width) / width)
+        self.bilinear = nn.Parameter(torch.randn(width, width) / width)
+        self.u = nn.Parameter(torch.randn(classes))
+        self.v = nn.Parameter(torch.randn(width))
+        self.out = nn.Parameter(torch.randn(width, classes) / width)
+
+    def forward(self, x, y):  # x [batch, seq, width]
+        q = torch.einsum("bsi,hij->bhsj", x, self.qk)  # two heads
+        att = torch.einsum("bhqd,bhkd->bhqk", q, q).softmax(-1)
+        o = torch.einsum("bhqk,bkd->bqd", att, x)  # summed over the heads too
+        o = torch.einsum("...ij,...jk->...ik", o, self.proj)  # ellipsis, size-1 batch axis
+        pooled = torch.einsum("bsd->bd", o)  # one operand: a sum
+        form = torch.einsum("bi,ij,bj->b", pooled, self.bilinear, pooled)  # three operands
+        scores = torch.einsum("bd,dc", pooled, self.out)  # implicit output
+        scores = scores + torch.einsum("c,d->cd", self.u, self.v).sum(1) + form[:, None]
+        return F.cross_entropy(torch.einsum("bc->cb", scores).t(), y)
+
+
+def einsum():
+    model = Einsums()
+    inputs = {"x": torch.randn(4, 5, 6), "y": torch.tensor([0, 2, 1, 2])}
+    return model, inputs, {"Einsum"}
+
+
+class GatherTopK(nn.Module):
+    """torch.gather (a hand-written NLL, with repeated labels) and topk pooling."""
+
+    def __init__(self, features=6, width=10, classes=4):
+        super().__init__()
+        self.a = nn.Linear(features, width)
+        self.out = nn.Linear(3, classes)
+
+    def forward(self, x, y):
+        h = torch.tanh(self.a(x))
+        top, _ = h.topk(3, dim=1)
+        low, _ = h.topk(2, dim=0, largest=False)
+        logp = (self.out(top) + low.sum()).log_softmax(1)
+        return -logp.gather(1, y[:, None]).mean() - logp.gather(0, y[None, :4]).mean()
+
+
+def gather_topk():
+    model = GatherTopK()
+    inputs = {"x": torch.randn(5, 6), "y": torch.tensor([0, 3, 1, 3, 3])}
+    return model, inputs, {"GatherElements", "TopK"}
+
+
+MODELS = {"lp_norm_cosine": lp_norm_cosine, "regression_l1": regression_l1, "pooling": pooling,
+          "einsum": einsum, "gather_topk": gather_topk}
 
 
 def export(name, out):
