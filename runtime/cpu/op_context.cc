@@ -49,6 +49,18 @@ Tensor& OpContext::output_for_overwrite(int i, DType dtype, std::vector<int64_t>
   return output(i, dtype, std::move(shape));
 }
 
+Tensor& OpContext::output_copy_of_input(int i, int input) {
+  const Tensor& x = in(input);
+  if (x.dtype() == DType::kString) {
+    Tensor& y = output(i, x.dtype(), x.shape());
+    y.strings() = x.strings();
+    return y;
+  }
+  Tensor& y = output_for_overwrite(i, x.dtype(), x.shape());
+  if (y.raw() != x.raw() && x.nbytes() > 0) std::memmove(y.raw(), x.raw(), x.nbytes());
+  return y;
+}
+
 void OpContext::set_output(int i, Tensor t) {
   if (!has_output(i)) return;
   if (Tensor* slot = placed(i, t.dtype(), t.shape())) {

@@ -38,6 +38,10 @@ class OpContext {
   Tensor* placed_apart(int i, DType dtype, const std::vector<int64_t>& shape) const;
   // As output(), for an op that writes every element: placed storage is not zeroed first.
   Tensor& output_for_overwrite(int i, DType dtype, std::vector<int64_t> shape);
+  // Output i holding a copy of input `input` (same type and shape), for an op that then
+  // changes some of its elements (Scatter*, Trilu). Never the input's own storage: a plain
+  // Tensor copy of an input placed in the arena, or of a view, would share it.
+  Tensor& output_copy_of_input(int i, int input);
   // Stores a finished tensor as output i (no-op when that output is omitted); into the
   // placed storage when there is one of its type and shape (nothing to copy for a view
   // already there).

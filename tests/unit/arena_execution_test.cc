@@ -13,6 +13,8 @@
 #include "kernels/cpu/dnnl_context.h"
 #include "runtime/cpu/executor.h"
 #include "runtime/plan/plan_stats.h"
+#include "tests/support/onnx_builder.h"
+#include "tests/support/temp_dir.h"
 
 namespace ampc::rt::cpu {
 namespace {
@@ -146,6 +148,48 @@ TEST(ArenaExecution, OverlappingLiveBuffersBreakTraining) {
 
 // oneDNN's primitives (GEMMs and convolutions) are created when the plan is loaded: a
 // training step creates none.
+// Ops that copy their data input and then change elements of the copy (ScatterND,
+// ScatterElements, Trilu, ReverseSequence) must not change the input: here it is an
+// activation in the arena that later steps read again. A plain copy of such a tensor shares
+// its storage, which is how these ops once wrote into their input.
+TEST(ArenaExecution, CopyingOpsLeaveTheirArenaInputAsItWas) {
+  namespace ob = test::onnx_build;
+  onnx::ModelProto m = ob::model("copies");
+  auto* g = m.mutable_graph();
+  ob::add_float_io(g, "x", {2, 3});
+  ob::add_float_io(g, "u", {1, 3});
+  ob::add_float_io(g, "e", {2, 3});
+  ob::add_node(g, "Relu", {"x"}, "r");
+  ob::add_int64_initializer(g, "row", {1});
+  ob::add_node(g, "Reshape", {"row", "shape11"}, "rows");
+  ob::add_int64_initializer(g, "shape11", {1, 1});
+  ob::add_node(g, "ScatterND", {"r", "rows", "u"}, "nd");
+  ob::add_int64_initializer(g, "cols", {2, 0, 1, 1, 0, 2});
+  ob::add_int64_initializer(g, "shape23", {2, 3});
+  ob::add_node(g, "Reshape", {"cols", "shape23"}, "at");
+  ob::add_int(ob::add_node(g, "ScatterElements", {"r", "at", "e"}, "el"), "axis", 1);
+  ob::add_int(ob::add_node(g, "Trilu", {"r"}, "lower"), "upper", 0);
+  ob::add_node(g, "Sum", {"nd", "el", "lower", "r"}, "y");
+  ob::add_float_io(g, "y", {2, 3}, /*output=*/true);
+  test::TempDir dir;
+  ob::write_model(m, dir / "m.onnx");
+  compiler::CompileOptions o;
+  o.lowering.target = "cpu";
+  Executor exec(compiler::compile_file(dir / "m.onnx", o));
+  Tensor x(DType::kFloat32, {2, 3}), u(DType::kFloat32, {1, 3}), e(DType::kFloat32, {2, 3});
+  const float xs[] = {1, -2, 3, 4, 5, -6}, us[] = {10, 20, 30}, es[] = {7, 8, 9, 11, 12, 13};
+  std::memcpy(x.data<float>(), xs, sizeof xs);
+  std::memcpy(u.data<float>(), us, sizeof us);
+  std::memcpy(e.data<float>(), es, sizeof es);
+  const Tensor y = exec.run({{"x", x}, {"u", u}, {"e", e}}).at("y");
+  // Worked by hand: r = [[1, 0, 3], [4, 5, 0]].
+  const float nd[] = {1, 0, 3, 10, 20, 30};  // row 1 replaced by u
+  const float el[] = {8, 9, 7, 12, 11, 13};  // r[i][at[i][j]] = e[i][j]: every element
+  const float lower[] = {1, 0, 0, 4, 5, 0};  // r below and on the diagonal
+  const float r[] = {1, 0, 3, 4, 5, 0};
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(y.data<float>()[i], nd[i] + el[i] + lower[i] + r[i]) << i;
+}
+
 TEST(LibraryPrimitives, AreCreatedWhenThePlanIsLoaded) {
   for (const char* model : {"mlp", "cnn"}) {
     SCOPED_TRACE(model);

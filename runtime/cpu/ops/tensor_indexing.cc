@@ -162,14 +162,13 @@ void scatter_elements_op(OpContext& ctx) {
       normalize_axis(ctx, plan::params<plan::ScatterParams>(ctx.step()).axis(), x.rank());
   const int reduction = reduction_of(ctx);
   const auto offsets = element_offsets(ctx, x, indices, axis);
-  Tensor y = x;
+  Tensor& y = ctx.output_copy_of_input(0, 0);
   visit_elements(ctx, 0, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* u = elements<T>(updates);
     T* dst = elements<T>(y);
     for (size_t k = 0; k < offsets.size(); ++k) apply_update(dst[offsets[k]], u[k], reduction);
   });
-  ctx.set_output(0, std::move(y));
 }
 
 // GatherND / ScatterND addressing: for each index tuple (flat t), the offset of the addressed
@@ -234,7 +233,7 @@ void scatter_nd_op(OpContext& ctx) {
   const NdIndex nd = nd_index(ctx, x, ctx.in(1), 0);
   if (updates.numel() != static_cast<int64_t>(nd.offsets.size()) * nd.slice)
     ctx.fail("updates have the wrong shape");
-  Tensor y = x;
+  Tensor& y = ctx.output_copy_of_input(0, 0);
   visit_elements(ctx, 0, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* u = elements<T>(updates);
@@ -244,7 +243,6 @@ void scatter_nd_op(OpContext& ctx) {
         apply_update(dst[nd.offsets[t] + i], u[t * nd.slice + i], reduction);
     }
   });
-  ctx.set_output(0, std::move(y));
 }
 
 // A numeric scalar or tensor read as double values.

@@ -256,7 +256,7 @@ void trilu_op(OpContext& ctx) {
   const bool upper = ctx.attr_int("upper", 1) != 0;
   const int64_t k = ctx.input(1) ? int_values(ctx, 1).at(0) : 0;
   const int64_t rows = x.dim(x.rank() - 2), cols = x.dim(x.rank() - 1);
-  Tensor y = x;
+  Tensor& y = ctx.output_copy_of_input(0, 0);
   visit_storage(x.dtype(), [&](auto tag) {
     using U = typename decltype(tag)::type;
     U* out = storage<U>(y);
@@ -270,7 +270,6 @@ void trilu_op(OpContext& ctx) {
       }
     }
   });
-  ctx.set_output(0, std::move(y));
 }
 
 }  // namespace

@@ -133,7 +133,7 @@ void reverse_sequence_op(OpContext& ctx) {
     ctx.fail("sequence_lens must have one entry per batch");
   const Shape strides = kc::contiguous_strides(x.shape());
   const int64_t inner = strides[1];
-  Tensor y = x;
+  Tensor& y = ctx.output_copy_of_input(0, 0);  // the steps past each length stay as they are
   visit_storage(x.dtype(), [&](auto tag) {
     using U = typename decltype(tag)::type;
     const U* src = storage<U>(x);
@@ -147,7 +147,6 @@ void reverse_sequence_op(OpContext& ctx) {
       }
     }
   });
-  ctx.set_output(0, std::move(y));
 }
 
 // Unique: distinct elements (no axis: of the flattened input) or distinct slices along `axis`,
