@@ -1,6 +1,7 @@
 // Gradients of ops that select, combine or repeat parts of tensors: Gather, GatherElements,
-// TopK, Concat, Split, Slice, Where, Expand, Tile, Pad. Selected elements send their gradient back
-// to where they came from (adding up where an element was read several times); padding gets none.
+// TopK, ScatterElements, ScatterND, Concat, Split, Slice, Where, Expand, Tile, Pad. Selected
+// elements send their gradient back to where they came from (adding up where an element was read
+// several times); padding gets none.
 #include <algorithm>
 #include <cstring>
 #include <limits>
@@ -94,15 +95,12 @@ Value* wrapped_indices(GradContext& c, Value* idx, int64_t k) {
   return c.b.op("Where", {negative, from_end, idx}, idx->type);
 }
 
-// The gradient of data of shape `d` read element by element along `axis` at `idx` (an index
-// tensor of dy's shape, as GatherElements and TopK's values read): every element of dy is
-// added into the element it came from. Its flat offset in data is idx times data's stride
-// along the axis plus, for every other axis, the element's own coordinate times data's
-// stride there (a short constant per axis, broadcast); ScatterND adds dy at those offsets into
-// zeros, so repeated indices add up.
-Value* scatter_add_elements(GradContext& c, const Shape& d, int64_t axis, Value* idx, Value* dy) {
-  const Shape& s = shape_of(dy);
-  const DType t = dy->type.dtype;
+// The flat offsets in data of shape `d` of the elements an index tensor `idx` names along
+// `axis`, as GatherElements and ScatterElements use it: the index times data's stride along
+// the axis plus, for every other axis, the element's own coordinate times data's stride
+// there (a short constant per axis, broadcast). As [numel(idx), 1] int64.
+Value* element_offsets(GradContext& c, const Shape& d, int64_t axis, Value* idx) {
+  const Shape& s = shape_of(idx);
   const auto a = static_cast<size_t>(axis);
   std::vector<int64_t> stride(d.size(), 1);
   for (size_t j = d.size(); j-- > 1;) stride[j - 1] = stride[j] * d[j];
@@ -119,13 +117,99 @@ Value* scatter_add_elements(GradContext& c, const Shape& d, int64_t axis, Value*
     broadcast[j] = s[j];
     flat = c.b.op("Add", {flat, c.b.reshape(c.b.ints(along), broadcast)}, offsets);
   }
-  const int64_t n = ir::shape_numel(s);
-  Value* dx =
-      c.b.op("ScatterND",
-             {c.b.filled(0.0, {t, Shape{ir::shape_numel(d)}}), c.b.reshape(flat, {n, 1}),
-              c.b.reshape(dy, {n})},
-             {t, Shape{ir::shape_numel(d)}}, attrs(ir::Attribute::make_string("reduction", "add")));
-  return c.b.reshape(dx, d);
+  return c.b.reshape(flat, {ir::shape_numel(s), 1});
+}
+
+std::string reduction_of(GradContext& c) {
+  const ir::Attribute* a = c.node().attr("reduction");
+  const std::string reduction = a ? a->s : "none";
+  if (reduction != "none" && reduction != "add")
+    c.fail("reduction '" + reduction + "' has no gradient (none and add have)");
+  return reduction;
+}
+
+// `values` written into `base` viewed as [rows, row] (zeros when null) at the row offsets
+// [n, 1] (`row` elements each): added when `add`, else replacing. The result has shape `d`.
+Value* scatter_rows(GradContext& c, Value* base, const Shape& d, int64_t row, Value* offsets,
+                    Value* values, bool add) {
+  const DType t = values->type.dtype;
+  const int64_t n = shape_of(offsets)[0];
+  const Shape rows = row == 1 ? Shape{ir::shape_numel(d)} : Shape{ir::shape_numel(d) / row, row};
+  const Shape update = row == 1 ? Shape{n} : Shape{n, row};
+  Value* into = base ? c.b.reshape(base, rows) : c.b.filled(0.0, {t, rows});
+  Value* out = c.b.op("ScatterND", {into, offsets, c.b.reshape(values, update)}, {t, rows},
+                      attrs(ir::Attribute::make_string("reduction", add ? "add" : "none")));
+  return c.b.reshape(out, d);
+}
+
+// The rows of `x` (shape `d`, viewed as [rows, row]) at the offsets [n, 1], as shape `s`.
+Value* gather_rows(GradContext& c, Value* x, const Shape& d, int64_t row, Value* offsets,
+                   const Shape& s) {
+  const int64_t n = shape_of(offsets)[0];
+  const Shape rows = row == 1 ? Shape{ir::shape_numel(d)} : Shape{ir::shape_numel(d) / row, row};
+  const Shape picked = row == 1 ? Shape{n} : Shape{n, row};
+  Value* out =
+      c.b.op("Gather", {c.b.reshape(x, rows), c.b.reshape(offsets, {n})}, {x->type.dtype, picked});
+  return c.b.reshape(out, s);
+}
+
+// The gradient of data of shape `d` read element by element along `axis` at `idx` (as
+// GatherElements and TopK's values read): every element of dy is added into the element it
+// came from (ScatterND into zeros, so repeated indices add up).
+Value* scatter_add_elements(GradContext& c, const Shape& d, int64_t axis, Value* idx, Value* dy) {
+  return scatter_rows(c, nullptr, d, 1, element_offsets(c, d, axis, idx), dy, true);
+}
+
+// The gradients of a scatter of `updates` into data (shape `d`, as rows of `row` elements) at
+// row `offsets`: data's is dy where nothing was written (reduction none replaces written
+// elements, so they take zeros) or all of dy (add); the updates' is dy read back at them.
+void scatter_gradients(GradContext& c, const Shape& d, int64_t row, Value* offsets) {
+  const std::string reduction = reduction_of(c);
+  Value* dy = c.output_grad(0);
+  if (!dy) return;
+  if (c.needs(0)) {
+    c.set_input_grad(
+        0, reduction == "add"
+               ? dy
+               : scatter_rows(c, dy, d, row, offsets, c.b.filled(0.0, c.input(2)->type), false));
+  }
+  if (c.needs(2)) c.set_input_grad(2, gather_rows(c, dy, d, row, offsets, shape_of(c.input(2))));
+}
+
+// ScatterElements (torch's scatter / scatter_add along an axis).
+void scatter_elements(GradContext& c) {
+  reduction_of(c);
+  const Shape& d = shape_of(c.input(0));
+  const int64_t axis = norm_axis(c.attr_int("axis", 0), d.size());
+  scatter_gradients(c, d, 1, element_offsets(c, d, axis, c.input(1)));
+}
+
+// ScatterND (slice and index assignment: x[i] = v, x[:, j] = v, index_put): indices [.., k]
+// name slices of data's first k axes. A slice is a row of data viewed as [slices, slice
+// size]; its offset is the sum of its k indices (negative ones wrapped) times data's strides
+// over those axes in units of the slice.
+void scatter_nd(GradContext& c) {
+  reduction_of(c);
+  const Shape& d = shape_of(c.input(0));
+  const Shape& is = shape_of(c.input(1));
+  const auto k = static_cast<size_t>(is.back());
+  const int64_t n = product(is, 0, is.size() - 1);
+  const ir::TensorType offsets{DType::kInt64, Shape{n, 1}};
+  Value* idx = c.b.reshape(c.input(1), {n, static_cast<int64_t>(k)});
+  Value* flat = nullptr;
+  int64_t stride = 1;
+  for (size_t j = k; j-- > 0;) {
+    const auto at = static_cast<int64_t>(j);
+    Value* column = c.b.op("Slice", {idx, c.b.ints({at}), c.b.ints({at + 1}), c.b.ints({1})},
+                           {idx->type.dtype, Shape{n, 1}});
+    Value* term = c.b.op(
+        "Mul",
+        {wrapped_indices(c, column, d[j]), c.b.scalar(static_cast<double>(stride), DType::kInt64)},
+        offsets);
+    flat = flat ? c.b.op("Add", {flat, term}, offsets) : term;
+    stride *= d[j];
+  }
+  scatter_gradients(c, d, product(d, k, d.size()), flat);
 }
 
 // GatherElements (torch.gather): y[.., i, ..] = x[.., idx[.., i, ..], ..] along `axis`.
@@ -345,6 +429,8 @@ void register_index_gradients(GradientRegistry& r) {
   r.add("Gather", gather);
   r.add("GatherElements", gather_elements);
   r.add("TopK", top_k);
+  r.add("ScatterElements", scatter_elements);
+  r.add("ScatterND", scatter_nd);
   r.add("Concat", concat);
   r.add("Split", split);
   r.add("Slice", slice);

@@ -26,6 +26,8 @@ CPU) against PyTorch float64 within max(3 x PyTorch float32's error, 1e-5); `amp
   an outer product (passes/lower_einsum.h).
 - gather_topk: torch.gather along both axes with repeated indices (a hand-written NLL) and
   topk values, largest and smallest, on both axes: the rules of GatherElements and TopK.
+- assignments: slice and index assignment (x[i] = v, x[:, j] = v) and scatter / scatter_add on
+  activations read again after the write: the rules of ScatterND and ScatterElements.
 
     model_oracle.py MODEL --ampc BIN --gradients BIN --work DIR
 """
@@ -187,8 +189,33 @@ def gather_topk():
     return model, inputs, {"GatherElements", "TopK"}
 
 
+class Assignments(nn.Module):
+    """Slice and index assignment (ScatterND in the export) and torch's scatter and
+    scatter_add (ScatterElements), on activations that are read again after the write."""
+
+    def __init__(self, features=6, classes=4):
+        super().__init__()
+        self.a = nn.Linear(features, classes)
+        self.first = nn.Parameter(torch.randn(classes))
+
+    def forward(self, x, y):
+        s = self.a(x)
+        h = s.clone()
+        h[0] = self.first  # a row
+        h[:, 1] = s[:, 2] * 2  # a column
+        z = torch.zeros_like(s).scatter(1, y[:, None], s[:, :1])
+        w = s.scatter_add(0, y[None, :4] % 5, s[1:2, :] * 3)
+        return F.cross_entropy(h + z + w + s, y)
+
+
+def assignments():
+    model = Assignments()
+    inputs = {"x": torch.randn(5, 6), "y": torch.tensor([0, 3, 1, 3, 3])}
+    return model, inputs, {"ScatterND", "ScatterElements"}
+
+
 MODELS = {"lp_norm_cosine": lp_norm_cosine, "regression_l1": regression_l1, "pooling": pooling,
-          "einsum": einsum, "gather_topk": gather_topk}
+          "einsum": einsum, "gather_topk": gather_topk, "assignments": assignments}
 
 
 def export(name, out):

@@ -85,6 +85,49 @@ TEST(AutodiffFdIndex, GatherElementsAndTopK) {
          }});
 }
 
+// A repeated index for scatter_add; a distinct one where replacing (ONNX leaves repeats
+// undefined there).
+int64_t r_idx(const char* reduction) {
+  return std::string(reduction) == "add" ? 2 : 1;
+}
+
+TEST(AutodiffFdIndex, ScatterElementsAndScatterND) {
+  // torch's scatter (replacing: written elements take no gradient from data) and
+  // scatter_add (repeated indices), along the last and the first axis.
+  for (const char* reduction : {"none", "add"}) {
+    const std::string r = reduction;
+    check(
+        {"ScatterElements_axis1_" + r, {{3, 4}, {3, 2}}, {3, 4}, [reduction](GradBuilder& g, P p) {
+           Value* idx = int_tensor(g, {1, 3, 0, -1, 2, r_idx(reduction)}, {3, 2});
+           return g.op("ScatterElements", {p[0], idx, p[1]}, f64({3, 4}),
+                       attrs(Attribute::make_int("axis", 1),
+                             Attribute::make_string("reduction", reduction)));
+         }});
+    check(
+        {"ScatterElements_axis0_" + r, {{3, 2}, {2, 2}}, {3, 2}, [reduction](GradBuilder& g, P p) {
+           return g.op("ScatterElements", {p[0], int_tensor(g, {2, 0, -3, 1}, {2, 2}), p[1]},
+                       f64({3, 2}), attrs(Attribute::make_string("reduction", reduction)));
+         }});
+    // x[i] = v (rows), x[i, j] = v (elements), over a middle slice of a 3-D tensor.
+    check({"ScatterND_rows_" + r, {{4, 3}, {2, 3}}, {4, 3}, [reduction](GradBuilder& g, P p) {
+             return g.op("ScatterND", {p[0], int_tensor(g, {2, -4}, {2, 1}), p[1]}, f64({4, 3}),
+                         attrs(Attribute::make_string("reduction", reduction)));
+           }});
+    check({"ScatterND_elements_" + r, {{3, 4}, {3}}, {3, 4}, [reduction](GradBuilder& g, P p) {
+             return g.op("ScatterND", {p[0], int_tensor(g, {0, 1, 2, 1, 1, -1}, {3, 2}), p[1]},
+                         f64({3, 4}), attrs(Attribute::make_string("reduction", reduction)));
+           }});
+    check({"ScatterND_slices_" + r,
+           {{2, 3, 4}, {2, 2, 4}},
+           {2, 3, 4},
+           [reduction](GradBuilder& g, P p) {
+             Value* idx = int_tensor(g, {0, 2, 1, 0, 1, 1, 0, 1}, {2, 2, 2});
+             return g.op("ScatterND", {p[0], idx, p[1]}, f64({2, 3, 4}),
+                         attrs(Attribute::make_string("reduction", reduction)));
+           }});
+  }
+}
+
 TEST(AutodiffFdIndex, ConcatAndSplit) {
   check({"Concat_axis1", {{2, 3}, {2, 1}}, {2, 4}, [](GradBuilder& g, P p) {
            return g.op("Concat", {p[0], p[1]}, f64({2, 4}), attrs(Attribute::make_int("axis", 1)));
