@@ -59,9 +59,6 @@ class Lowering {
     for (size_t k = 0; k < n_.inputs.size(); ++k) ops.push_back({n_.inputs[k], eq.inputs[k]});
     for (const auto& op : ops) {
       for (size_t i = 0; i < op.letters.size(); ++i) {
-        if (op.letters.find(op.letters[i], i + 1) != Letters::npos)
-          fail("subscript '" + std::string(1, op.letters[i]) +
-               "' repeats within an operand (a diagonal), which is not supported");
         const int64_t size = op.shape()[i];
         auto [it, added] = size_.emplace(op.letters[i], size);
         if (!added && it->second != size) {
@@ -290,8 +287,24 @@ class Lowering {
   std::set<const ir::Value*> made_;  // the values this lowering created
 };
 
+// Whether a subscript repeats within one operand of the equation (a diagonal, "ii->i").
+bool has_diagonal(const ir::Node& n) {
+  const auto* a = n.attr("equation");
+  if (!a) return false;
+  const std::string eq = strip_spaces(a->s);
+  for (const auto& term : split(eq.substr(0, eq.find("->")), ',')) {
+    std::set<char> seen;
+    for (char c : term) {
+      if (std::isalpha(static_cast<unsigned char>(c)) && !seen.insert(c).second) return true;
+    }
+  }
+  return false;
+}
+
+// Einsums with operands of static shape, but no diagonal: those stay the CPU op's (inference).
 bool ready(const ir::Node& n) {
-  if (n.op_type != "Einsum" || !n.domain.empty() || n.outputs.size() != 1 || n.inputs.empty())
+  if (n.op_type != "Einsum" || !n.domain.empty() || n.outputs.size() != 1 || n.inputs.empty() ||
+      has_diagonal(n))
     return false;
   for (const ir::Value* v : n.inputs) {
     if (!v || !v->type.is_static()) return false;

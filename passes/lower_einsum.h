@@ -9,8 +9,9 @@
 // output shape from the operands' static shapes, and the caller infers the shapes that
 // depend on it again (an Einsum reading another one's output is lowered in the next round).
 // Ellipses ("...") broadcast as numpy's do; an implicit output ("ij,jk") is the ellipsis
-// then the subscripts used once, in alphabetical order. A subscript repeated within one
-// operand (a diagonal, "ii->i") is refused naming the node.
+// then the subscripts used once, in alphabetical order. An Einsum with a subscript repeated
+// within one operand (a diagonal, "ii->i") is left as it is: the CPU op computes it for
+// inference, and training it stops at its unknown output shape, naming the node.
 #pragma once
 
 #include "ir/graph.h"
