@@ -1,5 +1,5 @@
 // Gradients of ops that select, combine or repeat parts of tensors: Gather, GatherElements,
-// TopK, ScatterElements, ScatterND, Concat, Split, Slice, Where, Expand, Tile, Pad. Selected
+// TopK, ScatterElements, ScatterND, Trilu, Concat, Split, Slice, Where, Expand, Tile, Pad. Selected
 // elements send their gradient back to where they came from (adding up where an element was read
 // several times); padding gets none.
 #include <algorithm>
@@ -229,6 +229,15 @@ void top_k(GradContext& c) {
     c.set_input_grad(0, scatter_add_elements(c, d, axis, c.output(1), dy));
 }
 
+// Trilu (torch.tril / triu): the gradient keeps the same triangle.
+void trilu(GradContext& c) {
+  if (c.needs(1)) c.fail("the diagonal offset k has no gradient");
+  std::vector<Value*> in = {c.output_grad(0)};
+  if (c.input(1)) in.push_back(c.input(1));
+  c.set_input_grad(0, c.b.op("Trilu", in, c.input(0)->type,
+                             attrs(ir::Attribute::make_int("upper", c.attr_int("upper", 1)))));
+}
+
 // Part [start, start + size) of `grad` along `axis`.
 Value* slice_axis(GradContext& c, Value* grad, int64_t axis, int64_t start, int64_t size) {
   Shape s = shape_of(grad);
@@ -431,6 +440,7 @@ void register_index_gradients(GradientRegistry& r) {
   r.add("TopK", top_k);
   r.add("ScatterElements", scatter_elements);
   r.add("ScatterND", scatter_nd);
+  r.add("Trilu", trilu);
   r.add("Concat", concat);
   r.add("Split", split);
   r.add("Slice", slice);

@@ -1,5 +1,6 @@
-// Gradients of the Reduce* ops: the output gradient spread back over the reduced axes (divided
-// by their size for the mean), times the derivative of the reduction for the others; and of
+// Gradients of the Reduce* ops (ReduceProd included): the output gradient spread back over the
+// reduced axes (divided by their size for the mean), times the derivative of the reduction
+// for the others; and of
 // CumSum (the cumulative sum of the gradient in the other direction).
 #include "passes/autodiff/gradient_registry.h"
 
@@ -90,6 +91,38 @@ void register_reduce_derivatives(GradientRegistry& r) {
     Value* x = c.input(0);
     const Kept k = kept_of(c);
     spread(c, kept_dy(c, k), c.b.op("Exp", {c.b.op("Sub", {x, kept_y(c, k)}, x->type)}, x->type));
+  });
+  // Prod as PyTorch differentiates it: y / x when no reduced element is zero; with one zero,
+  // that element gets the product of the others and the rest nothing; with two, none does.
+  r.add("ReduceProd", [](GradContext& c) {
+    Value* x = c.input(0);
+    const Kept k = kept_of(c);
+    const DType t = x->type.dtype;
+    const ir::TensorType flags{DType::kBool, x->type.shape};
+    const ir::TensorType kept_flags{DType::kBool, k.shape};
+    Value* zero = c.b.op("Equal", {x, c.b.scalar(0.0, t)}, flags);
+    Value* nonzero = c.b.op("Where", {zero, c.b.scalar(1.0, t), x}, x->type);
+    // The product of the non-zero elements, in the forward's form (axes input from opset 18,
+    // else the attribute).
+    const bool axes_attr = c.input(1) == nullptr;
+    std::vector<ir::Attribute> a = attrs(ir::Attribute::make_int("keepdims", 1));
+    if (axes_attr) a.push_back(ir::Attribute::make_ints("axes", k.axes));
+    Value* others = c.b.op(
+        "ReduceProd",
+        axes_attr ? std::vector<Value*>{nonzero} : std::vector<Value*>{nonzero, c.b.ints(k.axes)},
+        {t, k.shape}, std::move(a));
+    Value* zeros = c.b.op("ReduceSum",
+                          {c.b.op("Cast", {zero}, x->type,
+                                  attrs(ir::Attribute::make_int("to", static_cast<int64_t>(t)))),
+                           c.b.ints(k.axes)},
+                          {t, k.shape}, attrs(ir::Attribute::make_int("keepdims", 1)));
+    Value* none = c.b.op("Equal", {zeros, c.b.scalar(0.0, t)}, kept_flags);
+    Value* one = c.b.op("Equal", {zeros, c.b.scalar(1.0, t)}, kept_flags);
+    Value* lone_zero = c.b.op("And", {one, zero}, flags);
+    Value* at_zero = c.b.op("Where", {lone_zero, others, c.b.scalar(0.0, t)}, x->type);
+    Value* local =
+        c.b.op("Where", {none, c.b.op("Div", {others, nonzero}, x->type), at_zero}, x->type);
+    spread(c, kept_dy(c, k), local);
   });
   // Max and Min: the gradient shared evenly by the elements equal to the result (PyTorch's
   // amax / amin).

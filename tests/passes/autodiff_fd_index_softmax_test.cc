@@ -128,6 +128,21 @@ TEST(AutodiffFdIndex, ScatterElementsAndScatterND) {
   }
 }
 
+TEST(AutodiffFdIndex, Trilu) {
+  for (int64_t upper : {1, 0}) {
+    check({"Trilu_upper" + std::to_string(upper),
+           {{2, 3, 4}},
+           {2, 3, 4},
+           [upper](GradBuilder& g, P p) {
+             return g.op("Trilu", {p[0], g.reshape(g.ints({-1}), {})}, f64({2, 3, 4}),
+                         attrs(Attribute::make_int("upper", upper)));
+           }});
+  }
+  check({"Trilu_default", {{3, 3}}, {3, 3}, [](GradBuilder& g, P p) {
+           return g.op("Trilu", {p[0]}, f64({3, 3}));
+         }});
+}
+
 TEST(AutodiffFdIndex, ConcatAndSplit) {
   check({"Concat_axis1", {{2, 3}, {2, 1}}, {2, 4}, [](GradBuilder& g, P p) {
            return g.op("Concat", {p[0], p[1]}, f64({2, 4}), attrs(Attribute::make_int("axis", 1)));

@@ -1,12 +1,16 @@
 // Gradient rules of the data-movement ops (rules_shape.cc: Reshape, Flatten, Squeeze,
 // Unsqueeze, Transpose) and of the reductions (rules_reduce.cc) against finite differences
-// in fp64, on random shapes, axes and keepdims from a seeded generator.
+// in fp64, on random shapes, axes and keepdims from a seeded generator; ReduceProd at zeros
+// against PyTorch's rule worked by hand.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <functional>
 #include <numeric>
 
+#include "driver/pipeline.h"
+#include "passes/autodiff/autodiff.h"
+#include "runtime/cpu/executor.h"
 #include "tests/passes/fd_check.h"
 
 namespace ampc {
@@ -159,8 +163,8 @@ TEST(AutodiffFdReduceRandom, SumAndMean) {
 // distinct, so Max and Min have one winner; L1 away from its kink at 0).
 TEST(AutodiffFdReduceRandom, ReductionsWithDerivatives) {
   Random rnd(15);
-  for (const char* op :
-       {"ReduceSumSquare", "ReduceL1", "ReduceL2", "ReduceLogSumExp", "ReduceMax", "ReduceMin"}) {
+  for (const char* op : {"ReduceSumSquare", "ReduceL1", "ReduceL2", "ReduceLogSumExp", "ReduceMax",
+                         "ReduceMin", "ReduceProd"}) {
     for (int k = 0; k < 6; ++k) {
       const Shape in = rnd.shape(rnd.uniform(1, 3), 1, 3);
       const auto rank = static_cast<int64_t>(in.size());
@@ -173,6 +177,25 @@ TEST(AutodiffFdReduceRandom, ReductionsWithDerivatives) {
 }
 
 // CumSum along a constant axis, inclusive or exclusive, forward or reverse.
+// ReduceProd at zeros, where y / x cannot be used, against PyTorch's rule worked by hand:
+// a row without zeros gets y / x, a row with one zero only there the product of the others,
+// a row with two zeros nothing.
+TEST(AutodiffReduceProd, ZerosAsPyTorch) {
+  const Case c{"ReduceProd_zeros", {{3, 3}}, {3}, [](GradBuilder& g, P p) {
+                 return g.op(
+                     "ReduceProd", {p[0]}, f64({3}),
+                     attrs(Attribute::make_ints("axes", {1}), Attribute::make_int("keepdims", 0)));
+               }};
+  auto m = make_model(c, {{2, 3, 4, 0, 5, 6, 0, 0, 7}}, {1, 1, 1});
+  const auto grads = passes::differentiate(*m, {.loss = "", .freeze = {"R", "fwd/*"}});
+  ASSERT_EQ(grads.size(), 1u);
+  m->graph->outputs.push_back(grads[0].gradient);
+  rt::cpu::Executor exec(compiler::compile_model(*m, {}, "prod"));
+  const rt::Tensor g = exec.run({}).at(grads[0].gradient->name);
+  const double want[] = {12, 8, 6, 30, 0, 0, 0, 0, 0};
+  for (int i = 0; i < 9; ++i) EXPECT_EQ(g.data<double>()[i], want[i]) << i;
+}
+
 TEST(AutodiffFdReduceRandom, CumSum) {
   Random rnd(16);
   for (int k = 0; k < 8; ++k) {
