@@ -20,6 +20,7 @@
 #include "passes/dead_code_elimination.h"
 #include "passes/expand_norm_params.h"
 #include "passes/half_inputs.h"
+#include "passes/index_ops_for_cuda.h"
 #include "passes/linear_as_gemm.h"
 #include "passes/lower_einsum.h"
 #include "passes/lower_resize.h"
@@ -207,6 +208,10 @@ std::vector<Pass> pipeline_passes(const CompileOptions& o, PipelineState& s) {
   // flag, and the composed one would be a copy.
   out.push_back({"compose-transposes", [](ir::Model& m) { passes::compose_transposes(m); },
                  ir::Phase::kUnknown, [&o] { return o.lowering.target == "cpu"; }});
+  // GatherElements, ScatterElements and Trilu (forward and gradient) as Gather, ScatterND and
+  // Where, which the CUDA backend runs (index_ops_for_cuda.h).
+  out.push_back({"index-ops-for-cuda", [](ir::Model& m) { passes::index_ops_for_cuda(m); },
+                 ir::Phase::kUnknown, [&o] { return o.lowering.target.rfind("cuda", 0) == 0; }});
   out.push_back({"eliminate-dead-code", [](ir::Model& m) { passes::eliminate_dead_code(m); },
                  ir::Phase::kUnknown});
   out.push_back({"verify", [&o](ir::Model& m) {

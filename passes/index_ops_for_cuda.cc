@@ -1,0 +1,144 @@
+#include "passes/index_ops_for_cuda.h"
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "passes/autodiff/grad_builder.h"
+
+namespace ampc::passes {
+namespace {
+
+using autodiff::attrs;
+using autodiff::GradBuilder;
+using ir::Value;
+using Shape = std::vector<int64_t>;
+
+bool all_static(const ir::Node& n) {
+  for (const Value* v : n.inputs) {
+    if (v && !v->type.is_static()) return false;
+  }
+  return n.outputs.size() == 1 && n.outputs[0] && n.outputs[0]->type.is_static();
+}
+
+int64_t axis_of(const ir::Node& n, size_t rank) {
+  const ir::Attribute* a = n.attr("axis");
+  const int64_t axis = a ? a->i : 0;
+  return axis < 0 ? axis + static_cast<int64_t>(rank) : axis;
+}
+
+// The flat offset in data of shape `d` of each element `idx` names along `axis` (int64, of
+// idx's shape): negative indices counted from the end.
+Value* flat_offsets(GradBuilder& b, const Shape& d, int64_t axis, Value* idx) {
+  const Shape& s = *idx->type.shape;
+  const auto a = static_cast<size_t>(axis);
+  std::vector<int64_t> stride(d.size(), 1);
+  for (size_t j = d.size(); j-- > 1;) stride[j - 1] = stride[j] * d[j];
+  const ir::TensorType offsets{DType::kInt64, s};
+  idx = b.cast(idx, DType::kInt64);
+  Value* negative = b.op("Less", {idx, b.scalar(0, DType::kInt64)}, {DType::kBool, s});
+  Value* from_end = b.op("Add", {idx, b.scalar(static_cast<double>(d[a]), DType::kInt64)}, offsets);
+  Value* flat = b.op("Mul",
+                     {b.op("Where", {negative, from_end, idx}, offsets),
+                      b.scalar(static_cast<double>(stride[a]), DType::kInt64)},
+                     offsets);
+  for (size_t j = 0; j < s.size(); ++j) {
+    if (j == a || s[j] == 1) continue;
+    std::vector<int64_t> along(static_cast<size_t>(s[j]));
+    for (int64_t i = 0; i < s[j]; ++i) along[static_cast<size_t>(i)] = i * stride[j];
+    Shape broadcast(s.size(), 1);
+    broadcast[j] = s[j];
+    flat = b.op("Add", {flat, b.reshape(b.ints(along), broadcast)}, offsets);
+  }
+  return flat;
+}
+
+Value* gather_elements(GradBuilder& b, const ir::Node& n) {
+  Value* x = n.inputs[0];
+  const Shape& d = *x->type.shape;
+  Value* offsets = flat_offsets(b, d, axis_of(n, d.size()), n.inputs[1]);
+  return b.op("Gather", {b.reshape(x, {ir::shape_numel(d)}), offsets}, n.outputs[0]->type);
+}
+
+Value* scatter_elements(GradBuilder& b, const ir::Node& n) {
+  Value* x = n.inputs[0];
+  const Shape& d = *x->type.shape;
+  const int64_t count = ir::shape_numel(*n.inputs[1]->type.shape);
+  Value* offsets = b.reshape(flat_offsets(b, d, axis_of(n, d.size()), n.inputs[1]), {count, 1});
+  const ir::Attribute* r = n.attr("reduction");
+  const Shape flat{ir::shape_numel(d)};
+  Value* out = b.op("ScatterND", {b.reshape(x, flat), offsets, b.reshape(n.inputs[2], {count})},
+                    {x->type.dtype, flat},
+                    attrs(ir::Attribute::make_string("reduction", r ? r->s : "none")));
+  return b.reshape(out, d);
+}
+
+// The diagonal offset of a Trilu, when it is constant.
+bool trilu_k(const ir::Node& n, int64_t& k) {
+  k = 0;
+  if (n.inputs.size() < 2 || !n.inputs[1]) return true;
+  const ir::Tensor* t = n.inputs[1]->initializer.get();
+  if (!t || t->numel() != 1 || t->dtype != DType::kInt64) return false;
+  std::memcpy(&k, t->bytes.data(), 8);
+  return true;
+}
+
+Value* trilu(GradBuilder& b, const ir::Node& n, int64_t k) {
+  Value* x = n.inputs[0];
+  const Shape& d = *x->type.shape;
+  const int64_t rows = d[d.size() - 2], cols = d.back();
+  const ir::Attribute* u = n.attr("upper");
+  const bool upper = !u || u->i != 0;
+  // The mask as int64 0/1 (GradBuilder::ints), compared once with 1 into bools.
+  std::vector<int64_t> keep(static_cast<size_t>(rows * cols));
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j)
+      keep[static_cast<size_t>(i * cols + j)] = upper ? j - i >= k : j - i <= k;
+  Value* mask = b.op("Equal", {b.reshape(b.ints(keep), {rows, cols}), b.scalar(1, DType::kInt64)},
+                     {DType::kBool, Shape{rows, cols}});
+  return b.op("Where", {mask, x, b.scalar(0.0, x->type.dtype)}, x->type);
+}
+
+// Replaces `n` by the nodes appended from `first_new` on, the last of which wrote `result`:
+// they take n's place in the order and the last writes n's output value.
+void replace(ir::Graph& g, ir::Node* n, size_t first_new, Value* result) {
+  Value* y = n->outputs[0];
+  g.move_tail_before(first_new, n);
+  g.detach_node(n);
+  ir::Node* last = result->producer;
+  ir::set_output(last, 0, y);
+  g.erase_values_if([result](const Value& v) { return &v == result; });
+}
+
+}  // namespace
+
+int index_ops_for_cuda(ir::Model& model) {
+  ir::Graph& g = *model.graph;
+  std::vector<ir::Node*> todo;
+  for (const auto& n : g.nodes) {
+    const bool ours =
+        n->domain.empty() && (n->op_type == "GatherElements" || n->op_type == "ScatterElements" ||
+                              n->op_type == "Trilu");
+    if (ours && all_static(*n)) todo.push_back(n.get());
+  }
+  int rewritten = 0;
+  for (ir::Node* n : todo) {
+    GradBuilder b(g, (n->name.empty() ? n->op_type : n->name) + "/cuda");
+    const size_t first_new = g.nodes.size();
+    Value* result = nullptr;
+    int64_t k = 0;
+    if (n->op_type == "GatherElements") {
+      result = gather_elements(b, *n);
+    } else if (n->op_type == "ScatterElements") {
+      result = scatter_elements(b, *n);
+    } else if (trilu_k(*n, k) && n->inputs[0]->type.shape->size() >= 2) {
+      result = trilu(b, *n, k);
+    }
+    if (!result) continue;
+    replace(g, n, first_new, result);
+    ++rewritten;
+  }
+  return rewritten;
+}
+
+}  // namespace ampc::passes
