@@ -97,8 +97,8 @@ std::vector<OpInfo> rows() {
       fused("Selu", F::kActivation, {}, kInPlace),
       fused("Softplus", F::kActivation, {}, kInPlace, P::kDeny),
       // Elementwise, unfused.
-      elementwise("Cos", kInPlace),
-      elementwise("Sin", kInPlace),
+      fused("Cos", F::kUnary, "cos", kInPlace),
+      fused("Sin", F::kUnary, "sin", kInPlace),
       elementwise("Gelu", kInPlace),
       elementwise("Mod", kInPlace),
       elementwise("Round", kInPlace),

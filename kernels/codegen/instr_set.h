@@ -20,9 +20,9 @@ inline bool is_float(int d) {
   return supported_dtype(d) && d != kBool;
 }
 
-inline const std::set<std::string> kUnaryFloat = {"neg",  "abs",  "sqrt",    "exp",        "log",
-                                                  "tanh", "erf",  "relu",    "reciprocal", "floor",
-                                                  "ceil", "sign", "sigmoid", "expm1",      "log1p"};
+inline const std::set<std::string> kUnaryFloat = {
+    "neg",   "abs",  "sqrt", "exp",     "log",   "tanh",  "erf", "relu", "reciprocal",
+    "floor", "ceil", "sign", "sigmoid", "expm1", "log1p", "sin", "cos"};
 inline const std::set<std::string> kBinaryFloat = {"add", "sub", "mul",       "div",
                                                    "max", "min", "clamp_min", "clamp_max"};
 inline const std::set<std::string> kCompare = {"equal", "less", "less_equal", "greater",

@@ -226,7 +226,8 @@ class BodyBuilder {
     if (op == "erf") return erf(x);
     // Through the C library on the host (the CPU ops' std::log, std::expm1, ...: the same
     // calls) and libdevice on NVPTX, whose results may differ in the last bit.
-    if (op == "log" || op == "tanh" || op == "expm1" || op == "log1p") return libm(op, {x});
+    if (op == "log" || op == "tanh" || op == "expm1" || op == "log1p" || op == "sin" || op == "cos")
+      return libm(op, {x});
     if (op == "reciprocal") return b_.CreateFDiv(fconst(t, 1.0), x);
     if (op == "sigmoid") {
       Value* e = exp(b_.CreateFNeg(x));

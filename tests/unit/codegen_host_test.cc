@@ -182,6 +182,8 @@ std::vector<Tensor> cpu_reference(const KernelDef& k, const std::vector<Tensor>&
                                                            {"log", "Log"},
                                                            {"reciprocal", "Reciprocal"},
                                                            {"tanh", "Tanh"},
+                                                           {"sin", "Sin"},
+                                                           {"cos", "Cos"},
                                                            {"erf", "Erf"},
                                                            {"sigmoid", "Sigmoid"},
                                                            {"relu", "Relu"},
