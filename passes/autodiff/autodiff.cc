@@ -36,6 +36,22 @@ ir::Value* find_loss(const ir::Graph& g, const std::string& name) {
   return loss;
 }
 
+// The initializers an export listed as not trained by torch.optim (buffers, requires_grad=False
+// parameters): metadata kUntrainedKey, one name per line (ampc.export writes it).
+std::set<std::string> untrained_names(const ir::Model& model) {
+  std::set<std::string> names;
+  for (const auto& [key, value] : model.metadata) {
+    if (key != kUntrainedKey) continue;
+    size_t start = 0;
+    while (start <= value.size()) {
+      const size_t end = std::min(value.find('\n', start), value.size());
+      if (end > start) names.insert(value.substr(start, end - start));
+      start = end + 1;
+    }
+  }
+  return names;
+}
+
 bool frozen(const std::string& name, const std::vector<std::string>& patterns) {
   for (const auto& p : patterns) {
     if (fnmatch(p.c_str(), name.c_str(), 0) == 0) return true;
@@ -169,10 +185,11 @@ std::vector<ParameterGradient> differentiate(ir::Model& model, const AutodiffOpt
     losses.push_back(loss);
   }
 
+  const std::set<std::string> untrained = untrained_names(model);
   std::vector<ir::Value*> params;
   for (ir::Value* v : g.initializers) {
     if (v->from_model && !v->is_graph_input && is_float(v->type.dtype) &&
-        !frozen(v->name, options.freeze))
+        !frozen(v->name, options.freeze) && !untrained.count(v->name))
       params.push_back(v);
   }
   const size_t forward_nodes = g.nodes.size();

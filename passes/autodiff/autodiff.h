@@ -25,8 +25,13 @@ struct ParameterGradient {
   ir::Value* gradient;
 };
 
+// The ONNX metadata key under which an export (ampc.export, ampc.compile of a torch module)
+// lists, one per line, the initializers torch.optim does not train: buffers and parameters
+// with requires_grad=False. torch.onnx.export writes them like the parameters.
+inline constexpr const char* kUntrainedKey = "ampc.untrained";
+
 // Trainable parameters: float initializers of the source model (Value::from_model) that are
-// not graph inputs, minus frozen ones.
+// not graph inputs, minus frozen ones and those the model's kUntrainedKey metadata lists.
 // Returns one entry per parameter that the loss depends on, in initializer order.
 // `seed`, a float scalar of the graph, seeds the backward instead of 1 (the loss scale:
 // every gradient is then seed times the true one); it is cast and reshaped to the loss's type.

@@ -26,8 +26,20 @@ from ._trainer import StepResult, Trainer, compile, load
 
 Error.__module__ = "ampc"  # shown as ampc.Error in tracebacks
 
-__all__ = ["Error", "StepResult", "Trainer", "compile", "load", "inspect", "precision_report",
-           "report"]
+__all__ = ["Error", "StepResult", "Trainer", "compile", "export", "load", "inspect",
+           "precision_report", "report"]
+
+
+def export(model, example_inputs, path):
+    """Write the ONNX model ampc.compile makes of a torch module, for `ampc compile --train` or
+    `ampc train`: torch.onnx.export in training mode, opset 17, no constant folding, the
+    module's buffers as they were before the export's tracing forward, and the names of its
+    buffers and requires_grad=False parameters recorded (metadata "ampc.untrained") so that the
+    command line leaves them untrained as torch.optim does. example_inputs: as compile()'s."""
+    from ._export import export_module
+
+    with open(_os.fspath(path), "wb") as f:
+        f.write(export_module(model, example_inputs))
 
 
 def _model_path(model, example_inputs, tmp):

@@ -65,6 +65,7 @@ def compile(
     seed: int = 0,
     export_path: Optional[_Path] = None,
 ) -> Trainer: ...
+def export(model: Any, example_inputs: Any, path: _Path) -> None: ...
 def load(
     checkpoint: _Path,
     model: Optional[Union[_Path, Any]] = None,

@@ -41,7 +41,8 @@ def untrained_state(module):
     buffers (BatchNorm's running statistics, register_buffer tensors, a loss's pos_weight or
     class weights) and the parameters with requires_grad=False. The export writes them as
     initializers like the parameters, and ampc trains every float initializer the loss
-    depends on unless it is frozen, so ampc.compile freezes these."""
+    depends on unless it is frozen, so the export records them (UNTRAINED_KEY) and
+    ampc.compile freezes them."""
     names = [n for n, p in module.named_parameters() if not p.requires_grad]
     names += [n for n, b in module.named_buffers() if b.is_floating_point()]
     return names
@@ -87,7 +88,8 @@ def export_module(module, example_inputs, opset=17):
         finally:
             module.train(was_training)
             changed = restore_buffers(module, before)
-    return with_initializers(buf.getvalue(), {n: before[n] for n in changed})
+    return with_initializers(buf.getvalue(), {n: before[n] for n in changed},
+                             untrained_state(module))
 
 
 def restore_buffers(module, before):
@@ -103,9 +105,15 @@ def restore_buffers(module, before):
     return changed
 
 
-def with_initializers(data, tensors):
-    """The ONNX model `data` with the initializers named in `tensors` holding those values."""
-    if not tensors:
+# The ONNX metadata key under which an export lists the initializers torch.optim would not
+# train (one name per line); ampc's compiler leaves them untrained (docs/training.md).
+UNTRAINED_KEY = "ampc.untrained"
+
+
+def with_initializers(data, tensors, untrained=()):
+    """The ONNX model `data` with the initializers named in `tensors` holding those values,
+    and the names `untrained` recorded under UNTRAINED_KEY."""
+    if not tensors and not untrained:
         return data
     import onnx
     from onnx import numpy_helper
@@ -114,5 +122,10 @@ def with_initializers(data, tensors):
     for init in model.graph.initializer:
         if init.name in tensors:
             value = tensors[init.name].cpu().numpy()
-            init.CopyFrom(numpy_helper.from_array(value.astype(value.dtype), init.name))
+            init.CopyFrom(numpy_helper.from_array(value, init.name))
+    if untrained:
+        exported = {init.name for init in model.graph.initializer}
+        names = [n for n in untrained if n in exported]
+        if names:
+            onnx.helper.set_model_props(model, {UNTRAINED_KEY: "\n".join(names)})
     return model.SerializeToString()

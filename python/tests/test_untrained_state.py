@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 
 import ampc
-from conftest import batches
+from conftest import batches, run_cli
 
 CLASSES = 10
 
@@ -119,19 +119,41 @@ def test_compile_leaves_the_module_as_it_was(tmp_path, digits):
     np.testing.assert_array_equal(exported["norm.running_var"], before["norm.running_var"].numpy())
 
 
-def test_an_onnx_file_does_not_know_its_buffers(tmp_path, digits):
-    # From a file (the command line's case) every float initializer is a parameter: the loss's
-    # class weights are refused with the --freeze that fixes it, and frozen they compile.
-    from ampc._export import export_module
-
+def test_a_plain_torch_export_does_not_know_its_buffers(tmp_path, digits):
+    # torch.onnx.export alone writes buffers like parameters: from such a file (the command
+    # line's case) every float initializer is trained, the loss's class weights are refused
+    # with the --freeze that fixes it, and frozen they compile.
     torch.manual_seed(0)
     x, y = digits
     path = tmp_path / "net.onnx"
-    path.write_bytes(export_module(WithUntrainedState(),
-                                   {"x": x[:32], "y": y[:32], "t": one_hot(y[:32])}))
+    example = tuple(torch.from_numpy(a) for a in (x[:32], y[:32], one_hot(y[:32])))
+    torch.onnx.export(WithUntrainedState(), example, str(path), input_names=["x", "y", "t"],
+                      output_names=["loss"], opset_version=17,
+                      training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)
     with pytest.raises(ampc.Error, match="class weights must be constant; 'ce.weight' is trained "
                        "as a parameter: .* freeze it \\(--freeze 'ce.weight'\\)"):
         ampc.compile(path, precision="fp32")
     trainer = ampc.compile(path, precision="fp32", freeze=["ce.weight", "bce.pos_weight"])
     assert "ce.weight" not in trainer.state_dict()
     assert "frozen.weight" in trainer.state_dict()  # requires_grad=False is not in the file
+
+
+def test_ampc_export_records_what_torch_does_not_train(tmp_path, digits):
+    # ampc.export lists the buffers and frozen parameters in the file's metadata, which the
+    # command line honours: the same state as ampc.compile of the module.
+    torch.manual_seed(0)
+    net = WithUntrainedState()
+    x, y = digits
+    path = tmp_path / "net.onnx"
+    ampc.export(net, {"x": x[:32], "y": y[:32], "t": one_hot(y[:32])}, path)
+    import onnx
+
+    props = {p.key: p.value for p in onnx.load(str(path)).metadata_props}
+    assert sorted(props["ampc.untrained"].split("\n")) == sorted(
+        ["frozen.weight", "frozen.bias", "offset", "norm.running_mean", "norm.running_var",
+         "ce.weight", "bce.pos_weight"])
+    plan = tmp_path / "net.plan"
+    run_cli("compile", path, "--train", "-o", plan)
+    trainable = {n for n, p in net.named_parameters() if p.requires_grad}
+    assert set(ampc.compile(plan).state_dict()) == trainable | {"norm.running_mean",
+                                                                "norm.running_var"}

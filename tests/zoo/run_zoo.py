@@ -32,6 +32,7 @@ import math
 import os
 import re
 import resource
+import shutil
 import subprocess
 import sys
 import time
@@ -101,6 +102,7 @@ def load_dir(d):
 
 def gradient_check(args, src, out, result):
     gdir = os.path.join(out, "grads")
+    shutil.rmtree(gdir, ignore_errors=True)  # a parameter gone since the last run is not ours
     run([args.gradients, os.path.join(src, "model.onnx"), os.path.join(src, "batch"), gdir],
         "gradients")
     ours = load_dir(os.path.join(gdir, "grad"))
