@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "passes/autodiff/grad_builder.h"
+#include "passes/autodiff/index_offsets.h"
 
 namespace ampc::passes {
 namespace {
@@ -27,36 +28,10 @@ int64_t axis_of(const ir::Node& n, size_t rank) {
   return axis < 0 ? axis + static_cast<int64_t>(rank) : axis;
 }
 
-// The flat offset in data of shape `d` of each element `idx` names along `axis` (int64, of
-// idx's shape): negative indices counted from the end.
-Value* flat_offsets(GradBuilder& b, const Shape& d, int64_t axis, Value* idx) {
-  const Shape& s = *idx->type.shape;
-  const auto a = static_cast<size_t>(axis);
-  std::vector<int64_t> stride(d.size(), 1);
-  for (size_t j = d.size(); j-- > 1;) stride[j - 1] = stride[j] * d[j];
-  const ir::TensorType offsets{DType::kInt64, s};
-  idx = b.cast(idx, DType::kInt64);
-  Value* negative = b.op("Less", {idx, b.scalar(0, DType::kInt64)}, {DType::kBool, s});
-  Value* from_end = b.op("Add", {idx, b.scalar(static_cast<double>(d[a]), DType::kInt64)}, offsets);
-  Value* flat = b.op("Mul",
-                     {b.op("Where", {negative, from_end, idx}, offsets),
-                      b.scalar(static_cast<double>(stride[a]), DType::kInt64)},
-                     offsets);
-  for (size_t j = 0; j < s.size(); ++j) {
-    if (j == a || s[j] == 1) continue;
-    std::vector<int64_t> along(static_cast<size_t>(s[j]));
-    for (int64_t i = 0; i < s[j]; ++i) along[static_cast<size_t>(i)] = i * stride[j];
-    Shape broadcast(s.size(), 1);
-    broadcast[j] = s[j];
-    flat = b.op("Add", {flat, b.reshape(b.ints(along), broadcast)}, offsets);
-  }
-  return flat;
-}
-
 Value* gather_elements(GradBuilder& b, const ir::Node& n) {
   Value* x = n.inputs[0];
   const Shape& d = *x->type.shape;
-  Value* offsets = flat_offsets(b, d, axis_of(n, d.size()), n.inputs[1]);
+  Value* offsets = autodiff::element_offsets(b, d, axis_of(n, d.size()), n.inputs[1]);
   return b.op("Gather", {b.reshape(x, {ir::shape_numel(d)}), offsets}, n.outputs[0]->type);
 }
 
@@ -64,7 +39,8 @@ Value* scatter_elements(GradBuilder& b, const ir::Node& n) {
   Value* x = n.inputs[0];
   const Shape& d = *x->type.shape;
   const int64_t count = ir::shape_numel(*n.inputs[1]->type.shape);
-  Value* offsets = b.reshape(flat_offsets(b, d, axis_of(n, d.size()), n.inputs[1]), {count, 1});
+  Value* offsets =
+      b.reshape(autodiff::element_offsets(b, d, axis_of(n, d.size()), n.inputs[1]), {count, 1});
   const ir::Attribute* r = n.attr("reduction");
   const Shape flat{ir::shape_numel(d)};
   Value* out = b.op("ScatterND", {b.reshape(x, flat), offsets, b.reshape(n.inputs[2], {count})},

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "passes/autodiff/gradient_registry.h"
+#include "passes/autodiff/index_offsets.h"
 
 namespace ampc::passes::autodiff {
 namespace {
@@ -53,8 +54,6 @@ ir::Attribute axis_attr(int64_t axis) {
   return ir::Attribute::make_int("axis", axis);
 }
 
-Value* wrapped_indices(GradContext& c, Value* idx, int64_t k);
-
 // data [.., K, ..] gathered along `axis` by indices I: dy [P, I, Q] is transposed to [I, P, Q]
 // and scatter-added (ScatterND, reduction add) into zeros [K, P, Q], so repeats add up.
 void gather(GradContext& c) {
@@ -64,7 +63,7 @@ void gather(GradContext& c) {
   const int64_t n = ir::shape_numel(shape_of(c.input(1)));
   const DType t = c.input(0)->type.dtype;
 
-  Value* idx = wrapped_indices(c, c.b.reshape(c.input(1), {n, 1}), k);
+  Value* idx = wrapped_indices(c.b, c.b.reshape(c.input(1), {n, 1}), k);
 
   Value* dy = c.b.reshape(c.output_grad(0), {p, n, q});
   if (p > 1) {
@@ -82,42 +81,10 @@ void gather(GradContext& c) {
   c.set_input_grad(0, c.b.reshape(dx, d));
 }
 
-// Indices along an axis of size k as int64 in [0, k): negative ones counted from the end.
-Value* wrapped_indices(GradContext& c, Value* idx, int64_t k) {
-  if (idx->type.dtype != DType::kInt64) {
-    idx = c.b.op("Cast", {idx}, {DType::kInt64, idx->type.shape},
-                 attrs(ir::Attribute::make_int("to", static_cast<int64_t>(DType::kInt64))));
-  }
-  Value* negative =
-      c.b.op("Less", {idx, c.b.scalar(0, DType::kInt64)}, {DType::kBool, idx->type.shape});
-  Value* from_end =
-      c.b.op("Add", {idx, c.b.scalar(static_cast<double>(k), DType::kInt64)}, idx->type);
-  return c.b.op("Where", {negative, from_end, idx}, idx->type);
-}
-
-// The flat offsets in data of shape `d` of the elements an index tensor `idx` names along
-// `axis`, as GatherElements and ScatterElements use it: the index times data's stride along
-// the axis plus, for every other axis, the element's own coordinate times data's stride
-// there (a short constant per axis, broadcast). As [numel(idx), 1] int64.
+// element_offsets (index_offsets.h) as [numel(idx), 1], ScatterND's index layout.
 Value* element_offsets(GradContext& c, const Shape& d, int64_t axis, Value* idx) {
-  const Shape& s = shape_of(idx);
-  const auto a = static_cast<size_t>(axis);
-  std::vector<int64_t> stride(d.size(), 1);
-  for (size_t j = d.size(); j-- > 1;) stride[j - 1] = stride[j] * d[j];
-  const ir::TensorType offsets{DType::kInt64, s};
-  Value* flat = c.b.op(
-      "Mul",
-      {wrapped_indices(c, idx, d[a]), c.b.scalar(static_cast<double>(stride[a]), DType::kInt64)},
-      offsets);
-  for (size_t j = 0; j < s.size(); ++j) {
-    if (j == a || s[j] == 1) continue;
-    std::vector<int64_t> along(static_cast<size_t>(s[j]));
-    for (int64_t i = 0; i < s[j]; ++i) along[static_cast<size_t>(i)] = i * stride[j];
-    Shape broadcast(s.size(), 1);
-    broadcast[j] = s[j];
-    flat = c.b.op("Add", {flat, c.b.reshape(c.b.ints(along), broadcast)}, offsets);
-  }
-  return c.b.reshape(flat, {ir::shape_numel(s), 1});
+  return c.b.reshape(autodiff::element_offsets(c.b, d, axis, idx),
+                     {ir::shape_numel(shape_of(idx)), 1});
 }
 
 std::string reduction_of(GradContext& c) {
@@ -202,10 +169,10 @@ void scatter_nd(GradContext& c) {
     const auto at = static_cast<int64_t>(j);
     Value* column = c.b.op("Slice", {idx, c.b.ints({at}), c.b.ints({at + 1}), c.b.ints({1})},
                            {idx->type.dtype, Shape{n, 1}});
-    Value* term = c.b.op(
-        "Mul",
-        {wrapped_indices(c, column, d[j]), c.b.scalar(static_cast<double>(stride), DType::kInt64)},
-        offsets);
+    Value* term = c.b.op("Mul",
+                         {wrapped_indices(c.b, column, d[j]),
+                          c.b.scalar(static_cast<double>(stride), DType::kInt64)},
+                         offsets);
     flat = flat ? c.b.op("Add", {flat, term}, offsets) : term;
     stride *= d[j];
   }

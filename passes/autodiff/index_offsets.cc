@@ -1,0 +1,38 @@
+#include "passes/autodiff/index_offsets.h"
+
+namespace ampc::passes::autodiff {
+
+using ir::Value;
+using Shape = std::vector<int64_t>;
+
+Value* wrapped_indices(GradBuilder& b, Value* idx, int64_t size) {
+  idx = b.cast(idx, DType::kInt64);
+  Value* negative =
+      b.op("Less", {idx, b.scalar(0, DType::kInt64)}, {DType::kBool, idx->type.shape});
+  Value* from_end =
+      b.op("Add", {idx, b.scalar(static_cast<double>(size), DType::kInt64)}, idx->type);
+  return b.op("Where", {negative, from_end, idx}, idx->type);
+}
+
+Value* element_offsets(GradBuilder& b, const Shape& d, int64_t axis, Value* idx) {
+  const Shape& s = *idx->type.shape;
+  const auto a = static_cast<size_t>(axis);
+  std::vector<int64_t> stride(d.size(), 1);
+  for (size_t j = d.size(); j-- > 1;) stride[j - 1] = stride[j] * d[j];
+  const ir::TensorType offsets{DType::kInt64, s};
+  Value* flat =
+      b.op("Mul",
+           {wrapped_indices(b, idx, d[a]), b.scalar(static_cast<double>(stride[a]), DType::kInt64)},
+           offsets);
+  for (size_t j = 0; j < s.size(); ++j) {
+    if (j == a || s[j] == 1) continue;
+    std::vector<int64_t> along(static_cast<size_t>(s[j]));
+    for (int64_t i = 0; i < s[j]; ++i) along[static_cast<size_t>(i)] = i * stride[j];
+    Shape broadcast(s.size(), 1);
+    broadcast[j] = s[j];
+    flat = b.op("Add", {flat, b.reshape(b.ints(along), broadcast)}, offsets);
+  }
+  return flat;
+}
+
+}  // namespace ampc::passes::autodiff
