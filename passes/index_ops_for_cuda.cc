@@ -75,6 +75,26 @@ Value* trilu(GradBuilder& b, const ir::Node& n, int64_t k) {
   return b.op("Where", {mask, x, b.scalar(0.0, x->type.dtype)}, x->type);
 }
 
+// Tile with constant repeats r: x [d0, d1, ..] viewed as [1, d0, 1, d1, ..], expanded to
+// [r0, d0, r1, d1, ..] and viewed as [r0 d0, r1 d1, ..]: the copies in the order Tile writes.
+Value* tile(GradBuilder& b, const ir::Node& n) {
+  const ir::Tensor* t =
+      n.inputs.size() > 1 && n.inputs[1] ? n.inputs[1]->initializer.get() : nullptr;
+  Value* x = n.inputs[0];
+  const Shape& d = *x->type.shape;
+  if (!t || t->dtype != DType::kInt64 || t->numel() != static_cast<int64_t>(d.size()))
+    return nullptr;
+  Shape spread, expanded;
+  for (size_t i = 0; i < d.size(); ++i) {
+    int64_t r;
+    std::memcpy(&r, t->bytes.data() + 8 * i, 8);
+    spread.insert(spread.end(), {1, d[i]});
+    expanded.insert(expanded.end(), {r, d[i]});
+  }
+  Value* wide = b.op("Expand", {b.reshape(x, spread), b.ints(expanded)}, {x->type.dtype, expanded});
+  return b.reshape(wide, *n.outputs[0]->type.shape);
+}
+
 // Replaces `n` by the nodes appended from `first_new` on, the last of which wrote `result`:
 // they take n's place in the order and the last writes n's output value.
 void replace(ir::Graph& g, ir::Node* n, size_t first_new, Value* result) {
@@ -94,7 +114,7 @@ int index_ops_for_cuda(ir::Model& model) {
   for (const auto& n : g.nodes) {
     const bool ours =
         n->domain.empty() && (n->op_type == "GatherElements" || n->op_type == "ScatterElements" ||
-                              n->op_type == "Trilu");
+                              n->op_type == "Trilu" || n->op_type == "Tile");
     if (ours && all_static(*n)) todo.push_back(n.get());
   }
   int rewritten = 0;
@@ -107,6 +127,8 @@ int index_ops_for_cuda(ir::Model& model) {
       result = gather_elements(b, *n);
     } else if (n->op_type == "ScatterElements") {
       result = scatter_elements(b, *n);
+    } else if (n->op_type == "Tile") {
+      result = tile(b, *n);
     } else if (trilu_k(*n, k) && n->inputs[0]->type.shape->size() >= 2) {
       result = trilu(b, *n, k);
     }

@@ -1,5 +1,6 @@
-// index_ops_for_cuda (passes/index_ops_for_cuda.h): GatherElements, ScatterElements and
-// Trilu rewritten into Gather, ScatterND and Where compute the CPU ops' results bit for bit,
+// index_ops_for_cuda (passes/index_ops_for_cuda.h): GatherElements, ScatterElements, Trilu
+// and Tile rewritten into Gather, ScatterND, Where and Expand compute the CPU ops' results bit
+// for bit,
 // in fp32 and fp16 (16-bit scatter_add accumulates in fp32 in both), with negative and
 // repeated indices, on every axis, both triangles and a constant diagonal offset; a Trilu
 // whose offset is computed is left as it is. ONNX's own data for these ops runs through the
@@ -73,6 +74,7 @@ std::unique_ptr<ir::Model> make_model(DType t) {
   with(node("Trilu", {x, ints("minus_one", {}, {-1})}, {3, 4, 5}),
        ir::Attribute::make_int("upper", 0));
   with(node("Trilu", {x, k}, {3, 4, 5}), ir::Attribute::make_int("upper", 0));
+  node("Tile", {x, ints("repeats", {3}, {2, 1, 3})}, {6, 4, 15});
   return m;
 }
 
@@ -100,9 +102,11 @@ TEST(IndexOpsForCuda, GiveTheCpuOpsBits) {
   for (DType t : {DType::kFloat32, DType::kFloat16}) {
     auto plain = make_model(t);
     auto rewritten = make_model(t);
-    EXPECT_EQ(index_ops_for_cuda(*rewritten), 8) << "the Trilu with a computed k stays";
+    EXPECT_EQ(index_ops_for_cuda(*rewritten), 9) << "the Trilu with a computed k stays";
     for (const auto& n : rewritten->graph->nodes) {
-      EXPECT_TRUE(n->op_type != "GatherElements" && n->op_type != "ScatterElements") << n->label();
+      EXPECT_TRUE(n->op_type != "GatherElements" && n->op_type != "ScatterElements" &&
+                  n->op_type != "Tile")
+          << n->label();
     }
     compiler::CompileOptions o;
     o.lowering.target = "cpu";
