@@ -1,5 +1,6 @@
 #include "passes/static_shapes.h"
 
+#include <optional>
 #include <set>
 
 #include "base/error.h"
@@ -38,10 +39,13 @@ bool has_unknown_shape(const ir::Graph& g) {
 // ONNX shape inference over the current graph; returns how many values learnt a shape.
 int infer_again(ir::Model& model) {
   onnx::ModelProto proto = onnx_io::export_model(model);
-  // Stale partial shapes would be merged into the new ones; inference recomputes them.
+  // Stale partial shapes would be merged into the new ones; inference recomputes them. Static
+  // ones stay: some come from rules ONNX's inference lacks (shapes_from_constants).
   auto* infos = proto.mutable_graph()->mutable_value_info();
   for (auto& vi : *infos) {
-    if (vi.type().has_tensor_type()) vi.mutable_type()->mutable_tensor_type()->clear_shape();
+    const ir::Value* v = model.graph->find_value(vi.name());
+    if (vi.type().has_tensor_type() && !(v && v->type.is_static()))
+      vi.mutable_type()->mutable_tensor_type()->clear_shape();
   }
   try {
     onnx_io::infer_shapes(proto);
@@ -64,6 +68,49 @@ int infer_again(ir::Model& model) {
   };
   for (const auto& vi : proto.graph().value_info()) adopt(vi);
   for (const auto& vi : proto.graph().output()) adopt(vi);
+  return learnt;
+}
+
+// A numeric one-element initializer as an integer (OneHot's depth may be of any numeric type).
+std::optional<int64_t> scalar_of(const ir::Value* v) {
+  const ir::Tensor* t = v ? v->initializer.get() : nullptr;
+  if (!t || t->numel() != 1) return std::nullopt;
+  switch (t->dtype) {
+    case DType::kInt64:
+      return ir::load_element<int64_t>(t->bytes.data(), 0);
+    case DType::kInt32:
+      return ir::load_element<int32_t>(t->bytes.data(), 0);
+    case DType::kFloat32:
+      return static_cast<int64_t>(ir::load_element<float>(t->bytes.data(), 0));
+    case DType::kFloat64:
+      return static_cast<int64_t>(ir::load_element<double>(t->bytes.data(), 0));
+    default:
+      return std::nullopt;
+  }
+}
+
+// Shapes ONNX's inference leaves unknown although constant inputs decide them: OneHot's new
+// axis has the depth's size (torch's F.one_hot writes the depth as a constant). Returns how
+// many values learnt a shape.
+int shapes_from_constants(ir::Model& model) {
+  int learnt = 0;
+  for (const auto& n : model.graph->nodes) {
+    if (n->op_type != "OneHot" || !n->domain.empty() || n->inputs.size() < 2 ||
+        n->outputs.empty() || !n->outputs[0] || n->outputs[0]->type.is_static() ||
+        !n->inputs[0]->type.is_static())
+      continue;
+    const std::optional<int64_t> depth = scalar_of(n->inputs[1]);
+    if (!depth || *depth < 1) continue;
+    std::vector<int64_t> shape = *n->inputs[0]->type.shape;
+    const auto rank = static_cast<int64_t>(shape.size()) + 1;
+    const ir::Attribute* a = n->attr("axis");
+    int64_t axis = a ? a->i : -1;
+    if (axis < 0) axis += rank;
+    if (axis < 0 || axis >= rank) continue;
+    shape.insert(shape.begin() + axis, *depth);
+    n->outputs[0]->type.shape = shape;
+    ++learnt;
+  }
   return learnt;
 }
 
@@ -109,7 +156,7 @@ int fold_static_shapes(ir::Model& model) {
   // Each round folds what the last inference made constant and infers what the fold made
   // known; a few rounds suffice (one per level of shape arithmetic between two shapes).
   for (int round = 0; round < 32 && has_unknown_shape(*model.graph); ++round) {
-    const int learnt = infer_again(model);
+    const int learnt = infer_again(model) + shapes_from_constants(model);
     const int more = fold_constants(model);
     folded += more;
     if (learnt == 0 && more == 0) break;

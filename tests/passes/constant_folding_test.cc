@@ -236,6 +236,29 @@ TEST(StaticShapes, FoldsShapeArithmeticToAFixedPoint) {
   EXPECT_NO_THROW(require_static_shapes(g, "test"));
 }
 
+// torch's F.one_hot writes OneHot with a constant depth, whose size ONNX's inference leaves
+// unknown: the depth gives it, and what reads the one-hot tensor learns its shape too.
+TEST(StaticShapes, OneHotTakesItsConstantDepth) {
+  ir::Model m;
+  m.ir_version = 8;
+  m.opsets.push_back({"", 17});
+  ir::Graph& g = *m.graph;
+  ir::Value* idx = g.add_value("idx", {DType::kInt64, std::vector<int64_t>{2, 3}});
+  idx->is_graph_input = true;
+  g.inputs.push_back(idx);
+  ir::Value* hot =
+      node(g, "OneHot", {idx, int_initializer(g, "depth", 5), ints(g, "values", {0, 1})},
+           {DType::kInt64, std::nullopt});
+  g.nodes.back()->attributes.push_back(ir::Attribute::make_int("axis", 1));
+  ir::Value* f = node(g, "Cast", {hot}, {DType::kFloat32, std::nullopt});
+  g.nodes.back()->attributes.push_back(
+      ir::Attribute::make_int("to", static_cast<int64_t>(DType::kFloat32)));
+  g.outputs = {f};
+  fold_static_shapes(m);
+  EXPECT_EQ(hot->type.str(), "i64[2,5,3]");
+  EXPECT_EQ(f->type.str(), "f32[2,5,3]");
+}
+
 // A reshape target that comes from data is not a constant: the error names the Reshape (the
 // first node whose shape is unknown) and its input, not a consumer downstream.
 TEST(StaticShapes, NamesTheFirstNodeWhoseShapeIsUnknown) {
