@@ -57,21 +57,7 @@ class Lowering {
     const Equation eq = parse();
     std::vector<Operand> ops;
     for (size_t k = 0; k < n_.inputs.size(); ++k) ops.push_back({n_.inputs[k], eq.inputs[k]});
-    for (const auto& op : ops) {
-      for (size_t i = 0; i < op.letters.size(); ++i) {
-        const int64_t size = op.shape()[i];
-        auto [it, added] = size_.emplace(op.letters[i], size);
-        if (!added && it->second != size) {
-          if (it->second != 1 && size != 1)
-            fail("subscript '" + std::string(1, op.letters[i]) + "' has sizes " +
-                 std::to_string(it->second) + " and " + std::to_string(size));
-          it->second = std::max(it->second, size);
-        }
-      }
-    }
-    for (char c : eq.output) {
-      if (!size_.count(c)) fail("output subscript '" + std::string(1, c) + "' is in no operand");
-    }
+    record_sizes(ops, eq.output);
     const size_t first_new = g_.nodes.size();
     Operand cur = ops[0];
     for (size_t k = 1; k < ops.size(); ++k) {
@@ -79,25 +65,11 @@ class Lowering {
       for (size_t j = k + 1; j < ops.size(); ++j) keep += ops[j].letters;
       cur = contract(cur, ops[k], keep);
     }
-    cur = sum_out(cur, eq.output, "");
+    ir::Node* last = write_output(sum_out(cur, eq.output, ""), eq.output);
     ir::Value* y = n_.outputs[0];
-    y->type = {n_.inputs[0]->type.dtype, shape_of(eq.output)};
-    // The last op writes the Einsum's output value: a Transpose into the output's order, else
-    // the op that made the result (an Identity when that is an operand itself).
-    ir::Node* last = nullptr;
-    if (cur.letters != eq.output) {
-      std::vector<int64_t> perm;
-      for (char c : eq.output) perm.push_back(static_cast<int64_t>(cur.letters.find(c)));
-      node("Transpose", {cur.value}, y)
-          ->attributes.push_back(ir::Attribute::make_ints("perm", perm));
-    } else if (made_.count(cur.value)) {
-      last = cur.value->producer;
-    } else {
-      node("Identity", {cur.value}, y);
-    }
     g_.move_tail_before(first_new, &n_);
-    g_.detach_node(&n_);
-    if (last) {
+    g_.detach_node(&n_);  // n_ is gone from here on
+    if (last) {  // the op that made the result writes the Einsum's output value instead
       ir::Value* old = last->outputs[0];
       ir::set_output(last, 0, y);
       g_.erase_values_if([old](const ir::Value& v) { return &v == old; });
@@ -107,6 +79,42 @@ class Lowering {
  private:
   [[noreturn]] void fail(const std::string& why) const {
     throw Error("node " + n_.label() + ": " + why);
+  }
+
+  // The size of every subscript, a size-1 axis giving way to another operand's size.
+  void record_sizes(const std::vector<Operand>& ops, const Letters& output) {
+    for (const auto& op : ops) {
+      for (size_t i = 0; i < op.letters.size(); ++i) {
+        const int64_t size = op.shape()[i];
+        auto [it, added] = size_.emplace(op.letters[i], size);
+        if (added || it->second == size) continue;
+        if (it->second != 1 && size != 1)
+          fail("subscript '" + std::string(1, op.letters[i]) + "' has sizes " +
+               std::to_string(it->second) + " and " + std::to_string(size));
+        it->second = std::max(it->second, size);
+      }
+    }
+    for (char c : output) {
+      if (!size_.count(c)) fail("output subscript '" + std::string(1, c) + "' is in no operand");
+    }
+  }
+
+  // The result in the output's order, written to the Einsum's output value: by a Transpose, or
+  // an Identity when the result is an operand itself. Else the node that made the result,
+  // which is to write the output value once the Einsum is gone, is returned.
+  ir::Node* write_output(const Operand& result, const Letters& output) {
+    ir::Value* y = n_.outputs[0];
+    y->type = {n_.inputs[0]->type.dtype, shape_of(output)};
+    if (result.letters != output) {
+      std::vector<int64_t> perm;
+      for (char c : output) perm.push_back(static_cast<int64_t>(result.letters.find(c)));
+      node("Transpose", {result.value}, y)
+          ->attributes.push_back(ir::Attribute::make_ints("perm", perm));
+      return nullptr;
+    }
+    if (made_.count(result.value)) return result.value->producer;
+    node("Identity", {result.value}, y);
+    return nullptr;
   }
 
   Equation parse() const {
