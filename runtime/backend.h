@@ -16,6 +16,9 @@ class Backend {
  public:
   virtual ~Backend() = default;
 
+  // The plan it runs, for its steps, buffers and signature. The CPU backend drops the initial
+  // bytes of the STATE buffers once loaded (state() has the values), so a plan to save or to
+  // run elsewhere comes from the compiler or the file, not from here.
   virtual const plan::Plan& plan() const = 0;
   // Binds inputs by name (all of them, with the plan's types), runs every step, returns the
   // outputs by name (waits for them).

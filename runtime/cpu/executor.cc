@@ -47,6 +47,7 @@ Executor::Executor(plan::Plan plan) : plan_(std::move(plan)) {
       values_[b.id()] = tensor_from_data(b.initial());
   }
   round_copies();  // a rounded copy's initial value is its master's (plan.proto)
+  drop_initial_state_bytes();
   kernels_ = std::make_unique<KernelSteps>(plan_);
   calls_.resize(plan_.steps_size());
   folded_.resize(plan_.steps_size());
@@ -316,6 +317,17 @@ void Executor::load_state(const std::map<std::string, Tensor>& values) {
   // The steps update state in place: never in a caller's memory.
   for (const auto& [id, t] : updates) values_[id] = t->owned_copy();
   round_copies();
+}
+
+// The state now lives in values_: the plan's own copy of its initial bytes (every weight)
+// would double the parameters' memory for the executor's lifetime. plan() keeps each state
+// buffer's type and shape; state() gives its values. Constants keep theirs (the trainer reads
+// the compiled learning rate from them).
+void Executor::drop_initial_state_bytes() {
+  for (auto& b : *plan_.mutable_buffers()) {
+    if (b.role() != plan::STATE || !b.has_initial()) continue;
+    std::string().swap(*b.mutable_initial()->mutable_data());  // clear() keeps the capacity
+  }
 }
 
 void Executor::round_copies() {

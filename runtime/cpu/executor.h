@@ -71,6 +71,7 @@ class Executor : public Backend {
   void place_in_state(size_t index);
   // Every rounded copy (Buffer.copy_of) set to its master's value, rounded.
   void round_copies();
+  void drop_initial_state_bytes();
   void place_in_arena();
   void prepare_library_steps();
   // Views of the arena for the outputs of step `index` that the memory plan places.

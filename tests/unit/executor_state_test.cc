@@ -133,5 +133,28 @@ TEST(ExecutorState, LoadStateReplacesAndRefusesMisfits) {
   EXPECT_EQ(e.state().at("w").data<float>()[3], 2.5f);
 }
 
+// Once loaded, the state lives in the executor only: the plan it keeps has dropped the STATE
+// buffers' initial bytes (every weight, which it would otherwise hold twice for its
+// lifetime), keeps their type and shape, and keeps the constants' values.
+TEST(ExecutorState, KeepsTheInitialStateOnce) {
+  plan::Plan p = dropout_plan();
+  std::string bytes(4000, '\0');
+  for (int i = 0; i < 1000; ++i) {
+    const float v = 0.25f * static_cast<float>(i);
+    std::memcpy(bytes.data() + 4 * i, &v, 4);
+  }
+  p.mutable_buffers(5)->mutable_initial()->set_data(bytes);
+  Executor e(std::move(p));
+  const plan::Buffer& w = e.plan().buffers(5);
+  ASSERT_EQ(w.name(), "w");
+  EXPECT_TRUE(w.initial().data().empty());
+  EXPECT_EQ(w.shape_size(), 1);
+  EXPECT_EQ(e.plan().buffers(1).initial().data().size(), 4u);  // the constant ratio
+  const Tensor state = e.state().at("w");
+  ASSERT_EQ(state.nbytes(), 4000u);
+  EXPECT_EQ(std::memcmp(state.raw(), bytes.data(), 4000), 0);
+  EXPECT_EQ(mask_of(e).size(), 1000u);  // and it runs
+}
+
 }  // namespace
 }  // namespace ampc::rt::cpu
