@@ -170,6 +170,12 @@ void require_static_shapes(const ir::Graph& graph, const std::string& why) {
       if (!out || out->type.is_static()) continue;
       std::string msg = why + ": the shape of '" + out->name + "' (" + out->type.str() +
                         "), output of node " + n->label() + ", is unknown";
+      // Control flow decides its shapes in its body at run time; say so rather than name an
+      // input (torch exports nn.EmbeddingBag and loops over data-dependent counts this way).
+      if (n->op_type == "Loop" || n->op_type == "Scan" || n->op_type == "If")
+        throw Error(msg + ": control flow (" + n->op_type +
+                    ") is not supported for training; nn.EmbeddingBag exports as a Loop (an "
+                    "Embedding and a mean over the bag train)");
       for (size_t k = 0; k < n->inputs.size(); ++k) {
         const ir::Value* in = n->inputs[k];
         if (!in) continue;

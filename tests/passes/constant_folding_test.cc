@@ -236,6 +236,25 @@ TEST(StaticShapes, FoldsShapeArithmeticToAFixedPoint) {
   EXPECT_NO_THROW(require_static_shapes(g, "test"));
 }
 
+// A Loop's output shape is decided in its body at run time: the error says it is control
+// flow, and what to write instead for the layer torch exports this way.
+TEST(StaticShapes, NamesControlFlowAsTheReason) {
+  ir::Model m;
+  m.opsets.push_back({"", 17});
+  ir::Graph& g = *m.graph;
+  ir::Value* count = int_initializer(g, "count", 3);
+  g.outputs = {node(g, "Loop", {count}, {DType::kFloat32, std::nullopt})};
+  try {
+    require_static_shapes(g, "differentiation needs static shapes");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("output of node 'Loop_0' (Loop), is unknown: control "
+                                         "flow (Loop) is not supported for training"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 // torch's F.one_hot writes OneHot with a constant depth, whose size ONNX's inference leaves
 // unknown: the depth gives it, and what reads the one-hot tensor learns its shape too.
 TEST(StaticShapes, OneHotTakesItsConstantDepth) {
