@@ -245,6 +245,18 @@ void set_output(Node* n, size_t k, Value* v) {
   v->producer_output = static_cast<int>(k);
 }
 
+void replace_by_appended(Graph& g, Node* node, size_t first_new, Value* result) {
+  Value* y = node->outputs.at(0);
+  Node* last = result->producer;
+  if (!last || result->producer_output != 0)
+    throw Error("internal: the replacement of " + node->label() + " does not produce '" +
+                result->name + "' as its output 0");
+  g.move_tail_before(first_new, node);
+  g.detach_node(node);  // y keeps its readers; node is gone from here on
+  set_output(last, 0, y);
+  g.erase_values_if([result](const Value& v) { return &v == result; });
+}
+
 std::optional<int64_t> Model::opset_version(std::string_view op_domain) const {
   auto norm = [](std::string_view d) { return d == "ai.onnx" ? std::string_view() : d; };
   for (const auto& o : opsets) {

@@ -175,6 +175,11 @@ void trim_omitted_inputs(Node* n);
 // omitted ones when k is past the end. `v`'s producer becomes (n, k); the value it replaces,
 // if still produced there, has no producer any more.
 void set_output(Node* n, size_t k, Value* v);
+// Replaces `node` (one output) by the nodes appended to `g` from index `first_new` on, one
+// of which produces `result` (output 0): they take node's place in the order, and result's
+// producer writes node's output value instead, so its readers, graph outputs and state updates
+// keep naming that value. `result` itself is removed.
+void replace_by_appended(Graph& g, Node* node, size_t first_new, Value* result);
 
 struct OpsetImport {
   std::string domain;

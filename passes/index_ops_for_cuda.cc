@@ -95,17 +95,6 @@ Value* tile(GradBuilder& b, const ir::Node& n) {
   return b.reshape(wide, *n.outputs[0]->type.shape);
 }
 
-// Replaces `n` by the nodes appended from `first_new` on, the last of which wrote `result`:
-// they take n's place in the order and the last writes n's output value.
-void replace(ir::Graph& g, ir::Node* n, size_t first_new, Value* result) {
-  Value* y = n->outputs[0];
-  g.move_tail_before(first_new, n);
-  g.detach_node(n);
-  ir::Node* last = result->producer;
-  ir::set_output(last, 0, y);
-  g.erase_values_if([result](const Value& v) { return &v == result; });
-}
-
 }  // namespace
 
 int index_ops_for_cuda(ir::Model& model) {
@@ -133,7 +122,7 @@ int index_ops_for_cuda(ir::Model& model) {
       result = trilu(b, *n, k);
     }
     if (!result) continue;
-    replace(g, n, first_new, result);
+    ir::replace_by_appended(g, n, first_new, result);
     ++rewritten;
   }
   return rewritten;

@@ -65,15 +65,9 @@ class Lowering {
       for (size_t j = k + 1; j < ops.size(); ++j) keep += ops[j].letters;
       cur = contract(cur, ops[k], keep);
     }
-    ir::Node* last = write_output(sum_out(cur, eq.output, ""), eq.output);
-    ir::Value* y = n_.outputs[0];
-    g_.move_tail_before(first_new, &n_);
-    g_.detach_node(&n_);  // n_ is gone from here on
-    if (last) {  // the op that made the result writes the Einsum's output value instead
-      ir::Value* old = last->outputs[0];
-      ir::set_output(last, 0, y);
-      g_.erase_values_if([old](const ir::Value& v) { return &v == old; });
-    }
+    ir::Value* result = in_output_order(sum_out(cur, eq.output, ""), eq.output);
+    n_.outputs[0]->type = result->type;
+    ir::replace_by_appended(g_, &n_, first_new, result);  // n_ is gone from here on
   }
 
  private:
@@ -99,22 +93,14 @@ class Lowering {
     }
   }
 
-  // The result in the output's order, written to the Einsum's output value: by a Transpose, or
-  // an Identity when the result is an operand itself. Else the node that made the result,
-  // which is to write the output value once the Einsum is gone, is returned.
-  ir::Node* write_output(const Operand& result, const Letters& output) {
-    ir::Value* y = n_.outputs[0];
-    y->type = {n_.inputs[0]->type.dtype, shape_of(output)};
-    if (result.letters != output) {
-      std::vector<int64_t> perm;
-      for (char c : output) perm.push_back(static_cast<int64_t>(result.letters.find(c)));
-      node("Transpose", {result.value}, y)
-          ->attributes.push_back(ir::Attribute::make_ints("perm", perm));
-      return nullptr;
-    }
-    if (made_.count(result.value)) return result.value->producer;
-    node("Identity", {result.value}, y);
-    return nullptr;
+  // The result in the output's order, as a value this lowering made (an Identity when the
+  // result is an operand itself), which takes the Einsum's output value's place.
+  ir::Value* in_output_order(const Operand& result, const Letters& output) {
+    const Operand ordered = transpose(result, output);
+    if (made_.count(ordered.value)) return ordered.value;
+    ir::Value* copy = value("result", ordered.shape());
+    node("Identity", {ordered.value}, copy);
+    return copy;
   }
 
   Equation parse() const {
