@@ -95,28 +95,35 @@ std::string reduction_of(GradContext& c) {
   return reduction;
 }
 
-// `values` written into `base` viewed as [rows, row] (zeros when null) at the row offsets
-// [n, 1] (`row` elements each): added when `add`, else replacing. The result has shape `d`.
+// Data of shape `d` as rows of `row` elements ([numel] when a row is one element), and `n`
+// rows picked from it.
+Shape row_view(const Shape& d, int64_t row) {
+  const int64_t numel = ir::shape_numel(d);
+  return row == 1 ? Shape{numel} : Shape{numel / row, row};
+}
+Shape picked_rows(int64_t n, int64_t row) {
+  return row == 1 ? Shape{n} : Shape{n, row};
+}
+
+// `values` written into `base` viewed as rows (zeros when null) at the row offsets [n, 1]:
+// added when `add`, else replacing. The result has shape `d`.
 Value* scatter_rows(GradContext& c, Value* base, const Shape& d, int64_t row, Value* offsets,
                     Value* values, bool add) {
   const DType t = values->type.dtype;
-  const int64_t n = shape_of(offsets)[0];
-  const Shape rows = row == 1 ? Shape{ir::shape_numel(d)} : Shape{ir::shape_numel(d) / row, row};
-  const Shape update = row == 1 ? Shape{n} : Shape{n, row};
+  const Shape rows = row_view(d, row);
   Value* into = base ? c.b.reshape(base, rows) : c.b.filled(0.0, {t, rows});
-  Value* out = c.b.op("ScatterND", {into, offsets, c.b.reshape(values, update)}, {t, rows},
-                      attrs(ir::Attribute::make_string("reduction", add ? "add" : "none")));
+  Value* out = c.b.op(
+      "ScatterND", {into, offsets, c.b.reshape(values, picked_rows(shape_of(offsets)[0], row))},
+      {t, rows}, attrs(ir::Attribute::make_string("reduction", add ? "add" : "none")));
   return c.b.reshape(out, d);
 }
 
-// The rows of `x` (shape `d`, viewed as [rows, row]) at the offsets [n, 1], as shape `s`.
+// The rows of `x` (shape `d`, viewed as rows) at the offsets [n, 1], as shape `s`.
 Value* gather_rows(GradContext& c, Value* x, const Shape& d, int64_t row, Value* offsets,
                    const Shape& s) {
   const int64_t n = shape_of(offsets)[0];
-  const Shape rows = row == 1 ? Shape{ir::shape_numel(d)} : Shape{ir::shape_numel(d) / row, row};
-  const Shape picked = row == 1 ? Shape{n} : Shape{n, row};
-  Value* out =
-      c.b.op("Gather", {c.b.reshape(x, rows), c.b.reshape(offsets, {n})}, {x->type.dtype, picked});
+  Value* out = c.b.op("Gather", {c.b.reshape(x, row_view(d, row)), c.b.reshape(offsets, {n})},
+                      {x->type.dtype, picked_rows(n, row)});
   return c.b.reshape(out, s);
 }
 
@@ -145,7 +152,6 @@ void scatter_gradients(GradContext& c, const Shape& d, int64_t row, Value* offse
 
 // ScatterElements (torch's scatter / scatter_add along an axis).
 void scatter_elements(GradContext& c) {
-  reduction_of(c);
   const Shape& d = shape_of(c.input(0));
   const int64_t axis = norm_axis(c.attr_int("axis", 0), d.size());
   scatter_gradients(c, d, 1, element_offsets(c, d, axis, c.input(1)));
@@ -156,7 +162,6 @@ void scatter_elements(GradContext& c) {
 // size]; its offset is the sum of its k indices (negative ones wrapped) times data's strides
 // over those axes in units of the slice.
 void scatter_nd(GradContext& c) {
-  reduction_of(c);
   const Shape& d = shape_of(c.input(0));
   const Shape& is = shape_of(c.input(1));
   const auto k = static_cast<size_t>(is.back());
