@@ -169,7 +169,11 @@ TEST(ArenaExecution, CopyingOpsLeaveTheirArenaInputAsItWas) {
   ob::add_node(g, "Reshape", {"cols", "shape23"}, "at");
   ob::add_int(ob::add_node(g, "ScatterElements", {"r", "at", "e"}, "el"), "axis", 1);
   ob::add_int(ob::add_node(g, "Trilu", {"r"}, "lower"), "upper", 0);
-  ob::add_node(g, "Sum", {"nd", "el", "lower", "r"}, "y");
+  ob::add_int64_initializer(g, "lens", {2, 1, 2});
+  auto* reverse = ob::add_node(g, "ReverseSequence", {"r", "lens"}, "rev");
+  ob::add_int(reverse, "time_axis", 0);
+  ob::add_int(reverse, "batch_axis", 1);
+  ob::add_node(g, "Sum", {"nd", "el", "lower", "rev", "r"}, "y");
   ob::add_float_io(g, "y", {2, 3}, /*output=*/true);
   test::TempDir dir;
   ob::write_model(m, dir / "m.onnx");
@@ -186,8 +190,10 @@ TEST(ArenaExecution, CopyingOpsLeaveTheirArenaInputAsItWas) {
   const float nd[] = {1, 0, 3, 10, 20, 30};  // row 1 replaced by u
   const float el[] = {8, 9, 7, 12, 11, 13};  // r[i][at[i][j]] = e[i][j]: every element
   const float lower[] = {1, 0, 0, 4, 5, 0};  // r below and on the diagonal
+  const float rev[] = {4, 0, 0, 1, 5, 3};    // columns (the batch) reversed over 2, 1, 2 steps
   const float r[] = {1, 0, 3, 4, 5, 0};
-  for (int i = 0; i < 6; ++i) EXPECT_EQ(y.data<float>()[i], nd[i] + el[i] + lower[i] + r[i]) << i;
+  for (int i = 0; i < 6; ++i)
+    EXPECT_EQ(y.data<float>()[i], nd[i] + el[i] + lower[i] + rev[i] + r[i]) << i;
 }
 
 TEST(LibraryPrimitives, AreCreatedWhenThePlanIsLoaded) {
