@@ -28,6 +28,7 @@
 #include "passes/recompute_casts.h"
 #include "passes/recompute_elementwise.h"
 #include "passes/recurrent_lowering.h"
+#include "passes/reductions_for_cuda.h"
 #include "passes/static_shapes.h"
 #include "passes/transpose_chains.h"
 #include "passes/transpose_to_gemm.h"
@@ -208,10 +209,15 @@ std::vector<Pass> pipeline_passes(const CompileOptions& o, PipelineState& s) {
   // flag, and the composed one would be a copy.
   out.push_back({"compose-transposes", [](ir::Model& m) { passes::compose_transposes(m); },
                  ir::Phase::kUnknown, [&o] { return o.lowering.target == "cpu"; }});
-  // GatherElements, ScatterElements and Trilu (forward and gradient) as Gather, ScatterND and
-  // Where, which the CUDA backend runs (index_ops_for_cuda.h).
+  // ArgMax, ArgMin, ReduceLogSumExp and CumSum (forward and gradient) as reductions,
+  // comparisons and shifts, which the CUDA backend runs (reductions_for_cuda.h).
+  const auto cuda = [&o] { return o.lowering.target.rfind("cuda", 0) == 0; };
+  out.push_back({"reductions-for-cuda", [](ir::Model& m) { passes::reductions_for_cuda(m); },
+                 ir::Phase::kUnknown, cuda});
+  // GatherElements, ScatterElements, GatherND, OneHot, Trilu and Tile (forward and gradient) as
+  // Gather, ScatterND, Where and Expand, which the CUDA backend runs (index_ops_for_cuda.h).
   out.push_back({"index-ops-for-cuda", [](ir::Model& m) { passes::index_ops_for_cuda(m); },
-                 ir::Phase::kUnknown, [&o] { return o.lowering.target.rfind("cuda", 0) == 0; }});
+                 ir::Phase::kUnknown, cuda});
   out.push_back({"eliminate-dead-code", [](ir::Model& m) { passes::eliminate_dead_code(m); },
                  ir::Phase::kUnknown});
   out.push_back({"verify", [&o](ir::Model& m) {

@@ -246,15 +246,40 @@ void set_output(Node* n, size_t k, Value* v) {
 }
 
 void replace_by_appended(Graph& g, Node* node, size_t first_new, Value* result) {
-  Value* y = node->outputs.at(0);
-  Node* last = result->producer;
-  if (!last || result->producer_output != 0)
-    throw Error("internal: the replacement of " + node->label() + " does not produce '" +
-                result->name + "' as its output 0");
+  replace_by_appended(g, node, first_new, std::vector<Value*>{result});
+}
+
+void replace_by_appended(Graph& g, Node* node, size_t first_new,
+                         const std::vector<Value*>& results) {
+  if (results.size() > node->outputs.size())
+    throw Error("internal: more replacements than outputs of " + node->label());
+  for (const Value* r : results) {
+    if (r && !r->producer)
+      throw Error("internal: the replacement '" + r->name + "' of " + node->label() +
+                  " has no producer");
+  }
   g.move_tail_before(first_new, node);
-  g.detach_node(node);  // y keeps its readers; node is gone from here on
-  set_output(last, 0, y);
-  g.erase_values_if([result](const Value& v) { return &v == result; });
+  const std::vector<Value*> ys = node->outputs;
+  g.detach_node(node);                 // its outputs keep their readers; node is gone from here on
+  std::vector<const Value*> replaced;  // a result whose output the node lacks stays as it is
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (!results[i] || !ys[i]) continue;
+    set_output(results[i]->producer, static_cast<size_t>(results[i]->producer_output), ys[i]);
+    replaced.push_back(results[i]);
+  }
+  g.erase_values_if([&replaced](const Value& v) {
+    return std::find(replaced.begin(), replaced.end(), &v) != replaced.end();
+  });
+}
+
+bool has_static_types(const Node& n) {
+  if (n.outputs.empty() || !n.outputs[0]) return false;
+  for (const auto* list : {&n.inputs, &n.outputs}) {
+    for (const Value* v : *list) {
+      if (v && !v->type.is_static()) return false;
+    }
+  }
+  return true;
 }
 
 std::optional<int64_t> Model::opset_version(std::string_view op_domain) const {

@@ -180,6 +180,13 @@ void set_output(Node* n, size_t k, Value* v);
 // producer writes node's output value instead, so its readers, graph outputs and state updates
 // keep naming that value. `result` itself is removed.
 void replace_by_appended(Graph& g, Node* node, size_t first_new, Value* result);
+// Whether `n` has its first output and every input and output it has is of a static type: what
+// a rewrite that builds its replacement from the shapes needs.
+bool has_static_types(const Node& n);
+// The same for a node of several outputs: results[i] (of any appended node, any of its outputs)
+// stands for node's output i; a null entry for an output the node does not have.
+void replace_by_appended(Graph& g, Node* node, size_t first_new,
+                         const std::vector<Value*>& results);
 
 struct OpsetImport {
   std::string domain;

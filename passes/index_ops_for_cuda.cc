@@ -1,6 +1,7 @@
 #include "passes/index_ops_for_cuda.h"
 
 #include <cstring>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -15,38 +16,122 @@ using autodiff::GradBuilder;
 using ir::Value;
 using Shape = std::vector<int64_t>;
 
-bool all_static(const ir::Node& n) {
-  for (const Value* v : n.inputs) {
-    if (v && !v->type.is_static()) return false;
-  }
-  return n.outputs.size() == 1 && n.outputs[0] && n.outputs[0]->type.is_static();
-}
-
 int64_t axis_of(const ir::Node& n, size_t rank) {
   const ir::Attribute* a = n.attr("axis");
   const int64_t axis = a ? a->i : 0;
   return axis < 0 ? axis + static_cast<int64_t>(rank) : axis;
 }
 
+// The flat offsets GatherElements and ScatterElements address, an index out of range past the
+// end of the data.
+Value* checked_element_offsets(GradBuilder& b, const ir::Node& n) {
+  const Shape& d = *n.inputs[0]->type.shape;
+  const int64_t axis = axis_of(n, d.size());
+  Value* idx = b.cast(n.inputs[1], DType::kInt64);
+  return autodiff::past_end_where(b, autodiff::out_of_range(b, idx, d[static_cast<size_t>(axis)]),
+                                  autodiff::element_offsets(b, d, axis, idx), ir::shape_numel(d));
+}
+
 Value* gather_elements(GradBuilder& b, const ir::Node& n) {
   Value* x = n.inputs[0];
   const Shape& d = *x->type.shape;
-  Value* offsets = autodiff::element_offsets(b, d, axis_of(n, d.size()), n.inputs[1]);
-  return b.op("Gather", {b.reshape(x, {ir::shape_numel(d)}), offsets}, n.outputs[0]->type);
+  return b.op("Gather", {b.reshape(x, {ir::shape_numel(d)}), checked_element_offsets(b, n)},
+              n.outputs[0]->type);
 }
 
 Value* scatter_elements(GradBuilder& b, const ir::Node& n) {
   Value* x = n.inputs[0];
   const Shape& d = *x->type.shape;
   const int64_t count = ir::shape_numel(*n.inputs[1]->type.shape);
-  Value* offsets =
-      b.reshape(autodiff::element_offsets(b, d, axis_of(n, d.size()), n.inputs[1]), {count, 1});
+  Value* offsets = b.reshape(checked_element_offsets(b, n), {count, 1});
   const ir::Attribute* r = n.attr("reduction");
   const Shape flat{ir::shape_numel(d)};
   Value* out = b.op("ScatterND", {b.reshape(x, flat), offsets, b.reshape(n.inputs[2], {count})},
                     {x->type.dtype, flat},
                     attrs(ir::Attribute::make_string("reduction", r ? r->s : "none")));
   return b.reshape(out, d);
+}
+
+// GatherND with index tuples of length q and batch_dims bd: data viewed as [rows, slice] (rows
+// the product of its first bd + q dimensions), a Gather of the row each tuple names: its
+// coordinates times the row strides, plus the batch coordinates' share (short constants,
+// broadcast). Tuples of length 0 are left as they are.
+Value* gather_nd(GradBuilder& b, const ir::Node& n) {
+  Value* x = n.inputs[0];
+  Value* idx = b.cast(n.inputs[1], DType::kInt64);
+  const Shape& d = *x->type.shape;
+  const Shape& s = *idx->type.shape;
+  const ir::Attribute* a = n.attr("batch_dims");
+  const size_t bd = a ? static_cast<size_t>(a->i) : 0;
+  if (s.empty() || s.back() <= 0 || s.size() < bd + 1) return nullptr;
+  const auto q = static_cast<size_t>(s.back());
+  if (bd + q > d.size()) return nullptr;
+  std::vector<int64_t> stride(bd + q, 1);
+  for (size_t j = bd + q; j-- > 1;) stride[j - 1] = stride[j] * d[j];
+  const int64_t rows = stride[0] * d[0];
+  const int64_t slice = ir::shape_numel(d) / rows;
+  const Shape tuples(s.begin(), s.end() - 1);
+  const ir::TensorType row_type{DType::kInt64, tuples}, flag_type{DType::kBool, tuples};
+  Value* row = nullptr;
+  Value* bad = nullptr;
+  for (size_t i = 0; i < q; ++i) {
+    const int64_t size = d[bd + i];
+    Value* c =
+        q == 1 ? b.reshape(idx, tuples)
+               : b.op("Gather", {idx, b.scalar(static_cast<double>(i), DType::kInt64)}, row_type,
+                      attrs(ir::Attribute::make_int("axis", static_cast<int64_t>(tuples.size()))));
+    Value* term = b.op("Mul",
+                       {autodiff::wrapped_indices(b, c, size),
+                        b.scalar(static_cast<double>(stride[bd + i]), DType::kInt64)},
+                       row_type);
+    Value* outside = autodiff::out_of_range(b, c, size);
+    row = row ? b.op("Add", {row, term}, row_type) : term;
+    bad = bad ? b.op("Or", {bad, outside}, flag_type) : outside;
+  }
+  for (size_t j = 0; j < bd; ++j) {
+    if (s[j] == 1) continue;
+    std::vector<int64_t> along(static_cast<size_t>(s[j]));
+    for (int64_t i = 0; i < s[j]; ++i) along[static_cast<size_t>(i)] = i * stride[j];
+    Shape broadcast(tuples.size(), 1);
+    broadcast[j] = s[j];
+    row = b.op("Add", {row, b.reshape(b.ints(along), broadcast)}, row_type);
+  }
+  Shape gathered = tuples;
+  gathered.push_back(slice);
+  Value* out =
+      b.op("Gather", {b.reshape(x, {rows, slice}), autodiff::past_end_where(b, bad, row, rows)},
+           {x->type.dtype, gathered}, attrs(ir::Attribute::make_int("axis", 0)));
+  return b.reshape(out, *n.outputs[0]->type.shape);
+}
+
+// OneHot: the indices (float ones truncated, as the CPU op reads them; negative ones counted
+// from the end) compared with
+// 0..depth-1 along the new axis, and a Where between the on and off values. An index outside
+// [-depth, depth) matches nothing and gives a row of off values, as the op's definition says.
+Value* one_hot(GradBuilder& b, const ir::Node& n) {
+  Value* idx = n.inputs[0];
+  Value* values = n.inputs[2];
+  if (idx->type.dtype == DType::kBool) return nullptr;
+  const Shape& out = *n.outputs[0]->type.shape;
+  const ir::Attribute* given = n.attr("axis");  // -1 when absent
+  const int64_t axis = given ? given->i : -1;
+  const auto a = static_cast<size_t>(axis < 0 ? axis + static_cast<int64_t>(out.size()) : axis);
+  const int64_t depth = out[a];
+  Shape spread = *idx->type.shape;
+  spread.insert(spread.begin() + static_cast<std::ptrdiff_t>(a), 1);
+  Shape along(out.size(), 1);
+  along[a] = depth;
+  std::vector<int64_t> positions(static_cast<size_t>(depth));
+  for (int64_t i = 0; i < depth; ++i) positions[static_cast<size_t>(i)] = i;
+  Value* hit = b.op("Equal",
+                    {b.reshape(autodiff::wrapped_indices(b, idx, depth), spread),
+                     b.reshape(b.ints(positions), along)},
+                    {DType::kBool, out});
+  auto value = [&](int64_t k) {
+    return b.op("Gather", {values, b.scalar(static_cast<double>(k), DType::kInt64)},
+                {values->type.dtype, Shape{}}, attrs(ir::Attribute::make_int("axis", 0)));
+  };
+  return b.op("Where", {hit, value(1), value(0)}, n.outputs[0]->type);
 }
 
 // The diagonal offset of a Trilu, when it is constant.
@@ -101,10 +186,10 @@ int index_ops_for_cuda(ir::Model& model) {
   ir::Graph& g = *model.graph;
   std::vector<ir::Node*> todo;
   for (const auto& n : g.nodes) {
-    const bool ours =
-        n->domain.empty() && (n->op_type == "GatherElements" || n->op_type == "ScatterElements" ||
-                              n->op_type == "Trilu" || n->op_type == "Tile");
-    if (ours && all_static(*n)) todo.push_back(n.get());
+    static const std::set<std::string> kOps = {"GatherElements", "ScatterElements", "GatherND",
+                                               "OneHot",         "Trilu",           "Tile"};
+    const bool ours = n->domain.empty() && kOps.count(n->op_type) > 0;
+    if (ours && ir::has_static_types(*n)) todo.push_back(n.get());
   }
   int rewritten = 0;
   for (ir::Node* n : todo) {
@@ -116,6 +201,10 @@ int index_ops_for_cuda(ir::Model& model) {
       result = gather_elements(b, *n);
     } else if (n->op_type == "ScatterElements") {
       result = scatter_elements(b, *n);
+    } else if (n->op_type == "GatherND") {
+      result = gather_nd(b, *n);
+    } else if (n->op_type == "OneHot") {
+      result = one_hot(b, *n);
     } else if (n->op_type == "Tile") {
       result = tile(b, *n);
     } else if (trilu_k(*n, k) && n->inputs[0]->type.shape->size() >= 2) {

@@ -33,6 +33,16 @@ using opmath_t = typename Opmath<T>::type;
 template <typename T>
 constexpr bool is_float_v = std::is_floating_point_v<opmath_t<T>>;
 
+// Whether an opmath value is a NaN (never, for integers).
+template <typename M>
+inline bool is_nan_value(M v) {
+  if constexpr (std::is_floating_point_v<M>) {
+    return std::isnan(v);
+  } else {
+    return false;
+  }
+}
+
 template <typename T>
 inline opmath_t<T> load(T v) {
   if constexpr (std::is_same_v<T, Half>) {

@@ -4,21 +4,14 @@
 #include <limits>
 #include <type_traits>
 
+#include "kernels/cpu/elementwise_types.h"
+
 namespace ampc::kernels::cpu {
 namespace {
 
 // Math of integer reductions (sqrt, log, exp) happens in double.
 template <typename T>
 using MathT = std::conditional_t<std::is_floating_point_v<T>, T, double>;
-
-template <typename T>
-bool is_nan(T v) {
-  if constexpr (std::is_floating_point_v<T>) {
-    return std::isnan(v);
-  } else {
-    return false;
-  }
-}
 
 template <typename T>
 T lowest() {
@@ -79,13 +72,13 @@ struct Prod {
 template <typename T>
 struct Max {
   static T init() { return lowest<T>(); }
-  static T add(T a, T x) { return (x > a || is_nan(x)) && !is_nan(a) ? x : a; }
+  static T add(T a, T x) { return (x > a || is_nan_value(x)) && !is_nan_value(a) ? x : a; }
   static T finish(T a, int64_t) { return a; }
 };
 template <typename T>
 struct Min {
   static T init() { return highest<T>(); }
-  static T add(T a, T x) { return (x < a || is_nan(x)) && !is_nan(a) ? x : a; }
+  static T add(T a, T x) { return (x < a || is_nan_value(x)) && !is_nan_value(a) ? x : a; }
   static T finish(T a, int64_t) { return a; }
 };
 
@@ -242,8 +235,12 @@ void arg_reduce(const T* x, int64_t outer, int64_t n, int64_t inner, bool is_max
       int64_t arg = 0;
       for (int64_t r = 1; r < n; ++r) {
         const T v = p[r * inner];
-        const bool better = is_max ? v > best : v < best;
-        if (better || (select_last && v == best)) {
+        // A NaN is the maximum and the minimum, as in PyTorch: the first NaN wins (the last
+        // with select_last); comparisons alone would skip it, or keep one at index 0.
+        const bool v_nan = is_nan_value(v), best_nan = is_nan_value(best);
+        const bool better = best_nan ? false : v_nan || (is_max ? v > best : v < best);
+        const bool tie = best_nan ? v_nan : v == best;
+        if (better || (select_last && tie)) {
           best = v;
           arg = r;
         }

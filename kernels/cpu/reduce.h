@@ -23,8 +23,8 @@ template <typename T>
 void reduce_axis(ReduceKind kind, const T* x, int64_t outer, int64_t n, int64_t inner, T* y);
 
 // Index of the maximum (or minimum) along the middle axis of x [outer, n, inner] (n > 0):
-// the first one, or with select_last the last one. y is [outer, inner]. Instantiated for
-// float, double and every integer type.
+// the first one, or with select_last the last one; a NaN counts as both (PyTorch's rule). y is
+// [outer, inner]. Instantiated for float, double and every integer type.
 template <typename T>
 void arg_reduce(const T* x, int64_t outer, int64_t n, int64_t inner, bool is_max, bool select_last,
                 int64_t* y);

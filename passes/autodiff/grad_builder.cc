@@ -97,6 +97,20 @@ ir::Value* GradBuilder::ints(const std::vector<int64_t>& values) {
   return v;
 }
 
+ir::Value* GradBuilder::floats(const std::vector<double>& values, DType dtype) {
+  ir::Tensor t;
+  t.dtype = dtype;
+  t.dims = {static_cast<int64_t>(values.size())};
+  const size_t size = dtype_size(dtype);
+  t.bytes.resize(values.size() * size);
+  for (size_t i = 0; i < values.size(); ++i) store(values[i], dtype, t.bytes.data() + i * size);
+  ir::Value* v = graph_.add_value(fresh("floats"), {dtype, t.dims});
+  t.name = v->name;
+  v->initializer = std::make_unique<ir::Tensor>(std::move(t));
+  graph_.initializers.push_back(v);
+  return v;
+}
+
 ir::Value* GradBuilder::transpose_last(ir::Value* x) {
   const auto& s = *x->type.shape;
   std::vector<int64_t> perm(s.size());

@@ -29,9 +29,10 @@ class GradBuilder {
                                std::vector<ir::Attribute> attributes = {},
                                const std::string& domain = "");
 
-  ir::Value* scalar(double value, DType dtype);                 // 0-d initializer
-  ir::Value* ints(const std::vector<int64_t>& values);          // 1-D int64 initializer
-  ir::Value* filled(double value, const ir::TensorType& type);  // initializer of one value
+  ir::Value* scalar(double value, DType dtype);                       // 0-d initializer
+  ir::Value* ints(const std::vector<int64_t>& values);                // 1-D int64 initializer
+  ir::Value* filled(double value, const ir::TensorType& type);        // initializer of one value
+  ir::Value* floats(const std::vector<double>& values, DType dtype);  // 1-D float initializer
 
   // Sums `grad` over the dimensions that broadcasting expanded, so that it has `target`'s
   // shape (numpy broadcasting: leading dims added, size-1 dims stretched).

@@ -14,6 +14,20 @@ Value* wrapped_indices(GradBuilder& b, Value* idx, int64_t size) {
   return b.op("Where", {negative, from_end, idx}, idx->type);
 }
 
+Value* out_of_range(GradBuilder& b, Value* idx, int64_t size) {
+  idx = b.cast(idx, DType::kInt64);
+  const ir::TensorType flags{DType::kBool, idx->type.shape};
+  Value* low = b.op("Less", {idx, b.scalar(static_cast<double>(-size), DType::kInt64)}, flags);
+  Value* high =
+      b.op("GreaterOrEqual", {idx, b.scalar(static_cast<double>(size), DType::kInt64)}, flags);
+  return b.op("Or", {low, high}, flags);
+}
+
+Value* past_end_where(GradBuilder& b, Value* bad, Value* offsets, int64_t past_end) {
+  return b.op("Where", {bad, b.scalar(static_cast<double>(past_end), DType::kInt64), offsets},
+              offsets->type);
+}
+
 Value* element_offsets(GradBuilder& b, const Shape& d, int64_t axis, Value* idx) {
   const Shape& s = *idx->type.shape;
   const auto a = static_cast<size_t>(axis);

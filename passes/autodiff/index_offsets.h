@@ -14,6 +14,16 @@ namespace ampc::passes::autodiff {
 // the end (a Cast first when they are int32).
 ir::Value* wrapped_indices(GradBuilder& b, ir::Value* idx, int64_t size);
 
+// Whether each index lies outside [-size, size), the range the indexing ops accept (bool, of
+// idx's shape).
+ir::Value* out_of_range(GradBuilder& b, ir::Value* idx, int64_t size);
+
+// `offsets` where `bad` is false and `past_end` where it is true: an index the op would refuse
+// then addresses past the end of the flattened data, which the Gather or ScatterND that reads
+// the offsets refuses in turn (the CUDA kernels raise their out-of-range flag), instead of
+// another, valid element.
+ir::Value* past_end_where(GradBuilder& b, ir::Value* bad, ir::Value* offsets, int64_t past_end);
+
 // The flat offset in data of shape `d` of each element `idx` names along `axis`, as
 // GatherElements and ScatterElements read it: the index times data's stride along the axis
 // plus, for every other axis, the element's own coordinate times data's stride there (a

@@ -183,6 +183,20 @@ TEST(CpuReduction, ArgMaxArgMin) {
             (std::vector<double>{2}));
 }
 
+// A NaN is the maximum and the minimum, the first one chosen: torch.argmax and torch.argmin
+// of [1, nan, 3, nan] are both 1; of [nan, 5] both 0.
+TEST(CpuReduction, ArgMaxArgMinChooseTheFirstNaN) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const Tensor x = make(F32, {2, 4}, {1, nan, 3, nan, nan, 5, -1, 7});
+  for (const char* op : {"ArgMax", "ArgMin"}) {
+    EXPECT_EQ(values(run(op, {x}, {attr_i("axis", 1)}, 1, 13)[0]), (std::vector<double>{1, 0}))
+        << op;
+    EXPECT_EQ(values(run(op, {x}, {attr_i("axis", 1), attr_i("select_last_index", 1)}, 1, 13)[0]),
+              (std::vector<double>{3, 0}))
+        << op;
+  }
+}
+
 // softmax / log-softmax of x [outer, n, inner] along n, in double.
 std::vector<double> ref_softmax(const std::vector<double>& x, int64_t outer, int64_t n,
                                 int64_t inner, bool log) {

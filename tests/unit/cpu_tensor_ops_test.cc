@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -271,6 +273,23 @@ TEST(CpuTensorOps, TopKOrdersAndBreaksTiesByIndex) {
   EXPECT_EQ(values<int64_t>(top[1]), (std::vector<int64_t>{0, 2, 1, 2}));
   const auto low = run("TopK", {&x, &k}, 2, [](plan::Step& s) { set_int(s, "largest", 0); });
   EXPECT_EQ(fv(low[0]), (std::vector<float>{1, 2, 0, 4}));
+}
+
+// torch.topk of [1, nan, 0, inf, nan, -inf]: largest [nan, nan, inf, 1, 0, -inf] at [1, 4, 3,
+// 0, 2, 5]; smallest [-inf, 0, 1, inf, nan, nan] (PyTorch leaves the NaNs' order open; here
+// ties, NaNs included, keep the lower index first).
+TEST(CpuTensorOps, TopKPutsNaNAboveEveryNumber) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  const Tensor x = make<float>({6}, {1, nan, 0, inf, nan, -inf});
+  const Tensor k = ints({6});
+  const auto top = run("TopK", {&x, &k}, 2);
+  EXPECT_EQ(values<int64_t>(top[1]), (std::vector<int64_t>{1, 4, 3, 0, 2, 5}));
+  const auto low = run("TopK", {&x, &k}, 2, [](plan::Step& s) { set_int(s, "largest", 0); });
+  EXPECT_EQ(values<int64_t>(low[1]), (std::vector<int64_t>{5, 2, 0, 3, 1, 4}));
+  const std::vector<float> v = fv(low[0]);
+  EXPECT_EQ(std::vector<float>(v.begin(), v.begin() + 4), (std::vector<float>{-inf, 0, 1, inf}));
+  EXPECT_TRUE(std::isnan(v[4]) && std::isnan(v[5]));
 }
 
 TEST(CpuTensorOps, UniqueElementsAndSlices) {

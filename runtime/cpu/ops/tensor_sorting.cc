@@ -39,8 +39,12 @@ void top_k_op(OpContext& ctx) {
         {
           std::vector<int64_t> order(static_cast<size_t>(v.dim));
           std::vector<M> line(static_cast<size_t>(v.dim));
-          // Ties keep the lower index first, as ONNX's reference does.
+          // Ties keep the lower index first, as ONNX's reference does; a NaN is larger than
+          // every number, as in PyTorch (first when largest, last when smallest), and the
+          // order stays a strict weak one with NaNs (a partial_sort needs one).
           auto before = [&](int64_t a, int64_t b) {
+            const bool a_nan = kc::is_nan_value(line[a]), b_nan = kc::is_nan_value(line[b]);
+            if (a_nan || b_nan) return a_nan && b_nan ? a < b : (largest ? a_nan : b_nan);
             if (line[a] != line[b]) return largest ? line[a] > line[b] : line[a] < line[b];
             return a < b;
           };

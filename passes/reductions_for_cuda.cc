@@ -1,0 +1,367 @@
+#include "passes/reductions_for_cuda.h"
+
+#include <cstring>
+#include <limits>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <onnx/defs/schema.h>
+
+#include "passes/autodiff/grad_builder.h"
+
+namespace ampc::passes {
+namespace {
+
+using autodiff::attrs;
+using autodiff::GradBuilder;
+using ir::Value;
+using Shape = std::vector<int64_t>;
+
+int64_t normalized(int64_t axis, size_t rank) {
+  return axis < 0 ? axis + static_cast<int64_t>(rank) : axis;
+}
+
+bool is_16_bit(DType t) {
+  return t == DType::kFloat16 || t == DType::kBFloat16;
+}
+
+// The types the CUDA backend's reductions take (f64 data is left to the CPU backend).
+bool reducible(DType t) {
+  return t == DType::kFloat32 || is_16_bit(t);
+}
+
+// The integer values of a constant input (int32 or int64), or nothing.
+std::optional<std::vector<int64_t>> constant_ints(const Value* v) {
+  const ir::Tensor* t = v ? v->initializer.get() : nullptr;
+  if (!t || (t->dtype != DType::kInt64 && t->dtype != DType::kInt32)) return std::nullopt;
+  std::vector<int64_t> out(static_cast<size_t>(t->numel()));
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (t->dtype == DType::kInt64) {
+      std::memcpy(&out[i], t->bytes.data() + 8 * i, 8);
+    } else {
+      int32_t v32;
+      std::memcpy(&v32, t->bytes.data() + 4 * i, 4);
+      out[i] = v32;
+    }
+  }
+  return out;
+}
+
+// A Reduce node that keeps the reduced dimensions, in the form the model's opset defines (the
+// plan embeds this graph as the training step's ONNX): the axes an attribute where the
+// operator's schema at that opset has one (ReduceSum before 13, the others before 18), else an
+// input.
+Value* reduce_keeping(GradBuilder& b, int64_t opset, const std::string& op, Value* x,
+                      const std::vector<int64_t>& axes) {
+  Shape kept = *x->type.shape;
+  for (int64_t a : axes) kept[static_cast<size_t>(a)] = 1;
+  const ir::TensorType type{x->type.dtype, kept};
+  const auto* schema = onnx::OpSchemaRegistry::Schema(op, static_cast<int>(opset), "");
+  if (!schema || schema->attributes().count("axes") == 0)
+    return b.op(op, {x, b.ints(axes)}, type, attrs(ir::Attribute::make_int("keepdims", 1)));
+  return b.op(
+      op, {x}, type,
+      attrs(ir::Attribute::make_int("keepdims", 1), ir::Attribute::make_ints("axes", axes)));
+}
+
+// The axes a Reduce node reduces, normalized: its attribute or constant input, every axis when
+// there are none. Nothing when they are computed, or when no axes mean no reduction.
+std::optional<std::vector<int64_t>> reduce_axes(const ir::Node& n, size_t rank) {
+  std::vector<int64_t> axes;
+  if (n.inputs.size() > 1 && n.inputs[1]) {
+    auto values = constant_ints(n.inputs[1]);
+    if (!values) return std::nullopt;
+    axes = *values;
+  } else if (const ir::Attribute* a = n.attr("axes")) {
+    axes = a->ints;
+  }
+  if (axes.empty()) {
+    const ir::Attribute* noop = n.attr("noop_with_empty_axes");
+    if (noop && noop->i != 0) return std::nullopt;
+    for (size_t i = 0; i < rank; ++i) axes.push_back(static_cast<int64_t>(i));
+  }
+  std::set<int64_t> unique;
+  for (int64_t a : axes) unique.insert(normalized(a, rank));
+  return std::vector<int64_t>(unique.begin(), unique.end());
+}
+
+// A 1-D constant stood along `axis` of a rank-`rank` shape.
+Shape along(size_t rank, int64_t axis, int64_t size) {
+  Shape s(rank, 1);
+  s[static_cast<size_t>(axis)] = size;
+  return s;
+}
+
+Value* arg_extreme(GradBuilder& b, int64_t opset, const ir::Node& n) {
+  Value* x = n.inputs[0];
+  if (!reducible(x->type.dtype)) return nullptr;
+  const Shape& d = *x->type.shape;
+  const ir::Attribute* a = n.attr("axis");
+  const int64_t axis = normalized(a ? a->i : 0, d.size());
+  const int64_t size = d[static_cast<size_t>(axis)];
+  if (size <= 0 || size > (int64_t{1} << 24)) return nullptr;  // float positions stay exact
+  const ir::Attribute* l = n.attr("select_last_index");
+  const bool last = l && l->i != 0;
+  const ir::TensorType flags{DType::kBool, d};
+  Value* extreme =
+      reduce_keeping(b, opset, n.op_type == "ArgMax" ? "ReduceMax" : "ReduceMin", x, {axis});
+  Value* hit = b.op("Or", {b.op("Equal", {x, extreme}, flags), b.op("IsNaN", {x}, flags)}, flags);
+  std::vector<double> positions(static_cast<size_t>(size));
+  for (int64_t i = 0; i < size; ++i) positions[static_cast<size_t>(i)] = static_cast<double>(i);
+  Value* where =
+      b.op("Where",
+           {hit, b.reshape(b.floats(positions, DType::kFloat32), along(d.size(), axis, size)),
+            b.scalar(last ? -1.0 : static_cast<double>(size), DType::kFloat32)},
+           {DType::kFloat32, d});
+  Value* chosen = reduce_keeping(b, opset, last ? "ReduceMax" : "ReduceMin", where, {axis});
+  return b.reshape(b.cast(chosen, DType::kInt64), *n.outputs[0]->type.shape);
+}
+
+Value* log_sum_exp(GradBuilder& b, int64_t opset, const ir::Node& n) {
+  Value* x = n.inputs[0];
+  const DType t = x->type.dtype;
+  if (!reducible(t)) return nullptr;
+  const auto axes = reduce_axes(n, x->type.shape->size());
+  if (!axes) return nullptr;
+  Value* w = b.cast(x, is_16_bit(t) ? DType::kFloat32 : t);
+  const DType wt = w->type.dtype;
+  Value* m = reduce_keeping(b, opset, "ReduceMax", w, *axes);
+  const ir::TensorType flags{DType::kBool, m->type.shape};
+  Value* odd = b.op("Or", {b.op("IsInf", {m}, flags), b.op("IsNaN", {m}, flags)}, flags);
+  // All -inf, some +inf or a NaN: the maximum is the result (and no shift makes NaN of it).
+  Value* shift = b.op("Where", {odd, b.scalar(0.0, wt), m}, m->type);
+  Value* e = b.op("Exp", {b.op("Sub", {w, shift}, w->type)}, w->type);
+  Value* s = reduce_keeping(b, opset, "ReduceSum", e, *axes);
+  Value* sum = b.op("Add", {b.op("Log", {s}, s->type), shift}, s->type);
+  Value* result = b.op("Where", {odd, m, sum}, m->type);
+  return b.reshape(b.cast(result, t), *n.outputs[0]->type.shape);
+}
+
+// y moved `by` places along `axis` (towards its end, or with `backwards` towards its start),
+// zeros coming in: a Slice of what stays and a Pad.
+Value* shifted(GradBuilder& b, Value* y, int64_t axis, int64_t by, bool backwards) {
+  const Shape& d = *y->type.shape;
+  const auto a = static_cast<size_t>(axis);
+  const int64_t size = d[a];
+  Shape cut = d;
+  cut[a] = size - by;
+  Value* kept = b.op(
+      "Slice",
+      {y, b.ints({backwards ? by : 0}), b.ints({backwards ? size : size - by}), b.ints({axis})},
+      {y->type.dtype, cut});
+  std::vector<int64_t> pads(2 * d.size(), 0);
+  pads[(backwards ? d.size() : 0) + a] = by;
+  return b.op("Pad", {kept, b.ints(pads)}, y->type);
+}
+
+Value* cum_sum(GradBuilder& b, const ir::Node& n) {
+  Value* x = n.inputs[0];
+  const DType t = x->type.dtype;
+  const auto axis_value = constant_ints(n.inputs[1]);
+  if (!axis_value || axis_value->size() != 1 || t == DType::kBool) return nullptr;
+  const Shape& d = *x->type.shape;
+  const int64_t axis = normalized((*axis_value)[0], d.size());
+  const int64_t size = d[static_cast<size_t>(axis)];
+  if (size <= 0) return nullptr;
+  const ir::Attribute* e = n.attr("exclusive");
+  const ir::Attribute* r = n.attr("reverse");
+  const bool exclusive = e && e->i != 0, reverse = r && r->i != 0;
+  Value* y = b.cast(x, is_16_bit(t) ? DType::kFloat32 : t);
+  if (exclusive && size == 1) {  // nothing comes before the only element
+    y = b.op("Expand", {b.scalar(0.0, y->type.dtype), b.ints(d)}, y->type);
+  } else {
+    // After the step of shift s, each element holds the sum of the 2s elements ending at it.
+    for (int64_t s = 1; s < size; s *= 2)
+      y = b.op("Add", {y, shifted(b, y, axis, s, reverse)}, y->type);
+    if (exclusive) y = shifted(b, y, axis, 1, reverse);
+  }
+  return b.cast(y, t);
+}
+
+// An integer ReduceSum / ReduceMax / ReduceMin (attention_mask.sum(-1)): each reduced axis
+// halved until one element is left, its first half combined with its second (Add, or a Where
+// of a comparison), the last element of an odd length carried along by a Concat. Exact, as
+// the CPU op's (integer sums wrap alike).
+Value* integer_reduction(GradBuilder& b, const ir::Node& n) {
+  Value* x = n.inputs[0];
+  const DType t = x->type.dtype;
+  if (t != DType::kInt64 && t != DType::kInt32) return nullptr;
+  const auto axes = reduce_axes(n, x->type.shape->size());
+  if (!axes) return nullptr;
+  auto slice = [&](Value* y, int64_t axis, int64_t from, int64_t to) {
+    Shape s = *y->type.shape;
+    s[static_cast<size_t>(axis)] = to - from;
+    return b.op("Slice", {y, b.ints({from}), b.ints({to}), b.ints({axis})}, {t, s});
+  };
+  auto combine = [&](Value* a, Value* c) {
+    if (n.op_type == "ReduceSum") return b.op("Add", {a, c}, a->type);
+    Value* first = b.op(n.op_type == "ReduceMax" ? "GreaterOrEqual" : "LessOrEqual", {a, c},
+                        {DType::kBool, a->type.shape});
+    return b.op("Where", {first, a, c}, a->type);
+  };
+  Value* y = x;
+  for (int64_t axis : *axes) {
+    for (int64_t size = (*y->type.shape)[static_cast<size_t>(axis)]; size > 1;
+         size = (size + 1) / 2) {
+      const int64_t half = size / 2;
+      Value* pairs = combine(slice(y, axis, 0, half), slice(y, axis, half, 2 * half));
+      if (size % 2 == 1) {
+        Shape s = *pairs->type.shape;
+        s[static_cast<size_t>(axis)] = half + 1;
+        pairs = b.op("Concat", {pairs, slice(y, axis, 2 * half, size)}, {t, s},
+                     attrs(ir::Attribute::make_int("axis", axis)));
+      }
+      y = pairs;
+    }
+  }
+  return b.reshape(y, *n.outputs[0]->type.shape);
+}
+
+// TopK's k up to which it is rewritten: k rounds of a few reductions over the axis each.
+constexpr int64_t kMaxTopK = 32;
+
+// Where `b` holds, ANDed with `also` (when there is one).
+Value* both(GradBuilder& b, Value* a, Value* also) {
+  return also ? b.op("And", {a, also}, a->type) : a;
+}
+
+// The positions round `taken` leaves that hold the extreme of what is left: for the largest, the
+// maximum (a NaN, when one is left: NaN comes first); for the smallest, the minimum of the
+// numbers left, or the NaNs once no number is.
+Value* extreme_positions(GradBuilder& b, int64_t opset, Value* x, int64_t axis, bool largest,
+                         Value* available) {
+  const ir::TensorType flags{DType::kBool, x->type.shape};
+  const DType t = x->type.dtype;
+  const double inf = std::numeric_limits<double>::infinity();
+  Value* nan = b.op("IsNaN", {x}, flags);
+  if (largest) {
+    Value* rest = available ? b.op("Where", {available, x, b.scalar(-inf, t)}, x->type) : x;
+    Value* m = reduce_keeping(b, opset, "ReduceMax", rest, {axis});
+    Value* m_nan = b.op("IsNaN", {m}, {DType::kBool, m->type.shape});
+    return b.op("Or", {b.op("Equal", {x, m}, flags), b.op("And", {nan, m_nan}, flags)}, flags);
+  }
+  Value* number = both(b, b.op("Not", {nan}, flags), available);
+  Value* m = reduce_keeping(b, opset, "ReduceMin",
+                            b.op("Where", {number, x, b.scalar(inf, t)}, x->type), {axis});
+  const ir::TensorType kept{DType::kBool, m->type.shape};
+  Value* counted = reduce_keeping(
+      b, opset, "ReduceMax",
+      b.op("Where", {number, b.scalar(1.0, DType::kFloat32), b.scalar(0.0, DType::kFloat32)},
+           {DType::kFloat32, x->type.shape}),
+      {axis});
+  Value* any_number = b.op("Greater", {counted, b.scalar(0.0, DType::kFloat32)}, kept);
+  Value* least = b.op("And", {number, b.op("Equal", {x, m}, flags)}, flags);
+  Value* nan_left = b.op("And", {b.op("Not", {any_number}, kept), nan}, flags);
+  return b.op("Or", {b.op("And", {any_number, least}, flags), nan_left}, flags);
+}
+
+// TopK, sorted, with a constant k of at most kMaxTopK: k rounds, each choosing the first
+// available position that holds the extreme of what is left (extreme_positions) and marking it
+// taken; the values and indices of the rounds concatenated along the axis. The CPU op's order:
+// ties by lower index, NaN the largest. TopK unsorted (ONNX leaves the order open; the CPU op
+// orders by index) is left as it is.
+std::vector<Value*> top_k(GradBuilder& b, int64_t opset, const ir::Node& n) {
+  Value* x = n.inputs[0];
+  const DType t = x->type.dtype;
+  if (!reducible(t)) return {};
+  std::optional<std::vector<int64_t>> k_value;
+  if (opset >= 10) {
+    k_value = n.inputs.size() > 1 ? constant_ints(n.inputs[1]) : std::nullopt;
+  } else if (const ir::Attribute* ka = n.attr("k")) {
+    k_value = std::vector<int64_t>{ka->i};
+  }
+  if (!k_value || k_value->size() != 1) return {};
+  const int64_t k = (*k_value)[0];
+  const ir::Attribute* sorted = n.attr("sorted");
+  const ir::Attribute* l = n.attr("largest");
+  const ir::Attribute* a = n.attr("axis");
+  const bool largest = !l || l->i != 0;
+  const Shape& d = *x->type.shape;
+  const int64_t axis = normalized(a ? a->i : -1, d.size());
+  const int64_t size = d[static_cast<size_t>(axis)];
+  if ((sorted && sorted->i == 0 && k > 1) || k < 1 || k > kMaxTopK || size > (int64_t{1} << 24))
+    return {};
+  std::vector<double> indices(static_cast<size_t>(size));
+  for (int64_t i = 0; i < size; ++i) indices[static_cast<size_t>(i)] = static_cast<double>(i);
+  Value* positions = b.reshape(b.floats(indices, DType::kFloat32), along(d.size(), axis, size));
+  const ir::TensorType flags{DType::kBool, d};
+  const double inf = std::numeric_limits<double>::infinity();
+  Value* taken = nullptr;
+  std::vector<Value*> values, chosen;
+  for (int64_t round = 0; round < k; ++round) {
+    Value* available = taken ? b.op("Not", {taken}, flags) : nullptr;
+    Value* hit = both(b, extreme_positions(b, opset, x, axis, largest, available), available);
+    Value* first = reduce_keeping(
+        b, opset, "ReduceMin",
+        b.op("Where", {hit, positions, b.scalar(static_cast<double>(size), DType::kFloat32)},
+             {DType::kFloat32, d}),
+        {axis});
+    Value* picked = b.op("Equal", {positions, first}, flags);
+    // The element itself (its sign of zero, its NaN): the only one the Where leaves above -inf.
+    values.push_back(reduce_keeping(
+        b, opset, "ReduceMax", b.op("Where", {picked, x, b.scalar(-inf, t)}, x->type), {axis}));
+    chosen.push_back(b.cast(first, DType::kInt64));
+    taken = taken ? b.op("Or", {taken, picked}, flags) : picked;
+  }
+  Shape out = d;
+  out[static_cast<size_t>(axis)] = k;
+  auto joined = [&](const std::vector<Value*>& parts, DType type) {
+    if (parts.size() == 1) return parts[0];
+    return b.op("Concat", parts, {type, out}, attrs(ir::Attribute::make_int("axis", axis)));
+  };
+  return {joined(values, t), joined(chosen, DType::kInt64)};
+}
+
+}  // namespace
+
+int reductions_for_cuda(ir::Model& model) {
+  ir::Graph& g = *model.graph;
+  const int64_t opset = model.opset_version("").value_or(0);
+  static const std::set<std::string> kOps = {"ArgMax", "ArgMin",    "ReduceLogSumExp", "CumSum",
+                                             "TopK",   "ReduceSum", "ReduceMax",       "ReduceMin"};
+  std::vector<ir::Node*> todo;
+  for (const auto& n : g.nodes) {
+    if (n->domain.empty() && kOps.count(n->op_type) > 0 && ir::has_static_types(*n))
+      todo.push_back(n.get());
+  }
+  int rewritten = 0;
+  for (ir::Node* n : todo) {
+    GradBuilder b(g, (n->name.empty() ? n->op_type : n->name) + "/cuda");
+    const size_t first_new = g.nodes.size();
+    // A result that is not a new node's (CumSum over an axis of one: x itself) is copied by
+    // an Identity, so that the replacement never takes over another node's output.
+    auto own = [&](Value* v) {
+      for (size_t i = first_new; i < g.nodes.size(); ++i) {
+        if (g.nodes[i].get() == v->producer) return v;
+      }
+      return b.op("Identity", {v}, v->type);
+    };
+    if (n->op_type == "TopK") {
+      std::vector<Value*> results = top_k(b, opset, *n);
+      if (results.empty()) continue;
+      for (Value*& r : results) r = own(r);
+      ir::replace_by_appended(g, n, first_new, results);
+      ++rewritten;
+      continue;
+    }
+    Value* result = nullptr;
+    if (n->op_type == "CumSum") {
+      result = cum_sum(b, *n);
+    } else if (n->op_type == "ReduceSum" || n->op_type == "ReduceMax" ||
+               n->op_type == "ReduceMin") {
+      result = integer_reduction(b, *n);
+    } else if (n->op_type == "ReduceLogSumExp") {
+      result = log_sum_exp(b, opset, *n);
+    } else {
+      result = arg_extreme(b, opset, *n);
+    }
+    if (!result) continue;
+    ir::replace_by_appended(g, n, first_new, own(result));
+    ++rewritten;
+  }
+  return rewritten;
+}
+
+}  // namespace ampc::passes
