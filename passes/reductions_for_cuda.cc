@@ -222,7 +222,7 @@ Value* integer_reduction(GradBuilder& b, const ir::Node& n) {
 // TopK's k up to which it is rewritten: k rounds of a few reductions over the axis each.
 constexpr int64_t kMaxTopK = 32;
 
-// Where `b` holds, ANDed with `also` (when there is one).
+// Where `a` holds, ANDed with `also` (when there is one).
 Value* both(GradBuilder& b, Value* a, Value* also) {
   return also ? b.op("And", {a, also}, a->type) : a;
 }
