@@ -21,6 +21,7 @@
 #include "passes/expand_norm_params.h"
 #include "passes/half_inputs.h"
 #include "passes/index_ops_for_cuda.h"
+#include "passes/integer_ops_for_cuda.h"
 #include "passes/linear_as_gemm.h"
 #include "passes/lower_einsum.h"
 #include "passes/lower_resize.h"
@@ -213,6 +214,10 @@ std::vector<Pass> pipeline_passes(const CompileOptions& o, PipelineState& s) {
   // comparisons and shifts, which the CUDA backend runs (reductions_for_cuda.h).
   const auto cuda = [&o] { return o.lowering.target.rfind("cuda", 0) == 0; };
   out.push_back({"reductions-for-cuda", [](ir::Model& m) { passes::reductions_for_cuda(m); },
+                 ir::Phase::kUnknown, cuda});
+  // Integer Clip, Max, Min, Neg, Abs and Mod (index and position arithmetic) as the integer
+  // ops the CUDA backend has (integer_ops_for_cuda.h).
+  out.push_back({"integer-ops-for-cuda", [](ir::Model& m) { passes::integer_ops_for_cuda(m); },
                  ir::Phase::kUnknown, cuda});
   // GatherElements, ScatterElements, GatherND, OneHot, Trilu and Tile (forward and gradient) as
   // Gather, ScatterND, Where and Expand, which the CUDA backend runs (index_ops_for_cuda.h).

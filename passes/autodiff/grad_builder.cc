@@ -33,6 +33,11 @@ void store(double value, DType dtype, uint8_t* out) {
       std::memcpy(out, &v, 8);
       break;
     }
+    case DType::kInt32: {
+      const auto v = static_cast<int32_t>(value);
+      std::memcpy(out, &v, 4);
+      break;
+    }
     default:
       throw Error("internal: gradient constant of type " + std::string(dtype_name(dtype)));
   }

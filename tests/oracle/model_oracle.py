@@ -27,6 +27,12 @@ tests/zoo/expected_cuda_refusals.txt; 10 training steps in fp16 and bf16 that st
   an outer product (passes/lower_einsum.h).
 - gather_topk: torch.gather along both axes with repeated indices (a hand-written NLL) and
   topk values, largest and smallest, on both axes: the rules of GatherElements and TopK.
+- moe_routing: a mixture of experts with top-2 routing, F.one_hot and an argmax load-balancing
+  term: TopK, OneHot and ArgMax, which a CUDA plan runs in the forms of
+  passes/reductions_for_cuda.h and passes/index_ops_for_cuda.h.
+- masked_sequence: an attention mask's cumsum (position ids) and sum (lengths), the last real
+  token by advanced indexing (torch exports a Gather on a flattened view) and a logsumexp
+  pooling: CumSum and ReduceSum of int64 and ReduceLogSumExp, on CUDA in those forms too.
 - assignments: slice and index assignment (x[i] = v, x[:, j] = v) and scatter / scatter_add on
   activations read again after the write: the rules of ScatterND and ScatterElements.
 
@@ -215,8 +221,69 @@ def assignments():
     return model, inputs, {"ScatterND", "ScatterElements"}
 
 
+class MoeRouting(nn.Module):
+    """A mixture of experts with top-2 routing (Mixtral's): softmax gate, topk weights
+    renormalised, F.one_hot of the chosen experts, torch.stack of the experts' outputs, and a
+    Switch-style load-balancing term from the argmax of the gate."""
+
+    def __init__(self, features=8, experts=4, classes=5):
+        super().__init__()
+        self.gate = nn.Linear(features, experts)
+        self.experts = nn.ModuleList(nn.Linear(features, features) for _ in range(experts))
+        self.head = nn.Linear(features, classes)
+
+    def forward(self, x, y):
+        logits = self.gate(x)
+        p = logits.softmax(-1)
+        w, chosen = p.topk(2, dim=-1)
+        w = w / w.sum(-1, keepdim=True)
+        outs = torch.stack([torch.tanh(e(x)) for e in self.experts], 1)  # [B, E, F]
+        mix = (F.one_hot(chosen, len(self.experts)).float() * w[..., None]).sum(1)  # [B, E]
+        h = (outs * mix[..., None]).sum(1)
+        top1 = F.one_hot(logits.argmax(-1), len(self.experts)).float()
+        balance = (top1.mean(0) * p.mean(0)).sum() * len(self.experts)
+        return F.cross_entropy(self.head(h), y) + 0.1 * balance
+
+
+def moe_routing():
+    model = MoeRouting()
+    inputs = {"x": torch.randn(6, 8), "y": torch.tensor([0, 4, 1, 3, 3, 2])}
+    return model, inputs, {"TopK", "OneHot", "ArgMax"}
+
+
+class MaskedSequence(nn.Module):
+    """What Hugging Face models do with an attention mask: position ids as its cumsum, lengths
+    as its sum, the last real token's state by advanced indexing (h[arange, lengths - 1]),
+    pooled with a logsumexp over the sequence."""
+
+    def __init__(self, vocab=12, width=8, seq=6, classes=3):
+        super().__init__()
+        self.tokens = nn.Embedding(vocab, width)
+        self.positions = nn.Embedding(seq, width)
+        self.mix = nn.Linear(width, width)
+        self.head = nn.Linear(width, classes)
+
+    def forward(self, tokens, mask, y):
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        h = torch.tanh(self.mix(self.tokens(tokens) + self.positions(positions)))
+        last = h[torch.arange(h.shape[0]), mask.sum(-1) - 1]
+        pooled = torch.logsumexp(h * mask[..., None], dim=1) + last
+        return F.cross_entropy(self.head(pooled), y)
+
+
+def masked_sequence():
+    model = MaskedSequence()
+    mask = torch.ones(4, 6, dtype=torch.long)
+    mask[1, 4:] = 0
+    mask[2, 2:] = 0
+    inputs = {"tokens": torch.randint(0, 12, (4, 6)), "mask": mask,
+              "y": torch.tensor([0, 2, 1, 2])}
+    return model, inputs, {"CumSum", "ReduceSum", "ReduceLogSumExp"}
+
+
 MODELS = {"lp_norm_cosine": lp_norm_cosine, "regression_l1": regression_l1, "pooling": pooling,
-          "einsum": einsum, "gather_topk": gather_topk, "assignments": assignments}
+          "einsum": einsum, "gather_topk": gather_topk, "assignments": assignments,
+          "moe_routing": moe_routing, "masked_sequence": masked_sequence}
 
 
 def export(name, out):
