@@ -126,15 +126,13 @@ Value* log_sum_exp(GradBuilder& b, int64_t opset, const ir::Node& n) {
   const auto axes = reduce_axes(n, x->type.shape->size());
   if (!axes) return nullptr;
   Value* w = b.cast(x, is_16_bit(t) ? DType::kFloat32 : t);
-  const DType wt = w->type.dtype;
   Value* m = reduce_keeping(b, opset, "ReduceMax", w, *axes);
   const ir::TensorType flags{DType::kBool, m->type.shape};
   Value* odd = b.op("Or", {b.op("IsInf", {m}, flags), b.op("IsNaN", {m}, flags)}, flags);
-  // All -inf, some +inf or a NaN: the maximum is the result (and no shift makes NaN of it).
-  Value* shift = b.op("Where", {odd, b.scalar(0.0, wt), m}, m->type);
-  Value* e = b.op("Exp", {b.op("Sub", {w, shift}, w->type)}, w->type);
+  // All -inf, some +inf or a NaN: the maximum is the result (the sum's NaN there is not read).
+  Value* e = b.op("Exp", {b.op("Sub", {w, m}, w->type)}, w->type);
   Value* s = reduce_keeping(b, opset, "ReduceSum", e, *axes);
-  Value* sum = b.op("Add", {b.op("Log", {s}, s->type), shift}, s->type);
+  Value* sum = b.op("Add", {b.op("Log", {s}, s->type), m}, s->type);
   Value* result = b.op("Where", {odd, m, sum}, m->type);
   return b.reshape(b.cast(result, t), *n.outputs[0]->type.shape);
 }
