@@ -1,5 +1,6 @@
 #include "passes/autodiff/gradient_registry.h"
 
+#include <cstring>
 #include <stdexcept>
 
 #include "base/error.h"
@@ -14,6 +15,26 @@ int64_t GradContext::attr_int(const std::string& name, int64_t fallback) const {
 float GradContext::attr_float(const std::string& name, float fallback) const {
   const auto* a = node_.attr(name);
   return a ? a->f : fallback;
+}
+
+std::vector<int64_t> GradContext::const_ints(size_t i, std::vector<int64_t> fallback) const {
+  const ir::Value* v = input(i);
+  if (!v) return fallback;
+  if (!v->initializer) fail("input " + std::to_string(i) + " must be constant for training");
+  const ir::Tensor& t = *v->initializer;
+  std::vector<int64_t> out(static_cast<size_t>(t.numel()));
+  for (size_t k = 0; k < out.size(); ++k) {
+    if (t.dtype == DType::kInt64) {
+      std::memcpy(&out[k], t.bytes.data() + k * 8, 8);
+    } else if (t.dtype == DType::kInt32) {
+      int32_t x;
+      std::memcpy(&x, t.bytes.data() + k * 4, 4);
+      out[k] = x;
+    } else {
+      fail("input " + std::to_string(i) + " must be int32 or int64");
+    }
+  }
+  return out;
 }
 
 void GradContext::fail(const std::string& what) const {
@@ -44,6 +65,7 @@ const GradientRegistry& GradientRegistry::instance() {
     register_shape_gradients(r);
     register_reduce_gradients(r);
     register_index_gradients(r);
+    register_pad_gradients(r);
     register_softmax_gradients(r);
     register_nn_gradients(r);
     register_comm_gradients(r);

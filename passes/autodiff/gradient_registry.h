@@ -42,6 +42,9 @@ class GradContext {
   int64_t attr_int(const std::string& name, int64_t fallback) const;
   float attr_float(const std::string& name, float fallback) const;
   [[noreturn]] void fail(const std::string& what) const;
+  // The values of constant integer input i (an int32 or int64 initializer), or `fallback` when
+  // it is omitted; a computed one fails (training needs it constant).
+  std::vector<int64_t> const_ints(size_t i, std::vector<int64_t> fallback = {}) const;
 
  private:
   const ir::Node& node_;
@@ -77,6 +80,7 @@ void register_shape_gradients(GradientRegistry& r);   // rules_shape.cc: Reshape
 void register_reduce_gradients(GradientRegistry& r);  // rules_reduce.cc: ReduceSum, ReduceMean
 void register_index_gradients(
     GradientRegistry& r);  // rules_index.cc: Gather, Concat, Slice, Where, ...
+void register_pad_gradients(GradientRegistry& r);  // rules_pad.cc: Pad, every mode
 void register_softmax_gradients(
     GradientRegistry& r);                         // rules_softmax.cc: Softmax, LogSoftmax, losses
 void register_nn_gradients(GradientRegistry& r);  // rules_nn.cc: Conv, pooling, normalisation

@@ -3,7 +3,6 @@
 // elements send their gradient back to where they came from (adding up where an element was read
 // several times); padding gets none.
 #include <algorithm>
-#include <cstring>
 #include <limits>
 
 #include "passes/autodiff/gradient_registry.h"
@@ -14,27 +13,6 @@ namespace {
 
 using ir::Value;
 using Shape = std::vector<int64_t>;
-
-// The values of constant integer input i (an initializer), or `fallback` when it is omitted.
-std::vector<int64_t> const_ints(GradContext& c, size_t i, std::vector<int64_t> fallback = {}) {
-  const Value* v = c.input(i);
-  if (!v) return fallback;
-  if (!v->initializer) c.fail("input " + std::to_string(i) + " must be constant for training");
-  const ir::Tensor& t = *v->initializer;
-  std::vector<int64_t> out(static_cast<size_t>(t.numel()));
-  for (size_t k = 0; k < out.size(); ++k) {
-    if (t.dtype == DType::kInt64) {
-      std::memcpy(&out[k], t.bytes.data() + k * 8, 8);
-    } else if (t.dtype == DType::kInt32) {
-      int32_t x;
-      std::memcpy(&x, t.bytes.data() + k * 4, 4);
-      out[k] = x;
-    } else {
-      c.fail("input " + std::to_string(i) + " must be int32 or int64");
-    }
-  }
-  return out;
-}
 
 const Shape& shape_of(const Value* v) {
   return *v->type.shape;
@@ -300,8 +278,8 @@ Value* unslice_axis(GradContext& c, Value* g, size_t a, int64_t dim, int64_t fir
 void slice(GradContext& c) {
   const Shape& in = shape_of(c.input(0));
   const auto rank = in.size();
-  const auto starts = const_ints(c, 1), ends = const_ints(c, 2);
-  std::vector<int64_t> axes = const_ints(c, 3), steps = const_ints(c, 4);
+  const auto starts = c.const_ints(1), ends = c.const_ints(2);
+  std::vector<int64_t> axes = c.const_ints(3), steps = c.const_ints(4);
   if (axes.empty())
     for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
   if (steps.empty()) steps.assign(starts.size(), 1);
@@ -360,7 +338,7 @@ void where(GradContext& c) {
 // Tile: dy viewed as [r0, d0, r1, d1, ...] and summed over the repeats.
 void tile(GradContext& c) {
   const Shape& in = shape_of(c.input(0));
-  const auto repeats = const_ints(c, 1);
+  const auto repeats = c.const_ints(1);
   Shape split_shape, axes;
   for (size_t a = 0; a < in.size(); ++a) {
     axes.push_back(static_cast<int64_t>(split_shape.size()));
@@ -370,38 +348,6 @@ void tile(GradContext& c) {
   Value* dy = c.b.reshape(c.output_grad(0), split_shape);
   c.set_input_grad(0, c.b.op("ReduceSum", {dy, c.b.ints(axes)}, c.input(0)->type,
                              attrs(ir::Attribute::make_int("keepdims", 0))));
-}
-
-// Pad (constant mode, pads >= 0): the gradient is the middle part of dy; a trainable
-// constant value gets the sum over the padding.
-void pad(GradContext& c) {
-  const auto* mode = c.node().attr("mode");
-  if (mode && mode->s != "constant") c.fail("only constant padding is differentiable");
-  const Shape& in = shape_of(c.input(0));
-  const auto rank = in.size();
-  const auto pads = const_ints(c, 1);
-  std::vector<int64_t> axes = const_ints(c, 3);
-  if (axes.empty())
-    for (size_t a = 0; a < rank; ++a) axes.push_back(static_cast<int64_t>(a));
-  Shape starts, ends;
-  for (size_t i = 0; i < axes.size(); ++i) {
-    const auto a = static_cast<size_t>(norm_axis(axes[i], rank));
-    if (pads[i] < 0 || pads[i + axes.size()] < 0) c.fail("negative pads are not differentiable");
-    starts.push_back(pads[i]);
-    ends.push_back(pads[i] + in[a]);
-  }
-  Value* dy = c.output_grad(0);
-  Value* inner =
-      c.b.op("Slice", {dy, c.b.ints(starts), c.b.ints(ends), c.b.ints(axes)}, c.input(0)->type);
-  if (c.needs(0)) c.set_input_grad(0, inner);
-  if (c.needs(2)) {
-    const ir::TensorType scalar{dy->type.dtype, Shape{}};
-    auto total = [&](Value* v) {
-      return c.b.op("ReduceSum", {v}, scalar, attrs(ir::Attribute::make_int("keepdims", 0)));
-    };
-    Value* g = c.b.op("Sub", {total(dy), total(inner)}, scalar);
-    c.set_input_grad(2, c.b.reshape(g, shape_of(c.input(2))));
-  }
 }
 
 }  // namespace
@@ -421,7 +367,6 @@ void register_index_gradients(GradientRegistry& r) {
     c.set_input_grad(0, c.b.reduce_to(c.output_grad(0), c.input(0)->type));
   });
   r.add("Tile", tile);
-  r.add("Pad", pad);
 }
 
 }  // namespace ampc::passes::autodiff

@@ -33,6 +33,9 @@ tests/zoo/expected_cuda_refusals.txt; 10 training steps in fp16 and bf16 that st
 - masked_sequence: an attention mask's cumsum (position ids) and sum (lengths), the last real
   token by advanced indexing (torch exports a Gather on a flattened view) and a logsumexp
   pooling: CumSum and ReduceSum of int64 and ReduceLogSumExp, on CUDA in those forms too.
+- reflection_generator: a CycleGAN-style generator block with nn.ReflectionPad2d and
+  nn.ReplicationPad2d (Pad in reflect and edge mode, passes/autodiff/rules_pad.cc),
+  InstanceNorm2d and an L1 reconstruction loss.
 - assignments: slice and index assignment (x[i] = v, x[:, j] = v) and scatter / scatter_add on
   activations read again after the write: the rules of ScatterND and ScatterElements.
 
@@ -281,9 +284,38 @@ def masked_sequence():
     return model, inputs, {"CumSum", "ReduceSum", "ReduceLogSumExp"}
 
 
+class ReflectionGenerator(nn.Module):
+    """A CycleGAN-style generator block: nn.ReflectionPad2d before the 7x7 stem and inside a
+    residual block, nn.ReplicationPad2d before the last convolution, InstanceNorm2d, ReLU,
+    Tanh, trained on an L1 reconstruction (written as abs().mean(): torch 1.13 cannot export
+    nn.L1Loss)."""
+
+    def __init__(self, channels=3, width=4):
+        super().__init__()
+        self.stem = nn.Sequential(nn.ReflectionPad2d(3), nn.Conv2d(channels, width, 7),
+                                  nn.InstanceNorm2d(width), nn.ReLU())
+        self.block = nn.Sequential(nn.ReflectionPad2d(1), nn.Conv2d(width, width, 3),
+                                   nn.InstanceNorm2d(width), nn.ReLU(), nn.ReflectionPad2d(1),
+                                   nn.Conv2d(width, width, 3), nn.InstanceNorm2d(width))
+        self.out = nn.Sequential(nn.ReplicationPad2d((1, 2, 2, 1)),
+                                 nn.Conv2d(width, channels, (4, 4)), nn.Tanh())
+
+    def forward(self, x, target):
+        h = self.stem(x)
+        h = h + self.block(h)
+        return (self.out(h) - target).abs().mean()
+
+
+def reflection_generator():
+    model = ReflectionGenerator()
+    inputs = {"x": torch.randn(2, 3, 8, 8), "target": torch.rand(2, 3, 8, 8) * 2 - 1}
+    return model, inputs, {"Pad"}
+
+
 MODELS = {"lp_norm_cosine": lp_norm_cosine, "regression_l1": regression_l1, "pooling": pooling,
           "einsum": einsum, "gather_topk": gather_topk, "assignments": assignments,
-          "moe_routing": moe_routing, "masked_sequence": masked_sequence}
+          "moe_routing": moe_routing, "masked_sequence": masked_sequence,
+          "reflection_generator": reflection_generator}
 
 
 def export(name, out):

@@ -151,18 +151,24 @@ TEST(AutodiffFdIndexRandom, ExpandTilePad) {
              return g.op("Tile", {p[0], g.ints(repeats)}, f64(tiled));
            }});
 
+    // Constant (maybe with a trainable value), edge or reflect (pads below the axis' size).
+    const std::string mode = std::vector<std::string>{"constant", "edge", "reflect"}.at(
+        static_cast<size_t>(rnd.uniform(0, 2)));
     std::vector<int64_t> pads(2 * x.size());
-    for (int64_t& v : pads) v = rnd.uniform(0, 2);
+    for (size_t i = 0; i < pads.size(); ++i) {
+      const int64_t most = mode == "reflect" ? std::min<int64_t>(2, x[i % x.size()] - 1) : 2;
+      pads[i] = rnd.uniform(0, most);
+    }
     Shape padded = x;
     for (size_t a = 0; a < x.size(); ++a) padded[a] += pads[a] + pads[a + x.size()];
-    const bool value = rnd.coin();  // a trainable padding value
+    const bool value = mode == "constant" && rnd.coin();  // a trainable padding value
     std::vector<Shape> params = {x};
     if (value) params.push_back({});
-    check({"Pad_" + str(x) + "_to_" + str(padded) + (value ? "_value" : ""), params, padded,
-           [=](GradBuilder& g, P p) {
+    check({"Pad_" + mode + "_" + str(x) + "_to_" + str(padded) + (value ? "_value" : ""), params,
+           padded, [=](GradBuilder& g, P p) {
              std::vector<ir::Value*> in = {p[0], g.ints(pads)};
              if (value) in.push_back(p[1]);
-             return g.op("Pad", in, f64(padded));
+             return g.op("Pad", in, f64(padded), attrs(ir::Attribute::make_string("mode", mode)));
            }});
   }
 }

@@ -205,6 +205,19 @@ TEST(AutodiffFdIndex, WhereExpandTilePad) {
            return g.op("Pad", {p[0], g.ints({1, 1, 1, 0}), p[1]}, f64({4, 4}),
                        attrs(Attribute::make_string("mode", "constant")));
          }});
+  // nn.ReflectionPad2d / nn.ReplicationPad2d: the padding copies inputs, whose gradients sum.
+  check({"Pad_reflect", {{3, 4}}, {6, 7}, [](GradBuilder& g, P p) {
+           return g.op("Pad", {p[0], g.ints({1, 2, 2, 1})}, f64({6, 7}),
+                       attrs(Attribute::make_string("mode", "reflect")));
+         }});
+  check({"Pad_reflect_last_two_axes", {{2, 3, 4}}, {2, 6, 7}, [](GradBuilder& g, P p) {
+           return g.op("Pad", {p[0], g.ints({0, 1, 3, 0, 2, 0})}, f64({2, 6, 7}),
+                       attrs(Attribute::make_string("mode", "reflect")));
+         }});
+  check({"Pad_edge", {{2, 3}}, {5, 6}, [](GradBuilder& g, P p) {
+           return g.op("Pad", {p[0], g.ints({2, 0, 1, 3})}, f64({5, 6}),
+                       attrs(Attribute::make_string("mode", "edge")));
+         }});
 }
 
 TEST(AutodiffFdSoftmax, SoftmaxAndLogSoftmax) {
