@@ -13,6 +13,7 @@
 #include "frontend/onnx/read_model.h"
 #include "frontend/onnx/soft_target_cross_entropy.h"
 #include "frontend/onnx/training_info.h"
+#include "frontend/onnx/where_scalar_types.h"
 #include "ir/verifier.h"
 #include "ops/schemas/amp_schemas.h"
 
@@ -351,6 +352,7 @@ std::unique_ptr<ir::Model> import_model(onnx::ModelProto& proto, const ImportOpt
   for (const auto& kv : proto.metadata_props()) model->metadata.emplace_back(kv.key(), kv.value());
 
   Importer(*model).import_graph(proto.graph(), *model->graph);
+  refuse_double_scalar_where(*model->graph);  // before the verifier's less helpful mismatch
   add_state_updates(*model, bindings);
   ir::verify(*model, {.require_static_inputs = options.require_static_inputs});
   return model;

@@ -184,6 +184,52 @@ TEST_F(BadInput, UnknownOperatorDomain) {
       "node '/act/Erf' (com.example.custom.Erf) uses unknown operator domain 'com.example.custom'");
 }
 
+// torch 1.13's export of torch.where(mask, x, 0.1): the scalar as a double Constant.
+TEST_F(BadInput, WhereWithADoubleScalarBranch) {
+  auto& nodes = *mlp_.mutable_graph()->mutable_node();
+  int at = 0;
+  while (nodes.Get(at).name() != "/act/Erf") ++at;
+  onnx::NodeProto erf = nodes.Get(at);
+  auto constant = [](const std::string& name, int type, const std::string& bytes) {
+    onnx::NodeProto c;
+    c.set_op_type("Constant");
+    c.set_name(name);
+    c.add_output(name);
+    auto* a = c.add_attribute();
+    a->set_name("value");
+    a->set_type(onnx::AttributeProto::TENSOR);
+    a->mutable_t()->set_data_type(type);
+    a->mutable_t()->set_raw_data(bytes);
+    return c;
+  };
+  const double value = 0.1;
+  const bool yes = true;
+  onnx::NodeProto where;
+  where.set_op_type("Where");
+  where.set_name("/masked");
+  where.add_input("/mask");
+  where.add_input(erf.input(0));
+  where.add_input("/value");
+  where.add_output("/masked");
+  erf.set_input(0, "/masked");
+  std::vector<onnx::NodeProto> list(nodes.begin(), nodes.end());
+  list[static_cast<size_t>(at)] = erf;
+  list.insert(list.begin() + at,
+              {constant("/value", onnx::TensorProto::DOUBLE,
+                        std::string(reinterpret_cast<const char*>(&value), 8)),
+               constant("/mask", onnx::TensorProto::BOOL,
+                        std::string(reinterpret_cast<const char*>(&yes), 1)),
+               where});
+  nodes.Clear();
+  for (auto& n : list) *nodes.Add() = n;
+  const fs::path model = write_model(mlp_);
+  expect_refused(model,
+                 "node '/masked' (Where): its second branch is a double constant beside f32 "
+                 "data: torch 1.13 exports a Python float in torch.where so, and computes what "
+                 "follows in double; write x.masked_fill(~mask, value) or torch.where(mask, x, "
+                 "torch.tensor(value)) instead");
+}
+
 TEST_F(BadInput, UnknownOperatorDomainThatTheModelImports) {
   node(mlp_, "/act/Erf")->set_domain("com.example.custom");
   auto* opset = mlp_.add_opset_import();

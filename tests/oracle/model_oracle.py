@@ -36,6 +36,8 @@ tests/zoo/expected_cuda_refusals.txt; 10 training steps in fp16 and bf16 that st
 - reflection_generator: a CycleGAN-style generator block with nn.ReflectionPad2d and
   nn.ReplicationPad2d (Pad in reflect and edge mode, passes/autodiff/rules_pad.cc),
   InstanceNorm2d and an L1 reconstruction loss.
+- scalar_where: masked_fill and torch.where with a tensor scalar in either branch, the forms
+  the refusal of torch.where(mask, x, 0.1) names (torch 1.13 exports that float as double).
 - assignments: slice and index assignment (x[i] = v, x[:, j] = v) and scatter / scatter_add on
   activations read again after the write: the rules of ScatterND and ScatterElements.
 
@@ -312,10 +314,33 @@ def reflection_generator():
     return model, inputs, {"Pad"}
 
 
+class ScalarWhere(nn.Module):
+    """masked_fill and torch.where with a tensor scalar: the two forms ampc's refusal of
+    torch.where(mask, x, 0.1) names (torch 1.13 exports that Python float as a double
+    Constant, frontend/onnx/where_scalar_types.h), in both branches."""
+
+    def __init__(self, features=6, width=8, classes=4):
+        super().__init__()
+        self.a = nn.Linear(features, width)
+        self.b = nn.Linear(width, classes)
+
+    def forward(self, x, y):
+        h = self.a(x)
+        h = h.masked_fill(h <= 0, 0.1) + torch.where(x[:, :1] > 0, torch.tensor(0.0),
+                                                     torch.tanh(h))
+        return F.cross_entropy(self.b(h), y)
+
+
+def scalar_where():
+    model = ScalarWhere()
+    inputs = {"x": torch.randn(5, 6), "y": torch.tensor([0, 3, 1, 3, 2])}
+    return model, inputs, {"Where"}
+
+
 MODELS = {"lp_norm_cosine": lp_norm_cosine, "regression_l1": regression_l1, "pooling": pooling,
           "einsum": einsum, "gather_topk": gather_topk, "assignments": assignments,
           "moe_routing": moe_routing, "masked_sequence": masked_sequence,
-          "reflection_generator": reflection_generator}
+          "reflection_generator": reflection_generator, "scalar_where": scalar_where}
 
 
 def export(name, out):
