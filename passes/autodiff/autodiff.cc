@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <string>
 
 #include "base/error.h"
 #include "ops/schemas/ampc_schemas.h"
@@ -86,11 +87,16 @@ std::vector<ir::Value*> gradients_of(ir::Graph& g, ir::Value* y, ir::Value* seed
 
 std::vector<ir::Value*> gradients_of(ir::Graph& g, const std::vector<SeededOutput>& ys,
                                      const std::vector<ir::Value*>& xs) {
-  // Values that depend on one of xs (forward reachability).
+  // Values that depend on one of xs (forward reachability). An op whose output takes only
+  // its input's shape and type (nn.RReLU's RandomUniformLike noise, EyeLike) passes no
+  // dependence on: the noise is a constant of the step, as in PyTorch.
+  static const std::set<std::string> kShapeOnly = {"RandomUniformLike", "RandomNormalLike",
+                                                   "EyeLike"};
   std::set<const ir::Value*> depends(xs.begin(), xs.end());
   const size_t forward_nodes = g.nodes.size();
   for (size_t i = 0; i < forward_nodes; ++i) {
     const ir::Node& n = *g.nodes[i];
+    if (n.domain.empty() && kShapeOnly.count(n.op_type)) continue;
     bool any = false;
     for (const ir::Value* in : n.inputs) any |= in && depends.count(in);
     if (!any) continue;

@@ -220,6 +220,15 @@ TEST(AutodiffFdIndex, WhereExpandTilePad) {
          }});
 }
 
+// An op that reads only its input's shape passes no gradient to it: x * EyeLike(x) has the
+// identity as its gradient (autodiff.cc's shape-only ops; nn.RReLU's RandomUniformLike noise is
+// such an op too).
+TEST(AutodiffFdIndex, ShapeOnlyOpsPassNoGradient) {
+  check({"Mul_EyeLike", {{3, 3}}, {3, 3}, [](GradBuilder& g, P p) {
+           return g.op("Mul", {p[0], g.op("EyeLike", {p[0]}, f64({3, 3}))}, f64({3, 3}));
+         }});
+}
+
 TEST(AutodiffFdSoftmax, SoftmaxAndLogSoftmax) {
   for (const char* op : {"Softmax", "LogSoftmax"}) {
     const std::string name = op;
