@@ -140,6 +140,15 @@ std::vector<ir::Value*> gradients_of(ir::Graph& g, const std::vector<SeededOutpu
       }
     }
     const autodiff::GradRule* rule = registry.find({n.domain, n.op_type});
+    static const std::set<std::string> kSteps = {"Round", "Floor", "Ceil", "Sign"};
+    if (!rule && n.domain.empty() && kSteps.count(n.op_type)) {
+      // PyTorch's gradient of these is 0, but the ONNX export drops .detach(): a
+      // straight-through estimator would train with a gradient of 0 instead of 1.
+      throw Error("no gradient rule for operator '" + n.op_type + "' (node " + n.label() +
+                  "): its gradient is 0, but torch's export drops .detach(), so a "
+                  "straight-through estimator x + (f(x) - x).detach() would get 0 instead of "
+                  "PyTorch's 1, and the exported graph cannot tell the two apart");
+    }
     if (!rule)
       throw Error("no gradient rule for operator '" + n.op_type + "' (node " + n.label() + ")");
     autodiff::GradBuilder builder(g, "grad/" + (n.name.empty() ? n.op_type : n.name));

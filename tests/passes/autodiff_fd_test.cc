@@ -116,5 +116,26 @@ TEST(Autodiff, MissingRuleNamesOpAndNode) {
   }
 }
 
+// Round, Floor, Ceil and Sign: the refusal says why (a lost .detach() of a straight-through
+// estimator would train with 0 where PyTorch's gradient is 1).
+TEST(Autodiff, StepFunctionsAreRefusedWithTheReason) {
+  for (const char* op : {"Round", "Floor", "Ceil", "Sign"}) {
+    Case c{op, {{2, 3}}, {2, 3}, [op](GradBuilder& g, P p) {
+             return g.op("Add", {p[0], g.op(op, {p[0]}, f64({2, 3}))}, f64({2, 3}));
+           }};
+    auto m = make_model(c, {{1, 2, 3, 4, 5, 6}}, {1, 1, 1, 1, 1, 1});
+    try {
+      passes::differentiate(*m, {.loss = "", .freeze = {"R"}});
+      ADD_FAILURE() << op << ": expected an error";
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("no gradient rule for operator '" + std::string(op) + "'"),
+                std::string::npos)
+          << what;
+      EXPECT_NE(what.find("straight-through estimator"), std::string::npos) << what;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ampc
