@@ -220,12 +220,20 @@ TEST(AutodiffFdIndex, WhereExpandTilePad) {
          }});
 }
 
-// An op that reads only its input's shape passes no gradient to it: x * EyeLike(x) has the
-// identity as its gradient (autodiff.cc's shape-only ops; nn.RReLU's RandomUniformLike noise is
-// such an op too).
+// An op that reads only its input's shape passes no gradient to it (autodiff.cc's shape-only
+// ops): x * EyeLike(x) has the identity as its gradient, and random noise drawn like x is a
+// constant of the step.
 TEST(AutodiffFdIndex, ShapeOnlyOpsPassNoGradient) {
   check({"Mul_EyeLike", {{3, 3}}, {3, 3}, [](GradBuilder& g, P p) {
            return g.op("Mul", {p[0], g.op("EyeLike", {p[0]}, f64({3, 3}))}, f64({3, 3}));
+         }});
+  // A VAE's reparameterisation, mu + randn_like(mu) * exp(log_std), its noise seeded so that
+  // every evaluation draws the same: the gradient reaches mu and log_std, not the noise.
+  check({"reparameterisation", {{2, 3}, {2, 3}}, {2, 3}, [](GradBuilder& g, P p) {
+           ir::Value* noise = g.op("RandomNormalLike", {p[0]}, f64({2, 3}),
+                                   attrs(Attribute::make_float("seed", 5)));
+           ir::Value* spread = g.op("Mul", {noise, g.op("Exp", {p[1]}, f64({2, 3}))}, f64({2, 3}));
+           return g.op("Add", {p[0], spread}, f64({2, 3}));
          }});
 }
 

@@ -16,6 +16,7 @@ void register_all_cpu_ops(OpRegistry& r) {
   register_amp_ops(r);
   register_comm_ops(r);
   register_range_stats_ops(r);
+  register_random_ops(r);
 }
 
 }  // namespace ampc::rt::cpu

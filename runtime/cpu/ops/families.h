@@ -18,5 +18,7 @@ void register_training_optimizer_ops(OpRegistry& r);
 void register_amp_ops(OpRegistry& r);          // amp_ops.cc: loss-scaler ops of the "ampc" domain
 void register_range_stats_ops(OpRegistry& r);  // range_stats_op.cc: ampc.RangeStats
 void register_comm_ops(OpRegistry& r);  // comm_ops.cc: ampc.AllReduceStart/Wait (data parallel)
+// random_ops.cc: RandomUniform, RandomNormal and their *Like forms
+void register_random_ops(OpRegistry& r);
 
 }  // namespace ampc::rt::cpu
