@@ -1,7 +1,8 @@
 // RandomUniform, RandomNormal and their *Like forms on the CPU backend
 // (runtime/cpu/ops/random_ops.cc) against the distributions they promise: 200 000 draws'
 // mean and variance within 5 standard errors, and for the normal the Kolmogorov-Smirnov
-// distance to its CDF (computed here with erfc) below the 0.1% critical value; a `seed`
+// distance to its CDF (computed here with erfc) below the 0.1% critical value and neighbours
+// independent (the correlation of their squares); a `seed`
 // draws the same values again and another seed others; the *Like forms take the input's
 // shape and type, `dtype` another type.
 #include <gtest/gtest.h>
@@ -44,6 +45,22 @@ void expect_moments(const std::vector<double>& v, double mean, double variance) 
   EXPECT_NEAR(s, variance, 5 * variance * std::sqrt(2 / n));  // the sample variance's error
 }
 
+double correlation(const std::vector<double>& a, const std::vector<double>& b) {
+  const double n = static_cast<double>(a.size());
+  double ma = 0, mb = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    ma += a[i] / n;
+    mb += b[i] / n;
+  }
+  double ab = 0, aa = 0, bb = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    ab += (a[i] - ma) * (b[i] - mb);
+    aa += (a[i] - ma) * (a[i] - ma);
+    bb += (b[i] - mb) * (b[i] - mb);
+  }
+  return ab / std::sqrt(aa * bb);
+}
+
 TEST(CpuRandomOps, UniformDrawsFillTheRange) {
   const auto y = run_op("RandomUniform", {}, 1, [](plan::Step& s) {
     set_ints(s, "shape", {kDraws});
@@ -65,6 +82,14 @@ TEST(CpuRandomOps, NormalDrawsFollowTheNormalDistribution) {
   });
   std::vector<double> v = values(y[0]);
   expect_moments(v, 1.5, 0.25);
+  // Neighbours independent: the correlation of their squared deviations near 0 (its standard
+  // error is 1.5 / sqrt(n) for independent normals; draws sharing a uniform give about 0.06).
+  std::vector<double> a, b;
+  for (size_t i = 0; i + 1 < v.size(); ++i) {
+    a.push_back((v[i] - 1.5) * (v[i] - 1.5));
+    b.push_back((v[i + 1] - 1.5) * (v[i + 1] - 1.5));
+  }
+  EXPECT_LT(std::fabs(correlation(a, b)), 6 * 1.5 / std::sqrt(static_cast<double>(kDraws)));
   std::sort(v.begin(), v.end());
   double distance = 0;
   for (size_t i = 0; i < v.size(); ++i) {
