@@ -46,6 +46,44 @@ void div(GradContext& c) {
 }
 
 // y = x^p with a constant p: dy/dx = p * x^(p-1). A trainable exponent is not supported.
+// Whether Pow's base is a sum of squares raised to a power in (0, 1): torch 1.13's export of
+// a 2-norm (F.pairwise_distance: Pow(ReduceSum(Pow(d, 2)), 1 / (2 + eps))). PyTorch's norm
+// has the gradient 0 at a zero norm; the ops' own rules give inf there, and inf x 0 = NaN.
+bool exported_norm(const GradContext& c) {
+  const ir::Tensor& e = *c.input(1)->initializer;
+  double exponent = 0;
+  if (e.dtype == DType::kFloat32) {
+    float f;
+    std::memcpy(&f, e.bytes.data(), 4);
+    exponent = f;
+  } else if (e.dtype == DType::kFloat64) {
+    std::memcpy(&exponent, e.bytes.data(), 8);
+  } else {
+    return false;
+  }
+  const ir::Node* sum = c.input(0)->producer;
+  if (!(exponent > 0 && exponent < 1) || !sum || !sum->domain.empty()) return false;
+  if (sum->op_type == "ReduceSumSquare") return true;
+  const ir::Node* square =
+      sum->op_type == "ReduceSum" && sum->inputs[0] ? sum->inputs[0]->producer : nullptr;
+  if (!square || !square->domain.empty()) return false;
+  if (square->op_type == "Mul") return square->inputs[0] == square->inputs[1];
+  const ir::Value* two = square->op_type == "Pow" ? square->inputs[1] : nullptr;
+  if (!two || !two->initializer || two->initializer->numel() != 1) return false;
+  const ir::Tensor& t = *two->initializer;
+  if (t.dtype == DType::kFloat32) {
+    float f;
+    std::memcpy(&f, t.bytes.data(), 4);
+    return f == 2.0f;
+  }
+  if (t.dtype == DType::kFloat64) {
+    double d;
+    std::memcpy(&d, t.bytes.data(), 8);
+    return d == 2.0;
+  }
+  return false;
+}
+
 void pow(GradContext& c) {
   if (c.needs(1)) c.fail("the exponent of Pow must be constant");
   const Value* p = c.input(1);
@@ -59,6 +97,12 @@ void pow(GradContext& c) {
                   : c.b.op("Cast", {c.input(1)}, {t, p->type.shape},
                            attrs(ir::Attribute::make_int("to", static_cast<int64_t>(t))));
   Value* local = c.b.op("Mul", {xp, pt}, c.input(0)->type);
+  if (exported_norm(c)) {  // 0 where the norm is 0, as PyTorch's norm backward
+    const ir::TensorType x = c.input(0)->type;
+    Value* zero = c.b.scalar(0.0, x.dtype);
+    Value* at_zero = c.b.op("Equal", {c.input(0), zero}, {DType::kBool, x.shape});
+    local = c.b.op("Where", {at_zero, zero, local}, x);
+  }
   c.set_input_grad(0, c.b.reduce_to(same(c, "Mul", {c.output_grad(0), local}), c.input(0)->type));
 }
 

@@ -38,6 +38,8 @@ tests/zoo/expected_cuda_refusals.txt; 10 training steps in fp16 and bf16 that st
   InstanceNorm2d and an L1 reconstruction loss.
 - scalar_where: masked_fill and torch.where with a tensor scalar in either branch, the forms
   the refusal of torch.where(mask, x, 0.1) names (torch 1.13 exports that float as double).
+- siamese_pairs: a contrastive loss on F.pairwise_distance with an identical pair (the
+  exported norm's gradient at a zero distance).
 - assignments: slice and index assignment (x[i] = v, x[:, j] = v) and scatter / scatter_add on
   activations read again after the write: the rules of ScatterND and ScatterElements.
 
@@ -337,10 +339,34 @@ def scalar_where():
     return model, inputs, {"Where"}
 
 
+class SiamesePairs(nn.Module):
+    """A Siamese contrastive loss on F.pairwise_distance, one pair of the batch identical:
+    torch 1.13 exports the distance as Pow(ReduceSum(Pow(d, 2)), 1 / (2 + eps)), whose
+    gradient at a zero distance is PyTorch's norm's (0), not the ops' inf x 0 (NaN)."""
+
+    def __init__(self, features=8, width=6):
+        super().__init__()
+        self.embed = nn.Linear(features, width)
+
+    def forward(self, x):
+        a, b = self.embed(x[:2]), self.embed(x[2:])
+        near = F.pairwise_distance(a, b)
+        far = F.pairwise_distance(a, b.flip(0))
+        return (near ** 2).mean() + near.mean() + F.relu(1.5 - far).pow(2).mean()
+
+
+def siamese_pairs():
+    model = SiamesePairs()
+    x = torch.randn(4, 8)
+    x[2] = x[0]  # an identical pair: distance 0
+    return model, {"x": x}, {"Pow", "ReduceSum"}
+
+
 MODELS = {"lp_norm_cosine": lp_norm_cosine, "regression_l1": regression_l1, "pooling": pooling,
           "einsum": einsum, "gather_topk": gather_topk, "assignments": assignments,
           "moe_routing": moe_routing, "masked_sequence": masked_sequence,
-          "reflection_generator": reflection_generator, "scalar_where": scalar_where}
+          "reflection_generator": reflection_generator, "scalar_where": scalar_where,
+          "siamese_pairs": siamese_pairs}
 
 
 def export(name, out):
