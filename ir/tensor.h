@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -28,6 +29,13 @@ struct Tensor {
 };
 
 int64_t shape_numel(const std::vector<int64_t>& dims);
+
+// The values of an int32 or int64 tensor (a constant's axes, pads, k); nothing for another type.
+std::optional<std::vector<int64_t>> int_values(const Tensor& t);
+
+// The value of a one-element f32, f64, f16 or bf16 tensor (a constant exponent) as a double;
+// nothing for another type or size.
+std::optional<double> float_scalar(const Tensor& t);
 
 // Element `k` of raw tensor bytes holding Ts (through memcpy: the bytes need no alignment).
 template <typename T>

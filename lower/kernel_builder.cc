@@ -1,13 +1,11 @@
 #include "lower/kernel_builder.h"
 
 #include <cmath>
-#include <cstring>
 #include <optional>
 #include <string>
 #include <unordered_map>
 
 #include "base/error.h"
-#include "base/half.h"
 #include "ops/op_info.h"
 
 namespace ampc::lower {
@@ -35,36 +33,9 @@ int64_t numel(const std::vector<int64_t>& shape) {
 // The value of a one-element initializer as a double (exact for every kernel type); nullopt
 // for NaN, whose payload a `const` would not keep.
 std::optional<double> scalar_value(const ir::Tensor& t) {
-  double v = 0;
-  switch (t.dtype) {
-    case DType::kFloat32: {
-      float f;
-      std::memcpy(&f, t.bytes.data(), sizeof f);
-      v = f;
-      break;
-    }
-    case DType::kFloat64:
-      std::memcpy(&v, t.bytes.data(), sizeof v);
-      break;
-    case DType::kFloat16: {
-      Half h;
-      std::memcpy(&h.bits, t.bytes.data(), sizeof h.bits);
-      v = half_to_float(h);
-      break;
-    }
-    case DType::kBFloat16: {
-      BFloat16 h;
-      std::memcpy(&h.bits, t.bytes.data(), sizeof h.bits);
-      v = bf16_to_float(h);
-      break;
-    }
-    case DType::kBool:
-      v = t.bytes[0] != 0 ? 1.0 : 0.0;
-      break;
-    default:
-      return std::nullopt;
-  }
-  if (std::isnan(v)) return std::nullopt;
+  if (t.dtype == DType::kBool) return t.bytes[0] != 0 ? 1.0 : 0.0;
+  const std::optional<double> v = ir::float_scalar(t);
+  if (!v || std::isnan(*v)) return std::nullopt;
   return v;
 }
 

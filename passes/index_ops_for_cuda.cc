@@ -1,6 +1,5 @@
 #include "passes/index_ops_for_cuda.h"
 
-#include <cstring>
 #include <set>
 #include <string>
 #include <vector>
@@ -139,8 +138,9 @@ bool trilu_k(const ir::Node& n, int64_t& k) {
   k = 0;
   if (n.inputs.size() < 2 || !n.inputs[1]) return true;
   const ir::Tensor* t = n.inputs[1]->initializer.get();
-  if (!t || t->numel() != 1 || t->dtype != DType::kInt64) return false;
-  std::memcpy(&k, t->bytes.data(), 8);
+  const auto values = t ? ir::int_values(*t) : std::nullopt;
+  if (!values || values->size() != 1) return false;
+  k = (*values)[0];
   return true;
 }
 
@@ -167,14 +167,12 @@ Value* tile(GradBuilder& b, const ir::Node& n) {
       n.inputs.size() > 1 && n.inputs[1] ? n.inputs[1]->initializer.get() : nullptr;
   Value* x = n.inputs[0];
   const Shape& d = *x->type.shape;
-  if (!t || t->dtype != DType::kInt64 || t->numel() != static_cast<int64_t>(d.size()))
-    return nullptr;
+  const auto repeats = t ? ir::int_values(*t) : std::nullopt;
+  if (!repeats || repeats->size() != d.size()) return nullptr;
   Shape spread, expanded;
   for (size_t i = 0; i < d.size(); ++i) {
-    int64_t r;
-    std::memcpy(&r, t->bytes.data() + 8 * i, 8);
     spread.insert(spread.end(), {1, d[i]});
-    expanded.insert(expanded.end(), {r, d[i]});
+    expanded.insert(expanded.end(), {(*repeats)[i], d[i]});
   }
   Value* wide = b.op("Expand", {b.reshape(x, spread), b.ints(expanded)}, {x->type.dtype, expanded});
   return b.reshape(wide, *n.outputs[0]->type.shape);

@@ -34,19 +34,8 @@ bool reducible(DType t) {
 
 // The integer values of a constant input (int32 or int64), or nothing.
 std::optional<std::vector<int64_t>> constant_ints(const Value* v) {
-  const ir::Tensor* t = v ? v->initializer.get() : nullptr;
-  if (!t || (t->dtype != DType::kInt64 && t->dtype != DType::kInt32)) return std::nullopt;
-  std::vector<int64_t> out(static_cast<size_t>(t->numel()));
-  for (size_t i = 0; i < out.size(); ++i) {
-    if (t->dtype == DType::kInt64) {
-      std::memcpy(&out[i], t->bytes.data() + 8 * i, 8);
-    } else {
-      int32_t v32;
-      std::memcpy(&v32, t->bytes.data() + 4 * i, 4);
-      out[i] = v32;
-    }
-  }
-  return out;
+  if (!v || !v->initializer) return std::nullopt;
+  return ir::int_values(*v->initializer);
 }
 
 // A Reduce node that keeps the reduced dimensions, in the form the model's opset defines (the

@@ -1,6 +1,5 @@
 #include "passes/autodiff/gradient_registry.h"
 
-#include <cstring>
 #include <stdexcept>
 
 #include "base/error.h"
@@ -21,20 +20,9 @@ std::vector<int64_t> GradContext::const_ints(size_t i, std::vector<int64_t> fall
   const ir::Value* v = input(i);
   if (!v) return fallback;
   if (!v->initializer) fail("input " + std::to_string(i) + " must be constant for training");
-  const ir::Tensor& t = *v->initializer;
-  std::vector<int64_t> out(static_cast<size_t>(t.numel()));
-  for (size_t k = 0; k < out.size(); ++k) {
-    if (t.dtype == DType::kInt64) {
-      std::memcpy(&out[k], t.bytes.data() + k * 8, 8);
-    } else if (t.dtype == DType::kInt32) {
-      int32_t x;
-      std::memcpy(&x, t.bytes.data() + k * 4, 4);
-      out[k] = x;
-    } else {
-      fail("input " + std::to_string(i) + " must be int32 or int64");
-    }
-  }
-  return out;
+  auto values = ir::int_values(*v->initializer);
+  if (!values) fail("input " + std::to_string(i) + " must be int32 or int64");
+  return *values;
 }
 
 void GradContext::fail(const std::string& what) const {

@@ -1,7 +1,5 @@
 // Gradients of elementwise ops (numpy broadcasting: each input gradient is summed back to
 // the input's shape).
-#include <cstring>
-
 #include "passes/autodiff/gradient_registry.h"
 
 namespace ampc::passes::autodiff {
@@ -50,38 +48,16 @@ void div(GradContext& c) {
 // a 2-norm (F.pairwise_distance: Pow(ReduceSum(Pow(d, 2)), 1 / (2 + eps))). PyTorch's norm
 // has the gradient 0 at a zero norm; the ops' own rules give inf there, and inf x 0 = NaN.
 bool exported_norm(const GradContext& c) {
-  const ir::Tensor& e = *c.input(1)->initializer;
-  double exponent = 0;
-  if (e.dtype == DType::kFloat32) {
-    float f;
-    std::memcpy(&f, e.bytes.data(), 4);
-    exponent = f;
-  } else if (e.dtype == DType::kFloat64) {
-    std::memcpy(&exponent, e.bytes.data(), 8);
-  } else {
-    return false;
-  }
+  const auto exponent = ir::float_scalar(*c.input(1)->initializer);
   const ir::Node* sum = c.input(0)->producer;
-  if (!(exponent > 0 && exponent < 1) || !sum || !sum->domain.empty()) return false;
+  if (!exponent || !(*exponent > 0 && *exponent < 1) || !sum || !sum->domain.empty()) return false;
   if (sum->op_type == "ReduceSumSquare") return true;
   const ir::Node* square =
       sum->op_type == "ReduceSum" && sum->inputs[0] ? sum->inputs[0]->producer : nullptr;
   if (!square || !square->domain.empty()) return false;
   if (square->op_type == "Mul") return square->inputs[0] == square->inputs[1];
   const ir::Value* two = square->op_type == "Pow" ? square->inputs[1] : nullptr;
-  if (!two || !two->initializer || two->initializer->numel() != 1) return false;
-  const ir::Tensor& t = *two->initializer;
-  if (t.dtype == DType::kFloat32) {
-    float f;
-    std::memcpy(&f, t.bytes.data(), 4);
-    return f == 2.0f;
-  }
-  if (t.dtype == DType::kFloat64) {
-    double d;
-    std::memcpy(&d, t.bytes.data(), 8);
-    return d == 2.0;
-  }
-  return false;
+  return two && two->initializer && ir::float_scalar(*two->initializer) == 2.0;
 }
 
 void pow(GradContext& c) {
@@ -203,22 +179,10 @@ double const_scalar(GradContext& c, size_t i, double fallback) {
   if (!v->initializer || v->initializer->numel() != 1)
     c.fail("input " + std::to_string(i) + " must be a constant scalar for training");
   const ir::Tensor& t = *v->initializer;
-  switch (t.dtype) {
-    case DType::kBool:
-      return t.bytes[0] != 0;
-    case DType::kFloat32: {
-      float f;
-      std::memcpy(&f, t.bytes.data(), 4);
-      return f;
-    }
-    case DType::kFloat64: {
-      double d;
-      std::memcpy(&d, t.bytes.data(), 8);
-      return d;
-    }
-    default:
-      c.fail("input " + std::to_string(i) + " has an unsupported type for training");
-  }
+  if (t.dtype == DType::kBool) return t.bytes[0] != 0;
+  const auto value = ir::float_scalar(t);
+  if (!value) c.fail("input " + std::to_string(i) + " has an unsupported type for training");
+  return *value;
 }
 
 // Dropout: the identity in inference mode; in training mode dy * mask / (1 - ratio).
