@@ -9,7 +9,8 @@
 //   ops_comm.cc     data-parallel all-reduce through NCCL (nccl_comm.h)
 //   ops_tensor.cc   data movement, gather / scatter, integer and bool elementwise, Cast
 //                   (kernels/cuda)
-//   ops_random.cc   Dropout (kernels/cuda/dropout.h), keyed by the run (StepContext::run_key)
+//   ops_random.cc   Dropout (kernels/cuda/dropout.h), RandomUniform / RandomNormal and their *Like
+//                   forms (kernels/cuda/random.h), keyed by the run (StepContext::run_key)
 #pragma once
 
 #include <cstdint>
@@ -76,7 +77,7 @@ void register_conv_ops(BuilderTable& t);
 void register_nn_ops(BuilderTable& t);
 void register_tensor_ops(BuilderTable& t);
 void register_comm_ops(BuilderTable& t);    // ops_comm.cc: ampc.AllReduceStart/Wait (NCCL)
-void register_random_ops(BuilderTable& t);  // ops_random.cc: Dropout
+void register_random_ops(BuilderTable& t);  // ops_random.cc: Dropout, RandomUniform / Normal
 
 Launch build_fused_kernel(StepContext& ctx);
 

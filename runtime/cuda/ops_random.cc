@@ -1,12 +1,15 @@
 // Dropout on kernels/cuda/dropout.h, with its parameters (plan.proto's DropoutParams) and
 // inputs read as the CPU operator reads them (runtime/cpu/ops/elementwise_convert.cc), except
 // that the ratio (input 1) and training_mode (input 2) must be constants of the plan, as
-// PyTorch's export writes them. Without a `seed` attribute the key is the run's
-// (StepContext::run_key, written by the executor before each run) mixed with the step's index,
-// exactly the CPU executor's key, so both backends draw the same masks for the same seed and
-// run.
+// PyTorch's export writes them. RandomUniform, RandomNormal and their *Like forms on
+// kernels/cuda/random.h, their attributes read as the CPU operator reads them
+// (runtime/cpu/ops/random_ops.cc); the output's shape and type are the plan's. Without a `seed`
+// attribute the key is the run's (StepContext::run_key, written by the executor before each
+// run) mixed with the step's index, exactly the CPU executor's key, so both backends draw the
+// same masks and values for the same seed and run.
 #include "base/half.h"
 #include "kernels/cuda/dropout.h"
+#include "kernels/cuda/random.h"
 #include "runtime/cuda/op_builders.h"
 #include "runtime/plan/step_params.h"
 
@@ -72,10 +75,40 @@ Launch build_dropout(StepContext& ctx) {
   };
 }
 
+// RandomUniform(Like) and RandomNormal(Like): the *Like forms' input gives only the shape,
+// which the plan's output already has, so no input is read.
+template <bool kNormal>
+Launch build_random(StepContext& ctx) {
+  const cpu::OpContext& a = ctx.attrs();
+  ctx.require_dtype(0, {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16},
+                    /*output=*/true);
+  const DType dtype = ctx.out_dtype(0);
+  const int64_t n = ctx.out_numel(0);
+  const kernels::shared::RandomDraw draw{
+      .normal = kNormal,
+      .a = kNormal ? a.attr_float("mean", 0.0f) : a.attr_float("low", 0.0f),
+      .b = kNormal ? a.attr_float("scale", 1.0f) : a.attr_float("high", 1.0f)};
+  const bool seeded = a.has_attr("seed");
+  const uint64_t fixed = seeded ? kernels::shared::seed_key(a.attr_float("seed", 0)) : 0;
+  const int64_t step = ctx.index();
+  RunKeyPtr run{};
+  if (!seeded) run = ctx.run_key();
+  const DevPtr y = ctx.out(0);
+  return [=](cudaStream_t stream) {
+    kernels::shared::DropoutKey key{
+        .run = run.memory ? run.get() : nullptr, .step = step, .fixed = fixed};
+    kc::random_fill(dtype, y.get(), n, draw, key, stream);
+  };
+}
+
 }  // namespace
 
 void register_random_ops(BuilderTable& t) {
   t.add("", "Dropout", build_dropout);
+  t.add("", "RandomUniform", build_random<false>);
+  t.add("", "RandomUniformLike", build_random<false>);
+  t.add("", "RandomNormal", build_random<true>);
+  t.add("", "RandomNormalLike", build_random<true>);
 }
 
 }  // namespace ampc::rt::cuda

@@ -8,7 +8,8 @@
 // overflows leaves every parameter and moment bit for bit unchanged on the device and backs
 // the scale off. An out-of-range index or label sets its step's error flag: that run's
 // collect reports it, the next run is clean. Training-mode Dropout draws the CPU backend's
-// masks (the mlp with a Dropout layer, fp32 and bf16, also resumed mid-run). ConvTranspose,
+// masks (the mlp with a Dropout layer, fp32 and bf16, also resumed mid-run), and random noise
+// (RandomNormalLike, RandomUniformLike) the CPU backend's noise. ConvTranspose,
 // DepthToSpace, SpaceToDepth and ConstantOfShape train as on the CPU. The generated kernels'
 // exp, erf and sigmoid (kernels/shared/float_math.h, emitted for NVPTX as for the host) give the
 // CPU backend's bits. Without a device these print "skipped: no CUDA device" and skip (an unusable
@@ -248,6 +249,49 @@ TEST(CudaDropout, TrainsLikeTheCpuBackendWithTheSameMasks) {
       const float got = resumed.run(data[static_cast<size_t>(s)]).at("loss").data<float>()[0];
       EXPECT_NEAR(got, want[static_cast<size_t>(s)], tol * std::abs(want[static_cast<size_t>(s)]))
           << name_of(c) << " with Dropout, resumed, loss of step " << s;
+    }
+  }
+}
+
+// Random noise after the mlp's first layer (RandomNormalLike and RandomUniformLike,
+// tests/support/mlp_variants.h), fp32 and bf16: the device draws the CPU backend's noise for the
+// same seed and run (the normal draws to the last place of the output type), so the losses are
+// the CPU backend's within the precision's tolerance, in flight and resumed at step 3.
+TEST(CudaRandomNoise, TrainsLikeTheCpuBackendWithTheSameNoise) {
+  REQUIRE_CUDA_DEVICE();
+  test::TempDir dir;
+  const std::string path = dir / "mlp_noise.onnx";
+  test::write_mlp_with_noise(source_dir() + "/models/mlp.onnx", path);
+  for (auto precision : {passes::Precision::kFP32, passes::Precision::kBF16}) {
+    const Case c{"mlp", "digits", precision};
+    const plan::Plan p = compile_file_for_device(path, precision);
+    const auto data = batches(c, p);
+    rt::cpu::Executor cpu(p);
+    cpu.set_random_state(7, 0);
+    std::vector<float> want;
+    std::map<std::string, rt::Tensor> after3;
+    for (const auto& batch : data) {
+      want.push_back(cpu.run(batch).at("loss").data<float>()[0]);
+      if (want.size() == 3) after3 = cpu.state();
+    }
+    rt::cuda::Executor gpu(p, {.device = 0, .pipeline_depth = kSteps});
+    gpu.set_random_state(7, 0);
+    for (const auto& batch : data) gpu.submit(batch);
+    const auto outputs = gpu.collect();
+    const double tol = precision == passes::Precision::kFP32 ? 1e-4 : 2e-2;
+    ASSERT_EQ(outputs.size(), static_cast<size_t>(kSteps));
+    for (int s = 0; s < kSteps; ++s) {
+      const float got = outputs[static_cast<size_t>(s)].at("loss").data<float>()[0];
+      EXPECT_NEAR(got, want[static_cast<size_t>(s)], tol * std::abs(want[static_cast<size_t>(s)]))
+          << name_of(c) << " with noise, loss of step " << s;
+    }
+    rt::cuda::Executor resumed(p);
+    resumed.load_state(after3);
+    resumed.set_random_state(7, 3);
+    for (int s = 3; s < kSteps; ++s) {
+      const float got = resumed.run(data[static_cast<size_t>(s)]).at("loss").data<float>()[0];
+      EXPECT_NEAR(got, want[static_cast<size_t>(s)], tol * std::abs(want[static_cast<size_t>(s)]))
+          << name_of(c) << " with noise, resumed, loss of step " << s;
     }
   }
 }

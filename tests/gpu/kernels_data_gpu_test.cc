@@ -1,9 +1,11 @@
-// The data-movement, elementwise (integer / bool, Cast), Dropout, pooling and BatchNorm CUDA
-// kernels against their CPU twins (kernels/twin) on random inputs, on a device (and the fill
-// against the bytes it is given): every result must be the twin's bit for bit (the twins run
-// the kernels' per-element code in the kernels' order; ScatterND and every sum are
-// deterministic; Dropout's draws are counter-based). Two tests also capture launches in a CUDA
-// Graph.
+// The data-movement, elementwise (integer / bool, Cast), Dropout, random-number, pooling and
+// BatchNorm CUDA kernels against their CPU twins (kernels/twin) on random inputs, on a device
+// (and the fill against the bytes it is given): every result must be the twin's bit for bit
+// (the twins run the kernels' per-element code in the kernels' order; ScatterND and every sum
+// are deterministic; Dropout's and the random ops' draws are counter-based), except the normal
+// draws, which call the platforms' own log and cos (kernels/shared/random_math.h): within one
+// unit in the last place of the output type (eight for f64). Three tests also capture launches
+// in a CUDA Graph.
 // Every test skips, saying so on stdout, without a CUDA device.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
@@ -26,6 +28,7 @@
 #include "kernels/cuda/gather_scatter.h"
 #include "kernels/cuda/pad.h"
 #include "kernels/cuda/pool.h"
+#include "kernels/cuda/random.h"
 #include "kernels/shared/elementwise_int.h"
 #include "kernels/twin/batchnorm.h"
 #include "kernels/twin/bias.h"
@@ -35,6 +38,7 @@
 #include "kernels/twin/gather_scatter.h"
 #include "kernels/twin/pad.h"
 #include "kernels/twin/pool.h"
+#include "kernels/twin/random.h"
 #include "tests/gpu/require_device.h"
 
 namespace ampc {
@@ -627,6 +631,95 @@ TEST(KernelsDataGpu, DropoutMatchesTwinAndReadsTheRunKeyAtEachReplay) {
     if (r == 0) first = y->host;
   }
   EXPECT_NE(first, y->host) << "the second replay drew the first run's mask";
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+}
+
+// ---------------------------------------------------------------- RandomUniform / RandomNormal
+
+// The device's elements are the twin's within `ulps` units in the last place (the element's
+// bits as an integer of its size: adjacent values of one sign differ by one); at most
+// `max_off` elements may differ at all.
+void expect_within_ulps(const Buf& out, DType t, int64_t ulps, int64_t max_off,
+                        const std::string& what) {
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
+  const std::vector<uint8_t> got = out.download();
+  const size_t size = dtype_size(t);
+  int64_t off = 0;
+  for (size_t i = 0; i < got.size() / size; ++i) {
+    int64_t a = 0, b = 0;  // sign-extended bits
+    std::memcpy(&a, &got[i * size], size);
+    std::memcpy(&b, &out.host[i * size], size);
+    if (a == b) continue;
+    ++off;
+    const int shift = static_cast<int>(64 - 8 * size);
+    const int64_t d = ((a << shift) >> shift) - ((b << shift) >> shift);
+    ASSERT_LE(std::abs(d), ulps) << what << ": element " << i;
+  }
+  EXPECT_LE(off, max_off) << what << ": elements that differ";
+}
+
+// Every float type, uniform and normal draws with the ops' parameters, a fixed key and the
+// run's key read from device memory; then a captured launch replayed with two run keys.
+TEST(KernelsDataGpu, RandomFillMatchesTwinAndReadsTheRunKeyAtEachReplay) {
+  AMPC_REQUIRE_DEVICE();
+  namespace sh = ampc::kernels::shared;
+  const int64_t n = (1 << 20) + 5;
+  Buf run(8);
+  uint64_t host_run = sh::run_key(12, 0);
+  std::memcpy(run.host.data(), &host_run, 8);
+  run.upload();
+  for (DType t : {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16}) {
+    for (bool normal : {false, true}) {
+      for (bool through_run : {false, true}) {
+        std::vector<std::unique_ptr<Buf>> keep;
+        Buf* y = make(keep, t, n);
+        // Mean 0: a mean that cancels a draw would turn the last bits of the double into many
+        // units of f64's last place.
+        const sh::RandomDraw draw{.normal = normal, .a = normal ? 0.0 : -2.0, .b = 3.0};
+        const sh::DropoutKey dev_key =
+            through_run ? sh::DropoutKey{.run = static_cast<const uint64_t*>(run.dev), .step = 4}
+                        : sh::DropoutKey{.fixed = 77};
+        const sh::DropoutKey host_key =
+            through_run ? sh::DropoutKey{.run = &host_run, .step = 4} : dev_key;
+        tw::random_fill(t, y->host.data(), n, draw, host_key);
+        cu::random_fill(t, y->dev, n, draw, dev_key, nullptr);
+        const std::string what = std::string(normal ? "normal " : "uniform ") +
+                                 std::string(dtype_name(t)) +
+                                 (through_run ? ", run key" : ", fixed key");
+        if (!normal) {
+          expect_same(*y, what, dtype_size(t));
+        } else {
+          expect_within_ulps(*y, t, t == DType::kFloat64 ? 8 : 1, t == DType::kFloat64 ? n : 16,
+                             what);
+        }
+      }
+    }
+  }
+  std::vector<std::unique_ptr<Buf>> keep;
+  Buf* y = make(keep, DType::kFloat32, n);
+  const sh::RandomDraw draw{.normal = false, .a = 0, .b = 1};
+  cudaStream_t stream;
+  CUDA_OK(cudaStreamCreate(&stream));
+  cudaGraph_t graph;
+  CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  cu::random_fill(DType::kFloat32, y->dev, n, draw,
+                  {.run = static_cast<const uint64_t*>(run.dev), .step = 2}, stream);
+  CUDA_OK(cudaStreamEndCapture(stream, &graph));
+  cudaGraphExec_t exec;
+  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  std::vector<uint8_t> first;
+  for (int64_t r = 0; r < 2; ++r) {
+    host_run = sh::run_key(12, r);
+    CUDA_OK(cudaMemcpyAsync(run.dev, &host_run, 8, cudaMemcpyHostToDevice, stream));
+    CUDA_OK(cudaGraphLaunch(exec, stream));
+    CUDA_OK(cudaStreamSynchronize(stream));
+    tw::random_fill(DType::kFloat32, y->host.data(), n, draw, {.fixed = sh::step_key(host_run, 2)});
+    expect_same(*y, "captured random_fill, run " + std::to_string(r), 4);
+    if (r == 0) first = y->host;
+  }
+  EXPECT_NE(first, y->host) << "the second replay drew the first run's values";
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
   cudaStreamDestroy(stream);

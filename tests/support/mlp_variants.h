@@ -1,6 +1,7 @@
 // Variants of models/mlp.onnx with one node inserted after its first Gemm, for the tests of
 // what the backends run: a training-mode Dropout as torch.onnx.export writes nn.Dropout in
-// training mode (opset 12 on: the ratio and training_mode as constant inputs), or a unary op.
+// training mode (opset 12 on: the ratio and training_mode as constant inputs), random noise
+// as torch.randn_like / torch.rand_like export, or a unary op.
 // Header-only: ONNX's protobuf classes.
 #pragma once
 
@@ -66,6 +67,48 @@ inline void write_mlp_with_dropout(const std::string& mlp_path, const std::strin
   t->set_name("dropout_training");
   t->set_data_type(onnx::TensorProto::BOOL);
   t->add_int32_data(1);
+  detail::write_model(m, out_path);
+}
+
+// y = h + RandomNormalLike(h, scale 0.3) * RandomUniformLike(h, 0.5, 1.5) after the first Gemm
+// (h): noise drawn anew each step, as `h + 0.3 * torch.randn_like(h) * (torch.rand_like(h) +
+// 0.5)` exports (the scale and bounds as the ops' attributes), a constant of the step for the
+// gradient.
+inline void write_mlp_with_noise(const std::string& mlp_path, const std::string& out_path) {
+  onnx::NodeProto add;
+  add.set_op_type("Add");
+  add.set_name("/noise/Add");
+  add.add_input("");
+  add.add_input("noise");
+  add.add_output("");
+  onnx::ModelProto m = detail::with_node_after_first_gemm(mlp_path, add);
+  onnx::GraphProto* g = m.mutable_graph();
+  int at = 0;
+  while (g->node(at).name() != "/noise/Add") ++at;
+  const std::string h = g->node(at).input(0);
+  onnx::NodeProto n, u, mul;
+  n.set_op_type("RandomNormalLike");
+  n.set_name("/noise/RandomNormalLike");
+  n.add_input(h);
+  n.add_output("noise_normal");
+  onnx_build::add_float(&n, "scale", 0.3f);
+  u.set_op_type("RandomUniformLike");
+  u.set_name("/noise/RandomUniformLike");
+  u.add_input(h);
+  u.add_output("noise_uniform");
+  onnx_build::add_float(&u, "low", 0.5f);
+  onnx_build::add_float(&u, "high", 1.5f);
+  mul.set_op_type("Mul");
+  mul.set_name("/noise/Mul");
+  mul.add_input("noise_normal");
+  mul.add_input("noise_uniform");
+  mul.add_output("noise");
+  // Insert the three before the Add, in this order.
+  for (const onnx::NodeProto* node : {&n, &u, &mul}) {
+    *g->add_node() = *node;
+    for (int k = g->node_size() - 1; k > at; --k) g->mutable_node()->SwapElements(k, k - 1);
+    ++at;
+  }
   detail::write_model(m, out_path);
 }
 

@@ -40,6 +40,13 @@ inline void add_int(onnx::NodeProto* n, const std::string& name, int64_t v) {
   a->set_i(v);
 }
 
+inline void add_float(onnx::NodeProto* n, const std::string& name, float v) {
+  onnx::AttributeProto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::FLOAT);
+  a->set_f(v);
+}
+
 inline void add_ints(onnx::NodeProto* n, const std::string& name, const std::vector<int64_t>& v) {
   onnx::AttributeProto* a = n->add_attribute();
   a->set_name(name);

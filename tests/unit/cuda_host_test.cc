@@ -12,11 +12,13 @@
 //  - cuDNN's algorithm choice (no TF32 for fp32), the cuDNN handle only for convolutions,
 //    the sync-debug switch and the step names it reports;
 //  - the PTX choice and the refusal of plans without a static memory plan;
-//  - a training-mode Dropout: its step builds and reserves the run's random key;
+//  - a training-mode Dropout, RandomNormalLike and RandomUniformLike: their steps build and
+//    reserve the run's random key;
 //  - ConvTranspose, DepthToSpace, SpaceToDepth and ConstantOfShape build, and a ConvTranspose
 //    padding cuDNN cannot express is refused.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -184,6 +186,57 @@ TEST(CudaDropoutLoad, TrainingDropoutBuildsAndReadsTheRunKey) {
     unresumed.load_state(after2);
     EXPECT_NE(unresumed.run({{"x", x}, {"y", y}}).at("loss").data<float>()[0], losses[2])
         << "the mask did not depend on the run";
+  }
+}
+
+// Random noise (the mlp with h + RandomNormalLike(h) * RandomUniformLike(h) after its first
+// layer, tests/support/mlp_variants.h): nothing is refused for the device, both random steps
+// build and reserve the run's key (one word, shared with any Dropout), and the CPU backend,
+// the device test's reference, draws new noise each run and resumes bit for bit.
+TEST(CudaRandomLoad, NoiseOpsBuildAndReadTheRunKey) {
+  test::TempDir dir;
+  const std::string path = dir / "mlp_noise.onnx";
+  test::write_mlp_with_noise(source_dir() + "/models/mlp.onnx", path);
+  for (auto precision : {passes::Precision::kFP32, passes::Precision::kBF16}) {
+    const plan::Plan p = compile_path(path, precision);
+    EXPECT_TRUE(rt::cuda::missing_cuda_ops(p).empty());
+    rt::cuda::DeviceMemory memory(p);
+    const int64_t inputs = memory.input_bytes();
+    const rt::cuda::Handles handles;
+    const rt::cuda::DeviceInfo device;
+    std::vector<std::string> built;
+    for (int i = 0; i < p.steps_size(); ++i) {
+      const auto& s = p.steps(i);
+      if (s.op().rfind("Random", 0) != 0) continue;
+      rt::cuda::StepContext ctx(p, i, memory, handles, device);
+      EXPECT_NO_THROW(rt::cuda::find_builder(s.domain(), s.op())(ctx))
+          << rt::cuda::describe_step(p, i);
+      built.push_back(s.op());
+    }
+    std::sort(built.begin(), built.end());
+    EXPECT_EQ(built, (std::vector<std::string>{"RandomNormalLike", "RandomUniformLike"}));
+    ASSERT_TRUE(memory.has_run_key());
+    EXPECT_EQ(memory.input_bytes(), (inputs + 7) / 8 * 8 + 8);
+    rt::Tensor x(DType::kFloat32, {32, 64}), y(DType::kInt64, {32});
+    for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = std::sin(0.1f * i);
+    for (int64_t i = 0; i < 32; ++i) y.data<int64_t>()[i] = i % 10;
+    rt::cpu::Executor cpu(p);
+    cpu.set_random_state(5, 0);
+    std::vector<float> losses;
+    std::map<std::string, rt::Tensor> after2;
+    for (int s = 0; s < 3; ++s) {
+      losses.push_back(cpu.run({{"x", x}, {"y", y}}).at("loss").data<float>()[0]);
+      if (s == 1) after2 = cpu.state();
+    }
+    EXPECT_TRUE(std::isfinite(losses[2]));
+    rt::cpu::Executor resumed(p);
+    resumed.load_state(after2);
+    resumed.set_random_state(5, 2);
+    EXPECT_EQ(resumed.run({{"x", x}, {"y", y}}).at("loss").data<float>()[0], losses[2]);
+    rt::cpu::Executor unresumed(p);
+    unresumed.load_state(after2);
+    EXPECT_NE(unresumed.run({{"x", x}, {"y", y}}).at("loss").data<float>()[0], losses[2])
+        << "the noise did not depend on the run";
   }
 }
 
