@@ -323,6 +323,8 @@ plan::Plan compile_model(ir::Model& model, const CompileOptions& options,
   lower::EmitOptions emit = emit_options(options, model_name);
   if (s.training)
     emit.training = training_signature(model, chosen_losses(options.autodiff), options.accum_steps);
+  if (!s.build.running_variance.empty())
+    emit.recorded_options[kRunningVarianceOption] = s.build.running_variance;
   plan::Plan p = lower_and_emit(model, options, emit, s.autocast);
   // Autocast's decisions, recorded in the plan, go to the caller too when asked for.
   if (autocast_report) *autocast_report = std::move(s.autocast);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "driver/pass_manager.h"
@@ -19,6 +20,10 @@
 #include "runtime/plan/plan.pb.h"
 
 namespace ampc::compiler {
+
+// The plan option (Plan.options) saying which running-variance update a training plan's
+// BatchNorms make, "unbiased" (PyTorch's) or "biased" (ONNX's); absent without one.
+inline constexpr const char* kRunningVarianceOption = "batchnorm-running-var";
 
 // The plan option (Plan.options) naming the loss outputs a training plan minimises, comma-
 // separated, when they were chosen (--loss); absent otherwise (the only output is the loss).
@@ -45,6 +50,11 @@ struct CompileOptions {
   // fp16 range statistics of the gradients / activations as plan outputs
   // (passes/range_stats.h, `ampc train --grad-stats`); none by default.
   passes::RangeStatsOptions range_stats;
+  // BatchNormalization's running variance (passes/running_statistics.h,
+  // --batchnorm-running-var): PyTorch's update with the batch's unbiased variance (true) or
+  // ONNX's with the biased one (false). Unset: PyTorch's for a model PyTorch exported (its
+  // producer_name "pytorch": nn.BatchNorm's semantics), ONNX's for any other.
+  std::optional<bool> unbiased_running_variance;
   // --half-inputs: float32 data inputs become inputs of the low dtype (passes/half_inputs.h).
   bool half_inputs = false;
   // --recast-weights: mixed-precision training casts the fp32 masters in every step instead of

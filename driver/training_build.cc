@@ -98,8 +98,10 @@ void add_training_passes(std::vector<Pass>& out, const CompileOptions& options, 
   add("scale-update", Phase::kLossScaling, [&b](ir::Model& m) {
     passes::add_scale_update(m, b.scale, b.found_inf, b.scaling, b.accum.last_micro);
   });
-  add("running-statistics", Phase::kForward, [&b](ir::Model& m) {
-    passes::add_running_statistics_updates(m);
+  add("running-statistics", Phase::kForward, [&o, &b](ir::Model& m) {
+    const bool unbiased = o.unbiased_running_variance.value_or(m.producer_name == "pytorch");
+    if (passes::has_running_variance(m)) b.running_variance = unbiased ? "unbiased" : "biased";
+    passes::add_running_statistics_updates(m, {.unbiased_variance = unbiased});
     m.state_updates.insert(m.state_updates.end(), b.synced_statistics.begin(),
                            b.synced_statistics.end());
   });

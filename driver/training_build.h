@@ -18,7 +18,10 @@ namespace ampc::compiler {
 struct TrainingBuild {
   bool imported = false;  // the model holds its training step already: nothing is built
   std::vector<ir::Model::StateUpdate> synced_statistics;  // --sync-batchnorm
-  size_t forward_nodes = 0;                               // before the step's first node
+  // The running-variance update the step makes ("unbiased", "biased"; empty: no BatchNorm
+  // running variance), recorded in the plan (kRunningVarianceOption).
+  std::string running_variance;
+  size_t forward_nodes = 0;  // before the step's first node
   passes::LossScaleConfig scaling;
   passes::LossScaleState scale;
   passes::AccumulationState accum;

@@ -270,6 +270,10 @@ json plan_summary_json(const plan::Plan& p) {
   j["model"] = p.model_name();
   j["target"] = p.target();
   j["precision"] = option(p, "precision", "fp32");
+  // A training plan's BatchNorm running-variance update ("unbiased": PyTorch's, "biased":
+  // ONNX's); null without one.
+  const std::string running_var = option(p, "batchnorm-running-var", "");
+  j["batchnorm_running_var"] = running_var.empty() ? json(nullptr) : json(running_var);
   j["steps"] = p.steps_size();
   j["kernels"] = plan::count_kernels(p);
   j["kernel_list"] = kernel_list(p);
@@ -294,8 +298,15 @@ std::string plan_summary_text(const plan::Plan& p, const std::string& title) {
   os << title << "\n"
      << "  model      " << p.model_name() << "\n"
      << "  target     " << (p.target().empty() ? "(not recorded)" : p.target()) << "\n"
-     << "  precision  " << j["precision"].get<std::string>() << "\n"
-     << "  steps      " << p.steps_size() << "\n"
+     << "  precision  " << j["precision"].get<std::string>() << "\n";
+  if (!j["batchnorm_running_var"].is_null()) {
+    const bool unbiased = j["batchnorm_running_var"] == "unbiased";
+    os << "  batchnorm  running variance from the batch's "
+       << (unbiased ? "unbiased variance (PyTorch's nn.BatchNorm)"
+                    : "biased variance (ONNX's BatchNormalization)")
+       << "\n";
+  }
+  os << "  steps      " << p.steps_size() << "\n"
      << "  kernels    " << j["kernels"].get<int64_t>() << "\n"
      << "\nkernels, in execution order (outputs; ONNX nodes)\n";
   for (const json& k : j["kernel_list"]) {

@@ -14,7 +14,7 @@ _OPTION_NAMES = (
     "precision", "optimizer", "lr", "momentum", "weight_decay", "betas", "eps", "loss_scale",
     "init_scale", "clip_grad_norm", "accum_steps", "freeze", "losses", "input_shapes",
     "log_grad_norm", "allow", "deny", "follow", "keep_fp32", "policy", "recast_weights",
-    "recompute_elementwise", "fusion", "target",
+    "recompute_elementwise", "batchnorm_running_var", "fusion", "target",
 )
 # Those of them that take one string or several.
 _LIST_NAMES = ("freeze", "losses", "input_shapes", "allow", "deny", "follow", "keep_fp32")
@@ -270,8 +270,9 @@ def compile(model, example_inputs=None, *, precision=None, optimizer=None, lr=No
             momentum=None, weight_decay=None, betas=None, eps=None, loss_scale=None,
             init_scale=None, clip_grad_norm=None, accum_steps=None, freeze=None, loss=None,
             input_shapes=None, grad_norm=None, allow=None, deny=None, follow=None, keep_fp32=None,
-            policy=None, recast_weights=False, recompute_elementwise=False, fusion=True,
-            target="cpu", device="cpu", seed=0, export_path=None):
+            policy=None, recast_weights=False, recompute_elementwise=False,
+            batchnorm_running_var=None, fusion=True, target="cpu", device="cpu", seed=0,
+            export_path=None):
     """Compile a model's training step with ampc and return a Trainer.
 
     model: a torch.nn.Module whose forward(inputs..., labels) returns the scalar loss (it is
@@ -305,6 +306,9 @@ def compile(model, example_inputs=None, *, precision=None, optimizer=None, lr=No
       recompute_elementwise: compute elementwise results the backward reads (a GELU's erf and
           exp) again there instead of keeping them from the forward (less memory, more
           arithmetic; the same losses).
+      batchnorm_running_var: "unbiased" (PyTorch's nn.BatchNorm: the default for a module and
+          for a file PyTorch exported) or "biased" (ONNX's BatchNormalization): which batch
+          variance the running variance blends in.
       fusion: fused kernels (default True); target: "cpu", "cuda:sm_80" or "cuda:sm_90" (the
           PTX a saved plan carries).
     device: "cpu" (default), "cuda" or "cuda:N": where the plan runs, with the command line's
@@ -325,6 +329,7 @@ def compile(model, example_inputs=None, *, precision=None, optimizer=None, lr=No
         allow=allow, deny=deny, follow=follow, keep_fp32=keep_fp32, policy=policy,
         recast_weights=True if recast_weights else None,
         recompute_elementwise=True if recompute_elementwise else None,
+        batchnorm_running_var=batchnorm_running_var,
         target=None if target == "cpu" else target, fusion=None if fusion else False,
     )
     values["device"] = device

@@ -78,6 +78,7 @@ PYBIND11_MODULE(_ampc, m) {
       .def_readwrite("policy", &TrainOptions::policy)
       .def_readwrite("recast_weights", &TrainOptions::recast_weights)
       .def_readwrite("recompute_elementwise", &TrainOptions::recompute_elementwise)
+      .def_readwrite("batchnorm_running_var", &TrainOptions::batchnorm_running_var)
       .def_readwrite("fusion", &TrainOptions::fusion)
       .def_readwrite("target", &TrainOptions::target)
       .def_readwrite("device", &TrainOptions::device)

@@ -50,6 +50,12 @@ plan::Plan training_plan(const std::string& path, const TrainOptions& t) {
   o.autocast.policy_file = t.policy;
   o.recast_weights = t.recast_weights;
   o.recompute_elementwise = t.recompute_elementwise;
+  if (t.batchnorm_running_var) {
+    if (*t.batchnorm_running_var != "unbiased" && *t.batchnorm_running_var != "biased")
+      throw Error("batchnorm_running_var '" + *t.batchnorm_running_var +
+                  "': expected 'unbiased' or 'biased'");
+    o.unbiased_running_variance = *t.batchnorm_running_var == "unbiased";
+  }
   if (t.optimizer) o.optimizer.kind = *t.optimizer;
   if (o.optimizer.kind != "sgd" && o.optimizer.kind != "adam" && o.optimizer.kind != "adamw")
     throw Error("optimizer '" + o.optimizer.kind + "': expected sgd, adam or adamw");

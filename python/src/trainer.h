@@ -38,6 +38,8 @@ struct TrainOptions {
   std::string policy;
   bool recast_weights = false;
   bool recompute_elementwise = false;  // `ampc compile --recompute-elementwise`
+  // `ampc compile --batchnorm-running-var`: "unbiased" or "biased"; unset, the model decides.
+  std::optional<std::string> batchnorm_running_var;
   bool fusion = true;
   std::string target = "cpu";
   // Where the plan runs: "cpu", "cuda" or "cuda:N" (an ONNX model is then compiled for that

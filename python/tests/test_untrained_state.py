@@ -49,19 +49,13 @@ def trained(digits):
         trainer.step(**b)
     sgd = torch.optim.SGD([p for p in reference.parameters() if p.requires_grad], lr=0.1,
                           momentum=0.9)
-    # The running variance as ONNX's BatchNormalization updates it, with the biased batch
-    # variance (docs/training.md; PyTorch's own uses the unbiased one).
-    running_var = reference.norm.running_var.clone()
+    # BatchNorm's running statistics are PyTorch's own update (the unbiased batch variance),
+    # which ampc.compile of a module follows (docs/training.md).
     for b in feed:
-        h = {}
-        hook = reference.norm.register_forward_pre_hook(lambda m, args: h.update(x=args[0]))
         sgd.zero_grad()
         reference(*(torch.from_numpy(b[k]).double() if k != "y" else torch.from_numpy(b[k])
                     for k in ("x", "y", "t"))).backward()
         sgd.step()
-        hook.remove()
-        running_var = 0.9 * running_var + 0.1 * h["x"].detach().var(0, unbiased=False)
-    reference.norm.running_var.copy_(running_var)
     return net, trainer, reference
 
 
@@ -157,3 +151,39 @@ def test_ampc_export_records_what_torch_does_not_train(tmp_path, digits):
     trainable = {n for n, p in net.named_parameters() if p.requires_grad}
     assert set(ampc.compile(plan).state_dict()) == trainable | {"norm.running_mean",
                                                                 "norm.running_var"}
+
+
+@pytest.mark.parametrize("choice", ["biased", "unbiased"])
+def test_running_variance_choice(digits, choice):
+    # batchnorm_running_var="biased" keeps ONNX's update (the batch's population variance),
+    # computed here from the batches BatchNorm saw; "unbiased" is PyTorch's (n / (n - 1) times
+    # it), the default for a module.
+    torch.manual_seed(0)
+    net = WithUntrainedState()
+    x, y = digits
+    feed = [{"x": bx, "y": by, "t": one_hot(by)} for bx, by in batches(x, y, 3)]
+    trainer = ampc.compile(net, feed[0], precision="fp32", optimizer="sgd", lr=0.1,
+                           batchnorm_running_var=choice)
+    reference = copy.deepcopy(net).double()
+    sgd = torch.optim.SGD([p for p in reference.parameters() if p.requires_grad], lr=0.1)
+    running_var = reference.norm.running_var.clone()
+    for b in feed:
+        trainer.step(**b)
+        seen = {}
+        hook = reference.norm.register_forward_pre_hook(lambda m, args: seen.update(x=args[0]))
+        sgd.zero_grad()
+        reference(*(torch.from_numpy(b[k]).double() if k != "y" else torch.from_numpy(b[k])
+                    for k in ("x", "y", "t"))).backward()
+        sgd.step()
+        hook.remove()
+        batch_var = seen["x"].detach().var(0, unbiased=choice == "unbiased")
+        running_var = 0.9 * running_var + 0.1 * batch_var
+    np.testing.assert_allclose(trainer.state_dict()["norm.running_var"], running_var.numpy(),
+                               rtol=1e-5, atol=1e-7)
+
+
+def test_running_variance_choice_is_checked(digits):
+    x, y = digits
+    with pytest.raises(ampc.Error, match="batchnorm_running_var 'sample'"):
+        ampc.compile(WithUntrainedState(), {"x": x[:32], "y": y[:32], "t": one_hot(y[:32])},
+                     precision="fp32", batchnorm_running_var="sample")

@@ -15,6 +15,7 @@
 #include "frontend/onnx/import.h"
 #include "ir/printer.h"
 #include "tests/cli/cli_util.h"
+#include "tests/support/onnx_builder.h"
 
 namespace ampc::testing {
 namespace {
@@ -214,12 +215,11 @@ TEST_F(BadInput, WhereWithADoubleScalarBranch) {
   erf.set_input(0, "/masked");
   std::vector<onnx::NodeProto> list(nodes.begin(), nodes.end());
   list[static_cast<size_t>(at)] = erf;
-  list.insert(list.begin() + at,
-              {constant("/value", onnx::TensorProto::DOUBLE,
-                        std::string(reinterpret_cast<const char*>(&value), 8)),
-               constant("/mask", onnx::TensorProto::BOOL,
-                        std::string(reinterpret_cast<const char*>(&yes), 1)),
-               where});
+  list.insert(list.begin() + at, {constant("/value", onnx::TensorProto::DOUBLE,
+                                           std::string(reinterpret_cast<const char*>(&value), 8)),
+                                  constant("/mask", onnx::TensorProto::BOOL,
+                                           std::string(reinterpret_cast<const char*>(&yes), 1)),
+                                  where});
   nodes.Clear();
   for (auto& n : list) *nodes.Add() = n;
   const fs::path model = write_model(mlp_);
@@ -386,6 +386,39 @@ TEST_F(BadInput, ExternalDataInsideTheFolderLoads) {
 
 // A failure after the model loaded (Graphviz cannot write the SVG) still leaves no SVG or
 // temporary file.
+// A training-mode BatchNorm over one value per channel (batch 1, no spatial size) has no
+// unbiased variance: PyTorch refuses such a batch, and so does PyTorch's running-variance
+// update here, naming the node and the way out; ONNX's biased update compiles.
+TEST_F(BadInput, BatchNormOfOneValuePerChannel) {
+  namespace ob = test::onnx_build;
+  onnx::ModelProto m = ob::model("bn1");
+  m.set_producer_name("pytorch");
+  onnx::GraphProto* g = m.mutable_graph();
+  ob::add_float_io(g, "x", {1, 4});
+  ob::add_float_initializer(g, "bn.weight", {4}, {1, 1, 1, 1});
+  ob::add_float_initializer(g, "bn.bias", {4}, {0, 0, 0, 0});
+  ob::add_float_initializer(g, "bn.running_mean", {4}, {0, 0, 0, 0});
+  ob::add_float_initializer(g, "bn.running_var", {4}, {1, 1, 1, 1});
+  onnx::NodeProto* bn =
+      ob::add_node(g, "BatchNormalization",
+                   {"x", "bn.weight", "bn.bias", "bn.running_mean", "bn.running_var"}, "y");
+  bn->set_name("/bn/BatchNormalization");
+  bn->add_output("new_mean");
+  bn->add_output("new_var");
+  ob::add_int(bn, "training_mode", 1);
+  ob::add_int(ob::add_node(g, "ReduceSum", {"y"}, "loss"), "keepdims", 0);
+  ob::add_float_io(g, "loss", {}, /*output=*/true);
+  const fs::path model = write_model(m, "bn1.onnx");
+  const std::string plan = (out_dir_ / "bn1.plan").string();
+  const std::string err =
+      expect_user_error({"compile", model.string(), "--train", "--target", "cpu", "-o", plan});
+  EXPECT_THAT(err, HasSubstr("node '/bn/BatchNormalization' (BatchNormalization): "));
+  EXPECT_THAT(err, HasSubstr("one value per channel (input f32[1,4]) has no unbiased variance"));
+  EXPECT_FALSE(fs::exists(plan));
+  expect_success({"compile", model.string(), "--train", "--target", "cpu",
+                  "--batchnorm-running-var", "biased", "-o", plan});
+}
+
 TEST_F(BadInput, SvgIntoAMissingFolderLeavesNothing) {
   const RunResult r = run_ampc({"inspect", source_path("models/mlp.onnx").string(), "--svg",
                                 (out_dir_ / "no_such_dir" / "g.svg").string()});

@@ -144,6 +144,27 @@ TEST_F(PlanSummary, Text) {
   EXPECT_TRUE(multi);
 }
 
+// The BatchNorm running-variance update a training plan makes: PyTorch's for the cnn, which
+// PyTorch exported, ONNX's when asked for; nothing for the mlp, which has no BatchNorm.
+TEST_F(PlanSummary, RunningVarianceChoice) {
+  const std::string cnn = source_path("models/cnn.onnx").string();
+  expect_success({"compile", cnn, "--train", "--target", "cpu", "-o", path("cnn.plan")});
+  expect_success({"compile", cnn, "--train", "--target", "cpu", "--batchnorm-running-var", "biased",
+                  "-o", path("cnn_biased.plan")});
+  const json unbiased =
+      json::parse(expect_success({"inspect", path("cnn.plan"), "--format", "json"}));
+  const json biased =
+      json::parse(expect_success({"inspect", path("cnn_biased.plan"), "--format", "json"}));
+  const json none =
+      json::parse(expect_success({"inspect", path("mlp_cpu.plan"), "--format", "json"}));
+  EXPECT_EQ(unbiased["batchnorm_running_var"], "unbiased");
+  EXPECT_EQ(biased["batchnorm_running_var"], "biased");
+  EXPECT_TRUE(none["batchnorm_running_var"].is_null());
+  EXPECT_THAT(expect_success({"inspect", path("cnn.plan")}),
+              HasSubstr("batchnorm  running variance from the batch's unbiased variance"));
+  EXPECT_THAT(expect_success({"inspect", path("mlp_cpu.plan")}), Not(HasSubstr("batchnorm  ")));
+}
+
 TEST_F(PlanSummary, OneKernel) {
   const plan::Plan p = plan::load_plan(path("gpt16.plan"));
   // The first kernel that reads an input (some only turn a constant into fp16).

@@ -9,11 +9,12 @@ Usage: sync_batchnorm_test.py AMPC_BINARY SOURCE_DIR
     by far more (per-rank statistics), so the comparison can fail;
   - the states are bit-identical on the two ranks (--check-replicas), and the held-out
     evaluation (running statistics) agrees with the single process's;
-  - one process with the option equals one without: losses and parameters within 1e-5; the
-    running mean too; the running variance takes the unbiased variance (PyTorch's) where
-    ONNX's BatchNormalization takes the biased one, so with momentum m, T steps and initial
-    value v0: var_sync - m^T v0 = n / (n - 1) * (var_plain - m^T v0), n = the elements per
-    channel of the batch (hand-derived from the update rule);
+  - one process with the option equals one without: losses, parameters and running
+    statistics within 1e-5 (both take PyTorch's unbiased running variance, plain BatchNorm by
+    default for a PyTorch export); with `--batchnorm-running-var biased` (ONNX's update) the
+    running mean still does, and with momentum m, T steps and initial value v0:
+    var_sync - m^T v0 = n / (n - 1) * (var_biased - m^T v0), n = the elements per channel of
+    the batch (hand-derived from the update rule);
   - one SGD step (lr 1, so the update is the gradient) of a plan compiled with
     `ampc compile --train --data-parallel --sync-batchnorm` and trained by a plain process:
     the loss, every parameter gradient and the running statistics against PyTorch float64's
@@ -127,7 +128,8 @@ def main(d):
 
     # One process (mpirun -np 1: a world of one rank) with the option = one without.
     alone_sync, a_s, _ = train(d, "alone_sync", ["--sync-batchnorm"], ranks=1)
-    alone, a_p, _ = train(d, "alone", [])
+    alone, a_p, _ = train(d, "alone", ["--batchnorm-running-var", "biased"])
+    _, a_default, _ = train(d, "alone_default", [])
     means = [k for k in running if "mean" in k]
     variances = [k for k in running if "var" in k]
     err = (rel(alone_sync, alone), state_err(a_s, a_p, params), state_err(a_s, a_p, means))
@@ -141,6 +143,9 @@ def main(d):
                   for k in variances)
     check(var_err <= 1e-5, "running variances: the unbiased update (n/(n-1) of the biased "
           "one's increments) within %.2e" % var_err)
+    default_err = state_err(a_default, a_s, running)
+    check(default_err <= 1e-5, "one process without the option, PyTorch's running variance by "
+          "default: the running statistics within %.2e" % default_err)
 
     p = run([AMPC, "train", CNN, "--data", DATA, "--steps", "1", "--sync-batchnorm"],
             expect_ok=False)

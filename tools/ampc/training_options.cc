@@ -11,9 +11,17 @@ namespace {
 
 // Every option add_training_options defines: they describe the training step ampc builds,
 // so none may be given for a model that brings its own (ONNX training format).
-const char* const kTrainingOptionNames[] = {
-    "--loss",     "--freeze",       "--optimizer", "--lr",  "--momentum",
-    "--nesterov", "--weight-decay", "--betas",     "--eps", "--accum-steps"};
+const char* const kTrainingOptionNames[] = {"--loss",
+                                            "--freeze",
+                                            "--optimizer",
+                                            "--lr",
+                                            "--momentum",
+                                            "--nesterov",
+                                            "--weight-decay",
+                                            "--betas",
+                                            "--eps",
+                                            "--accum-steps",
+                                            "--batchnorm-running-var"};
 // The lr schedule and the parameter groups (passes/lr_schedule.h, passes/optimizer.h).
 const char* const kScheduleOptionNames[] = {
     "--lr-schedule",   "--warmup-steps", "--warmup-start-factor",
@@ -48,8 +56,9 @@ std::vector<std::string> compile_options_given(const TrainingOptions& extra) {
 std::vector<std::string> training_step_options_given(const TrainingOptions& extra) {
   std::vector<std::string> given;
   if (!extra.command) return given;
-  for (const auto* names : {&kTrainingOptionNames, &kLossScaleOptionNames}) {
-    for (const char* name : *names)
+  using Names = std::span<const char* const>;
+  for (Names names : {Names(kTrainingOptionNames), Names(kLossScaleOptionNames)}) {
+    for (const char* name : names)
       if (extra.command->count(name)) given.push_back(name);
   }
   return given;
@@ -67,6 +76,11 @@ void add_training_options(CLI::App* cmd, compiler::CompileOptions& o, TrainingOp
                   "Initializers not to train (glob pattern, repeatable): every float "
                   "initializer the loss reads is trained otherwise, torch.nn buffers and "
                   "requires_grad=False parameters included");
+  cmd->add_option("--batchnorm-running-var", extra.batchnorm_running_var,
+                  "unbiased | biased: BatchNorm's running variance blends in the batch's "
+                  "unbiased variance (PyTorch's nn.BatchNorm) or its biased one (ONNX's "
+                  "operator); default: unbiased for a model PyTorch exported, biased otherwise")
+      ->check(CLI::IsMember({"unbiased", "biased"}));
   cmd->add_option("--optimizer", o.optimizer.kind, "sgd | adam | adamw")
       ->check(CLI::IsMember({"sgd", "adam", "adamw"}));
   cmd->add_option("--lr", o.optimizer.lr, "Learning rate");
@@ -139,6 +153,8 @@ void add_training_options(CLI::App* cmd, compiler::CompileOptions& o, TrainingOp
 
 void finish_training_options(compiler::CompileOptions& o, const TrainingOptions& extra) {
   o.autocast.precision = passes::parse_precision(extra.precision);
+  if (!extra.batchnorm_running_var.empty())
+    o.unbiased_running_variance = extra.batchnorm_running_var == "unbiased";
   if (extra.command) {
     for (const char* name : kTrainingOptionNames)
       o.optimizer_options_given |= extra.command->count(name) > 0;

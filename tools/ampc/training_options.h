@@ -13,6 +13,7 @@ struct TrainingOptions {
   std::string betas;                    // "B1,B2"
   std::vector<std::string> lr_mult;     // --lr-mult PATTERN=F
   std::string precision = "fp32";       // --precision fp32|fp16|bf16
+  std::string batchnorm_running_var;    // --batchnorm-running-var unbiased|biased
   double min_scale = 0, max_scale = 0;  // --min-scale / --max-scale when given
   const CLI::App* command = nullptr;    // set by add_training_options: what was given
 };
