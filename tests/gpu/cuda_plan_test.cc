@@ -209,91 +209,66 @@ INSTANTIATE_TEST_SUITE_P(Models, CudaPlan,
                                            Case{"gpt", "seqtask", passes::Precision::kBF16}),
                          case_name);
 
+// The mlp variant at `path` (random draws after its first layer), fp32 and bf16: with the same
+// seed both backends draw the same values every step (the run's key written with each
+// submitted run's inputs, 5 runs in flight at once), so the losses agree as without the draws;
+// a GPU executor resumed at step 3 (set_random_state) with the CPU's state after 3 steps gives
+// the CPU's last two losses.
+void expect_random_mlp_trains_like_the_cpu(const std::string& path, uint64_t seed,
+                                           const std::string& what) {
+  for (auto precision : {passes::Precision::kFP32, passes::Precision::kBF16}) {
+    const Case c{"mlp", "digits", precision};
+    const plan::Plan p = compile_file_for_device(path, precision);
+    const auto data = batches(c, p);
+    rt::cpu::Executor cpu(p);
+    cpu.set_random_state(seed, 0);
+    std::vector<float> want;
+    std::map<std::string, rt::Tensor> after3;
+    for (const auto& batch : data) {
+      want.push_back(cpu.run(batch).at("loss").data<float>()[0]);
+      if (want.size() == 3) after3 = cpu.state();
+    }
+    rt::cuda::Executor gpu(p, {.device = 0, .pipeline_depth = kSteps});
+    gpu.set_random_state(seed, 0);
+    for (const auto& batch : data) gpu.submit(batch);
+    const auto outputs = gpu.collect();
+    const double tol = precision == passes::Precision::kFP32 ? 1e-4 : 2e-2;
+    ASSERT_EQ(outputs.size(), static_cast<size_t>(kSteps));
+    for (int s = 0; s < kSteps; ++s) {
+      const float got = outputs[static_cast<size_t>(s)].at("loss").data<float>()[0];
+      EXPECT_NEAR(got, want[static_cast<size_t>(s)], tol * std::abs(want[static_cast<size_t>(s)]))
+          << name_of(c) << " with " << what << ", loss of step " << s;
+    }
+    rt::cuda::Executor resumed(p);
+    resumed.load_state(after3);
+    resumed.set_random_state(seed, 3);
+    for (int s = 3; s < kSteps; ++s) {
+      const float got = resumed.run(data[static_cast<size_t>(s)]).at("loss").data<float>()[0];
+      EXPECT_NEAR(got, want[static_cast<size_t>(s)], tol * std::abs(want[static_cast<size_t>(s)]))
+          << name_of(c) << " with " << what << ", resumed, loss of step " << s;
+    }
+  }
+}
+
 // Training-mode Dropout (the mlp with a Dropout after its first layer, as torch exports
-// nn.Dropout), fp32 and bf16: with the same seed both backends draw the same masks every step
-// (the run's key written with each submitted run's inputs, 5 runs in flight at once), so the
-// losses agree as without Dropout; a GPU executor resumed at step 3 (set_random_state) with the
-// CPU's state after 3 steps gives the CPU's last two losses.
+// nn.Dropout): the same masks on both backends.
 TEST(CudaDropout, TrainsLikeTheCpuBackendWithTheSameMasks) {
   REQUIRE_CUDA_DEVICE();
   test::TempDir dir;
   const std::string path = dir / "mlp_dropout.onnx";
   test::write_mlp_with_dropout(source_dir() + "/models/mlp.onnx", path, 0.25f);
-  for (auto precision : {passes::Precision::kFP32, passes::Precision::kBF16}) {
-    const Case c{"mlp", "digits", precision};
-    const plan::Plan p = compile_file_for_device(path, precision);
-    const auto data = batches(c, p);
-    rt::cpu::Executor cpu(p);
-    cpu.set_random_state(5, 0);
-    std::vector<float> want;
-    std::map<std::string, rt::Tensor> after3;
-    for (const auto& batch : data) {
-      want.push_back(cpu.run(batch).at("loss").data<float>()[0]);
-      if (want.size() == 3) after3 = cpu.state();
-    }
-    rt::cuda::Executor gpu(p, {.device = 0, .pipeline_depth = kSteps});
-    gpu.set_random_state(5, 0);
-    for (const auto& batch : data) gpu.submit(batch);
-    const auto outputs = gpu.collect();
-    const double tol = precision == passes::Precision::kFP32 ? 1e-4 : 2e-2;
-    ASSERT_EQ(outputs.size(), static_cast<size_t>(kSteps));
-    for (int s = 0; s < kSteps; ++s) {
-      const float got = outputs[static_cast<size_t>(s)].at("loss").data<float>()[0];
-      EXPECT_NEAR(got, want[static_cast<size_t>(s)], tol * std::abs(want[static_cast<size_t>(s)]))
-          << name_of(c) << " with Dropout, loss of step " << s;
-    }
-    rt::cuda::Executor resumed(p);
-    resumed.load_state(after3);
-    resumed.set_random_state(5, 3);
-    for (int s = 3; s < kSteps; ++s) {
-      const float got = resumed.run(data[static_cast<size_t>(s)]).at("loss").data<float>()[0];
-      EXPECT_NEAR(got, want[static_cast<size_t>(s)], tol * std::abs(want[static_cast<size_t>(s)]))
-          << name_of(c) << " with Dropout, resumed, loss of step " << s;
-    }
-  }
+  expect_random_mlp_trains_like_the_cpu(path, 5, "Dropout");
 }
 
 // Random noise after the mlp's first layer (RandomNormalLike and RandomUniformLike,
-// tests/support/mlp_variants.h), fp32 and bf16: the device draws the CPU backend's noise for the
-// same seed and run (the normal draws to the last place of the output type), so the losses are
-// the CPU backend's within the precision's tolerance, in flight and resumed at step 3.
+// tests/support/mlp_variants.h): the device draws the CPU backend's noise (the normal draws to
+// the last place of the output type).
 TEST(CudaRandomNoise, TrainsLikeTheCpuBackendWithTheSameNoise) {
   REQUIRE_CUDA_DEVICE();
   test::TempDir dir;
   const std::string path = dir / "mlp_noise.onnx";
   test::write_mlp_with_noise(source_dir() + "/models/mlp.onnx", path);
-  for (auto precision : {passes::Precision::kFP32, passes::Precision::kBF16}) {
-    const Case c{"mlp", "digits", precision};
-    const plan::Plan p = compile_file_for_device(path, precision);
-    const auto data = batches(c, p);
-    rt::cpu::Executor cpu(p);
-    cpu.set_random_state(7, 0);
-    std::vector<float> want;
-    std::map<std::string, rt::Tensor> after3;
-    for (const auto& batch : data) {
-      want.push_back(cpu.run(batch).at("loss").data<float>()[0]);
-      if (want.size() == 3) after3 = cpu.state();
-    }
-    rt::cuda::Executor gpu(p, {.device = 0, .pipeline_depth = kSteps});
-    gpu.set_random_state(7, 0);
-    for (const auto& batch : data) gpu.submit(batch);
-    const auto outputs = gpu.collect();
-    const double tol = precision == passes::Precision::kFP32 ? 1e-4 : 2e-2;
-    ASSERT_EQ(outputs.size(), static_cast<size_t>(kSteps));
-    for (int s = 0; s < kSteps; ++s) {
-      const float got = outputs[static_cast<size_t>(s)].at("loss").data<float>()[0];
-      EXPECT_NEAR(got, want[static_cast<size_t>(s)], tol * std::abs(want[static_cast<size_t>(s)]))
-          << name_of(c) << " with noise, loss of step " << s;
-    }
-    rt::cuda::Executor resumed(p);
-    resumed.load_state(after3);
-    resumed.set_random_state(7, 3);
-    for (int s = 3; s < kSteps; ++s) {
-      const float got = resumed.run(data[static_cast<size_t>(s)]).at("loss").data<float>()[0];
-      EXPECT_NEAR(got, want[static_cast<size_t>(s)], tol * std::abs(want[static_cast<size_t>(s)]))
-          << name_of(c) << " with noise, resumed, loss of step " << s;
-    }
-  }
+  expect_random_mlp_trains_like_the_cpu(path, 7, "noise");
 }
 
 // ConvTranspose (cuDNN's backward data pass, with bias, group 2 and output padding),

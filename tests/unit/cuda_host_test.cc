@@ -132,6 +132,32 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"gpt", passes::Precision::kBF16}),
     case_name);
 
+// A plan with random draws (Dropout, random noise) on the CPU backend, the device tests'
+// reference: it trains with new draws each step, and resumed at step 2 with the state after two
+// steps it gives the uninterrupted run's third loss bit for bit.
+void expect_cpu_draws_per_run_and_resumes(const plan::Plan& p, const std::string& draws) {
+  rt::Tensor x(DType::kFloat32, {32, 64}), y(DType::kInt64, {32});
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = std::sin(0.1f * i);
+  for (int64_t i = 0; i < 32; ++i) y.data<int64_t>()[i] = i % 10;
+  rt::cpu::Executor cpu(p);
+  cpu.set_random_state(5, 0);
+  std::vector<float> losses;
+  std::map<std::string, rt::Tensor> after2;
+  for (int s = 0; s < 3; ++s) {
+    losses.push_back(cpu.run({{"x", x}, {"y", y}}).at("loss").data<float>()[0]);
+    if (s == 1) after2 = cpu.state();
+  }
+  EXPECT_TRUE(std::isfinite(losses[2]));
+  rt::cpu::Executor resumed(p);
+  resumed.load_state(after2);
+  resumed.set_random_state(5, 2);
+  EXPECT_EQ(resumed.run({{"x", x}, {"y", y}}).at("loss").data<float>()[0], losses[2]);
+  rt::cpu::Executor unresumed(p);
+  unresumed.load_state(after2);
+  EXPECT_NE(unresumed.run({{"x", x}, {"y", y}}).at("loss").data<float>()[0], losses[2])
+      << draws << " did not depend on the run";
+}
+
 // Training-mode Dropout (the mlp with a Dropout after its first layer, as torch exports
 // nn.Dropout): every step has a builder, the Dropout step (typed parameters, no attributes)
 // builds, and it reserves the run's key, one 8-byte word after the plan's inputs, which the
@@ -163,29 +189,8 @@ TEST(CudaDropoutLoad, TrainingDropoutBuildsAndReadsTheRunKey) {
     ASSERT_TRUE(memory.has_run_key());
     EXPECT_EQ(memory.run_key_offset(), (inputs + 7) / 8 * 8);
     EXPECT_EQ(memory.input_bytes(), memory.run_key_offset() + 8);
-    // The CPU side of tests/gpu/cuda_plan_test.cc's CudaDropout: the same plan on the CPU
-    // backend trains with a new mask each step, and resumed at step 2 with the state after
-    // two steps it gives the uninterrupted run's third loss bit for bit.
-    rt::Tensor x(DType::kFloat32, {32, 64}), y(DType::kInt64, {32});
-    for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = std::sin(0.1f * i);
-    for (int64_t i = 0; i < 32; ++i) y.data<int64_t>()[i] = i % 10;
-    rt::cpu::Executor cpu(p);
-    cpu.set_random_state(5, 0);
-    std::vector<float> losses;
-    std::map<std::string, rt::Tensor> after2;
-    for (int s = 0; s < 3; ++s) {
-      losses.push_back(cpu.run({{"x", x}, {"y", y}}).at("loss").data<float>()[0]);
-      if (s == 1) after2 = cpu.state();
-    }
-    EXPECT_TRUE(std::isfinite(losses[2]));
-    rt::cpu::Executor resumed(p);
-    resumed.load_state(after2);
-    resumed.set_random_state(5, 2);
-    EXPECT_EQ(resumed.run({{"x", x}, {"y", y}}).at("loss").data<float>()[0], losses[2]);
-    rt::cpu::Executor unresumed(p);
-    unresumed.load_state(after2);
-    EXPECT_NE(unresumed.run({{"x", x}, {"y", y}}).at("loss").data<float>()[0], losses[2])
-        << "the mask did not depend on the run";
+    // The CPU side of tests/gpu/cuda_plan_test.cc's CudaDropout.
+    expect_cpu_draws_per_run_and_resumes(p, "the mask");
   }
 }
 
@@ -217,26 +222,7 @@ TEST(CudaRandomLoad, NoiseOpsBuildAndReadTheRunKey) {
     EXPECT_EQ(built, (std::vector<std::string>{"RandomNormalLike", "RandomUniformLike"}));
     ASSERT_TRUE(memory.has_run_key());
     EXPECT_EQ(memory.input_bytes(), (inputs + 7) / 8 * 8 + 8);
-    rt::Tensor x(DType::kFloat32, {32, 64}), y(DType::kInt64, {32});
-    for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = std::sin(0.1f * i);
-    for (int64_t i = 0; i < 32; ++i) y.data<int64_t>()[i] = i % 10;
-    rt::cpu::Executor cpu(p);
-    cpu.set_random_state(5, 0);
-    std::vector<float> losses;
-    std::map<std::string, rt::Tensor> after2;
-    for (int s = 0; s < 3; ++s) {
-      losses.push_back(cpu.run({{"x", x}, {"y", y}}).at("loss").data<float>()[0]);
-      if (s == 1) after2 = cpu.state();
-    }
-    EXPECT_TRUE(std::isfinite(losses[2]));
-    rt::cpu::Executor resumed(p);
-    resumed.load_state(after2);
-    resumed.set_random_state(5, 2);
-    EXPECT_EQ(resumed.run({{"x", x}, {"y", y}}).at("loss").data<float>()[0], losses[2]);
-    rt::cpu::Executor unresumed(p);
-    unresumed.load_state(after2);
-    EXPECT_NE(unresumed.run({{"x", x}, {"y", y}}).at("loss").data<float>()[0], losses[2])
-        << "the noise did not depend on the run";
+    expect_cpu_draws_per_run_and_resumes(p, "the noise");
   }
 }
 
