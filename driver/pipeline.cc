@@ -14,6 +14,7 @@
 #include "lower/plan_emit.h"
 #include "lower/plan_memory.h"
 #include "passes/autodiff/gradient_op.h"
+#include "passes/boolean_mask_selection.h"
 #include "passes/cast_cleanup.h"
 #include "passes/common_subexpression.h"
 #include "passes/constant_folding.h"
@@ -75,6 +76,9 @@ constexpr ir::VerifyOptions kPartVerify{.require_static_inputs = false};
 // arithmetic to a fixed point makes every shape static (static_shapes.h).
 void add_forward_preparation(std::vector<Pass>& out, bool low_precision) {
   out.push_back({"fold-static-shapes", [](ir::Model& m) { passes::fold_static_shapes(m); }});
+  // x[mask] in a loss computed in place, with static shapes (boolean_mask_selection.h).
+  out.push_back(
+      {"boolean-masks-in-place", [](ir::Model& m) { passes::compute_boolean_masks_in_place(m); }});
   // Einsum as Transpose / Reshape / MatMul (lower_einsum.h); the shapes after each one it
   // lowers are inferred again, which readies an Einsum reading another's output.
   out.push_back({"lower-einsum", [](ir::Model& m) {

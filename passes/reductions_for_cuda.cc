@@ -10,6 +10,7 @@
 #include <onnx/defs/schema.h>
 
 #include "passes/autodiff/grad_builder.h"
+#include "passes/reduce_axes.h"
 
 namespace ampc::passes {
 namespace {
@@ -53,27 +54,6 @@ Value* reduce_keeping(GradBuilder& b, int64_t opset, const std::string& op, Valu
   return b.op(
       op, {x}, type,
       attrs(ir::Attribute::make_int("keepdims", 1), ir::Attribute::make_ints("axes", axes)));
-}
-
-// The axes a Reduce node reduces, normalized: its attribute or constant input, every axis when
-// there are none. Nothing when they are computed, or when no axes mean no reduction.
-std::optional<std::vector<int64_t>> reduce_axes(const ir::Node& n, size_t rank) {
-  std::vector<int64_t> axes;
-  if (n.inputs.size() > 1 && n.inputs[1]) {
-    auto values = constant_ints(n.inputs[1]);
-    if (!values) return std::nullopt;
-    axes = *values;
-  } else if (const ir::Attribute* a = n.attr("axes")) {
-    axes = a->ints;
-  }
-  if (axes.empty()) {
-    const ir::Attribute* noop = n.attr("noop_with_empty_axes");
-    if (noop && noop->i != 0) return std::nullopt;
-    for (size_t i = 0; i < rank; ++i) axes.push_back(static_cast<int64_t>(i));
-  }
-  std::set<int64_t> unique;
-  for (int64_t a : axes) unique.insert(normalized(a, rank));
-  return std::vector<int64_t>(unique.begin(), unique.end());
 }
 
 // A 1-D constant stood along `axis` of a rank-`rank` shape.

@@ -176,6 +176,12 @@ void require_static_shapes(const ir::Graph& graph, const std::string& why) {
         throw Error(msg + ": control flow (" + n->op_type +
                     ") is not supported for training; nn.EmbeddingBag exports as a Loop (an "
                     "Embedding and a mean over the bag train)");
+      if (n->op_type == "NonZero")
+        throw Error(msg +
+                    ": boolean-mask selection (x[mask], torch.masked_select) trains "
+                    "only where the selected elements reach a sum, a mean or a "
+                    "cross-entropy / NLL loss through elementwise ops (docs/training.md); "
+                    "else mask the loss: (loss * mask).sum() / mask.sum()");
       for (size_t k = 0; k < n->inputs.size(); ++k) {
         const ir::Value* in = n->inputs[k];
         if (!in) continue;

@@ -40,6 +40,10 @@ tests/zoo/expected_cuda_refusals.txt; 10 training steps in fp16 and bf16 that st
   the refusal of torch.where(mask, x, 0.1) names (torch 1.13 exports that float as double).
 - siamese_pairs: a contrastive loss on F.pairwise_distance with an identical pair (the
   exported norm's gradient at a zero distance).
+- masked_losses: boolean-mask selection in losses (x[mask], exported as NonZero and GatherND,
+  passes/boolean_mask_selection.h): an MSE over the targets that are not NaN, a token
+  cross-entropy over the non-padding positions, a hinge over the positive errors and the
+  selected rows times a parameter.
 - assignments: slice and index assignment (x[i] = v, x[:, j] = v) and scatter / scatter_add on
   activations read again after the write: the rules of ScatterND and ScatterElements.
 
@@ -362,11 +366,49 @@ def siamese_pairs():
     return model, {"x": x}, {"Pow", "ReduceSum"}
 
 
+class MaskedLosses(nn.Module):
+    """Masked losses as users write them with boolean indexing: the targets that are not NaN,
+    the tokens that are not padding (rows of [batch, seq]), the errors above zero, and the
+    selected rows scaled by a parameter of the rows' width."""
+
+    def __init__(self, features=6, width=8, classes=5):
+        super().__init__()
+        self.enc = nn.Linear(features, width)
+        self.reg = nn.Linear(width, 2)
+        self.cls = nn.Linear(width, classes)
+        self.scale = nn.Parameter(torch.linspace(0.5, 1.5, width))
+
+    def forward(self, x, target, padding, labels):
+        h = torch.tanh(self.enc(x))
+        pred = self.reg(h)
+        valid = ~torch.isnan(target)
+        mse = ((pred[valid] - target[valid]) ** 2).mean()
+        keep = padding == 0
+        ce = F.cross_entropy(self.cls(h)[keep], labels[keep])
+        err = pred - 0.5
+        hinge = err[err > 0].sum() / err.numel()
+        rows = 0.1 * (h[keep] * self.scale).mean()
+        return mse + ce + hinge + rows
+
+
+def masked_losses():
+    model = MaskedLosses()
+    target = torch.randn(3, 4, 2)
+    target[0, 1, 0] = float("nan")
+    target[2, 3] = float("nan")
+    padding = torch.zeros(3, 4, dtype=torch.long)
+    padding[1, 2:] = 1
+    padding[2, 3] = 1
+    inputs = {"x": torch.randn(3, 4, 6), "target": target, "padding": padding,
+              "labels": torch.randint(0, 5, (3, 4))}
+    return model, inputs, {"NonZero", "GatherND", "SoftmaxCrossEntropyLoss"}
+
+
 MODELS = {"lp_norm_cosine": lp_norm_cosine, "regression_l1": regression_l1, "pooling": pooling,
           "einsum": einsum, "gather_topk": gather_topk, "assignments": assignments,
           "moe_routing": moe_routing, "masked_sequence": masked_sequence,
           "reflection_generator": reflection_generator, "scalar_where": scalar_where,
-          "siamese_pairs": siamese_pairs}
+          "siamese_pairs": siamese_pairs, "masked_losses": masked_losses}
 
 
 def export(name, out):
