@@ -9,10 +9,10 @@
 #include <utility>
 #include <vector>
 
-#include "ops/op_info.h"
 #include "passes/autodiff/grad_builder.h"
 #include "passes/common_subexpression.h"
 #include "passes/reduce_axes.h"
+#include "passes/selected_row_ops.h"
 
 namespace ampc::passes {
 namespace {
@@ -25,18 +25,6 @@ using Shape = std::vector<int64_t>;
 
 bool is_op(const Node* n, const char* op) {
   return n && n->domain.empty() && n->op_type == op;
-}
-
-// numpy broadcasting of two static shapes; nothing when they do not broadcast.
-std::optional<Shape> broadcast(const Shape& a, const Shape& b) {
-  Shape out(std::max(a.size(), b.size()), 1);
-  for (size_t i = 0; i < out.size(); ++i) {
-    const int64_t x = i < a.size() ? a[a.size() - 1 - i] : 1;
-    const int64_t y = i < b.size() ? b[b.size() - 1 - i] : 1;
-    if (x != y && x != 1 && y != 1) return std::nullopt;
-    out[out.size() - 1 - i] = x == 1 ? y : x;
-  }
-  return out;
 }
 
 // x[mask]: GatherND(x, Transpose(NonZero(mask), perm [1, 0])), batch_dims 0, with a static bool
@@ -76,7 +64,7 @@ bool is_graph_output(const ir::Graph& g, const Value* v) {
 // (their outputs are selected values too) and the terminals (a sum or mean over all, a loss).
 class Group {
  public:
-  Group(ir::Graph& g, Value* mask) : g_(g), mask_(mask) {}
+  Group(ir::Graph& g, Value* mask, int64_t opset) : g_(g), mask_(mask), opset_(opset) {}
 
   void add(const Selection& s) {
     selections_.push_back(s);
@@ -90,7 +78,7 @@ class Group {
     for (const auto& n : g_.nodes) {
       if (std::none_of(n->inputs.begin(), n->inputs.end(), [&](Value* v) { return selected(v); }))
         continue;
-      if (!classify_elementwise(*n) && !is_full_reduction(*n) && !is_row_loss(*n)) return false;
+      if (!is_full_reduction(*n) && !is_row_loss(*n) && !classify_per_row(*n)) return false;
     }
     // Every use of a selected value must be one of the nodes classified (not a subgraph's).
     for (const auto& [v, trailing] : trailing_) {
@@ -104,12 +92,11 @@ class Group {
 
   void rewrite() {
     for (const Selection& s : selections_) rewrite_selection(s);
-    for (Node* n : elementwise_) {
-      std::optional<Shape> shape = Shape{};
-      for (const Value* in : n->inputs) {
-        if (in && shape) shape = broadcast(*shape, *in->type.shape);
-      }
-      n->outputs[0]->type.shape = *shape;  // the inputs broadcast: classify checked them
+    for (Node* n : per_row_) {
+      const Value* out = n->outputs[0];
+      Shape dense = mask_shape();
+      dense.insert(dense.end(), trailing_.at(out).begin(), trailing_.at(out).end());
+      selected_rows::adapt(g_, n, mask_rank(), {out->type.dtype, dense}, opset_);
     }
     for (Node* t : terminals_) {
       if (is_op(t, "ReduceSum") || is_op(t, "ReduceMean"))
@@ -140,35 +127,15 @@ class Group {
   int64_t mask_numel() const { return ir::shape_numel(mask_shape()); }
   bool selected(const Value* v) const { return v && trailing_.count(v); }
 
-  // An elementwise op of selected values (one trailing rank) and of values that broadcast over
-  // their trailing dimensions only: its output is selected.
-  bool classify_elementwise(Node& n) {
-    const ops::OpInfo* info = ops::find_op_info(n.domain, n.op_type);
-    if (!info || info->pattern != ops::Pattern::kElementwise || n.outputs.size() != 1) return false;
-    std::optional<size_t> rank;
-    for (const Value* in : n.inputs) {
-      if (!selected(in)) continue;
-      const size_t r = trailing_.at(in).size();
-      if (rank && *rank != r) return false;
-      rank = r;
-    }
-    std::optional<Shape> trailing = Shape{};
-    for (const Value* in : n.inputs) {
-      if (!in) continue;
-      if (selected(in)) {
-        trailing = broadcast(*trailing, trailing_.at(in));
-      } else {
-        if (!in->type.is_static()) return false;
-        Shape s = *in->type.shape;
-        // [1, d...] beside [K, d...] broadcasts the same way beside [mask dims..., d...].
-        if (s.size() == *rank + 1 && s[0] == 1) s.erase(s.begin());
-        if (s.size() > *rank) return false;
-        trailing = broadcast(*trailing, s);
-      }
-      if (!trailing) return false;
-    }
-    trailing_[n.outputs[0]] = *trailing;
-    elementwise_.push_back(&n);
+  // An op that acts on each selected element alone (selected_row_ops.h): its output is
+  // selected.
+  bool classify_per_row(Node& n) {
+    std::vector<const Shape*> trailing;
+    for (const Value* in : n.inputs) trailing.push_back(selected(in) ? &trailing_.at(in) : nullptr);
+    const std::optional<Shape> out = selected_rows::output_trailing(n, trailing, opset_);
+    if (!out) return false;
+    trailing_[n.outputs[0]] = *out;
+    per_row_.push_back(&n);
     classified_.insert(&n);
     return true;
   }
@@ -289,7 +256,8 @@ class Group {
   Value* mask_;
   std::vector<Selection> selections_;
   std::map<const Value*, Shape> trailing_;  // each selected value's dimensions after the count
-  std::vector<Node*> elementwise_;
+  int64_t opset_;
+  std::vector<Node*> per_row_;
   std::vector<Node*> terminals_;
   std::set<const Node*> classified_;
 };
@@ -307,6 +275,10 @@ int compute_boolean_masks_in_place(ir::Model& model) {
   eliminate_common_subexpressions(model);
   std::map<Value*, std::vector<Selection>> by_mask;
   std::vector<Value*> order;
+  int64_t opset = 0;
+  for (const auto& o : model.opsets) {
+    if (o.domain.empty() || o.domain == "ai.onnx") opset = o.version;
+  }
   for (const auto& n : g.nodes) {
     if (auto s = as_selection(n.get())) {
       if (!by_mask.count(s->mask())) order.push_back(s->mask());
@@ -315,7 +287,7 @@ int compute_boolean_masks_in_place(ir::Model& model) {
   }
   int rewritten = 0;
   for (Value* mask : order) {
-    Group group(g, mask);
+    Group group(g, mask, opset);
     for (const Selection& s : by_mask[mask]) group.add(s);
     if (!group.classify()) continue;
     group.rewrite();

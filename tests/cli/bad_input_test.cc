@@ -419,6 +419,37 @@ TEST_F(BadInput, BatchNormOfOneValuePerChannel) {
                   "--batchnorm-running-var", "biased", "-o", plan});
 }
 
+// x[mask] whose selected elements reach an op other than elementwise ones, a sum, a mean or a
+// cross-entropy (here a softmax over them) keeps its run-time length: training refuses it in one
+// line naming the NonZero, what trains, and how to mask the loss instead.
+TEST_F(BadInput, BooleanMaskSelectionOutsideALoss) {
+  namespace ob = test::onnx_build;
+  onnx::ModelProto m = ob::model("selection");
+  onnx::GraphProto* g = m.mutable_graph();
+  ob::add_float_io(g, "x", {4, 3});
+  ob::add_float_initializer(g, "w", {3}, {0.5f, -1.0f, 2.0f});
+  ob::add_float_initializer(g, "zero", {}, {0.0f});
+  ob::add_node(g, "Mul", {"x", "w"}, "h");
+  ob::add_node(g, "Greater", {"h", "zero"}, "positive");
+  ob::add_node(g, "NonZero", {"positive"}, "where");
+  ob::add_ints(ob::add_node(g, "Transpose", {"where"}, "indices"), "perm", {1, 0});
+  ob::add_node(g, "GatherND", {"h", "indices"}, "selected");
+  ob::add_int(ob::add_node(g, "Softmax", {"selected"}, "shares"), "axis", 0);
+  ob::add_node(g, "Mul", {"shares", "selected"}, "weighted");
+  ob::add_int(ob::add_node(g, "ReduceSum", {"weighted"}, "loss"), "keepdims", 0);
+  ob::add_float_io(g, "loss", {}, /*output=*/true);
+  const fs::path model = write_model(m, "selection.onnx");
+  const std::string plan = (out_dir_ / "selection.plan").string();
+  const std::string err =
+      expect_user_error({"compile", model.string(), "--train", "--target", "cpu", "-o", plan});
+  EXPECT_THAT(err, HasSubstr("node '/where' (NonZero)"));
+  EXPECT_THAT(err, HasSubstr("boolean-mask selection (x[mask], torch.masked_select) trains only "
+                             "where the selected elements reach a sum, a mean or a "
+                             "cross-entropy / NLL loss"));
+  EXPECT_THAT(err, HasSubstr("(loss * mask).sum() / mask.sum()"));
+  EXPECT_FALSE(fs::exists(plan));
+}
+
 TEST_F(BadInput, SvgIntoAMissingFolderLeavesNothing) {
   const RunResult r = run_ampc({"inspect", source_path("models/mlp.onnx").string(), "--svg",
                                 (out_dir_ / "no_such_dir" / "g.svg").string()});

@@ -42,8 +42,9 @@ tests/zoo/expected_cuda_refusals.txt; 10 training steps in fp16 and bf16 that st
   exported norm's gradient at a zero distance).
 - masked_losses: boolean-mask selection in losses (x[mask], exported as NonZero and GatherND,
   passes/boolean_mask_selection.h): an MSE over the targets that are not NaN, a token
-  cross-entropy over the non-padding positions, a hinge over the positive errors and the
-  selected rows times a parameter.
+  cross-entropy of a Linear layer over the non-padding positions, softmax shares of a slice of
+  classes, a hinge over the positive errors, the selected rows times a parameter and one
+  column of them.
 - assignments: slice and index assignment (x[i] = v, x[:, j] = v) and scatter / scatter_add on
   activations read again after the write: the rules of ScatterND and ScatterElements.
 
@@ -368,8 +369,9 @@ def siamese_pairs():
 
 class MaskedLosses(nn.Module):
     """Masked losses as users write them with boolean indexing: the targets that are not NaN,
-    the tokens that are not padding (rows of [batch, seq]), the errors above zero, and the
-    selected rows scaled by a parameter of the rows' width."""
+    the tokens that are not padding (rows of [batch, seq]) through a Linear layer and a
+    softmax, the errors above zero, and the selected rows scaled by a parameter of the rows'
+    width or one column of them."""
 
     def __init__(self, features=6, width=8, classes=5):
         super().__init__()
@@ -384,11 +386,12 @@ class MaskedLosses(nn.Module):
         valid = ~torch.isnan(target)
         mse = ((pred[valid] - target[valid]) ** 2).mean()
         keep = padding == 0
-        ce = F.cross_entropy(self.cls(h)[keep], labels[keep])
+        ce = F.cross_entropy(self.cls(h[keep]), labels[keep])
+        shares = F.softmax(self.cls(h)[keep], -1)[:, 1:3].sum(-1).mean()
         err = pred - 0.5
         hinge = err[err > 0].sum() / err.numel()
-        rows = 0.1 * (h[keep] * self.scale).mean()
-        return mse + ce + hinge + rows
+        rows = 0.1 * (h[keep] * self.scale).mean() + 0.1 * h[keep][:, 2].mean()
+        return mse + ce + shares + hinge + rows
 
 
 def masked_losses():
