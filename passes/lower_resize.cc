@@ -29,21 +29,26 @@ std::vector<double> constant_scales(const ir::Node& n) {
 }
 
 // The input coordinate output index `i` maps to (ONNX Resize's coordinate transformations).
+// `length`: the resized length align_corners divides by: ONNX's is in x scale, unrounded when
+// the node gives scales; PyTorch's the output's length (lengths_of_pytorch).
 double source_coordinate(const std::string& mode, int64_t i, int64_t in, int64_t out, double scale,
-                         const ir::Node& n) {
+                         double length, const ir::Node& n) {
   const double x = static_cast<double>(i);
   if (mode == "half_pixel") return (x + 0.5) / scale - 0.5;
   if (mode == "pytorch_half_pixel") return out > 1 ? (x + 0.5) / scale - 0.5 : 0.0;
   if (mode == "asymmetric") return x / scale;
+  if (mode == "tf_half_pixel_for_nn") return (x + 0.5) / scale;
   if (mode == "align_corners")
-    return out > 1 ? x * static_cast<double>(in - 1) / static_cast<double>(out - 1) : 0.0;
+    return out > 1 && length > 1 ? x * static_cast<double>(in - 1) / (length - 1) : 0.0;
   if (mode == "half_pixel_symmetric") {
     const double adj = static_cast<double>(out) / scale;
     const double offset = static_cast<double>(in) / 2 * (1 - adj / static_cast<double>(in));
     return offset + (x + 0.5) / scale - 0.5;
   }
-  throw Error("node " + n.label() + ": coordinate_transformation_mode '" + mode +
-              "' is not supported (half_pixel, pytorch_half_pixel, asymmetric, align_corners are)");
+  throw Error(
+      "node " + n.label() + ": coordinate_transformation_mode '" + mode +
+      "' is not supported (half_pixel, pytorch_half_pixel, half_pixel_symmetric, asymmetric, "
+      "align_corners, tf_half_pixel_for_nn are)");
 }
 
 int64_t nearest_index(const std::string& mode, double x) {
@@ -55,17 +60,51 @@ int64_t nearest_index(const std::string& mode, double x) {
   return static_cast<int64_t>(std::round(x));
 }
 
+// Keys' cubic convolution kernel at distance d with coefficient a (ONNX's cubic_coeff_a,
+// -0.75 as PyTorch's bicubic and OpenCV's).
+double cubic_kernel(double d, double a) {
+  d = std::abs(d);
+  if (d <= 1) return ((a + 2) * d - (a + 3)) * d * d + 1;
+  if (d < 2) return ((a * d - 5 * a) * d + 8 * a) * d - 4 * a;
+  return 0;
+}
+
+// The four taps of cubic interpolation at x: floor(x) - 1 .. floor(x) + 2, weighted by the
+// kernel at their distances. Taps outside the input read its edge (ONNX's and PyTorch's
+// bicubic), or with exclude_outside get weight 0 and the others are scaled to sum to 1.
+void cubic_row(double x, int64_t in, double a, bool exclude_outside, double* row) {
+  const double x0 = std::floor(x);
+  double taps[4], total = 0;
+  for (int k = 0; k < 4; ++k) {
+    const double at = x0 - 1 + k;
+    const bool outside = at < 0 || at > static_cast<double>(in - 1);
+    taps[k] = exclude_outside && outside ? 0.0 : cubic_kernel(x - at, a);
+    total += taps[k];
+  }
+  for (int k = 0; k < 4; ++k) {
+    const auto at = std::clamp<int64_t>(static_cast<int64_t>(x0) - 1 + k, 0, in - 1);
+    row[at] += exclude_outside ? taps[k] / total : taps[k];
+  }
+}
+
 // Row-major [out, in] weights of one resized axis.
-std::vector<double> weights(const ir::Node& n, int64_t in, int64_t out, double scale) {
+std::vector<double> weights(const ir::Node& n, int64_t in, int64_t out, double scale,
+                            double length) {
   const std::string mode = attr_string(n, "mode", "nearest");
   const std::string transform = attr_string(n, "coordinate_transformation_mode", "half_pixel");
   const std::string nearest_mode = attr_string(n, "nearest_mode", "round_prefer_floor");
+  const ir::Attribute* coeff = n.attr("cubic_coeff_a");
+  const ir::Attribute* exclude = n.attr("exclude_outside");
   std::vector<double> w(static_cast<size_t>(out * in), 0.0);
   for (int64_t i = 0; i < out; ++i) {
-    double x = source_coordinate(transform, i, in, out, scale, n);
+    double x = source_coordinate(transform, i, in, out, scale, length, n);
     double* row = w.data() + i * in;
     if (mode == "nearest") {
       row[std::clamp<int64_t>(nearest_index(nearest_mode, x), 0, in - 1)] = 1.0;
+      continue;
+    }
+    if (mode == "cubic") {
+      cubic_row(x, in, coeff ? coeff->f : -0.75, exclude && exclude->i != 0, row);
       continue;
     }
     x = std::clamp(x, 0.0, static_cast<double>(in - 1));
@@ -88,7 +127,7 @@ ir::Value* matrix(ir::Graph& g, const std::string& name, DType dtype, int64_t ro
   return v;
 }
 
-void lower(ir::Graph& g, size_t index) {
+void lower(ir::Graph& g, size_t index, bool lengths_of_pytorch) {
   ir::Node* n = g.nodes[index].get();
   ir::Value* x = n->inputs[0];
   ir::Value* y = n->outputs[0];
@@ -97,9 +136,9 @@ void lower(ir::Graph& g, size_t index) {
                 x->type.str() + " -> " + y->type.str() + ")");
   }
   const std::string mode = attr_string(*n, "mode", "nearest");
-  if (mode != "nearest" && mode != "linear") {
+  if (mode != "nearest" && mode != "linear" && mode != "cubic") {
     throw Error("node " + n->label() + ": Resize mode '" + mode +
-                "' is not supported (nearest and linear are)");
+                "' is not supported (nearest, linear and cubic are)");
   }
   if (const auto* a = n->attr("antialias"); a && a->i) {
     throw Error("node " + n->label() + ": Resize with antialias is not supported");
@@ -129,7 +168,13 @@ void lower(ir::Graph& g, size_t index) {
     const auto [a, o] = axes[k];
     const double scale =
         scales.size() == rank ? scales[a] : static_cast<double>(o) / static_cast<double>(in[a]);
-    const std::vector<double> w = weights(*n, in[a], o, scale);
+    // With scales, ONNX's align_corners divides by the unrounded length; PyTorch's, which
+    // exports F.interpolate(scale_factor=s, align_corners=True) with scales, by the rounded
+    // one (they differ where in x s is not whole: downsampling by 0.6).
+    const bool unrounded = scales.size() == rank && !lengths_of_pytorch;
+    const double length =
+        unrounded ? static_cast<double>(in[a]) * scales[a] : static_cast<double>(o);
+    const std::vector<double> w = weights(*n, in[a], o, scale, length);
     shape[a] = o;
     ir::Value* next = k + 1 == axes.size()
                           ? y
@@ -166,7 +211,7 @@ int lower_resize(ir::Model& model) {
       throw Error("node " + g.nodes[i]->label() +
                   ": Resize with tf_crop_and_resize is not supported");
     }
-    lower(g, i);
+    lower(g, i, model.producer_name == "pytorch");
     ++lowered;
   }
   return lowered;

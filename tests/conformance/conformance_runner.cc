@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <regex>
 #include <set>
@@ -143,6 +145,44 @@ rt::Tensor read_input(const std::string& path, const onnx::ModelProto& proto,
   return rt::io::read_tensor_pb(path);
 }
 
+// Resize's roi, scales and sizes are fed as graph inputs by ONNX's test models, where a real
+// model has them as constants (torch exports them so), and ampc lowers Resize at compile time
+// from their values (passes/lower_resize.h). When every data set feeds the same bytes, they
+// become initializers of the model; returns their names.
+std::set<std::string> bind_resize_parameters(onnx::ModelProto& proto,
+                                             const std::vector<fs::path>& data_sets,
+                                             const std::vector<std::string>& input_names) {
+  std::set<std::string> wanted;
+  for (const auto& n : proto.graph().node()) {
+    if (n.op_type() != "Resize") continue;
+    for (int k = 1; k < n.input_size(); ++k) wanted.insert(n.input(k));
+  }
+  std::set<std::string> bound;
+  for (size_t i = 0; i < input_names.size(); ++i) {
+    if (!wanted.count(input_names[i])) continue;
+    std::string bytes;
+    bool same = true;
+    for (const auto& set : data_sets) {
+      const auto files = sorted_files(set, "input_");
+      if (i >= files.size()) return bound;
+      std::ifstream f(files[i], std::ios::binary);
+      const std::string b((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+      same = same && (bytes.empty() || b == bytes);
+      bytes = b;
+    }
+    onnx::TensorProto t;
+    if (!same || !t.ParseFromString(bytes)) continue;
+    t.set_name(input_names[i]);
+    *proto.mutable_graph()->add_initializer() = t;
+    bound.insert(input_names[i]);
+  }
+  auto* inputs = proto.mutable_graph()->mutable_input();
+  for (int k = inputs->size() - 1; k >= 0; --k) {
+    if (bound.count(inputs->Get(k).name())) inputs->DeleteSubrange(k, 1);
+  }
+  return bound;
+}
+
 CaseResult unsupported(const std::string& message, const std::string& what) {
   return {Outcome::kUnsupported, message, what};
 }
@@ -177,6 +217,7 @@ CaseResult run_case_unguarded(const std::string& case_dir, const Tolerance& tol)
   onnx::ModelProto proto;
   std::unique_ptr<rt::cpu::Executor> executor;
   std::vector<std::string> input_names;
+  std::set<std::string> bound;  // inputs made initializers (bind_resize_parameters)
   try {
     proto = onnx_io::read_model_proto((dir / "model.onnx").string());
     repair_model(dir.filename().string(), proto);
@@ -198,9 +239,11 @@ CaseResult run_case_unguarded(const std::string& case_dir, const Tolerance& tol)
       }
       input_names.push_back(in.name());
     }
+    bound = bind_resize_parameters(proto, data_sets, input_names);
     compiler::CompileOptions options;
     const auto inputs = sorted_files(data_sets[0], "input_");
     for (size_t i = 0; i < inputs.size() && i < input_names.size(); ++i) {
+      if (bound.count(input_names[i])) continue;
       const rt::Tensor t = read_input(inputs[i].string(), proto, input_names[i]);
       options.import.input_shapes[input_names[i]] = t.shape();
     }
@@ -218,6 +261,7 @@ CaseResult run_case_unguarded(const std::string& case_dir, const Tolerance& tol)
     std::map<std::string, rt::Tensor> feeds;
     const auto inputs = sorted_files(set, "input_");
     for (size_t i = 0; i < inputs.size() && i < input_names.size(); ++i) {
+      if (bound.count(input_names[i])) continue;
       feeds[input_names[i]] = read_input(inputs[i].string(), proto, input_names[i]);
     }
     std::map<std::string, rt::Tensor> got;

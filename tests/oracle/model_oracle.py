@@ -45,6 +45,10 @@ tests/zoo/expected_cuda_refusals.txt; 10 training steps in fp16 and bf16 that st
   cross-entropy of a Linear layer over the non-padding positions, softmax shares of a slice of
   classes, a hinge over the positive errors, the selected rows times a parameter and one
   column of them.
+- bicubic_upsampling: F.interpolate in bicubic mode (Resize mode cubic, lowered into
+  interpolation matrices, passes/lower_resize.h): a super-resolution head upsampling by 2
+  (half pixel) and by 1.5 with align_corners, and a ViT-style positional embedding, a
+  parameter, resized from 4x4 to 6x6 (its gradient goes through the cubic weights).
 - assignments: slice and index assignment (x[i] = v, x[:, j] = v) and scatter / scatter_add on
   activations read again after the write: the rules of ScatterND and ScatterElements.
 
@@ -407,11 +411,38 @@ def masked_losses():
     return model, inputs, {"NonZero", "GatherND", "SoftmaxCrossEntropyLoss"}
 
 
+class BicubicUpsampling(nn.Module):
+    """Bicubic interpolation as super-resolution and ViT fine-tuning use it: features upsampled
+    by 2 (half pixel) and by 1.5 with align_corners, and a learned 4x4 positional embedding
+    resized to the 6x6 grid of a larger input."""
+
+    def __init__(self, channels=3, width=4):
+        super().__init__()
+        self.head = nn.Conv2d(channels, width, 3, padding=1)
+        self.tail = nn.Conv2d(width, channels, 3, padding=1)
+        self.pos = nn.Parameter(torch.randn(1, width, 4, 4) * 0.1)
+
+    def forward(self, x, target):
+        h = torch.tanh(self.head(x))  # [B, width, 6, 6]
+        h = h + F.interpolate(self.pos, size=(6, 6), mode="bicubic", align_corners=False)
+        up = F.interpolate(h, scale_factor=2, mode="bicubic", align_corners=False)
+        out = self.tail(up)
+        corner = F.interpolate(h, scale_factor=1.5, mode="bicubic", align_corners=True)
+        return (out - target).abs().mean() + 0.1 * corner.pow(2).mean()
+
+
+def bicubic_upsampling():
+    model = BicubicUpsampling()
+    inputs = {"x": torch.randn(2, 3, 6, 6), "target": torch.randn(2, 3, 12, 12)}
+    return model, inputs, {"Resize"}
+
+
 MODELS = {"lp_norm_cosine": lp_norm_cosine, "regression_l1": regression_l1, "pooling": pooling,
           "einsum": einsum, "gather_topk": gather_topk, "assignments": assignments,
           "moe_routing": moe_routing, "masked_sequence": masked_sequence,
           "reflection_generator": reflection_generator, "scalar_where": scalar_where,
-          "siamese_pairs": siamese_pairs, "masked_losses": masked_losses}
+          "siamese_pairs": siamese_pairs, "masked_losses": masked_losses,
+          "bicubic_upsampling": bicubic_upsampling}
 
 
 def export(name, out):
