@@ -22,6 +22,7 @@
 #include "passes/expand_norm_params.h"
 #include "passes/half_inputs.h"
 #include "passes/index_ops_for_cuda.h"
+#include "passes/inline_constant_if.h"
 #include "passes/integer_ops_for_cuda.h"
 #include "passes/linear_as_gemm.h"
 #include "passes/lower_einsum.h"
@@ -75,7 +76,12 @@ constexpr ir::VerifyOptions kPartVerify{.require_static_inputs = false};
 // Constants first: gradient rules need constant shapes, axes and slice bounds; folding shape
 // arithmetic to a fixed point makes every shape static (static_shapes.h).
 void add_forward_preparation(std::vector<Pass>& out, bool low_precision) {
-  out.push_back({"fold-static-shapes", [](ir::Model& m) { passes::fold_static_shapes(m); }});
+  // An If whose condition folds takes its branch's place (inline_constant_if.h); the shapes
+  // after it are inferred again.
+  out.push_back({"fold-static-shapes", [](ir::Model& m) {
+                   passes::fold_static_shapes(m);
+                   while (passes::inline_constant_ifs(m) > 0) passes::fold_static_shapes(m);
+                 }});
   // x[mask] in a loss computed in place, with static shapes (boolean_mask_selection.h).
   out.push_back(
       {"boolean-masks-in-place", [](ir::Model& m) { passes::compute_boolean_masks_in_place(m); }});

@@ -50,6 +50,9 @@ tests/zoo/expected_cuda_refusals.txt; 10 training steps in fp16 and bf16 that st
   (half pixel), by 1.5 and by 0.6 (not a whole length) with align_corners, and a ViT-style
   positional embedding, a
   parameter, resized from 4x4 to 6x6 (its gradient goes through the cubic weights).
+- local_response_norm: an AlexNet-style stem with nn.LocalResponseNorm, which torch exports
+  with an If on a dimension's size (a squeeze it could not size at export); the condition folds
+  with static shapes and the branch taken replaces the If (passes/inline_constant_if.h).
 - assignments: slice and index assignment (x[i] = v, x[:, j] = v) and scatter / scatter_add on
   activations read again after the write: the rules of ScatterND and ScatterElements.
 
@@ -440,12 +443,33 @@ def bicubic_upsampling():
     return model, inputs, {"Resize"}
 
 
+class LocalResponseNormNet(nn.Module):
+    """An AlexNet-style stem: convolution, ReLU, nn.LocalResponseNorm, max pooling, a linear
+    classifier."""
+
+    def __init__(self, channels=3, width=8, classes=4):
+        super().__init__()
+        self.conv = nn.Conv2d(channels, width, 3, padding=1)
+        self.norm = nn.LocalResponseNorm(3, alpha=1e-2, beta=0.75, k=2.0)
+        self.fc = nn.Linear(width * 9, classes)
+
+    def forward(self, x, y):
+        h = F.max_pool2d(self.norm(F.relu(self.conv(x))), 2)
+        return F.cross_entropy(self.fc(h.flatten(1)), y)
+
+
+def local_response_norm():
+    model = LocalResponseNormNet()
+    inputs = {"x": torch.randn(3, 3, 6, 6), "y": torch.tensor([0, 3, 1])}
+    return model, inputs, {"If"}
+
+
 MODELS = {"lp_norm_cosine": lp_norm_cosine, "regression_l1": regression_l1, "pooling": pooling,
           "einsum": einsum, "gather_topk": gather_topk, "assignments": assignments,
           "moe_routing": moe_routing, "masked_sequence": masked_sequence,
           "reflection_generator": reflection_generator, "scalar_where": scalar_where,
           "siamese_pairs": siamese_pairs, "masked_losses": masked_losses,
-          "bicubic_upsampling": bicubic_upsampling}
+          "bicubic_upsampling": bicubic_upsampling, "local_response_norm": local_response_norm}
 
 
 def export(name, out):
