@@ -47,7 +47,9 @@ void plan_attribute(const ir::Attribute& a, const ir::Node& n, plan::Attribute* 
     case ir::AttrKind::kGraph:
     case ir::AttrKind::kGraphs:
       throw Error("node " + n.label() +
-                  ": operators with subgraphs (control flow) are not supported by the plan yet");
+                  ": operators with subgraphs (control flow) are not supported by the plan yet "
+                  "(an If whose condition is a constant once shapes are static runs as its "
+                  "branch)");
     case ir::AttrKind::kTensors:
       throw Error("node " + n.label() + ": attribute '" + a.name +
                   "' (a list of tensors) is not supported");
