@@ -26,6 +26,7 @@
 #include "passes/integer_ops_for_cuda.h"
 #include "passes/linear_as_gemm.h"
 #include "passes/lower_einsum.h"
+#include "passes/lower_grid_sample.h"
 #include "passes/lower_resize.h"
 #include "passes/range_stats.h"
 #include "passes/recompute_casts.h"
@@ -92,6 +93,8 @@ void add_forward_preparation(std::vector<Pass>& out, bool low_precision) {
                  }});
   // Interpolation as MatMuls (lower_resize.h).
   out.push_back({"lower-resize", [](ir::Model& m) { passes::lower_resize(m); }});
+  // GridSample as gathers and weights (lower_grid_sample.h).
+  out.push_back({"lower-grid-sample", [](ir::Model& m) { passes::lower_grid_sample(m); }});
   // LayerNormalization's broadcast scale and bias made full-shape (expand_norm_params.h).
   out.push_back({"expand-norm-params", [](ir::Model& m) { passes::expand_norm_params(m); }});
   // ai.onnx.preview.training Gradient nodes become the gradient graph they stand for.

@@ -53,6 +53,10 @@ tests/zoo/expected_cuda_refusals.txt; 10 training steps in fp16 and bf16 that st
 - local_response_norm: an AlexNet-style stem with nn.LocalResponseNorm, which torch exports
   with an If on a dimension's size (a squeeze it could not size at export); the condition folds
   with static shapes and the branch taken replaces the If (passes/inline_constant_if.h).
+- flow_warping: F.grid_sample (GridSample, lowered into gathers and weights,
+  passes/lower_grid_sample.h) of an image by a base grid plus a predicted flow: bilinear with
+  zeros padding, bilinear with border padding and align_corners, nearest; the gradient
+  reaches the image and, through the bilinear weights, the flow's convolution.
 - assignments: slice and index assignment (x[i] = v, x[:, j] = v) and scatter / scatter_add on
   activations read again after the write: the rules of ScatterND and ScatterElements.
 
@@ -464,12 +468,42 @@ def local_response_norm():
     return model, inputs, {"If"}
 
 
+class FlowWarping(nn.Module):
+    """Optical-flow style warping: a convolution predicts a flow, added to a base grid, and the
+    image is sampled there (bilinear, zeros padding), with border padding and align_corners,
+    and by nearest neighbour."""
+
+    def __init__(self, channels=3):
+        super().__init__()
+        self.flow = nn.Conv2d(channels, 2, 3, padding=1)
+        self.mix = nn.Conv2d(channels, channels, 1)
+
+    def forward(self, x, base, target):
+        grid = base + 0.3 * torch.tanh(self.flow(x)).permute(0, 2, 3, 1)
+        img = self.mix(x)
+        warped = F.grid_sample(img, grid, mode="bilinear", padding_mode="zeros",
+                               align_corners=False)
+        clamped = F.grid_sample(img, grid * 1.2, mode="bilinear", padding_mode="border",
+                                align_corners=True)
+        picked = F.grid_sample(img, grid, mode="nearest", padding_mode="zeros",
+                               align_corners=False)
+        return ((warped - target) ** 2).mean() + 0.5 * clamped.abs().mean() + 0.1 * picked.mean()
+
+
+def flow_warping():
+    model = FlowWarping()
+    inputs = {"x": torch.randn(2, 3, 5, 6), "base": torch.rand(2, 5, 6, 2) * 2 - 1,
+              "target": torch.randn(2, 3, 5, 6)}
+    return model, inputs, {"GridSample"}
+
+
 MODELS = {"lp_norm_cosine": lp_norm_cosine, "regression_l1": regression_l1, "pooling": pooling,
           "einsum": einsum, "gather_topk": gather_topk, "assignments": assignments,
           "moe_routing": moe_routing, "masked_sequence": masked_sequence,
           "reflection_generator": reflection_generator, "scalar_where": scalar_where,
           "siamese_pairs": siamese_pairs, "masked_losses": masked_losses,
-          "bicubic_upsampling": bicubic_upsampling, "local_response_norm": local_response_norm}
+          "bicubic_upsampling": bicubic_upsampling, "local_response_norm": local_response_norm,
+          "flow_warping": flow_warping}
 
 
 def export(name, out):
