@@ -18,6 +18,7 @@
 #include <vector>
 
 #include <onnx/onnx_pb.h>
+#include <nlohmann/json.hpp>
 
 #include "runtime/io/npy.h"
 #include "runtime/io/tensor_pb.h"
@@ -309,6 +310,31 @@ TEST_F(CompileRun, FailedCompileWritesNoPlan) {
   write_bytes(tmp_ / "notes.onnx", "not a model\n");
   refused({"compile", (tmp_ / "notes.onnx").string(), "-o", (tmp_ / "notes.plan").string()},
           {"notes.onnx", "not a valid ONNX model"});
+}
+
+// `ampc ops` counts what the compiler rewrites: GridSample and Resize have no CPU operator or
+// gradient rule, yet run and train as the ops their lowering makes; GatherND runs on the CPU
+// as itself and on CUDA rewritten (and has no gradient rule); Relu is its own.
+TEST_F(CompileRun, OpsShowWhatACompileTimeRewriteStandsIn) {
+  auto row = [](const std::string& op) {
+    const std::string out = expect_success({"ops", "--op", op, "--format", "json"});
+    return nlohmann::json::parse(out).at(0);
+  };
+  for (const char* op : {"GridSample", "Resize"}) {
+    const nlohmann::json r = row(op);
+    EXPECT_EQ(r["cpu"], true) << op;
+    EXPECT_EQ(r["cpu_via"], "lowering") << op;
+    EXPECT_EQ(r["gradient_via"], "lowering") << op;
+  }
+  EXPECT_EQ(row("GridSample")["rewritten_by"], "lower_grid_sample");
+  const nlohmann::json gather_nd = row("GatherND");
+  EXPECT_EQ(gather_nd["cpu_via"], "op");
+  EXPECT_EQ(gather_nd["rewritten_by"], "index_ops_for_cuda");
+  EXPECT_EQ(gather_nd["gradient_via"], "-");  // no gradient rule: GatherND does not train
+  const nlohmann::json relu = row("Relu");
+  EXPECT_EQ(relu["cpu_via"], "op");
+  EXPECT_TRUE(relu["rewritten_by"].is_null());
+  EXPECT_THAT(expect_success({"ops", "--op", "GridSample"}), HasSubstr("lowered"));
 }
 
 // A plan compiled for a CUDA target that the CUDA backend would refuse at load says so at

@@ -3,7 +3,10 @@
 // class, how it fuses, view and in-place flags), whether the CPU backend runs it, how the CUDA
 // backend runs it (a hand-written kernel or library call, a generated kernel, a view) and
 // whether autodiff has its gradient rule. The rows are the union of the registries' keys
-// (ops/op_key.h), so an op that one part lacks shows where the gap is.
+// (ops/op_key.h), so an op that one part lacks shows where the gap is. An op the compiler
+// rewrites into others (passes/rewritten_ops.h) shows where that stands in for a backend's op
+// or a gradient rule: "lowered" (every target, before differentiation) and, on CUDA,
+// "rewritten".
 #include <algorithm>
 #include <iomanip>
 #include <iostream>
@@ -15,6 +18,7 @@
 #include "base/error.h"
 #include "ops/op_info.h"
 #include "passes/autodiff/gradient_registry.h"
+#include "passes/rewritten_ops.h"
 #include "runtime/cpu/op_registry.h"
 #include "tools/ampc/commands.h"
 #ifdef AMPC_HAVE_CUDA
@@ -50,6 +54,7 @@ std::set<ops::OpKey> all_keys() {
   for (const ops::OpInfo& info : ops::all_op_infos()) keys.insert({info.domain, info.op});
   for (const ops::OpKey& k : rt::cpu::OpRegistry::instance().keys()) keys.insert(k);
   for (const ops::OpKey& k : passes::autodiff::GradientRegistry::instance().keys()) keys.insert(k);
+  for (const passes::RewrittenOp& r : passes::rewritten_ops()) keys.insert({"", r.op});
 #ifdef AMPC_HAVE_CUDA
   for (const ops::OpKey& k : rt::cuda::builder_keys()) keys.insert(k);
 #endif
@@ -82,15 +87,31 @@ nlohmann::json row(const ops::OpKey& key) {
   j["autocast"] = key.domain.empty() ? name_of(kPrecisionNames, info.precision) : "-";
   j["fused"] = name_of(kFusedNames, info.fused);
   j["in_place"] = info.in_place;
-  j["cpu"] = rt::cpu::OpRegistry::instance().find(key.op, key.domain) != nullptr;
+  const passes::RewrittenOp* rw = key.domain.empty() ? passes::find_rewritten_op(key.op) : nullptr;
+  const bool lowered = rw && !rw->cuda_only;
+  const bool cpu_op = rt::cpu::OpRegistry::instance().find(key.op, key.domain) != nullptr;
+  const bool rule = passes::autodiff::GradientRegistry::instance().find(key) != nullptr;
+  j["cpu"] = cpu_op || lowered;
   j["cuda"] = cuda_support(key, info);
-  j["gradient"] = passes::autodiff::GradientRegistry::instance().find(key) != nullptr;
+  if (rw && j["cuda"] == "-") j["cuda"] = "rewritten";
+  j["gradient"] = rule || lowered;
+  // The pass that rewrites the op, when one does (null otherwise); "cpu" and "gradient" then
+  // count what runs and is differentiated in its place.
+  j["rewritten_by"] = rw ? nlohmann::json(rw->pass) : nlohmann::json(nullptr);
+  j["cpu_via"] = cpu_op ? "op" : (lowered ? "lowering" : "-");
+  j["gradient_via"] = rule ? "rule" : (lowered ? "lowering" : "-");
   return j;
+}
+
+// "yes" for the part's own support (`own`), "lowered" where a rewrite stands in, else "-".
+std::string cell(const nlohmann::json& via, const char* own) {
+  if (via == own) return "yes";
+  return via == "lowering" ? "lowered" : "-";
 }
 
 void print_text(const nlohmann::json& rows) {
   std::cout << std::left << std::setw(34) << "op" << std::setw(15) << "pattern" << std::setw(10)
-            << "autocast" << std::setw(22) << "fused" << std::setw(5) << "cpu" << std::setw(11)
+            << "autocast" << std::setw(22) << "fused" << std::setw(8) << "cpu" << std::setw(11)
             << "cuda"
             << "gradient\n";
   int cpu = 0, cuda = 0, grad = 0;
@@ -102,15 +123,16 @@ void print_text(const nlohmann::json& rows) {
     const std::string fused = r["fused"].get<std::string>() + (r["in_place"] ? ", in place" : "");
     std::cout << std::setw(34) << name << std::setw(15) << r["pattern"].get<std::string>()
               << std::setw(10) << r["autocast"].get<std::string>() << std::setw(22) << fused
-              << std::setw(5) << (r["cpu"] ? "yes" : "-") << std::setw(11)
-              << r["cuda"].get<std::string>() << (r["gradient"] ? "yes" : "-") << '\n';
+              << std::setw(8) << cell(r["cpu_via"], "op") << std::setw(11)
+              << r["cuda"].get<std::string>() << cell(r["gradient_via"], "rule") << '\n';
     cpu += r["cpu"].get<bool>();
     cuda += r["cuda"] != "-" && r["cuda"] != "n/a";
     grad += r["gradient"].get<bool>();
   }
   if (rows.size() > 1) {
     std::cout << rows.size() << " operators: the CPU backend runs " << cpu << ", the CUDA backend "
-              << cuda << ", gradient rules for " << grad << '\n';
+              << cuda << ", autodiff differentiates " << grad << " (\"lowered\": as the ops a "
+              << "compile-time rewrite makes of it)\n";
   }
 }
 
