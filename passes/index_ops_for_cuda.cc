@@ -51,55 +51,18 @@ Value* scatter_elements(GradBuilder& b, const ir::Node& n) {
   return b.reshape(out, d);
 }
 
-// GatherND with index tuples of length q and batch_dims bd: data viewed as [rows, slice] (rows
-// the product of its first bd + q dimensions), a Gather of the row each tuple names: its
-// coordinates times the row strides, plus the batch coordinates' share (short constants,
-// broadcast). Tuples of length 0 are left as they are.
+// GatherND: a Gather of the rows of data viewed as [rows, slice] that the tuples name
+// (autodiff::nd_rows). Tuples of length 0 are left as they are.
 Value* gather_nd(GradBuilder& b, const ir::Node& n) {
   Value* x = n.inputs[0];
-  Value* idx = b.cast(n.inputs[1], DType::kInt64);
-  const Shape& d = *x->type.shape;
-  const Shape& s = *idx->type.shape;
   const ir::Attribute* a = n.attr("batch_dims");
-  const size_t bd = a ? static_cast<size_t>(a->i) : 0;
-  if (s.empty() || s.back() <= 0 || s.size() < bd + 1) return nullptr;
-  const auto q = static_cast<size_t>(s.back());
-  if (bd + q > d.size()) return nullptr;
-  std::vector<int64_t> stride(bd + q, 1);
-  for (size_t j = bd + q; j-- > 1;) stride[j - 1] = stride[j] * d[j];
-  const int64_t rows = stride[0] * d[0];
-  const int64_t slice = ir::shape_numel(d) / rows;
-  const Shape tuples(s.begin(), s.end() - 1);
-  const ir::TensorType row_type{DType::kInt64, tuples}, flag_type{DType::kBool, tuples};
-  Value* row = nullptr;
-  Value* bad = nullptr;
-  for (size_t i = 0; i < q; ++i) {
-    const int64_t size = d[bd + i];
-    Value* c =
-        q == 1 ? b.reshape(idx, tuples)
-               : b.op("Gather", {idx, b.scalar(static_cast<double>(i), DType::kInt64)}, row_type,
-                      attrs(ir::Attribute::make_int("axis", static_cast<int64_t>(tuples.size()))));
-    Value* term = b.op("Mul",
-                       {autodiff::wrapped_indices(b, c, size),
-                        b.scalar(static_cast<double>(stride[bd + i]), DType::kInt64)},
-                       row_type);
-    Value* outside = autodiff::out_of_range(b, c, size);
-    row = row ? b.op("Add", {row, term}, row_type) : term;
-    bad = bad ? b.op("Or", {bad, outside}, flag_type) : outside;
-  }
-  for (size_t j = 0; j < bd; ++j) {
-    if (s[j] == 1) continue;
-    std::vector<int64_t> along(static_cast<size_t>(s[j]));
-    for (int64_t i = 0; i < s[j]; ++i) along[static_cast<size_t>(i)] = i * stride[j];
-    Shape broadcast(tuples.size(), 1);
-    broadcast[j] = s[j];
-    row = b.op("Add", {row, b.reshape(b.ints(along), broadcast)}, row_type);
-  }
-  Shape gathered = tuples;
-  gathered.push_back(slice);
-  Value* out =
-      b.op("Gather", {b.reshape(x, {rows, slice}), autodiff::past_end_where(b, bad, row, rows)},
-           {x->type.dtype, gathered}, attrs(ir::Attribute::make_int("axis", 0)));
+  const auto nd = autodiff::nd_rows(b, *x->type.shape, b.cast(n.inputs[1], DType::kInt64),
+                                    a ? static_cast<size_t>(a->i) : 0);
+  if (!nd) return nullptr;
+  Shape gathered = *nd->rows->type.shape;
+  gathered.push_back(nd->slice);
+  Value* out = b.op("Gather", {b.reshape(x, {nd->count, nd->slice}), nd->rows},
+                    {x->type.dtype, gathered}, attrs(ir::Attribute::make_int("axis", 0)));
   return b.reshape(out, *n.outputs[0]->type.shape);
 }
 

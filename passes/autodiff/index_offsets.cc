@@ -49,4 +49,44 @@ Value* element_offsets(GradBuilder& b, const Shape& d, int64_t axis, Value* idx)
   return flat;
 }
 
+std::optional<NdRows> nd_rows(GradBuilder& b, const Shape& d, Value* idx, size_t bd) {
+  const Shape& s = *idx->type.shape;
+  if (s.empty() || s.back() <= 0 || s.size() < bd + 1) return std::nullopt;
+  const auto q = static_cast<size_t>(s.back());
+  if (bd + q > d.size()) return std::nullopt;
+  std::vector<int64_t> stride(bd + q, 1);
+  for (size_t j = bd + q; j-- > 1;) stride[j - 1] = stride[j] * d[j];
+  NdRows out;
+  out.count = stride[0] * d[0];
+  out.slice = ir::shape_numel(d) / out.count;
+  const Shape tuples(s.begin(), s.end() - 1);
+  const ir::TensorType row_type{DType::kInt64, tuples}, flag_type{DType::kBool, tuples};
+  Value* row = nullptr;
+  Value* bad = nullptr;
+  for (size_t i = 0; i < q; ++i) {
+    const int64_t size = d[bd + i];
+    Value* c =
+        q == 1 ? b.reshape(idx, tuples)
+               : b.op("Gather", {idx, b.scalar(static_cast<double>(i), DType::kInt64)}, row_type,
+                      attrs(ir::Attribute::make_int("axis", static_cast<int64_t>(tuples.size()))));
+    Value* term = b.op(
+        "Mul",
+        {wrapped_indices(b, c, size), b.scalar(static_cast<double>(stride[bd + i]), DType::kInt64)},
+        row_type);
+    Value* outside = out_of_range(b, c, size);
+    row = row ? b.op("Add", {row, term}, row_type) : term;
+    bad = bad ? b.op("Or", {bad, outside}, flag_type) : outside;
+  }
+  for (size_t j = 0; j < bd; ++j) {
+    if (s[j] == 1) continue;
+    std::vector<int64_t> along(static_cast<size_t>(s[j]));
+    for (int64_t i = 0; i < s[j]; ++i) along[static_cast<size_t>(i)] = i * stride[j];
+    Shape broadcast(tuples.size(), 1);
+    broadcast[j] = s[j];
+    row = b.op("Add", {row, b.reshape(b.ints(along), broadcast)}, row_type);
+  }
+  out.rows = past_end_where(b, bad, row, out.count);
+  return out;
+}
+
 }  // namespace ampc::passes::autodiff

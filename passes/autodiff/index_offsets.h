@@ -3,6 +3,8 @@
 // (passes/index_ops_for_cuda.h) address data through, a Gather or ScatterND on it flattened.
 #pragma once
 
+#include <optional>
+
 #include <cstdint>
 #include <vector>
 
@@ -30,5 +32,18 @@ ir::Value* past_end_where(GradBuilder& b, ir::Value* bad, ir::Value* offsets, in
 // short constant per axis, broadcast). int64, of idx's shape.
 ir::Value* element_offsets(GradBuilder& b, const std::vector<int64_t>& d, int64_t axis,
                            ir::Value* idx);
+
+// GatherND's addressing with index tuples of length q and batch_dims bd: data of shape `d`
+// viewed as [rows, slice] (rows the product of its first bd + q dimensions), and the row each
+// tuple names (its coordinates, negative ones counted from the end, times the row strides,
+// plus the batch coordinates' share), past the end where a coordinate is out of range.
+struct NdRows {
+  ir::Value* rows = nullptr;  // int64, the index tuples' shape (idx's without its last axis)
+  int64_t count = 0;          // rows of the view
+  int64_t slice = 0;          // elements per row
+};
+// Nothing for tuples of length 0 or longer than data's rank allows.
+std::optional<NdRows> nd_rows(GradBuilder& b, const std::vector<int64_t>& d, ir::Value* idx,
+                              size_t bd);
 
 }  // namespace ampc::passes::autodiff

@@ -1,7 +1,7 @@
 // Gradients of ops that select, combine or repeat parts of tensors: Gather, GatherElements,
-// TopK, ScatterElements, ScatterND, Trilu, Concat, Split, Slice, Where, Expand, Tile, Pad. Selected
-// elements send their gradient back to where they came from (adding up where an element was read
-// several times); padding gets none.
+// GatherND, TopK, ScatterElements, ScatterND, Trilu, Concat, Split, Slice, Where, Expand, Tile,
+// Pad. Selected elements send their gradient back to where they came from (adding up where an
+// element was read several times); padding gets none.
 #include <algorithm>
 #include <limits>
 
@@ -56,6 +56,24 @@ void gather(GradContext& c) {
     dx = c.b.op("Transpose", {dx}, {t, Shape{p, k, q}},
                 attrs(ir::Attribute::make_ints("perm", {1, 0, 2})));
   }
+  c.set_input_grad(0, c.b.reshape(dx, d));
+}
+
+// GatherND: dy, one row per index tuple, scatter-added (ScatterND, reduction add) into zeros
+// of data viewed as [rows, slice] at the rows the tuples name (nd_rows), so repeats add up; a
+// tuple out of range addresses past the end, which the ScatterND refuses as the op does.
+void gather_nd(GradContext& c) {
+  const Shape& d = shape_of(c.input(0));
+  const DType t = c.input(0)->type.dtype;
+  const auto nd = nd_rows(c.b, d, c.b.cast(c.input(1), DType::kInt64),
+                          static_cast<size_t>(c.attr_int("batch_dims", 0)));
+  if (!nd) c.fail("index tuples of length 0 have no gradient");
+  const int64_t n = ir::shape_numel(shape_of(nd->rows));
+  Value* dx = c.b.op("ScatterND",
+                     {c.b.filled(0.0, {t, Shape{nd->count, nd->slice}}),
+                      c.b.reshape(nd->rows, {n, 1}), c.b.reshape(c.output_grad(0), {n, nd->slice})},
+                     {t, Shape{nd->count, nd->slice}},
+                     attrs(ir::Attribute::make_string("reduction", "add")));
   c.set_input_grad(0, c.b.reshape(dx, d));
 }
 
@@ -355,6 +373,7 @@ void tile(GradContext& c) {
 void register_index_gradients(GradientRegistry& r) {
   r.add("Gather", gather);
   r.add("GatherElements", gather_elements);
+  r.add("GatherND", gather_nd);
   r.add("TopK", top_k);
   r.add("ScatterElements", scatter_elements);
   r.add("ScatterND", scatter_nd);

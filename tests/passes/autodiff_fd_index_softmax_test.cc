@@ -85,6 +85,24 @@ TEST(AutodiffFdIndex, GatherElementsAndTopK) {
          }});
 }
 
+TEST(AutodiffFdIndex, GatherND) {
+  // Index tuples naming elements (full tuples) and rows (short ones), repeated and negative
+  // tuples adding up, and batch_dims 1.
+  check({"GatherND_elements", {{3, 4}}, {5}, [](GradBuilder& g, P p) {
+           Value* idx = int_tensor(g, {0, 1, 2, 3, 0, 1, -1, -4, 1, 2}, {5, 2});
+           return g.op("GatherND", {p[0], idx}, f64({5}));
+         }});
+  check({"GatherND_rows", {{3, 2, 2}}, {2, 2, 2, 2}, [](GradBuilder& g, P p) {
+           Value* idx = int_tensor(g, {2, 0, -1, 2}, {2, 2, 1});
+           return g.op("GatherND", {p[0], idx}, f64({2, 2, 2, 2}));
+         }});
+  check({"GatherND_batch_dims1", {{2, 3, 2}}, {2, 2, 2}, [](GradBuilder& g, P p) {
+           Value* idx = int_tensor(g, {1, 1, 0, 2}, {2, 2, 1});
+           return g.op("GatherND", {p[0], idx}, f64({2, 2, 2}),
+                       attrs(Attribute::make_int("batch_dims", 1)));
+         }});
+}
+
 // A repeated index for scatter_add; a distinct one where replacing (ONNX leaves repeats
 // undefined there).
 int64_t r_idx(const char* reduction) {
