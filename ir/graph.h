@@ -221,6 +221,14 @@ class Model {
     Value* master;
   };
   std::vector<RoundedCopy> rounded_copies;
+  // Nodes a lowering made of an op that PyTorch's autocast computes in fp32 (GridSample, its
+  // grid_sampler): the name prefix they share and the op. Autocast keeps them in fp32
+  // (passes/precision_policy.h).
+  struct Fp32Lowering {
+    std::string node_prefix;
+    std::string op;
+  };
+  std::vector<Fp32Lowering> fp32_lowerings;
 
   // The opset version imported for a domain ("" and "ai.onnx" are the same); nullopt if none.
   std::optional<int64_t> opset_version(std::string_view op_domain) const;

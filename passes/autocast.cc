@@ -77,6 +77,7 @@ class Autocaster {
     for (const auto& v : g_.values) names_.insert(v->name);
     for (const auto& n : g_.nodes) names_.insert(n->name);
     report_.precision = precision_name(options.precision);
+    policy_.pin_lowerings(model.fp32_lowerings);
   }
 
   AutocastReport run() {

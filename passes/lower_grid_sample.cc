@@ -184,7 +184,12 @@ int lower_grid_sample(ir::Model& model) {
     if (n->op_type != "GridSample" || !n->domain.empty()) continue;
     check(*n);
     const size_t first_new = g.nodes.size();
-    GradBuilder b(g, (n->name.empty() ? std::string("grid_sample") : n->name) + "/lowered");
+    const std::string prefix =
+        (n->name.empty() ? std::string("grid_sample") : n->name) + "/lowered";
+    GradBuilder b(g, prefix);
+    // PyTorch's autocast computes grid_sampler in fp32 (in fp16 a coordinate of 300 moves in
+    // steps of 0.25): autocast keeps these nodes there.
+    model.fp32_lowerings.push_back({prefix + "/", "GridSample"});
     Sampler sampler(b, *n);
     Value* out =
         string_attr(*n, "mode", "bilinear") == "nearest" ? sampler.nearest() : sampler.bilinear();

@@ -32,8 +32,14 @@ class PrecisionPolicy {
   // naming it.
   explicit PrecisionPolicy(const AutocastOptions& options);
 
-  // The class of a node; nodes pinned by a --keep-fp32 pattern are DENY with that rule.
+  // The class of a node; nodes pinned by a --keep-fp32 pattern are DENY with that rule, and
+  // so are the nodes of a lowering PyTorch's autocast computes in fp32 (pin_lowerings).
   PolicyDecision classify(const ir::Node& node) const;
+
+  // The model's fp32 lowerings (ir::Model::fp32_lowerings) pinned to fp32.
+  void pin_lowerings(const std::vector<ir::Model::Fp32Lowering>& lowerings) {
+    lowerings_ = lowerings;
+  }
 
   // The class the table gives an op type of the default domain (no overrides).
   static OpClass table_class(const std::string& op_type);
@@ -41,6 +47,7 @@ class PrecisionPolicy {
  private:
   std::map<std::string, PolicyDecision> overrides_;  // op type -> forced class and its rule
   std::vector<std::string> keep_fp32_;
+  std::vector<ir::Model::Fp32Lowering> lowerings_;
 };
 
 }  // namespace ampc::passes

@@ -18,6 +18,7 @@
 #include "passes/autocast.h"
 #include "passes/cast_cleanup.h"
 #include "passes/constant_folding.h"
+#include "passes/lower_grid_sample.h"
 #include "passes/precision_policy.h"
 #include "tests/support/temp_dir.h"
 
@@ -287,6 +288,56 @@ TEST(AutocastOverrides, KeepFp32PinsNodesByName) {
   ASSERT_NE(d, nullptr);
   EXPECT_EQ(d->compute_dtype, DType::kFloat32);
   EXPECT_THAT(d->rule, HasSubstr("--keep-fp32 '/fc1/*'"));
+}
+
+// GridSample, lowered into gathers and weights before autocast, stays fp32 as PyTorch's
+// autocast computes grid_sampler (its coordinates in fp16 would move in steps of 0.25 at 300),
+// though its image comes from an fp16 convolution; the convolution stays fp16.
+TEST(AutocastOverrides, LoweredGridSampleStaysFp32) {
+  ir::Model m;
+  m.opsets.push_back({"", 17});
+  ir::Graph& g = *m.graph;
+  auto input = [&g](const std::string& name, std::vector<int64_t> shape) {
+    ir::Value* v = g.add_value(name, {DType::kFloat32, std::move(shape)});
+    v->is_graph_input = true;
+    g.inputs.push_back(v);
+    return v;
+  };
+  ir::Value* x = input("x", {1, 1, 4, 4});
+  ir::Value* grid = input("grid", {1, 2, 2, 2});
+  ir::Value* w = g.add_value("w", {DType::kFloat32, std::vector<int64_t>{1, 1, 1, 1}});
+  w->initializer = std::make_unique<ir::Tensor>(
+      ir::tensor_of<float>(DType::kFloat32, DType::kFloat64, {1, 1, 1, 1}, std::vector<double>{2}));
+  w->initializer->name = "w";
+  w->from_model = true;
+  g.initializers.push_back(w);
+  ir::Value* h = g.add_value("h", {DType::kFloat32, std::vector<int64_t>{1, 1, 4, 4}});
+  g.add_node("Conv", {x, w}, {h}, "conv");
+  ir::Value* y = g.add_value("y", {DType::kFloat32, std::vector<int64_t>{1, 1, 2, 2}});
+  g.add_node("GridSample", {h, grid}, {y}, "sample");
+  ir::Value* loss = g.add_value("loss", {DType::kFloat32, std::vector<int64_t>{}});
+  g.add_node("ReduceSum", {y}, {loss}, "sum")
+      ->attributes.push_back(ir::Attribute::make_int("keepdims", 0));
+  g.outputs.push_back(loss);
+  ASSERT_EQ(passes::lower_grid_sample(m), 1);
+  const auto report = passes::apply_autocast(m, opts(Precision::kFP16));
+  ir::verify(m);
+  int lowered = 0;
+  for (const auto& n : g.nodes) {
+    if (n->name == "conv") {
+      EXPECT_EQ(compute_dtype(*n), DType::kFloat16);
+    }
+    if (n->name.rfind("sample/lowered/", 0) != 0) continue;
+    const DType t = compute_dtype(*n);
+    if (t != DType::kUndefined) {
+      EXPECT_EQ(t, DType::kFloat32) << n->label();
+    }
+    ++lowered;
+  }
+  EXPECT_GT(lowered, 20);
+  const auto* d = decision(report, "sample/lowered/Gather");
+  ASSERT_NE(d, nullptr);
+  EXPECT_THAT(d->rule, HasSubstr("lowered GridSample, fp32 in PyTorch's autocast"));
 }
 
 TEST(AutocastOverrides, AllowMovesAnOpToTheLowDtype) {
