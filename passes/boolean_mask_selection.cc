@@ -1,7 +1,6 @@
 #include "passes/boolean_mask_selection.h"
 
 #include <algorithm>
-#include <functional>
 #include <map>
 #include <optional>
 #include <set>

@@ -5,11 +5,13 @@
 // `F.cross_entropy(logits[mask], labels[mask])` over the tokens that are not padding,
 // `err[err > 0].mean()`.
 //
-// Where every use of the selected elements leads, through elementwise ops (with other
-// selections by the same mask, or with values that broadcast over the selected elements'
-// trailing dimensions only), to a sum or a mean over all of them, or to the rows of a
-// SoftmaxCrossEntropyLoss / NegativeLogLikelihoodLoss with reduction mean or sum, the
-// selection is computed in place instead (static shapes, the same results and gradients):
+// Where every use of the selected elements leads, through ops that act on each of them alone
+// (selected_row_ops.h: elementwise ops with other selections by the same mask or with values
+// that broadcast over the trailing dimensions only, Softmax, Reduce*, Gather and Slice along
+// trailing axes, a Linear layer on selected rows), to a sum or a mean over all of them, or to
+// the rows of a SoftmaxCrossEntropyLoss / NegativeLogLikelihoodLoss with reduction mean or
+// sum, the selection is computed in place instead (static shapes, the same results and
+// gradients):
 //
 //   x[mask]           -> Where(mask, x, x's first selected row)   the mask's shape, kept
 //   sum over all      -> ReduceSum(Where(mask, v, 0))
@@ -17,8 +19,8 @@
 //   cross-entropy     -> the loss over every row, the unselected rows' labels set to its
 //                        ignore_index (which the mean and the weights then leave out)
 //
-// The unselected places hold a copy of a selected row, never other data, so the elementwise
-// ops compute there only what they compute on a selected element: no infinity or NaN that
+// The unselected places hold a copy of a selected row, never other data, so the ops after
+// compute there only what they compute on a selected element: no infinity or NaN that
 // PyTorch would not meet (a NaN target left out by the mask stays out of the gradient too).
 // With no element selected, a mean is 0 / 0 = NaN, as PyTorch's mean of an empty tensor.
 //
