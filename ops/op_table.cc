@@ -66,6 +66,7 @@ std::vector<OpInfo> rows() {
       fused("Sign", F::kUnary, "sign", kInPlace),
       exact(fused("Floor", F::kUnary, "floor", kInPlace)),
       exact(fused("Ceil", F::kUnary, "ceil", kInPlace)),
+      exact(fused("Round", F::kUnary, "round", kInPlace)),
       // Comparisons, logic, selection, predicates.
       exact(fused("Equal", F::kCompare, "equal", kNew)),
       exact(fused("Less", F::kCompare, "less", kNew)),
@@ -101,7 +102,6 @@ std::vector<OpInfo> rows() {
       fused("Sin", F::kUnary, "sin", kInPlace),
       elementwise("Gelu", kInPlace),
       elementwise("Mod", kInPlace),
-      elementwise("Round", kInPlace),
       elementwise("Acos", kNew, P::kDeny),
       elementwise("Asin", kNew, P::kDeny),
       elementwise("Cosh", kNew, P::kDeny),

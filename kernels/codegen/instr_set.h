@@ -21,8 +21,8 @@ inline bool is_float(int d) {
 }
 
 inline const std::set<std::string> kUnaryFloat = {
-    "neg",   "abs",  "sqrt", "exp",     "log",   "tanh",  "erf", "relu", "reciprocal",
-    "floor", "ceil", "sign", "sigmoid", "expm1", "log1p", "sin", "cos"};
+    "neg",   "abs",  "sqrt",  "exp",  "log",     "tanh",  "erf",   "relu", "reciprocal",
+    "floor", "ceil", "round", "sign", "sigmoid", "expm1", "log1p", "sin",  "cos"};
 inline const std::set<std::string> kBinaryFloat = {"add", "sub", "mul",       "div",
                                                    "max", "min", "clamp_min", "clamp_max"};
 inline const std::set<std::string> kCompare = {"equal", "less", "less_equal", "greater",

@@ -222,6 +222,11 @@ class BodyBuilder {
     // op's inline expansion of std::floor / std::ceil does (GCC calls no library there).
     if (op == "floor") return b_.CreateSelect(isnan(x), x, intrinsic(llvm::Intrinsic::floor, x));
     if (op == "ceil") return b_.CreateSelect(isnan(x), x, intrinsic(llvm::Intrinsic::ceil, x));
+    // round: half to even, as the CPU op's std::nearbyint in the default rounding mode; a NaN
+    // comes back quiet, as from the C library's nearbyint (which that call is without SSE4.1).
+    if (op == "round")
+      return b_.CreateSelect(isnan(x), b_.CreateFAdd(x, x),
+                             intrinsic(llvm::Intrinsic::roundeven, x));
     if (op == "exp") return exp(x);
     if (op == "erf") return erf(x);
     // Through the C library on the host (the CPU ops' std::log, std::expm1, ...: the same

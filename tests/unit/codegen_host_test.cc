@@ -189,6 +189,7 @@ std::vector<Tensor> cpu_reference(const KernelDef& k, const std::vector<Tensor>&
                                                            {"relu", "Relu"},
                                                            {"floor", "Floor"},
                                                            {"ceil", "Ceil"},
+                                                           {"round", "Round"},
                                                            {"sign", "Sign"},
                                                            {"equal", "Equal"},
                                                            {"less", "Less"},
