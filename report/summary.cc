@@ -1,5 +1,6 @@
 #include "report/summary.h"
 
+#include <algorithm>
 #include <iomanip>
 #include <map>
 #include <sstream>
@@ -52,6 +53,32 @@ std::string human_bytes(int64_t b) {
   return os.str();
 }
 
+// What ampc's own metadata keys list, one name per line (written by ampc.export).
+const std::map<std::string, std::string>& known_metadata() {
+  static const std::map<std::string, std::string> known = {
+      {"ampc.stop_gradient", "values where PyTorch's autograd stops"},
+      {"ampc.untrained", "initializers torch.optim does not train"}};
+  return known;
+}
+
+// "KEY: N names (what they are)" for ampc's keys, "KEY: VALUE" (shortened) for others.
+std::string metadata_line(const std::string& key, const std::string& value) {
+  auto it = known_metadata().find(key);
+  if (it == known_metadata().end()) {
+    const size_t cut = std::min(value.find('\n'), size_t{60});
+    return key + ": " + value.substr(0, cut) + (cut < value.size() ? "..." : "");
+  }
+  int64_t names = 0;
+  size_t start = 0;
+  while (start < value.size()) {
+    const size_t end = std::min(value.find('\n', start), value.size());
+    names += end > start;
+    start = end + 1;
+  }
+  return key + ": " + std::to_string(names) + (names == 1 ? " name (" : " names (") +
+         it->second + ")";
+}
+
 }  // namespace
 
 nlohmann::ordered_json model_summary_json(const ir::Model& model) {
@@ -74,6 +101,8 @@ nlohmann::ordered_json model_summary_json(const ir::Model& model) {
   j["ir_version"] = model.ir_version;
   j["producer"] =
       model.producer_name + (model.producer_version.empty() ? "" : " " + model.producer_version);
+  j["metadata"] = nlohmann::ordered_json::object();
+  for (const auto& [key, value] : model.metadata) j["metadata"][key] = value;
   return j;
 }
 
@@ -89,7 +118,12 @@ std::string model_summary_text(const ir::Model& model, const std::string& title)
   }
   os << "\n  nodes         " << c.nodes;
   if (c.subgraphs > 0) os << " (in " << c.subgraphs + 1 << " graphs)";
-  os << "\n  initializers  " << c.init_count << ", " << human_bytes(c.init_bytes) << "\n\n";
+  os << "\n  initializers  " << c.init_count << ", " << human_bytes(c.init_bytes);
+  for (size_t i = 0; i < model.metadata.size(); ++i) {
+    os << (i ? "\n                " : "\n  metadata      ")
+       << metadata_line(model.metadata[i].first, model.metadata[i].second);
+  }
+  os << "\n\n";
   os << "inputs\n";
   for (const ir::Value* v : model.graph->inputs) {
     if (!v->is_initializer())

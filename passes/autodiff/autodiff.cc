@@ -40,17 +40,8 @@ ir::Value* find_loss(const ir::Graph& g, const std::string& name) {
 // The initializers an export listed as not trained by torch.optim (buffers, requires_grad=False
 // parameters): metadata kUntrainedKey, one name per line (ampc.export writes it).
 std::set<std::string> untrained_names(const ir::Model& model) {
-  std::set<std::string> names;
-  for (const auto& [key, value] : model.metadata) {
-    if (key != kUntrainedKey) continue;
-    size_t start = 0;
-    while (start <= value.size()) {
-      const size_t end = std::min(value.find('\n', start), value.size());
-      if (end > start) names.insert(value.substr(start, end - start));
-      start = end + 1;
-    }
-  }
-  return names;
+  const std::vector<std::string> lines = metadata_lines(model, kUntrainedKey);
+  return {lines.begin(), lines.end()};
 }
 
 bool frozen(const std::string& name, const std::vector<std::string>& patterns) {
@@ -78,32 +69,43 @@ ir::Value* loss_seed(ir::Graph& g, ir::Value* loss, ir::Value* seed) {
   return seed;
 }
 
-}  // namespace
-
-std::vector<ir::Value*> gradients_of(ir::Graph& g, ir::Value* y, ir::Value* seed,
-                                     const std::vector<ir::Value*>& xs) {
-  return gradients_of(g, {{y, seed}}, xs);
-}
-
-std::vector<ir::Value*> gradients_of(ir::Graph& g, const std::vector<SeededOutput>& ys,
-                                     const std::vector<ir::Value*>& xs) {
-  // Values that depend on one of xs (forward reachability). An op whose output takes only
-  // its input's shape and type (nn.RReLU's RandomUniformLike noise, EyeLike) passes no
-  // dependence on: the noise is a constant of the step, as in PyTorch.
+// The float values that depend on one of xs (forward reachability), in PyTorch's sense of
+// requiring grad. An op whose output takes only its input's shape and type (nn.RReLU's
+// RandomUniformLike noise, EyeLike) passes no dependence on: the noise is a constant of the
+// step, as in PyTorch. Nor do the values where the export recorded that autograd stops,
+// nor, where it recorded them, the step functions (their gradient is 0).
+std::set<const ir::Value*> dependent_values(const ir::Graph& g, const std::vector<ir::Value*>& xs,
+                                            const StopGradients& stops) {
   static const std::set<std::string> kShapeOnly = {"RandomUniformLike", "RandomNormalLike",
                                                    "EyeLike"};
   std::set<const ir::Value*> depends(xs.begin(), xs.end());
-  const size_t forward_nodes = g.nodes.size();
-  for (size_t i = 0; i < forward_nodes; ++i) {
-    const ir::Node& n = *g.nodes[i];
+  for (const auto& node : g.nodes) {
+    const ir::Node& n = *node;
     if (n.domain.empty() && kShapeOnly.count(n.op_type)) continue;
+    if (stops.recorded && is_step_function(n)) continue;
     bool any = false;
     for (const ir::Value* in : n.inputs) any |= in && depends.count(in);
     if (!any) continue;
     for (const ir::Value* out : n.outputs) {
-      if (out && is_float(out->type.dtype)) depends.insert(out);
+      if (out && is_float(out->type.dtype) && !stops.values.count(out)) depends.insert(out);
     }
   }
+  return depends;
+}
+
+}  // namespace
+
+std::vector<ir::Value*> gradients_of(ir::Graph& g, ir::Value* y, ir::Value* seed,
+                                     const std::vector<ir::Value*>& xs,
+                                     const StopGradients& stops) {
+  return gradients_of(g, {{y, seed}}, xs, stops);
+}
+
+std::vector<ir::Value*> gradients_of(ir::Graph& g, const std::vector<SeededOutput>& ys,
+                                     const std::vector<ir::Value*>& xs,
+                                     const StopGradients& stops) {
+  const size_t forward_nodes = g.nodes.size();
+  const std::set<const ir::Value*> depends = dependent_values(g, xs, stops);
   std::vector<ir::Value*> result(xs.size(), nullptr);
   // Backward sweep in reverse topological order, accumulating dy/dv. Every y starts with
   // its seed; a y that another y depends on also receives that one's contributions.
@@ -140,14 +142,15 @@ std::vector<ir::Value*> gradients_of(ir::Graph& g, const std::vector<SeededOutpu
       }
     }
     const autodiff::GradRule* rule = registry.find({n.domain, n.op_type});
-    static const std::set<std::string> kSteps = {"Round", "Floor", "Ceil", "Sign"};
-    if (!rule && n.domain.empty() && kSteps.count(n.op_type)) {
-      // PyTorch's gradient of these is 0, but the ONNX export drops .detach(): a
-      // straight-through estimator would train with a gradient of 0 instead of 1.
+    if (!rule && is_step_function(n)) {
+      // PyTorch's gradient of these is 0, but torch.onnx.export drops .detach(): a
+      // straight-through estimator would train with a gradient of 0 instead of 1. An export
+      // that records where autograd stops never gets here (dependent_values).
       throw Error("no gradient rule for operator '" + n.op_type + "' (node " + n.label() +
-                  "): its gradient is 0, but torch's export drops .detach(), so a "
+                  "): its gradient is 0, but torch.onnx.export drops .detach(), so a "
                   "straight-through estimator x + (f(x) - x).detach() would get 0 instead of "
-                  "PyTorch's 1, and the exported graph cannot tell the two apart");
+                  "PyTorch's 1; export with ampc.export (Python), which records .detach() and "
+                  "torch.no_grad()");
     }
     if (!rule)
       throw Error("no gradient rule for operator '" + n.op_type + "' (node " + n.label() + ")");
@@ -208,15 +211,11 @@ std::vector<ParameterGradient> differentiate(ir::Model& model, const AutodiffOpt
       params.push_back(v);
   }
   const size_t forward_nodes = g.nodes.size();
+  const StopGradients stops = stop_gradients(model);
   // Every loss alone must reach a parameter (torch's backward of several losses fails
   // the same way when one does not require grad).
   if (losses.size() > 1) {
-    std::set<const ir::Value*> depends(params.begin(), params.end());
-    for (const auto& n : g.nodes) {
-      bool any = false;
-      for (const ir::Value* in : n->inputs) any |= in && depends.count(in);
-      if (any) depends.insert(n->outputs.begin(), n->outputs.end());
-    }
+    const std::set<const ir::Value*> depends = dependent_values(g, params, stops);
     for (ir::Value* loss : losses) {
       if (!depends.count(loss))
         throw Error("loss '" + loss->name + "' does not depend on any trainable parameter");
@@ -224,7 +223,7 @@ std::vector<ParameterGradient> differentiate(ir::Model& model, const AutodiffOpt
   }
   std::vector<SeededOutput> seeded;
   for (ir::Value* loss : losses) seeded.push_back({loss, loss_seed(g, loss, seed_value)});
-  const std::vector<ir::Value*> grads = gradients_of(g, seeded, params);
+  const std::vector<ir::Value*> grads = gradients_of(g, seeded, params, stops);
   import_ampc_domain_if_used(model, forward_nodes);
 
   std::vector<ParameterGradient> result;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "passes/autodiff/stop_gradient.h"
 
 namespace ampc::passes {
 
@@ -32,6 +33,7 @@ inline constexpr const char* kUntrainedKey = "ampc.untrained";
 
 // Trainable parameters: float initializers of the source model (Value::from_model) that are
 // not graph inputs, minus frozen ones and those the model's kUntrainedKey metadata lists.
+// The backward stops where the model's kStopGradientKey metadata says (stop_gradient.h).
 // Returns one entry per parameter that the loss depends on, in initializer order.
 // `seed`, a float scalar of the graph, seeds the backward instead of 1 (the loss scale:
 // every gradient is then seed times the true one); it is cast and reshaped to the loss's type.
@@ -44,9 +46,10 @@ std::vector<ParameterGradient> differentiate(ir::Model& model, const AutodiffOpt
 // share: appends to `g` the nodes that compute, for each x of `xs`, the gradient of y with
 // respect to x given `seed` as y's gradient (a value of y's type; ones for dy/dx). Only the
 // nodes `g` has when called are differentiated. The entry of an x that y does not depend on
-// is null.
+// is null. Nothing flows back through the values of `stops`.
 std::vector<ir::Value*> gradients_of(ir::Graph& g, ir::Value* y, ir::Value* seed,
-                                     const std::vector<ir::Value*>& xs);
+                                     const std::vector<ir::Value*>& xs,
+                                     const StopGradients& stops = {});
 
 // The same for the sum of several ys, each with its seed (pairs of y, seed).
 struct SeededOutput {
@@ -54,7 +57,8 @@ struct SeededOutput {
   ir::Value* seed;
 };
 std::vector<ir::Value*> gradients_of(ir::Graph& g, const std::vector<SeededOutput>& ys,
-                                     const std::vector<ir::Value*>& xs);
+                                     const std::vector<ir::Value*>& xs,
+                                     const StopGradients& stops = {});
 
 // Gradient ops of ampc's own domain need its schemas and an opset import: adds both when a
 // node from `first_node` on is of that domain.

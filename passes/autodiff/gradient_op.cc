@@ -55,7 +55,8 @@ void expand(ir::Model& model, ir::Node* n) {
   const size_t first_new = g.nodes.size();
   const std::string prefix = "gradient/" + (n->name.empty() ? y->name : n->name);
   autodiff::GradBuilder b(g, prefix);
-  const std::vector<ir::Value*> grads = gradients_of(g, y, b.filled(1.0, y->type), xs);
+  const std::vector<ir::Value*> grads =
+      gradients_of(g, y, b.filled(1.0, y->type), xs, stop_gradients(model));
   // Each output keeps its value (and name): an Identity of the gradient now produces it.
   for (size_t k = 0; k < n->outputs.size() && k < xs.size(); ++k) {
     ir::Value* out = n->outputs[k];

@@ -35,7 +35,9 @@ def export(model, example_inputs, path):
     `ampc train`: torch.onnx.export in training mode, opset 17, no constant folding, the
     module's buffers as they were before the export's tracing forward, and the names of its
     buffers and requires_grad=False parameters recorded (metadata "ampc.untrained") so that the
-    command line leaves them untrained as torch.optim does. example_inputs: as compile()'s."""
+    command line leaves them untrained as torch.optim does; the places where autograd stops
+    (.detach(), torch.no_grad(), .data), which a plain torch.onnx.export loses, as Identity
+    nodes listed under the metadata key "ampc.stop_gradient". example_inputs: as compile()'s."""
     from ._export import export_module
 
     with open(_os.fspath(path), "wb") as f:

@@ -1,11 +1,14 @@
 """Export of a torch.nn.Module whose forward returns the loss, as models/export_models.py
 exports the bundled models: torch.onnx.export in training mode, opset 17, no constant
-folding, parameters as initializers named after the module's attributes."""
+folding, parameters as initializers named after the module's attributes; and, unlike a plain
+torch.onnx.export, the places where PyTorch's autograd stops (_stop_gradient.py)."""
 
 import inspect
 import io
 import re
 import warnings
+
+from . import _stop_gradient
 
 
 def ordered_inputs(module, example_inputs):
@@ -67,7 +70,9 @@ def export_module(module, example_inputs, opset=17):
     was_training = module.training
     before = {n: b.detach().clone() for n, b in module.named_buffers()}
     buf = io.BytesIO()
-    with warnings.catch_warnings():
+    # The forward is traced with gradients on, as the training step it stands for runs it:
+    # under a caller's torch.no_grad() every result would look detached (_stop_gradient.py).
+    with warnings.catch_warnings(), torch.enable_grad(), _stop_gradient.recorded(opset):
         # torch warns about BatchNorm's num_batches_tracked counter, which the export drops.
         warnings.filterwarnings("ignore", message="ONNX Preprocess - Removing mutation")
         warnings.filterwarnings("ignore", category=UserWarning, module="torch.onnx")
@@ -84,12 +89,13 @@ def export_module(module, example_inputs, opset=17):
                 do_constant_folding=False,
                 export_params=True,
                 keep_initializers_as_inputs=False,
+                custom_opsets=_stop_gradient.CUSTOM_OPSETS,
             )
         finally:
             module.train(was_training)
             changed = restore_buffers(module, before)
-    return with_initializers(buf.getvalue(), {n: before[n] for n in changed},
-                             untrained_state(module))
+    return finish_export(buf.getvalue(), {n: before[n] for n in changed},
+                         untrained_state(module))
 
 
 def restore_buffers(module, before):
@@ -110,11 +116,10 @@ def restore_buffers(module, before):
 UNTRAINED_KEY = "ampc.untrained"
 
 
-def with_initializers(data, tensors, untrained=()):
+def finish_export(data, tensors, untrained=()):
     """The ONNX model `data` with the initializers named in `tensors` holding those values,
-    and the names `untrained` recorded under UNTRAINED_KEY."""
-    if not tensors and not untrained:
-        return data
+    the names `untrained` recorded under UNTRAINED_KEY, and the export's stop-gradient markers
+    written as Identity nodes listed under STOP_GRADIENT_KEY (a standard ONNX file)."""
     import onnx
     from onnx import numpy_helper
 
@@ -123,9 +128,11 @@ def with_initializers(data, tensors, untrained=()):
         if init.name in tensors:
             value = tensors[init.name].cpu().numpy()
             init.CopyFrom(numpy_helper.from_array(value, init.name))
+    props = {_stop_gradient.STOP_GRADIENT_KEY: "\n".join(_stop_gradient.as_identities(model))}
     if untrained:
         exported = {init.name for init in model.graph.initializer}
         names = [n for n in untrained if n in exported]
         if names:
-            onnx.helper.set_model_props(model, {UNTRAINED_KEY: "\n".join(names)})
+            props[UNTRAINED_KEY] = "\n".join(names)
+    onnx.helper.set_model_props(model, props)
     return model.SerializeToString()

@@ -59,6 +59,13 @@ tests/zoo/expected_cuda_refusals.txt; 10 training steps in fp16 and bf16 that st
   reaches the image and, through the bilinear weights, the flow's convolution.
 - assignments: slice and index assignment (x[i] = v, x[:, j] = v) and scatter / scatter_add on
   activations read again after the write: the rules of ScatterND and ScatterElements.
+- stop_gradients: where PyTorch's autograd stops, which torch.onnx.export drops and ampc's
+  exporter records (python/ampc/_stop_gradient.py, passes/autodiff/stop_gradient.h), so this
+  model is exported as ampc.export exports it: a VQ-VAE quantiser (nearest codebook entry by
+  argmin, the straight-through estimator z + (z_q - z).detach(), the codebook and commitment
+  losses with detach on either side), a SimSiam-style negative cosine against a detached
+  projection, a TD target computed under torch.no_grad by the same network, a scale read
+  through .data, and x + (x.round() - x).detach() (Round then has PyTorch's zero gradient).
 
     model_oracle.py MODEL --ampc BIN --gradients BIN --work DIR
 """
@@ -497,26 +504,90 @@ def flow_warping():
     return model, inputs, {"GridSample"}
 
 
+class StopGradients(nn.Module):
+    """Every way a PyTorch model stops gradients that torch.onnx.export loses."""
+
+    def __init__(self, dim=6, codes=5):
+        super().__init__()
+        self.encoder = nn.Linear(4, dim)
+        self.codebook = nn.Parameter(torch.randn(codes, dim))
+        self.decoder = nn.Linear(dim, 4)
+        self.predictor = nn.Linear(dim, dim)
+        self.q = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 3))
+
+    def quantise(self, z):
+        d = (z * z).sum(-1, keepdim=True) - 2 * z @ self.codebook.t() + \
+            (self.codebook * self.codebook).sum(-1)
+        z_q = self.codebook[d.argmin(-1)]
+        codebook_loss = ((z_q - z.detach()) ** 2).mean()
+        commitment = ((z_q.detach() - z) ** 2).mean()
+        return z + (z_q - z).detach(), codebook_loss + 0.25 * commitment
+
+    def forward(self, x, s, a, r, s2):
+        z = self.encoder(x)
+        z_st, vq_loss = self.quantise(z)
+        recon = ((self.decoder(z_st) - x) ** 2).mean()
+        p = self.predictor(z)
+        simsiam = -F.cosine_similarity(p, z.detach(), dim=-1).mean()
+        q_sa = self.q(s).gather(1, a).squeeze(1)
+        with torch.no_grad():
+            target = r + 0.9 * self.q(s2).max(1).values
+        td = ((q_sa - target) ** 2).mean()
+        scale = self.decoder.weight.data.abs().mean()
+        h = torch.tanh(self.decoder(z))
+        rounded = h + (h.round() - h).detach()
+        return recon + vq_loss + simsiam + td + scale * (rounded * x).mean()
+
+
+def stop_gradients():
+    model = StopGradients()
+    inputs = {"x": torch.randn(6, 4), "s": torch.randn(6, 4),
+              "a": torch.tensor([[0], [2], [1], [1], [0], [2]]), "r": torch.randn(6),
+              "s2": torch.randn(6, 4)}
+    return model, inputs, {"ArgMin", "Round", "Identity"}
+
+
+# Models whose oracle is PyTorch's autograd where torch.onnx.export loses where it stops: they
+# are exported as ampc.export exports them.
+AMPC_EXPORT = {"stop_gradients"}
+
 MODELS = {"lp_norm_cosine": lp_norm_cosine, "regression_l1": regression_l1, "pooling": pooling,
           "einsum": einsum, "gather_topk": gather_topk, "assignments": assignments,
           "moe_routing": moe_routing, "masked_sequence": masked_sequence,
           "reflection_generator": reflection_generator, "scalar_where": scalar_where,
           "siamese_pairs": siamese_pairs, "masked_losses": masked_losses,
           "bicubic_upsampling": bicubic_upsampling, "local_response_norm": local_response_norm,
-          "flow_warping": flow_warping}
+          "flow_warping": flow_warping, "stop_gradients": stop_gradients}
+
+
+def ampc_exporter():
+    """python/ampc/_export.py, imported from the source tree without the package's compiled
+    module (a sanitizer build has none): a package object whose path is the source folder."""
+    import importlib
+    import types
+
+    if "ampc_source" not in sys.modules:
+        package = types.ModuleType("ampc_source")
+        package.__path__ = [os.path.join(HERE, "..", "..", "python", "ampc")]
+        sys.modules["ampc_source"] = package
+    return importlib.import_module("ampc_source._export")
 
 
 def export(name, out):
     torch.manual_seed(0)
     model, inputs, wanted = MODELS[name]()
     model.train()
-    buf = io.BytesIO()
-    torch.onnx.export(model, tuple(inputs.values()), buf, input_names=list(inputs),
-                      output_names=["loss"], opset_version=zoo_export.OPSET,
-                      training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)
+    if name in AMPC_EXPORT:
+        data = ampc_exporter().export_module(model, inputs, opset=zoo_export.OPSET)
+    else:
+        buf = io.BytesIO()
+        torch.onnx.export(model, tuple(inputs.values()), buf, input_names=list(inputs),
+                          output_names=["loss"], opset_version=zoo_export.OPSET,
+                          training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)
+        data = buf.getvalue()
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "model.onnx"), "wb") as f:
-        f.write(buf.getvalue())
+        f.write(data)
     for k, v in inputs.items():
         zoo_export.save_npy(os.path.join(out, "batch", k + ".npy"), v.numpy())
     zoo_export.save_npz(os.path.join(out, "data.npz"), zoo_export.training_data(inputs))

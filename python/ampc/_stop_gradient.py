@@ -1,0 +1,116 @@
+"""Where PyTorch's autograd stops, recorded in an export.
+
+torch.onnx.export writes `.detach()` as nothing and the ops a forward computes under
+torch.no_grad() as ordinary ops, so its file cannot tell `x + (q - x).detach()` (a
+straight-through estimator) from `q`, or a target computed under no_grad from one the loss
+differentiates through; a backward over it would differ from PyTorch's. While ampc's exporter
+traces the module:
+
+- `aten::detach` is exported as a marker op (STOP_DOMAIN::StopGradient) instead of nothing;
+- a torch function called under no_grad with an input that requires grad has its
+  floating-point results detached, so they get the marker too (the tracer records the
+  detach, not the grad mode); `.data` is detached likewise (the tracer would bake it in as a
+  constant of the export's batch).
+
+finish_export then writes each marker as an ONNX Identity and lists its output under
+STOP_GRADIENT_KEY: the file stays standard ONNX (an Identity is what .detach() computes), and
+ampc's backward does not differentiate through those values (passes/autodiff/stop_gradient.h).
+"""
+
+import contextlib
+
+# The ONNX metadata key: one value name per line; present, even empty, in every export made
+# here, which tells ampc that the places where autograd stops are known.
+STOP_GRADIENT_KEY = "ampc.stop_gradient"
+
+# The marker's domain while the file is being made; no finished export contains it.
+STOP_DOMAIN = "ampc_export"
+CUSTOM_OPSETS = {STOP_DOMAIN: 1}
+
+
+def _tensors(obj):
+    import torch
+
+    if isinstance(obj, torch.Tensor):
+        yield obj
+    elif isinstance(obj, (list, tuple)):
+        for item in obj:
+            yield from _tensors(item)
+    elif isinstance(obj, dict):
+        for item in obj.values():
+            yield from _tensors(item)
+
+
+def _detached(out, inputs):
+    """`out` with its floating-point tensors detached; in-place results (an input returned
+    again) stay as they are."""
+    import torch
+
+    if isinstance(out, torch.Tensor):
+        if not out.is_floating_point() or any(out is t for t in inputs):
+            return out
+        return out.detach()
+    if type(out) in (tuple, list):
+        return type(out)(_detached(o, inputs) for o in out)
+    if isinstance(out, tuple) and hasattr(out, "n_fields"):  # torch.return_types
+        return type(out)([_detached(o, inputs) for o in out])
+    return out
+
+
+def _no_grad_detacher():
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    data_getter = torch.Tensor.data.__get__
+
+    class NoGradDetacher(TorchFunctionMode):
+        """Detaches, while tracing, what autograd would not connect to its inputs."""
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if torch._C._get_tracing_state() is None:
+                return func(*args, **kwargs)
+            if func == data_getter:
+                return args[0].detach()
+            if torch.is_grad_enabled():
+                return func(*args, **kwargs)
+            out = func(*args, **kwargs)
+            inputs = list(_tensors((args, kwargs)))
+            if not any(t.requires_grad for t in inputs):
+                return out
+            return _detached(out, inputs)
+
+    return NoGradDetacher()
+
+
+def _detach_symbolic(g, x):
+    return g.op(STOP_DOMAIN + "::StopGradient", x)
+
+
+@contextlib.contextmanager
+def recorded(opset):
+    """While active, torch.onnx.export (at `opset`, with custom_opsets=CUSTOM_OPSETS) marks
+    where autograd stops."""
+    import torch
+
+    torch.onnx.register_custom_op_symbolic("aten::detach", _detach_symbolic, opset)
+    try:
+        with _no_grad_detacher():
+            yield
+    finally:
+        torch.onnx.unregister_custom_op_symbolic("aten::detach", opset)
+
+
+def as_identities(model):
+    """Rewrites the markers of the onnx ModelProto `model` as Identity nodes and drops their
+    domain's import; returns the Identities' output names."""
+    names = []
+    for node in model.graph.node:
+        if node.domain == STOP_DOMAIN and node.op_type == "StopGradient":
+            node.domain = ""
+            node.op_type = "Identity"
+            names.extend(node.output)
+    imports = [o for o in model.opset_import if o.domain != STOP_DOMAIN]
+    del model.opset_import[:]
+    model.opset_import.extend(imports)
+    return names

@@ -1,0 +1,129 @@
+"""Where PyTorch's autograd stops, ampc's backward stops: `.detach()`, results of ops under
+torch.no_grad(), `.data`, which a plain torch.onnx.export loses and ampc.export records
+(python/ampc/_stop_gradient.py). PyTorch in float64, stepped by torch.optim.SGD, is the
+oracle."""
+
+import copy
+import io
+
+import onnx
+import pytest
+import torch
+
+import ampc
+from conftest import run_cli
+
+STEPS = 3
+
+
+class Stops(torch.nn.Module):
+    """A straight-through rounding, a target from the same layers under no_grad, a no_grad
+    max (a torch.return_types result) of values that require grad, a tuple result under
+    no_grad, a scale read through .data."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(5, 6)
+        self.b = torch.nn.Linear(6, 6)
+
+    def forward(self, x, y):
+        h = torch.tanh(self.a(x))
+        q = 2 * h
+        ste = h + (q.round() / 2 - h).detach()
+        out = self.b(ste)
+        with torch.no_grad():
+            target = y + self.b(torch.tanh(self.b(y))).relu()
+            peak = out.max(1)
+            lo, hi = torch.chunk(out, 2, dim=1)
+        scale = self.a.weight.data.abs().mean()
+        return (((out - target) ** 2).mean() + (out * peak.values.unsqueeze(1)).mean()
+                + (out[:, :3] * hi).mean() - 0.1 * (out[:, 3:] * lo).mean()
+                + scale * out.pow(2).mean())
+
+
+def batches(n):
+    g = torch.Generator().manual_seed(3)
+    return [{"x": torch.randn(4, 5, generator=g), "y": torch.randn(4, 6, generator=g)}
+            for _ in range(n)]
+
+
+@pytest.mark.parametrize("caller_grad_mode", ["enabled", "no_grad"])
+def test_training_follows_pytorch_where_autograd_stops(caller_grad_mode):
+    """Also when ampc.compile is called under torch.no_grad(): the export traces the forward
+    with gradients on, as the training step runs it."""
+    torch.manual_seed(0)
+    net = Stops()
+    reference = copy.deepcopy(net).double()
+    feed = batches(STEPS)
+    with torch.set_grad_enabled(caller_grad_mode == "enabled"):
+        trainer = ampc.compile(net, feed[0], precision="fp32", optimizer="sgd", lr=0.5)
+    sgd = torch.optim.SGD(reference.parameters(), lr=0.5)
+    for b in feed:
+        trainer.step(**b)
+        sgd.zero_grad()
+        reference(*(b[k].double() for k in ("x", "y"))).backward()
+        sgd.step()
+    trainer.copy_to(net)
+    ours, want = net.state_dict(), reference.state_dict()
+    for name, value in want.items():
+        diff = (ours[name].double() - value).abs().max().item()
+        assert diff < 2e-6, f"{name}: {diff}"
+
+
+def test_export_is_standard_onnx_with_the_stops_listed(tmp_path):
+    path = tmp_path / "stops.onnx"
+    ampc.export(Stops(), batches(1)[0], path)
+    model = onnx.load(path)
+    onnx.checker.check_model(model)
+    assert [o.domain for o in model.opset_import] == [""]
+    props = {p.key: p.value for p in model.metadata_props}
+    listed = props["ampc.stop_gradient"].split("\n")
+    identities = [n.output[0] for n in model.graph.node if n.op_type == "Identity"]
+    # The detach; under no_grad both Gemms of y's branch (each reads parameters, which
+    # require grad; the ops between them read only a detached value), out.max's values and
+    # both chunks of out; .data.
+    assert len(listed) == 7, listed
+    assert set(listed) <= set(identities)
+    # `ampc inspect` shows them, in JSON as the file holds them.
+    assert ampc.inspect(str(path))["metadata"]["ampc.stop_gradient"] == "\n".join(listed)
+    text = run_cli("inspect", path).stdout
+    assert "ampc.stop_gradient: 7 names (values where PyTorch's autograd stops)" in text, text
+
+
+def test_an_export_without_stops_says_so():
+    """The key is written even when nothing stops: its presence tells the compiler that the
+    file records where autograd stops, so Round has PyTorch's zero gradient."""
+
+    class Rounding(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.tensor([0.7, -1.2, 2.5]))
+
+        def forward(self, x):
+            return (self.w * x + torch.round(self.w * 3) * x).sum()
+
+    net = Rounding()
+    x = torch.tensor([1.0, 2.0, 3.0])
+    trainer = ampc.compile(net, {"x": x}, precision="fp32", optimizer="sgd", lr=1.0)
+    trainer.step(x=x)
+    trainer.copy_to(net)
+    torch.testing.assert_close(net.w.detach(), torch.tensor([0.7, -1.2, 2.5]) - x)
+
+
+def test_a_plain_export_of_a_straight_through_estimator_is_refused(tmp_path):
+    """torch.onnx.export loses the detach, so ampc cannot know the gradient is 1 and not 0;
+    the refusal names the way out. The exporter's own detach symbolic is back after ampc's
+    export (nothing of ampc's remains registered in torch)."""
+    net = Stops()
+    ampc.export(net, batches(1)[0], tmp_path / "first.onnx")
+    buf = io.BytesIO()
+    b = batches(1)[0]
+    torch.onnx.export(net, (b["x"], b["y"]), buf, input_names=["x", "y"], opset_version=17,
+                      training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)
+    plain = onnx.load_from_string(buf.getvalue())
+    assert not any(n.op_type == "Identity" for n in plain.graph.node)
+    path = tmp_path / "plain.onnx"
+    onnx.save(plain, path)
+    with pytest.raises(ampc.Error, match="no gradient rule for operator 'Round'.*ampc.export"):
+        ampc.compile(str(path), precision="fp32", optimizer="sgd", lr=0.5)
+
