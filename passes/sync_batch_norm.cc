@@ -80,7 +80,13 @@ class Synchronizer {
     };
     ir::Value* unbiased =
         b.op("Div", {squares, b.op("Sub", {n_global, b.scalar(1.0, p)}, scalar)}, per_channel);
-    ir::Value* new_stats[2] = {blend(stats[0], mean), blend(stats[1], unbiased)};
+    // A module applied again in the forward blends into what its previous call left, as
+    // PyTorch's does (running_statistics.h); those nodes come earlier in the graph.
+    auto latest = [&](ir::Value* stat) {
+      auto it = latest_.find(stat);
+      return it == latest_.end() ? stat : it->second;
+    };
+    ir::Value* new_stats[2] = {blend(latest(stats[0]), mean), blend(latest(stats[1]), unbiased)};
     g_.move_tail_before(first, &n);
 
     // The node itself normalises with the statistics, in inference mode.
@@ -102,10 +108,16 @@ class Synchronizer {
       g_.erase_values_if([old](const ir::Value& v) { return &v == old; });
     }
     if (n.outputs.size() > 1) n.outputs.erase(n.outputs.begin() + 1, n.outputs.end());
-    // The running statistics' initializers take their new values after each step.
+    // The running statistics' initializers take their new values after each step: the
+    // last call's.
     for (size_t k = 0; k < 2; ++k) {
       if (!updated[k] || !stats[k]->is_initializer() || stats[k]->is_graph_input) continue;
-      updates.push_back({stats[k], new_stats[k]});
+      latest_[stats[k]] = new_stats[k];
+      auto same = [&](const ir::Model::StateUpdate& u) { return u.target == stats[k]; };
+      if (auto it = std::find_if(updates.begin(), updates.end(), same); it != updates.end())
+        it->source = new_stats[k];
+      else
+        updates.push_back({stats[k], new_stats[k]});
     }
   }
 
@@ -121,6 +133,8 @@ class Synchronizer {
 
   ir::Graph& g_;
   std::map<DType, ir::Value*> world_;
+  // Each running statistic's value after the nodes rewritten so far that update it.
+  std::map<ir::Value*, ir::Value*> latest_;
 };
 
 }  // namespace

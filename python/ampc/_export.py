@@ -89,7 +89,6 @@ def export_module(module, example_inputs, opset=17):
                 do_constant_folding=False,
                 export_params=True,
                 keep_initializers_as_inputs=False,
-                custom_opsets=_stop_gradient.CUSTOM_OPSETS,
             )
         finally:
             module.train(was_training)

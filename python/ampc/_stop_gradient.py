@@ -23,9 +23,10 @@ import contextlib
 # here, which tells ampc that the places where autograd stops are known.
 STOP_GRADIENT_KEY = "ampc.stop_gradient"
 
-# The marker's domain while the file is being made; no finished export contains it.
+# The marker's domain while the file is being made; no finished export contains it. (torch
+# imports it at version 1 by itself: naming it in custom_opsets would make torch warn about
+# every export without a detach.)
 STOP_DOMAIN = "ampc_export"
-CUSTOM_OPSETS = {STOP_DOMAIN: 1}
 
 
 def _tensors(obj):
@@ -84,13 +85,16 @@ def _no_grad_detacher():
 
 
 def _detach_symbolic(g, x):
-    return g.op(STOP_DOMAIN + "::StopGradient", x)
+    out = g.op(STOP_DOMAIN + "::StopGradient", x)
+    # The input's type and shape, which torch's shape inference cannot know for a custom op
+    # and the symbolic functions of later ops may read (a rank, a dimension).
+    out.setType(x.type())
+    return out
 
 
 @contextlib.contextmanager
 def recorded(opset):
-    """While active, torch.onnx.export (at `opset`, with custom_opsets=CUSTOM_OPSETS) marks
-    where autograd stops."""
+    """While active, torch.onnx.export (at `opset`) marks where autograd stops."""
     import torch
 
     torch.onnx.register_custom_op_symbolic("aten::detach", _detach_symbolic, opset)

@@ -9,6 +9,7 @@ import io
 import onnx
 import pytest
 import torch
+import torch.nn.functional as F
 
 import ampc
 from conftest import run_cli
@@ -19,7 +20,7 @@ STEPS = 3
 class Stops(torch.nn.Module):
     """A straight-through rounding, a target from the same layers under no_grad, a no_grad
     max (a torch.return_types result) of values that require grad, a tuple result under
-    no_grad, a scale read through .data."""
+    no_grad, a scale read through .data, a softmax of a detached value."""
 
     def __init__(self):
         super().__init__()
@@ -36,7 +37,10 @@ class Stops(torch.nn.Module):
             peak = out.max(1)
             lo, hi = torch.chunk(out, 2, dim=1)
         scale = self.a.weight.data.abs().mean()
+        # Ops whose export reads the rank of a detached value.
+        weights = torch.flatten(F.softmax(out.detach().unsqueeze(1), dim=-1), 1)
         return (((out - target) ** 2).mean() + (out * peak.values.unsqueeze(1)).mean()
+                + (out * weights).sum(1).mean()
                 + (out[:, :3] * hi).mean() - 0.1 * (out[:, 3:] * lo).mean()
                 + scale * out.pow(2).mean())
 
@@ -81,13 +85,13 @@ def test_export_is_standard_onnx_with_the_stops_listed(tmp_path):
     identities = [n.output[0] for n in model.graph.node if n.op_type == "Identity"]
     # The detach; under no_grad both Gemms of y's branch (each reads parameters, which
     # require grad; the ops between them read only a detached value), out.max's values and
-    # both chunks of out; .data.
-    assert len(listed) == 7, listed
+    # both chunks of out; .data; out.detach().
+    assert len(listed) == 8, listed
     assert set(listed) <= set(identities)
     # `ampc inspect` shows them, in JSON as the file holds them.
     assert ampc.inspect(str(path))["metadata"]["ampc.stop_gradient"] == "\n".join(listed)
     text = run_cli("inspect", path).stdout
-    assert "ampc.stop_gradient: 7 names (values where PyTorch's autograd stops)" in text, text
+    assert "ampc.stop_gradient: 8 names (values where PyTorch's autograd stops)" in text, text
 
 
 def test_an_export_without_stops_says_so():

@@ -187,3 +187,47 @@ def test_running_variance_choice_is_checked(digits):
     with pytest.raises(ampc.Error, match="batchnorm_running_var 'sample'"):
         ampc.compile(WithUntrainedState(), {"x": x[:32], "y": y[:32], "t": one_hot(y[:32])},
                      precision="fp32", batchnorm_running_var="sample")
+
+
+class Siamese(torch.nn.Module):
+    """One encoder with a BatchNorm applied to two views (SimCLR, BYOL, any weight-shared
+    branch): PyTorch updates the running statistics after each call."""
+
+    def __init__(self):
+        super().__init__()
+        self.encoder = torch.nn.Sequential(torch.nn.Linear(64, 16), torch.nn.BatchNorm1d(16),
+                                           torch.nn.ReLU(), torch.nn.Linear(16, 8))
+
+    def forward(self, a, b):
+        return (self.encoder(a) - self.encoder(b)).pow(2).mean()
+
+
+@pytest.mark.parametrize("sync", [False, True], ids=["plain", "sync_batchnorm"])
+def test_a_module_applied_twice_updates_its_statistics_after_each_call(tmp_path, digits, sync):
+    torch.manual_seed(0)
+    net = Siamese()
+    reference = copy.deepcopy(net).double()
+    x, _ = digits
+    feed = [{"a": x[k * 16:(k + 1) * 16], "b": 2 * x[(k + 3) * 16:(k + 4) * 16] + 1}
+            for k in range(3)]
+    if sync:
+        # --sync-batchnorm (a plan for data parallel, run here by one process: a world of one
+        # rank, where the global batch statistics are the batch's).
+        path, plan = tmp_path / "siamese.onnx", tmp_path / "siamese.plan"
+        ampc.export(net, feed[0], path)
+        run_cli("compile", path, "--train", "--target", "cpu", "--data-parallel",
+                "--sync-batchnorm", "--optimizer", "sgd", "--lr", "0.1", "-o", plan)
+        trainer = ampc.compile(str(plan))
+    else:
+        trainer = ampc.compile(net, feed[0], precision="fp32", optimizer="sgd", lr=0.1)
+    sgd = torch.optim.SGD(reference.parameters(), lr=0.1)
+    for b in feed:
+        trainer.step(**b)
+        sgd.zero_grad()
+        reference(*(torch.from_numpy(b[k]).double() for k in ("a", "b"))).backward()
+        sgd.step()
+    state = trainer.state_dict()
+    for name, want in reference.state_dict().items():
+        if want.is_floating_point():
+            np.testing.assert_allclose(state[name], want.numpy(), rtol=1e-5, atol=1e-6,
+                                       err_msg=name)
