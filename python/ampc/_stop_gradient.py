@@ -6,11 +6,12 @@ straight-through estimator) from `q`, or a target computed under no_grad from on
 differentiates through; a backward over it would differ from PyTorch's. While ampc's exporter
 traces the module:
 
-- `aten::detach` is exported as a marker op (STOP_DOMAIN::StopGradient) instead of nothing;
+- `aten::detach` is exported as a marker op (STOP_DOMAIN::StopGradient) instead of nothing
+  (detach_marked);
 - a torch function called under no_grad with an input that requires grad has its
   floating-point results detached, so they get the marker too (the tracer records the
   detach, not the grad mode); `.data` is detached likewise (the tracer would bake it in as a
-  constant of the export's batch).
+  constant of the export's batch): `rewrite`, one of _tracing.py's rewrites.
 
 finish_export then writes each marker as an ONNX Identity and lists its output under
 STOP_GRADIENT_KEY: the file stays standard ONNX (an Identity is what .detach() computes), and
@@ -18,6 +19,8 @@ ampc's backward does not differentiate through those values (passes/autodiff/sto
 """
 
 import contextlib
+
+from . import _tracing
 
 # The ONNX metadata key: one value name per line; present, even empty, in every export made
 # here, which tells ampc that the places where autograd stops are known.
@@ -27,19 +30,6 @@ STOP_GRADIENT_KEY = "ampc.stop_gradient"
 # imports it at version 1 by itself: naming it in custom_opsets would make torch warn about
 # every export without a detach.)
 STOP_DOMAIN = "ampc_export"
-
-
-def _tensors(obj):
-    import torch
-
-    if isinstance(obj, torch.Tensor):
-        yield obj
-    elif isinstance(obj, (list, tuple)):
-        for item in obj:
-            yield from _tensors(item)
-    elif isinstance(obj, dict):
-        for item in obj.values():
-            yield from _tensors(item)
 
 
 def _detached(out, inputs):
@@ -58,30 +48,20 @@ def _detached(out, inputs):
     return out
 
 
-def _no_grad_detacher():
+def rewrite(func, args, kwargs):
+    """A traced call detached where autograd would not connect it to its inputs (a rewrite
+    of _tracing.py): `.data`, and under no_grad a call with an input that requires grad."""
     import torch
-    from torch.overrides import TorchFunctionMode
 
-    data_getter = torch.Tensor.data.__get__
-
-    class NoGradDetacher(TorchFunctionMode):
-        """Detaches, while tracing, what autograd would not connect to its inputs."""
-
-        def __torch_function__(self, func, types, args=(), kwargs=None):
-            kwargs = kwargs or {}
-            if torch._C._get_tracing_state() is None:
-                return func(*args, **kwargs)
-            if func == data_getter:
-                return args[0].detach()
-            if torch.is_grad_enabled():
-                return func(*args, **kwargs)
-            out = func(*args, **kwargs)
-            inputs = list(_tensors((args, kwargs)))
-            if not any(t.requires_grad for t in inputs):
-                return out
-            return _detached(out, inputs)
-
-    return NoGradDetacher()
+    if func == torch.Tensor.data.__get__:
+        return args[0].detach()
+    if torch.is_grad_enabled():
+        return _tracing.NOT_HANDLED
+    out = func(*args, **kwargs)
+    inputs = list(_tracing.tensors((args, kwargs)))
+    if not any(t.requires_grad for t in inputs):
+        return out
+    return _detached(out, inputs)
 
 
 def _detach_symbolic(g, x):
@@ -93,14 +73,13 @@ def _detach_symbolic(g, x):
 
 
 @contextlib.contextmanager
-def recorded(opset):
-    """While active, torch.onnx.export (at `opset`) marks where autograd stops."""
+def detach_marked(opset):
+    """While active, torch.onnx.export (at `opset`) writes aten::detach as the marker op."""
     import torch
 
     torch.onnx.register_custom_op_symbolic("aten::detach", _detach_symbolic, opset)
     try:
-        with _no_grad_detacher():
-            yield
+        yield
     finally:
         torch.onnx.unregister_custom_op_symbolic("aten::detach", opset)
 

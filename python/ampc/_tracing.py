@@ -1,0 +1,47 @@
+"""The rewrites ampc's exporter applies while torch traces a module: a TorchFunctionMode that,
+only while a trace is being recorded, offers each torch function call to the rewrites in
+turn (_stop_gradient.py's). A rewrite returns the call's result,
+computed its own way so that the trace records what a plain torch.onnx.export loses or cannot
+export, or NOT_HANDLED. Outside a trace, and for calls no rewrite takes, the function runs as
+it is. The calls made inside the mode's handler do not reach it (torch suspends the mode
+there): neither a rewrite's own calls nor those inside torch's Python functions, which the
+mode sees as one call (F.normalize under no_grad is detached as a whole)."""
+
+import contextlib
+
+NOT_HANDLED = object()
+
+
+def tensors(obj):
+    """The tensors in `obj`, a tensor or nested lists, tuples and dicts of them."""
+    import torch
+
+    if isinstance(obj, torch.Tensor):
+        yield obj
+    elif isinstance(obj, (list, tuple)):
+        for item in obj:
+            yield from tensors(item)
+    elif isinstance(obj, dict):
+        for item in obj.values():
+            yield from tensors(item)
+
+
+@contextlib.contextmanager
+def rewriting(rewrites):
+    """While active, a traced call func(*args, **kwargs) is the first result of
+    rewrite(func, args, kwargs) for the `rewrites` that is not NOT_HANDLED."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    class Rewriting(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if torch._C._get_tracing_state() is not None:
+                for rewrite in rewrites:
+                    out = rewrite(func, args, kwargs)
+                    if out is not NOT_HANDLED:
+                        return out
+            return func(*args, **kwargs)
+
+    with Rewriting():
+        yield
