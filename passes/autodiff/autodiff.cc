@@ -221,6 +221,15 @@ std::vector<ParameterGradient> differentiate(ir::Model& model, const AutodiffOpt
         throw Error("loss '" + loss->name + "' does not depend on any trainable parameter");
     }
   }
+  if (!stops.recorded) {
+    if (const ir::Node* n = lost_detach(g, dependent_values(g, params, stops))) {
+      throw Error("node " + n->label() +
+                  " computes a + (b - a), the form torch.onnx.export leaves of a "
+                  "straight-through estimator a + (b - a).detach() whose .detach() it drops "
+                  "(PyTorch's gradient goes to a alone); export with ampc.export, which "
+                  "records .detach() and torch.no_grad()");
+    }
+  }
   std::vector<SeededOutput> seeded;
   for (ir::Value* loss : losses) seeded.push_back({loss, loss_seed(g, loss, seed_value)});
   const std::vector<ir::Value*> grads = gradients_of(g, seeded, params, stops);

@@ -37,4 +37,12 @@ StopGradients stop_gradients(const ir::Model& model);
 // The ops whose gradient PyTorch defines as 0 everywhere: piecewise constant functions.
 bool is_step_function(const ir::Node& n);
 
+// The first node of `g` computing a + (b - a) (either operand order) whose result is in
+// `differentiated`: the form a plain export leaves of a straight-through estimator
+// a + (b - a).detach() (also Gumbel-softmax's y_hard - y_soft.detach() + y_soft), whose
+// gradient PyTorch passes to a alone. Nobody writes b that way otherwise, so in a model that
+// does not record where autograd stops it is refused rather than differentiated; nullptr if
+// there is none.
+const ir::Node* lost_detach(const ir::Graph& g, const std::set<const ir::Value*>& differentiated);
+
 }  // namespace ampc::passes

@@ -128,6 +128,55 @@ def test_a_plain_export_of_a_straight_through_estimator_is_refused(tmp_path):
     assert not any(n.op_type == "Identity" for n in plain.graph.node)
     path = tmp_path / "plain.onnx"
     onnx.save(plain, path)
+    with pytest.raises(ampc.Error, match=r"computes a \+ \(b - a\).*export with ampc.export"):
+        ampc.compile(str(path), precision="fp32", optimizer="sgd", lr=0.5)
+
+
+class Rounded(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(5, 6)
+
+    def forward(self, x, y):
+        return (torch.round(4 * self.a(x)) * self.a(y[:, :5])).mean()
+
+
+def test_a_plain_export_differentiating_round_is_refused(tmp_path):
+    """Without the record, a plain export's Round in the gradient's path could be the lost
+    detach of a straight-through estimator in another form; the refusal names ampc.export,
+    whose file gives Round PyTorch's zero gradient."""
+    b = batches(1)[0]
+    buf = io.BytesIO()
+    torch.onnx.export(Rounded(), (b["x"], b["y"]), buf, input_names=["x", "y"],
+                      opset_version=17, training=torch.onnx.TrainingMode.TRAINING,
+                      do_constant_folding=False)
+    path = tmp_path / "plain.onnx"
+    path.write_bytes(buf.getvalue())
     with pytest.raises(ampc.Error, match="no gradient rule for operator 'Round'.*ampc.export"):
         ampc.compile(str(path), precision="fp32", optimizer="sgd", lr=0.5)
 
+
+def test_a_plain_export_of_a_straight_through_threshold_is_refused(tmp_path):
+    """h + ((h > 0) - h).detach() exports as h + (Cast(h > 0) - h), whose gradient is 0 where
+    PyTorch's is 1: refused, naming the node's form and ampc.export; ampc.export's file
+    trains."""
+
+    class Threshold(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = torch.nn.Linear(5, 6)
+
+        def forward(self, x, y):
+            h = self.a(x)
+            return ((h + ((h > 0).float() - h).detach() - y) ** 2).mean()
+
+    b = batches(1)[0]
+    buf = io.BytesIO()
+    torch.onnx.export(Threshold(), (b["x"], b["y"]), buf, input_names=["x", "y"],
+                      opset_version=17, training=torch.onnx.TrainingMode.TRAINING,
+                      do_constant_folding=False)
+    path = tmp_path / "plain.onnx"
+    path.write_bytes(buf.getvalue())
+    with pytest.raises(ampc.Error, match=r"computes a \+ \(b - a\).*export with ampc.export"):
+        ampc.compile(str(path), precision="fp32", optimizer="sgd", lr=0.5)
+    ampc.compile(Threshold(), b, precision="fp32", optimizer="sgd", lr=0.5)

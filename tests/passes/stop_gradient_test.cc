@@ -81,6 +81,33 @@ TEST(StopGradient, StepFunctionsHaveZeroGradientInAModelThatRecordsStops) {
   }
 }
 
+// p + (tanh(p) - p): a straight-through estimator whose detach a plain export dropped. Without
+// the record it is refused (PyTorch's gradient would be R, the file's R tanh'(p)); in a file
+// that records where autograd stops, no stop there means the sum as written.
+TEST(StopGradient, AStraightThroughFormWithoutTheRecordIsRefused) {
+  fd::Case c{"ste", {{2, 3}}, {2, 3}, [](GradBuilder& g, P p) {
+               ir::Value* q = g.op("Tanh", {p[0]}, f64({2, 3}));
+               return g.op("Add", {p[0], g.op("Sub", {q, p[0]}, f64({2, 3}))}, f64({2, 3}));
+             }};
+  auto plain = fd::make_model(c, {kP}, kR);
+  try {
+    passes::differentiate(*plain, {.loss = "", .freeze = {"R", "fwd/*"}});
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("computes a + (b - a), the form torch.onnx.export "
+                                         "leaves of a straight-through estimator"),
+              std::string::npos)
+        << e.what();
+  }
+  auto recorded = fd::make_model(c, {kP}, kR);
+  recorded->metadata.push_back({passes::kStopGradientKey, ""});
+  const std::vector<double> got = gradient_of_p0(*recorded);
+  for (size_t i = 0; i < kP.size(); ++i) {
+    const double t = std::tanh(kP[i]);
+    EXPECT_NEAR(got[i], kR[i] * (1 - t * t), 1e-12) << i;
+  }
+}
+
 // A loss that reaches the parameters only through a stopped value does not depend on them,
 // as torch's backward of several losses refuses one that does not require grad.
 TEST(StopGradient, ALossOnlyThroughAStoppedValueDependsOnNothing) {
