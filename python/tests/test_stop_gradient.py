@@ -114,20 +114,25 @@ def test_an_export_without_stops_says_so():
     torch.testing.assert_close(net.w.detach(), torch.tensor([0.7, -1.2, 2.5]) - x)
 
 
+def plain_export(net, batch, tmp_path):
+    """The file torch.onnx.export writes of `net` (no record of where autograd stops)."""
+    buf = io.BytesIO()
+    torch.onnx.export(net, (batch["x"], batch["y"]), buf, input_names=["x", "y"],
+                      opset_version=17, training=torch.onnx.TrainingMode.TRAINING,
+                      do_constant_folding=False)
+    path = tmp_path / "plain.onnx"
+    path.write_bytes(buf.getvalue())
+    return path
+
+
 def test_a_plain_export_of_a_straight_through_estimator_is_refused(tmp_path):
     """torch.onnx.export loses the detach, so ampc cannot know the gradient is 1 and not 0;
     the refusal names the way out. The exporter's own detach symbolic is back after ampc's
     export (nothing of ampc's remains registered in torch)."""
     net = Stops()
     ampc.export(net, batches(1)[0], tmp_path / "first.onnx")
-    buf = io.BytesIO()
-    b = batches(1)[0]
-    torch.onnx.export(net, (b["x"], b["y"]), buf, input_names=["x", "y"], opset_version=17,
-                      training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)
-    plain = onnx.load_from_string(buf.getvalue())
-    assert not any(n.op_type == "Identity" for n in plain.graph.node)
-    path = tmp_path / "plain.onnx"
-    onnx.save(plain, path)
+    path = plain_export(net, batches(1)[0], tmp_path)
+    assert not any(n.op_type == "Identity" for n in onnx.load(path).graph.node)
     with pytest.raises(ampc.Error, match=r"computes a \+ \(b - a\).*export with ampc.export"):
         ampc.compile(str(path), precision="fp32", optimizer="sgd", lr=0.5)
 
@@ -145,13 +150,7 @@ def test_a_plain_export_differentiating_round_is_refused(tmp_path):
     """Without the record, a plain export's Round in the gradient's path could be the lost
     detach of a straight-through estimator in another form; the refusal names ampc.export,
     whose file gives Round PyTorch's zero gradient."""
-    b = batches(1)[0]
-    buf = io.BytesIO()
-    torch.onnx.export(Rounded(), (b["x"], b["y"]), buf, input_names=["x", "y"],
-                      opset_version=17, training=torch.onnx.TrainingMode.TRAINING,
-                      do_constant_folding=False)
-    path = tmp_path / "plain.onnx"
-    path.write_bytes(buf.getvalue())
+    path = plain_export(Rounded(), batches(1)[0], tmp_path)
     with pytest.raises(ampc.Error, match="no gradient rule for operator 'Round'.*ampc.export"):
         ampc.compile(str(path), precision="fp32", optimizer="sgd", lr=0.5)
 
@@ -171,12 +170,7 @@ def test_a_plain_export_of_a_straight_through_threshold_is_refused(tmp_path):
             return ((h + ((h > 0).float() - h).detach() - y) ** 2).mean()
 
     b = batches(1)[0]
-    buf = io.BytesIO()
-    torch.onnx.export(Threshold(), (b["x"], b["y"]), buf, input_names=["x", "y"],
-                      opset_version=17, training=torch.onnx.TrainingMode.TRAINING,
-                      do_constant_folding=False)
-    path = tmp_path / "plain.onnx"
-    path.write_bytes(buf.getvalue())
+    path = plain_export(Threshold(), b, tmp_path)
     with pytest.raises(ampc.Error, match=r"computes a \+ \(b - a\).*export with ampc.export"):
         ampc.compile(str(path), precision="fp32", optimizer="sgd", lr=0.5)
     ampc.compile(Threshold(), b, precision="fp32", optimizer="sgd", lr=0.5)
