@@ -212,13 +212,21 @@ std::vector<ParameterGradient> differentiate(ir::Model& model, const AutodiffOpt
   }
   const size_t forward_nodes = g.nodes.size();
   const StopGradients stops = stop_gradients(model);
+  // "does not depend on any trainable parameter", saying so when only the recorded stops
+  // (.detach(), torch.no_grad()) cut it off.
+  auto independent = [&](const ir::Value* loss) {
+    const bool stopped = !stops.values.empty() && dependent_values(g, params, {}).count(loss);
+    return Error("loss '" + loss->name + "' does not depend on any trainable parameter" +
+                 (stopped ? std::string(": every path from one to it goes through a .detach() "
+                                        "or a torch.no_grad() block")
+                          : std::string()));
+  };
   // Every loss alone must reach a parameter (torch's backward of several losses fails
   // the same way when one does not require grad).
   if (losses.size() > 1) {
     const std::set<const ir::Value*> depends = dependent_values(g, params, stops);
     for (ir::Value* loss : losses) {
-      if (!depends.count(loss))
-        throw Error("loss '" + loss->name + "' does not depend on any trainable parameter");
+      if (!depends.count(loss)) throw independent(loss);
     }
   }
   if (!stops.recorded) {
@@ -239,8 +247,7 @@ std::vector<ParameterGradient> differentiate(ir::Model& model, const AutodiffOpt
   for (size_t i = 0; i < params.size(); ++i) {
     if (grads[i]) result.push_back({params[i], grads[i]});
   }
-  if (result.empty())
-    throw Error("loss '" + losses[0]->name + "' does not depend on any trainable parameter");
+  if (result.empty()) throw independent(losses[0]);
   return result;
 }
 

@@ -174,3 +174,19 @@ def test_a_plain_export_of_a_straight_through_threshold_is_refused(tmp_path):
     with pytest.raises(ampc.Error, match=r"computes a \+ \(b - a\).*export with ampc.export"):
         ampc.compile(str(path), precision="fp32", optimizer="sgd", lr=0.5)
     ampc.compile(Threshold(), b, precision="fp32", optimizer="sgd", lr=0.5)
+
+
+def test_a_loss_computed_under_no_grad_says_why_it_trains_nothing():
+    class Frozen(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = torch.nn.Linear(5, 6)
+
+        def forward(self, x, y):
+            with torch.no_grad():
+                return ((self.a(x) - y) ** 2).mean()
+
+    with pytest.raises(ampc.Error, match="does not depend on any trainable parameter: every "
+                                         "path from one to it goes through a .detach.. or a "
+                                         "torch.no_grad.. block"):
+        ampc.compile(Frozen(), batches(1)[0], precision="fp32", optimizer="sgd", lr=0.5)
