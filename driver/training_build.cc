@@ -2,6 +2,7 @@
 
 #include "base/error.h"
 #include "passes/autodiff/autodiff.h"
+#include "passes/buffer_updates.h"
 #include "passes/constant_folding.h"
 #include "passes/data_parallel.h"
 #include "passes/grad_clipping.h"
@@ -60,6 +61,9 @@ void add_training_passes(std::vector<Pass>& out, const CompileOptions& options, 
                  },
                  std::nullopt,
                  [&o, builds] { return builds() && o.data_parallel.sync_batchnorm; }});
+  // Buffers the forward writes (listed by ampc.export) become state before autodiff looks
+  // for the loss among the outputs (passes/buffer_updates.h).
+  add("buffer-updates", Phase::kForward, [](ir::Model& m) { passes::add_buffer_updates(m); });
   // Loss scaling around the backward (amp-semantics.md section 3): seed it with the scale,
   // unscale and check, clip, skip the optimizer's updates on found_inf, update the scale.
   // With gradient accumulation the seed is scale / N, the gradients are summed over the N

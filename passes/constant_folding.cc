@@ -7,7 +7,9 @@
 
 #include "base/error.h"
 #include "ops/op_info.h"
+#include "passes/buffer_updates.h"
 #include "passes/cpu_evaluation.h"
+#include "passes/model_metadata.h"
 
 namespace ampc::passes {
 namespace {
@@ -110,10 +112,14 @@ std::optional<std::vector<Tensor>> evaluate(const ir::Node& n, const ir::Model& 
 
 int fold_constants(ir::Model& model, const ConstantFoldingOptions& options) {
   ir::Graph& g = *model.graph;
-  // Initializers that change: training state (a step counter read by `counter + 1`) and
+  // Initializers that change: training state (a step counter read by `counter + 1`), the
+  // buffers a forward writes, which become state in training (buffer_updates.h), and
   // initializers that are also graph inputs (the caller may feed another value).
   std::set<const ir::Value*> variable;
   for (const auto& u : model.state_updates) variable.insert(u.target);
+  for (const std::string& name : metadata_lines(model, kBufferUpdatesKey)) {
+    if (const ir::Value* v = g.find_value(name)) variable.insert(v);
+  }
   for (const ir::Value* v : g.inputs) variable.insert(v);
   int folded = 0;
   for (size_t i = 0; i < g.nodes.size();) {

@@ -56,6 +56,7 @@ std::string human_bytes(int64_t b) {
 // What ampc's own metadata keys list, one name per line (written by ampc.export).
 const std::map<std::string, std::string>& known_metadata() {
   static const std::map<std::string, std::string> known = {
+      {"ampc.buffer_updates", "buffers the forward writes, updated each step"},
       {"ampc.stop_gradient", "values where PyTorch's autograd stops"},
       {"ampc.untrained", "initializers torch.optim does not train"}};
   return known;
@@ -75,8 +76,8 @@ std::string metadata_line(const std::string& key, const std::string& value) {
     names += end > start;
     start = end + 1;
   }
-  return key + ": " + std::to_string(names) + (names == 1 ? " name (" : " names (") +
-         it->second + ")";
+  return key + ": " + std::to_string(names) + (names == 1 ? " name (" : " names (") + it->second +
+         ")";
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "passes/model_metadata.h"
 
 namespace ampc::passes {
 
@@ -25,10 +26,6 @@ struct StopGradients {
   // PyTorch's gradient, 0: a straight-through estimator's detach is then in the graph.
   bool recorded = false;
 };
-
-// The lines of the model's metadata under `key` (every entry with that key), empty ones
-// left out.
-std::vector<std::string> metadata_lines(const ir::Model& model, const std::string& key);
 
 // The model's stop-gradient values (names no value of the graph has any more are left out:
 // a detach whose result nothing reads is gone after dead-code elimination).

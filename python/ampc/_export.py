@@ -64,13 +64,50 @@ def export_module(module, example_inputs, opset=17):
     Tracing runs the forward once, which advances BatchNorm's running statistics (and any
     buffer a forward updates) by one batch in the module and in the exported initializers.
     Neither keeps that batch: the module's buffers are put back, and the export holds the
-    values they had before, so training starts where the module is."""
+    values they had before, so training starts where the module is.
+
+    A buffer the forward writes other than BatchNorm's statistics (an EMA codebook, a running
+    centre, a step counter), whose write torch's export drops, is exported again with its new
+    value as an output listed under BUFFER_UPDATES_KEY, which ampc makes the buffer's update
+    after each step (passes/buffer_updates.h)."""
     import torch
 
     names, values = ordered_inputs(module, example_inputs)
     values = tuple(v if isinstance(v, torch.Tensor) else torch.as_tensor(v) for v in values)
-    was_training = module.training
     before = {n: b.detach().clone() for n, b in module.named_buffers()}
+    data, changed = _traced(module, names, values, opset, before, [])
+    written = forward_written_buffers(module, changed)
+    if written:
+        data, changed = _traced(module, names, values, opset, before, written)
+    return finish_export(data, {n: before[n] for n in changed}, untrained_state(module), written)
+
+
+def forward_written_buffers(module, changed):
+    """The buffers among `changed` that ampc does not update by itself: all but BatchNorm's
+    running statistics and counter (the statistics are the BatchNormalization node's
+    outputs, passes/running_statistics.h)."""
+    import torch
+
+    own = set()
+    for prefix, m in module.named_modules():
+        if isinstance(m, torch.nn.modules.batchnorm._BatchNorm):
+            own |= {(prefix + "." if prefix else "") + b
+                    for b in ("running_mean", "running_var", "num_batches_tracked")}
+    return [n for n in changed if n not in own]
+
+
+def _traced(module, names, values, opset, before, written):
+    """torch.onnx.export of `module` with ampc's tracing rewrites; with `written` buffers'
+    final values as outputs after the loss. Returns the bytes and the names of the buffers
+    the tracing forward changed (put back to `before`)."""
+    import torch
+
+    was_training = module.training
+    forward = module.forward
+    own_forward = module.__dict__.get("forward")  # an instance attribute the caller set
+    if written:
+        buffers = dict(module.named_buffers())
+        module.forward = lambda *args: (forward(*args), *(buffers[n] for n in written))
     buf = io.BytesIO()
     # The forward is traced with gradients on, as the training step it stands for runs it:
     # under a caller's torch.no_grad() every result would look detached (_stop_gradient.py).
@@ -87,7 +124,7 @@ def export_module(module, example_inputs, opset=17):
                 values,
                 buf,
                 input_names=names,
-                output_names=["loss"],
+                output_names=["loss"] + [BUFFER_UPDATE_PREFIX + n for n in written],
                 opset_version=opset,
                 training=torch.onnx.TrainingMode.TRAINING,
                 do_constant_folding=False,
@@ -95,10 +132,13 @@ def export_module(module, example_inputs, opset=17):
                 keep_initializers_as_inputs=False,
             )
         finally:
+            if written and own_forward is None:
+                del module.forward
+            elif written:
+                module.forward = own_forward
             module.train(was_training)
             changed = restore_buffers(module, before)
-    return finish_export(buf.getvalue(), {n: before[n] for n in changed},
-                         untrained_state(module))
+    return buf.getvalue(), changed
 
 
 def restore_buffers(module, before):
@@ -118,11 +158,17 @@ def restore_buffers(module, before):
 # train (one name per line); ampc's compiler leaves them untrained (docs/training.md).
 UNTRAINED_KEY = "ampc.untrained"
 
+# The ONNX metadata key under which an export lists the buffers its forward writes (one name
+# per line), each with its new value as the graph output BUFFER_UPDATE_PREFIX + name.
+BUFFER_UPDATES_KEY = "ampc.buffer_updates"
+BUFFER_UPDATE_PREFIX = "ampc.buffer_update/"
 
-def finish_export(data, tensors, untrained=()):
+
+def finish_export(data, tensors, untrained=(), written=()):
     """The ONNX model `data` with the initializers named in `tensors` holding those values,
-    the names `untrained` recorded under UNTRAINED_KEY, and the export's stop-gradient markers
-    written as Identity nodes listed under STOP_GRADIENT_KEY (a standard ONNX file)."""
+    the names `untrained` recorded under UNTRAINED_KEY, the buffers `written` under
+    BUFFER_UPDATES_KEY, and the export's stop-gradient markers written as Identity nodes
+    listed under STOP_GRADIENT_KEY (a standard ONNX file)."""
     import onnx
     from onnx import numpy_helper
 
@@ -137,5 +183,7 @@ def finish_export(data, tensors, untrained=()):
         names = [n for n in untrained if n in exported]
         if names:
             props[UNTRAINED_KEY] = "\n".join(names)
+    if written:
+        props[BUFFER_UPDATES_KEY] = "\n".join(written)
     onnx.helper.set_model_props(model, props)
     return model.SerializeToString()

@@ -231,3 +231,51 @@ def test_a_module_applied_twice_updates_its_statistics_after_each_call(tmp_path,
         if want.is_floating_point():
             np.testing.assert_allclose(state[name], want.numpy(), rtol=1e-5, atol=1e-6,
                                        err_msg=name)
+
+
+class WritesBuffers(torch.nn.Module):
+    """A forward that writes buffers besides BatchNorm's statistics, and reads them after the
+    write: an EMA centre (DINO's, an EMA codebook's) updated under no_grad and an integer step
+    counter. torch's export drops the writes; ampc.export lists them (ampc.buffer_updates)."""
+
+    def __init__(self):
+        super().__init__()
+        self.layer = torch.nn.Linear(64, 8)
+        self.norm = torch.nn.BatchNorm1d(8)
+        self.register_buffer("center", torch.zeros(8))
+        self.register_buffer("steps", torch.zeros((), dtype=torch.long))
+
+    def forward(self, x):
+        h = self.norm(self.layer(x))
+        loss = ((h - self.center) ** 2).mean()
+        with torch.no_grad():
+            self.center.mul_(0.9).add_(0.1 * h.mean(0))
+        self.steps += 1
+        return loss + (h * self.center).mean() + 0.01 * self.steps.float() * h.mean()
+
+
+def test_buffers_the_forward_writes_follow_pytorch(tmp_path, digits):
+    torch.manual_seed(0)
+    net = WritesBuffers()
+    reference = copy.deepcopy(net).double()
+    x, _ = digits
+    feed = [{"x": x[k * 16:(k + 1) * 16]} for k in range(4)]
+    path = tmp_path / "writes.onnx"
+    ampc.export(net, feed[0], path)
+    assert ampc.inspect(str(path))["metadata"]["ampc.buffer_updates"] == "center\nsteps"
+    assert "ampc.buffer_updates: 2 names" in run_cli("inspect", path).stdout
+    trainer = ampc.compile(net, feed[0], precision="fp32", optimizer="sgd", lr=0.1)
+    sgd = torch.optim.SGD(reference.parameters(), lr=0.1)
+    for b in feed:
+        trainer.step(**b)
+        sgd.zero_grad()
+        reference(torch.from_numpy(b["x"]).double()).backward()
+        sgd.step()
+    state = trainer.state_dict()
+    assert int(state["steps"]) == 4
+    for name, want in reference.state_dict().items():
+        if want.is_floating_point():
+            np.testing.assert_allclose(state[name], want.numpy(), rtol=1e-5, atol=1e-6,
+                                       err_msg=name)
+    trainer.copy_to(net)
+    assert int(net.steps) == 4

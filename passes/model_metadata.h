@@ -1,0 +1,16 @@
+// ONNX metadata entries that ampc's exporter writes as one name per line (ampc.untrained,
+// ampc.stop_gradient, ampc.buffer_updates), read back.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace ampc::passes {
+
+// The lines of the model's metadata under `key` (every entry with that key), empty ones
+// left out.
+std::vector<std::string> metadata_lines(const ir::Model& model, const std::string& key);
+
+}  // namespace ampc::passes
