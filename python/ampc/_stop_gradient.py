@@ -54,7 +54,9 @@ def rewrite(func, args, kwargs):
     import torch
 
     if func == torch.Tensor.data.__get__:
-        return args[0].detach()
+        # A tensor that does not require grad (a buffer) is its own data: the same tensor, so
+        # that a write through it (`buf.data.copy_(v)`) is traced as the buffer's.
+        return args[0].detach() if args[0].requires_grad else args[0]
     if torch.is_grad_enabled():
         return _tracing.NOT_HANDLED
     out = func(*args, **kwargs)

@@ -235,8 +235,9 @@ def test_a_module_applied_twice_updates_its_statistics_after_each_call(tmp_path,
 
 class WritesBuffers(torch.nn.Module):
     """A forward that writes buffers besides BatchNorm's statistics, and reads them after the
-    write: an EMA centre (DINO's, an EMA codebook's) updated under no_grad and an integer step
-    counter. torch's export drops the writes; ampc.export lists them (ampc.buffer_updates)."""
+    write: an EMA centre (DINO's, an EMA codebook's) updated under no_grad, an integer step
+    counter and a buffer overwritten through .data.copy_. torch's export drops the writes;
+    ampc.export lists them (ampc.buffer_updates)."""
 
     def __init__(self):
         super().__init__()
@@ -244,13 +245,18 @@ class WritesBuffers(torch.nn.Module):
         self.norm = torch.nn.BatchNorm1d(8)
         self.register_buffer("center", torch.zeros(8))
         self.register_buffer("steps", torch.zeros((), dtype=torch.long))
+        self.register_buffer("last", torch.zeros(8))
 
     def forward(self, x):
         h = self.norm(self.layer(x))
-        loss = ((h - self.center) ** 2).mean()
+        # Read through ops whose backward does not keep `last` itself: PyTorch's backward would
+        # see the write through .data below (it bypasses autograd's version check).
+        loss = ((h - self.center) ** 2).mean() + ((h - self.last) ** 2).mean()
         with torch.no_grad():
             self.center.mul_(0.9).add_(0.1 * h.mean(0))
         self.steps += 1
+        # A whole-buffer copy, as an EMA codebook is written (torch cannot export it as is).
+        self.last.data.copy_(h.pow(2).mean(0).data)
         return loss + (h * self.center).mean() + 0.01 * self.steps.float() * h.mean()
 
 
@@ -262,8 +268,8 @@ def test_buffers_the_forward_writes_follow_pytorch(tmp_path, digits):
     feed = [{"x": x[k * 16:(k + 1) * 16]} for k in range(4)]
     path = tmp_path / "writes.onnx"
     ampc.export(net, feed[0], path)
-    assert ampc.inspect(str(path))["metadata"]["ampc.buffer_updates"] == "center\nsteps"
-    assert "ampc.buffer_updates: 2 names" in run_cli("inspect", path).stdout
+    assert ampc.inspect(str(path))["metadata"]["ampc.buffer_updates"] == "center\nsteps\nlast"
+    assert "ampc.buffer_updates: 3 names" in run_cli("inspect", path).stdout
     trainer = ampc.compile(net, feed[0], precision="fp32", optimizer="sgd", lr=0.1)
     sgd = torch.optim.SGD(reference.parameters(), lr=0.1)
     for b in feed:
