@@ -10,7 +10,7 @@ import io
 import re
 import warnings
 
-from . import _autograd_functions, _buffer_writes, _random_fills, _stop_gradient, _tracing
+from . import _autograd_functions, _random_fills, _stop_gradient, _tracing
 
 
 def ordered_inputs(module, example_inputs):
@@ -112,7 +112,7 @@ def _traced(module, names, values, opset, before, written):
     # The forward is traced with gradients on, as the training step it stands for runs it:
     # under a caller's torch.no_grad() every result would look detached (_stop_gradient.py).
     with (warnings.catch_warnings(), torch.enable_grad(), _stop_gradient.detach_marked(opset),
-          _random_fills.patched(), _autograd_functions.patched(), _buffer_writes.patched(module),
+          _random_fills.patched(), _autograd_functions.patched(),
           _tracing.rewriting([_stop_gradient.rewrite])):
         # torch warns about BatchNorm's num_batches_tracked counter, which the export drops.
         warnings.filterwarnings("ignore", message="ONNX Preprocess - Removing mutation")

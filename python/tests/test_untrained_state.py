@@ -236,7 +236,8 @@ def test_a_module_applied_twice_updates_its_statistics_after_each_call(tmp_path,
 class WritesBuffers(torch.nn.Module):
     """A forward that writes buffers besides BatchNorm's statistics, and reads them after the
     write: an EMA centre (DINO's, an EMA codebook's) updated under no_grad, an integer step
-    counter and a buffer overwritten through .data.copy_. torch's export drops the writes;
+    counter and a buffer overwritten through .data.copy_. torch's export drops the writes
+    (and a plain trace of .data loses the last one);
     ampc.export lists them (ampc.buffer_updates)."""
 
     def __init__(self):
@@ -255,7 +256,7 @@ class WritesBuffers(torch.nn.Module):
         with torch.no_grad():
             self.center.mul_(0.9).add_(0.1 * h.mean(0))
         self.steps += 1
-        # A whole-buffer copy, as an EMA codebook is written (torch cannot export it as is).
+        # A whole-buffer copy through .data, as an EMA codebook is written.
         self.last.data.copy_(h.pow(2).mean(0).data)
         return loss + (h * self.center).mean() + 0.01 * self.steps.float() * h.mean()
 
