@@ -9,6 +9,9 @@
 
 namespace ampc::passes {
 
+// The lines of one metadata value, empty ones left out.
+std::vector<std::string> value_lines(const std::string& value);
+
 // The lines of the model's metadata under `key` (every entry with that key), empty ones
 // left out.
 std::vector<std::string> metadata_lines(const ir::Model& model, const std::string& key);

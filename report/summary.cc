@@ -5,6 +5,10 @@
 #include <map>
 #include <sstream>
 
+#include "passes/autodiff/autodiff.h"
+#include "passes/buffer_updates.h"
+#include "passes/model_metadata.h"
+
 namespace ampc::report {
 namespace {
 
@@ -56,9 +60,9 @@ std::string human_bytes(int64_t b) {
 // What ampc's own metadata keys list, one name per line (written by ampc.export).
 const std::map<std::string, std::string>& known_metadata() {
   static const std::map<std::string, std::string> known = {
-      {"ampc.buffer_updates", "buffers the forward writes, updated each step"},
-      {"ampc.stop_gradient", "values where PyTorch's autograd stops"},
-      {"ampc.untrained", "initializers torch.optim does not train"}};
+      {passes::kBufferUpdatesKey, "buffers the forward writes, updated each step"},
+      {passes::kStopGradientKey, "values where PyTorch's autograd stops"},
+      {passes::kUntrainedKey, "initializers torch.optim does not train"}};
   return known;
 }
 
@@ -69,13 +73,7 @@ std::string metadata_line(const std::string& key, const std::string& value) {
     const size_t cut = std::min(value.find('\n'), size_t{60});
     return key + ": " + value.substr(0, cut) + (cut < value.size() ? "..." : "");
   }
-  int64_t names = 0;
-  size_t start = 0;
-  while (start < value.size()) {
-    const size_t end = std::min(value.find('\n', start), value.size());
-    names += end > start;
-    start = end + 1;
-  }
+  const size_t names = passes::value_lines(value).size();
   return key + ": " + std::to_string(names) + (names == 1 ? " name (" : " names (") + it->second +
          ")";
 }

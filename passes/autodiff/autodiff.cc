@@ -221,16 +221,16 @@ std::vector<ParameterGradient> differentiate(ir::Model& model, const AutodiffOpt
                                         "or a torch.no_grad() block")
                           : std::string()));
   };
+  const std::set<const ir::Value*> depends = dependent_values(g, params, stops);
   // Every loss alone must reach a parameter (torch's backward of several losses fails
   // the same way when one does not require grad).
   if (losses.size() > 1) {
-    const std::set<const ir::Value*> depends = dependent_values(g, params, stops);
     for (ir::Value* loss : losses) {
       if (!depends.count(loss)) throw independent(loss);
     }
   }
   if (!stops.recorded) {
-    if (const ir::Node* n = lost_detach(g, dependent_values(g, params, stops))) {
+    if (const ir::Node* n = lost_detach(g, depends)) {
       throw Error("node " + n->label() +
                   " computes a + (b - a), the form torch.onnx.export leaves of a "
                   "straight-through estimator a + (b - a).detach() whose .detach() it drops "

@@ -13,6 +13,7 @@
 
 #include "driver/pipeline.h"
 #include "runtime/cpu/executor.h"
+#include "tests/support/empty_model.h"
 
 namespace ampc::passes {
 namespace {
@@ -29,12 +30,7 @@ ir::Value* constant(ir::Graph& g, const std::string& name, std::vector<int64_t> 
 
 // y = LayerNormalization(x [2, 3, 4], scale [1], bias [4], axis -2): normalised shape [3, 4].
 struct Fixture {
-  std::unique_ptr<ir::Model> model = [] {
-    auto m = std::make_unique<ir::Model>();
-    m->opsets.push_back({"", 17});
-    m->graph->name = "g";
-    return m;
-  }();
+  std::unique_ptr<ir::Model> model = test::empty_model();
   ir::Graph& g = *model->graph;
   std::vector<double> xs, bias = {0.5, -1.0, 0.25, 2.0};
   double scale = 1.5;

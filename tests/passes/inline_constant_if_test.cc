@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "ir/verifier.h"
+#include "tests/support/empty_model.h"
 
 namespace ampc::passes {
 namespace {
@@ -21,12 +22,7 @@ namespace {
 using Shape = std::vector<int64_t>;
 
 struct Graph {
-  std::unique_ptr<ir::Model> model = [] {
-    auto m = std::make_unique<ir::Model>();
-    m->opsets.push_back({"", 17});
-    m->graph->name = "g";
-    return m;
-  }();
+  std::unique_ptr<ir::Model> model = test::empty_model();
   ir::Graph& g = *model->graph;
   ir::Value* x = [this] {
     ir::Value* v = g.add_value("x", {DType::kFloat32, Shape{2, 3}});

@@ -14,6 +14,7 @@
 #include "base/error.h"
 #include "ir/graph.h"
 #include "ir/verifier.h"
+#include "tests/support/empty_model.h"
 
 namespace ampc::ir {
 namespace {
@@ -87,12 +88,7 @@ void expect_consistent(const Model& m) {
 // x, w: f32[2] inputs; s = Add(x, x) "add" (x read twice); y = Relu(s) "relu";
 // z = Neg(x) "neg"; outputs y, z.
 struct Fixture {
-  std::unique_ptr<Model> model = [] {
-    auto m = std::make_unique<Model>();
-    m->opsets.push_back({"", 17});
-    m->graph->name = "g";
-    return m;
-  }();
+  std::unique_ptr<Model> model = test::empty_model();
   Graph& g = *model->graph;
   Value* x = add_input(g, "x");
   Value* w = add_input(g, "w");

@@ -11,6 +11,7 @@
 #include "base/error.h"
 #include "ir/graph.h"
 #include "ir/verifier.h"
+#include "tests/support/empty_model.h"
 
 namespace ampc::ir {
 namespace {
@@ -24,12 +25,7 @@ TensorType i64(std::vector<int64_t> dims) {
   return {DType::kInt64, std::move(dims)};
 }
 
-std::unique_ptr<Model> empty_model() {
-  auto m = std::make_unique<Model>();
-  m->opsets.push_back({"", 17});
-  m->graph->name = "g";
-  return m;
-}
+using test::empty_model;
 
 Value* add_input(Graph& g, const std::string& name, TensorType type) {
   Value* v = g.add_value(name, std::move(type));
