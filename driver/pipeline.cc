@@ -16,6 +16,7 @@
 #include "passes/autodiff/gradient_op.h"
 #include "passes/boolean_mask_selection.h"
 #include "passes/cast_cleanup.h"
+#include "passes/circular_pad_export.h"
 #include "passes/common_subexpression.h"
 #include "passes/constant_folding.h"
 #include "passes/dead_code_elimination.h"
@@ -83,6 +84,10 @@ void add_forward_preparation(std::vector<Pass>& out, bool low_precision) {
                    passes::fold_static_shapes(m);
                    while (passes::inline_constant_ifs(m) > 0) passes::fold_static_shapes(m);
                  }});
+  // torch 1.13's wrong circular padding, refused before anything computes it (its Slices'
+  // bounds are constants from here on).
+  out.push_back({"refuse-misexported-circular-pad",
+                 [](ir::Model& m) { passes::refuse_misexported_circular_pad(m); }});
   // x[mask] in a loss computed in place, with static shapes (boolean_mask_selection.h).
   out.push_back(
       {"boolean-masks-in-place", [](ir::Model& m) { passes::compute_boolean_masks_in_place(m); }});

@@ -3,14 +3,15 @@ exports the bundled models: torch.onnx.export in training mode, opset 17, no con
 folding, parameters as initializers named after the module's attributes; and, unlike a plain
 torch.onnx.export, the places where PyTorch's autograd stops (_stop_gradient.py, through the
 rewrites applied while tracing, _tracing.py) and the in-place random fills torch cannot
-export (_random_fills.py); torch.autograd.Functions as _autograd_functions.py says."""
+export (_random_fills.py); torch.autograd.Functions as _autograd_functions.py says; circular
+padding as PyTorch computes it, which torch 1.13's exporter gets wrong (_circular_pad.py)."""
 
 import inspect
 import io
 import re
 import warnings
 
-from . import _autograd_functions, _random_fills, _stop_gradient, _tracing
+from . import _autograd_functions, _circular_pad, _random_fills, _stop_gradient, _tracing
 
 
 def ordered_inputs(module, example_inputs):
@@ -112,7 +113,7 @@ def _traced(module, names, values, opset, before, written):
     # The forward is traced with gradients on, as the training step it stands for runs it:
     # under a caller's torch.no_grad() every result would look detached (_stop_gradient.py).
     with (warnings.catch_warnings(), torch.enable_grad(), _stop_gradient.detach_marked(opset),
-          _random_fills.patched(), _autograd_functions.patched(),
+          _random_fills.patched(), _autograd_functions.patched(), _circular_pad.patched(),
           _tracing.rewriting([_stop_gradient.rewrite])):
         # torch warns about BatchNorm's num_batches_tracked counter, which the export drops.
         warnings.filterwarnings("ignore", message="ONNX Preprocess - Removing mutation")
