@@ -4,14 +4,18 @@ folding, parameters as initializers named after the module's attributes; and, un
 torch.onnx.export, the places where PyTorch's autograd stops (_stop_gradient.py, through the
 rewrites applied while tracing, _tracing.py) and the in-place random fills torch cannot
 export (_random_fills.py); torch.autograd.Functions as _autograd_functions.py says; circular
-padding as PyTorch computes it, which torch 1.13's exporter gets wrong (_circular_pad.py)."""
+padding as PyTorch computes it, which torch 1.13's exporter gets wrong (_circular_pad.py);
+nn.Embedding's padding_idx and scale_grad_by_freq (_embedding.py), channel and alpha dropout
+(_feature_dropout.py) and dropout between stacked recurrent layers (_recurrent_dropout.py),
+which it loses or refuses."""
 
 import inspect
 import io
 import re
 import warnings
 
-from . import _autograd_functions, _circular_pad, _random_fills, _stop_gradient, _tracing
+from . import (_autograd_functions, _circular_pad, _embedding, _feature_dropout, _random_fills,
+               _recurrent_dropout, _stop_gradient, _tracing)
 
 
 def ordered_inputs(module, example_inputs):
@@ -114,7 +118,8 @@ def _traced(module, names, values, opset, before, written):
     # under a caller's torch.no_grad() every result would look detached (_stop_gradient.py).
     with (warnings.catch_warnings(), torch.enable_grad(), _stop_gradient.detach_marked(opset),
           _random_fills.patched(), _autograd_functions.patched(), _circular_pad.patched(),
-          _tracing.rewriting([_stop_gradient.rewrite])):
+          _tracing.rewriting([_stop_gradient.rewrite, _embedding.rewrite, _feature_dropout.rewrite,
+                              _recurrent_dropout.rewrite])):
         # torch warns about BatchNorm's num_batches_tracked counter, which the export drops.
         warnings.filterwarnings("ignore", message="ONNX Preprocess - Removing mutation")
         warnings.filterwarnings("ignore", category=UserWarning, module="torch.onnx")

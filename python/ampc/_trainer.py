@@ -116,8 +116,9 @@ class Trainer:
 
     @property
     def inputs(self):
-        """{name: (element type, shape)} that step() takes: an optimizer step's micro-batches
-        (accum_steps of them) stacked on the first axis."""
+        """{name: (element type, shape)} that step() takes: the plan's inputs as compiled, or
+        with gradient accumulation an optimizer step's micro-batches (accum_steps of them)
+        stacked on the first axis, which every input then shares."""
         return {n: (t, tuple(s)) for n, (t, s) in self._engine.step_inputs().items()}
 
     @property
@@ -127,8 +128,9 @@ class Trainer:
 
     @property
     def batch_size(self):
-        """Samples per micro-batch (the plan's static batch)."""
-        return self._engine.batch
+        """Samples per micro-batch: the first axis the inputs share; None when they share
+        none (a sequence-first [T, B, F] input beside [B] labels, a scalar input)."""
+        return self._engine.batch or None
 
     @property
     def losses(self):

@@ -1,5 +1,6 @@
 #include "python/src/trainer.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "base/error.h"
@@ -21,6 +22,17 @@ bool training_step_option(const std::string& name) {
   for (const char* other : kOthers)
     if (name == other) return false;
   return true;
+}
+
+// The first axis every input has, 0 when they do not share one (or one is a scalar).
+int64_t common_first_axis(const std::map<std::string, std::pair<DType, std::vector<int64_t>>>& t) {
+  int64_t batch = -1;
+  for (const auto& [name, type] : t) {
+    const int64_t first = type.second.empty() ? 0 : type.second[0];
+    if (batch >= 0 && batch != first) return 0;
+    batch = first;
+  }
+  return std::max<int64_t>(batch, 0);
 }
 
 }  // namespace
@@ -90,7 +102,13 @@ Trainer::Trainer(plan::Plan plan, std::string model, uint64_t seed, const std::s
   losses_ = cli::loss_names(plan);
   accum_ = cli::accum_steps_of(plan);
   amp_ = cli::amp_outputs(plan);
-  inputs_ = cli::plan_inputs(plan);
+  types_ = cli::plan_input_types(plan);
+  if (accum_ > 1) {
+    inputs_ = cli::plan_inputs(plan);  // micro-batches are cut along a common batch axis
+    batch_ = inputs_.batch;
+  } else {
+    batch_ = common_first_axis(types_);
+  }
   // The command line's backend (and its check that the plan fits the machine's memory).
   backend_ = cli::make_backend(std::move(plan), cli::parse_device(device), 1, model_);
   backend_->set_random_state(seed_, 0);
@@ -104,6 +122,7 @@ Trainer::Trainer(plan::Plan plan, std::string model, uint64_t seed, const std::s
 }
 
 std::map<std::string, std::pair<DType, std::vector<int64_t>>> Trainer::step_inputs() const {
+  if (accum_ == 1) return types_;
   std::map<std::string, std::pair<DType, std::vector<int64_t>>> out;
   for (const auto& [name, spec] : inputs_.specs) {
     std::vector<int64_t> shape{accum_ * inputs_.batch};
@@ -142,7 +161,7 @@ StepResult Trainer::step(const std::map<std::string, BorrowedArray>& feeds) {
     std::map<std::string, rt::Tensor> batch;
     for (const auto& [name, a] : feeds) {
       BorrowedArray micro = a;
-      micro.shape[0] = inputs_.batch;
+      if (accum_ > 1) micro.shape[0] = inputs_.batch;
       const size_t bytes = static_cast<size_t>(rt::numel_of(micro.shape)) * dtype_size(a.dtype);
       micro.data = a.data + static_cast<size_t>(k) * bytes;
       const auto& t = batch.emplace(name, tensor_over(micro)).first->second;

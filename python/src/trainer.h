@@ -67,11 +67,14 @@ class Trainer {
   // The plan runs on `device` (cpu, cuda, cuda:N) with the command line's backend.
   Trainer(plan::Plan plan, std::string model, uint64_t seed, const std::string& device = "cpu");
 
-  // Each plan input with the shape one step() takes: the micro-batches of an optimizer step
-  // stacked on the first axis (accum_steps x batch).
+  // Each plan input with the shape one step() takes: the plan's own shape, or with gradient
+  // accumulation the micro-batches of an optimizer step stacked on the first axis
+  // (accum_steps x batch), which every input must then share.
   std::map<std::string, std::pair<DType, std::vector<int64_t>>> step_inputs() const;
   int64_t accum_steps() const { return accum_; }
-  int64_t batch() const { return inputs_.batch; }
+  // The first axis the inputs share (samples per micro-batch); 0 when they share none (a
+  // sequence-first [T, B, F] input beside [B] labels, a scalar input).
+  int64_t batch() const { return batch_; }
   const std::vector<std::string>& losses() const { return losses_; }
   int64_t steps_done() const { return steps_done_; }
 
@@ -106,7 +109,9 @@ class Trainer {
   std::string model_;
   uint64_t seed_;
   std::unique_ptr<rt::Backend> backend_;
-  cli::PlanInputs inputs_;
+  std::map<std::string, std::pair<DType, std::vector<int64_t>>> types_;  // the plan's inputs
+  cli::PlanInputs inputs_;  // with accumulation: the per-sample shapes and the batch
+  int64_t batch_ = 0;
   cli::AmpOutputs amp_;
   std::vector<std::string> losses_;
   std::vector<std::string> model_state_;

@@ -106,3 +106,32 @@ def test_torch_tensor_and_numpy_array_give_the_same_step(tmp_path, mlp_plan, dig
         assert ra == rb
     for name, value in a.state_dict().items():
         np.testing.assert_array_equal(b.state_dict()[name], value)
+
+
+class SequenceFirst(torch.nn.Module):
+    """nn.GRU's default layout: x [T, B, F] beside labels [B], and a scalar temperature."""
+
+    def __init__(self):
+        super().__init__()
+        self.rnn = torch.nn.GRU(4, 6)
+        self.head = torch.nn.Linear(6, 3)
+
+    def forward(self, x, y, temperature):
+        return torch.nn.functional.cross_entropy(self.head(self.rnn(x)[0][-1]) / temperature, y)
+
+
+def test_inputs_without_a_common_batch_axis_step_as_compiled():
+    """Without accumulation step() takes the plan's shapes as they are; the loss is
+    PyTorch's. Accumulation cuts micro-batches along a shared first axis: refused by name."""
+    torch.manual_seed(0)
+    net = SequenceFirst()
+    batch = {"x": torch.randn(5, 2, 4), "y": torch.tensor([0, 2]), "temperature": torch.tensor(2.0)}
+    trainer = ampc.compile(net, batch, precision="fp32", optimizer="sgd", lr=0.1)
+    assert trainer.batch_size is None
+    assert {n: s for n, (_, s) in trainer.inputs.items()} == {
+        "x": (5, 2, 4), "y": (2,), "temperature": ()}
+    with torch.no_grad():
+        want = net(**batch).item()
+    assert trainer.step(**batch).loss == pytest.approx(want, rel=1e-6)
+    with pytest.raises(ampc.Error, match="inputs disagree on the batch size|needs a static shape with a batch axis"):
+        ampc.compile(net, batch, precision="fp32", optimizer="sgd", lr=0.1, accum_steps=2)

@@ -27,4 +27,16 @@ PlanInputs plan_inputs(const plan::Plan& p) {
   return result;
 }
 
+std::map<std::string, std::pair<DType, std::vector<int64_t>>> plan_input_types(
+    const plan::Plan& p) {
+  std::map<std::string, std::pair<DType, std::vector<int64_t>>> out;
+  for (const auto& binding : p.inputs()) {
+    if (binding.name() == rt::stats::kStatsEnabledInput) continue;
+    const auto& b = p.buffers(binding.buffer());
+    if (!b.shape_known()) throw Error("input '" + binding.name() + "' needs a static shape");
+    out[binding.name()] = {static_cast<DType>(b.dtype()), {b.shape().begin(), b.shape().end()}};
+  }
+  return out;
+}
+
 }  // namespace ampc::cli
