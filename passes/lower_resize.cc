@@ -127,6 +127,40 @@ ir::Value* matrix(ir::Graph& g, const std::string& name, DType dtype, int64_t ro
   return v;
 }
 
+ir::Value* ints_constant(ir::Graph& g, const std::string& name, const std::vector<int64_t>& v) {
+  ir::Tensor t =
+      ir::tensor_of<int32_t>(DType::kInt64, DType::kInt64, {static_cast<int64_t>(v.size())}, v);
+  ir::Value* c = g.add_value(name, {DType::kInt64, t.dims});
+  t.name = c->name;
+  c->initializer = std::make_unique<ir::Tensor>(std::move(t));
+  g.initializers.push_back(c);
+  return c;
+}
+
+// next = A [out, in] x cur along axis `a`, which is not one of the last two: cur seen as
+// [prod(axes before a), in, prod(axes after a)], so the product is the second-to-last form's
+// MatMul, and its result reshaped to next's shape.
+void next_to_last_form(ir::Graph& g, ir::Value* cur, ir::Value* next, ir::Value* a_matrix, size_t a,
+                       const std::string& base) {
+  const auto& s = *cur->type.shape;
+  const auto product = [&](size_t from, size_t to) {
+    int64_t p = 1;
+    for (size_t k = from; k < to; ++k) p *= s[k];
+    return p;
+  };
+  const std::string tag = std::to_string(a);
+  const int64_t before = product(0, a), after = product(a + 1, s.size());
+  const int64_t out = a_matrix->type.shape->at(0);
+  ir::Value* flat = g.add_value(base + "flat" + tag, {cur->type.dtype, {{before, s[a], after}}});
+  g.add_node("Reshape", {cur, ints_constant(g, base + "flat_shape" + tag, {before, s[a], after})},
+             {flat}, base + "flatten" + tag);
+  ir::Value* product_value =
+      g.add_value(base + "resized" + tag, {cur->type.dtype, {{before, out, after}}});
+  g.add_node("MatMul", {a_matrix, flat}, {product_value}, base + "matmul" + tag);
+  g.add_node("Reshape", {product_value, ints_constant(g, base + "shape" + tag, *next->type.shape)},
+             {next}, base + "unflatten" + tag);
+}
+
 void lower(ir::Graph& g, size_t index, bool lengths_of_pytorch) {
   ir::Node* n = g.nodes[index].get();
   ir::Value* x = n->inputs[0];
@@ -155,10 +189,6 @@ void lower(ir::Graph& g, size_t index, bool lengths_of_pytorch) {
   std::vector<std::pair<size_t, int64_t>> axes;  // resized axes
   for (size_t a = 0; a < rank; ++a) {
     if (in[a] == out[a] && (scales.size() != rank || scales[a] == 1.0)) continue;
-    if (a + 2 < rank) {
-      throw Error("node " + n->label() + ": Resize of axis " + std::to_string(a) +
-                  " is not supported (only the last two axes may be resized)");
-    }
     axes.emplace_back(a, out[a]);
   }
   const size_t first_new = g.nodes.size();
@@ -185,9 +215,12 @@ void lower(ir::Graph& g, size_t index, bool lengths_of_pytorch) {
         for (int64_t j = 0; j < in[a]; ++j) wt[j * o + i] = w[i * in[a] + j];
       ir::Value* m = matrix(g, base + "weights" + std::to_string(a), x->type.dtype, in[a], o, wt);
       g.add_node("MatMul", {cur, m}, {next}, base + "matmul" + std::to_string(a));
-    } else {  // second to last: A [out, in] x cur [.., in, W]
+    } else if (a + 2 == rank) {  // second to last: A [out, in] x cur [.., in, W]
       ir::Value* m = matrix(g, base + "weights" + std::to_string(a), x->type.dtype, o, in[a], w);
       g.add_node("MatMul", {m, cur}, {next}, base + "matmul" + std::to_string(a));
+    } else {  // an earlier axis (a volume's depth): A x cur as [before, in, after]
+      ir::Value* m = matrix(g, base + "weights" + std::to_string(a), x->type.dtype, o, in[a], w);
+      next_to_last_form(g, cur, next, m, a, base);
     }
     cur = next;
   }

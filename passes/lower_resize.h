@@ -4,9 +4,10 @@
 // nearest, two weights for linear, four for cubic: Keys' kernel with cubic_coeff_a, the edge
 // read for taps outside or, with exclude_outside, those dropped and the rest renormalised; by
 // the node's coordinate_transformation_mode and nearest_mode). So the forward, the gradient
-// (A^T dy), autocast and both backends need nothing new. Only the last two axes may be
-// resized (what 1-D and 2-D upsampling do); tf_crop_and_resize, antialias and resizing batch
-// or channel axes are refused naming the node.
+// (A^T dy), autocast and both backends need nothing new. Any axis may be resized: the last
+// two directly (what 1-D and 2-D upsampling do), an earlier one (a volume's depth, trilinear
+// upsampling) through Reshapes to [before, in, after]. tf_crop_and_resize and antialias are
+// refused naming the node.
 //
 // align_corners with scales: ONNX maps output i to i (in - 1) / (in x scale - 1), the length
 // unrounded; PyTorch, whose F.interpolate(scale_factor=s, align_corners=True) exports so, to

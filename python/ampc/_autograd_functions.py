@@ -20,13 +20,7 @@ reentrant CheckpointFunction. While the export runs (`patched`):
 
 import contextlib
 
-
-def _error(message):
-    try:
-        from ._ampc import Error
-    except ImportError:  # the exporter loaded from the source tree (tests/oracle)
-        Error = RuntimeError
-    return Error(message)
+from ._errors import export_error
 
 
 def _refuse_python_backwards(graph):
@@ -37,7 +31,7 @@ def _refuse_python_backwards(graph):
         cls = getattr(node.pyobj(), "__self__", None)
         if cls is None or hasattr(cls, "symbolic"):
             continue
-        raise _error(
+        raise export_error(
             f"torch.autograd.Function {cls.__qualname__}: its backward is Python code, which "
             "an ONNX export cannot carry and ampc cannot run; give it a `symbolic` "
             "staticmethod that exports an ONNX op, or write the custom gradient with torch ops "

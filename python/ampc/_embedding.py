@@ -17,14 +17,7 @@ traced by ampc's exporter (a rewrite of _tracing.py) so that the file trains as 
 import inspect
 
 from . import _tracing
-
-
-def _error(message):
-    try:
-        from ._ampc import Error
-    except ImportError:  # the exporter loaded from the source tree (tests/oracle)
-        Error = RuntimeError
-    return Error(message)
+from ._errors import export_error
 
 
 def _padding_row_stopped(out, indices, weight, p):
@@ -58,7 +51,7 @@ def rewrite(func, args, kwargs):
     a.apply_defaults()
     a = a.arguments
     if a["max_norm"] is not None:
-        raise _error(
+        raise export_error(
             f"nn.Embedding with max_norm={a['max_norm']}: PyTorch renormalises the looked-up "
             "rows of its weight in place in each forward, which an ONNX file cannot carry "
             "(torch's export drops it); renormalise in the model instead, e.g. "

@@ -16,6 +16,7 @@ import warnings
 
 from . import (_autograd_functions, _circular_pad, _embedding, _feature_dropout, _random_fills,
                _recurrent_dropout, _stop_gradient, _tracing)
+from ._errors import export_error
 
 
 def ordered_inputs(module, example_inputs):
@@ -77,6 +78,7 @@ def export_module(module, example_inputs, opset=17):
     after each step (passes/buffer_updates.h)."""
     import torch
 
+    refuse_cumulative_batch_norm(module)
     names, values = ordered_inputs(module, example_inputs)
     values = tuple(v if isinstance(v, torch.Tensor) else torch.as_tensor(v) for v in values)
     before = {n: b.detach().clone() for n, b in module.named_buffers()}
@@ -85,6 +87,22 @@ def export_module(module, example_inputs, opset=17):
     if written:
         data, changed = _traced(module, names, values, opset, before, written)
     return finish_export(data, {n: before[n] for n in changed}, untrained_state(module), written)
+
+
+def refuse_cumulative_batch_norm(module):
+    """Raises for a BatchNorm with momentum=None: PyTorch then averages every batch's
+    statistics so far (a factor 1 / num_batches_tracked that changes each step), which torch
+    exports as momentum 0, a file whose running statistics are the last batch's only."""
+    import torch
+
+    for name, m in module.named_modules():
+        if (isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and m.momentum is None
+                and m.track_running_stats):
+            raise export_error(
+                f"{type(m).__name__} '{name}' with momentum=None: PyTorch keeps a cumulative "
+                "average of the batches' statistics, which an ONNX file cannot express (torch "
+                "exports it as the last batch's statistics); give it a momentum (0.1 is "
+                "PyTorch's default)")
 
 
 def forward_written_buffers(module, changed):

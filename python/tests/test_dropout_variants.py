@@ -9,8 +9,8 @@ by s_k): every channel kept whole or dropped whole, the kept fraction within 5 s
 deviations of 1 - p, the kept values x / (1 - p) (alpha dropout: a x + alpha' a p, the
 dropped ones alpha' a (p - 1), with PyTorch's constants), and the backward through the same
 mask. The stacked recurrent layers are compared with PyTorch float64 at a rate that keeps
-every unit (what the layer-by-layer form computes besides the draws), and their file has a
-Dropout between each two layers."""
+every unit (what the layer-by-layer form computes besides the draws; each layer starts from
+its slice of learned initial states), and their file has a Dropout between each two layers."""
 
 import copy
 import math
@@ -132,14 +132,21 @@ def test_channel_dropout_backward_uses_the_forward_mask():
 
 
 class Stacked(torch.nn.Module):
+    """Three layers with learned initial states (each layer reads its own slice)."""
+
     def __init__(self, cell, p, **options):
         super().__init__()
-        self.cell = cell
+        directions = 2 if options.get("bidirectional") else 1
         self.rnn = cell(4, 5, num_layers=3, dropout=p, **options)
-        self.head = torch.nn.Linear(5 * (2 if options.get("bidirectional") else 1), 3)
+        self.h0 = torch.nn.Parameter(torch.randn(3 * directions, 1, 5))
+        self.c0 = torch.nn.Parameter(torch.randn(3 * directions, 1, 5))
+        self.head = torch.nn.Linear(5 * directions, 3)
 
     def forward(self, x, y):
-        out, state = self.rnn(x)
+        batch = x.shape[0] if self.rnn.batch_first else x.shape[1]
+        h0 = self.h0.expand(-1, batch, -1).contiguous()
+        c0 = self.c0.expand(-1, batch, -1).contiguous()
+        out, state = self.rnn(x, (h0, c0) if isinstance(self.rnn, torch.nn.LSTM) else h0)
         last = out[:, -1] if self.rnn.batch_first else out[-1]
         finals = state if isinstance(state, tuple) else (state,)
         return F.cross_entropy(self.head(last), y) + sum((s * s).mean() for s in finals)

@@ -286,3 +286,20 @@ def test_buffers_the_forward_writes_follow_pytorch(tmp_path, digits):
                                        err_msg=name)
     trainer.copy_to(net)
     assert int(net.steps) == 4
+
+
+def test_a_batch_norm_with_a_cumulative_average_is_refused():
+    """momentum=None averages every batch so far; torch exports it as momentum 0 (the last
+    batch's statistics only), so ampc.export refuses it by name rather than train that."""
+    net = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.BatchNorm1d(3, momentum=None))
+
+    class Loss(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.net = net
+
+        def forward(self, x):
+            return self.net(x).pow(2).mean()
+
+    with pytest.raises(ampc.Error, match=r"BatchNorm1d 'net.1' with momentum=None"):
+        ampc.compile(Loss(), {"x": torch.randn(5, 4)}, precision="fp32", optimizer="sgd", lr=0.1)

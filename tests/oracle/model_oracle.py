@@ -50,6 +50,8 @@ tests/zoo/expected_cuda_refusals.txt; 10 training steps in fp16 and bf16 that st
   (half pixel), by 1.5 and by 0.6 (not a whole length) with align_corners, and a ViT-style
   positional embedding, a
   parameter, resized from 4x4 to 6x6 (its gradient goes through the cubic weights).
+- volume_upsampling: trilinear and 3-D nearest F.interpolate (Resize of a volume's depth,
+  height and width; the depth through a Reshape around the MatMul, passes/lower_resize.h).
 - local_response_norm: an AlexNet-style stem with nn.LocalResponseNorm, which torch exports
   with an If on a dimension's size (a squeeze it could not size at export); the condition folds
   with static shapes and the branch taken replaces the If (passes/inline_constant_if.h).
@@ -454,6 +456,30 @@ def bicubic_upsampling():
     return model, inputs, {"Resize"}
 
 
+class VolumeUpsampling(nn.Module):
+    """A 3-D U-Net decoder's upsampling (medical volumes, video): trilinear by 2 (half pixel),
+    trilinear to a size with align_corners, and nearest by (2, 1, 3); the depth axis is the
+    third from the end (passes/lower_resize.h's Reshape form)."""
+
+    def __init__(self, channels=2, width=3):
+        super().__init__()
+        self.down = nn.Conv3d(channels, width, 3, padding=1)
+        self.up = nn.Conv3d(width, channels, 3, padding=1)
+
+    def forward(self, x, target):
+        h = torch.tanh(self.down(x))  # [B, width, 3, 4, 3]
+        up = self.up(F.interpolate(h, scale_factor=2, mode="trilinear", align_corners=False))
+        sized = F.interpolate(h, size=(5, 4, 7), mode="trilinear", align_corners=True)
+        nearest = F.interpolate(h, scale_factor=(2, 1, 3), mode="nearest")
+        return (up - target).pow(2).mean() + sized.mean() + 0.1 * nearest.pow(2).mean()
+
+
+def volume_upsampling():
+    model = VolumeUpsampling()
+    inputs = {"x": torch.randn(2, 2, 3, 4, 3), "target": torch.randn(2, 2, 6, 8, 6)}
+    return model, inputs, {"Resize"}
+
+
 class LocalResponseNormNet(nn.Module):
     """An AlexNet-style stem: convolution, ReLU, nn.LocalResponseNorm, max pooling, a linear
     classifier."""
@@ -556,7 +582,8 @@ MODELS = {"lp_norm_cosine": lp_norm_cosine, "regression_l1": regression_l1, "poo
           "moe_routing": moe_routing, "masked_sequence": masked_sequence,
           "reflection_generator": reflection_generator, "scalar_where": scalar_where,
           "siamese_pairs": siamese_pairs, "masked_losses": masked_losses,
-          "bicubic_upsampling": bicubic_upsampling, "local_response_norm": local_response_norm,
+          "bicubic_upsampling": bicubic_upsampling, "volume_upsampling": volume_upsampling,
+          "local_response_norm": local_response_norm,
           "flow_warping": flow_warping, "stop_gradients": stop_gradients}
 
 

@@ -129,7 +129,7 @@ TEST(AutodiffFiniteDifferencesNn, InstanceNormalization) {
 
 // Resize is lowered into MatMuls with interpolation matrices (passes/lower_resize.h); the
 // gradient is that of the lowering: torch's nearest Upsample, bilinear with and without
-// align_corners, and a 1-D linear downsampling.
+// align_corners, a 1-D linear downsampling and a trilinear volume.
 Case resize(std::string name, Shape x, Shape out, std::vector<Attribute> a0) {
   auto shared = std::make_shared<std::vector<Attribute>>(std::move(a0));
   return {name, {x}, out, [=](GradBuilder& g, P p) {
@@ -153,6 +153,11 @@ TEST(AutodiffFiniteDifferencesNn, Resize) {
                      Attribute::make_string("coordinate_transformation_mode", "align_corners"))));
   check(resize("Resize_linear_1d_down", {1, 2, 7}, {1, 2, 3},
                attrs(Attribute::make_string("mode", "linear"))));
+  // A volume: the depth, third from the end, goes through the Reshape form.
+  check(resize(
+      "Resize_trilinear", {1, 2, 2, 3, 2}, {1, 2, 4, 5, 3},
+      attrs(Attribute::make_string("mode", "linear"),
+            Attribute::make_string("coordinate_transformation_mode", "pytorch_half_pixel"))));
 }
 
 // DepthToSpace in both modes (CRD is torch's PixelShuffle) and SpaceToDepth.
