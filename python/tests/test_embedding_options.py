@@ -18,13 +18,21 @@ LABELS = torch.tensor([0, 1, 2])
 
 
 class Bag(torch.nn.Module):
-    def __init__(self, **options):
+    """nn.Embedding with `options`; with functional_padding_idx, F.embedding called with it
+    as given (nn.Embedding counts a negative index from the end itself, F.embedding later)."""
+
+    def __init__(self, functional_padding_idx=None, **options):
         super().__init__()
         self.embed = torch.nn.Embedding(10, 4, **options)
         self.head = torch.nn.Linear(4, 3)
+        self.functional_padding_idx = functional_padding_idx
 
     def forward(self, tokens, y):
-        return F.cross_entropy(self.head(self.embed(tokens).mean(1)), y)
+        if self.functional_padding_idx is None:
+            e = self.embed(tokens)
+        else:
+            e = F.embedding(tokens, self.embed.weight, padding_idx=self.functional_padding_idx)
+        return F.cross_entropy(self.head(e.mean(1)), y)
 
 
 def train_both(net, optimizer, steps=3):
@@ -51,6 +59,7 @@ def train_both(net, optimizer, steps=3):
 @pytest.mark.parametrize("options,optimizer", [
     ({"padding_idx": 0}, "sgd"),
     ({"padding_idx": -10}, "adam"),  # row 0 again, counted from the end
+    ({"functional_padding_idx": -10}, "sgd"),
     ({"scale_grad_by_freq": True}, "sgd"),
     ({"padding_idx": 0, "scale_grad_by_freq": True}, "adam"),
 ])
@@ -62,7 +71,7 @@ def test_embedding_options_train_as_in_pytorch(options, optimizer):
     for name, value in want.items():
         diff = (ours[name].double() - value).abs().max().item()
         assert diff < 2e-6, f"{name}: {diff}"
-    if "padding_idx" in options:
+    if "padding_idx" in options or "functional_padding_idx" in options:
         assert torch.equal(ours["embed.weight"][0], before[0])
     assert torch.equal(ours["embed.weight"][7], before[7])  # never looked up
 
