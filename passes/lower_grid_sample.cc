@@ -81,8 +81,11 @@ class Sampler {
                               coords_),
                         scalar(2)},
                        coords_);
-    if (border_) u = b_.op("Clip", {u, scalar(0), scalar(static_cast<double>(size - 1))}, coords_);
-    return u;
+    if (!border_) return u;
+    // PyTorch's clip sends a NaN coordinate to 0 (and +-inf to the edges, as Clip does).
+    Value* clipped = b_.op("Clip", {u, scalar(0), scalar(static_cast<double>(size - 1))}, coords_);
+    Value* is_number = b_.op("Equal", {u, u}, {DType::kBool, coords_.shape});
+    return b_.op("Where", {is_number, clipped, scalar(0)}, coords_);
   }
 
   // floor(u) and floor(u) + 1 as integers (no gradient), and their weights 1 - f and f,
@@ -137,9 +140,11 @@ class Sampler {
     return b_.reshape(v, {n_, c_, ho_, wo_});
   }
 
-  // One corner's term: its pixels times its weight, 0 where the corner lies outside.
+  // One corner's term: its pixels times its weight, 0 where the corner lies outside. The
+  // weight is multiplied by the flag, not selected by it, so that a coordinate that is not a
+  // number (NaN, or an infinity's inf - inf) gives NaN as PyTorch's kernel does.
   Value* corner(Value* ix, Value* iy, Value* weight) {
-    Value* kept = b_.op("Where", {inside(ix, iy), weight, scalar(0)}, coords_);
+    Value* kept = b_.op("Mul", {weight, b_.cast(inside(ix, iy), coords_.dtype)}, coords_);
     Value* w = b_.reshape(b_.cast(kept, x_->type.dtype), {n_, 1, ho_, wo_});
     return b_.op("Mul", {gather(ix, iy), w}, out_type());
   }

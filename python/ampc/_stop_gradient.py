@@ -66,7 +66,24 @@ def rewrite(func, args, kwargs):
     return _detached(out, inputs)
 
 
+# The element types a gradient can flow through (torch's names for them in a trace).
+_FLOAT_TYPES = ("Float", "Double", "Half", "BFloat16")
+
+
+def _needs_marker(x):
+    """Whether a detach of `x` can stop a gradient: not for a constant (torch.tensor(n) is
+    traced as a detached constant, and a marker would keep torch from folding what is computed
+    from it, leaving e.g. a Sqrt of an int64 constant in the file) nor for an integer or bool
+    value, which carries no gradient."""
+    if x.node().kind() in ("onnx::Constant", "prim::Constant"):
+        return False
+    scalar = x.type().scalarType() if hasattr(x.type(), "scalarType") else None
+    return scalar is None or scalar in _FLOAT_TYPES
+
+
 def _detach_symbolic(g, x):
+    if not _needs_marker(x):
+        return x
     out = g.op(STOP_DOMAIN + "::StopGradient", x)
     # The input's type and shape, which torch's shape inference cannot know for a custom op
     # and the symbolic functions of later ops may read (a rank, a dimension).

@@ -94,6 +94,43 @@ def test_export_is_standard_onnx_with_the_stops_listed(tmp_path):
     assert "ampc.stop_gradient: 8 names (values where PyTorch's autograd stops)" in text, text
 
 
+class Constants(torch.nn.Module):
+    """torch.tensor(n) is traced as a detached constant, and an argmax's result is an integer
+    detached by hand: neither can stop a gradient, so neither gets a marker, which would keep
+    torch from folding sqrt(torch.tensor(n)) (a Sqrt of an int64 constant in the file; RAFT's
+    correlation scale)."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(5, 6)
+
+    def forward(self, x, y):
+        width = 6
+        h = self.a(x) / torch.sqrt(torch.tensor(width))
+        picked = h.argmax(1).detach()
+        return ((h - y) ** 2).mean() + h.gather(1, picked[:, None]).mean() / width
+
+
+def test_constants_and_integers_get_no_stop_marker(tmp_path):
+    torch.manual_seed(0)
+    net = Constants()
+    path = tmp_path / "constants.onnx"
+    ampc.export(net, batches(1)[0], path)
+    model = onnx.load(path)
+    assert {p.key: p.value for p in model.metadata_props}["ampc.stop_gradient"] == ""
+    assert "Sqrt" not in [n.op_type for n in model.graph.node]
+    reference = copy.deepcopy(net).double()
+    b = batches(1)[0]
+    trainer = ampc.compile(net, b, precision="fp32", optimizer="sgd", lr=0.5)
+    trainer.step(**b)
+    sgd = torch.optim.SGD(reference.parameters(), lr=0.5)
+    reference(b["x"].double(), b["y"].double()).backward()
+    sgd.step()
+    trainer.copy_to(net)
+    for name, value in reference.state_dict().items():
+        assert (net.state_dict()[name].double() - value).abs().max().item() < 2e-6, name
+
+
 def test_an_export_without_stops_says_so():
     """The key is written even when nothing stops: its presence tells the compiler that the
     file records where autograd stops, so Round has PyTorch's zero gradient."""
