@@ -13,6 +13,7 @@
 #include "frontend/onnx/read_model.h"
 #include "frontend/onnx/soft_target_cross_entropy.h"
 #include "frontend/onnx/training_info.h"
+#include "frontend/onnx/transpose_perms.h"
 #include "frontend/onnx/where_scalar_types.h"
 #include "ir/verifier.h"
 #include "ops/schemas/amp_schemas.h"
@@ -342,6 +343,8 @@ std::unique_ptr<ir::Model> import_model(onnx::ModelProto& proto, const ImportOpt
   }
   // torch's cross-entropy with probability targets, as PyTorch computes it.
   expand_soft_target_cross_entropy(proto);
+  // torch's negative Transpose perms (x.movedim(a, -1)) as the axes they name.
+  normalize_transpose_perms(*proto.mutable_graph());
   infer_shapes(proto);
 
   model->producer_name = proto.producer_name();

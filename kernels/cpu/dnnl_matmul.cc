@@ -1,5 +1,6 @@
 #include "kernels/cpu/dnnl_matmul.h"
 
+#include <algorithm>
 #include <bit>
 #include <cstdint>
 #include <string>
@@ -92,12 +93,28 @@ bool valid(const DnnlStridedMatmul& p) {
   return r >= 2 && r <= DNNL_MAX_NDIMS;
 }
 
+// The strides of a view with each size-1 axis's stride (which addresses nothing) set to what
+// a dense layout in the order of the other axes would give it. oneDNN 2.6 reads a size-1 axis
+// of stride 1 before an axis of stride 1 as a transposed layout ("abdc") and picks its
+// gemm:jit kernel, whose execution then fails (a [2, 4, 1, 6] product written to strides
+// 24, 6, 1, 1: the transposed view of a Resize's interpolation MatMul).
+memory::dims canonical_strides(const memory::dims& dims, memory::dims strides) {
+  for (size_t i = dims.size(); i-- > 0;) {
+    if (dims[i] != 1) continue;
+    memory::dim inner = 1;
+    for (size_t j = i + 1; j < dims.size(); ++j) inner = std::max(inner, strides[j] * dims[j]);
+    strides[i] = inner;
+  }
+  return strides;
+}
+
 std::unique_ptr<ds::Prepared> make(const DnnlStridedMatmul& p) {
   memory::data_type t, tbias = memory::data_type::f32;
   if (!valid(p) || !ds::dnnl_type(p.type, &t)) return nullptr;
   if (p.bias && !ds::dnnl_type(p.bias_type, &tbias)) return nullptr;
-  const memory::desc a(p.a.dims, t, p.a.strides), b(p.b.dims, t, p.b.strides),
-      c(p.c.dims, t, p.c.strides);
+  const memory::desc a(p.a.dims, t, canonical_strides(p.a.dims, p.a.strides)),
+      b(p.b.dims, t, canonical_strides(p.b.dims, p.b.strides)),
+      c(p.c.dims, t, canonical_strides(p.c.dims, p.c.strides));
   memory::dims bias_dims(p.c.dims.size(), 1), bias_strides(p.c.dims.size(), p.c.dims.back());
   bias_dims.back() = p.c.dims.back();
   bias_strides.back() = 1;

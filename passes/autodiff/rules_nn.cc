@@ -1,7 +1,8 @@
 // Gradients of Conv, ConvTranspose, the pooling ops and the normalisation layers. Conv,
-// MaxPool, AveragePool and ConvTranspose's weights use the gradient ops of the "ampc"
-// domain (ampc_schemas.h) with the forward node's attributes, auto_pad resolved into
-// explicit pads, and so do BatchNormalization in training mode and LayerNormalization;
+// MaxPool (GlobalMaxPool as a MaxPool over the whole map), AveragePool and ConvTranspose's
+// weights use the gradient ops of the "ampc" domain (ampc_schemas.h) with the forward node's
+// attributes, auto_pad resolved into explicit pads, and so do BatchNormalization in training
+// mode and LayerNormalization;
 // GlobalAveragePool, BatchNormalization in inference mode, InstanceNormalization and
 // LpNormalization are built from standard ops.
 #include <algorithm>
@@ -143,6 +144,17 @@ void pool(GradContext& c, bool max) {
     a.push_back(Attribute::make_int("count_include_pad", c.attr_int("count_include_pad", 0)));
   c.set_input_grad(0, c.b.op(max ? "MaxPoolGrad" : "AveragePoolGrad", {c.output_grad(0), x},
                              x->type, std::move(a), kAmpcDomain));
+}
+
+// GlobalMaxPool (torch's AdaptiveMaxPool(1)) is a MaxPool whose window is the whole map: its
+// gradient is that MaxPool's, all of it to the first maximum, as PyTorch's.
+void global_max_pool(GradContext& c) {
+  Value* x = c.input(0);
+  const Shape map = spatial(x);
+  auto a = window_attrs(c, map, map);
+  a.push_back(Attribute::make_int("ceil_mode", 0));
+  c.set_input_grad(
+      0, c.b.op("MaxPoolGrad", {c.output_grad(0), x}, x->type, std::move(a), kAmpcDomain));
 }
 
 void global_average_pool(GradContext& c) {
@@ -350,6 +362,7 @@ void register_nn_gradients(GradientRegistry& r) {
   r.add(ops::OpKey(kAmpcDomain, "MaxPool"), [](GradContext& c) { pool(c, true); });
   r.add("AveragePool", [](GradContext& c) { pool(c, false); });
   r.add("GlobalAveragePool", global_average_pool);
+  r.add("GlobalMaxPool", global_max_pool);
   r.add(ops::OpKey(kAmpcDomain, "AveragePool"), [](GradContext& c) { pool(c, false); });
   r.add(ops::OpKey(kAmpcDomain, "GlobalAveragePool"), global_average_pool);
   r.add("BatchNormalization", batch_norm);

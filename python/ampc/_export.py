@@ -7,7 +7,7 @@ export (_random_fills.py); torch.autograd.Functions as _autograd_functions.py sa
 padding as PyTorch computes it, which torch 1.13's exporter gets wrong (_circular_pad.py);
 nn.Embedding's padding_idx and scale_grad_by_freq (_embedding.py), channel and alpha dropout
 (_feature_dropout.py) and dropout between stacked recurrent layers (_recurrent_dropout.py),
-which it loses or refuses."""
+which it loses or refuses; other torch.nn operations it cannot export (_unexportable_ops.py)."""
 
 import inspect
 import io
@@ -15,8 +15,8 @@ import re
 import warnings
 
 from . import (_autograd_functions, _circular_pad, _embedding, _feature_dropout, _random_fills,
-               _recurrent_dropout, _stop_gradient, _tracing)
-from ._errors import export_error
+               _recurrent_dropout, _stop_gradient, _tracing, _unexportable_ops)
+from ._errors import export_error, from_torch_export
 
 
 def ordered_inputs(module, example_inputs):
@@ -137,13 +137,13 @@ def _traced(module, names, values, opset, before, written):
     with (warnings.catch_warnings(), torch.enable_grad(), _stop_gradient.detach_marked(opset),
           _random_fills.patched(), _autograd_functions.patched(), _circular_pad.patched(),
           _tracing.rewriting([_stop_gradient.rewrite, _embedding.rewrite, _feature_dropout.rewrite,
-                              _recurrent_dropout.rewrite])):
+                              _recurrent_dropout.rewrite, _unexportable_ops.rewrite])):
         # torch warns about BatchNorm's num_batches_tracked counter, which the export drops.
         warnings.filterwarnings("ignore", message="ONNX Preprocess - Removing mutation")
         warnings.filterwarnings("ignore", category=UserWarning, module="torch.onnx")
         module.train()
         try:
-            torch.onnx.export(
+            _torch_export(
                 module,
                 values,
                 buf,
@@ -163,6 +163,19 @@ def _traced(module, names, values, opset, before, written):
             module.train(was_training)
             changed = restore_buffers(module, before)
     return buf.getvalue(), changed
+
+
+def _torch_export(*args, **kwargs):
+    """torch.onnx.export, its failures as ampc's exporter's errors (_errors.from_torch_export);
+    those ampc's own rewrites raise pass as they are."""
+    import torch
+
+    try:
+        torch.onnx.export(*args, **kwargs)
+    except Exception as e:
+        if getattr(e, "ampc_export", False):
+            raise
+        raise from_torch_export(e) from e
 
 
 def restore_buffers(module, before):

@@ -75,6 +75,10 @@ TEST(AutodiffFiniteDifferencesNn, Pooling) {
   check({"GlobalAveragePool", {{2, 3, 3, 2}}, {2, 3, 1, 1}, [](GradBuilder& g, P p) {
            return g.op("GlobalAveragePool", {p[0]}, f64({2, 3, 1, 1}));
          }});
+  // AdaptiveMaxPool(1): the whole map's maximum (random inputs: no ties).
+  check({"GlobalMaxPool", {{2, 3, 3, 2}}, {2, 3, 1, 1}, [](GradBuilder& g, P p) {
+           return g.op("GlobalMaxPool", {p[0]}, f64({2, 3, 1, 1}));
+         }});
 }
 
 TEST(AutodiffFiniteDifferencesNn, BatchNormalization) {

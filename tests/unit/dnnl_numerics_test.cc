@@ -432,6 +432,24 @@ INSTANTIATE_TEST_SUITE_P(Types, DnnlNumerics, ::testing::Values(DType::kFloat32,
                            return std::string(info.param == DType::kFloat32 ? "fp32" : "bf16");
                          });
 
+// A strided product whose size-1 axes have strides that look transposed: C [2, 4, 1, 6] written
+// with strides 24, 6, 1, 1 (a Resize's interpolation MatMul of a 1x1 map, its output's
+// Transpose folded into the view). oneDNN 2.6 read it as a transposed layout, picked gemm:jit
+// and failed to execute; with the size-1 strides made canonical it runs, and every element is
+// the product (k = 1: exact) of A [2, 4, 1, 1] and the broadcast B [1, 1, 1, 6].
+TEST(DnnlStridedMatmul, SizeOneAxesWithTransposedLookingStrides) {
+  kernels::cpu::DnnlStridedMatmul p;
+  p.a = {{2, 4, 1, 1}, {4, 1, 1, 1}};
+  p.b = {{1, 1, 1, 6}, {6, 6, 6, 1}};
+  p.c = {{2, 4, 1, 6}, {24, 6, 1, 1}};
+  std::vector<float> a(8), b(6), c(48, -1.0f);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(i) - 3.5f;
+  for (size_t j = 0; j < b.size(); ++j) b[j] = 0.25f * static_cast<float>(j + 1);
+  ASSERT_TRUE(kernels::cpu::dnnl_strided_matmul(p, a.data(), b.data(), nullptr, c.data()));
+  for (size_t i = 0; i < a.size(); ++i)
+    for (size_t j = 0; j < b.size(); ++j) EXPECT_EQ(c[i * 6 + j], a[i] * b[j]) << i << "," << j;
+}
+
 // Which path the bf16 cases above took, for the log: oneDNN's bf16 kernels on a CPU with
 // bf16 arithmetic, the fp32 kernels on widened inputs elsewhere (both must pass).
 TEST(DnnlNumericsInfo, Bf16Path) {

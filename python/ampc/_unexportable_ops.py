@@ -1,0 +1,174 @@
+"""torch.nn operations torch.onnx.export (torch 1.13) cannot export, traced by ampc's exporter
+(a rewrite of _tracing.py) as the same computation in ops it exports:
+
+- convolutions with `padding="same"` or `"valid"` (aten::_convolution_mode): explicit
+  padding, the odd unit of a "same" total on the right (before the input when it is even on
+  both sides, through F.pad otherwise), as PyTorch pads;
+- `nn.Bilinear` / F.bilinear: x1 W x2 as a MatMul with W's [in1, out x in2] view, times x2
+  and summed over in2, plus the bias;
+- `nn.Threshold` / F.threshold with a threshold other than 0: a Where;
+- `nn.Unflatten` / Tensor.unflatten: a Reshape;
+- adaptive average and max pooling to sizes that do not divide the input's: PyTorch's bins,
+  start floor(i in / out) and end ceil((i + 1) in / out) along each axis; average pooling as
+  a MatMul with each axis's averaging matrix, max pooling as each bin's first maximum
+  (ArgMax, then a gather, so the gradient goes to that element alone as in PyTorch), the last
+  axis first, which finds the first maximum in PyTorch's row-major scan.
+"""
+
+import warnings
+
+from . import _tracing
+
+
+def _static(dims):
+    """`dims` (a shape, or part of one) as Python ints. While torch traces, a tensor's sizes are
+    0-dim tensors whose arithmetic is traced and exported (its floor division as ONNX's
+    truncating Div); ampc's plans have static shapes, so the numbers are what is meant."""
+    import torch
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", torch.jit.TracerWarning)
+        return tuple(int(d) for d in dims)
+
+
+def _arguments(names, args, kwargs):
+    out = dict(zip(names, args))
+    out.update(kwargs)
+    return out
+
+
+def _tuple(v, n):
+    return tuple(v) if isinstance(v, (list, tuple)) else (v,) * n
+
+
+def _conv_with_string_padding(func, args, kwargs):
+    import torch.nn.functional as F
+
+    a = _arguments(("input", "weight", "bias", "stride", "padding", "dilation", "groups"),
+                   args, kwargs)
+    padding = a.get("padding", 0)
+    x, w = a["input"], a["weight"]
+    n = w.dim() - 2
+    dilation = _tuple(a.get("dilation", 1), n)
+    kernel = _static(w.shape[2:])
+    totals = [0] * n if padding == "valid" else [d * (k - 1) for d, k in zip(dilation, kernel)]
+    left = [t // 2 for t in totals]
+    extra = [t % 2 for t in totals]  # the odd unit, padded after the input
+    if any(extra):
+        pads = []
+        for e in reversed(extra):  # F.pad's order: the last axis first
+            pads += [0, e]
+        x = F.pad(x, pads)
+    return func(x, w, a.get("bias"), a.get("stride", 1), tuple(left), dilation, a.get("groups", 1))
+
+
+def _bilinear(args, kwargs):
+    import torch
+
+    a = _arguments(("input1", "input2", "weight", "bias"), args, kwargs)
+    x1, x2, w, bias = a["input1"], a["input2"], a["weight"], a.get("bias")
+    out_features, in1, in2 = _static(w.shape)
+    lead = _static(x1.shape[:-1])
+    t = torch.matmul(x1.reshape(-1, in1), w.permute(1, 0, 2).reshape(in1, out_features * in2))
+    y = (t.reshape(-1, out_features, in2) * x2.reshape(-1, 1, in2)).sum(-1)
+    if bias is not None:
+        y = y + bias
+    return y.reshape(*lead, out_features)
+
+
+def _threshold(args, kwargs):
+    import torch
+
+    a = _arguments(("input", "threshold", "value", "inplace"), args, kwargs)
+    x = a["input"]
+    return torch.where(x > a["threshold"], x, torch.full_like(x, a["value"]))
+
+
+def _unflatten(args, kwargs):
+    a = _arguments(("self", "dim", "sizes"), args, kwargs)
+    x, sizes = a["self"], a["sizes"]
+    if not all(isinstance(s, int) for s in sizes):
+        return _tracing.NOT_HANDLED  # named dimensions
+    dim = a["dim"] % x.dim()
+    shape = _static(x.shape)
+    return x.reshape(*shape[:dim], *sizes, *shape[dim + 1:])
+
+
+def _bins(size, out):
+    """PyTorch's adaptive pooling bins of an axis of `size` pooled to `out`."""
+    return [(i * size // out, -(-(i + 1) * size // out)) for i in range(out)]
+
+
+def _pooled_sizes(x, output_size, dims):
+    sizes = _tuple(output_size, dims)
+    shape = _static(x.shape)
+    return [shape[x.dim() - dims + k] if s is None else s for k, s in enumerate(sizes)]
+
+
+def _adaptive_average(x, sizes):
+    import torch
+
+    dims = len(sizes)
+    for k, out in enumerate(sizes):
+        axis = x.dim() - dims + k
+        size = _static(x.shape)[axis]
+        # Built as numbers, so that the trace holds one constant (not a fill of one).
+        rows = [[0.0] * out for _ in range(size)]
+        for i, (start, end) in enumerate(_bins(size, out)):
+            for j in range(start, end):
+                rows[j][i] = 1.0 / (end - start)
+        with warnings.catch_warnings():  # a constant is what is meant
+            warnings.simplefilter("ignore", torch.jit.TracerWarning)
+            m = torch.tensor(rows, dtype=x.dtype)
+        x = torch.matmul(x.movedim(axis, -1), m).movedim(-1, axis)
+    return x
+
+
+def _adaptive_max(x, sizes):
+    import torch
+
+    dims = len(sizes)
+    for k in reversed(range(dims)):
+        axis = x.dim() - dims + k
+        pieces = []
+        for start, end in _bins(_static(x.shape)[axis], sizes[k]):
+            window = x.narrow(axis, start, end - start)
+            pieces.append(window.gather(axis, window.argmax(axis, keepdim=True)))
+        x = torch.cat(pieces, axis)
+    return x
+
+
+def _adaptive_pool(func, args, kwargs, dims, average):
+    a = _arguments(("input", "output_size", "return_indices"), args, kwargs)
+    x = a["input"]
+    if a.get("return_indices"):
+        return _tracing.NOT_HANDLED
+    sizes = _pooled_sizes(x, a["output_size"], dims)
+    spatial = _static(x.shape)[x.dim() - dims:]
+    if all(s % o == 0 for s, o in zip(spatial, sizes)):
+        return _tracing.NOT_HANDLED  # torch exports it as a pooling with a fixed window
+    return _adaptive_average(x, sizes) if average else _adaptive_max(x, sizes)
+
+
+def rewrite(func, args, kwargs):
+    """The operations above, where torch cannot export them."""
+    import torch
+    import torch.nn.functional as F
+
+    if func in (torch.conv1d, torch.conv2d, torch.conv3d):
+        padding = args[4] if len(args) > 4 else kwargs.get("padding", 0)
+        if isinstance(padding, str):
+            return _conv_with_string_padding(func, args, kwargs)
+        return _tracing.NOT_HANDLED
+    if func is torch.bilinear:
+        return _bilinear(args, kwargs)
+    if func is F._threshold:
+        return _threshold(args, kwargs)
+    if func is torch.Tensor.unflatten:
+        return _unflatten(args, kwargs)
+    for dims in (1, 2, 3):
+        if func is getattr(F, f"adaptive_avg_pool{dims}d"):
+            return _adaptive_pool(func, args, kwargs, dims, average=True)
+        if func is getattr(F, f"adaptive_max_pool{dims}d"):
+            return _adaptive_pool(func, args, kwargs, dims, average=False)
+    return _tracing.NOT_HANDLED

@@ -1,0 +1,123 @@
+"""torch.nn operations torch 1.13's exporter cannot export, through ampc.export
+(python/ampc/_unexportable_ops.py), and two that it exports in forms ampc had to learn
+(AdaptiveMaxPool(1) as GlobalMaxPool, whose gradient goes to the first maximum; movedim to a
+negative position as a Transpose with a negative perm, frontend/onnx/transpose_perms.h):
+each model trains as PyTorch float64 does, stepped by torch.optim.SGD."""
+
+import copy
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import ampc
+
+
+class Classifier(nn.Module):
+    def __init__(self, body):
+        super().__init__()
+        self.body = body
+
+    def forward(self, x, y):
+        return F.cross_entropy(self.body(x).flatten(1)[:, :3], y)
+
+
+class BilinearPair(nn.Module):
+    """nn.Bilinear on two views of x, over 2-D and (without bias) 3-D inputs."""
+
+    def __init__(self):
+        super().__init__()
+        self.flat = nn.Bilinear(4, 5, 3)
+        self.seq = nn.Bilinear(4, 4, 3, bias=False)
+
+    def forward(self, x):
+        return self.flat(x[:, 0, :4], x[:, 0, 3:]) + self.seq(x[:, :, :4], x[:, :, 4:]).mean(1)
+
+
+class MovedChannels(nn.Module):
+    """Channels moved last and back (a LayerNorm over channels, ConvNeXt's way): torch writes
+    movedim(1, -1) as a Transpose with perm 0, 2, 3, -1."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(2, 4, 3)
+        self.norm = nn.LayerNorm(4)
+
+    def forward(self, x):
+        return self.norm(self.conv(x).movedim(1, -1)).movedim(-1, 1)
+
+
+def seq(*layers):
+    return nn.Sequential(*layers)
+
+
+CASES = {
+    # name: (body, input shape)
+    "bilinear": (BilinearPair, (6, 2, 8)),
+    "threshold": (lambda: seq(nn.Linear(8, 8), nn.Threshold(0.1, -1.0), nn.Linear(8, 3)), (6, 8)),
+    "unflatten": (lambda: seq(nn.Linear(8, 32), nn.Unflatten(1, (2, 4, 4)), nn.Conv2d(2, 3, 2)),
+                  (6, 8)),
+    "conv_same_valid": (lambda: seq(nn.Conv2d(2, 4, 3, padding="same"), nn.ReLU(),
+                                    nn.Conv2d(4, 4, (4, 3), padding="same", dilation=(1, 2)),
+                                    nn.Conv2d(4, 3, 2, padding="valid"), nn.AdaptiveAvgPool2d(1)),
+                        (2, 2, 7, 7)),
+    "conv1d_same_even_kernel": (lambda: seq(nn.Conv1d(2, 3, 4, padding="same"),
+                                            nn.AdaptiveAvgPool1d(1)), (2, 2, 7)),
+    "conv_same_replicate": (lambda: seq(nn.Conv2d(2, 3, 4, padding="same",
+                                                  padding_mode="replicate"),
+                                        nn.AdaptiveAvgPool2d(1)), (2, 2, 7, 7)),
+    "adaptive_avg_uneven": (lambda: seq(nn.Conv2d(2, 4, 3), nn.AdaptiveAvgPool2d((3, 2))),
+                            (2, 2, 9, 8)),
+    "adaptive_avg_upsampling": (lambda: seq(nn.Conv2d(2, 4, 3), nn.AdaptiveAvgPool2d((6, 6))),
+                                (2, 2, 3, 3)),
+    "adaptive_avg_3d_kept_axis": (lambda: seq(nn.Conv3d(2, 4, 1),
+                                              nn.AdaptiveAvgPool3d((None, 2, 3))),
+                                  (2, 2, 3, 5, 4)),
+    "adaptive_max_uneven_after_relu": (lambda: seq(nn.Conv2d(2, 4, 3), nn.ReLU(),
+                                                   nn.AdaptiveMaxPool2d((4, 3))), (2, 2, 9, 8)),
+    "adaptive_max_1d": (lambda: seq(nn.Conv1d(2, 4, 3), nn.AdaptiveMaxPool1d(4)), (2, 2, 9)),
+    "global_max_pool": (lambda: seq(nn.Conv2d(2, 4, 3), nn.ReLU(), nn.AdaptiveMaxPool2d(1)),
+                        (2, 2, 6, 6)),
+    "movedim_negative": (MovedChannels, (2, 2, 6, 6)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_trains_as_in_pytorch(name):
+    body, shape = CASES[name]
+    torch.manual_seed(0)
+    net = Classifier(body())
+    reference = copy.deepcopy(net).double()
+    g = torch.Generator().manual_seed(1)
+    feed = [{"x": torch.randn(*shape, generator=g), "y": torch.randint(0, 3, (shape[0],), generator=g)}
+            for _ in range(3)]
+    trainer = ampc.compile(net, feed[0], precision="fp32", optimizer="sgd", lr=0.1)
+    sgd = torch.optim.SGD(reference.parameters(), lr=0.1)
+    for b in feed:
+        trainer.step(**b)
+        sgd.zero_grad()
+        reference(b["x"].double(), b["y"]).backward()
+        sgd.step()
+    trainer.copy_to(net)
+    for key, want in reference.state_dict().items():
+        diff = (net.state_dict()[key].double() - want).abs().max().item()
+        assert diff < 2e-6, f"{key}: {diff}"
+
+
+def test_a_crash_in_torchs_exporter_is_one_line_naming_the_op():
+    """torch's symbolic for index_copy (nn.AdaptiveLogSoftmaxWithLoss) fails with a bare
+    IndexError; ampc says that torch's exporter failed and in which op's symbolic."""
+
+    class AdaptiveSoftmax(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.head = nn.AdaptiveLogSoftmaxWithLoss(8, 20, [5, 10])
+
+        def forward(self, x, y):
+            return self.head(x, y).loss
+
+    with pytest.raises(ampc.Error, match=r"^torch.onnx.export could not export the module \(in its "
+                                         r"symbolic function `index_copy`.*IndexError"):
+        ampc.compile(AdaptiveSoftmax(), {"x": torch.randn(6, 8), "y": torch.randint(0, 20, (6,))},
+                     precision="fp32", optimizer="sgd", lr=0.1)
