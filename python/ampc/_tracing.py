@@ -1,7 +1,7 @@
 """The rewrites ampc's exporter applies while torch traces a module: a TorchFunctionMode that,
 only while a trace is being recorded, offers each torch function call to the rewrites in
 turn (_stop_gradient.py's, _embedding.py's, _feature_dropout.py's, _recurrent_dropout.py's,
-_unexportable_ops.py's).
+_unexportable_ops.py's, _view_writes.py's).
 A rewrite returns the call's result, computed its own way so that the trace records what a
 plain torch.onnx.export loses or cannot export, or NOT_HANDLED. Outside a trace, and for calls no rewrite takes, the function runs as
 it is. The calls made inside the mode's handler do not reach it (torch suspends the mode

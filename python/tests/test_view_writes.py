@@ -1,0 +1,124 @@
+"""In-place writes into slices (`b[n:2 * n].zero_()`, `h[:, :3].clamp_(...)`, nested slices),
+which torch.onnx.export drops from the file, through ampc.export (python/ampc/_view_writes.py):
+each model trains as PyTorch float64 does, stepped by torch.optim.SGD; among them
+torchvision's Swin V2 attention block, which zeroes its key bias that way and whose padded
+keys' normalisation otherwise sends a gradient of about 1e11 into that bias."""
+
+import copy
+
+import onnx
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torchvision.models.swin_transformer import ShiftedWindowAttentionV2
+
+import ampc
+
+
+def zero_third(b, h):
+    n = b.numel() // 3
+    b[n:2 * n].zero_()
+    return h
+
+
+def scale_slice(b, h):
+    b[1:3].mul_(3.0)
+    return h
+
+
+def copy_columns(b, h):
+    h = h.clone()
+    h[:, 0:2].copy_(h[:, 2:4] * 2)
+    return h
+
+
+def fill_row(b, h):
+    h = h * 1
+    h[1].fill_(0.5)
+    return h
+
+
+def nested(b, h):
+    h = h * 1
+    h[1:3][:, 1:2].add_(1.0)
+    return h
+
+
+def masked(b, h):
+    h = h * 1
+    h[:2].masked_fill_(h[:2] > 0.5, 0.0)
+    return h
+
+
+WRITES = {f.__name__: f for f in (zero_third, scale_slice, copy_columns, fill_row, nested, masked)}
+
+
+class Written(nn.Module):
+    def __init__(self, write):
+        super().__init__()
+        self.write = write
+        self.b = nn.Parameter(torch.randn(6))
+        self.w = nn.Parameter(torch.randn(6, 6))
+        self.out = nn.Linear(6, 3)
+
+    def forward(self, x, y):
+        b = self.b.clone()
+        h = self.write(b, F.linear(x, self.w))
+        return F.cross_entropy(self.out(torch.tanh(h + b)), y)
+
+
+class SwinV2Block(nn.Module):
+    """torchvision's Swin V2 window attention on a 3x3 map with 4x4 windows (padded), then a
+    classifier."""
+
+    def __init__(self):
+        super().__init__()
+        self.attn = ShiftedWindowAttentionV2(8, [4, 4], [0, 0], 2)
+        self.out = nn.Linear(8, 3)
+
+    def forward(self, x, y):
+        return F.cross_entropy(self.out(self.attn(x).mean((1, 2))), y)
+
+
+def train_both(net, shape, steps=3):
+    reference = copy.deepcopy(net).double()
+    g = torch.Generator().manual_seed(1)
+    feed = [{"x": torch.randn(*shape, generator=g), "y": torch.randint(0, 3, (shape[0],), generator=g)}
+            for _ in range(steps)]
+    trainer = ampc.compile(net, feed[0], precision="fp32", optimizer="sgd", lr=0.1)
+    sgd = torch.optim.SGD(reference.parameters(), lr=0.1)
+    for b in feed:
+        trainer.step(**b)
+        sgd.zero_grad()
+        reference(b["x"].double(), b["y"]).backward()
+        sgd.step()
+    trainer.copy_to(net)
+    return net.state_dict(), reference.state_dict()
+
+
+@pytest.mark.parametrize("name", sorted(WRITES))
+def test_writes_into_slices_train_as_in_pytorch(name):
+    torch.manual_seed(0)
+    ours, want = train_both(Written(WRITES[name]), (4, 6))
+    for key, value in want.items():
+        diff = (ours[key].double() - value).abs().max().item()
+        assert diff < 2e-6, f"{key}: {diff}"
+
+
+def test_swin_v2_attention_trains_as_in_pytorch():
+    torch.manual_seed(0)
+    ours, want = train_both(SwinV2Block(), (2, 3, 3, 8))
+    for key, value in want.items():
+        diff = (ours[key].double() - value).abs().max().item()
+        assert diff < 1e-5, f"{key}: {diff}"
+
+
+def test_the_export_writes_assignments(tmp_path):
+    """Each write is in the file as an assignment (ScatterND): torch's own handling of
+    in-place slice writes depends on the context and drops them under a TorchFunctionMode."""
+    for name, write in sorted(WRITES.items()):
+        path = tmp_path / f"{name}.onnx"
+        ampc.export(Written(write), {"x": torch.randn(4, 6), "y": torch.tensor([0, 1, 2, 0])}, path)
+        ops = [n.op_type for n in onnx.load(path).graph.node]
+        assert "ScatterND" in ops, (name, ops)
