@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint, checkpoint_sequential
 
 import ampc
+from pytorch_reference import assert_states_close
 
 LAMBDA = 0.3
 
@@ -38,12 +39,6 @@ def train_both(net, reference, steps=3):
     return net.state_dict(), reference.state_dict()
 
 
-def assert_same(ours, want):
-    for name, value in want.items():
-        diff = (ours[name].double() - value).abs().max().item()
-        assert diff < 2e-6, f"{name}: {diff}"
-
-
 class Checkpointed(torch.nn.Module):
     def __init__(self, reentrant):
         super().__init__()
@@ -65,7 +60,7 @@ def test_activation_checkpointing_trains_as_in_pytorch(reentrant):
     gradient in PyTorch: a known pitfall, kept (the second call gives them one)."""
     torch.manual_seed(0)
     net = Checkpointed(reentrant)
-    assert_same(*train_both(net, copy.deepcopy(net)))
+    assert_states_close(*train_both(net, copy.deepcopy(net)))
 
 
 class Reversal(torch.autograd.Function):
@@ -112,7 +107,7 @@ def test_its_detach_form_trains_as_the_function_does_in_pytorch():
     net = DomainAdversarial(reverse_with_detach)
     reference = copy.deepcopy(net)
     reference.reverse = Reversal.apply
-    assert_same(*train_both(net, reference))
+    assert_states_close(*train_both(net, reference))
 
 
 class Normalize(torch.autograd.Function):
@@ -146,4 +141,4 @@ def test_a_function_with_a_symbolic_exports_as_its_op(tmp_path):
     assert "LpNormalization" in ampc.inspect(str(tmp_path / "cosine.onnx"))["ops"]
     reference = copy.deepcopy(net)
     reference.normalize = lambda x: x / x.norm(2, -1, keepdim=True)
-    assert_same(*train_both(net, reference))
+    assert_states_close(*train_both(net, reference))

@@ -6,7 +6,6 @@ does, stepped by torch.optim.SGD; a plain torch.onnx.export file of it is refuse
 Concat and ampc.export (passes/circular_pad_export.h), and torch's own symbolic is back after
 ampc's export."""
 
-import copy
 import io
 
 import pytest
@@ -14,6 +13,7 @@ import torch
 import torch.nn.functional as F
 
 import ampc
+from pytorch_reference import assert_states_close, train_with_sgd
 
 
 class CircularPad(torch.nn.Module):
@@ -77,19 +77,7 @@ def make(name):
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_circular_padding_trains_as_in_pytorch(name):
     net, shape = make(name)
-    reference = copy.deepcopy(net).double()
-    feed = batches(shape)
-    trainer = ampc.compile(net, feed[0], precision="fp32", optimizer="sgd", lr=0.5)
-    sgd = torch.optim.SGD(reference.parameters(), lr=0.5)
-    for b in feed:
-        trainer.step(**b)
-        sgd.zero_grad()
-        reference(b["x"].double(), b["y"]).backward()
-        sgd.step()
-    trainer.copy_to(net)
-    for key, want in reference.state_dict().items():
-        diff = (net.state_dict()[key].double() - want).abs().max().item()
-        assert diff < 2e-6, f"{key}: {diff}"
+    assert_states_close(*train_with_sgd(net, batches(shape), lr=0.5))
 
 
 def test_a_plain_export_of_circular_padding_is_refused(tmp_path):

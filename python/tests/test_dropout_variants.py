@@ -12,7 +12,6 @@ mask. The stacked recurrent layers are compared with PyTorch float64 at a rate t
 every unit (what the layer-by-layer form computes besides the draws; each layer starts from
 its slice of learned initial states), and their file has a Dropout between each two layers."""
 
-import copy
 import math
 
 import numpy as np
@@ -22,33 +21,16 @@ import torch
 import torch.nn.functional as F
 
 import ampc
+import pytorch_reference
+from pytorch_reference import assert_states_close, train_with_sgd
 
 STEPS = 3
 P = 0.3
 SATURATION = 1.7580993408473766  # SELU's -alpha * scale, PyTorch's alpha-dropout constant
 
 
-class Statistics(torch.nn.Module):
-    """loss = sum_k w_k * s_k(x), so the SGD step (lr 1) moves w_k by s_k."""
-
-    def __init__(self, stats, count):
-        super().__init__()
-        self.stats = stats
-        self.w = torch.nn.Parameter(torch.zeros(count))
-
-    def forward(self, x):
-        return (self.w * self.stats(x)).sum()
-
-
 def statistics_per_step(stats, count, x):
-    trainer = ampc.compile(Statistics(stats, count), {"x": x}, precision="fp32",
-                           optimizer="sgd", lr=1.0)
-    seen = []
-    for _ in range(STEPS):
-        before = trainer.state_dict()["w"].copy()
-        trainer.step(x=x)
-        seen.append(before - trainer.state_dict()["w"])
-    return np.array(seen)
+    return pytorch_reference.statistics_per_step(stats, count, x, STEPS)
 
 
 def kept_fraction_is_binomial(kept, n, p=P):
@@ -120,12 +102,8 @@ def test_channel_dropout_backward_uses_the_forward_mask():
             return self.drop(self.w * x).sum()
 
     x = torch.ones(64, 16, 2, 2)
-    trainer = ampc.compile(Scaled(), {"x": x}, precision="fp32", optimizer="sgd", lr=1e-4)
     losses = []
-    for _ in range(STEPS):
-        w = float(trainer.state_dict()["w"])
-        loss = trainer.step(x=x).loss
-        grad = (w - float(trainer.state_dict()["w"])) / 1e-4
+    for w, loss, grad in pytorch_reference.scalar_steps(Scaled(), x, STEPS):
         assert grad == pytest.approx(loss / w, rel=1e-4)
         losses.append(loss)
     assert len(set(losses)) == STEPS  # a new mask each step
@@ -157,22 +135,11 @@ class Stacked(torch.nn.Module):
 def test_stacked_recurrent_layers_with_dropout_train_as_in_pytorch(cell, options):
     torch.manual_seed(0)
     net = Stacked(cell, 1e-9, **options)  # every unit kept: the draws cannot differ
-    reference = copy.deepcopy(net).double()
     g = torch.Generator().manual_seed(1)
     shape = (3, 6, 4) if options else (6, 3, 4)
     feed = [{"x": torch.randn(*shape, generator=g), "y": torch.randint(0, 3, (3,), generator=g)}
             for _ in range(STEPS)]
-    trainer = ampc.compile(net, feed[0], precision="fp32", optimizer="sgd", lr=0.5)
-    sgd = torch.optim.SGD(reference.parameters(), lr=0.5)
-    for b in feed:
-        trainer.step(**b)
-        sgd.zero_grad()
-        reference(b["x"].double(), b["y"]).backward()
-        sgd.step()
-    trainer.copy_to(net)
-    for name, value in reference.state_dict().items():
-        diff = (net.state_dict()[name].double() - value).abs().max().item()
-        assert diff < 2e-6, f"{name}: {diff}"
+    assert_states_close(*train_with_sgd(net, feed, lr=0.5))
 
 
 def test_stacked_recurrent_dropout_is_a_dropout_after_every_layer_but_the_last(tmp_path):

@@ -13,32 +13,13 @@ import torch
 import torch.nn.functional as F
 import torchvision
 
-import ampc
+import pytorch_reference
 
 STEPS = 4
 
 
-class Statistics(torch.nn.Module):
-    """loss = sum_k w_k * s_k(noise), so the SGD step (lr 1) moves w_k by s_k."""
-
-    def __init__(self, draw, count):
-        super().__init__()
-        self.draw = draw
-        self.w = torch.nn.Parameter(torch.zeros(count))
-
-    def forward(self, x):
-        return (self.w * self.draw(x)).sum()
-
-
 def statistics_per_step(draw, count, x):
-    trainer = ampc.compile(Statistics(draw, count), {"x": x}, precision="fp32",
-                           optimizer="sgd", lr=1.0)
-    seen = []
-    for _ in range(STEPS):
-        before = trainer.state_dict()["w"].copy()
-        trainer.step(x=x)
-        seen.append(before - trainer.state_dict()["w"])
-    return np.array(seen)
+    return pytorch_reference.statistics_per_step(draw, count, x, STEPS)
 
 
 def within(value, mean, sd, what):
@@ -81,12 +62,8 @@ def test_stochastic_depth_drops_rows_anew_each_step_and_backward_uses_the_same_m
             return self.sd(self.w * x).sum()
 
     x = torch.ones(rows, 1)
-    trainer = ampc.compile(Depth(), {"x": x}, precision="fp32", optimizer="sgd", lr=1e-4)
     kept = []
-    for _ in range(STEPS):
-        w = float(trainer.state_dict()["w"])
-        loss = trainer.step(x=x).loss
-        grad = (w - float(trainer.state_dict()["w"])) / 1e-4
+    for w, loss, grad in pytorch_reference.scalar_steps(Depth(), x, STEPS):
         k = loss * 0.8 / w
         assert abs(k - round(k)) < 1e-3 * rows, k  # whole rows
         np.testing.assert_allclose(grad, loss / w, rtol=1e-3)  # the forward's mask

@@ -4,14 +4,13 @@
 negative position as a Transpose with a negative perm, frontend/onnx/transpose_perms.h):
 each model trains as PyTorch float64 does, stepped by torch.optim.SGD."""
 
-import copy
-
 import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 import ampc
+from pytorch_reference import assert_states_close, train_with_sgd
 
 
 class Classifier(nn.Module):
@@ -88,21 +87,10 @@ def test_trains_as_in_pytorch(name):
     body, shape = CASES[name]
     torch.manual_seed(0)
     net = Classifier(body())
-    reference = copy.deepcopy(net).double()
     g = torch.Generator().manual_seed(1)
     feed = [{"x": torch.randn(*shape, generator=g), "y": torch.randint(0, 3, (shape[0],), generator=g)}
             for _ in range(3)]
-    trainer = ampc.compile(net, feed[0], precision="fp32", optimizer="sgd", lr=0.1)
-    sgd = torch.optim.SGD(reference.parameters(), lr=0.1)
-    for b in feed:
-        trainer.step(**b)
-        sgd.zero_grad()
-        reference(b["x"].double(), b["y"]).backward()
-        sgd.step()
-    trainer.copy_to(net)
-    for key, want in reference.state_dict().items():
-        diff = (net.state_dict()[key].double() - want).abs().max().item()
-        assert diff < 2e-6, f"{key}: {diff}"
+    assert_states_close(*train_with_sgd(net, feed, lr=0.1))
 
 
 def test_a_crash_in_torchs_exporter_is_one_line_naming_the_op():

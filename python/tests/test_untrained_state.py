@@ -9,7 +9,6 @@ import copy
 import numpy as np
 import pytest
 import torch
-import torch.nn.functional as F
 
 import ampc
 from conftest import batches, run_cli

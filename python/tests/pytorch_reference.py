@@ -1,0 +1,75 @@
+"""PyTorch as the oracle of the Python tests that train: the same module trained by ampc and,
+as a float64 copy, by torch.optim on the same batches (`train_with_sgd`), and statistics of
+ampc's random draws read back exactly through the gradients of an SGD step (`Statistics`,
+`statistics_per_step`, `scalar_steps`)."""
+
+import copy
+
+import numpy as np
+import torch
+
+import ampc
+
+
+def double_inputs(batch):
+    """The batch with its floating-point tensors in float64 (the reference's inputs)."""
+    return {k: v.double() if v.is_floating_point() else v for k, v in batch.items()}
+
+
+def train_with_sgd(net, feed, lr, **options):
+    """Trains `net` with ampc (fp32, SGD with `lr` and `options`) and a float64 copy of it with
+    torch.optim.SGD, one step per batch of `feed` (keyword inputs of forward); copies ampc's
+    result into `net` and returns (net's state dict, the copy's)."""
+    reference = copy.deepcopy(net).double()
+    trainer = ampc.compile(net, feed[0], precision="fp32", optimizer="sgd", lr=lr, **options)
+    sgd = torch.optim.SGD(reference.parameters(), lr=lr)
+    for batch in feed:
+        trainer.step(**batch)
+        sgd.zero_grad()
+        reference(**double_inputs(batch)).backward()
+        sgd.step()
+    trainer.copy_to(net)
+    return net.state_dict(), reference.state_dict()
+
+
+def assert_states_close(ours, want, tol=2e-6):
+    for name, value in want.items():
+        diff = (ours[name].double() - value).abs().max().item()
+        assert diff < tol, f"{name}: {diff}"
+
+
+class Statistics(torch.nn.Module):
+    """loss = sum_k w_k * s_k(x), so an SGD step with lr 1 moves w_k by s_k."""
+
+    def __init__(self, stats, count):
+        super().__init__()
+        self.stats = stats
+        self.w = torch.nn.Parameter(torch.zeros(count))
+
+    def forward(self, x):
+        return (self.w * self.stats(x)).sum()
+
+
+def statistics_per_step(stats, count, x, steps):
+    """The `count` statistics `stats(x)` of each of `steps` ampc training steps (each step
+    draws its random values anew), as an array [steps, count]."""
+    trainer = ampc.compile(Statistics(stats, count), {"x": x}, precision="fp32",
+                           optimizer="sgd", lr=1.0)
+    seen = []
+    for _ in range(steps):
+        before = trainer.state_dict()["w"].copy()
+        trainer.step(x=x)
+        seen.append(before - trainer.state_dict()["w"])
+    return np.array(seen)
+
+
+def scalar_steps(module, x, steps, lr=1e-4):
+    """(w, loss, dloss/dw) of each of `steps` ampc SGD steps of a module whose one parameter is
+    the scalar `w` (the gradient read back from the step: (w - w') / lr)."""
+    trainer = ampc.compile(module, {"x": x}, precision="fp32", optimizer="sgd", lr=lr)
+    out = []
+    for _ in range(steps):
+        w = float(trainer.state_dict()["w"])
+        loss = trainer.step(x=x).loss
+        out.append((w, loss, (w - float(trainer.state_dict()["w"])) / lr))
+    return out
