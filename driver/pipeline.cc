@@ -77,13 +77,15 @@ constexpr ir::VerifyOptions kPartVerify{.require_static_inputs = false};
 
 // Constants first: gradient rules need constant shapes, axes and slice bounds; folding shape
 // arithmetic to a fixed point makes every shape static (static_shapes.h).
+// Shapes folded to a fixed point, and each If whose condition then folds replaced by its
+// branch (inline_constant_if.h), the shapes after it inferred again.
+void fold_shapes_and_constant_ifs(ir::Model& m) {
+  passes::fold_static_shapes(m);
+  while (passes::inline_constant_ifs(m) > 0) passes::fold_static_shapes(m);
+}
+
 void add_forward_preparation(std::vector<Pass>& out, bool low_precision) {
-  // An If whose condition folds takes its branch's place (inline_constant_if.h); the shapes
-  // after it are inferred again.
-  out.push_back({"fold-static-shapes", [](ir::Model& m) {
-                   passes::fold_static_shapes(m);
-                   while (passes::inline_constant_ifs(m) > 0) passes::fold_static_shapes(m);
-                 }});
+  out.push_back({"fold-static-shapes", fold_shapes_and_constant_ifs});
   // torch 1.13's wrong circular padding, refused before anything computes it (its Slices'
   // bounds are constants from here on).
   out.push_back({"refuse-misexported-circular-pad",
@@ -92,9 +94,10 @@ void add_forward_preparation(std::vector<Pass>& out, bool low_precision) {
   out.push_back(
       {"boolean-masks-in-place", [](ir::Model& m) { passes::compute_boolean_masks_in_place(m); }});
   // Einsum as Transpose / Reshape / MatMul (lower_einsum.h); the shapes after each one it
-  // lowers are inferred again, which readies an Einsum reading another's output.
+  // lowers are inferred again, which readies an Einsum reading another's output, and an If
+  // whose condition reads an Einsum's shape (torch's .diagonal() of one) folds then.
   out.push_back({"lower-einsum", [](ir::Model& m) {
-                   while (passes::lower_einsum(m) > 0) passes::fold_static_shapes(m);
+                   while (passes::lower_einsum(m) > 0) fold_shapes_and_constant_ifs(m);
                  }});
   // Interpolation as MatMuls (lower_resize.h).
   out.push_back({"lower-resize", [](ir::Model& m) { passes::lower_resize(m); }});

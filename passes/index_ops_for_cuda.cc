@@ -123,6 +123,22 @@ Value* trilu(GradBuilder& b, const ir::Node& n, int64_t k) {
   return b.op("Where", {mask, x, b.scalar(0.0, x->type.dtype)}, x->type);
 }
 
+// EyeLike (torch's .diagonal() exports as x times one): ones where column - row = k, in the
+// output's type, from a constant mask of its static shape as Trilu's.
+Value* eye_like(GradBuilder& b, const ir::Node& n) {
+  const ir::TensorType& out = n.outputs[0]->type;
+  const Shape& d = *out.shape;
+  if (d.size() != 2) return nullptr;
+  const ir::Attribute* ka = n.attr("k");
+  const int64_t k = ka ? ka->i : 0;
+  std::vector<int64_t> on(static_cast<size_t>(d[0] * d[1]));
+  for (int64_t i = 0; i < d[0]; ++i)
+    for (int64_t j = 0; j < d[1]; ++j) on[static_cast<size_t>(i * d[1] + j)] = j - i == k;
+  Value* mask =
+      b.op("Equal", {b.reshape(b.ints(on), d), b.scalar(1, DType::kInt64)}, {DType::kBool, d});
+  return b.op("Where", {mask, b.scalar(1.0, out.dtype), b.scalar(0.0, out.dtype)}, out);
+}
+
 // Tile with constant repeats r: x [d0, d1, ..] viewed as [1, d0, 1, d1, ..], expanded to
 // [r0, d0, r1, d1, ..] and viewed as [r0 d0, r1 d1, ..]: the copies in the order Tile writes.
 Value* tile(GradBuilder& b, const ir::Node& n) {
@@ -147,8 +163,8 @@ int index_ops_for_cuda(ir::Model& model) {
   ir::Graph& g = *model.graph;
   std::vector<ir::Node*> todo;
   for (const auto& n : g.nodes) {
-    static const std::set<std::string> kOps = {"GatherElements", "ScatterElements", "GatherND",
-                                               "OneHot",         "Trilu",           "Tile"};
+    static const std::set<std::string> kOps = {
+        "GatherElements", "ScatterElements", "GatherND", "OneHot", "Trilu", "Tile", "EyeLike"};
     const bool ours = n->domain.empty() && kOps.count(n->op_type) > 0;
     if (ours && ir::has_static_types(*n)) todo.push_back(n.get());
   }
@@ -168,6 +184,8 @@ int index_ops_for_cuda(ir::Model& model) {
       result = one_hot(b, *n);
     } else if (n->op_type == "Tile") {
       result = tile(b, *n);
+    } else if (n->op_type == "EyeLike") {
+      result = eye_like(b, *n);
     } else if (trilu_k(*n, k) && n->inputs[0]->type.shape->size() >= 2) {
       result = trilu(b, *n, k);
     }

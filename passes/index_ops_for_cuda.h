@@ -1,5 +1,6 @@
 // GatherElements (torch.gather), ScatterElements (scatter, scatter_add), GatherND (advanced
-// indexing, x[i, j]), OneHot, Trilu (tril, triu) and Tile (repeat) as ops the CUDA backend
+// indexing, x[i, j]), OneHot, Trilu (tril, triu), Tile (repeat) and EyeLike (in torch's
+// export of .diagonal()) as ops the CUDA backend
 // runs, for CUDA plans: the element-wise indexing ops become a Gather or a ScatterND on the
 // data flattened, at flat offsets computed from the indices (the index times the data's stride
 // along the axis, plus each element's own coordinate times the stride on the other axes: int64
@@ -7,11 +8,11 @@
 // tuple names. An index the op would refuse is sent past the end of the flattened data, which
 // the Gather or ScatterND refuses in turn, never to another element. OneHot becomes an Equal
 // with the positions along its axis and a Where; Trilu with a constant diagonal a Where with
-// a constant mask; Tile with constant repeats an Expand between two Reshapes. Pure data
-// movement, so the results are the CPU ops' bit for bit (ScatterND adds repeated indices in
-// the same order as ScatterElements, accumulating 16-bit data in fp32 as it does). Nodes whose
-// shapes are not static, or a Trilu or Tile whose k or repeats are
-// computed, are left as they are (the CUDA backend then names them when it refuses the plan).
+// a constant mask, EyeLike a Where of 1 and 0 with one; Tile with constant repeats an Expand
+// between two Reshapes. Pure data movement, so the results are the CPU ops' bit for bit (ScatterND
+// adds repeated indices in the same order as ScatterElements, accumulating 16-bit data in fp32 as
+// it does). Nodes whose shapes are not static, or a Trilu or Tile whose k or repeats are computed,
+// are left as they are (the CUDA backend then names them when it refuses the plan).
 #pragma once
 
 #include "ir/graph.h"

@@ -69,6 +69,22 @@ ir::Value* loss_seed(ir::Graph& g, ir::Value* loss, ir::Value* seed) {
   return seed;
 }
 
+// Whether `n` reads a value of `depends`: as an input or, for a node with subgraphs (If,
+// Loop), inside them (a branch reads outer values by name, not through the node's inputs).
+bool reads_any(const ir::Node& n, const std::set<const ir::Value*>& depends) {
+  for (const ir::Value* in : n.inputs)
+    if (in && depends.count(in)) return true;
+  for (const ir::Attribute& a : n.attributes) {
+    std::vector<const ir::Graph*> subgraphs;
+    if (a.g) subgraphs.push_back(a.g.get());
+    for (const auto& sub : a.graphs) subgraphs.push_back(sub.get());
+    for (const ir::Graph* sub : subgraphs)
+      for (const auto& inner : sub->nodes)
+        if (reads_any(*inner, depends)) return true;
+  }
+  return false;
+}
+
 // The float values that depend on one of xs (forward reachability), in PyTorch's sense of
 // requiring grad. An op whose output takes only its input's shape and type (nn.RReLU's
 // RandomUniformLike noise, EyeLike) passes no dependence on: the noise is a constant of the
@@ -83,9 +99,7 @@ std::set<const ir::Value*> dependent_values(const ir::Graph& g, const std::vecto
     const ir::Node& n = *node;
     if (n.domain.empty() && kShapeOnly.count(n.op_type)) continue;
     if (stops.recorded && is_step_function(n)) continue;
-    bool any = false;
-    for (const ir::Value* in : n.inputs) any |= in && depends.count(in);
-    if (!any) continue;
+    if (!reads_any(n, depends)) continue;
     for (const ir::Value* out : n.outputs) {
       if (out && is_float(out->type.dtype) && !stops.values.count(out)) depends.insert(out);
     }
@@ -130,6 +144,13 @@ std::vector<ir::Value*> gradients_of(ir::Graph& g, const std::vector<SeededOutpu
     for (const ir::Value* in : n.inputs) {
       needs.push_back(in && depends.count(in));
       any_in |= needs.back();
+    }
+    if (any_out && !any_in && reads_any(n, depends)) {
+      // The dependence is inside its subgraphs (an If's branches read the parameters).
+      throw Error("node " + n.label() + ": the loss depends on trainable parameters inside " +
+                  n.op_type +
+                  "'s subgraphs (control flow), which ampc does not differentiate; an If whose "
+                  "condition folds with static shapes is replaced by its branch and trains");
     }
     if (!any_out || !any_in) continue;
     for (const ir::Value* v : n.inputs) {

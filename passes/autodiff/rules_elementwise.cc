@@ -43,6 +43,22 @@ void div(GradContext& c) {
   }
 }
 
+// y = Mod(a, b) = a - b q, q the quotient a / b rounded toward zero (fmod 1: torch.fmod) or
+// down (fmod 0): dy/da = 1 and dy/db = -q, as PyTorch's gradients of fmod and remainder.
+void mod(GradContext& c) {
+  Value* dy = c.output_grad(0);
+  if (c.needs(0)) c.set_input_grad(0, c.b.reduce_to(dy, c.input(0)->type));
+  if (!c.needs(1)) return;
+  Value* t = same(c, "Div", {c.input(0), c.input(1)});
+  Value* q = same(c, "Floor", {t});
+  if (c.attr_int("fmod", 0) != 0) {
+    const ir::TensorType flags{DType::kBool, t->type.shape};
+    Value* negative = c.b.op("Less", {t, c.b.scalar(0.0, t->type.dtype)}, flags);
+    q = same(c, "Where", {negative, same(c, "Ceil", {t}), q});
+  }
+  c.set_input_grad(1, c.b.reduce_to(same(c, "Neg", {same(c, "Mul", {dy, q})}), c.input(1)->type));
+}
+
 // y = x^p with a constant p: dy/dx = p * x^(p-1). A trainable exponent is not supported.
 // Whether Pow's base is a sum of squares raised to a power in (0, 1): torch 1.13's export of
 // a 2-norm (F.pairwise_distance: Pow(ReduceSum(Pow(d, 2)), 1 / (2 + eps))). PyTorch's norm
@@ -305,6 +321,7 @@ void register_elementwise_gradients(GradientRegistry& r) {
   r.add("Sub", [](GradContext& c) { add_sub(c, true); });
   r.add("Mul", mul);
   r.add("Div", div);
+  r.add("Mod", mod);
   r.add("Pow", pow);
   register_unary(r);
   register_unary_math(r);

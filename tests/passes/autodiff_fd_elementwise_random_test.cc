@@ -34,6 +34,28 @@ TEST(AutodiffFdElementwiseRandom, BinaryBroadcast) {
   }
 }
 
+// Mod (torch.fmod: fmod 1, quotient toward zero; remainder's form: fmod 0, quotient down):
+// 1 for the dividend, minus the quotient for the divisor, both signs of each; the divisor kept
+// away from 0 (the seeded draws lie nowhere near a jump, where a / b is whole).
+TEST(AutodiffFdElementwiseRandom, Mod) {
+  Random rnd(11);
+  for (int64_t fmod : {1, 0}) {
+    for (int k = 0; k < 6; ++k) {
+      const Shape out = rnd.shape(rnd.uniform(0, 3), 1, 3);
+      const auto [a, b] = rnd.broadcast_pair(out);
+      Case c{"Mod" + std::to_string(fmod) + "_" + str(a) + "_" + str(b),
+             {a, b},
+             out,
+             [fmod, out](GradBuilder& g, P p) {
+               return g.op("Mod", {p[0], p[1]}, f64(out), attrs(Attribute::make_int("fmod", fmod)));
+             }};
+      c.kinks = {0.0};
+      c.gap = 0.3;
+      check(c);
+    }
+  }
+}
+
 // The variadic ops over one to three broadcast inputs (values distinct: Max and Min have one
 // winner per element).
 TEST(AutodiffFdElementwiseRandom, VariadicSumMeanMaxMin) {

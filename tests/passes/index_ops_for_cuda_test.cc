@@ -1,6 +1,6 @@
 // index_ops_for_cuda (passes/index_ops_for_cuda.h): GatherElements, ScatterElements, GatherND,
-// OneHot, Trilu and Tile rewritten into Gather, ScatterND, Where and Expand compute the CPU
-// ops' results bit for bit, in fp32 and fp16 (16-bit scatter_add accumulates in fp32 in both),
+// OneHot, Trilu, Tile and EyeLike rewritten into Gather, ScatterND, Where and Expand compute the
+// CPU ops' results bit for bit, in fp32 and fp16 (16-bit scatter_add accumulates in fp32 in both),
 // with negative and repeated indices, on every axis, batch_dims, both triangles and a constant
 // diagonal offset, OneHot indices outside the depth and of a float type; a Trilu whose offset
 // is computed is left as it is; an index out of range fails as the op fails. ONNX's own data
@@ -67,6 +67,10 @@ std::unique_ptr<ir::Model> make_model(DType t) {
        ir::Attribute::make_int("upper", 0));
   with(node("Trilu", {x, k}, {3, 4, 5}), ir::Attribute::make_int("upper", 0));
   node("Tile", {x, ints("repeats", {3}, {2, 1, 3})}, {6, 4, 15});
+  // EyeLike of a [4, 5] input, on the main diagonal and above it (torch's .diagonal()).
+  ir::Value* square = input("square", {4, 5}, t);
+  node("EyeLike", {square}, {4, 5});
+  with(node("EyeLike", {square}, {4, 5}), ir::Attribute::make_int("k", 2));
   // GatherND: pairs of coordinates; one coordinate per batch row; pairs per batch row.
   node("GatherND", {x, ints("nd_pairs", {2, 2}, {0, -1, 2, 1})}, {2, 5});
   with(node("GatherND", {x, ints("nd_rows", {3, 2, 1}, {1, -1, 0, 3, 2, 2})}, {3, 2, 5}),
@@ -90,6 +94,7 @@ std::map<std::string, rt::Tensor> inputs(DType t) {
                                                                               {"u", {3, 2, 5}},
                                                                               {"v", {2, 4, 5}},
                                                                               {"w", {3, 4, 1}},
+                                                                              {"square", {4, 5}},
                                                                               {"on_off", {2}}}) {
     rt::Tensor a(t, shape);
     for (int64_t i = 0; i < a.numel(); ++i) {
@@ -120,10 +125,11 @@ TEST(IndexOpsForCuda, GiveTheCpuOpsBits) {
   for (DType t : {DType::kFloat32, DType::kFloat16}) {
     auto plain = make_model(t);
     auto rewritten = make_model(t);
-    EXPECT_EQ(index_ops_for_cuda(*rewritten), 15) << "the Trilu with a computed k stays";
+    EXPECT_EQ(index_ops_for_cuda(*rewritten), 17) << "the Trilu with a computed k stays";
     for (const auto& n : rewritten->graph->nodes) {
       EXPECT_TRUE(n->op_type != "GatherElements" && n->op_type != "ScatterElements" &&
-                  n->op_type != "GatherND" && n->op_type != "OneHot" && n->op_type != "Tile")
+                  n->op_type != "GatherND" && n->op_type != "OneHot" && n->op_type != "Tile" &&
+                  n->op_type != "EyeLike")
           << n->label();
     }
     const auto want = test_util::run_on_cpu(*plain, inputs(t));

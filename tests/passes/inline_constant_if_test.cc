@@ -13,7 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "base/error.h"
 #include "ir/verifier.h"
+#include "passes/autodiff/autodiff.h"
 #include "tests/support/empty_model.h"
 
 namespace ampc::passes {
@@ -125,6 +127,37 @@ TEST(InlineConstantIf, AComputedConditionStays) {
   EXPECT_EQ(inline_constant_ifs(*t.model), 0);
   ir::verify(*t.model);
   EXPECT_EQ(t.ops().count("If"), 1u);
+}
+
+// An If whose computed condition stays, with branches that read a parameter: the loss depends
+// on it only inside the subgraphs, which autodiff does not differentiate. The refusal names
+// the If and control flow (it said "does not depend on any trainable parameter" before:
+// torch's .diagonal() of an einsum left such an If until the einsum's shape folded).
+TEST(InlineConstantIf, ParametersReadOnlyInsideAStayingIfAreRefusedByName) {
+  Graph t;
+  t.x->is_graph_input = false;  // x becomes a parameter
+  t.g.inputs.clear();
+  t.x->initializer = std::make_unique<ir::Tensor>(
+      ir::tensor_of<float>(DType::kFloat32, DType::kFloat64, {2, 3}, std::vector<double>(6, 0.5)));
+  t.x->initializer->name = "x";
+  t.x->from_model = true;
+  t.g.initializers.push_back(t.x);
+  ir::Value* cond = t.g.add_value("cond", {DType::kBool, Shape{}});
+  cond->is_graph_input = true;
+  t.g.inputs.push_back(cond);
+  ir::Value* y = t.add_if(cond);
+  ir::Value* loss = t.g.add_value("loss", {DType::kFloat32, Shape{}});
+  t.g.add_node("ReduceSum", {y}, {loss}, "sum")
+      ->attributes.push_back(ir::Attribute::make_int("keepdims", 0));
+  t.g.outputs = {loss};
+  try {
+    differentiate(*t.model, {.loss = "loss", .freeze = {}});
+    ADD_FAILURE() << "differentiated through an If";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("'choose' (If)"), std::string::npos) << what;
+    EXPECT_NE(what.find("control flow"), std::string::npos) << what;
+  }
 }
 
 }  // namespace
