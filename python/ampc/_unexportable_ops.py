@@ -12,7 +12,13 @@
   start floor(i in / out) and end ceil((i + 1) in / out) along each axis; average pooling as
   a MatMul with each axis's averaging matrix, max pooling as each bin's first maximum
   (ArgMax, then a gather, so the gradient goes to that element alone as in PyTorch), the last
-  axis first, which finds the first maximum in PyTorch's row-major scan.
+  axis first, which finds the first maximum in PyTorch's row-major scan;
+- torch.diff: differences of neighbouring slices (after prepend / append), n times;
+- torch.logcumsumexp: log(cumsum(exp(x - m))) + m, m the axis's maximum (a constant of the
+  gradient, which does not depend on it);
+- torch.cumprod: the running product, one Mul per position (axes up to 512 long);
+- torch.median and torch.kthvalue along an axis (or median of all): the sorted values' element
+  (PyTorch's lower median), with its index.
 """
 
 import warnings
@@ -150,6 +156,80 @@ def _adaptive_pool(func, args, kwargs, dims, average):
     return _adaptive_average(x, sizes) if average else _adaptive_max(x, sizes)
 
 
+def _diff(args, kwargs):
+    import torch
+
+    a = _arguments(("input", "n", "dim", "prepend", "append"), args, kwargs)
+    x, dim = a["input"], a.get("dim", -1)
+    parts = [p for p in (a.get("prepend"), x, a.get("append")) if p is not None]
+    if len(parts) > 1:
+        x = torch.cat(parts, dim)
+    for _ in range(a.get("n", 1)):
+        length = _static(x.shape)[dim]
+        x = x.narrow(dim, 1, length - 1) - x.narrow(dim, 0, length - 1)
+    return x
+
+
+def _logcumsumexp(args, kwargs):
+    import torch
+
+    a = _arguments(("input", "dim"), args, kwargs)
+    x, dim = a["input"], a["dim"]
+    # Clipped so that an axis of infinities gives PyTorch's infinities, not inf - inf.
+    m = x.detach().amax(dim, keepdim=True).clamp(-3.0e38, 3.0e38)
+    return torch.log(torch.cumsum(torch.exp(x - m), dim)) + m
+
+
+def _cumprod(args, kwargs):
+    import torch
+
+    a = _arguments(("input", "dim"), args, kwargs)
+    x, dim = a["input"], a["dim"]
+    if a.get("dtype") is not None:
+        x = x.to(a["dtype"])
+    length = _static(x.shape)[dim]
+    if length > 512:
+        return _tracing.NOT_HANDLED
+    running = [x.narrow(dim, 0, 1)]
+    for i in range(1, length):
+        running.append(running[-1] * x.narrow(dim, i, 1))
+    return torch.cat(running, dim)
+
+
+def _sorted_pick(x, dim, position, keepdim, result_type):
+    values, indices = x.sort(dim)
+    v, i = values.narrow(dim, position, 1), indices.narrow(dim, position, 1)
+    if not keepdim:
+        v, i = v.squeeze(dim), i.squeeze(dim)
+    return result_type((v, i))
+
+
+def _median(args, kwargs):
+    import torch
+
+    a = _arguments(("input", "dim", "keepdim"), args, kwargs)
+    x = a["input"]
+    if a.get("dim") is None:
+        flat = x.reshape(-1)
+        return flat.sort().values[(_static(flat.shape)[0] - 1) // 2]
+    dim = a["dim"]
+    return _sorted_pick(x, dim, (_static(x.shape)[dim] - 1) // 2, a.get("keepdim", False),
+                        torch.return_types.median)
+
+
+def _kthvalue(args, kwargs):
+    import torch
+
+    a = _arguments(("input", "k", "dim", "keepdim"), args, kwargs)
+    return _sorted_pick(a["input"], a.get("dim", -1), a["k"] - 1, a.get("keepdim", False),
+                        torch.return_types.kthvalue)
+
+
+# Functions and methods of the same name (torch.diff and Tensor.diff) rewritten alike.
+_BY_NAME = {"diff": _diff, "logcumsumexp": _logcumsumexp, "cumprod": _cumprod,
+            "median": _median, "kthvalue": _kthvalue}
+
+
 def rewrite(func, args, kwargs):
     """The operations above, where torch cannot export them."""
     import torch
@@ -166,6 +246,9 @@ def rewrite(func, args, kwargs):
         return _threshold(args, kwargs)
     if func is torch.Tensor.unflatten:
         return _unflatten(args, kwargs)
+    name = getattr(func, "__name__", "")
+    if name in _BY_NAME and (func is getattr(torch, name) or func is getattr(torch.Tensor, name)):
+        return _BY_NAME[name](args, kwargs)
     for dims in (1, 2, 3):
         if func is getattr(F, f"adaptive_avg_pool{dims}d"):
             return _adaptive_pool(func, args, kwargs, dims, average=True)

@@ -1,5 +1,5 @@
-"""torch.nn operations torch 1.13's exporter cannot export, through ampc.export
-(python/ampc/_unexportable_ops.py), and two that it exports in forms ampc had to learn
+"""torch.nn operations and torch functions (cumprod, logcumsumexp, median, kthvalue, diff) torch
+1.13's exporter cannot export, through ampc.export (python/ampc/_unexportable_ops.py), and two that it exports in forms ampc had to learn
 (AdaptiveMaxPool(1) as GlobalMaxPool, whose gradient goes to the first maximum; movedim to a
 negative position as a Transpose with a negative perm, frontend/onnx/transpose_perms.h):
 each model trains as PyTorch float64 does, stepped by torch.optim.SGD."""
@@ -91,6 +91,38 @@ def test_trains_as_in_pytorch(name):
     feed = [{"x": torch.randn(*shape, generator=g), "y": torch.randint(0, 3, (shape[0],), generator=g)}
             for _ in range(3)]
     assert_states_close(*train_with_sgd(net, feed, lr=0.1))
+
+
+class AfterLinear(nn.Module):
+    """loss = f(Linear(x)), f a torch function torch cannot export."""
+
+    def __init__(self, f):
+        super().__init__()
+        self.f = f
+        self.linear = nn.Linear(6, 6)
+
+    def forward(self, x):
+        return self.f(self.linear(x))
+
+
+FUNCTIONS = {
+    "cumprod": lambda h: torch.cumprod(torch.tanh(h), 1).mean() + h.cumprod(dim=0).mean(),
+    "logcumsumexp": lambda h: torch.logcumsumexp(h, 1).mean() + h.logcumsumexp(0).pow(2).mean(),
+    "median": lambda h: (h.median(1).values.mean() + h.median() +
+                         h.median(dim=0, keepdim=True)[0].pow(2).mean()),
+    "kthvalue": lambda h: (h.kthvalue(2, 1).values.mean() +
+                           torch.kthvalue(h, 3, 0, True).values.pow(2).mean()),
+    "diff": lambda h: (torch.diff(h, dim=1).pow(2).mean() + h.diff(n=2, dim=0).mean() +
+                       torch.diff(h, prepend=h[:, :1], append=h[:, -2:]).pow(2).mean()),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FUNCTIONS))
+def test_functions_train_as_in_pytorch(name):
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(2)
+    feed = [{"x": torch.randn(4, 6, generator=g)} for _ in range(3)]
+    assert_states_close(*train_with_sgd(AfterLinear(FUNCTIONS[name]), feed, lr=0.1))
 
 
 def test_a_crash_in_torchs_exporter_is_one_line_naming_the_op():
