@@ -13,6 +13,9 @@
   a MatMul with each axis's averaging matrix, max pooling as each bin's first maximum
   (ArgMax, then a gather, so the gradient goes to that element alone as in PyTorch), the last
   axis first, which finds the first maximum in PyTorch's row-major scan;
+- F.interpolate in "area" mode (adaptive average pooling to the output size) and in
+  "nearest-exact" mode (each output position reads input floor((i + 0.5) s), s the input /
+  output ratio or 1 / scale_factor as PyTorch takes it, through a Gather per axis);
 - torch.diff: differences of neighbouring slices (after prepend / append), n times;
 - torch.logcumsumexp: log(cumsum(exp(x - m))) + m, m the axis's maximum (a constant of the
   gradient, which does not depend on it);
@@ -225,6 +228,42 @@ def _kthvalue(args, kwargs):
                         torch.return_types.kthvalue)
 
 
+def _interpolate(args, kwargs):
+    """F.interpolate in the modes torch cannot export; NOT_HANDLED for the others."""
+    import math
+
+    import torch
+
+    a = _arguments(("input", "size", "scale_factor", "mode", "align_corners",
+                    "recompute_scale_factor", "antialias"), args, kwargs)
+    mode = a.get("mode", "nearest")
+    if mode not in ("area", "nearest-exact") or a.get("antialias"):
+        return _tracing.NOT_HANDLED
+    x = a["input"]
+    dims = x.dim() - 2
+    spatial = _static(x.shape)[2:]
+    factors = a.get("scale_factor")
+    if a.get("size") is not None:
+        sizes = list(_tuple(a["size"], dims))
+        factors = None
+    else:
+        factors = list(_tuple(factors, dims))
+        sizes = [int(math.floor(n * f)) for n, f in zip(spatial, factors)]
+        if a.get("recompute_scale_factor"):
+            factors = None
+    if mode == "area":
+        return _adaptive_average(x, sizes)
+    for k in range(dims):
+        n, out = spatial[k], sizes[k]
+        step = n / out if factors is None else 1.0 / factors[k]
+        index = [min(int(math.floor((i + 0.5) * step)), n - 1) for i in range(out)]
+        with warnings.catch_warnings():  # a constant is what is meant
+            warnings.simplefilter("ignore", torch.jit.TracerWarning)
+            positions = torch.tensor(index, dtype=torch.int64)
+        x = x.index_select(2 + k, positions)
+    return x
+
+
 # Functions and methods of the same name (torch.diff and Tensor.diff) rewritten alike.
 _BY_NAME = {"diff": _diff, "logcumsumexp": _logcumsumexp, "cumprod": _cumprod,
             "median": _median, "kthvalue": _kthvalue}
@@ -240,6 +279,8 @@ def rewrite(func, args, kwargs):
         if isinstance(padding, str):
             return _conv_with_string_padding(func, args, kwargs)
         return _tracing.NOT_HANDLED
+    if func is F.interpolate:
+        return _interpolate(args, kwargs)
     if func is torch.bilinear:
         return _bilinear(args, kwargs)
     if func is F._threshold:

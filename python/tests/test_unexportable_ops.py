@@ -1,8 +1,10 @@
-"""torch.nn operations and torch functions (cumprod, logcumsumexp, median, kthvalue, diff) torch
-1.13's exporter cannot export, through ampc.export (python/ampc/_unexportable_ops.py), and two that it exports in forms ampc had to learn
-(AdaptiveMaxPool(1) as GlobalMaxPool, whose gradient goes to the first maximum; movedim to a
-negative position as a Transpose with a negative perm, frontend/onnx/transpose_perms.h):
-each model trains as PyTorch float64 does, stepped by torch.optim.SGD."""
+"""torch.nn operations and torch functions torch 1.13's exporter cannot export (F.interpolate's
+area and nearest-exact modes, cumprod, logcumsumexp, median, kthvalue, diff among them),
+through ampc.export (python/ampc/_unexportable_ops.py), and two that it exports in forms ampc
+had to learn (AdaptiveMaxPool(1) as GlobalMaxPool, whose gradient goes to the first maximum;
+movedim to a negative position as a Transpose with a negative perm,
+frontend/onnx/transpose_perms.h): each model trains as PyTorch float64 does, stepped by
+torch.optim.SGD."""
 
 import pytest
 import torch
@@ -47,6 +49,15 @@ class MovedChannels(nn.Module):
         return self.norm(self.conv(x).movedim(1, -1)).movedim(-1, 1)
 
 
+class Interpolate(nn.Module):
+    def __init__(self, **options):
+        super().__init__()
+        self.options = options
+
+    def forward(self, x):
+        return F.interpolate(x, **self.options)
+
+
 def seq(*layers):
     return nn.Sequential(*layers)
 
@@ -79,6 +90,19 @@ CASES = {
     "global_max_pool": (lambda: seq(nn.Conv2d(2, 4, 3), nn.ReLU(), nn.AdaptiveMaxPool2d(1)),
                         (2, 2, 6, 6)),
     "movedim_negative": (MovedChannels, (2, 2, 6, 6)),
+    "interpolate_area": (lambda: seq(nn.Conv2d(2, 3, 1), Interpolate(size=(3, 4), mode="area"),
+                                     nn.Conv2d(3, 3, 2)), (2, 2, 7, 9)),
+    "interpolate_area_3d": (lambda: seq(nn.Conv3d(2, 3, 1),
+                                        Interpolate(size=(2, 3, 2), mode="area")),
+                            (2, 2, 3, 5, 4)),
+    "interpolate_nearest_exact": (lambda: seq(nn.Conv2d(2, 3, 1),
+                                              Interpolate(scale_factor=1.5, mode="nearest-exact"),
+                                              nn.Conv2d(3, 3, 2)), (2, 2, 5, 5)),
+    # By 1 / scale_factor, as PyTorch maps it (5 / 11 would read input 2 for output 4, not 1).
+    "interpolate_nearest_exact_1d": (lambda: seq(nn.Conv1d(2, 3, 1),
+                                                 Interpolate(scale_factor=2.3,
+                                                             mode="nearest-exact"),
+                                                 nn.Conv1d(3, 3, 2)), (2, 2, 5)),
 }
 
 
