@@ -16,6 +16,8 @@
 - F.interpolate in "area" mode (adaptive average pooling to the output size) and in
   "nearest-exact" mode (each output position reads input floor((i + 0.5) s), s the input /
   output ratio or 1 / scale_factor as PyTorch takes it, through a Gather per axis);
+- torch.nn.utils.weight_norm's weight (aten::_weight_norm): v g / ||v||, the norm over every
+  axis but `dim` (over all of v for dim=None);
 - torch.diff: differences of neighbouring slices (after prepend / append), n times;
 - torch.logcumsumexp: log(cumsum(exp(x - m))) + m, m the axis's maximum (a constant of the
   gradient, which does not depend on it);
@@ -264,6 +266,16 @@ def _interpolate(args, kwargs):
     return x
 
 
+def _weight_norm(args, kwargs):
+    a = _arguments(("v", "g", "dim"), args, kwargs)
+    v, g, dim = a["v"], a["g"], a.get("dim", 0)
+    if dim == -1:
+        return v * (g / v.pow(2).sum().sqrt())
+    kept = dim % v.dim()
+    axes = [d for d in range(v.dim()) if d != kept]
+    return v * (g / v.pow(2).sum(axes, keepdim=True).sqrt())
+
+
 # Functions and methods of the same name (torch.diff and Tensor.diff) rewritten alike.
 _BY_NAME = {"diff": _diff, "logcumsumexp": _logcumsumexp, "cumprod": _cumprod,
             "median": _median, "kthvalue": _kthvalue}
@@ -279,6 +291,8 @@ def rewrite(func, args, kwargs):
         if isinstance(padding, str):
             return _conv_with_string_padding(func, args, kwargs)
         return _tracing.NOT_HANDLED
+    if func is torch._weight_norm:
+        return _weight_norm(args, kwargs)
     if func is F.interpolate:
         return _interpolate(args, kwargs)
     if func is torch.bilinear:

@@ -1,8 +1,8 @@
 """torch.nn operations and torch functions torch 1.13's exporter cannot export (F.interpolate's
-area and nearest-exact modes, cumprod, logcumsumexp, median, kthvalue, diff among them),
-through ampc.export (python/ampc/_unexportable_ops.py), and two that it exports in forms ampc
-had to learn (AdaptiveMaxPool(1) as GlobalMaxPool, whose gradient goes to the first maximum;
-movedim to a negative position as a Transpose with a negative perm,
+area and nearest-exact modes, weight_norm, cumprod, logcumsumexp, median, kthvalue, diff among
+them), through ampc.export (python/ampc/_unexportable_ops.py), and two that it exports in
+forms ampc had to learn (AdaptiveMaxPool(1) as GlobalMaxPool, whose gradient goes to the
+first maximum; movedim to a negative position as a Transpose with a negative perm,
 frontend/onnx/transpose_perms.h): each model trains as PyTorch float64 does, stepped by
 torch.optim.SGD."""
 
@@ -152,6 +152,42 @@ def test_functions_train_as_in_pytorch(name):
     g = torch.Generator().manual_seed(2)
     feed = [{"x": torch.randn(4, 6, generator=g)} for _ in range(3)]
     assert_states_close(*train_with_sgd(AfterLinear(FUNCTIONS[name]), feed, lr=0.1))
+
+
+class WeightNormed(nn.Module):
+    """torch.nn.utils.weight_norm over a Conv1d (dim 0), a Linear's input axis (dim 1) and a
+    whole Linear weight (dim None)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.utils.weight_norm(nn.Conv1d(2, 4, 3))
+        self.mid = nn.utils.weight_norm(nn.Linear(4, 4), dim=1)
+        self.out = nn.utils.weight_norm(nn.Linear(4, 3), dim=None)
+
+    def forward(self, x, y):
+        return F.cross_entropy(self.out(self.mid(self.conv(x).mean(2))), y)
+
+
+def test_weight_norm_trains_as_in_pytorch():
+    """The reference is built alike and loaded, not deep-copied: a weight_norm module's
+    computed weight cannot be copied."""
+    torch.manual_seed(0)
+    net = WeightNormed()
+    reference = WeightNormed()
+    reference.load_state_dict(net.state_dict())
+    reference.double()
+    g = torch.Generator().manual_seed(3)
+    feed = [{"x": torch.randn(3, 2, 6, generator=g), "y": torch.randint(0, 3, (3,), generator=g)}
+            for _ in range(3)]
+    trainer = ampc.compile(net, feed[0], precision="fp32", optimizer="sgd", lr=0.3)
+    sgd = torch.optim.SGD(reference.parameters(), lr=0.3)
+    for b in feed:
+        trainer.step(**b)
+        sgd.zero_grad()
+        reference(b["x"].double(), b["y"]).backward()
+        sgd.step()
+    trainer.copy_to(net)
+    assert_states_close(net.state_dict(), reference.state_dict())
 
 
 def test_a_crash_in_torchs_exporter_is_one_line_naming_the_op():
