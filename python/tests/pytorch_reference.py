@@ -16,11 +16,13 @@ def double_inputs(batch):
     return {k: v.double() if v.is_floating_point() else v for k, v in batch.items()}
 
 
-def train_with_sgd(net, feed, lr, **options):
-    """Trains `net` with ampc (fp32, SGD with `lr` and `options`) and a float64 copy of it with
-    torch.optim.SGD, one step per batch of `feed` (keyword inputs of forward); copies ampc's
-    result into `net` and returns (net's state dict, the copy's)."""
-    reference = copy.deepcopy(net).double()
+def train_with_sgd(net, feed, lr, reference=None, **options):
+    """Trains `net` with ampc (fp32, SGD with `lr` and `options`) and `reference` (default a
+    copy of net; another module where the copy is not net's: a Function's rewrite, a module
+    deepcopy cannot copy) in float64 with torch.optim.SGD, one step per batch of `feed`
+    (keyword inputs of forward); copies ampc's result into `net` and returns (net's state
+    dict, the reference's)."""
+    reference = (copy.deepcopy(net) if reference is None else reference).double()
     trainer = ampc.compile(net, feed[0], precision="fp32", optimizer="sgd", lr=lr, **options)
     sgd = torch.optim.SGD(reference.parameters(), lr=lr)
     for batch in feed:

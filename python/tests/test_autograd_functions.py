@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint, checkpoint_sequential
 
 import ampc
-from pytorch_reference import assert_states_close
+from pytorch_reference import assert_states_close, train_with_sgd
 
 LAMBDA = 0.3
 
@@ -26,17 +26,7 @@ def batches(n):
 def train_both(net, reference, steps=3):
     """Trains `net` with ampc and `reference` (float64) with torch.optim.SGD on the same
     batches; returns their state dicts."""
-    feed = batches(steps)
-    trainer = ampc.compile(net, feed[0], precision="fp32", optimizer="sgd", lr=0.2)
-    reference = reference.double()
-    sgd = torch.optim.SGD(reference.parameters(), lr=0.2)
-    for b in feed:
-        trainer.step(**b)
-        sgd.zero_grad()
-        reference(b["x"].double(), b["y"]).backward()
-        sgd.step()
-    trainer.copy_to(net)
-    return net.state_dict(), reference.state_dict()
+    return train_with_sgd(net, batches(steps), lr=0.2, reference=reference)
 
 
 class Checkpointed(torch.nn.Module):

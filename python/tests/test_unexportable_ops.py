@@ -175,19 +175,10 @@ def test_weight_norm_trains_as_in_pytorch():
     net = WeightNormed()
     reference = WeightNormed()
     reference.load_state_dict(net.state_dict())
-    reference.double()
     g = torch.Generator().manual_seed(3)
     feed = [{"x": torch.randn(3, 2, 6, generator=g), "y": torch.randint(0, 3, (3,), generator=g)}
             for _ in range(3)]
-    trainer = ampc.compile(net, feed[0], precision="fp32", optimizer="sgd", lr=0.3)
-    sgd = torch.optim.SGD(reference.parameters(), lr=0.3)
-    for b in feed:
-        trainer.step(**b)
-        sgd.zero_grad()
-        reference(b["x"].double(), b["y"]).backward()
-        sgd.step()
-    trainer.copy_to(net)
-    assert_states_close(net.state_dict(), reference.state_dict())
+    assert_states_close(*train_with_sgd(net, feed, lr=0.3, reference=reference))
 
 
 def test_a_crash_in_torchs_exporter_is_one_line_naming_the_op():
