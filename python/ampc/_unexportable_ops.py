@@ -42,6 +42,15 @@ def _static(dims):
         return tuple(int(d) for d in dims)
 
 
+def _constant(values, dtype):
+    """torch.tensor(values) as one constant of the trace (torch warns about exactly that)."""
+    import torch
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", torch.jit.TracerWarning)
+        return torch.tensor(values, dtype=dtype)
+
+
 def _arguments(names, args, kwargs):
     out = dict(zip(names, args))
     out.update(kwargs)
@@ -128,10 +137,9 @@ def _adaptive_average(x, sizes):
         for i, (start, end) in enumerate(_bins(size, out)):
             for j in range(start, end):
                 rows[j][i] = 1.0 / (end - start)
-        with warnings.catch_warnings():  # a constant is what is meant
-            warnings.simplefilter("ignore", torch.jit.TracerWarning)
-            m = torch.tensor(rows, dtype=x.dtype)
-        x = torch.matmul(x.movedim(axis, -1), m).movedim(-1, axis)
+        # A positive destination: torch writes movedim(a, -1)'s perm with the -1 as given.
+        last = x.dim() - 1
+        x = torch.matmul(x.movedim(axis, last), _constant(rows, x.dtype)).movedim(last, axis)
     return x
 
 
@@ -244,12 +252,11 @@ def _interpolate(args, kwargs):
     x = a["input"]
     dims = x.dim() - 2
     spatial = _static(x.shape)[2:]
-    factors = a.get("scale_factor")
+    factors = None  # PyTorch maps by the sizes unless a scale factor is given and kept
     if a.get("size") is not None:
         sizes = list(_tuple(a["size"], dims))
-        factors = None
     else:
-        factors = list(_tuple(factors, dims))
+        factors = list(_tuple(a["scale_factor"], dims))
         sizes = [int(math.floor(n * f)) for n, f in zip(spatial, factors)]
         if a.get("recompute_scale_factor"):
             factors = None
@@ -259,10 +266,7 @@ def _interpolate(args, kwargs):
         n, out = spatial[k], sizes[k]
         step = n / out if factors is None else 1.0 / factors[k]
         index = [min(int(math.floor((i + 0.5) * step)), n - 1) for i in range(out)]
-        with warnings.catch_warnings():  # a constant is what is meant
-            warnings.simplefilter("ignore", torch.jit.TracerWarning)
-            positions = torch.tensor(index, dtype=torch.int64)
-        x = x.index_select(2 + k, positions)
+        x = x.index_select(2 + k, _constant(index, torch.int64))
     return x
 
 
