@@ -7,16 +7,19 @@ export (_random_fills.py); torch.autograd.Functions as _autograd_functions.py sa
 padding as PyTorch computes it, which torch 1.13's exporter gets wrong (_circular_pad.py);
 nn.Embedding's padding_idx and scale_grad_by_freq (_embedding.py), channel and alpha dropout
 (_feature_dropout.py) and dropout between stacked recurrent layers (_recurrent_dropout.py),
-which it loses or refuses; other torch.nn operations it cannot export (_unexportable_ops.py);
-in-place writes into slices, which it drops (_view_writes.py)."""
+which it loses or refuses; other torch.nn operations and layers it cannot export
+(_unexportable_ops.py, _unexportable_layers.py); torch.nn's loss functions, most of which it
+cannot export and three of which it exports as another function (_losses.py); in-place writes
+into slices, which it drops (_view_writes.py)."""
 
 import inspect
 import io
 import re
 import warnings
 
-from . import (_autograd_functions, _circular_pad, _embedding, _feature_dropout, _random_fills,
-               _recurrent_dropout, _stop_gradient, _tracing, _unexportable_ops, _view_writes)
+from . import (_autograd_functions, _circular_pad, _embedding, _feature_dropout, _losses,
+               _random_fills, _recurrent_dropout, _stop_gradient, _tracing, _unexportable_layers,
+               _unexportable_ops, _view_writes)
 from ._errors import export_error, from_torch_export
 
 
@@ -140,7 +143,9 @@ def _traced(module, names, values, opset, before, written):
           _view_writes.patched(),
           _tracing.rewriting([_stop_gradient.rewrite, _embedding.rewrite, _feature_dropout.rewrite,
                               _recurrent_dropout.rewrite, _unexportable_ops.rewrite,
-                              _view_writes.rewrite])):
+                              _unexportable_layers.rewrite, _losses.rewrite,
+                              _view_writes.rewrite],
+                             finish=_stop_gradient.detach_under_no_grad)):
         # torch warns about BatchNorm's num_batches_tracked counter, which the export drops.
         warnings.filterwarnings("ignore", message="ONNX Preprocess - Removing mutation")
         warnings.filterwarnings("ignore", category=UserWarning, module="torch.onnx")

@@ -10,8 +10,9 @@ traces the module:
   (detach_marked);
 - a torch function called under no_grad with an input that requires grad has its
   floating-point results detached, so they get the marker too (the tracer records the
-  detach, not the grad mode); `.data` is detached likewise (the tracer would bake it in as a
-  constant of the export's batch): `rewrite`, one of _tracing.py's rewrites.
+  detach, not the grad mode), whichever rewrite computed them (`detach_under_no_grad`, the
+  finishing step of _tracing.py's rewrites); `.data` is detached likewise (the tracer would
+  bake it in as a constant of the export's batch): `rewrite`, one of _tracing.py's rewrites.
 
 finish_export then writes each marker as an ONNX Identity and lists its output under
 STOP_GRADIENT_KEY: the file stays standard ONNX (an Identity is what .detach() computes), and
@@ -49,17 +50,24 @@ def _detached(out, inputs):
 
 
 def rewrite(func, args, kwargs):
-    """A traced call detached where autograd would not connect it to its inputs (a rewrite
-    of _tracing.py): `.data`, and under no_grad a call with an input that requires grad."""
+    """`.data` detached (a rewrite of _tracing.py)."""
     import torch
 
     if func == torch.Tensor.data.__get__:
         # A tensor that does not require grad (a buffer) is its own data: the same tensor, so
         # that a write through it (`buf.data.copy_(v)`) is traced as the buffer's.
         return args[0].detach() if args[0].requires_grad else args[0]
+    return _tracing.NOT_HANDLED
+
+
+def detach_under_no_grad(func, args, kwargs, out):
+    """The result `out` of a traced call (another rewrite's or the function's own) detached
+    where autograd would not connect it to its inputs: under no_grad, a call with an input that
+    requires grad (the finishing step of _tracing.py's rewrites)."""
+    import torch
+
     if torch.is_grad_enabled():
-        return _tracing.NOT_HANDLED
-    out = func(*args, **kwargs)
+        return out
     inputs = list(_tracing.tensors((args, kwargs)))
     if not any(t.requires_grad for t in inputs):
         return out

@@ -1,7 +1,7 @@
 """The rewrites ampc's exporter applies while torch traces a module: a TorchFunctionMode that,
 only while a trace is being recorded, offers each torch function call to the rewrites in
 turn (_stop_gradient.py's, _embedding.py's, _feature_dropout.py's, _recurrent_dropout.py's,
-_unexportable_ops.py's, _view_writes.py's).
+_unexportable_ops.py's, _unexportable_layers.py's, _losses.py's, _view_writes.py's).
 A rewrite returns the call's result, computed its own way so that the trace records what a
 plain torch.onnx.export loses or cannot export, or NOT_HANDLED. Outside a trace, and for calls no rewrite takes, the function runs as
 it is. The calls made inside the mode's handler do not reach it (torch suspends the mode
@@ -28,21 +28,26 @@ def tensors(obj):
 
 
 @contextlib.contextmanager
-def rewriting(rewrites):
+def rewriting(rewrites, finish=None):
     """While active, a traced call func(*args, **kwargs) is the first result of
-    rewrite(func, args, kwargs) for the `rewrites` that is not NOT_HANDLED."""
+    rewrite(func, args, kwargs) for the `rewrites` that is not NOT_HANDLED (the call itself
+    when none takes it), passed through finish(func, args, kwargs, result) if given (under
+    no_grad, a rewrite's result is detached as the call's own would be)."""
     import torch
     from torch.overrides import TorchFunctionMode
 
     class Rewriting(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
-            if torch._C._get_tracing_state() is not None:
-                for rewrite in rewrites:
-                    out = rewrite(func, args, kwargs)
-                    if out is not NOT_HANDLED:
-                        return out
-            return func(*args, **kwargs)
+            if torch._C._get_tracing_state() is None:
+                return func(*args, **kwargs)
+            for rewrite in rewrites:
+                out = rewrite(func, args, kwargs)
+                if out is not NOT_HANDLED:
+                    break
+            else:
+                out = func(*args, **kwargs)
+            return out if finish is None else finish(func, args, kwargs, out)
 
     with Rewriting():
         yield

@@ -1,0 +1,158 @@
+"""torch.nn layers torch.onnx.export (torch 1.13) cannot export in training mode, traced by
+ampc's exporter (a rewrite of _tracing.py) as the same computation in ops it exports:
+
+- `nn.LayerNorm(elementwise_affine=False)` / F.layer_norm without weight or bias: torch
+  writes a LayerNormalization with an empty scale, which ONNX's checker refuses; here a
+  constant scale of ones (and bias of zeros);
+- F.affine_grid (spatial transformers): PyTorch's base grid of normalised coordinates (x, y
+  [, z], 1), ends at -1 and 1 with align_corners, at -1 + 1 / n and 1 - 1 / n without,
+  times theta transposed;
+- `nn.EmbeddingBag` / F.embedding_bag over a 2-D input (bags of one length, no offsets):
+  the rows' sum, mean or maximum over each bag, per_sample_weights for "sum", padding_idx
+  rows left out of the sum and the mean (a bag of padding only is zeros, as in PyTorch);
+  with offsets (bags of varying lengths) torch writes a Loop, which stays refused;
+- `nn.MaxUnpool1d/2d/3d` / F.max_unpool: each value scattered to the position its index
+  names in a zero map of PyTorch's output size;
+- F.normalize with `out=` (both spectral norms' power iterations write their u and v buffers
+  that way): the normalised value, written into `out` with an in-place product and sum, a
+  form torch exports (so the buffer's update is exported as well, _export.py). A spectral
+  norm of a convolution stays refused by torch ("convolution for kernel of unknown shape":
+  its exporter has lost the types of the graph around the buffers' writes).
+"""
+
+import warnings
+
+from . import _tracing
+from ._unexportable_ops import _arguments, _constant, _static
+
+
+def _layer_norm(args, kwargs):
+    import torch
+    import torch.nn.functional as F
+
+    a = _arguments(("input", "normalized_shape", "weight", "bias", "eps"), args, kwargs)
+    weight, bias = a.get("weight"), a.get("bias")
+    if weight is not None and bias is not None:
+        return _tracing.NOT_HANDLED
+    shape = tuple(a["normalized_shape"]) if isinstance(
+        a["normalized_shape"], (list, tuple, torch.Size)) else (a["normalized_shape"],)
+    x = a["input"]
+    if weight is None:
+        weight = torch.ones(shape, dtype=x.dtype)
+    if bias is None:
+        bias = torch.zeros(shape, dtype=x.dtype)
+    return F.layer_norm(x, shape, weight, bias, a.get("eps", 1e-5))
+
+
+def _grid_axis(n, align_corners):
+    """PyTorch's normalised coordinates of n positions along one axis."""
+    import numpy as np
+
+    if n <= 1:
+        return np.zeros(n)
+    axis = np.linspace(-1.0, 1.0, n)
+    return axis if align_corners else axis * (n - 1) / n
+
+
+def _affine_grid(args, kwargs):
+    import numpy as np
+
+    a = _arguments(("theta", "size", "align_corners"), args, kwargs)
+    theta, size = a["theta"], _static(a["size"])
+    align = bool(a.get("align_corners"))  # None is False, as PyTorch (which warns) takes it
+    spatial = list(size[2:])
+    if len(spatial) not in (2, 3):
+        raise ValueError(f"affine_grid of a {len(size)}-D size")
+    # (x, y[, z], 1) at each position, x along the last axis (numpy: constants, not traced)
+    mesh = np.meshgrid(*[_grid_axis(n, align) for n in spatial], indexing="ij")
+    base = np.stack(list(reversed(mesh)) + [np.ones(spatial)], -1)
+    base = _constant(base.reshape(-1, len(spatial) + 1).tolist(), theta.dtype)
+    grid = base.unsqueeze(0).matmul(theta.transpose(1, 2))
+    return grid.reshape([size[0]] + spatial + [len(spatial)])
+
+
+def _embedding_bag(args, kwargs):
+    import torch.nn.functional as F
+
+    a = _arguments(("input", "weight", "offsets", "max_norm", "norm_type",
+                    "scale_grad_by_freq", "mode", "sparse", "per_sample_weights",
+                    "include_last_offset", "padding_idx"), args, kwargs)
+    x, weight, mode = a["input"], a["weight"], a.get("mode", "mean")
+    padding = a.get("padding_idx")
+    if (x.dim() != 2 or a.get("offsets") is not None or a.get("max_norm") is not None
+            or a.get("scale_grad_by_freq") or (mode == "max" and padding is not None)):
+        return _tracing.NOT_HANDLED  # ragged bags: torch's Loop, refused by ampc
+    if padding is not None and padding < 0:
+        padding += weight.shape[0]
+    rows = F.embedding(x, weight)
+    if mode == "max":
+        return rows.max(1).values
+    kept = None
+    if padding is not None:
+        kept = (x != padding).to(rows.dtype).unsqueeze(2)
+        rows = rows * kept
+    if a.get("per_sample_weights") is not None:
+        rows = rows * a["per_sample_weights"].unsqueeze(2)
+    total = rows.sum(1)
+    if mode == "sum":
+        return total
+    if kept is None:
+        return total / x.shape[1]
+    return total / kept.sum(1).clamp_min(1)
+
+
+def _max_unpool(func, args, kwargs, dims):
+    import torch.nn.functional as F
+
+    a = _arguments(("input", "indices", "kernel_size", "stride", "padding", "output_size"),
+                   args, kwargs)
+    x, indices = a["input"], a["indices"]
+    kernel = list(F._single(a["kernel_size"]) if dims == 1 else
+                  F._pair(a["kernel_size"]) if dims == 2 else F._triple(a["kernel_size"]))
+    stride = a.get("stride")
+    stride = kernel if stride is None else [int(s) for s in (
+        (stride,) * dims if isinstance(stride, int) else stride)]
+    padding = a.get("padding", 0)
+    padding = [int(p) for p in ((padding,) * dims if isinstance(padding, int) else padding)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out = [int(n) for n in F._unpool_output_size(x, kernel, stride, padding,
+                                                     a.get("output_size"))]
+    lead = list(_static(x.shape))[:-dims]
+    planes = x.reshape(lead + [-1])
+    total = 1
+    for n in out:
+        total *= n
+    zeros = planes.new_zeros(lead + [total])
+    scattered = zeros.scatter(len(lead), indices.reshape(lead + [-1]), planes)
+    return scattered.reshape(lead + out)
+
+
+def _normalize_into(args, kwargs):
+    a = _arguments(("input", "p", "dim", "eps", "out"), args, kwargs)
+    out = a.get("out")
+    if out is None:
+        return _tracing.NOT_HANDLED
+    x = a["input"]
+    norm = x.norm(a.get("p", 2.0), a.get("dim", 1), keepdim=True)
+    value = x / norm.clamp_min(a.get("eps", 1e-12))  # F.normalize's (which expands the norm)
+    # out = value, as an update torch exports (it refuses copy_ into a buffer under no_grad)
+    return out.mul_(0).add_(value)
+
+
+def rewrite(func, args, kwargs):
+    """The layers above, where torch cannot export them."""
+    import torch.nn.functional as F
+
+    if func is F.layer_norm:
+        return _layer_norm(args, kwargs)
+    if func is F.affine_grid:
+        return _affine_grid(args, kwargs)
+    if func is F.embedding_bag:
+        return _embedding_bag(args, kwargs)
+    if func is F.normalize:
+        return _normalize_into(args, kwargs)
+    for dims in (1, 2, 3):
+        if func is getattr(F, f"max_unpool{dims}d"):
+            return _max_unpool(func, args, kwargs, dims)
+    return _tracing.NOT_HANDLED

@@ -1,0 +1,150 @@
+"""torch.nn layers torch 1.13's exporter cannot export in training mode, through ampc.export
+(python/ampc/_unexportable_layers.py): LayerNorm without affine parameters, F.affine_grid,
+nn.EmbeddingBag over 2-D inputs, nn.MaxUnpool, both spectral norms (F.normalize with out=);
+and the rewrites of calls made under no_grad, whose results are detached as the calls' own
+(python/ampc/_tracing.py's finishing step). Each model trains as PyTorch float64 does,
+stepped by torch.optim.SGD."""
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import ampc
+from pytorch_reference import assert_states_close, train_with_sgd
+
+N = 4
+
+
+class Classifier(nn.Module):
+    def __init__(self, body):
+        super().__init__()
+        self.body = body
+
+    def forward(self, x, y):
+        # Every feature feeds a class (feature i the class i mod 3).
+        h = self.body(x).flatten(1)
+        return F.cross_entropy(torch.stack([h[:, k::3].sum(1) for k in range(3)], 1), y)
+
+
+class Lambda(nn.Module):
+    def __init__(self, f, *layers):
+        super().__init__()
+        self.layers = nn.ModuleList(layers)
+        self.f = f
+
+    def forward(self, x):
+        return self.f(self.layers, x)
+
+
+def _spatial_transformer(align_corners, size):
+    def f(layers, x):
+        theta = layers[0](x.flatten(1)).view(-1, 2, 3)
+        grid = F.affine_grid(theta, (x.shape[0], 3) + size, align_corners=align_corners)
+        return F.grid_sample(x, grid, align_corners=align_corners)
+    # near the identity, so that the sampled points stay inside the image
+    layer = nn.Linear(3 * 8 * 8, 6)
+    with torch.no_grad():
+        layer.weight.mul_(0.01)
+        layer.bias.copy_(torch.tensor([0.9, 0.1, 0.0, -0.1, 0.8, 0.05]))
+    return Lambda(f, layer)
+
+
+def _affine_grid_3d(layers, x):
+    theta = layers[0](x.flatten(1)).view(-1, 3, 4)
+    return F.affine_grid(theta, (x.shape[0], 1, 2, 3, 4), align_corners=False)
+
+
+def _unpool(dims):
+    if dims == 1:
+        return Lambda(lambda m, x: F.max_unpool1d(*F.max_pool1d(m[0](x[:, :, 0]), 2,
+                                                                return_indices=True),
+                                                  2, output_size=[8]),
+                      nn.Conv1d(3, 2, 3, padding=1))
+    pool = nn.MaxPool2d(3, 2, return_indices=True)
+    return Lambda(lambda m, x: m[2](*pool(m[0](x[:, :, :7, :7]))), nn.Conv2d(3, 2, 3, padding=1),
+                  pool, nn.MaxUnpool2d(3, 2))
+
+
+def _bag(mode, **options):
+    bag = nn.EmbeddingBag(10, 4, mode=mode, padding_idx=options.pop("padding_idx", None))
+    weights = options.pop("weights", None)
+    return Lambda(lambda m, x: m[0]((x[:, 0, 0, :5].abs() * 7).long(),
+                                    per_sample_weights=None if weights is None else
+                                    x[:, 0, 1, :5].abs()), bag)
+
+
+def _teacher_under_no_grad(layers, x):
+    """A target computed under no_grad by rewritten calls (area interpolation and an uneven
+    adaptive pool): detached, so only the student's side gets a gradient."""
+    h = layers[0](x)
+    with torch.no_grad():
+        target = F.adaptive_avg_pool2d(F.interpolate(h, size=(5, 5), mode="area"), 3)
+    return layers[1](x) - target.sum()
+
+
+CASES = {
+    "layer_norm_without_affine": lambda: nn.Sequential(
+        nn.Flatten(), nn.Linear(192, 8), nn.LayerNorm(8, elementwise_affine=False)),
+    "layer_norm_without_bias": lambda: Lambda(
+        lambda m, x: F.layer_norm(m[0](x), [4, 6, 6], weight=m[1].weight), nn.Conv2d(3, 4, 3),
+        nn.LayerNorm([4, 6, 6])),
+    "affine_grid": lambda: _spatial_transformer(False, (8, 8)),
+    "affine_grid_align_corners_resized": lambda: _spatial_transformer(True, (5, 7)),
+    "affine_grid_3d": lambda: Lambda(_affine_grid_3d, nn.Linear(192, 12)),
+    "embedding_bag_mean": lambda: _bag("mean"),
+    "embedding_bag_sum_weighted": lambda: _bag("sum", weights=True),
+    "embedding_bag_max": lambda: _bag("max"),
+    "embedding_bag_mean_padding": lambda: _bag("mean", padding_idx=2),
+    "embedding_bag_sum_padding_weighted": lambda: _bag("sum", padding_idx=0, weights=True),
+    "max_unpool1d": lambda: _unpool(1),
+    "max_unpool2d_overlapping": lambda: _unpool(2),
+    "teacher_under_no_grad": lambda: Lambda(_teacher_under_no_grad, nn.Conv2d(3, 2, 3),
+                                            nn.Conv2d(3, 2, 3)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_layer_trains_as_pytorch(name):
+    torch.manual_seed(0)
+    x = torch.randn(N, 3, 8, 8)
+    x[0, 0, 0, :3] = 2 / 7  # bag index 2, the padding row of one case
+    y = torch.tensor([0, 1, 2, 1])
+    ours, want = train_with_sgd(Classifier(CASES[name]()), [{"x": x, "y": y}] * 3, lr=0.1)
+    # bilinear sampling at moving points: PyTorch float32 itself is 3e-6 from float64 there
+    assert_states_close(ours, want, tol=1e-5 if name.startswith("affine_grid") else 2e-6)
+
+
+@pytest.mark.parametrize("name, make", [
+    ("spectral_norm", lambda: nn.utils.spectral_norm(nn.Linear(192, 6))),
+    ("parametrized_spectral_norm", lambda: nn.utils.parametrizations.spectral_norm(
+        nn.Linear(192, 6), n_power_iterations=2)),
+])
+def test_spectral_norm_power_iteration_follows_pytorch(name, make):
+    """u and v advance by the power iteration each step, under no_grad (no gradient through
+    them), as PyTorch's: parameters and both buffers against PyTorch float64."""
+    torch.manual_seed(0)
+    x = torch.randn(N, 3, 8, 8)
+    y = torch.tensor([0, 1, 2, 1])
+    net = Classifier(nn.Sequential(nn.Flatten(), make()))
+    u_before = [b.clone() for n, b in net.named_buffers()]
+    ours, want = train_with_sgd(net, [{"x": x, "y": y}] * 3, lr=0.5)
+    assert_states_close(ours, want)
+    buffers = [n for n, _ in net.named_buffers()]
+    assert len(buffers) == 2
+    for n, before in zip(buffers, u_before):
+        assert (ours[n].double() - before.double()).abs().max() > 1e-4, n  # the iteration ran
+
+
+def test_spectral_norm_of_a_convolution_is_refused_in_one_line():
+    net = Classifier(nn.utils.spectral_norm(nn.Conv2d(3, 2, 3)))
+    with pytest.raises(ampc.Error, match="convolution for kernel of unknown shape"):
+        ampc.compile(net, {"x": torch.randn(N, 3, 8, 8), "y": torch.tensor([0, 1, 2, 1])})
+
+
+def test_embedding_bag_with_offsets_stays_refused():
+    bag = nn.EmbeddingBag(10, 4)
+    net = Classifier(Lambda(lambda m, x: m[0]((x[0, 0, 0] .abs() * 7).long(),
+                                              torch.tensor([0, 2, 3, 6])), bag))
+    with pytest.raises(ampc.Error, match="Loop"):
+        ampc.compile(net, {"x": torch.randn(N, 3, 8, 8), "y": torch.tensor([0, 1, 2, 1])})
