@@ -100,13 +100,18 @@ std::vector<OpInfo> rows() {
       // Elementwise, unfused.
       fused("Cos", F::kUnary, "cos", kInPlace),
       fused("Sin", F::kUnary, "sin", kInPlace),
+      // PyTorch's autocast runs acos, asin, cosh, sinh and tan in fp32; the others follow.
+      fused("Tan", F::kUnary, "tan", kInPlace, P::kDeny),
+      fused("Asin", F::kUnary, "asin", kInPlace, P::kDeny),
+      fused("Acos", F::kUnary, "acos", kInPlace, P::kDeny),
+      fused("Sinh", F::kUnary, "sinh", kInPlace, P::kDeny),
+      fused("Cosh", F::kUnary, "cosh", kInPlace, P::kDeny),
+      fused("Atan", F::kUnary, "atan", kInPlace),
+      fused("Asinh", F::kUnary, "asinh", kInPlace),
+      fused("Acosh", F::kUnary, "acosh", kInPlace),
+      fused("Atanh", F::kUnary, "atanh", kInPlace),
       elementwise("Gelu", kInPlace),
       elementwise("Mod", kInPlace),
-      elementwise("Acos", kNew, P::kDeny),
-      elementwise("Asin", kNew, P::kDeny),
-      elementwise("Cosh", kNew, P::kDeny),
-      elementwise("Sinh", kNew, P::kDeny),
-      elementwise("Tan", kNew, P::kDeny),
       // Contractions: the low dtype (and recurrent layers, which are made of them).
       of("MatMul", Pattern::kGemm, P::kAllow),
       of("Gemm", Pattern::kGemm, P::kAllow),

@@ -59,11 +59,55 @@ bool is_graph_output(const ir::Graph& g, const Value* v) {
   return std::find(g.outputs.begin(), g.outputs.end(), v) != g.outputs.end();
 }
 
+// The mask whose true places Transpose(NonZero(m), perm [1, 0]) lists, looking through an
+// Expand of the mask to its own shape (torch's index_put broadcasts the mask to x's shape).
+Value* listed_mask(const Value* indices) {
+  Node* t = indices ? indices->producer : nullptr;
+  if (!is_op(t, "Transpose")) return nullptr;
+  const ir::Attribute* perm = t->attr("perm");
+  if (!perm || perm->ints != Shape{1, 0}) return nullptr;
+  Node* nz = t->inputs[0] ? t->inputs[0]->producer : nullptr;
+  if (!is_op(nz, "NonZero")) return nullptr;
+  Value* m = nz->inputs[0];
+  Node* e = m ? m->producer : nullptr;
+  if (is_op(e, "Expand") && e->inputs[0] && e->inputs[0]->type.is_static() && m->type.is_static() &&
+      *m->type.shape == *e->inputs[0]->type.shape)
+    return e->inputs[0];
+  return m;
+}
+
+// Removes the nodes whose results nothing reads (no node, graph output or state update), to a
+// fixed point: what a rewritten masked write leaves (the values' flattening, the count, the
+// write's NonZero), which would otherwise keep a shape known only at run time in the graph.
+void remove_unread_nodes(ir::Model& model) {
+  ir::Graph& g = *model.graph;
+  std::set<const Value*> kept(g.outputs.begin(), g.outputs.end());
+  for (const auto& u : model.state_updates) kept.insert(u.source);
+  for (bool removed = true; removed;) {
+    std::vector<Node*> dead;
+    for (const auto& n : g.nodes) {
+      const bool unread = std::all_of(n->outputs.begin(), n->outputs.end(), [&](const Value* o) {
+        return !o || (o->uses.empty() && !kept.count(o));
+      });
+      if (unread) dead.push_back(n.get());
+    }
+    removed = !dead.empty();
+    if (removed) g.remove_nodes(dead);
+  }
+}
+
 // The selections by one mask and everything their selected elements reach: elementwise ops
 // (their outputs are selected values too) and the terminals (a sum or mean over all, a loss).
 class Group {
  public:
+  struct MaskedWrite {  // y[mask] = values
+    Node* scatter;
+    Value* values;
+  };
+
   Group(ir::Graph& g, Value* mask, int64_t opset) : g_(g), mask_(mask), opset_(opset) {}
+
+  bool writes() const { return !writes_.empty(); }
 
   void add(const Selection& s) {
     selections_.push_back(s);
@@ -77,7 +121,9 @@ class Group {
     for (const auto& n : g_.nodes) {
       if (std::none_of(n->inputs.begin(), n->inputs.end(), [&](Value* v) { return selected(v); }))
         continue;
-      if (!is_full_reduction(*n) && !is_row_loss(*n) && !classify_per_row(*n)) return false;
+      if (!is_full_reduction(*n) && !is_row_loss(*n) && !is_masked_write(*n) &&
+          !classify_per_row(*n))
+        return false;
     }
     // Every use of a selected value must be one of the nodes classified (not a subgraph's).
     for (const auto& [v, trailing] : trailing_) {
@@ -86,7 +132,7 @@ class Group {
         if (!classified_.count(u.node)) return false;
       }
     }
-    return !terminals_.empty();
+    return !terminals_.empty() || !writes_.empty();
   }
 
   void rewrite() {
@@ -103,6 +149,7 @@ class Group {
       else
         rewrite_loss(t);
     }
+    for (const MaskedWrite& w : writes_) rewrite_write(w);
     std::vector<Node*> dead;
     for (const Selection& s : selections_) {
       if (s.transpose->outputs[0]->uses.empty() &&
@@ -172,6 +219,71 @@ class Group {
     terminals_.push_back(&n);
     classified_.insert(&n);
     return true;
+  }
+
+  // x[mask] = v for a mask of x's shape and v computed from selections by it (torch's
+  // index_put): ScatterND(x, Transpose(NonZero(mask)), v), reduction none, v either the
+  // selected value itself or Slice(Reshape(v, [-1]), 0, count), torch's broadcast of the
+  // values to the count. `n` is the node reading v: the ScatterND or the Reshape.
+  bool is_masked_write(Node& n) {
+    Node* scatter = &n;
+    Value* v = nullptr;
+    if (is_op(&n, "Reshape") && selected(n.inputs[0]) && !selected(n.inputs[1])) {
+      const ir::Attribute* allowzero = n.attr("allowzero");
+      const ir::Tensor* shape = n.inputs[1] ? n.inputs[1]->initializer.get() : nullptr;
+      if ((allowzero && allowzero->i != 0) || !shape || shape->numel() != 1 ||
+          ir::int_values(*shape) != std::vector<int64_t>{-1})
+        return false;
+      Node* slice = only_reader(n.outputs[0]);
+      if (!is_op(slice, "Slice") || slice->inputs[0] != n.outputs[0] || !starts_at_0(*slice))
+        return false;
+      scatter = only_reader(slice->outputs[0]);
+      if (!scatter || scatter->inputs.size() < 3 || scatter->inputs[2] != slice->outputs[0])
+        return false;
+      v = n.inputs[0];
+    } else if (is_op(&n, "ScatterND") && n.inputs.size() >= 3) {
+      v = n.inputs[2];
+    }
+    if (!is_op(scatter, "ScatterND") || !v || !selected(v) || !trailing_.at(v).empty())
+      return false;
+    const Value* x = scatter->inputs[0];
+    if (selected(x) || selected(scatter->inputs[1]) || !x->type.is_static() ||
+        *x->type.shape != mask_shape() || listed_mask(scatter->inputs[1]) != mask_)
+      return false;
+    if (const ir::Attribute* r = scatter->attr("reduction"); r && r->s != "none") return false;
+    writes_.push_back({scatter, v});
+    classified_.insert(&n);
+    return true;
+  }
+
+  static Node* only_reader(const Value* v) {
+    return v && v->uses.size() == 1 ? v->uses[0].node : nullptr;
+  }
+
+  // A Slice of axis 0 from 0 (its end is the count, which the values have anyway).
+  static bool starts_at_0(const Node& slice) {
+    if (slice.inputs.size() < 3 || !slice.inputs[1] || !slice.inputs[1]->initializer) return false;
+    if (ir::int_values(*slice.inputs[1]->initializer) != std::vector<int64_t>{0}) return false;
+    if (slice.inputs.size() > 3 && slice.inputs[3]) {
+      if (!slice.inputs[3]->initializer ||
+          ir::int_values(*slice.inputs[3]->initializer) != std::vector<int64_t>{0})
+        return false;
+    }
+    if (slice.inputs.size() > 4 && slice.inputs[4]) {
+      if (!slice.inputs[4]->initializer ||
+          ir::int_values(*slice.inputs[4]->initializer) != std::vector<int64_t>{1})
+        return false;
+    }
+    return true;
+  }
+
+  // x[mask] = v -> Where(mask, v, x) (v computed in place, the mask's shape).
+  void rewrite_write(const MaskedWrite& w) {
+    Value* x = w.scatter->inputs[0];
+    const size_t first_new = g_.nodes.size();
+    GradBuilder b(g_, w.scatter->name + "/in_place");
+    Value* written = b.op("Where", {mask_, w.values, x}, x->type);
+    ir::replace_by_appended(g_, w.scatter, first_new, written);
   }
 
   // The mask as a [mask dims..., 1...] of rank `rank`, to broadcast over trailing dimensions.
@@ -258,6 +370,7 @@ class Group {
   int64_t opset_;
   std::vector<Node*> per_row_;
   std::vector<Node*> terminals_;
+  std::vector<MaskedWrite> writes_;
   std::set<const Node*> classified_;
 };
 
@@ -285,13 +398,16 @@ int compute_boolean_masks_in_place(ir::Model& model) {
     }
   }
   int rewritten = 0;
+  bool wrote = false;
   for (Value* mask : order) {
     Group group(g, mask, opset);
     for (const Selection& s : by_mask[mask]) group.add(s);
     if (!group.classify()) continue;
     group.rewrite();
+    wrote = wrote || group.writes();
     rewritten += static_cast<int>(by_mask[mask].size());
   }
+  if (wrote) remove_unread_nodes(model);
   return rewritten;
 }
 

@@ -10,7 +10,8 @@
 // that broadcast over the trailing dimensions only, Softmax, Reduce*, Gather and Slice along
 // trailing axes, a Linear layer on selected rows), to a sum or a mean over all of them, or to
 // the rows of a SoftmaxCrossEntropyLoss / NegativeLogLikelihoodLoss with reduction mean or
-// sum, the selection is computed in place instead (static shapes, the same results and
+// sum, or to a write into the selected places of a tensor of the mask's shape, the selection
+// is computed in place instead (static shapes, the same results and
 // gradients):
 //
 //   x[mask]           -> Where(mask, x, x's first selected row)   the mask's shape, kept
@@ -18,6 +19,9 @@
 //   mean over all     -> that sum / (true elements x the trailing size)
 //   cross-entropy     -> the loss over every row, the unselected rows' labels set to its
 //                        ignore_index (which the mean and the weights then leave out)
+//   y[mask] = v       -> Where(mask, v, y), for a mask of y's shape (torch's index_put:
+//                        ScatterND at the mask's true places; torchvision's box losses write
+//                        `intsct[mask] = (x2[mask] - x1[mask]) * ...` this way)
 //
 // The unselected places hold a copy of a selected row, never other data, so the ops after
 // compute there only what they compute on a selected element: no infinity or NaN that

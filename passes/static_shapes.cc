@@ -174,8 +174,10 @@ void require_static_shapes(const ir::Graph& graph, const std::string& why) {
       // input (torch exports nn.EmbeddingBag and loops over data-dependent counts this way).
       if (n->op_type == "Loop" || n->op_type == "Scan" || n->op_type == "If")
         throw Error(msg + ": control flow (" + n->op_type +
-                    ") is not supported for training; nn.EmbeddingBag exports as a Loop (an "
-                    "Embedding and a mean over the bag train)");
+                    ") is not supported for training; torch.onnx.export writes nn.EmbeddingBag "
+                    "as a Loop (ampc.export traces bags of one length, a 2-D input, as an "
+                    "Embedding and the bag's sum, mean or max; bags given by offsets stay "
+                    "refused)");
       if (n->op_type == "NonZero")
         throw Error(msg +
                     ": boolean-mask selection (x[mask], torch.masked_select) trains "

@@ -21,8 +21,9 @@ inline bool is_float(int d) {
 }
 
 inline const std::set<std::string> kUnaryFloat = {
-    "neg",   "abs",  "sqrt",  "exp",  "log",     "tanh",  "erf",   "relu", "reciprocal",
-    "floor", "ceil", "round", "sign", "sigmoid", "expm1", "log1p", "sin",  "cos"};
+    "neg",   "abs",  "sqrt",  "exp",  "log",     "tanh",  "erf",   "relu",  "reciprocal",
+    "floor", "ceil", "round", "sign", "sigmoid", "expm1", "log1p", "sin",   "cos",
+    "tan",   "asin", "acos",  "atan", "sinh",    "cosh",  "asinh", "acosh", "atanh"};
 inline const std::set<std::string> kBinaryFloat = {"add", "sub", "mul",       "div",
                                                    "max", "min", "clamp_min", "clamp_max"};
 inline const std::set<std::string> kCompare = {"equal", "less", "less_equal", "greater",

@@ -213,6 +213,11 @@ class BodyBuilder {
   Value* exp(Value* x) { return x->getType()->isFloatTy() ? exp_f32(x) : libm("exp", {x}); }
   Value* erf(Value* x) { return x->getType()->isFloatTy() ? erf_f32(x) : libm("erf", {x}); }
 
+  // Computed by the C library's function of that name (libdevice's on NVPTX).
+  inline static const std::set<std::string> kLibmUnary = {
+      "log",  "tanh", "expm1", "log1p", "sin",   "cos",   "tan",  "asin",
+      "acos", "atan", "sinh",  "cosh",  "asinh", "acosh", "atanh"};
+
   Value* unary(const std::string& op, Value* x) {
     llvm::Type* t = x->getType();
     if (op == "neg") return b_.CreateFNeg(x);
@@ -231,8 +236,7 @@ class BodyBuilder {
     if (op == "erf") return erf(x);
     // Through the C library on the host (the CPU ops' std::log, std::expm1, ...: the same
     // calls) and libdevice on NVPTX, whose results may differ in the last bit.
-    if (op == "log" || op == "tanh" || op == "expm1" || op == "log1p" || op == "sin" || op == "cos")
-      return libm(op, {x});
+    if (kLibmUnary.count(op)) return libm(op, {x});
     if (op == "reciprocal") return b_.CreateFDiv(fconst(t, 1.0), x);
     if (op == "sigmoid") {
       Value* e = exp(b_.CreateFNeg(x));

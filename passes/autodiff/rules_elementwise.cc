@@ -175,6 +175,45 @@ void register_unary_math(GradientRegistry& r) {
   });
 }
 
+// The trigonometric and hyperbolic functions and their inverses (torch.tan, asin, atan, ...;
+// torchvision's complete_box_iou_loss takes atan of the boxes' aspect ratios), each
+// derivative from the input x or the output y: where the derivative is infinite (asin at
+// +-1) it is inf or NaN, as PyTorch's.
+void register_trigonometric(GradientRegistry& r) {
+  // 1 + s x^2 and its square root, s = +-1 (the derivatives' common parts)
+  auto one_plus = [](GradContext& c, double s) {
+    const DType t = c.input(0)->type.dtype;
+    Value* x2 = same(c, "Mul", {c.input(0), c.input(0)});
+    return same(c, s > 0 ? "Add" : "Sub", {c.b.scalar(1.0, t), x2});
+  };
+  auto divided = [](GradContext& c, Value* d) {  // dy / d
+    c.set_input_grad(0, same(c, "Div", {c.output_grad(0), d}));
+  };
+  r.add("Tan", [](GradContext& c) {  // 1 + y^2
+    const DType t = c.output(0)->type.dtype;
+    unary(c, same(c, "Add", {c.b.scalar(1.0, t), same(c, "Mul", {c.output(0), c.output(0)})}));
+  });
+  r.add("Sinh", [](GradContext& c) { unary(c, same(c, "Cosh", {c.input(0)})); });  // cosh(x)
+  r.add("Cosh", [](GradContext& c) { unary(c, same(c, "Sinh", {c.input(0)})); });  // sinh(x)
+  r.add("Atan", [=](GradContext& c) { divided(c, one_plus(c, 1)); });              // 1 / (1 + x^2)
+  r.add("Atanh", [=](GradContext& c) { divided(c, one_plus(c, -1)); });            // 1 / (1 - x^2)
+  r.add("Asin", [=](GradContext& c) {  // 1 / sqrt(1 - x^2)
+    divided(c, same(c, "Sqrt", {one_plus(c, -1)}));
+  });
+  r.add("Acos", [=](GradContext& c) {  // -1 / sqrt(1 - x^2)
+    divided(c, same(c, "Neg", {same(c, "Sqrt", {one_plus(c, -1)})}));
+  });
+  r.add("Asinh", [=](GradContext& c) {  // 1 / sqrt(x^2 + 1)
+    divided(c, same(c, "Sqrt", {one_plus(c, 1)}));
+  });
+  r.add("Acosh", [](GradContext& c) {  // 1 / sqrt(x^2 - 1)
+    const DType t = c.input(0)->type.dtype;
+    Value* x2 = same(c, "Mul", {c.input(0), c.input(0)});
+    Value* root = same(c, "Sqrt", {same(c, "Sub", {x2, c.b.scalar(1.0, t)})});
+    c.set_input_grad(0, same(c, "Div", {c.output_grad(0), root}));
+  });
+}
+
 // Clip: dy where min < x < max (min and max are constant bounds).
 void clip(GradContext& c) {
   if (c.needs(1) || c.needs(2)) c.fail("the bounds of Clip must be constant");
@@ -325,6 +364,7 @@ void register_elementwise_gradients(GradientRegistry& r) {
   r.add("Pow", pow);
   register_unary(r);
   register_unary_math(r);
+  register_trigonometric(r);
   register_activations(r);
 }
 

@@ -346,19 +346,19 @@ TEST_F(CompileRun, CompilingForCudaWarnsOfStepsTheBackendWouldRefuse) {
   if (ops.out.find("generated") == std::string::npos)
     GTEST_SKIP() << "ampc is built without the CUDA backend";
   const std::string mlp = source_path("models/mlp.onnx").string();
-  const fs::path tangent = tmp_ / "mlp_tan.onnx", dropout = tmp_ / "mlp_dropout.onnx";
-  test::write_mlp_with_unary(mlp, tangent.string(), "Tan", "the_tan_node");
+  const fs::path hardmax = tmp_ / "mlp_hardmax.onnx", dropout = tmp_ / "mlp_dropout.onnx";
+  test::write_mlp_with_unary(mlp, hardmax.string(), "Hardmax", "the_hardmax_node");
   test::write_mlp_with_dropout(mlp, dropout.string(), 0.1f);
   const fs::path plan = tmp_ / "out.plan";
   RunResult r =
-      run_ampc({"compile", tangent.string(), "--target", "cuda:sm_90", "-o", plan.string()});
+      run_ampc({"compile", hardmax.string(), "--target", "cuda:sm_90", "-o", plan.string()});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(fs::exists(plan));
   EXPECT_THAT(r.err, StartsWith("ampc: warning: the CUDA backend cannot run 1 step(s) of this "
-                                "plan: Tan (node 'the_tan_node')"));
+                                "plan: Hardmax (node 'the_hardmax_node')"));
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   for (const auto& args : std::vector<std::vector<std::string>>{
-           {"compile", tangent.string(), "--target", "cpu", "-o", plan.string()},
+           {"compile", hardmax.string(), "--target", "cpu", "-o", plan.string()},
            {"compile", dropout.string(), "--train", "--target", "cuda:sm_90", "--precision", "bf16",
             "-o", plan.string()}}) {
     r = run_ampc(args);

@@ -17,8 +17,9 @@ tests/zoo/expected_cuda_refusals.txt; 10 training steps in fp16 and bf16 that st
   (the last normalises a parameter, so its gradient reaches W through the op).
 - regression_l1: a regression MLP with torch.nn's PReLU (per channel and shared), Softplus,
   SELU, Softsign (x / (1 + |x|) in the export), Mish (Softplus and Tanh) and a sin feature,
-  trained on an L1 plus smooth-L1 loss written with abs (torch 1.13 exports neither
-  nn.L1Loss nor nn.SmoothL1Loss): the gradient rules of Abs, PRelu, Softplus, Selu, Sin.
+  trained on an L1 plus smooth-L1 loss written with abs (a plain torch 1.13 export refuses
+  nn.L1Loss and nn.SmoothL1Loss; ampc.export writes them out, python/ampc/_losses.py): the
+  gradient rules of Abs, PRelu, Softplus, Selu, Sin.
 - pooling: features pooled over a sequence by torch.amax / amin / logsumexp / norm (Sqrt of a
   ReduceSum in the export) after torch.maximum, minimum and cumsum: the rules of ReduceMax,
   ReduceMin, ReduceLogSumExp, Max, Min and CumSum.
@@ -45,6 +46,11 @@ tests/zoo/expected_cuda_refusals.txt; 10 training steps in fp16 and bf16 that st
   cross-entropy of a Linear layer over the non-padding positions, softmax shares of a slice of
   classes, a hinge over the positive errors, the selected rows times a parameter and one
   column of them.
+- masked_writes: writes into the places a boolean mask selects (`y[mask] = f(x[mask])`,
+  exported as index_put: ScatterND at NonZero's places, passes/boolean_mask_selection.h), in
+  torchvision's generalized and complete IoU box losses (their intersections written where
+  the boxes overlap; the complete one's aspect term an atan, its weight computed under
+  no_grad, so exported by ampc.export) and a clipped error written into a copy of the error.
 - bicubic_upsampling: F.interpolate in bicubic mode (Resize mode cubic, lowered into
   interpolation matrices, passes/lower_resize.h): a super-resolution head upsampling by 2
   (half pixel), by 1.5 and by 0.6 (not a whole length) with align_corners, and a ViT-style
@@ -431,6 +437,38 @@ def masked_losses():
     return model, inputs, {"NonZero", "GatherND", "SoftmaxCrossEntropyLoss"}
 
 
+class MaskedWrites(nn.Module):
+    """Boxes regressed against targets with torchvision's IoU losses, which write each
+    intersection where the boxes overlap (`intsct[mask] = ...`), plus an error clipped by a
+    masked write into its copy (the places left alone keep the error and its gradient)."""
+
+    def __init__(self, features=6):
+        super().__init__()
+        import torchvision.ops  # here: its first import cannot run while torch traces
+
+        self.losses = (torchvision.ops.generalized_box_iou_loss,
+                       torchvision.ops.complete_box_iou_loss)
+        self.lin = nn.Linear(features, 4)
+
+    def forward(self, x, boxes):
+        d = self.lin(x)
+        pred = torch.cat([d[:, :2], d[:, :2] + F.softplus(d[:, 2:]) + 0.1], 1)
+        iou = self.losses[0](pred, boxes, reduction="mean")
+        iou = iou + self.losses[1](pred, boxes, reduction="sum")
+        err = d - 0.2
+        clipped = err.clone()
+        big = err.abs() > 0.5
+        clipped[big] = 0.5 * torch.tanh(err[big])
+        return iou + clipped.pow(2).mean()
+
+
+def masked_writes():
+    boxes = torch.tensor([[0.0, 0.0, 1.0, 1.0], [0.5, 0.2, 1.5, 2.0], [-1.0, -1.0, 0.2, 0.3],
+                          [0.1, 0.1, 0.4, 0.9], [3.0, 3.0, 4.0, 5.0], [-0.5, 0.0, 0.5, 0.5]])
+    return MaskedWrites(), {"x": torch.randn(6, 6), "boxes": boxes}, {"ScatterND", "NonZero",
+                                                                      "Atan"}
+
+
 class BicubicUpsampling(nn.Module):
     """Bicubic interpolation as super-resolution and ViT fine-tuning use it: features upsampled
     by 2 (half pixel), by 1.5 and 0.6 with align_corners, and a learned 4x4 positional embedding
@@ -578,13 +616,14 @@ def stop_gradients():
 
 # Models whose oracle is PyTorch's autograd where torch.onnx.export loses where it stops: they
 # are exported as ampc.export exports them.
-AMPC_EXPORT = {"stop_gradients"}
+AMPC_EXPORT = {"stop_gradients", "masked_writes"}
 
 MODELS = {"lp_norm_cosine": lp_norm_cosine, "regression_l1": regression_l1, "pooling": pooling,
           "einsum": einsum, "gather_topk": gather_topk, "assignments": assignments,
           "moe_routing": moe_routing, "masked_sequence": masked_sequence,
           "reflection_generator": reflection_generator, "scalar_where": scalar_where,
           "siamese_pairs": siamese_pairs, "masked_losses": masked_losses,
+          "masked_writes": masked_writes,
           "bicubic_upsampling": bicubic_upsampling, "volume_upsampling": volume_upsampling,
           "local_response_norm": local_response_norm,
           "flow_warping": flow_warping, "stop_gradients": stop_gradients}

@@ -118,6 +118,17 @@ TEST(AutodiffFdElementwiseRandom, Unary) {
     c.kinks = {0.0};
     check(c);
   }
+  for (const char* op : {"Tan", "Sinh", "Cosh", "Atan", "Asinh"}) check(unary(rnd, op));
+  for (const char* op : {"Asin", "Acos", "Atanh"}) {  // inside (-1, 1)
+    Case c = unary(rnd, op);
+    c.lo = -0.8;
+    c.hi = 0.8;
+    check(c);
+  }
+  Case acosh = unary(rnd, "Acosh");  // above 1
+  acosh.lo = 1.2;
+  acosh.hi = 3.0;
+  check(acosh);
   Case reciprocal = unary(rnd, "Reciprocal");  // both signs, away from the pole
   reciprocal.kinks = {0.0};
   reciprocal.gap = 0.3;

@@ -16,8 +16,9 @@ inline const std::vector<int> kFloatTypes = {kF16, kBF16, kF32, kF64};
 inline const std::vector<int> kAllTypes = {kF16, kBF16, kF32, kF64, kBool};
 
 inline const std::vector<std::string> kUnaryOps = {
-    "neg",  "abs",   "sqrt", "exp",   "log",  "reciprocal", "tanh",  "erf", "sigmoid",
-    "relu", "floor", "ceil", "round", "sign", "expm1",      "log1p", "sin", "cos"};
+    "neg",  "abs",   "sqrt", "exp",   "log",  "reciprocal", "tanh",  "erf",   "sigmoid",
+    "relu", "floor", "ceil", "round", "sign", "expm1",      "log1p", "sin",   "cos",
+    "tan",  "asin",  "acos", "atan",  "sinh", "cosh",       "asinh", "acosh", "atanh"};
 inline const std::vector<std::string> kBinaryOps = {"add", "sub", "mul", "div",
                                                     "max", "min", "pow"};
 inline const std::vector<std::string> kCompareOps = {"equal", "less", "less_equal", "greater",
