@@ -34,6 +34,7 @@
 #include "passes/recompute_elementwise.h"
 #include "passes/recurrent_lowering.h"
 #include "passes/reductions_for_cuda.h"
+#include "passes/stable_log_sigmoid.h"
 #include "passes/static_shapes.h"
 #include "passes/transpose_chains.h"
 #include "passes/transpose_to_gemm.h"
@@ -93,6 +94,9 @@ void add_forward_preparation(std::vector<Pass>& out, bool low_precision) {
   // x[mask] in a loss computed in place, with static shapes (boolean_mask_selection.h).
   out.push_back(
       {"boolean-masks-in-place", [](ir::Model& m) { passes::compute_boolean_masks_in_place(m); }});
+  // torch's log(sigmoid(x)) and log(1 - sigmoid(x)) (BCEWithLogitsLoss, LogSigmoid) as
+  // softplus, finite where sigmoid rounds to 0 or 1 (stable_log_sigmoid.h).
+  out.push_back({"stable-log-sigmoid", [](ir::Model& m) { passes::stable_log_sigmoid(m); }});
   // Einsum as Transpose / Reshape / MatMul (lower_einsum.h); the shapes after each one it
   // lowers are inferred again, which readies an Einsum reading another's output, and an If
   // whose condition reads an Einsum's shape (torch's .diagonal() of one) folds then.

@@ -51,6 +51,9 @@ tests/zoo/expected_cuda_refusals.txt; 10 training steps in fp16 and bf16 that st
   torchvision's generalized and complete IoU box losses (their intersections written where
   the boxes overlap; the complete one's aspect term an atan, its weight computed under
   no_grad, so exported by ampc.export) and a clipped error written into a copy of the error.
+- confident_logits: nn.BCEWithLogitsLoss (with pos_weight) and nn.LogSigmoid on logits of
+  +-40, which torch exports as log(sigmoid(x)) and log(1 - sigmoid(x)): -inf once sigmoid
+  rounds to 1 or 0, where PyTorch's kernels stay finite (passes/stable_log_sigmoid.h).
 - bicubic_upsampling: F.interpolate in bicubic mode (Resize mode cubic, lowered into
   interpolation matrices, passes/lower_resize.h): a super-resolution head upsampling by 2
   (half pixel), by 1.5 and by 0.6 (not a whole length) with align_corners, and a ViT-style
@@ -469,6 +472,31 @@ def masked_writes():
                                                                       "Atan"}
 
 
+class ConfidentLogits(nn.Module):
+    """A multi-label head whose logits reach +-40 (a confident model late in training), on
+    BCE with logits and a log-sigmoid score."""
+
+    def __init__(self, features=6, labels=5):
+        super().__init__()
+        self.lin = nn.Linear(features, labels)
+        self.labels = labels
+
+    def forward(self, x, y):
+        logits = 40 * torch.tanh(self.lin(x))
+        pos_weight = torch.linspace(0.5, 2.0, self.labels)  # a constant (a buffer would train)
+        bce = F.binary_cross_entropy_with_logits(logits, y, pos_weight=pos_weight)
+        return bce - 0.01 * F.logsigmoid(-logits).mean()
+
+
+def confident_logits():
+    torch.manual_seed(3)
+    model = ConfidentLogits()
+    with torch.no_grad():
+        model.lin.weight.mul_(4)
+    y = (torch.rand(6, 5) > 0.5).float()
+    return model, {"x": torch.randn(6, 6), "y": y}, {"Sigmoid", "Log"}
+
+
 class BicubicUpsampling(nn.Module):
     """Bicubic interpolation as super-resolution and ViT fine-tuning use it: features upsampled
     by 2 (half pixel), by 1.5 and 0.6 with align_corners, and a learned 4x4 positional embedding
@@ -623,7 +651,7 @@ MODELS = {"lp_norm_cosine": lp_norm_cosine, "regression_l1": regression_l1, "poo
           "moe_routing": moe_routing, "masked_sequence": masked_sequence,
           "reflection_generator": reflection_generator, "scalar_where": scalar_where,
           "siamese_pairs": siamese_pairs, "masked_losses": masked_losses,
-          "masked_writes": masked_writes,
+          "masked_writes": masked_writes, "confident_logits": confident_logits,
           "bicubic_upsampling": bicubic_upsampling, "volume_upsampling": volume_upsampling,
           "local_response_norm": local_response_norm,
           "flow_warping": flow_warping, "stop_gradients": stop_gradients}
