@@ -1,7 +1,8 @@
 """PyTorch as the oracle of the Python tests that train: the same module trained by ampc and,
-as a float64 copy, by torch.optim on the same batches (`train_with_sgd`), and statistics of
-ampc's random draws read back exactly through the gradients of an SGD step (`Statistics`,
-`statistics_per_step`, `scalar_steps`)."""
+as a float64 copy, by torch.optim on the same batches (`train_with_sgd`), a classifier head
+that every feature of a body feeds (`Classifier`), and statistics of ampc's random draws read
+back exactly through the gradients of an SGD step (`Statistics`, `statistics_per_step`,
+`scalar_steps`)."""
 
 import copy
 
@@ -9,6 +10,20 @@ import numpy as np
 import torch
 
 import ampc
+
+
+class Classifier(torch.nn.Module):
+    """body(x) as the scores of 3 classes, each the sum of every third feature (feature i
+    feeds class i mod 3, so no part of the body's output goes untested), and cross-entropy."""
+
+    def __init__(self, body):
+        super().__init__()
+        self.body = body
+
+    def forward(self, x, y):
+        h = self.body(x).flatten(1)
+        scores = torch.stack([h[:, k::3].sum(1) for k in range(3)], 1)
+        return torch.nn.functional.cross_entropy(scores, y)
 
 
 def double_inputs(batch):
