@@ -23,7 +23,10 @@
   gradient, which does not depend on it);
 - torch.cumprod: the running product, one Mul per position (axes up to 512 long);
 - torch.median and torch.kthvalue along an axis (or median of all): the sorted values' element
-  (PyTorch's lower median), with its index.
+  (PyTorch's lower median), with its index;
+- torch.norm / Tensor.norm with p other than 1, 2 and the matrix norms' names (torch exports
+  only those): torch.linalg.vector_norm with that order, which torch exports for any
+  (adversarial training's L-infinity norms, p = 3).
 """
 
 import warnings
@@ -280,6 +283,20 @@ def _weight_norm(args, kwargs):
     return v * (g / v.pow(2).sum(axes, keepdim=True).sqrt())
 
 
+def _norm(func, args, kwargs):
+    """torch.norm and Tensor.norm as a vector norm, for the orders torch cannot export."""
+    import torch
+
+    names = ("input", "p", "dim", "keepdim", "out", "dtype") if func is torch.norm else (
+        "input", "p", "dim", "keepdim", "dtype")
+    a = _arguments(names, args, kwargs)
+    p = a.get("p", "fro")
+    if p is None or isinstance(p, str) or float(p) in (1.0, 2.0) or a.get("out") is not None:
+        return _tracing.NOT_HANDLED
+    return torch.linalg.vector_norm(a["input"], ord=p, dim=a.get("dim"),
+                                    keepdim=a.get("keepdim", False), dtype=a.get("dtype"))
+
+
 # Functions and methods of the same name (torch.diff and Tensor.diff) rewritten alike.
 _BY_NAME = {"diff": _diff, "logcumsumexp": _logcumsumexp, "cumprod": _cumprod,
             "median": _median, "kthvalue": _kthvalue}
@@ -297,6 +314,8 @@ def rewrite(func, args, kwargs):
         return _tracing.NOT_HANDLED
     if func is torch._weight_norm:
         return _weight_norm(args, kwargs)
+    if func is torch.norm or func is torch.Tensor.norm:
+        return _norm(func, args, kwargs)
     if func is F.interpolate:
         return _interpolate(args, kwargs)
     if func is torch.bilinear:

@@ -6,6 +6,8 @@ first maximum; movedim to a negative position as a Transpose with a negative per
 frontend/onnx/transpose_perms.h): each model trains as PyTorch float64 does, stepped by
 torch.optim.SGD."""
 
+import math
+
 import pytest
 import torch
 import torch.nn as nn
@@ -131,6 +133,9 @@ FUNCTIONS = {
                            torch.kthvalue(h, 3, 0, True).values.pow(2).mean()),
     "diff": lambda h: (torch.diff(h, dim=1).pow(2).mean() + h.diff(n=2, dim=0).mean() +
                        torch.diff(h, prepend=h[:, :1], append=h[:, -2:]).pow(2).mean()),
+    "norm_orders": lambda h: (h.norm(p=math.inf, dim=1).sum() + torch.norm(h, 3, 0).sum() +
+                              h.norm(p=-math.inf, dim=1, keepdim=True).mean() +
+                              torch.norm(h, p=4, dim=(0, 1)) + h.norm(p=math.inf)),
 }
 
 
