@@ -10,6 +10,7 @@
 
 #include "passes/autodiff/grad_builder.h"
 #include "passes/common_subexpression.h"
+#include "passes/dead_code_elimination.h"
 #include "passes/reduce_axes.h"
 #include "passes/selected_row_ops.h"
 
@@ -35,16 +36,23 @@ struct Selection {
   Value* mask() const { return nonzero->inputs[0]; }
 };
 
+// The NonZero whose positions `indices` lists as rows: Transpose(NonZero(m), perm [1, 0]).
+Node* nonzero_rows(const Value* indices) {
+  Node* t = indices ? indices->producer : nullptr;
+  if (!is_op(t, "Transpose")) return nullptr;
+  const ir::Attribute* perm = t->attr("perm");
+  if (!perm || perm->ints != Shape{1, 0}) return nullptr;
+  Node* nz = t->inputs[0] ? t->inputs[0]->producer : nullptr;
+  return is_op(nz, "NonZero") ? nz : nullptr;
+}
+
 std::optional<Selection> as_selection(Node* gather) {
   if (!is_op(gather, "GatherND") || gather->inputs.size() < 2) return std::nullopt;
   if (const ir::Attribute* b = gather->attr("batch_dims"); b && b->i != 0) return std::nullopt;
   Value* x = gather->inputs[0];
-  Node* t = gather->inputs[1] ? gather->inputs[1]->producer : nullptr;
-  if (!is_op(t, "Transpose")) return std::nullopt;
-  const ir::Attribute* perm = t->attr("perm");
-  if (!perm || perm->ints != Shape{1, 0}) return std::nullopt;
-  Node* nz = t->inputs[0] ? t->inputs[0]->producer : nullptr;
-  if (!is_op(nz, "NonZero")) return std::nullopt;
+  Node* nz = nonzero_rows(gather->inputs[1]);
+  if (!nz) return std::nullopt;
+  Node* t = gather->inputs[1]->producer;
   const Value* m = nz->inputs[0];
   if (!m || m->type.dtype != DType::kBool || !m->type.is_static() || !x || !x->type.is_static())
     return std::nullopt;
@@ -62,38 +70,14 @@ bool is_graph_output(const ir::Graph& g, const Value* v) {
 // The mask whose true places Transpose(NonZero(m), perm [1, 0]) lists, looking through an
 // Expand of the mask to its own shape (torch's index_put broadcasts the mask to x's shape).
 Value* listed_mask(const Value* indices) {
-  Node* t = indices ? indices->producer : nullptr;
-  if (!is_op(t, "Transpose")) return nullptr;
-  const ir::Attribute* perm = t->attr("perm");
-  if (!perm || perm->ints != Shape{1, 0}) return nullptr;
-  Node* nz = t->inputs[0] ? t->inputs[0]->producer : nullptr;
-  if (!is_op(nz, "NonZero")) return nullptr;
+  Node* nz = nonzero_rows(indices);
+  if (!nz) return nullptr;
   Value* m = nz->inputs[0];
   Node* e = m ? m->producer : nullptr;
   if (is_op(e, "Expand") && e->inputs[0] && e->inputs[0]->type.is_static() && m->type.is_static() &&
       *m->type.shape == *e->inputs[0]->type.shape)
     return e->inputs[0];
   return m;
-}
-
-// Removes the nodes whose results nothing reads (no node, graph output or state update), to a
-// fixed point: what a rewritten masked write leaves (the values' flattening, the count, the
-// write's NonZero), which would otherwise keep a shape known only at run time in the graph.
-void remove_unread_nodes(ir::Model& model) {
-  ir::Graph& g = *model.graph;
-  std::set<const Value*> kept(g.outputs.begin(), g.outputs.end());
-  for (const auto& u : model.state_updates) kept.insert(u.source);
-  for (bool removed = true; removed;) {
-    std::vector<Node*> dead;
-    for (const auto& n : g.nodes) {
-      const bool unread = std::all_of(n->outputs.begin(), n->outputs.end(), [&](const Value* o) {
-        return !o || (o->uses.empty() && !kept.count(o));
-      });
-      if (unread) dead.push_back(n.get());
-    }
-    removed = !dead.empty();
-    if (removed) g.remove_nodes(dead);
-  }
 }
 
 // The selections by one mask and everything their selected elements reach: elementwise ops
@@ -407,7 +391,9 @@ int compute_boolean_masks_in_place(ir::Model& model) {
     wrote = wrote || group.writes();
     rewritten += static_cast<int>(by_mask[mask].size());
   }
-  if (wrote) remove_unread_nodes(model);
+  // What a rewritten masked write leaves (the values' flattening, the count, the write's
+  // NonZero) would keep a shape known only at run time in the graph.
+  if (wrote) eliminate_dead_code(model, {.keep_initializers = true});
   return rewritten;
 }
 

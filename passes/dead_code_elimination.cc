@@ -50,7 +50,7 @@ void drop_unread_outputs(ir::Graph& g, const std::set<const ir::Value*>& kept) {
 
 }  // namespace
 
-int eliminate_dead_code(ir::Model& model, const DeadCodeOptions&) {
+int eliminate_dead_code(ir::Model& model, const DeadCodeOptions& options) {
   ir::Graph& g = *model.graph;
   const std::set<const ir::Value*> outputs = kept_values(model);
   // Walk backwards so a chain of dead nodes goes in one sweep: a use by a node already found
@@ -72,6 +72,7 @@ int eliminate_dead_code(ir::Model& model, const DeadCodeOptions&) {
   const int removed = static_cast<int>(dead.size());
   g.remove_nodes(dead);
   drop_unread_outputs(g, outputs);
+  if (options.keep_initializers) return removed;
   // Initializers nobody reads (left over from folding, or unused in the model).
   std::erase_if(g.initializers, [&](ir::Value* v) {
     return v->uses.empty() && !v->is_graph_input && !outputs.count(v);

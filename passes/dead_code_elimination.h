@@ -6,7 +6,11 @@
 
 namespace ampc::passes {
 
-struct DeadCodeOptions {};
+struct DeadCodeOptions {
+  // Keep the initializers nobody reads: a pass before autodiff removing what its own rewrite
+  // left must not drop a parameter the model does not use (the trainer still holds it).
+  bool keep_initializers = false;
+};
 
 // Returns the number of nodes removed (subgraphs are left as they are).
 int eliminate_dead_code(ir::Model& model, const DeadCodeOptions& options = {});

@@ -34,12 +34,7 @@ any user-written loss would be; its reductions and logarithms are fp32 (docs/tra
 import math
 
 from . import _tracing
-
-
-def _arguments(names, args, kwargs):
-    out = dict(zip(names, args))
-    out.update(kwargs)
-    return out
+from ._unexportable_ops import _arguments
 
 
 def _reduction(a):

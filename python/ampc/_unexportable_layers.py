@@ -20,10 +20,11 @@ ampc's exporter (a rewrite of _tracing.py) as the same computation in ops it exp
   its exporter has lost the types of the graph around the buffers' writes).
 """
 
+import math
 import warnings
 
 from . import _tracing
-from ._unexportable_ops import _arguments, _constant, _static
+from ._unexportable_ops import _arguments, _constant, _static, _tuple
 
 
 def _layer_norm(args, kwargs):
@@ -101,29 +102,22 @@ def _embedding_bag(args, kwargs):
     return total / kept.sum(1).clamp_min(1)
 
 
-def _max_unpool(func, args, kwargs, dims):
+def _max_unpool(args, kwargs, dims):
     import torch.nn.functional as F
 
     a = _arguments(("input", "indices", "kernel_size", "stride", "padding", "output_size"),
                    args, kwargs)
     x, indices = a["input"], a["indices"]
-    kernel = list(F._single(a["kernel_size"]) if dims == 1 else
-                  F._pair(a["kernel_size"]) if dims == 2 else F._triple(a["kernel_size"]))
-    stride = a.get("stride")
-    stride = kernel if stride is None else [int(s) for s in (
-        (stride,) * dims if isinstance(stride, int) else stride)]
-    padding = a.get("padding", 0)
-    padding = [int(p) for p in ((padding,) * dims if isinstance(padding, int) else padding)]
+    kernel = list(_tuple(a["kernel_size"], dims))
+    stride = kernel if a.get("stride") is None else list(_tuple(a["stride"], dims))
+    padding = list(_tuple(a.get("padding", 0), dims))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         out = [int(n) for n in F._unpool_output_size(x, kernel, stride, padding,
                                                      a.get("output_size"))]
     lead = list(_static(x.shape))[:-dims]
     planes = x.reshape(lead + [-1])
-    total = 1
-    for n in out:
-        total *= n
-    zeros = planes.new_zeros(lead + [total])
+    zeros = planes.new_zeros(lead + [math.prod(out)])
     scattered = zeros.scatter(len(lead), indices.reshape(lead + [-1]), planes)
     return scattered.reshape(lead + out)
 
@@ -154,5 +148,5 @@ def rewrite(func, args, kwargs):
         return _normalize_into(args, kwargs)
     for dims in (1, 2, 3):
         if func is getattr(F, f"max_unpool{dims}d"):
-            return _max_unpool(func, args, kwargs, dims)
+            return _max_unpool(args, kwargs, dims)
     return _tracing.NOT_HANDLED
