@@ -9,17 +9,18 @@ nn.Embedding's padding_idx and scale_grad_by_freq (_embedding.py), channel and a
 (_feature_dropout.py) and dropout between stacked recurrent layers (_recurrent_dropout.py),
 which it loses or refuses; other torch.nn operations and layers it cannot export
 (_unexportable_ops.py, _unexportable_layers.py); torch.nn's loss functions, most of which it
-cannot export and three of which it exports as another function (_losses.py); in-place writes
-into slices, which it drops (_view_writes.py)."""
+cannot export and three of which it exports as another function (_losses.py), and the CTC
+loss (_ctc_loss.py) and nn.AdaptiveLogSoftmaxWithLoss (_adaptive_softmax.py); torch.stft
+(_stft.py); in-place writes into slices, which it drops (_view_writes.py)."""
 
 import inspect
 import io
 import re
 import warnings
 
-from . import (_autograd_functions, _circular_pad, _embedding, _feature_dropout, _losses,
-               _random_fills, _recurrent_dropout, _stop_gradient, _tracing, _unexportable_layers,
-               _unexportable_ops, _view_writes)
+from . import (_adaptive_softmax, _autograd_functions, _circular_pad, _ctc_loss, _embedding,
+               _feature_dropout, _losses, _random_fills, _recurrent_dropout, _stft,
+               _stop_gradient, _tracing, _unexportable_layers, _unexportable_ops, _view_writes)
 from ._errors import export_error, from_torch_export
 
 
@@ -140,11 +141,11 @@ def _traced(module, names, values, opset, before, written):
     # under a caller's torch.no_grad() every result would look detached (_stop_gradient.py).
     with (warnings.catch_warnings(), torch.enable_grad(), _stop_gradient.detach_marked(opset),
           _random_fills.patched(), _autograd_functions.patched(), _circular_pad.patched(),
-          _view_writes.patched(),
+          _view_writes.patched(), _adaptive_softmax.patched(),
           _tracing.rewriting([_stop_gradient.rewrite, _embedding.rewrite, _feature_dropout.rewrite,
                               _recurrent_dropout.rewrite, _unexportable_ops.rewrite,
-                              _unexportable_layers.rewrite, _losses.rewrite,
-                              _view_writes.rewrite],
+                              _unexportable_layers.rewrite, _losses.rewrite, _ctc_loss.rewrite,
+                              _stft.rewrite, _view_writes.rewrite],
                              finish=_stop_gradient.detach_under_no_grad)):
         # torch warns about BatchNorm's num_batches_tracked counter, which the export drops.
         warnings.filterwarnings("ignore", message="ONNX Preprocess - Removing mutation")

@@ -11,13 +11,17 @@ from ._ampc import Error
 
 # The keywords of compile() that are options of `ampc compile --train` (TrainOptions).
 _OPTION_NAMES = (
-    "precision", "optimizer", "lr", "momentum", "weight_decay", "betas", "eps", "loss_scale",
-    "init_scale", "clip_grad_norm", "accum_steps", "freeze", "losses", "input_shapes",
-    "log_grad_norm", "allow", "deny", "follow", "keep_fp32", "policy", "recast_weights",
+    "precision", "optimizer", "lr", "momentum", "nesterov", "weight_decay", "betas", "eps",
+    "lr_schedule", "warmup_steps", "warmup_start_factor", "total_steps", "step_size", "gamma",
+    "min_lr_factor", "no_decay", "lr_mult", "loss_scale", "init_scale", "growth_factor",
+    "backoff_factor", "growth_interval", "min_scale", "max_scale", "skip_nonfinite",
+    "clip_grad_norm", "accum_steps", "freeze", "losses", "input_shapes", "log_grad_norm",
+    "allow", "deny", "follow", "keep_fp32", "policy", "recast_weights",
     "recompute_elementwise", "batchnorm_running_var", "fusion", "target",
 )
 # Those of them that take one string or several.
-_LIST_NAMES = ("freeze", "losses", "input_shapes", "allow", "deny", "follow", "keep_fp32")
+_LIST_NAMES = ("freeze", "losses", "input_shapes", "allow", "deny", "follow", "keep_fp32",
+               "no_decay")
 
 
 class StepResult(NamedTuple):
@@ -253,12 +257,25 @@ def _options(given_values):
             value = f"static:{float(value):g}"
         if name == "policy":
             value = os.fspath(value)
+        if name == "lr_mult":
+            value = _lr_multipliers(value)
         setattr(options, name, list(value) if name in _LIST_NAMES else value)
         given.append(name)
     options.given = given
     # Where the plan runs is not an option of the plan (a plan file takes it too).
     options.device = given_values.get("device") or "cpu"
     return options
+
+
+def _lr_multipliers(value):
+    """lr_mult as [(pattern, factor)]: from a dict {pattern: factor} (in its order: the first
+    match applies) or a list of pairs."""
+    pairs = value.items() if isinstance(value, dict) else value
+    try:
+        return [(str(pattern), float(factor)) for pattern, factor in pairs]
+    except (TypeError, ValueError):
+        raise Error(f"lr_mult {value!r}: expected {{pattern: factor}} (for example "
+                    f"{{'*.bias': 2.0}})") from None
 
 
 def _check_device(device):
@@ -269,8 +286,12 @@ def _check_device(device):
 
 
 def compile(model, example_inputs=None, *, precision=None, optimizer=None, lr=None,
-            momentum=None, weight_decay=None, betas=None, eps=None, loss_scale=None,
-            init_scale=None, clip_grad_norm=None, accum_steps=None, freeze=None, loss=None,
+            momentum=None, nesterov=False, weight_decay=None, betas=None, eps=None,
+            lr_schedule=None, warmup_steps=None, warmup_start_factor=None, total_steps=None,
+            step_size=None, gamma=None, min_lr_factor=None, no_decay=None, lr_mult=None,
+            loss_scale=None, init_scale=None, growth_factor=None, backoff_factor=None,
+            growth_interval=None, min_scale=None, max_scale=None, skip_nonfinite=False,
+            clip_grad_norm=None, accum_steps=None, freeze=None, loss=None,
             input_shapes=None, grad_norm=None, allow=None, deny=None, follow=None, keep_fp32=None,
             policy=None, recast_weights=False, recompute_elementwise=False,
             batchnorm_running_var=None, fusion=True, target="cpu", device="cpu", seed=0,
@@ -288,10 +309,18 @@ def compile(model, example_inputs=None, *, precision=None, optimizer=None, lr=No
     None leaves the command line's default. A plan file takes none of them.
       precision: "fp16" (default for models), "bf16" or "fp32": autocast as torch.autocast,
           fp32 master weights.
-      optimizer: "sgd" (default), "adam", "adamw"; lr (1e-3), momentum, weight_decay,
-          betas=(b1, b2), eps.
+      optimizer: "sgd" (default), "adam", "adamw"; lr (1e-3), momentum, nesterov,
+          weight_decay, betas=(b1, b2), eps.
+      lr_schedule: "constant" (default), "step", "cosine" or "linear", computed in the plan
+          from the optimizer step; warmup_steps, warmup_start_factor (0.01), total_steps
+          (cosine, linear), step_size and gamma (step), min_lr_factor (docs/training.md,
+          "Learning-rate schedules and parameter groups").
+      no_decay: glob patterns of parameters without weight decay; lr_mult: {pattern: factor}
+          (the first matching pattern's factor times the lr).
       loss_scale: "dynamic" (fp16's default), "none", or a number (a static scale);
-          init_scale; clip_grad_norm.
+          init_scale, growth_factor (2), backoff_factor (0.5), growth_interval (2000),
+          min_scale, max_scale; skip_nonfinite: skip steps with non-finite gradients even
+          without loss scaling; clip_grad_norm.
       accum_steps: micro-batches per optimizer step (step() then takes them stacked).
       freeze: glob patterns of parameters not to train (for a module, its buffers and its
           parameters with requires_grad=False are frozen as well, as torch.optim leaves
@@ -325,8 +354,14 @@ def compile(model, example_inputs=None, *, precision=None, optimizer=None, lr=No
     _check_device(device)
     values = dict(
         precision=precision, optimizer=optimizer, lr=lr, momentum=momentum,
-        weight_decay=weight_decay, betas=betas, eps=eps, loss_scale=loss_scale,
-        init_scale=init_scale, clip_grad_norm=clip_grad_norm, accum_steps=accum_steps,
+        nesterov=nesterov or None, weight_decay=weight_decay, betas=betas, eps=eps,
+        lr_schedule=lr_schedule, warmup_steps=warmup_steps,
+        warmup_start_factor=warmup_start_factor, total_steps=total_steps, step_size=step_size,
+        gamma=gamma, min_lr_factor=min_lr_factor, no_decay=no_decay, lr_mult=lr_mult,
+        loss_scale=loss_scale, init_scale=init_scale, growth_factor=growth_factor,
+        backoff_factor=backoff_factor, growth_interval=growth_interval, min_scale=min_scale,
+        max_scale=max_scale, skip_nonfinite=skip_nonfinite or None,
+        clip_grad_norm=clip_grad_norm, accum_steps=accum_steps,
         freeze=freeze, losses=loss, input_shapes=input_shapes, log_grad_norm=grad_norm,
         allow=allow, deny=deny, follow=follow, keep_fp32=keep_fp32, policy=policy,
         recast_weights=True if recast_weights else None,

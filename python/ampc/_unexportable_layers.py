@@ -17,7 +17,12 @@ ampc's exporter (a rewrite of _tracing.py) as the same computation in ops it exp
   that way): the normalised value, written into `out` with an in-place product and sum, a
   form torch exports (so the buffer's update is exported as well, _export.py). A spectral
   norm of a convolution stays refused by torch ("convolution for kernel of unknown shape":
-  its exporter has lost the types of the graph around the buffers' writes).
+  its exporter has lost the types of the graph around the buffers' writes);
+- `nn.ChannelShuffle` / F.channel_shuffle (aten::channel_shuffle): the channels as [groups,
+  C / groups], transposed, as ShuffleNet's own function writes it;
+- `nn.Fold` / F.fold (aten::col2im; the adjoint of unfold, which torch exports): the blocks
+  summed into place by a transposed convolution, grouped by channel, whose constant kernels
+  are one-hot at each block position (stride, padding and dilation as the fold's).
 """
 
 import math
@@ -134,8 +139,47 @@ def _normalize_into(args, kwargs):
     return out.mul_(0).add_(value)
 
 
+def _channel_shuffle(args, kwargs):
+    a = _arguments(("input", "groups"), args, kwargs)
+    x, groups = a["input"], int(a["groups"])
+    shape = list(_static(x.shape))
+    shuffled = x.reshape([shape[0], groups, shape[1] // groups] + shape[2:]).transpose(1, 2)
+    return shuffled.reshape(shape)
+
+
+def _fold(args, kwargs):
+    import numpy as np
+    import torch.nn.functional as F
+
+    a = _arguments(("input", "output_size", "kernel_size", "dilation", "padding", "stride"),
+                   args, kwargs)
+    x = a["input"]
+    unbatched = x.dim() == 2
+    if unbatched:
+        x = x.unsqueeze(0)
+    out = _tuple(a["output_size"], 2)
+    kernel, dilation = _tuple(a["kernel_size"], 2), _tuple(a.get("dilation", 1), 2)
+    padding, stride = _tuple(a.get("padding", 0), 2), _tuple(a.get("stride", 1), 2)
+    blocks = [(o + 2 * p - d * (k - 1) - 1) // s + 1
+              for o, p, d, k, s in zip(out, padding, dilation, kernel, stride)]
+    n, rows, _ = _static(x.shape)
+    per_block = kernel[0] * kernel[1]
+    channels = rows // per_block
+    # Row c * kh * kw + i * kw + j of the unfolded input is channel c's value at (i, j).
+    one_hot = np.eye(per_block).reshape(per_block, 1, kernel[0], kernel[1])
+    weight = _constant(np.tile(one_hot, (channels, 1, 1, 1)).tolist(), x.dtype)
+    spans = [(b - 1) * s - 2 * p + d * (k - 1) + 1
+             for b, s, p, d, k in zip(blocks, stride, padding, dilation, kernel)]
+    folded = F.conv_transpose2d(x.reshape(n, rows, blocks[0], blocks[1]), weight,
+                                stride=stride, padding=padding,
+                                output_padding=[o - sp for o, sp in zip(out, spans)],
+                                groups=channels, dilation=dilation)
+    return folded[0] if unbatched else folded
+
+
 def rewrite(func, args, kwargs):
     """The layers above, where torch cannot export them."""
+    import torch
     import torch.nn.functional as F
 
     if func is F.layer_norm:
@@ -146,6 +190,10 @@ def rewrite(func, args, kwargs):
         return _embedding_bag(args, kwargs)
     if func is F.normalize:
         return _normalize_into(args, kwargs)
+    if func is torch.channel_shuffle or func is torch.native_channel_shuffle:
+        return _channel_shuffle(args, kwargs)
+    if func is F.fold:
+        return _fold(args, kwargs)
     for dims in (1, 2, 3):
         if func is getattr(F, f"max_unpool{dims}d"):
             return _max_unpool(args, kwargs, dims)

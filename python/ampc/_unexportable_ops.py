@@ -13,9 +13,12 @@
   a MatMul with each axis's averaging matrix, max pooling as each bin's first maximum
   (ArgMax, then a gather, so the gradient goes to that element alone as in PyTorch), the last
   axis first, which finds the first maximum in PyTorch's row-major scan;
-- F.interpolate in "area" mode (adaptive average pooling to the output size) and in
+- F.interpolate in "area" mode (adaptive average pooling to the output size), in
   "nearest-exact" mode (each output position reads input floor((i + 0.5) s), s the input /
-  output ratio or 1 / scale_factor as PyTorch takes it, through a Gather per axis);
+  output ratio or 1 / scale_factor as PyTorch takes it, through a Gather per axis) and
+  antialiased bilinear / bicubic (torchvision's resizes; separable, as PyTorch computes it:
+  one MatMul per axis with that axis's weights, which PyTorch's own kernel computes on the
+  unit vectors once, while tracing, as a constant);
 - torch.nn.utils.weight_norm's weight (aten::_weight_norm): v g / ||v||, the norm over every
   axis but `dim` (over all of v for dim=None);
 - torch.diff: differences of neighbouring slices (after prepend / append), n times;
@@ -29,6 +32,7 @@
   (adversarial training's L-infinity norms, p = 3).
 """
 
+import contextlib
 import warnings
 
 from . import _tracing
@@ -52,6 +56,19 @@ def _constant(values, dtype):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", torch.jit.TracerWarning)
         return torch.tensor(values, dtype=dtype)
+
+
+@contextlib.contextmanager
+def _untraced():
+    """torch calls that compute a constant of the trace without being recorded in it."""
+    import torch
+
+    state = torch._C._get_tracing_state()
+    torch._C._set_tracing_state(None)
+    try:
+        yield
+    finally:
+        torch._C._set_tracing_state(state)
 
 
 def _arguments(names, args, kwargs):
@@ -250,6 +267,8 @@ def _interpolate(args, kwargs):
     a = _arguments(("input", "size", "scale_factor", "mode", "align_corners",
                     "recompute_scale_factor", "antialias"), args, kwargs)
     mode = a.get("mode", "nearest")
+    if a.get("antialias") and mode in ("bilinear", "bicubic"):
+        return _antialiased(a)
     if mode not in ("area", "nearest-exact") or a.get("antialias"):
         return _tracing.NOT_HANDLED
     x = a["input"]
@@ -271,6 +290,43 @@ def _interpolate(args, kwargs):
         index = [min(int(math.floor((i + 0.5) * step)), n - 1) for i in range(out)]
         x = x.index_select(2 + k, _constant(index, torch.int64))
     return x
+
+
+def _axis_weights(a, n, axis):
+    """The [out, n] weights of an antialiased interpolation along spatial `axis` (n long):
+    PyTorch's kernel on the unit vectors, the other axis of length 1 left as it is."""
+    import torch
+    import torch.nn.functional as F
+
+    size = scale = None
+    if a.get("size") is not None:
+        size = [1, 1]
+        size[axis] = _tuple(a["size"], 2)[axis]
+    else:
+        scale = [1.0, 1.0]
+        scale[axis] = float(_tuple(a["scale_factor"], 2)[axis])
+    shape = [1, n, 1, 1]
+    shape[2 + axis] = n
+    with _untraced(), torch.no_grad():
+        units = torch.eye(n, dtype=torch.float64).reshape(shape)
+        out = F.interpolate(units, size=size, scale_factor=scale, mode=a["mode"],
+                            align_corners=a.get("align_corners"),
+                            recompute_scale_factor=a.get("recompute_scale_factor"),
+                            antialias=True)
+        return out.reshape(n, -1).t().tolist()
+
+
+def _antialiased(a):
+    """Antialiased bilinear / bicubic interpolation of [N, C, H, W] as W_h x W_w^T."""
+    import torch
+
+    x = a["input"]
+    if x.dim() != 4:
+        return _tracing.NOT_HANDLED  # PyTorch antialiases 4-D inputs only, and says so
+    h, w = _static(x.shape)[2:]
+    rows = _constant(_axis_weights(a, h, 0), x.dtype)
+    cols = _constant(_axis_weights(a, w, 1), x.dtype)
+    return torch.matmul(torch.matmul(rows, x), cols.t())
 
 
 def _weight_norm(args, kwargs):

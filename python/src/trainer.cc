@@ -76,8 +76,25 @@ plan::Plan training_plan(const std::string& path, const TrainOptions& t) {
   if (t.weight_decay) o.optimizer.weight_decay = *t.weight_decay;
   if (t.eps) o.optimizer.eps = *t.eps;
   if (t.betas) std::tie(o.optimizer.beta1, o.optimizer.beta2) = *t.betas;
+  o.optimizer.nesterov = t.nesterov;
+  auto& schedule = o.optimizer.schedule;
+  if (t.lr_schedule) schedule.kind = *t.lr_schedule;
+  if (t.warmup_steps) schedule.warmup_steps = *t.warmup_steps;
+  if (t.warmup_start_factor) schedule.warmup_start_factor = *t.warmup_start_factor;
+  if (t.total_steps) schedule.total_steps = *t.total_steps;
+  if (t.step_size) schedule.step_size = *t.step_size;
+  if (t.gamma) schedule.gamma = *t.gamma;
+  if (t.min_lr_factor) schedule.min_lr_factor = *t.min_lr_factor;
+  o.optimizer.no_decay = t.no_decay;
+  o.optimizer.lr_mult = t.lr_mult;
   if (t.loss_scale) o.loss_scale.mode = *t.loss_scale;
   if (t.init_scale) o.loss_scale.init_scale = *t.init_scale;
+  if (t.growth_factor) o.loss_scale.growth_factor = *t.growth_factor;
+  if (t.backoff_factor) o.loss_scale.backoff_factor = *t.backoff_factor;
+  if (t.growth_interval) o.loss_scale.growth_interval = *t.growth_interval;
+  o.loss_scale.min_scale = t.min_scale;
+  o.loss_scale.max_scale = t.max_scale;
+  o.loss_scale.skip_nonfinite = t.skip_nonfinite;
   if (t.clip_grad_norm) o.loss_scale.clip_grad_norm = *t.clip_grad_norm;
   o.loss_scale.log_grad_norm = t.log_grad_norm;
   if (t.accum_steps) {

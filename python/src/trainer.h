@@ -29,6 +29,18 @@ struct TrainOptions {
   std::optional<double> lr, momentum, weight_decay, eps, init_scale, clip_grad_norm;
   std::optional<std::pair<double, double>> betas;
   std::optional<std::string> loss_scale;  // dynamic | static:S | none
+  // The loss scaler's dynamics and the non-finite check (`--growth-factor`, ...).
+  std::optional<double> growth_factor, backoff_factor, min_scale, max_scale;
+  std::optional<int64_t> growth_interval;
+  bool skip_nonfinite = false;
+  bool nesterov = false;
+  // The lr schedule and the parameter groups (`--lr-schedule`, ..., `--no-decay`,
+  // `--lr-mult PATTERN=F`).
+  std::optional<std::string> lr_schedule;
+  std::optional<int64_t> warmup_steps, total_steps, step_size;
+  std::optional<double> warmup_start_factor, gamma, min_lr_factor;
+  std::vector<std::string> no_decay;
+  std::vector<std::pair<std::string, double>> lr_mult;
   std::optional<int64_t> accum_steps;
   std::vector<std::string> freeze, losses, input_shapes;
   bool log_grad_norm = false;

@@ -128,3 +128,81 @@ def test_precision_options_match_cli(tmp_path, digits):
 def test_precision_options_refused_by_a_plan(mlp_plan):
     with pytest.raises(ampc.Error, match="keep_fp32, recast_weights"):
         ampc.compile(mlp_plan, recast_weights=True, keep_fp32="*")
+
+
+def test_schedule_groups_and_scaler_options_match_cli(tmp_path, digits):
+    """The lr schedule, the parameter groups, Nesterov momentum and the loss scaler's dynamics
+    as keywords: the command line's losses, lrs, scales and skipped steps bit for bit, each
+    set of options changing the run (so none is dropped on the way)."""
+    steps = 6
+    x, y = digits[0][: steps * 32], digits[1][: steps * 32]
+    data = write_data(tmp_path / "d.npz", x, y)
+    feed = batches(x, y, steps)
+    cases = {
+        "schedule": (["--lr-schedule", "cosine", "--warmup-steps", 2, "--warmup-start-factor",
+                      0.1, "--total-steps", 6, "--min-lr-factor", 0.05],
+                     dict(lr_schedule="cosine", warmup_steps=2, warmup_start_factor=0.1,
+                          total_steps=6, min_lr_factor=0.05)),
+        "step_decay": (["--lr-schedule", "step", "--step-size", 2, "--gamma", 0.5],
+                       dict(lr_schedule="step", step_size=2, gamma=0.5)),
+        "groups": (["--optimizer", "adamw", "--weight-decay", 0.1, "--no-decay", "*bias*",
+                    "--lr-mult", "fc2.*=3"],
+                   dict(optimizer="adamw", weight_decay=0.1, no_decay="*bias*",
+                        lr_mult={"fc2.*": 3.0})),
+        "nesterov": (["--momentum", 0.9, "--nesterov"], dict(momentum=0.9, nesterov=True)),
+        # From a scale that overflows: backoff 0.25, growth after 2 good steps, bounds.
+        "scaler": (["--precision", "fp16", "--init-scale", 1e6, "--backoff-factor", 0.25,
+                    "--growth-interval", 2, "--growth-factor", 4, "--max-scale", 3e5,
+                    "--min-scale", 1],
+                   dict(precision="fp16", init_scale=1e6, backoff_factor=0.25,
+                        growth_interval=2, growth_factor=4.0, max_scale=3e5, min_scale=1.0)),
+        "skip_nonfinite": (["--skip-nonfinite", "--lr", 1e30], dict(skip_nonfinite=True,
+                                                                    lr=1e30)),
+    }
+    runs = {}
+    for name, (flags, keywords) in cases.items():
+        plan, log = tmp_path / f"{name}.plan", tmp_path / f"{name}.jsonl"
+        defaults = [f for name, value in (("--precision", "fp32"), ("--lr", 0.05))
+                    if name not in flags for f in (name, value)]
+        run_cli("compile", MLP, "--train", *defaults, *flags, "-o", plan)
+        run_cli("train", plan, "--data", data, "--steps", steps, "--log", log)
+        cli = [(np.float32(c["loss"]), np.float32(c["lr"]), c["scale"], c["skipped"])
+               for c in read_log(log)]
+        options = dict(precision="fp32", lr=0.05, grad_norm=False)
+        options.update(keywords)
+        trainer = ampc.compile(MLP, **options)
+        ours = [trainer.step(x=bx, y=by) for bx, by in feed]
+        # The log's scale is 1 where the step has no loss scaling, StepResult's None; compared
+        # as text, where a diverged step's NaN loss equals the other's.
+        assert repr([(np.float32(r.loss), np.float32(r.lr), 1.0 if r.scale is None else
+                      r.scale, r.skipped) for r in ours]) == repr(cli), name
+        runs[name] = cli
+    plain = ampc.compile(MLP, precision="fp32", lr=0.05, grad_norm=False)
+    base = [(np.float32(r.loss), np.float32(r.lr)) for r in (plain.step(x=bx, y=by)
+                                                              for bx, by in feed)]
+    for name in ("schedule", "step_decay", "groups", "nesterov"):
+        assert [c[:2] for c in runs[name]] != base, name
+    assert len({c[1] for c in runs["schedule"]}) == steps  # the lr moves every step
+    scales = [c[2] for c in runs["scaler"]]
+    # GradScaler's rule with these options, from the steps' overflows: x 0.25 after one, x 4
+    # (at most 3e5) after 2 steps without.
+    want, scale, good = [], 1e6, 0
+    for skipped in [c[3] for c in runs["scaler"]]:
+        want.append(scale)
+        good = 0 if skipped else good + 1
+        if skipped:
+            scale = max(scale * 0.25, 1.0)
+        elif good == 2:
+            scale, good = min(scale * 4, 3e5), 0
+    assert scales == want and 3e5 in scales and any(c[3] for c in runs["scaler"])
+    assert any(c[3] for c in runs["skip_nonfinite"])  # a step that diverged, skipped
+
+
+def test_lr_mult_takes_a_dict_or_pairs_and_refuses_anything_else(digits):
+    feed = batches(*digits, 2)
+    runs = [ampc.compile(MLP, precision="fp32", lr=0.05, lr_mult=mult)
+            for mult in ({"*": 2.0}, [("*", 2.0)], None)]
+    losses = [[t.step(x=bx, y=by).loss for bx, by in feed] for t in runs]
+    assert losses[0] == losses[1] != losses[2]
+    with pytest.raises(ampc.Error, match="lr_mult"):
+        ampc.compile(MLP, precision="fp32", lr_mult="*=2")

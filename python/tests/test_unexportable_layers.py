@@ -1,9 +1,12 @@
 """torch.nn layers torch 1.13's exporter cannot export in training mode, through ampc.export
 (python/ampc/_unexportable_layers.py): LayerNorm without affine parameters, F.affine_grid,
-nn.EmbeddingBag over 2-D inputs, nn.MaxUnpool, both spectral norms (F.normalize with out=);
+nn.EmbeddingBag over 2-D inputs, nn.MaxUnpool, both spectral norms (F.normalize with out=),
+nn.Fold and nn.ChannelShuffle;
 and the rewrites of calls made under no_grad, whose results are detached as the calls' own
 (python/ampc/_tracing.py's finishing step). Each model trains as PyTorch float64 does,
 stepped by torch.optim.SGD."""
+
+import copy
 
 import pytest
 import torch
@@ -72,7 +75,20 @@ def _teacher_under_no_grad(layers, x):
     return layers[1](x) - target.sum()
 
 
+def _fold(size, kernel, **options):
+    """Unfolded blocks of the map's first `size` rows and columns, changed blockwise, folded
+    back (overlapping blocks sum)."""
+    def f(layers, x):
+        blocks = F.unfold(layers[0](x[:, :, :size[0], :size[1]]), kernel, **options)
+        return nn.Fold(size, kernel, **options)(blocks.tanh() * blocks)
+    return Lambda(f, nn.Conv2d(3, 2, 1))
+
+
 CASES = {
+    "fold_overlapping": lambda: _fold((8, 8), 3, padding=1),
+    "fold_dilated_strided": lambda: _fold((8, 8), (2, 3), dilation=(2, 1), padding=(1, 0),
+                                          stride=(2, 1)),
+    "fold_disjoint_cropped": lambda: _fold((7, 8), 2, stride=2),
     "layer_norm_without_affine": lambda: nn.Sequential(
         nn.Flatten(), nn.Linear(192, 8), nn.LayerNorm(8, elementwise_affine=False)),
     "layer_norm_without_bias": lambda: Lambda(
@@ -100,8 +116,37 @@ def test_layer_trains_as_pytorch(name):
     x[0, 0, 0, :3] = 2 / 7  # bag index 2, the padding row of one case
     y = torch.tensor([0, 1, 2, 1])
     ours, want = train_with_sgd(Classifier(CASES[name]()), [{"x": x, "y": y}] * 3, lr=0.1)
-    # bilinear sampling at moving points: PyTorch float32 itself is 3e-6 from float64 there
-    assert_states_close(ours, want, tol=1e-5 if name.startswith("affine_grid") else 2e-6)
+    # bilinear sampling at moving points: PyTorch float32 itself is 3e-6 from float64 there;
+    # the folds' sums of up to 9 blocks make gradients of about 30: 1.9e-5 in PyTorch float32
+    tol = next((t for prefix, t in (("affine_grid", 1e-5), ("fold", 4e-5))
+                if name.startswith(prefix)), 2e-6)
+    assert_states_close(ours, want, tol=tol)
+
+
+def _shuffled_by_hand(x, groups):
+    n, c = x.shape[:2]
+    return x.reshape(n, groups, c // groups, *x.shape[2:]).transpose(1, 2).reshape(x.shape)
+
+
+@pytest.mark.parametrize("name, shuffle", [
+    ("module", lambda x: nn.ChannelShuffle(3)(x)),
+    ("function", lambda x: F.channel_shuffle(x, 3)),
+])
+def test_channel_shuffle_trains_as_its_permutation(name, shuffle):
+    """PyTorch 1.13 has no derivative for channel_shuffle, so the reference is the permutation
+    written out (ShuffleNet's own form); the classifier sums every third channel, so a
+    shuffle left out changes the loss."""
+    torch.manual_seed(0)
+    # a per-channel scale after the shuffle, so that each channel's place matters
+    net = Classifier(Lambda(lambda m, x: m[1](shuffle(m[0](x))), nn.Conv2d(3, 6, 1),
+                            nn.Conv2d(6, 6, 1, groups=6)))
+    reference = Classifier(Lambda(lambda m, x: m[1](_shuffled_by_hand(m[0](x), 3)),
+                                  nn.Conv2d(3, 6, 1), nn.Conv2d(6, 6, 1, groups=6)))
+    reference.load_state_dict(net.state_dict())
+    x = torch.randn(N, 3, 5, 5)
+    y = torch.tensor([0, 1, 2, 1])
+    assert_states_close(*train_with_sgd(net, [{"x": x, "y": y}] * 3, lr=0.1,
+                                        reference=copy.deepcopy(reference)))
 
 
 @pytest.mark.parametrize("name, make", [

@@ -1,5 +1,5 @@
 """torch.nn operations and torch functions torch 1.13's exporter cannot export (F.interpolate's
-area and nearest-exact modes, weight_norm, cumprod, logcumsumexp, median, kthvalue, diff among
+area and nearest-exact modes and its antialiasing, weight_norm, cumprod, logcumsumexp, median, kthvalue, diff among
 them), through ampc.export (python/ampc/_unexportable_ops.py), and two that it exports in
 forms ampc had to learn (AdaptiveMaxPool(1) as GlobalMaxPool, whose gradient goes to the
 first maximum; movedim to a negative position as a Transpose with a negative perm,
@@ -92,6 +92,17 @@ CASES = {
                                               Interpolate(scale_factor=1.5, mode="nearest-exact"),
                                               nn.Conv2d(3, 3, 2), nn.AdaptiveAvgPool2d(1)),
                                   (2, 2, 5, 5)),
+    # Antialiased resizes (torchvision's): down, with align_corners, by scale factors (kept or
+    # recomputed), and up along one axis while down along the other.
+    "interpolate_antialias_bilinear": (lambda: seq(nn.Conv2d(2, 3, 1), Interpolate(
+        size=(3, 5), mode="bilinear", antialias=True)), (2, 2, 8, 11)),
+    "interpolate_antialias_bilinear_align_corners": (lambda: seq(nn.Conv2d(2, 3, 1), Interpolate(
+        size=(12, 4), mode="bilinear", align_corners=True, antialias=True)), (2, 2, 5, 9)),
+    "interpolate_antialias_bicubic_scale": (lambda: seq(nn.Conv2d(2, 3, 1), Interpolate(
+        scale_factor=(0.4, 0.7), mode="bicubic", antialias=True)), (2, 2, 9, 10)),
+    "interpolate_antialias_bicubic_recomputed": (lambda: seq(nn.Conv2d(2, 3, 1), Interpolate(
+        scale_factor=0.45, mode="bicubic", recompute_scale_factor=True, antialias=True)),
+        (2, 2, 9, 10)),
     # By 1 / scale_factor, as PyTorch maps it (5 / 11 would read input 2 for output 4, not 1).
     "interpolate_nearest_exact_1d": (lambda: seq(nn.Conv1d(2, 3, 1),
                                                  Interpolate(scale_factor=2.3,
@@ -175,18 +186,23 @@ def test_weight_norm_trains_as_in_pytorch():
 
 
 def test_a_crash_in_torchs_exporter_is_one_line_naming_the_op():
-    """torch's symbolic for index_copy (nn.AdaptiveLogSoftmaxWithLoss) fails with a bare
-    IndexError; ampc says that torch's exporter failed and in which op's symbolic."""
+    """torch's symbolic for index_copy at rows nonzero() picks (as nn.AdaptiveLogSoftmaxWithLoss
+    writes its clusters, which ampc.export rewrites) fails with a bare IndexError; ampc says
+    that torch's exporter failed and in which op's symbolic."""
 
-    class AdaptiveSoftmax(nn.Module):
+    class RowsCopied(nn.Module):
         def __init__(self):
             super().__init__()
-            self.head = nn.AdaptiveLogSoftmaxWithLoss(8, 20, [5, 10])
+            self.lin = nn.Linear(8, 8)
 
         def forward(self, x, y):
-            return self.head(x, y).loss
+            rows = (y > 10).nonzero().squeeze()
+            h = self.lin(x)[:, 0]
+            out = h.new_zeros(h.shape[0])
+            out.index_copy_(0, rows, h.index_select(0, rows))
+            return out.sum()
 
     with pytest.raises(ampc.Error, match=r"^torch.onnx.export could not export the module \(in its "
                                          r"symbolic function `index_copy`.*IndexError"):
-        ampc.compile(AdaptiveSoftmax(), {"x": torch.randn(6, 8), "y": torch.randint(0, 20, (6,))},
+        ampc.compile(RowsCopied(), {"x": torch.randn(6, 8), "y": torch.randint(0, 20, (6,))},
                      precision="fp32", optimizer="sgd", lr=0.1)

@@ -51,6 +51,9 @@ tests/zoo/expected_cuda_refusals.txt; 10 training steps in fp16 and bf16 that st
   torchvision's generalized and complete IoU box losses (their intersections written where
   the boxes overlap; the complete one's aspect term an atan, its weight computed under
   no_grad, so exported by ampc.export) and a clipped error written into a copy of the error.
+- speech_ctc: a spectrogram (torch.stft), a Conv1d and a GRU trained by F.ctc_loss, both of
+  which torch cannot export (exported by ampc.export: a strided convolution with the
+  windowed DFT basis, the CTC alpha recursion unrolled over the frames).
 - confident_logits: nn.BCEWithLogitsLoss (with pos_weight) and nn.LogSigmoid on logits of
   +-40, which torch exports as log(sigmoid(x)) and log(1 - sigmoid(x)): -inf once sigmoid
   rounds to 1 or 0, where PyTorch's kernels stay finite (passes/stable_log_sigmoid.h).
@@ -472,6 +475,37 @@ def masked_writes():
                                                                       "Atan"}
 
 
+class SpeechCTC(nn.Module):
+    """A speech recogniser as torch.nn writes one: a spectrogram (torch.stft with a Hann window
+    buffer), log power, a Conv1d over the frames, a GRU, log_softmax and F.ctc_loss (targets
+    with repeated labels, lengths as inputs), which torch cannot export (ampc.export: a
+    strided convolution with the DFT basis, the CTC recursion unrolled over the frames)."""
+
+    def __init__(self, n_fft=16, classes=6):
+        super().__init__()
+        self.register_buffer("window", torch.hann_window(n_fft))
+        self.n_fft = n_fft
+        self.conv = nn.Conv1d(n_fft // 2 + 1, 8, 3, padding=1)
+        self.rnn = nn.GRU(8, 8)
+        self.out = nn.Linear(8, classes)
+
+    def forward(self, audio, targets, input_lengths, target_lengths):
+        spec = torch.stft(audio, self.n_fft, self.n_fft // 4, window=self.window,
+                          return_complex=False).pow(2).sum(-1)
+        h = torch.relu(self.conv(torch.log(spec + 1e-3)))  # [batch, 8, frames]
+        h, _ = self.rnn(h.permute(2, 0, 1))  # [frames, batch, 8]
+        log_probs = self.out(h).log_softmax(-1)
+        return F.ctc_loss(log_probs, targets, input_lengths, target_lengths)
+
+
+def speech_ctc():
+    inputs = {"audio": torch.randn(3, 60), "targets": torch.tensor([[1, 1, 2], [3, 4, 0],
+                                                                    [5, 0, 0]]),
+              "input_lengths": torch.tensor([16, 14, 12]),
+              "target_lengths": torch.tensor([3, 2, 1])}
+    return SpeechCTC(), inputs, {"Conv", "GRU", "ReduceLogSumExp", "GatherElements"}
+
+
 class ConfidentLogits(nn.Module):
     """A multi-label head whose logits reach +-40 (a confident model late in training), on
     BCE with logits and a log-sigmoid score."""
@@ -644,7 +678,7 @@ def stop_gradients():
 
 # Models whose oracle is PyTorch's autograd where torch.onnx.export loses where it stops: they
 # are exported as ampc.export exports them.
-AMPC_EXPORT = {"stop_gradients", "masked_writes"}
+AMPC_EXPORT = {"stop_gradients", "masked_writes", "speech_ctc"}
 
 MODELS = {"lp_norm_cosine": lp_norm_cosine, "regression_l1": regression_l1, "pooling": pooling,
           "einsum": einsum, "gather_topk": gather_topk, "assignments": assignments,
@@ -652,6 +686,7 @@ MODELS = {"lp_norm_cosine": lp_norm_cosine, "regression_l1": regression_l1, "poo
           "reflection_generator": reflection_generator, "scalar_where": scalar_where,
           "siamese_pairs": siamese_pairs, "masked_losses": masked_losses,
           "masked_writes": masked_writes, "confident_logits": confident_logits,
+          "speech_ctc": speech_ctc,
           "bicubic_upsampling": bicubic_upsampling, "volume_upsampling": volume_upsampling,
           "local_response_norm": local_response_norm,
           "flow_warping": flow_warping, "stop_gradients": stop_gradients}
