@@ -7,8 +7,8 @@ export (_random_fills.py); torch.autograd.Functions as _autograd_functions.py sa
 padding as PyTorch computes it, which torch 1.13's exporter gets wrong (_circular_pad.py);
 nn.Embedding's padding_idx and scale_grad_by_freq (_embedding.py), channel and alpha dropout
 (_feature_dropout.py) and dropout between stacked recurrent layers (_recurrent_dropout.py),
-which it loses or refuses; other torch.nn operations and layers it cannot export
-(_unexportable_ops.py, _unexportable_layers.py); torch.nn's loss functions, most of which it
+which it loses or refuses; other torch.nn operations, torch functions and layers it cannot
+export (_unexportable_ops.py, _unexportable_functions.py, _unexportable_layers.py); torch.nn's loss functions, most of which it
 cannot export and three of which it exports as another function (_losses.py), and the CTC
 loss (_ctc_loss.py) and nn.AdaptiveLogSoftmaxWithLoss (_adaptive_softmax.py); torch.stft
 (_stft.py); in-place writes into slices, which it drops (_view_writes.py)."""
@@ -20,7 +20,8 @@ import warnings
 
 from . import (_adaptive_softmax, _autograd_functions, _circular_pad, _ctc_loss, _embedding,
                _feature_dropout, _losses, _random_fills, _recurrent_dropout, _stft,
-               _stop_gradient, _tracing, _unexportable_layers, _unexportable_ops, _view_writes)
+               _stop_gradient, _tracing, _unexportable_functions, _unexportable_layers,
+               _unexportable_ops, _view_writes)
 from ._errors import export_error, from_torch_export
 
 
@@ -144,6 +145,7 @@ def _traced(module, names, values, opset, before, written):
           _view_writes.patched(), _adaptive_softmax.patched(),
           _tracing.rewriting([_stop_gradient.rewrite, _embedding.rewrite, _feature_dropout.rewrite,
                               _recurrent_dropout.rewrite, _unexportable_ops.rewrite,
+                              _unexportable_functions.rewrite,
                               _unexportable_layers.rewrite, _losses.rewrite, _ctc_loss.rewrite,
                               _stft.rewrite, _view_writes.rewrite],
                              finish=_stop_gradient.detach_under_no_grad)):

@@ -1,0 +1,356 @@
+"""torch functions torch.onnx.export (torch 1.13) has no symbolic for ("Exporting the operator
+'aten::atan2' ... is not supported"), traced by ampc's exporter (a rewrite of _tracing.py) as
+the same values and gradients in ops it exports; each as a function and, where torch has one,
+a Tensor method:
+
+- atan2(y, x): atan(y / x) moved to its quadrant (x = 0: sign(y) pi / 2);
+- logaddexp, logaddexp2: max(a, b) + log1p(exp(-|a - b|)) (in base 2 for the second);
+- xlogy / special.xlogy (0 where x is 0), special.entr (-x log x, 0 at 0, -inf below);
+- logit (with eps: the input clamped first, so the gradient is 0 outside as in PyTorch);
+- exp2, expm1 (without exp(x) - 1's cancellation near 0), hypot, sinc (1 at 0), rad2deg,
+  deg2rad, copysign (-0 counts as negative), heaviside; trunc and frac (trunc's gradient 0,
+  frac's 1: the step functions Sign and Floor, whose gradient ampc's exporter records as 0);
+- trace, kron, block_diag, take_along_dim, diag_embed (of the last axis, offset 0);
+- F.pdist: the distances of the row pairs i < j (cdist's upper triangle, gradient 0 at a
+  zero distance as PyTorch's);
+- index_add / index_add_ with repeated indices (a graph network's message sum; torch refuses
+  repeats): a scatter_add at the index expanded over the source;
+- scatter_reduce / scatter_reduce_ with "sum" and "mean" (include_self either way): sums and
+  counts by scatter_add; "prod", "amax" and "amin" stay refused by torch.
+
+Where a formula divides or takes a logarithm at a place another branch covers (atan2 at x = 0,
+sinc at 0, xlogy at x = 0), the unused branch reads a safe value, so that no gradient is NaN.
+The values PyTorch leaves to an edge of a function's domain can differ at that edge alone:
+atan2's gradient at x = 0 exactly (0 here for x, -1 / y in PyTorch), xlogy's at x = y = 0 (0
+here, NaN in PyTorch).
+"""
+
+import math
+
+from . import _tracing
+from ._unexportable_ops import _arguments, _constant, _static
+
+
+def _atan2(args, kwargs):
+    import torch
+
+    a = _arguments(("input", "other"), args, kwargs)
+    y, x = a["input"], a["other"]
+    zero = x == 0
+    base = torch.atan(y / torch.where(zero, torch.ones_like(x), x))
+    half_turn = torch.where(y >= 0, torch.full_like(base, math.pi), torch.full_like(base, -math.pi))
+    return torch.where(x > 0, base, torch.where(zero, torch.sign(y) * (math.pi / 2),
+                                                base + half_turn))
+
+
+def _log_add_exp(a, b):
+    import torch
+
+    return torch.maximum(a, b) + torch.log1p(torch.exp(-(a - b).abs()))
+
+
+def _logaddexp(args, kwargs):
+    a = _arguments(("input", "other"), args, kwargs)
+    return _log_add_exp(a["input"], a["other"])
+
+
+def _logaddexp2(args, kwargs):
+    a = _arguments(("input", "other"), args, kwargs)
+    ln2 = math.log(2.0)
+    return _log_add_exp(a["input"] * ln2, a["other"] * ln2) / ln2
+
+
+def _xlogy(args, kwargs):
+    import torch
+
+    a = _arguments(("input", "other"), args, kwargs)
+    x, y = a["input"], a["other"]
+    if not isinstance(x, torch.Tensor):
+        x = torch.full_like(y, x)
+    if not isinstance(y, torch.Tensor):
+        y = torch.full_like(x, y)
+    zero = x == 0
+    safe = torch.where(zero, torch.ones_like(y), y)
+    out = torch.where(zero, torch.zeros_like(x * safe), x * torch.log(safe))
+    return torch.where(torch.isnan(y), y, out)  # NaN where y is, as PyTorch
+
+
+def _entr(args, kwargs):
+    import torch
+
+    x = _arguments(("input",), args, kwargs)["input"]
+    positive = x > 0
+    safe = torch.where(positive, x, torch.ones_like(x))
+    rest = torch.where(x == 0, torch.zeros_like(x), torch.full_like(x, -math.inf))
+    return torch.where(positive, -safe * torch.log(safe), torch.where(torch.isnan(x), x, rest))
+
+
+def _logit(args, kwargs):
+    import torch
+
+    a = _arguments(("input", "eps"), args, kwargs)
+    x = a["input"]
+    if a.get("eps") is not None:
+        x = torch.clamp(x, a["eps"], 1.0 - a["eps"])
+    return torch.log(x / (1 - x))
+
+
+def _exp2(args, kwargs):
+    import torch
+
+    return torch.exp(_arguments(("input",), args, kwargs)["input"] * math.log(2.0))
+
+
+def _sinc(args, kwargs):
+    import torch
+
+    x = _arguments(("input",), args, kwargs)["input"]
+    zero = x == 0
+    scaled = math.pi * torch.where(zero, torch.ones_like(x), x)
+    return torch.where(zero, torch.ones_like(x), torch.sin(scaled) / scaled)
+
+
+def _hypot(args, kwargs):
+    import torch
+
+    a = _arguments(("input", "other"), args, kwargs)
+    return torch.sqrt(a["input"] * a["input"] + a["other"] * a["other"])
+
+
+def _expm1(args, kwargs):
+    """exp(x) - 1 without its cancellation near 0: (u - 1) x / log(u), u = exp(x) (x itself
+    where u rounds to 1), as accurate as PyTorch's expm1 for small x."""
+    import torch
+
+    x = _arguments(("input",), args, kwargs)["input"]
+    u = torch.exp(x)
+    one = u == 1
+    log_u = torch.where(one, torch.ones_like(u), torch.log(u))
+    near = torch.where(one, x, (u - 1) * x / log_u)
+    return torch.where(x.abs() < 0.5, near, u - 1)  # far from 0: no cancellation, exp's inf
+
+
+def _sign_bit(x):
+    """x < 0, -0 included (1 / -0 is -inf)."""
+    return (x < 0) | ((x == 0) & (1 / x < 0))
+
+
+def _copysign(args, kwargs):
+    import torch
+
+    a = _arguments(("input", "other"), args, kwargs)
+    x, y = a["input"], a["other"]
+    if not isinstance(y, torch.Tensor):
+        y = torch.full_like(x, y)
+    return torch.where(_sign_bit(y), -x.abs(), x.abs())
+
+
+def _heaviside(args, kwargs):
+    import torch
+
+    a = _arguments(("input", "values"), args, kwargs)
+    x, values = a["input"], a["values"]
+    step = (x > 0).to(x.dtype)
+    return torch.where(x == 0, values.to(x.dtype).expand_as(step), step)
+
+
+def _diag_embed(args, kwargs):
+    import numpy as np
+
+    a = _arguments(("input", "offset", "dim1", "dim2"), args, kwargs)
+    if a.get("offset", 0) != 0 or a.get("dim1", -2) != -2 or a.get("dim2", -1) != -1:
+        return _tracing.NOT_HANDLED
+    x = a["input"]
+    n = _static(x.shape)[-1]
+    return x.unsqueeze(-1) * _constant(np.eye(n).tolist(), x.dtype)
+
+
+def _trunc(x):
+    import torch
+
+    return torch.sign(x) * torch.floor(x.abs())
+
+
+def _trunc_call(args, kwargs):
+    return _trunc(_arguments(("input",), args, kwargs)["input"])
+
+
+def _frac(args, kwargs):
+    x = _arguments(("input",), args, kwargs)["input"]
+    return x - _trunc(x)
+
+
+def _scaled(factor):
+    def rewrite(args, kwargs):
+        return _arguments(("input",), args, kwargs)["input"] * factor
+    return rewrite
+
+
+def _trace(args, kwargs):
+    import numpy as np
+
+    x = _arguments(("input",), args, kwargs)["input"]
+    rows, cols = _static(x.shape)
+    return (x * _constant(np.eye(rows, cols).tolist(), x.dtype)).sum()
+
+
+def _kron(args, kwargs):
+    a = _arguments(("input", "other"), args, kwargs)
+    x, y = a["input"], a["other"]
+    dims = max(x.dim(), y.dim())
+    xs = [1] * (dims - x.dim()) + list(_static(x.shape))
+    ys = [1] * (dims - y.dim()) + list(_static(y.shape))
+    # out[i * ys + j] = x[i] y[j] along every axis: x's axes interleaved with y's
+    spread = [d for pair in zip(xs, [1] * dims) for d in pair]
+    ones = [d for pair in zip([1] * dims, ys) for d in pair]
+    product = x.reshape(spread) * y.reshape(ones)
+    return product.reshape([p * q for p, q in zip(xs, ys)])
+
+
+def _block_diag(args, kwargs):
+    import torch
+
+    blocks = [t.reshape(1, -1) if t.dim() == 1 else t.reshape(1, 1) if t.dim() == 0 else t
+              for t in args]
+    if not blocks:
+        return _tracing.NOT_HANDLED
+    dtype = blocks[0].dtype
+    for b in blocks[1:]:
+        dtype = torch.promote_types(dtype, b.dtype)
+    width = sum(_static(b.shape)[1] for b in blocks)
+    rows, left = [], 0
+    for b in blocks:
+        r, c = _static(b.shape)
+        rows.append(torch.cat([torch.zeros(r, left, dtype=dtype), b.to(dtype),
+                               torch.zeros(r, width - left - c, dtype=dtype)], 1))
+        left += c
+    return torch.cat(rows, 0)
+
+
+def _take_along_dim(args, kwargs):
+    import torch
+
+    a = _arguments(("input", "indices", "dim"), args, kwargs)
+    x, index, dim = a["input"], a["indices"], a.get("dim")
+    if dim is None:
+        return x.reshape(-1).gather(0, index.reshape(-1))
+    dim %= x.dim()
+    xs, ixs = list(_static(x.shape)), list(_static(index.shape))
+    shape = list(torch.broadcast_shapes(tuple(xs[:dim] + [1] + xs[dim + 1:]),
+                                        tuple(ixs[:dim] + [1] + ixs[dim + 1:])))
+    x_shape, i_shape = list(shape), list(shape)
+    x_shape[dim], i_shape[dim] = xs[dim], ixs[dim]
+    return x.expand(x_shape).gather(dim, index.expand(i_shape))
+
+
+def _pdist(args, kwargs):
+    import numpy as np
+    import torch
+
+    from ._losses import _norm_of_last_axis
+
+    a = _arguments(("input", "p"), args, kwargs)
+    x = a["input"]
+    i, j = np.triu_indices(_static(x.shape)[0], 1)
+    rows = x.index_select(0, _constant(i.tolist(), torch.int64))
+    others = x.index_select(0, _constant(j.tolist(), torch.int64))
+    return _norm_of_last_axis(rows - others, a.get("p", 2.0), False)
+
+
+def _along(index, dim, source):
+    """A 1-D index as a scatter's index over `source`: each slice along `dim` at its entry."""
+    shape = [1] * source.dim()
+    shape[dim] = -1
+    return index.reshape(shape).expand(_static(source.shape))
+
+
+def _index_add_value(a):
+    x, dim = a["input"], a["dim"] % a["input"].dim()
+    source = a["source"] * a.get("alpha", 1)
+    return x.scatter_add(dim, _along(a["index"], dim, source), source)
+
+
+def _index_add(args, kwargs):
+    return _index_add_value(_arguments(("input", "dim", "index", "source", "alpha"), args,
+                                       kwargs))
+
+
+def _index_add_(args, kwargs):
+    a = _arguments(("input", "dim", "index", "source", "alpha"), args, kwargs)
+    value = _index_add_value(a)
+    return a["input"].copy_(value)
+
+
+def _scatter_reduce_value(a):
+    import torch
+
+    reduce = a["reduce"]
+    if reduce not in ("sum", "mean"):
+        return _tracing.NOT_HANDLED
+    x, dim, index, src = a["input"], a["dim"] % a["input"].dim(), a["index"], a["src"]
+    total = torch.zeros_like(x).scatter_add(dim, index, src)
+    count = torch.zeros_like(x).scatter_add(dim, index, torch.ones_like(src))
+    include_self = a.get("include_self", True)
+    if reduce == "sum":
+        if include_self:
+            return x + total
+        return torch.where(count > 0, total, x)
+    if include_self:
+        return (x + total) / (count + 1)
+    return torch.where(count > 0, total / count.clamp_min(1), x)
+
+
+def _scatter_reduce(args, kwargs):
+    return _scatter_reduce_value(_arguments(("input", "dim", "index", "src", "reduce",
+                                             "include_self"), args, kwargs))
+
+
+def _scatter_reduce_(args, kwargs):
+    a = _arguments(("input", "dim", "index", "src", "reduce", "include_self"), args, kwargs)
+    value = _scatter_reduce_value(a)
+    if value is _tracing.NOT_HANDLED:
+        return value
+    return a["input"].copy_(value)
+
+
+def _rewrites():
+    import torch
+    import torch.nn.functional as F
+
+    T = torch.Tensor
+    table = {
+        "atan2": _atan2, "logaddexp": _logaddexp, "logaddexp2": _logaddexp2, "xlogy": _xlogy,
+        "logit": _logit, "exp2": _exp2, "sinc": _sinc, "trunc": _trunc_call, "fix": _trunc_call,
+        "frac": _frac, "rad2deg": _scaled(180.0 / math.pi), "deg2rad": _scaled(math.pi / 180.0),
+        "trace": _trace, "kron": _kron, "take_along_dim": _take_along_dim, "hypot": _hypot,
+        "expm1": _expm1, "copysign": _copysign, "heaviside": _heaviside,
+        "diag_embed": _diag_embed,
+        "index_add": _index_add, "scatter_reduce": _scatter_reduce,
+    }
+    out = {}
+    for name, rewrite in table.items():
+        for owner in (torch, T):
+            if hasattr(owner, name):
+                out[getattr(owner, name)] = rewrite
+    out.update({torch.special.xlogy: _xlogy, torch.special.entr: _entr,
+                torch.special.logit: _logit, torch.special.exp2: _exp2,
+                torch.special.sinc: _sinc, torch.special.expm1: _expm1,
+                torch.block_diag: _block_diag, F.pdist: _pdist, torch.pdist: _pdist,
+                T.index_add_: _index_add_,
+                T.scatter_reduce_: _scatter_reduce_})
+    return out
+
+
+_BY_FUNCTION = None
+
+
+def rewrite(func, args, kwargs):
+    """The functions above (a rewrite of _tracing.py)."""
+    global _BY_FUNCTION
+    if _BY_FUNCTION is None:
+        _BY_FUNCTION = _rewrites()
+    try:
+        handler = _BY_FUNCTION.get(func)
+    except TypeError:  # an unhashable callable
+        return _tracing.NOT_HANDLED
+    return _tracing.NOT_HANDLED if handler is None else handler(args, kwargs)

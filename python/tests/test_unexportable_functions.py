@@ -1,0 +1,110 @@
+"""torch functions torch 1.13's exporter has no symbolic for, through ampc.export
+(python/ampc/_unexportable_functions.py): each trains as PyTorch float64 does, stepped by
+torch.optim.SGD, at the edges of its formula too (atan2 in every quadrant and on the axes,
+xlogy at x = 0, expm1 near 0, -0 for copysign), and a graph network's message passing with
+index_add_ and scatter_reduce."""
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from pytorch_reference import assert_states_close, train_with_sgd
+
+
+class AfterLinear(nn.Module):
+    """loss = f(Linear(x)) for a torch function f."""
+
+    def __init__(self, f):
+        super().__init__()
+        self.linear = nn.Linear(6, 6)
+        self.f = f
+
+    def forward(self, x):
+        return self.f(self.linear(x))
+
+
+def _atan2(h):
+    # every quadrant, and the axes: x = 0 (both signs of y) and y = 0 with x < 0
+    y = torch.cat([h[:, :3], torch.zeros_like(h[:, :1])], 1)
+    x = torch.cat([h[:, 3:5], torch.zeros_like(h[:, :1]), -h[:, 5:].abs() - 0.1], 1)
+    return torch.atan2(y, x).pow(2).mean() + h[:, :2].atan2(h[:, 2:4] + 0.5).mean()
+
+
+def _xlogy(h):
+    p = h.sigmoid()
+    x = torch.where(h > 0.3, p, torch.zeros_like(p))  # zeros, where 0 log y is 0
+    return (torch.xlogy(x, p + 0.1).sum() + torch.special.xlogy(p, 2.0).sum()
+            + torch.special.entr(torch.cat([p, torch.zeros_like(p[:, :1])], 1)).sum())
+
+
+def _scatter_reduce(h):
+    index = torch.tensor([[0, 1, 2, 0, 1, 2]] * 8)
+    base = torch.linspace(-1, 1, 18, dtype=h.dtype).reshape(3, 6)
+    out = base.scatter_reduce(0, index, h, reduce="mean")
+    out = out + base.scatter_reduce(0, index[:, :4], h[:, :4], "mean", include_self=False)
+    out = out + base.scatter_reduce(0, index[:2], h[:2], "sum", include_self=False)
+    return out.pow(2).sum() + base.scatter_reduce(0, index, h, "sum").sum()
+
+
+FUNCTIONS = {
+    "atan2": _atan2,
+    "logaddexp": lambda h: torch.logaddexp(h[:, :3], h[:, 3:]).sum()
+    + torch.logaddexp2(h, -h).mean() + torch.logaddexp(h, h).mean(),  # ties split evenly
+    "xlogy_entr": _xlogy,
+    "logit": lambda h: torch.logit(h.sigmoid() * 0.9 + 0.05).pow(2).sum()
+    + torch.logit(h.sigmoid(), eps=0.2).sum(),  # clamped: no gradient outside
+    "exp2_expm1": lambda h: torch.exp2(h).sum() + (torch.expm1(h * 1e-4) * 1e4).pow(2).sum()
+    + h.expm1().mean(),
+    "sinc_hypot": lambda h: torch.sinc(torch.cat([h, torch.zeros_like(h[:, :1])], 1)).sum()
+    + torch.hypot(h[:, :3], h[:, 3:]).sum(),
+    "trunc_frac": lambda h: (torch.frac(h * 3) * h).sum() + (torch.trunc(h * 3) * h).sum(),
+    "angles_copysign": lambda h: torch.rad2deg(h).sum() * 0.01 + torch.deg2rad(h).pow(2).sum()
+    + torch.copysign(h, torch.cat([h[:, :3], -torch.zeros_like(h[:, 3:])], 1)).pow(2).sum(),
+    "trace_diag_embed": lambda h: torch.trace(h[:6]) + torch.diag_embed(h).sum((1, 2)).pow(2).sum(),
+    "kron_block_diag": lambda h: torch.kron(h[:2, :2], h[2:4, :3]).pow(2).sum()
+    + torch.block_diag(h[:2, :2], h[2:5, 3:], h[5, :2]).pow(2).sum(),
+    "take_along_dim": lambda h: torch.take_along_dim(h, h.argsort(1), 1).cumsum(1).pow(2).mean()
+    + torch.take_along_dim(h, torch.tensor([[0], [5]]), 0).sum()
+    + torch.take_along_dim(h, torch.tensor([3, 7]), None).sum(),
+    "pdist": lambda h: F.pdist(torch.cat([h, h[:1]])).mean() + torch.pdist(h, p=1).mean(),
+    "index_add": lambda h: h.new_zeros(3, 6).index_add(
+        0, torch.tensor([0, 2, 2, 1, 0, 1, 2, 0]), h, alpha=0.5).pow(2).sum(),
+    "scatter_reduce": _scatter_reduce,
+}
+
+
+@pytest.mark.parametrize("name", sorted(FUNCTIONS))
+def test_function_trains_as_pytorch(name):
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(1)
+    feed = [{"x": torch.randn(8, 6, generator=g)} for _ in range(3)]
+    assert_states_close(*train_with_sgd(AfterLinear(FUNCTIONS[name]), feed, lr=0.01))
+
+
+class MessagePassing(nn.Module):
+    """Two rounds of a graph network: messages from each edge's source summed (index_add_)
+    and averaged (scatter_reduce_) into its destination, then a graph-level loss."""
+
+    def __init__(self):
+        super().__init__()
+        self.message = nn.Linear(4, 4)
+        self.update = nn.Linear(8, 4)
+
+    def forward(self, nodes, src, dst):
+        h = nodes
+        for _ in range(2):
+            m = torch.tanh(self.message(h)).index_select(0, src)
+            summed = torch.zeros_like(h)
+            summed.index_add_(0, dst, m)
+            mean = h.clone()
+            mean.scatter_reduce_(0, dst.unsqueeze(1).expand_as(m), m, "mean")
+            h = torch.relu(self.update(torch.cat([summed, mean], 1)))
+        return h.mean(0).pow(2).sum()
+
+
+def test_message_passing_trains_as_pytorch():
+    torch.manual_seed(0)
+    feed = [{"nodes": torch.randn(5, 4), "src": torch.tensor([0, 1, 2, 3, 4, 0, 2]),
+             "dst": torch.tensor([1, 2, 0, 0, 3, 1, 1])}] * 3  # node 4 receives nothing
+    assert_states_close(*train_with_sgd(MessagePassing(), feed, lr=0.1))
