@@ -5,6 +5,7 @@ concatenated targets, repeated labels (a blank must separate them), the lengths 
 the graph or as lists, every reduction, another blank, an empty target, an input too short
 for its target, unbatched inputs."""
 
+import copy
 import math
 
 import pytest
@@ -13,7 +14,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import ampc
-from pytorch_reference import assert_states_close, train_with_sgd
+from pytorch_reference import assert_states_close, double_inputs, train_with_sgd
 
 FRAMES, BATCH, FEATURES, CLASSES = 12, 3, 5, 6
 
@@ -93,6 +94,20 @@ def test_ctc_trains_as_pytorch(name):
     make, inputs = CASES[name]
     torch.manual_seed(0)
     assert_states_close(*train_with_sgd(make(), _batches(inputs), lr=0.2))
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_ctc_loss_values_are_pytorchs(name):
+    """The loss itself (the gradients above cannot show a constant term: an empty target's
+    two endings counted twice would add log 2)."""
+    make, inputs = CASES[name]
+    torch.manual_seed(0)
+    net = make()
+    reference = copy.deepcopy(net).double()
+    feed = _batches(inputs, 1)[0]
+    trainer = ampc.compile(net, feed, precision="fp32", optimizer="sgd", lr=0.0)
+    want = reference(**double_inputs(feed)).item()
+    assert trainer.step(**feed).loss == pytest.approx(want, rel=1e-5)
 
 
 def test_impossible_alignment_is_an_infinite_loss_whose_step_is_skipped():
