@@ -338,16 +338,5 @@ def _rewrites():
             F.triplet_margin_with_distance_loss: _triplet_with_distance}
 
 
-_BY_FUNCTION = None
-
-
-def rewrite(func, args, kwargs):
-    """The losses and distances above (a rewrite of _tracing.py)."""
-    global _BY_FUNCTION
-    if _BY_FUNCTION is None:
-        _BY_FUNCTION = _rewrites()
-    try:
-        handler = _BY_FUNCTION.get(func)
-    except TypeError:  # an unhashable callable
-        return _tracing.NOT_HANDLED
-    return _tracing.NOT_HANDLED if handler is None else handler(args, kwargs)
+# The losses and distances above (a rewrite of _tracing.py).
+rewrite = _tracing.dispatch(_rewrites)

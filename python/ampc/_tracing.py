@@ -51,3 +51,21 @@ def rewriting(rewrites, finish=None):
 
     with Rewriting():
         yield
+
+
+def dispatch(table):
+    """A rewrite that hands a call to the handler table()[func] (the table built on the first
+    call, when torch is loaded), handler(args, kwargs); NOT_HANDLED for other functions."""
+    handlers = None
+
+    def rewrite(func, args, kwargs):
+        nonlocal handlers
+        if handlers is None:
+            handlers = table()
+        try:
+            handler = handlers.get(func)
+        except TypeError:  # an unhashable callable
+            return NOT_HANDLED
+        return NOT_HANDLED if handler is None else handler(args, kwargs)
+
+    return rewrite

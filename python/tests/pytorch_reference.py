@@ -1,6 +1,7 @@
 """PyTorch as the oracle of the Python tests that train: the same module trained by ampc and,
 as a float64 copy, by torch.optim on the same batches (`train_with_sgd`), a classifier head
-that every feature of a body feeds (`Classifier`), and statistics of ampc's random draws read
+that every feature of a body feeds (`Classifier`), a torch function after a linear layer
+(`AfterLinear`, `assert_function_trains_as_pytorch`), and statistics of ampc's random draws read
 back exactly through the gradients of an SGD step (`Statistics`, `statistics_per_step`,
 `scalar_steps`)."""
 
@@ -24,6 +25,27 @@ class Classifier(torch.nn.Module):
         h = self.body(x).flatten(1)
         scores = torch.stack([h[:, k::3].sum(1) for k in range(3)], 1)
         return torch.nn.functional.cross_entropy(scores, y)
+
+
+class AfterLinear(torch.nn.Module):
+    """loss = f(Linear(x)), f a torch function (one torch cannot export)."""
+
+    def __init__(self, f):
+        super().__init__()
+        self.f = f
+        self.linear = torch.nn.Linear(6, 6)
+
+    def forward(self, x):
+        return self.f(self.linear(x))
+
+
+def assert_function_trains_as_pytorch(f, rows, lr, seed):
+    """AfterLinear(f), initialised from torch's seed 0, trained by ampc and by PyTorch float64
+    on 3 batches [rows, 6] drawn from `seed`, ends in the same parameters."""
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(seed)
+    feed = [{"x": torch.randn(rows, 6, generator=g)} for _ in range(3)]
+    assert_states_close(*train_with_sgd(AfterLinear(f), feed, lr=lr))
 
 
 def double_inputs(batch):

@@ -9,19 +9,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from pytorch_reference import assert_states_close, train_with_sgd
-
-
-class AfterLinear(nn.Module):
-    """loss = f(Linear(x)) for a torch function f."""
-
-    def __init__(self, f):
-        super().__init__()
-        self.linear = nn.Linear(6, 6)
-        self.f = f
-
-    def forward(self, x):
-        return self.f(self.linear(x))
+from pytorch_reference import (assert_function_trains_as_pytorch, assert_states_close,
+                               train_with_sgd)
 
 
 def _atan2(h):
@@ -76,10 +65,7 @@ FUNCTIONS = {
 
 @pytest.mark.parametrize("name", sorted(FUNCTIONS))
 def test_function_trains_as_pytorch(name):
-    torch.manual_seed(0)
-    g = torch.Generator().manual_seed(1)
-    feed = [{"x": torch.randn(8, 6, generator=g)} for _ in range(3)]
-    assert_states_close(*train_with_sgd(AfterLinear(FUNCTIONS[name]), feed, lr=0.01))
+    assert_function_trains_as_pytorch(FUNCTIONS[name], rows=8, lr=0.01, seed=1)
 
 
 class MessagePassing(nn.Module):

@@ -14,7 +14,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import ampc
-from pytorch_reference import Classifier, assert_states_close, train_with_sgd
+from pytorch_reference import (Classifier, assert_function_trains_as_pytorch,
+                               assert_states_close, train_with_sgd)
 
 
 class BilinearPair(nn.Module):
@@ -123,18 +124,6 @@ def test_trains_as_in_pytorch(name):
     assert_states_close(*train_with_sgd(net, feed, lr=0.1))
 
 
-class AfterLinear(nn.Module):
-    """loss = f(Linear(x)), f a torch function torch cannot export."""
-
-    def __init__(self, f):
-        super().__init__()
-        self.f = f
-        self.linear = nn.Linear(6, 6)
-
-    def forward(self, x):
-        return self.f(self.linear(x))
-
-
 FUNCTIONS = {
     "cumprod": lambda h: torch.cumprod(torch.tanh(h), 1).mean() + h.cumprod(dim=0).mean(),
     "logcumsumexp": lambda h: torch.logcumsumexp(h, 1).mean() + h.logcumsumexp(0).pow(2).mean(),
@@ -152,10 +141,7 @@ FUNCTIONS = {
 
 @pytest.mark.parametrize("name", sorted(FUNCTIONS))
 def test_functions_train_as_in_pytorch(name):
-    torch.manual_seed(0)
-    g = torch.Generator().manual_seed(2)
-    feed = [{"x": torch.randn(4, 6, generator=g)} for _ in range(3)]
-    assert_states_close(*train_with_sgd(AfterLinear(FUNCTIONS[name]), feed, lr=0.1))
+    assert_function_trains_as_pytorch(FUNCTIONS[name], rows=4, lr=0.1, seed=2)
 
 
 class WeightNormed(nn.Module):
