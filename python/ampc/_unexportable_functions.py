@@ -16,7 +16,8 @@ a Tensor method:
 - index_add / index_add_ with repeated indices (a graph network's message sum; torch refuses
   repeats): a scatter_add at the index expanded over the source;
 - scatter_reduce / scatter_reduce_ with "sum" and "mean" (include_self either way): sums and
-  counts by scatter_add; "prod", "amax" and "amin" stay refused by torch.
+  counts by scatter_add; "prod", "amax" and "amin" are refused in one line (ONNX's
+  ScatterElements has those reductions from opset 18 only; torch 1.13 exports up to 17).
 
 Where a formula divides or takes a logarithm at a place another branch covers (atan2 at x = 0,
 sinc at 0, xlogy at x = 0), the unused branch reads a safe value, so that no gradient is NaN.
@@ -28,6 +29,7 @@ here, NaN in PyTorch).
 import math
 
 from . import _tracing
+from ._errors import export_error
 from ._unexportable_ops import _arguments, _constant, _static
 
 
@@ -286,7 +288,10 @@ def _scatter_reduce_value(a):
 
     reduce = a["reduce"]
     if reduce not in ("sum", "mean"):
-        return _tracing.NOT_HANDLED
+        raise export_error(
+            f"scatter_reduce(reduce={reduce!r}) cannot be exported: ONNX's ScatterElements "
+            "reduces by product, maximum or minimum only from opset 18, and torch 1.13 "
+            "exports up to opset 17; ampc traces reduce='sum' and 'mean'")
     x, dim, index, src = a["input"], a["dim"] % a["input"].dim(), a["index"], a["src"]
     total = torch.zeros_like(x).scatter_add(dim, index, src)
     count = torch.zeros_like(x).scatter_add(dim, index, torch.ones_like(src))
@@ -307,10 +312,7 @@ def _scatter_reduce(args, kwargs):
 
 def _scatter_reduce_(args, kwargs):
     a = _arguments(("input", "dim", "index", "src", "reduce", "include_self"), args, kwargs)
-    value = _scatter_reduce_value(a)
-    if value is _tracing.NOT_HANDLED:
-        return value
-    return a["input"].copy_(value)
+    return a["input"].copy_(_scatter_reduce_value(a))
 
 
 def _rewrites():

@@ -9,8 +9,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from pytorch_reference import (assert_function_trains_as_pytorch, assert_states_close,
-                               train_with_sgd)
+import ampc
+from pytorch_reference import (AfterLinear, assert_function_trains_as_pytorch,
+                               assert_states_close, train_with_sgd)
 
 
 def _atan2(h):
@@ -94,3 +95,10 @@ def test_message_passing_trains_as_pytorch():
     feed = [{"nodes": torch.randn(5, 4), "src": torch.tensor([0, 1, 2, 3, 4, 0, 2]),
              "dst": torch.tensor([1, 2, 0, 0, 3, 1, 1])}] * 3  # node 4 receives nothing
     assert_states_close(*train_with_sgd(MessagePassing(), feed, lr=0.1))
+
+
+def test_scatter_reduce_by_maximum_is_refused_in_one_line():
+    net = AfterLinear(lambda h: h.new_zeros(3, 6).scatter_reduce(
+        0, torch.tensor([[0, 1, 2, 0, 1, 2]] * 8), h, reduce="amax").sum())
+    with pytest.raises(ampc.Error, match=r"scatter_reduce\(reduce='amax'\).*opset 18"):
+        ampc.compile(net, {"x": torch.randn(8, 6)})
