@@ -13,6 +13,7 @@
 #include "ir/verifier.h"
 #include "lower/plan_emit.h"
 #include "lower/plan_memory.h"
+#include "passes/accumulating_index_put.h"
 #include "passes/autodiff/gradient_op.h"
 #include "passes/boolean_mask_selection.h"
 #include "passes/cast_cleanup.h"
@@ -94,6 +95,10 @@ void add_forward_preparation(std::vector<Pass>& out, bool low_precision) {
   // x[mask] in a loss computed in place, with static shapes (boolean_mask_selection.h).
   out.push_back(
       {"boolean-masks-in-place", [](ir::Model& m) { passes::compute_boolean_masks_in_place(m); }});
+  // torch's export of index_put_(accumulate=True), x + ScatterND(zeros, ...) without a
+  // reduction, summing repeated indices as PyTorch does (accumulating_index_put.h); after the
+  // masks, whose positions never repeat.
+  out.push_back({"accumulate-index-puts", [](ir::Model& m) { passes::accumulate_index_puts(m); }});
   // torch's log(sigmoid(x)) and log(1 - sigmoid(x)) (BCEWithLogitsLoss, LogSigmoid) as
   // softplus, finite where sigmoid rounds to 0 or 1 (stable_log_sigmoid.h).
   out.push_back({"stable-log-sigmoid", [](ir::Model& m) { passes::stable_log_sigmoid(m); }});

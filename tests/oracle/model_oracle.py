@@ -51,6 +51,11 @@ tests/zoo/expected_cuda_refusals.txt; 10 training steps in fp16 and bf16 that st
   torchvision's generalized and complete IoU box losses (their intersections written where
   the boxes overlap; the complete one's aspect term an atan, its weight computed under
   no_grad, so exported by ampc.export) and a clipped error written into a copy of the error.
+- accumulated_rows: index_put_ / Tensor.index_put with accumulate=True and repeated indices
+  (a per-sentence sum of token features, values added into a parameter grid at (row, column)
+  pairs), which torch exports as x + ScatterND(zeros, ...) without a reduction: undefined
+  where an index repeats, PyTorch's sum once the reduction is "add"
+  (passes/accumulating_index_put.h).
 - speech_ctc: a spectrogram (torch.stft), a Conv1d and a GRU trained by F.ctc_loss, both of
   which torch cannot export (exported by ampc.export: a strided convolution with the
   windowed DFT basis, the CTC alpha recursion unrolled over the frames).
@@ -475,6 +480,31 @@ def masked_writes():
                                                                       "Atan"}
 
 
+class AccumulatedRows(nn.Module):
+    """Rows written by index lists with accumulate=True, whose repeated indices PyTorch sums:
+    token features pooled into per-sentence sums (index_put_ on zeros) and values added into a
+    parameter grid at (row, column) pairs (Tensor.index_put). torch exports both as
+    x + ScatterND(zeros, ...) without a reduction (passes/accumulating_index_put.h)."""
+
+    def __init__(self):
+        super().__init__()
+        self.features = nn.Linear(5, 6)
+        self.grid = nn.Parameter(torch.randn(4, 3))
+
+    def forward(self, x, sentence, rows, cols):
+        h = torch.tanh(self.features(x))
+        pooled = h.new_zeros(3, 6).index_put_((sentence,), h, accumulate=True)
+        grid = self.grid.index_put((rows, cols), h[:, 0] * h[:, 1], accumulate=True)
+        return pooled.pow(2).sum() + (grid * grid).sum()
+
+
+def accumulated_rows():
+    inputs = {"x": torch.randn(8, 5), "sentence": torch.tensor([0, 2, 2, 1, 0, 1, 2, 0]),
+              "rows": torch.tensor([0, 1, 1, 3, 3, 3, 2, 0]),
+              "cols": torch.tensor([0, 2, 2, 1, 1, 0, 2, 0])}
+    return AccumulatedRows(), inputs, {"ScatterND", "ConstantOfShape"}
+
+
 class SpeechCTC(nn.Module):
     """A speech recogniser as torch.nn writes one: a spectrogram (torch.stft with a Hann window
     buffer), log power, a Conv1d over the frames, a GRU, log_softmax and F.ctc_loss (targets
@@ -686,7 +716,7 @@ MODELS = {"lp_norm_cosine": lp_norm_cosine, "regression_l1": regression_l1, "poo
           "reflection_generator": reflection_generator, "scalar_where": scalar_where,
           "siamese_pairs": siamese_pairs, "masked_losses": masked_losses,
           "masked_writes": masked_writes, "confident_logits": confident_logits,
-          "speech_ctc": speech_ctc,
+          "speech_ctc": speech_ctc, "accumulated_rows": accumulated_rows,
           "bicubic_upsampling": bicubic_upsampling, "volume_upsampling": volume_upsampling,
           "local_response_norm": local_response_norm,
           "flow_warping": flow_warping, "stop_gradients": stop_gradients}
