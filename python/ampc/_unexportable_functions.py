@@ -11,6 +11,8 @@ a Tensor method:
   deg2rad, copysign (-0 counts as negative), heaviside; trunc and frac (trunc's gradient 0,
   frac's 1: the step functions Sign and Floor, whose gradient ampc's exporter records as 0);
 - trace, kron, block_diag, take_along_dim, diag_embed (of the last axis, offset 0);
+- chunk into pieces that do not divide the axis (exported by torch as a SequenceType, which
+  ampc's plans do not hold) as split with PyTorch's sizes;
 - F.pdist: the distances of the row pairs i < j (cdist's upper triangle, gradient 0 at a
   zero distance as PyTorch's);
 - index_add / index_add_ with repeated indices (a graph network's message sum; torch refuses
@@ -315,6 +317,18 @@ def _scatter_reduce_(args, kwargs):
     return a["input"].copy_(_scatter_reduce_value(a))
 
 
+def _chunk(args, kwargs):
+    """torch.chunk as torch.split with PyTorch's chunk sizes, ceil(n / chunks) and a shorter
+    last one: torch exports an uneven chunk as a SplitToSequence (a sequence, which plans do
+    not hold), a split of static sizes as a Split."""
+    a = _arguments(("input", "chunks", "dim"), args, kwargs)
+    x, dim = a["input"], a.get("dim", 0)
+    n = _static(x.shape)[dim]
+    size = max(1, -(-n // int(a["chunks"])))
+    count = max(1, -(-n // size))
+    return x.split([size] * (count - 1) + [n - size * (count - 1)], dim)
+
+
 def _rewrites():
     import torch
     import torch.nn.functional as F
@@ -326,7 +340,7 @@ def _rewrites():
         "frac": _frac, "rad2deg": _scaled(180.0 / math.pi), "deg2rad": _scaled(math.pi / 180.0),
         "trace": _trace, "kron": _kron, "take_along_dim": _take_along_dim, "hypot": _hypot,
         "expm1": _expm1, "copysign": _copysign, "heaviside": _heaviside,
-        "diag_embed": _diag_embed,
+        "diag_embed": _diag_embed, "chunk": _chunk,
         "index_add": _index_add, "scatter_reduce": _scatter_reduce,
     }
     out = {}

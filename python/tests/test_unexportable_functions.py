@@ -61,6 +61,9 @@ FUNCTIONS = {
     "index_add": lambda h: h.new_zeros(3, 6).index_add(
         0, torch.tensor([0, 2, 2, 1, 0, 1, 2, 0]), h, alpha=0.5).pow(2).sum(),
     "scatter_reduce": _scatter_reduce,
+    # 6 columns in 4 chunks: 3 chunks of 2 (PyTorch's sizes); 8 rows in 3: 3, 3, 2
+    "chunk_uneven": lambda h: sum(c.pow(2).sum() * (i + 1) for i, c in enumerate(h.chunk(4, 1)))
+    + sum(c.sum() * (i + 1) for i, c in enumerate(torch.chunk(h, 3))),
 }
 
 
