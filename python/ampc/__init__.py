@@ -32,7 +32,8 @@ __all__ = ["Error", "StepResult", "Trainer", "compile", "export", "load", "inspe
 
 def export(model, example_inputs, path):
     """Write the ONNX model ampc.compile makes of a torch module, for `ampc compile --train` or
-    `ampc train`: torch.onnx.export in training mode, opset 17, no constant folding, the
+    `ampc train`: torch.onnx.export with each submodule in the mode it is in (call
+    model.train() first; a part left in eval mode stays so), opset 17, no constant folding, the
     module's buffers as they were before the export's tracing forward, and the names of its
     buffers and requires_grad=False parameters recorded (metadata "ampc.untrained") so that the
     command line leaves them untrained as torch.optim does; the places where autograd stops

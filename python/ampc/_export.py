@@ -71,7 +71,10 @@ def glob_literal(name):
 
 
 def export_module(module, example_inputs, opset=17):
-    """The ONNX bytes of `module` (forward returns the scalar loss) in training mode.
+    """The ONNX bytes of `module` (forward returns the scalar loss), each submodule in the mode
+    it is in (a PyTorch training loop's: model.train(), and a part its user put in eval mode,
+    such as a frozen BatchNorm backbone, in eval mode); a module wholly in eval mode is
+    exported as it computes, with a warning, since model.train() was most likely forgotten.
 
     Tracing runs the forward once, which advances BatchNorm's running statistics (and any
     buffer a forward updates) by one batch in the module and in the exported initializers.
@@ -85,6 +88,11 @@ def export_module(module, example_inputs, opset=17):
     import torch
 
     refuse_cumulative_batch_norm(module)
+    if not module.training:
+        warnings.warn(
+            f"ampc: {type(module).__name__} is in eval mode, so its training step computes "
+            "what the module computes in eval mode (BatchNorm's running statistics, no "
+            "dropout); call model.train() first for training-mode layers", stacklevel=3)
     names, values = ordered_inputs(module, example_inputs)
     values = tuple(v if isinstance(v, torch.Tensor) else torch.as_tensor(v) for v in values)
     before = {n: b.detach().clone() for n, b in module.named_buffers()}
@@ -131,7 +139,6 @@ def _traced(module, names, values, opset, before, written):
     the tracing forward changed (put back to `before`)."""
     import torch
 
-    was_training = module.training
     forward = module.forward
     own_forward = module.__dict__.get("forward")  # an instance attribute the caller set
     if written:
@@ -152,7 +159,6 @@ def _traced(module, names, values, opset, before, written):
         # torch warns about BatchNorm's num_batches_tracked counter, which the export drops.
         warnings.filterwarnings("ignore", message="ONNX Preprocess - Removing mutation")
         warnings.filterwarnings("ignore", category=UserWarning, module="torch.onnx")
-        module.train()
         try:
             _torch_export(
                 module,
@@ -161,7 +167,10 @@ def _traced(module, names, values, opset, before, written):
                 input_names=names,
                 output_names=["loss"] + [BUFFER_UPDATE_PREFIX + n for n in written],
                 opset_version=opset,
-                training=torch.onnx.TrainingMode.TRAINING,
+                # Each module in the mode its user left it, as a PyTorch training loop runs
+                # it: a backbone put in eval mode keeps BatchNorm's running statistics and no
+                # dropout (TRAINING would switch every module to training mode).
+                training=torch.onnx.TrainingMode.PRESERVE,
                 do_constant_folding=False,
                 export_params=True,
                 keep_initializers_as_inputs=False,
@@ -171,7 +180,6 @@ def _traced(module, names, values, opset, before, written):
                 del module.forward
             elif written:
                 module.forward = own_forward
-            module.train(was_training)
             changed = restore_buffers(module, before)
     return buf.getvalue(), changed
 

@@ -299,7 +299,9 @@ def compile(model, example_inputs=None, *, precision=None, optimizer=None, lr=No
     """Compile a model's training step with ampc and return a Trainer.
 
     model: a torch.nn.Module whose forward(inputs..., labels) returns the scalar loss (it is
-        exported with torch.onnx.export in training mode, as models/export_models.py does),
+        exported with torch.onnx.export, each submodule in the mode it is in: call
+        model.train() first, as before a PyTorch training loop; a part left in eval mode,
+        such as a frozen BatchNorm backbone, computes in eval mode),
         or the path of an ONNX model of that kind, or of a plan from `ampc compile --train`.
     example_inputs: for a module, one batch (a dict keyed by forward's parameter names, or a
         tuple in their order): it fixes the names, element types and shapes, the batch size

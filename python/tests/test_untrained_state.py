@@ -302,3 +302,64 @@ def test_a_batch_norm_with_a_cumulative_average_is_refused():
 
     with pytest.raises(ampc.Error, match=r"BatchNorm1d 'net.1' with momentum=None"):
         ampc.compile(Loss(), {"x": torch.randn(5, 4)}, precision="fp32", optimizer="sgd", lr=0.1)
+
+
+class FineTuned(torch.nn.Module):
+    """A backbone its user put in eval mode (BatchNorm on its running statistics, dropout off,
+    as when fine-tuning a pretrained network) under a head trained in training mode."""
+
+    def __init__(self):
+        super().__init__()
+        self.backbone = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4),
+                                            torch.nn.ReLU(), torch.nn.Dropout(0.5))
+        self.head = torch.nn.Sequential(torch.nn.Linear(4, 4, bias=False), torch.nn.BatchNorm1d(4),
+                                        torch.nn.Linear(4, 3))
+        with torch.no_grad():
+            self.backbone[1].running_mean.fill_(0.3)
+            self.backbone[1].running_var.fill_(2.0)
+
+    def forward(self, x, y):
+        return torch.nn.functional.cross_entropy(self.head(self.backbone(x).mean((2, 3))), y)
+
+
+def test_a_submodule_in_eval_mode_is_trained_in_eval_mode():
+    """Each module in the mode its user left it, as PyTorch's training loop runs it (a plain
+    training-mode export would switch the backbone's BatchNorm to batch statistics and its
+    dropout on): parameters and every running statistic after 3 SGD steps against PyTorch
+    float64, and the modes as they were after compiling."""
+    torch.manual_seed(0)
+    net = FineTuned()
+    net.train()
+    net.backbone.eval()
+    reference = copy.deepcopy(net).double()
+    feed = [{"x": torch.randn(4, 3, 6, 6), "y": torch.tensor([0, 1, 2, 1])}] * 3
+    trainer = ampc.compile(net, feed[0], precision="fp32", optimizer="sgd", lr=0.1)
+    assert net.training and not any(m.training for m in net.backbone.modules())
+    sgd = torch.optim.SGD(reference.parameters(), lr=0.1)
+    for batch in feed:
+        trainer.step(**batch)
+        sgd.zero_grad()
+        reference(**{k: v.double() if v.is_floating_point() else v
+                     for k, v in batch.items()}).backward()
+        sgd.step()
+    ours = trainer.state_dict()
+    want = reference.state_dict()
+    for name, value in ours.items():
+        np.testing.assert_allclose(value, want[name].numpy(), atol=2e-6, err_msg=name)
+    # The eval-mode statistics are constants of the plan (PyTorch never updates them), the
+    # training-mode ones state that moved as PyTorch's did.
+    assert "backbone.1.running_mean" not in ours
+    assert (want["backbone.1.running_mean"].float() == np.float32(0.3)).all()
+    assert "head.1.running_mean" in ours and (ours["head.1.running_mean"] != 0).any()
+
+
+def test_a_module_in_eval_mode_is_compiled_as_it_computes_with_a_warning():
+    net = FineTuned()
+    net.eval()
+    batch = {"x": torch.randn(4, 3, 6, 6), "y": torch.tensor([0, 1, 2, 1])}
+    with pytest.warns(UserWarning, match="in eval mode.*model.train"):
+        trainer = ampc.compile(net, batch, precision="fp32", optimizer="sgd", lr=0.0)
+    assert not net.training
+    with torch.no_grad():
+        want = net(**batch).item()
+    assert trainer.step(**batch).loss == pytest.approx(want, rel=1e-5)
