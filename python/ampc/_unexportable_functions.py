@@ -18,8 +18,16 @@ a Tensor method:
 - index_add / index_add_ with repeated indices (a graph network's message sum; torch refuses
   repeats): a scatter_add at the index expanded over the source;
 - scatter_reduce / scatter_reduce_ with "sum" and "mean" (include_self either way): sums and
-  counts by scatter_add; "prod", "amax" and "amin" are refused in one line (ONNX's
-  ScatterElements has those reductions from opset 18 only; torch 1.13 exports up to 17).
+  counts by scatter_add, and the older scatter(..., reduce="add"), on which torch's symbolic
+  fails; "amax" and "amin" are refused in one line (ONNX's ScatterElements has them from
+  opset 18 only, torch 1.13 exports up to 17), and so are "prod" and "multiply" (no gradient
+  rule for a scatter's product).
+
+Exported by torch as another function, so written here as well:
+
+- a // b (floor_divide): PyTorch 1.13 floors, torch's exporter writes a truncating Div, which
+  differs wherever the quotient is negative and not whole (integer index arithmetic such as
+  (i - k) // 2 included); here torch.div(a, b, rounding_mode="floor"), which exports right.
 
 Where a formula divides or takes a logarithm at a place another branch covers (atan2 at x = 0,
 sinc at 0, xlogy at x = 0), the unused branch reads a safe value, so that no gradient is NaN.
@@ -290,10 +298,7 @@ def _scatter_reduce_value(a):
 
     reduce = a["reduce"]
     if reduce not in ("sum", "mean"):
-        raise export_error(
-            f"scatter_reduce(reduce={reduce!r}) cannot be exported: ONNX's ScatterElements "
-            "reduces by product, maximum or minimum only from opset 18, and torch 1.13 "
-            "exports up to opset 17; ampc traces reduce='sum' and 'mean'")
+        raise export_error(_scatter_refusal(f"scatter_reduce(reduce={reduce!r})", reduce))
     x, dim, index, src = a["input"], a["dim"] % a["input"].dim(), a["index"], a["src"]
     total = torch.zeros_like(x).scatter_add(dim, index, src)
     count = torch.zeros_like(x).scatter_add(dim, index, torch.ones_like(src))
@@ -305,6 +310,46 @@ def _scatter_reduce_value(a):
     if include_self:
         return (x + total) / (count + 1)
     return torch.where(count > 0, total / count.clamp_min(1), x)
+
+
+def _scatter_refusal(call, reduce):
+    why = ("ampc has no gradient for a scatter's product (ScatterElements' reduction 'mul')"
+           if reduce in ("prod", "multiply") else
+           "ONNX's ScatterElements reduces by maximum or minimum only from opset 18, and torch "
+           "1.13 exports up to opset 17")
+    return f"{call} cannot be trained: {why}; ampc traces a scatter's sum and mean"
+
+
+def _scatter_with_reduce(args, kwargs):
+    """Tensor.scatter(dim, index, src, reduce=...) (the older API, which torch's symbolic
+    fails on): "add" as scatter_add; "multiply" refused in one line."""
+    a = _arguments(("input", "dim", "index", "src", "value", "reduce"), args, kwargs)
+    reduce = a.get("reduce")
+    if reduce is None:
+        return _tracing.NOT_HANDLED
+    src = a.get("src", a.get("value"))
+    if reduce != "add" or not hasattr(src, "shape"):
+        raise export_error(_scatter_refusal(f"scatter(reduce={reduce!r})", reduce))
+    return a["input"].scatter_add(a["dim"], a["index"], src)
+
+
+def _floor_divide(args, kwargs):
+    """a // b: PyTorch 1.13 floors (toward -infinity), torch's exporter writes a truncating
+    Div (toward 0): another value wherever the quotient is negative and not whole."""
+    import torch
+
+    a = _arguments(("input", "other"), args, kwargs)
+    return torch.div(a["input"], a["other"], rounding_mode="floor")
+
+
+def _floor_divide_reflected(args, kwargs):
+    import torch
+
+    a = _arguments(("input", "other"), args, kwargs)  # other // input
+    other = a["other"]
+    if not isinstance(other, torch.Tensor):
+        other = torch.full_like(a["input"], other)
+    return torch.div(other, a["input"], rounding_mode="floor")
 
 
 def _scatter_reduce(args, kwargs):
@@ -348,6 +393,9 @@ def _rewrites():
         for owner in (torch, T):
             if hasattr(owner, name):
                 out[getattr(owner, name)] = rewrite
+    out.update({T.__floordiv__: _floor_divide, torch.floor_divide: _floor_divide,
+                T.floor_divide: _floor_divide, T.__rfloordiv__: _floor_divide_reflected,
+                T.scatter: _scatter_with_reduce, torch.scatter: _scatter_with_reduce})
     out.update({torch.special.xlogy: _xlogy, torch.special.entr: _entr,
                 torch.special.logit: _logit, torch.special.exp2: _exp2,
                 torch.special.sinc: _sinc, torch.special.expm1: _expm1,

@@ -61,6 +61,13 @@ FUNCTIONS = {
     "index_add": lambda h: h.new_zeros(3, 6).index_add(
         0, torch.tensor([0, 2, 2, 1, 0, 1, 2, 0]), h, alpha=0.5).pow(2).sum(),
     "scatter_reduce": _scatter_reduce,
+    # PyTorch floors (torch's export truncates): negative integer and float quotients
+    "floor_divide": lambda h: h[:, ((torch.arange(6) - 7) // 2) % 6].pow(2).sum()
+    + (h * (torch.arange(6) - 7).floor_divide(4).to(h.dtype)).sum()
+    + (h * ((h.detach() * 3) // 1)).sum() + (h * (7 // (torch.arange(6) - 3.5))).sum(),
+    # (PyTorch has no derivative for scatter with reduce=: a detached target)
+    "scatter_reduce_add_argument": lambda h: (h[:3] * h.detach().new_zeros(3, 6).scatter(
+        0, torch.tensor([[0, 1, 2, 0, 1, 2]] * 8), h.detach(), reduce="add")).sum(),
     # 6 columns in 4 chunks: 3 chunks of 2 (PyTorch's sizes); 8 rows in 3: 3, 3, 2
     "chunk_uneven": lambda h: sum(c.pow(2).sum() * (i + 1) for i, c in enumerate(h.chunk(4, 1)))
     + sum(c.sum() * (i + 1) for i, c in enumerate(torch.chunk(h, 3))),
@@ -100,8 +107,16 @@ def test_message_passing_trains_as_pytorch():
     assert_states_close(*train_with_sgd(MessagePassing(), feed, lr=0.1))
 
 
-def test_scatter_reduce_by_maximum_is_refused_in_one_line():
-    net = AfterLinear(lambda h: h.new_zeros(3, 6).scatter_reduce(
-        0, torch.tensor([[0, 1, 2, 0, 1, 2]] * 8), h, reduce="amax").sum())
-    with pytest.raises(ampc.Error, match=r"scatter_reduce\(reduce='amax'\).*opset 18"):
+@pytest.mark.parametrize("call, why", [
+    (lambda h, i: h.new_zeros(3, 6).scatter_reduce(0, i, h, reduce="amax"),
+     r"scatter_reduce\(reduce='amax'\).*opset 18"),
+    (lambda h, i: h.new_ones(3, 6).scatter_reduce(0, i, h, reduce="prod"),
+     r"scatter_reduce\(reduce='prod'\).*no gradient for a scatter's product"),
+    (lambda h, i: h.new_ones(3, 6).scatter(0, i, h, reduce="multiply"),
+     r"scatter\(reduce='multiply'\).*no gradient for a scatter's product"),
+])
+def test_scatter_by_maximum_or_product_is_refused_in_one_line(call, why):
+    index = torch.tensor([[0, 1, 2, 0, 1, 2]] * 8)
+    net = AfterLinear(lambda h: call(h, index).sum())
+    with pytest.raises(ampc.Error, match=why):
         ampc.compile(net, {"x": torch.randn(8, 6)})
