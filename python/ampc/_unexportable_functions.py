@@ -27,7 +27,9 @@ Exported by torch as another function, so written here as well:
 
 - a // b (floor_divide): PyTorch 1.13 floors, torch's exporter writes a truncating Div, which
   differs wherever the quotient is negative and not whole (integer index arithmetic such as
-  (i - k) // 2 included); here torch.div(a, b, rounding_mode="floor"), which exports right.
+  (i - k) // 2 included); here torch.div(a, b, rounding_mode="floor"), which exports right;
+- F.softplus / nn.Softplus with a threshold other than 20: torch drops the threshold (PyTorch
+  returns x, with gradient 1, where beta x is above it); here that Where.
 
 Where a formula divides or takes a logarithm at a place another branch covers (atan2 at x = 0,
 sinc at 0, xlogy at x = 0), the unused branch reads a safe value, so that no gradient is NaN.
@@ -333,6 +335,22 @@ def _scatter_with_reduce(args, kwargs):
     return a["input"].scatter_add(a["dim"], a["index"], src)
 
 
+def _softplus(args, kwargs):
+    """F.softplus / nn.Softplus with a threshold other than 20: x where beta x > threshold, as
+    PyTorch computes it (torch's exporter drops the threshold: log(1 + exp(beta x)) / beta
+    everywhere, with gradient sigmoid(beta x) where PyTorch's is 1)."""
+    import torch
+    import torch.nn.functional as F
+
+    a = _arguments(("input", "beta", "threshold"), args, kwargs)
+    beta, threshold = a.get("beta", 1), a.get("threshold", 20)
+    if threshold == 20:
+        return _tracing.NOT_HANDLED  # exp(-20) from PyTorch's: torch's own form
+    x = a["input"]
+    scaled = x * beta
+    return torch.where(scaled > threshold, x, F.softplus(scaled) / beta)
+
+
 def _floor_divide(args, kwargs):
     """a // b: PyTorch 1.13 floors (toward -infinity), torch's exporter writes a truncating
     Div (toward 0): another value wherever the quotient is negative and not whole."""
@@ -395,7 +413,8 @@ def _rewrites():
                 out[getattr(owner, name)] = rewrite
     out.update({T.__floordiv__: _floor_divide, torch.floor_divide: _floor_divide,
                 T.floor_divide: _floor_divide, T.__rfloordiv__: _floor_divide_reflected,
-                T.scatter: _scatter_with_reduce, torch.scatter: _scatter_with_reduce})
+                T.scatter: _scatter_with_reduce, torch.scatter: _scatter_with_reduce,
+                F.softplus: _softplus})
     out.update({torch.special.xlogy: _xlogy, torch.special.entr: _entr,
                 torch.special.logit: _logit, torch.special.exp2: _exp2,
                 torch.special.sinc: _sinc, torch.special.expm1: _expm1,

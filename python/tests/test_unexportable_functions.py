@@ -68,6 +68,9 @@ FUNCTIONS = {
     # (PyTorch has no derivative for scatter with reduce=: a detached target)
     "scatter_reduce_add_argument": lambda h: (h[:3] * h.detach().new_zeros(3, 6).scatter(
         0, torch.tensor([[0, 1, 2, 0, 1, 2]] * 8), h.detach(), reduce="add")).sum(),
+    # torch drops the threshold: above it PyTorch's value is x and its gradient 1
+    "softplus_threshold": lambda h: F.softplus(h * 3, beta=2, threshold=1).sum()
+    + nn.Softplus(0.5, 2.0)(h).pow(2).sum() + F.softplus(h, 3.0).sum(),
     # 6 columns in 4 chunks: 3 chunks of 2 (PyTorch's sizes); 8 rows in 3: 3, 3, 2
     "chunk_uneven": lambda h: sum(c.pow(2).sum() * (i + 1) for i, c in enumerate(h.chunk(4, 1)))
     + sum(c.sum() * (i + 1) for i, c in enumerate(torch.chunk(h, 3))),
