@@ -11,6 +11,8 @@ a Tensor method:
   deg2rad, copysign (-0 counts as negative), heaviside; trunc and frac (trunc's gradient 0,
   frac's 1: the step functions Sign and Floor, whose gradient ampc's exporter records as 0);
 - trace, kron, block_diag, take_along_dim, diag_embed (of the last axis, offset 0);
+- round with decimals (round(x 10^d) / 10^d, PyTorch's), nansum, nanmean, and quantile with
+  a number q and linear interpolation (the sorted values around q (n - 1), blended);
 - chunk into pieces that do not divide the axis (exported by torch as a SequenceType, which
   ampc's plans do not hold) as split with PyTorch's sizes;
 - F.pdist: the distances of the row pairs i < j (cdist's upper triangle, gradient 0 at a
@@ -392,6 +394,73 @@ def _chunk(args, kwargs):
     return x.split([size] * (count - 1) + [n - size * (count - 1)], dim)
 
 
+def _round(args, kwargs):
+    """round(x, decimals=d) as PyTorch computes it: round(x 10^d) / 10^d (d < 0: round(x /
+    10^-d) 10^-d), half to even; torch's symbolic takes no decimals."""
+    import torch
+
+    a = _arguments(("input",), args, kwargs)
+    d = int(kwargs.get("decimals", 0))
+    if d == 0:
+        return _tracing.NOT_HANDLED
+    x = a["input"]
+    if d > 0:
+        return torch.round(x * 10.0 ** d) / 10.0 ** d
+    return torch.round(x / 10.0 ** -d) * 10.0 ** -d
+
+
+def _without_nan(x):
+    import torch
+
+    return torch.where(torch.isnan(x), torch.zeros_like(x), x)
+
+
+def _nansum(args, kwargs):
+    a = _arguments(("input", "dim", "keepdim", "dtype"), args, kwargs)
+    x = _without_nan(a["input"])
+    if a.get("dim") is None:
+        return x.sum(dtype=a.get("dtype"))
+    return x.sum(a["dim"], keepdim=a.get("keepdim", False), dtype=a.get("dtype"))
+
+
+def _nanmean(args, kwargs):
+    import torch
+
+    a = _arguments(("input", "dim", "keepdim", "dtype"), args, kwargs)
+    x = a["input"]
+    kept = (~torch.isnan(x)).to(x.dtype)
+    dim, keepdim = a.get("dim"), a.get("keepdim", False)
+    if dim is None:
+        return _without_nan(x).sum() / kept.sum()
+    return _without_nan(x).sum(dim, keepdim=keepdim) / kept.sum(dim, keepdim=keepdim)
+
+
+def _quantile(args, kwargs):
+    """torch.quantile with linear interpolation (its default): the sorted values at
+    floor(q (n - 1)) and the next, blended by the fraction."""
+    import math as m
+
+    import torch
+
+    a = _arguments(("input", "q", "dim", "keepdim", "interpolation"), args, kwargs)
+    if a.get("interpolation", "linear") != "linear":
+        return _tracing.NOT_HANDLED
+    x, q, dim = a["input"], a["q"], a.get("dim")
+    if isinstance(q, torch.Tensor):
+        return _tracing.NOT_HANDLED  # a tensor of fractions: left to torch
+    if dim is None:
+        x, dim = x.reshape(-1), 0
+    dim %= x.dim()
+    n = _static(x.shape)[dim]
+    ordered = x.sort(dim).values
+    position = float(q) * (n - 1)
+    low = int(m.floor(position))
+    high = min(low + 1, n - 1)
+    below = ordered.select(dim, low)
+    out = below + (ordered.select(dim, high) - below) * (position - low)
+    return out.unsqueeze(dim) if a.get("keepdim", False) and a.get("dim") is not None else out
+
+
 def _rewrites():
     import torch
     import torch.nn.functional as F
@@ -403,7 +472,8 @@ def _rewrites():
         "frac": _frac, "rad2deg": _scaled(180.0 / math.pi), "deg2rad": _scaled(math.pi / 180.0),
         "trace": _trace, "kron": _kron, "take_along_dim": _take_along_dim, "hypot": _hypot,
         "expm1": _expm1, "copysign": _copysign, "heaviside": _heaviside,
-        "diag_embed": _diag_embed, "chunk": _chunk,
+        "diag_embed": _diag_embed, "chunk": _chunk, "round": _round, "nansum": _nansum,
+        "nanmean": _nanmean, "quantile": _quantile,
         "index_add": _index_add, "scatter_reduce": _scatter_reduce,
     }
     out = {}

@@ -37,6 +37,10 @@ def _scatter_reduce(h):
     return out.pow(2).sum() + base.scatter_reduce(0, index, h, "sum").sum()
 
 
+def _nan_above(h, limit):
+    return torch.where(h > limit, torch.full_like(h, float("nan")), h)
+
+
 FUNCTIONS = {
     "atan2": _atan2,
     "logaddexp": lambda h: torch.logaddexp(h[:, :3], h[:, 3:]).sum()
@@ -71,6 +75,10 @@ FUNCTIONS = {
     # torch drops the threshold: above it PyTorch's value is x and its gradient 1
     "softplus_threshold": lambda h: F.softplus(h * 3, beta=2, threshold=1).sum()
     + nn.Softplus(0.5, 2.0)(h).pow(2).sum() + F.softplus(h, 3.0).sum(),
+    "nansum_nanmean": lambda h: torch.nansum(_nan_above(h, 1.0))
+    + torch.nanmean(_nan_above(h, 0.5), 1).pow(2).sum() + h.nanmean(),
+    "quantile": lambda h: torch.quantile(h, 0.3, dim=1).pow(2).sum()
+    + torch.quantile(h, 0.75).sum() + h.quantile(0.5, 0, keepdim=True).sum(),
     # 6 columns in 4 chunks: 3 chunks of 2 (PyTorch's sizes); 8 rows in 3: 3, 3, 2
     "chunk_uneven": lambda h: sum(c.pow(2).sum() * (i + 1) for i, c in enumerate(h.chunk(4, 1)))
     + sum(c.sum() * (i + 1) for i, c in enumerate(torch.chunk(h, 3))),
@@ -123,3 +131,21 @@ def test_scatter_by_maximum_or_product_is_refused_in_one_line(call, why):
     net = AfterLinear(lambda h: call(h, index).sum())
     with pytest.raises(ampc.Error, match=why):
         ampc.compile(net, {"x": torch.randn(8, 6)})
+
+
+class Rounded(nn.Module):
+    """loss = sum(w round(x, decimals)): one SGD step with lr 1 moves w by the rounded values."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.ones(5))
+
+    def forward(self, x):
+        return (self.w * (torch.round(x, decimals=2) + x.round(decimals=-1) * 10)).sum()
+
+
+def test_round_with_decimals_is_pytorchs():
+    # away from the halfway points, where float32 and float64 would round apart
+    x = torch.tensor([0.1234, -2.5678, 3.14159, -0.0049, 12.3456])
+    ours, want = train_with_sgd(Rounded(), [{"x": x}], lr=1.0)
+    assert_states_close(ours, want)
