@@ -8,10 +8,11 @@ padding as PyTorch computes it, which torch 1.13's exporter gets wrong (_circula
 nn.Embedding's padding_idx and scale_grad_by_freq (_embedding.py), channel and alpha dropout
 (_feature_dropout.py) and dropout between stacked recurrent layers (_recurrent_dropout.py),
 which it loses or refuses; other torch.nn operations, torch functions and layers it cannot
-export (_unexportable_ops.py, _unexportable_functions.py, _unexportable_layers.py); torch.nn's loss functions, most of which it
-cannot export and three of which it exports as another function (_losses.py), and the CTC
-loss (_ctc_loss.py) and nn.AdaptiveLogSoftmaxWithLoss (_adaptive_softmax.py); torch.stft
-(_stft.py); in-place writes into slices, which it drops (_view_writes.py)."""
+export (_unexportable_ops.py, _unexportable_functions.py, _unexportable_layers.py); torch.nn's
+loss functions, most of which it cannot export and three of which it exports as another
+function (_losses.py), the CTC loss (_ctc_loss.py) and nn.AdaptiveLogSoftmaxWithLoss
+(_adaptive_softmax.py); torch.stft (_stft.py); in-place writes into slices, which it drops
+(_view_writes.py); and each submodule in the mode its user left it."""
 
 import inspect
 import io

@@ -438,8 +438,6 @@ def _nanmean(args, kwargs):
 def _quantile(args, kwargs):
     """torch.quantile with linear interpolation (its default): the sorted values at
     floor(q (n - 1)) and the next, blended by the fraction."""
-    import math as m
-
     import torch
 
     a = _arguments(("input", "q", "dim", "keepdim", "interpolation"), args, kwargs)
@@ -454,7 +452,7 @@ def _quantile(args, kwargs):
     n = _static(x.shape)[dim]
     ordered = x.sort(dim).values
     position = float(q) * (n - 1)
-    low = int(m.floor(position))
+    low = int(math.floor(position))
     high = min(low + 1, n - 1)
     below = ordered.select(dim, low)
     out = below + (ordered.select(dim, high) - below) * (position - low)
