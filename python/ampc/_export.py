@@ -12,17 +12,19 @@ export (_unexportable_ops.py, _unexportable_functions.py, _unexportable_layers.p
 loss functions, most of which it cannot export and three of which it exports as another
 function (_losses.py), the CTC loss (_ctc_loss.py) and nn.AdaptiveLogSoftmaxWithLoss
 (_adaptive_softmax.py); torch.stft (_stft.py); in-place writes into slices, which it drops
-(_view_writes.py); and each submodule in the mode its user left it."""
+(_view_writes.py); and each submodule in the mode its user left it. A Python value the
+forward reads out of a tensor computed from the data is refused (_data_dependent_values.py):
+the trace would keep the example batch's."""
 
 import inspect
 import io
 import re
 import warnings
 
-from . import (_adaptive_softmax, _autograd_functions, _circular_pad, _ctc_loss, _embedding,
-               _feature_dropout, _losses, _random_fills, _recurrent_dropout, _stft,
-               _stop_gradient, _tracing, _unexportable_functions, _unexportable_layers,
-               _unexportable_ops, _view_writes)
+from . import (_adaptive_softmax, _autograd_functions, _circular_pad, _ctc_loss,
+               _data_dependent_values, _embedding, _feature_dropout, _losses, _random_fills,
+               _recurrent_dropout, _stft, _stop_gradient, _tracing, _unexportable_functions,
+               _unexportable_layers, _unexportable_ops, _view_writes)
 from ._errors import export_error, from_torch_export
 
 
@@ -151,8 +153,9 @@ def _traced(module, names, values, opset, before, written):
     with (warnings.catch_warnings(), torch.enable_grad(), _stop_gradient.detach_marked(opset),
           _random_fills.patched(), _autograd_functions.patched(), _circular_pad.patched(),
           _view_writes.patched(), _adaptive_softmax.patched(),
-          _tracing.rewriting([_stop_gradient.rewrite, _embedding.rewrite, _feature_dropout.rewrite,
-                              _recurrent_dropout.rewrite, _unexportable_ops.rewrite,
+          _tracing.rewriting([_data_dependent_values.checked(module, names),
+                              _stop_gradient.rewrite, _embedding.rewrite,
+                              _feature_dropout.rewrite, _recurrent_dropout.rewrite, _unexportable_ops.rewrite,
                               _unexportable_functions.rewrite,
                               _unexportable_layers.rewrite, _losses.rewrite, _ctc_loss.rewrite,
                               _stft.rewrite, _view_writes.rewrite],

@@ -19,6 +19,7 @@ limitation: read the base again instead).
 """
 
 import contextlib
+import warnings
 import weakref
 
 from . import _tracing
@@ -82,12 +83,47 @@ def _write_back(view, value):
         _write_back(base, base.clone())
 
 
+def _sequence_item_slot(cls):
+    """A ctypes view of the C slot sq_item of the heap type `cls`, or None where this
+    interpreter's type layout is not the one expected (CPython: tp_as_sequence is the 14th
+    pointer-sized field of a type object; sq_item the 4th of the methods it points to, which
+    a heap type holds inside its own object)."""
+    import ctypes
+
+    word = ctypes.sizeof(ctypes.c_void_p)
+    methods = ctypes.c_void_p.from_address(id(cls) + 13 * word).value
+    if not methods or not id(cls) < methods < id(cls) + type.__sizeof__(cls):
+        return None
+    return ctypes.c_void_p.from_address(methods + 3 * word)
+
+
+def _is_sequence(obj):
+    import ctypes
+
+    check = ctypes.pythonapi.PySequence_Check
+    check.argtypes = [ctypes.py_object]
+    return bool(check(obj))
+
+
 @contextlib.contextmanager
 def patched():
-    """While active, slices taken while torch traces are remembered (with their base and index)."""
+    """While active, slices taken while torch traces are remembered (with their base and index).
+
+    Setting a Python __getitem__ on torch.Tensor also fills its type's sequence slot, for good:
+    CPython then takes every tensor for a sequence, and torch.tensor([t]) of a 0-d tensor t
+    fails with "len() of a 0-d tensor" (torch's own exporter calls it while converting
+    nn.TransformerDecoder's sizes; a user's code after ampc.compile too). Tensor's C type
+    defines only the mapping slot, so the sequence slot is emptied again while patched and
+    after."""
     import torch
 
     original = torch.Tensor.__getitem__
+    sequence_item = _sequence_item_slot(torch.Tensor)
+    if sequence_item is None or sequence_item.value or _is_sequence(torch.tensor(0)):
+        warnings.warn("ampc: this Python's type layout is not CPython's as expected, so "
+                      "in-place writes into slices are exported as torch exports them")
+        yield
+        return
 
     def getitem(self, index):
         out = original(self, index)
@@ -97,10 +133,12 @@ def patched():
         return out
 
     torch.Tensor.__getitem__ = getitem
+    sequence_item.value = None
     try:
         yield
     finally:
         torch.Tensor.__getitem__ = original
+        sequence_item.value = None
         _SLICES.clear()
 
 

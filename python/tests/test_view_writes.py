@@ -2,7 +2,9 @@
 which torch.onnx.export drops from the file, through ampc.export (python/ampc/_view_writes.py):
 each model trains as PyTorch float64 does, stepped by torch.optim.SGD; among them
 torchvision's Swin V2 attention block, which zeroes its key bias that way and whose padded
-keys' normalisation otherwise sends a gradient of about 1e11 into that bias."""
+keys' normalisation otherwise sends a gradient of about 1e11 into that bias. Remembering
+slices must leave torch as it was: a tensor is not a Python sequence (torch.tensor([t]) of
+a 0-d t, which torch's exporter calls for nn.TransformerDecoder, and users' code)."""
 
 import onnx
 import pytest
@@ -106,3 +108,37 @@ def test_the_export_writes_assignments(tmp_path):
         ampc.export(Written(write), {"x": torch.randn(4, 6), "y": torch.tensor([0, 1, 2, 0])}, path)
         ops = [n.op_type for n in onnx.load(path).graph.node]
         assert "ScatterND" in ops, (name, ops)
+
+
+def test_a_tensor_is_no_sequence_after_an_export(tmp_path):
+    ampc.export(Written(zero_third), {"x": torch.randn(4, 6), "y": torch.tensor([0, 1, 2, 0])},
+                tmp_path / "written.onnx")
+    assert torch.equal(torch.tensor([torch.tensor(3.0), torch.tensor(4.0)]),
+                       torch.tensor([3.0, 4.0]))
+
+
+class DecoderLM(nn.Module):
+    """nn.TransformerDecoder, whose export converts sizes with torch.tensor([0-d tensor])."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(12, 16)
+        layer = nn.TransformerDecoderLayer(16, 2, 32, dropout=0.0, batch_first=True)
+        self.decoder = nn.TransformerDecoder(layer, 2)
+        self.head = nn.Linear(16, 12)
+        self.register_buffer("mask", torch.triu(torch.full((6, 6), float("-inf")), 1),
+                             persistent=False)
+
+    def forward(self, tokens, targets):
+        x = self.embed(tokens)
+        h = self.decoder(x, x.flip(1), tgt_mask=self.mask,
+                         memory_key_padding_mask=tokens.flip(1) == 0)
+        return F.cross_entropy(self.head(h).flatten(0, 1), targets.flatten())
+
+
+def test_transformer_decoder_trains_as_in_pytorch():
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(2)
+    feed = [{"tokens": torch.randint(1, 12, (3, 6), generator=g),
+             "targets": torch.randint(0, 12, (3, 6), generator=g)} for _ in range(3)]
+    assert_states_close(*train_with_sgd(DecoderLM(), feed, lr=0.1))
