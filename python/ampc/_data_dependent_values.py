@@ -7,8 +7,9 @@ batch's count of positives, the branch this batch took. torch only warns (Tracer
 most of its warnings are about sizes (`int(x.size(0))`), which are the same on every batch of
 a plan with static shapes. While ampc exports (`checked`), a conversion by code outside torch
 and ampc (the user's model, torchvision) of a value computed from the inputs' or the
-module's parameters' and buffers' values, rather than from their sizes alone, raises one
-line naming the code, the value it read and where the value comes from. Not checked:
+module's parameters' and buffers' values, rather than from their sizes alone, or from a
+random draw (a LayerDrop's `if torch.rand(()) < p:`, which PyTorch draws anew each step),
+raises one line naming the code, the value it read and where the value comes from. Not checked:
 conversions inside torch's own functions (argument validation, such as torch.distributions'),
 inside ampc's rewrites, and on an `assert` line (a check the plan leaves out, as torch.jit
 does). A checked conversion of a size or a constant is done without torch's TracerWarning.
@@ -31,6 +32,15 @@ _SIZE_OF_FIRST = {
     "aten::new_ones", "aten::new_empty", "aten::new_full",
 }
 _SIZE_OF_SECOND = {"aten::expand_as", "aten::view_as", "aten::reshape_as", "aten::type_as"}
+# Random draws: a value computed from one is drawn anew each step in PyTorch (a LayerDrop's
+# `if torch.rand(()) < p:`), where the trace would keep this draw's.
+_RANDOM = {
+    "aten::rand", "aten::randn", "aten::randint", "aten::rand_like", "aten::randn_like",
+    "aten::randint_like", "aten::randperm", "aten::bernoulli", "aten::bernoulli_",
+    "aten::uniform_", "aten::normal", "aten::normal_", "aten::exponential_",
+    "aten::multinomial", "aten::poisson", "aten::random_",
+}
+_RANDOM_DRAW = "a random draw"
 
 _CONVERSIONS = {
     "__bool__": "a Python bool",
@@ -47,7 +57,8 @@ _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
 def _data_sources(value, param_names):
     """The names of the graph inputs (model inputs, parameters, buffers) whose values, not
-    only their sizes, the traced `value` is computed from; [] for sizes and constants."""
+    only their sizes, the traced `value` is computed from, and _RANDOM_DRAW for a random
+    draw it is computed from; [] for sizes and constants."""
     sources, seen, stack = [], set(), [value]
     while stack:
         v = stack.pop()
@@ -56,6 +67,9 @@ def _data_sources(value, param_names):
         seen.add(v.unique())
         node = v.node()
         kind = node.kind()
+        if kind in _RANDOM:
+            sources.append(_RANDOM_DRAW)
+            continue
         if kind == "prim::Param":
             index = v.offset()
             sources.append(param_names[index] if index < len(param_names) else v.debugName())
@@ -114,10 +128,11 @@ def _shown(value):
 def _origin(sources, input_names):
     """'input 'x', 'fc.weight'': where a value comes from, the first two of each kind."""
     inputs = list(dict.fromkeys(s for s in sources if s in input_names))
-    state = list(dict.fromkeys(s for s in sources if s not in input_names))
+    state = list(dict.fromkeys(s for s in sources if s not in [*input_names, _RANDOM_DRAW]))
     named = [("inputs " if len(inputs) > 1 else "input ") + ", ".join(
         f"'{n}'" for n in inputs[:2])] if inputs else []
     named += [", ".join(f"'{n}'" for n in state[:2])] if state else []
+    named += [_RANDOM_DRAW] if _RANDOM_DRAW in sources else []
     more = len(inputs[2:]) + len(state[2:])
     return ", ".join(named) + (f" and {more} more" if more else "")
 

@@ -1,9 +1,9 @@
 """A forward that reads a Python value out of a tensor computed from the data (`.item()`,
 `if mask.any():`, `.tolist()`) would be traced with the example batch's value, which the plan
-would then use on every batch: ampc.compile refuses it, naming the line. Conversions of sizes,
-of values made of constants, torch's own argument checks and `assert` lines are not refused,
-and such a module trains as PyTorch float64 does on batches unlike the example one (the
-oracle), as does the refused forward written with tensor ops."""
+would then use on every batch (a random draw's likewise): ampc.compile refuses it, naming the
+line. Conversions of sizes, of values made of constants, torch's own argument checks and
+`assert` lines are not refused, and such a module trains as PyTorch float64 does on batches
+unlike the example one (the oracle), as does the refused forward written with tensor ops."""
 
 import pytest
 import torch
@@ -76,6 +76,19 @@ class LabelList(torch.nn.Module):
         return F.cross_entropy(self.linear(x[rows]), y[rows])
 
 
+class LayerDrop(torch.nn.Module):
+    """A layer skipped at random (fairseq's LayerDrop), which PyTorch decides anew each step."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear, self.head = torch.nn.Linear(4, 4), torch.nn.Linear(4, 3)
+
+    def forward(self, x, y):
+        if torch.rand(()) >= 0.3:
+            x = torch.relu(self.linear(x))
+        return F.cross_entropy(self.head(x), y)
+
+
 @pytest.mark.parametrize("module, line, origin, what", [
     (CountNormalised(), "max((y > 0).sum().item(), 1)", "input 'y'", "a Python number"),
     (Branching(), "elif (z > 0.5).any():", "input 'x', 'linear.bias', 'linear.weight'",
@@ -83,6 +96,7 @@ class LabelList(torch.nn.Module):
     (WeightNormBranch(), "if self.linear.weight.norm() > 1.0:", "'linear.weight'",
      "a Python bool"),
     (LabelList(), "for i, label in enumerate(y.tolist())", "input 'y'", "a Python list"),
+    (LayerDrop(), "if torch.rand(()) >= 0.3:", "a random draw", "a Python bool"),
 ])
 def test_a_value_read_from_the_data_is_refused(module, line, origin, what):
     with pytest.raises(ampc.Error) as error:
