@@ -10,7 +10,8 @@ a Tensor method:
 - exp2, expm1 (without exp(x) - 1's cancellation near 0), hypot, sinc (1 at 0), rad2deg,
   deg2rad, copysign (-0 counts as negative), heaviside; trunc and frac (trunc's gradient 0,
   frac's 1: the step functions Sign and Floor, whose gradient ampc's exporter records as 0);
-- trace, kron, block_diag, take_along_dim, diag_embed (of the last axis, offset 0);
+- trace, kron, block_diag, take_along_dim, diag_embed (of the last axis, offset 0), diag
+  (a matrix's diagonal, as in contrastive losses' positive pairs, or a vector's matrix), tile;
 - round with decimals (round(x 10^d) / 10^d, PyTorch's), nansum, nanmean, and quantile with
   a number q and linear interpolation (the sorted values around q (n - 1), blended);
 - chunk into pieces that do not divide the axis (exported by torch as a SequenceType, which
@@ -179,6 +180,31 @@ def _diag_embed(args, kwargs):
     x = a["input"]
     n = _static(x.shape)[-1]
     return x.unsqueeze(-1) * _constant(np.eye(n).tolist(), x.dtype)
+
+
+def _diag(args, kwargs):
+    """torch.diag: a matrix's k-th diagonal (torch.diagonal, which torch exports), or a vector
+    as the k-th diagonal of a square matrix (diag_embed's, padded by |k|)."""
+    import torch.nn.functional as F
+
+    a = _arguments(("input", "diagonal"), args, kwargs)
+    x, k = a["input"], a.get("diagonal", 0)
+    if x.dim() == 2:
+        return x.diagonal(k)
+    if x.dim() != 1:
+        return _tracing.NOT_HANDLED  # torch's own error
+    square = _diag_embed((x,), {})
+    return F.pad(square, (k, 0, 0, k) if k >= 0 else (0, -k, -k, 0))
+
+
+def _tile(args, kwargs):
+    """Tensor.tile / torch.tile: repeat, with the repetitions padded by 1s in front to the
+    tensor's rank (repeat adds leading axes itself where they are more)."""
+    a = _arguments(("input", "dims"), args[:2], kwargs)
+    x, dims = a["input"], (a["dims"],) + tuple(args[2:])  # x.tile(2, 1) or x.tile((2, 1))
+    if len(dims) == 1 and isinstance(dims[0], (list, tuple)):
+        dims = tuple(dims[0])
+    return x.repeat((1,) * (x.dim() - len(dims)) + dims)
 
 
 def _trunc(x):
@@ -472,7 +498,8 @@ def _rewrites():
         "expm1": _expm1, "copysign": _copysign, "heaviside": _heaviside,
         "diag_embed": _diag_embed, "chunk": _chunk, "round": _round, "nansum": _nansum,
         "nanmean": _nanmean, "quantile": _quantile,
-        "index_add": _index_add, "scatter_reduce": _scatter_reduce,
+        "index_add": _index_add, "scatter_reduce": _scatter_reduce, "diag": _diag,
+        "tile": _tile,
     }
     out = {}
     for name, rewrite in table.items():

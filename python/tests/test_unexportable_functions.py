@@ -1,8 +1,8 @@
 """torch functions torch 1.13's exporter has no symbolic for, through ampc.export
 (python/ampc/_unexportable_functions.py): each trains as PyTorch float64 does, stepped by
 torch.optim.SGD, at the edges of its formula too (atan2 in every quadrant and on the axes,
-xlogy at x = 0, expm1 near 0, -0 for copysign), and a graph network's message passing with
-index_add_ and scatter_reduce."""
+xlogy at x = 0, expm1 near 0, -0 for copysign), diag and tile, and a graph network's message
+passing with index_add_ and scatter_reduce."""
 
 import pytest
 import torch
@@ -35,6 +35,10 @@ def _scatter_reduce(h):
     out = out + base.scatter_reduce(0, index[:, :4], h[:, :4], "mean", include_self=False)
     out = out + base.scatter_reduce(0, index[:2], h[:2], "sum", include_self=False)
     return out.pow(2).sum() + base.scatter_reduce(0, index, h, "sum").sum()
+
+
+# distinct weights for the entries of a function's result (up to 16 x 18)
+_WEIGHTS = torch.linspace(-1.0, 1.0, 16 * 18).reshape(16, 18)
 
 
 def _nan_above(h, limit):
@@ -82,6 +86,13 @@ FUNCTIONS = {
     # 6 columns in 4 chunks: 3 chunks of 2 (PyTorch's sizes); 8 rows in 3: 3, 3, 2
     "chunk_uneven": lambda h: sum(c.pow(2).sum() * (i + 1) for i, c in enumerate(h.chunk(4, 1)))
     + sum(c.sum() * (i + 1) for i, c in enumerate(torch.chunk(h, 3))),
+    # a contrastive loss's positive pairs (CLIP, SimCLR), off-diagonals, a vector's matrix
+    "diag": lambda h: -torch.diag(h @ h.t()).mean() + h.diag(2).pow(2).sum()
+    + torch.diag(h, -3).exp().sum() + (torch.diag(h[0], 1) * _WEIGHTS[:7, :7]).sum()
+    + (h[1].diag(-2) * _WEIGHTS[:8, :8]).sum(),
+    "tile": lambda h: (h.tile(2, 1).sin() * _WEIGHTS[:, :6]).sum()
+    + (torch.tile(h, (3,)) * _WEIGHTS[:8]).sum()
+    + (h.tile((2, 1, 1)) * _WEIGHTS[:8, :6]).pow(2).sum(),
 }
 
 
