@@ -175,9 +175,8 @@ void require_static_shapes(const ir::Graph& graph, const std::string& why) {
       if (n->op_type == "Loop" || n->op_type == "Scan" || n->op_type == "If")
         throw Error(msg + ": control flow (" + n->op_type +
                     ") is not supported for training; torch.onnx.export writes nn.EmbeddingBag "
-                    "as a Loop (ampc.export traces bags of one length, a 2-D input, as an "
-                    "Embedding and the bag's sum, mean or max; bags given by offsets stay "
-                    "refused)");
+                    "as a Loop (ampc.export traces it as an Embedding and the bags' sum, "
+                    "mean or max, bags given by offsets included)");
       if (n->op_type == "NonZero")
         throw Error(msg +
                     ": boolean-mask selection (x[mask], torch.masked_select) trains "

@@ -10,7 +10,9 @@ ampc's exporter (a rewrite of _tracing.py) as the same computation in ops it exp
 - `nn.EmbeddingBag` / F.embedding_bag over a 2-D input (bags of one length, no offsets):
   the rows' sum, mean or maximum over each bag, per_sample_weights for "sum", padding_idx
   rows left out of the sum and the mean (a bag of padding only is zeros, as in PyTorch);
-  with offsets (bags of varying lengths) torch writes a Loop, which stays refused;
+  over a 1-D input cut at offsets (bags of varying lengths, a recommender's multi-hot
+  features; torch writes a Loop, which ampc refuses): the same through a membership matrix
+  computed from the offsets, which may change each step, include_last_offset too;
 - `nn.MaxUnpool1d/2d/3d` / F.max_unpool: each value scattered to the position its index
   names in a zero map of PyTorch's output size;
 - F.normalize with `out=` (both spectral norms' power iterations write their u and v buffers
@@ -85,11 +87,16 @@ def _embedding_bag(args, kwargs):
                     "include_last_offset", "padding_idx"), args, kwargs)
     x, weight, mode = a["input"], a["weight"], a.get("mode", "mean")
     padding = a.get("padding_idx")
-    if (x.dim() != 2 or a.get("offsets") is not None or a.get("max_norm") is not None
-            or a.get("scale_grad_by_freq") or (mode == "max" and padding is not None)):
-        return _tracing.NOT_HANDLED  # ragged bags: torch's Loop, refused by ampc
+    if (x.dim() not in (1, 2) or (x.dim() == 1) != (a.get("offsets") is not None)
+            or a.get("max_norm") is not None or a.get("scale_grad_by_freq")
+            or (mode == "max" and padding is not None)
+            or (mode != "sum" and a.get("per_sample_weights") is not None)):
+        return _tracing.NOT_HANDLED  # torch's own error, or ampc's refusal of its Loop
     if padding is not None and padding < 0:
         padding += weight.shape[0]
+    if x.dim() == 1:
+        return _bags_at_offsets(x, weight, a["offsets"], mode, padding,
+                                a.get("per_sample_weights"), a.get("include_last_offset"))
     rows = F.embedding(x, weight)
     if mode == "max":
         return rows.max(1).values
@@ -105,6 +112,36 @@ def _embedding_bag(args, kwargs):
     if kept is None:
         return total / x.shape[1]
     return total / kept.sum(1).clamp_min(1)
+
+
+def _bags_at_offsets(x, weight, offsets, mode, padding, per_sample_weights, last_included):
+    """F.embedding_bag of a 1-D input cut into bags at `offsets` (a tensor: a graph input
+    or computed; its values may differ each step): a membership matrix [bags, indices]
+    (index i is in bag b when offsets[b] <= i < the next offset, not padding) times the
+    rows for "sum" and "mean", the rows' maximum over its members for "max"; an empty bag
+    is zeros, as in PyTorch."""
+    import torch
+    import torch.nn.functional as F
+
+    n = _static(x.shape)[0]
+    bounds = offsets if last_included else torch.cat([offsets, offsets.new_full((1,), n)])
+    position = torch.arange(n).unsqueeze(0)
+    member = (position >= bounds[:-1].unsqueeze(1)) & (position < bounds[1:].unsqueeze(1))
+    if padding is not None:
+        member = member & (x != padding).unsqueeze(0)
+    rows = F.embedding(x, weight)
+    if mode == "max":
+        chosen = torch.where(member.unsqueeze(2), rows.unsqueeze(0),
+                             torch.full_like(rows[:1], float("-inf")))
+        return torch.where(member.any(1, keepdim=True), chosen.max(1).values,
+                           torch.zeros_like(chosen[:, 0]))
+    if per_sample_weights is not None:
+        rows = rows * per_sample_weights.unsqueeze(1)
+    share = member.to(rows.dtype)
+    total = share @ rows
+    if mode == "sum":
+        return total
+    return total / share.sum(1, keepdim=True).clamp_min(1)
 
 
 def _max_unpool(args, kwargs, dims):

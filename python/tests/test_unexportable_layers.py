@@ -1,6 +1,6 @@
 """torch.nn layers torch 1.13's exporter cannot export in training mode, through ampc.export
 (python/ampc/_unexportable_layers.py): LayerNorm without affine parameters, F.affine_grid,
-nn.EmbeddingBag over 2-D inputs, nn.MaxUnpool, both spectral norms (F.normalize with out=),
+nn.EmbeddingBag over 2-D inputs and at offsets, nn.MaxUnpool, both spectral norms (F.normalize with out=),
 nn.Fold and nn.ChannelShuffle;
 and the rewrites of calls made under no_grad, whose results are detached as the calls' own
 (python/ampc/_tracing.py's finishing step). Each model trains as PyTorch float64 does,
@@ -176,9 +176,34 @@ def test_spectral_norm_of_a_convolution_is_refused_in_one_line():
         ampc.compile(net, {"x": torch.randn(N, 3, 8, 8), "y": torch.tensor([0, 1, 2, 1])})
 
 
-def test_embedding_bag_with_offsets_stays_refused():
-    bag = nn.EmbeddingBag(10, 4)
-    net = Classifier(Lambda(lambda m, x: m[0]((x[0, 0, 0] .abs() * 7).long(),
-                                              torch.tensor([0, 2, 3, 6])), bag))
-    with pytest.raises(ampc.Error, match="Loop"):
-        ampc.compile(net, {"x": torch.randn(N, 3, 8, 8), "y": torch.tensor([0, 1, 2, 1])})
+class MultiHot(nn.Module):
+    """A recommender's multi-hot features: nn.EmbeddingBag over a 1-D input cut into bags at
+    offsets, which are an input (bags of varying lengths, empty ones included)."""
+
+    def __init__(self, **options):
+        super().__init__()
+        self.bag = nn.EmbeddingBag(10, 4, **options)
+        self.head = nn.Linear(4, 2)
+
+    def forward(self, indices, offsets, y, weights=None):
+        return F.cross_entropy(self.head(self.bag(indices, offsets, weights)), y)
+
+
+@pytest.mark.parametrize("options, last, weighted", [
+    ({"mode": "sum"}, False, True),
+    ({"mode": "mean", "padding_idx": 0}, False, False),
+    ({"mode": "max"}, False, False),
+    ({"mode": "max", "include_last_offset": True}, True, False),
+    ({"mode": "mean", "include_last_offset": True}, True, False),
+])
+def test_embedding_bag_with_offsets_trains_as_pytorch(options, last, weighted):
+    torch.manual_seed(0)
+    indices = torch.tensor([1, 2, 4, 5, 4, 3, 2, 9, 0, 0])
+    starts = [[0, 2, 2, 7], [0, 1, 2, 3], [0, 9, 10, 10], [0, 0, 0, 0]]  # changing each step
+    feed = [{"indices": indices,
+             "offsets": torch.tensor(o + [10] if last else o),
+             "y": torch.tensor([0, 1, 1, 0])} for o in starts]
+    if weighted:
+        for batch in feed:
+            batch["weights"] = torch.linspace(0.5, 1.5, 10)
+    assert_states_close(*train_with_sgd(MultiHot(**options), feed, lr=0.5))
