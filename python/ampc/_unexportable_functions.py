@@ -11,7 +11,9 @@ a Tensor method:
   deg2rad, copysign (-0 counts as negative), heaviside; trunc and frac (trunc's gradient 0,
   frac's 1: the step functions Sign and Floor, whose gradient ampc's exporter records as 0);
 - trace, kron, block_diag, take_along_dim, diag_embed (of the last axis, offset 0), diag
-  (a matrix's diagonal, as in contrastive losses' positive pairs, or a vector's matrix), tile;
+  (a matrix's diagonal, as in contrastive losses' positive pairs, or a vector's matrix), tile,
+  addcdiv, fmax / fmin (NaN ignored; a tie's gradient to the first argument, as PyTorch's),
+  nn.utils.rnn.pad_sequence (padded to the longest, stacked);
 - round with decimals (round(x 10^d) / 10^d, PyTorch's), nansum, nanmean, and quantile with
   a number q and linear interpolation (the sorted values around q (n - 1), blended);
 - chunk into pieces that do not divide the axis (exported by torch as a SequenceType, which
@@ -205,6 +207,39 @@ def _tile(args, kwargs):
     if len(dims) == 1 and isinstance(dims[0], (list, tuple)):
         dims = tuple(dims[0])
     return x.repeat((1,) * (x.dim() - len(dims)) + dims)
+
+
+def _addcdiv(args, kwargs):
+    a = _arguments(("input", "tensor1", "tensor2"), args, kwargs)
+    return a["input"] + a.get("value", 1) * (a["tensor1"] / a["tensor2"])
+
+
+def _nan_ignoring(keeps_first):
+    """fmax / fmin: the other argument where one is NaN; ties (and NaN in both) take the
+    first, whose gradient PyTorch's backward gives in full."""
+    def rewrite(args, kwargs):
+        import torch
+
+        a = _arguments(("input", "other"), args, kwargs)
+        x, y = a["input"], a["other"]
+        if not isinstance(y, torch.Tensor):
+            y = torch.full_like(x, y)
+        return torch.where(keeps_first(x, y) | torch.isnan(y), x, y)
+    return rewrite
+
+
+def _pad_sequence(args, kwargs):
+    """nn.utils.rnn.pad_sequence: each sequence padded at its end to the longest (its length
+    static) and stacked."""
+    import torch
+    import torch.nn.functional as F
+
+    a = _arguments(("sequences", "batch_first", "padding_value"), args, kwargs)
+    sequences = list(a["sequences"])
+    longest = max(_static(t.shape)[0] for t in sequences)
+    padded = [F.pad(t, [0, 0] * (t.dim() - 1) + [0, longest - _static(t.shape)[0]],
+                    value=a.get("padding_value", 0.0)) for t in sequences]
+    return torch.stack(padded, 0 if a.get("batch_first", False) else 1)
 
 
 def _trunc(x):
@@ -499,7 +534,8 @@ def _rewrites():
         "diag_embed": _diag_embed, "chunk": _chunk, "round": _round, "nansum": _nansum,
         "nanmean": _nanmean, "quantile": _quantile,
         "index_add": _index_add, "scatter_reduce": _scatter_reduce, "diag": _diag,
-        "tile": _tile,
+        "tile": _tile, "addcdiv": _addcdiv,
+        "fmax": _nan_ignoring(lambda x, y: x >= y), "fmin": _nan_ignoring(lambda x, y: x <= y),
     }
     out = {}
     for name, rewrite in table.items():
@@ -515,6 +551,8 @@ def _rewrites():
                 torch.special.sinc: _sinc, torch.special.expm1: _expm1,
                 torch.block_diag: _block_diag, F.pdist: _pdist, torch.pdist: _pdist,
                 T.index_add_: _index_add_,
+                # nn.utils.rnn.pad_sequence calls it (the Python function is not dispatched)
+                torch._C._nn.pad_sequence: _pad_sequence,
                 T.scatter_reduce_: _scatter_reduce_})
     return out
 

@@ -1,8 +1,8 @@
 """torch functions torch 1.13's exporter has no symbolic for, through ampc.export
 (python/ampc/_unexportable_functions.py): each trains as PyTorch float64 does, stepped by
 torch.optim.SGD, at the edges of its formula too (atan2 in every quadrant and on the axes,
-xlogy at x = 0, expm1 near 0, -0 for copysign), diag and tile, and a graph network's message
-passing with index_add_ and scatter_reduce."""
+xlogy at x = 0, expm1 near 0, -0 for copysign, NaN for fmax), diag, tile, pad_sequence, and a
+graph network's message passing with index_add_ and scatter_reduce."""
 
 import pytest
 import torch
@@ -93,6 +93,16 @@ FUNCTIONS = {
     "tile": lambda h: (h.tile(2, 1).sin() * _WEIGHTS[:, :6]).sum()
     + (torch.tile(h, (3,)) * _WEIGHTS[:8]).sum()
     + (h.tile((2, 1, 1)) * _WEIGHTS[:8, :6]).pow(2).sum(),
+    "addcdiv": lambda h: torch.addcdiv(h, h, h.abs() + 1, value=0.5).pow(2).sum()
+    + h.addcdiv(h.sin(), h.exp()).sum(),
+    # NaN ignored; a tie gives the whole gradient to the first argument
+    "fmax_fmin": lambda h: torch.nansum(torch.fmax(_nan_above(h, 1.0), h.flip(0) * 0.5))
+    + torch.nansum(torch.fmin(h.flip(1), _nan_above(h, 1.0)))
+    + 2 * torch.fmax(h, h.detach()).sum() + h.fmin(torch.tensor(0.1)).sum(),
+    "pad_sequence": lambda h: (torch.nn.utils.rnn.pad_sequence(
+        [h[0, :3], h[1], h[2, :4]], batch_first=True) * _WEIGHTS[:3, :6]).sum()
+    + (torch.nn.utils.rnn.pad_sequence([h[:2], h[2:5]], padding_value=-1.0).sin()
+       * _WEIGHTS[:3, :12].reshape(3, 2, 6)).sum(),
 }
 
 
