@@ -155,8 +155,8 @@ def _traced(module, names, values, opset, before, written):
           _view_writes.patched(), _adaptive_softmax.patched(),
           _tracing.rewriting([_data_dependent_values.checked(module, names),
                               _stop_gradient.rewrite, _embedding.rewrite,
-                              _feature_dropout.rewrite, _recurrent_dropout.rewrite, _unexportable_ops.rewrite,
-                              _unexportable_functions.rewrite,
+                              _feature_dropout.rewrite, _recurrent_dropout.rewrite,
+                              _unexportable_ops.rewrite, _unexportable_functions.rewrite,
                               _unexportable_layers.rewrite, _losses.rewrite, _ctc_loss.rewrite,
                               _stft.rewrite, _view_writes.rewrite],
                              finish=_stop_gradient.detach_under_no_grad)):
