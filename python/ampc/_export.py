@@ -46,6 +46,12 @@ def ordered_inputs(module, example_inputs):
                 f"({', '.join(params)})"
             )
         names = [p for p in params if p in example_inputs]
+        required = [p.name for p in inspect.signature(module.forward).parameters.values()
+                    if p.name in params[:params.index(names[-1])] and p.name not in names
+                    and p.default is p.empty] if names else []
+        if required:
+            raise TypeError(f"example_inputs has no {required[0]!r}, a parameter of "
+                            f"{type(module).__name__}.forward without a default")
         return names, [example_inputs[n] for n in names]
     values = list(example_inputs) if isinstance(example_inputs, (tuple, list)) else [example_inputs]
     if len(values) > len(params):
@@ -54,6 +60,26 @@ def ordered_inputs(module, example_inputs):
             f"{len(params)}"
         )
     return params[: len(values)], values
+
+
+def bound_forward(forward, names, outputs_after=()):
+    """forward as torch.onnx.export calls it: the traced inputs positionally, bound here to
+    forward's parameters `names` (by position while they are its leading parameters, then by
+    name), its other parameters left to their defaults; the tensors `outputs_after` returned
+    after the loss. Given forward itself, torch would bind the inputs by position (an input
+    after an optional parameter the example leaves out, forward(x, y, mask=None,
+    padding=None) given x, y and padding, would become `mask`) and add forward's remaining
+    defaults as inputs of the file (a float `temperature=2.0` among them)."""
+    params = list(inspect.signature(forward).parameters)
+    lead = 0
+    while lead < len(names) and names[lead] == params[lead]:
+        lead += 1
+
+    def bound(*inputs):
+        loss = forward(*inputs[:lead], **dict(zip(names[lead:], inputs[lead:])))
+        return (loss, *outputs_after) if outputs_after else loss
+
+    return bound
 
 
 def untrained_state(module):
@@ -142,11 +168,9 @@ def _traced(module, names, values, opset, before, written):
     the tracing forward changed (put back to `before`)."""
     import torch
 
-    forward = module.forward
     own_forward = module.__dict__.get("forward")  # an instance attribute the caller set
-    if written:
-        buffers = dict(module.named_buffers())
-        module.forward = lambda *args: (forward(*args), *(buffers[n] for n in written))
+    buffers = dict(module.named_buffers())
+    module.forward = bound_forward(module.forward, names, [buffers[n] for n in written])
     buf = io.BytesIO()
     # The forward is traced with gradients on, as the training step it stands for runs it:
     # under a caller's torch.no_grad() every result would look detached (_stop_gradient.py).
@@ -180,9 +204,9 @@ def _traced(module, names, values, opset, before, written):
                 keep_initializers_as_inputs=False,
             )
         finally:
-            if written and own_forward is None:
+            if own_forward is None:
                 del module.forward
-            elif written:
+            else:
                 module.forward = own_forward
             changed = restore_buffers(module, before)
     return buf.getvalue(), changed

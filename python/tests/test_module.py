@@ -1,5 +1,8 @@
 """ampc.compile from a torch.nn.Module and from files; state_dict, copy_to; torch tensors and
-numpy arrays give the same step. PyTorch is the oracle of the forward loss."""
+numpy arrays give the same step; inputs bind to forward's parameters by name. PyTorch is the
+oracle of the forward loss."""
+
+import copy
 
 import numpy as np
 import pytest
@@ -135,3 +138,56 @@ def test_inputs_without_a_common_batch_axis_step_as_compiled():
     assert trainer.step(**batch).loss == pytest.approx(want, rel=1e-6)
     with pytest.raises(ampc.Error, match="inputs disagree on the batch size|needs a static shape with a batch axis"):
         ampc.compile(net, batch, precision="fp32", optimizer="sgd", lr=0.1, accum_steps=2)
+
+
+class OptionalInputs(torch.nn.Module):
+    """forward with optional inputs and a float default, as attention layers have them."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 3)
+
+    def forward(self, x, y, mask=None, scale=None, temperature=2.0):
+        h = self.linear(x) / temperature
+        if mask is not None:
+            h = h + mask
+        if scale is not None:
+            h = h * scale
+        return torch.nn.functional.cross_entropy(h, y)
+
+
+@pytest.mark.parametrize("given", [(), ("scale",), ("mask",), ("mask", "scale")])
+def test_inputs_given_by_name_bind_to_their_parameters(given):
+    """Each input binds to the parameter of its name, not to the next position (`scale`
+    alone once bound to `mask`); the defaults left out stay forward's (the float
+    `temperature` once became an input of the file that step() asked for). The loss of every
+    step is PyTorch's, each SGD step as torch.optim's."""
+    torch.manual_seed(0)
+    net = OptionalInputs()
+    g = torch.Generator().manual_seed(3)
+    feed = [{"x": torch.randn(6, 4, generator=g), "y": torch.randint(0, 3, (6,), generator=g),
+             **{n: torch.rand(6, 3, generator=g) + 0.5 for n in given}} for _ in range(3)]
+    reference = copy.deepcopy(net)
+    trainer = ampc.compile(net, feed[0], precision="fp32", optimizer="sgd", lr=0.1)
+    assert set(trainer.inputs) == {"x", "y", *given}
+    sgd = torch.optim.SGD(reference.parameters(), lr=0.1)
+    for batch in feed:
+        sgd.zero_grad()
+        want = reference(**batch)
+        want.backward()
+        sgd.step()
+        assert trainer.step(**batch).loss == pytest.approx(want.item(), rel=1e-5)
+
+
+def test_a_required_input_left_out_is_named():
+    class Required(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = torch.nn.Linear(4, 3)
+
+        def forward(self, x, mask, y):
+            return torch.nn.functional.cross_entropy(self.linear(x) * mask, y)
+
+    with pytest.raises(TypeError, match="example_inputs has no 'mask', a parameter of "
+                                        "Required.forward without a default"):
+        ampc.compile(Required(), {"x": torch.randn(2, 4), "y": torch.tensor([0, 1])})
