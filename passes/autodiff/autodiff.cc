@@ -21,7 +21,7 @@ ir::Value* find_loss(const ir::Graph& g, const std::string& name) {
   if (name.empty()) {
     if (g.outputs.size() != 1) {
       throw Error("the model has " + std::to_string(g.outputs.size()) +
-                  " outputs; choose the loss with --loss NAME");
+                  " outputs; choose the loss with --loss NAME (loss= in ampc.compile)");
     }
     loss = g.outputs[0];
   } else {

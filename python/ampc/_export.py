@@ -76,10 +76,35 @@ def bound_forward(forward, names, outputs_after=()):
         lead += 1
 
     def bound(*inputs):
-        loss = forward(*inputs[:lead], **dict(zip(names[lead:], inputs[lead:])))
+        loss = the_loss(forward(*inputs[:lead], **dict(zip(names[lead:], inputs[lead:]))))
         return (loss, *outputs_after) if outputs_after else loss
 
     return bound
+
+
+def the_loss(out):
+    """The loss among what forward returns: the tensor itself, the first element of a tuple
+    or list (`return loss, logits`), a dict's "loss" (Hugging Face's outputs); the other
+    values are not part of a training plan."""
+    import torch
+
+    what, origin = type(out).__name__, ""
+    if isinstance(out, dict):
+        if "loss" not in out:
+            raise export_error(f"forward returns a {what} without a 'loss' entry (keys: "
+                               f"{', '.join(map(str, list(out)[:6]))}); ampc trains the "
+                               "scalar loss forward returns")
+        out, origin = out["loss"], f" (its {what}'s 'loss')"
+    elif isinstance(out, (tuple, list)) and out:
+        out, origin = out[0], f" (the first element of its {what})"
+    if not (isinstance(out, torch.Tensor) and out.dim() == 0 and out.is_floating_point()):
+        shown = (f"{str(out.dtype).replace('torch.', '')} of shape "
+                 f"{[int(d) for d in out.shape]}" if isinstance(out, torch.Tensor)
+                 else f"a {type(out).__name__}")
+        raise export_error(f"forward's loss{origin} must be a float scalar, not "
+                           f"{shown}; return the scalar loss (first in a tuple, 'loss' in a "
+                           "dict)")
+    return out
 
 
 def untrained_state(module):

@@ -191,3 +191,44 @@ def test_a_required_input_left_out_is_named():
     with pytest.raises(TypeError, match="example_inputs has no 'mask', a parameter of "
                                         "Required.forward without a default"):
         ampc.compile(Required(), {"x": torch.randn(2, 4), "y": torch.tensor([0, 1])})
+
+
+class WithOutputs(torch.nn.Module):
+    """forward returning its loss beside other values, as training code often does."""
+
+    def __init__(self, form):
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 3)
+        self.form = form
+
+    def forward(self, x, y):
+        scores = self.linear(x)
+        losses = torch.nn.functional.cross_entropy(scores, y, reduction="none")
+        if self.form == "tuple":
+            return losses.mean(), scores
+        if self.form == "dict":
+            return {"logits": scores, "loss": losses.mean()}
+        return losses  # not reduced: refused
+
+
+@pytest.mark.parametrize("form", ["tuple", "dict"])
+def test_the_loss_is_the_tuples_first_or_the_dicts_loss(form):
+    torch.manual_seed(0)
+    net = WithOutputs(form)
+    batch = {"x": torch.randn(6, 4), "y": torch.tensor([0, 1, 2, 0, 1, 2])}
+    reference = copy.deepcopy(net)
+    trainer = ampc.compile(net, batch, precision="fp32", optimizer="sgd", lr=0.5)
+    sgd = torch.optim.SGD(reference.parameters(), lr=0.5)
+    for _ in range(2):
+        sgd.zero_grad()
+        out = reference(**batch)
+        want = out[0] if form == "tuple" else out["loss"]
+        want.backward()
+        sgd.step()
+        assert trainer.step(**batch).loss == pytest.approx(want.item(), rel=1e-5)
+
+
+def test_a_loss_that_is_not_a_scalar_is_refused():
+    with pytest.raises(ampc.Error, match=r"forward's loss must be a float scalar, not float32 "
+                                         r"of shape \[6\]"):
+        ampc.compile(WithOutputs("none"), {"x": torch.randn(6, 4), "y": torch.zeros(6).long()})
