@@ -62,21 +62,50 @@ def ordered_inputs(module, example_inputs):
     return params[: len(values)], values
 
 
-def bound_forward(forward, names, outputs_after=()):
+def graph_inputs(names, values):
+    """The example's tensors (arrays and number lists as tensors) as the file's inputs, and
+    its Python numbers, bools, strings and None as constants of the plan, a forward's
+    configuration (`double=True`), which torch would make inputs. Returns (names, tensors,
+    {name: constant}); raises for a list of tensors, which a plan's inputs cannot hold."""
+    import torch
+
+    kept, tensors, constants = [], [], {}
+    for name, value in zip(names, values):
+        if value is None or isinstance(value, (bool, int, float, str)):
+            constants[name] = value
+            continue
+        if isinstance(value, (list, tuple)) and any(
+                isinstance(v, torch.Tensor) for v in value):
+            raise export_error(
+                f"input '{name}' is a {type(value).__name__} of tensors: a plan takes one "
+                "tensor per input; give forward one parameter per tensor")
+        try:
+            tensor = value if isinstance(value, torch.Tensor) else torch.as_tensor(value)
+        except (TypeError, ValueError, RuntimeError) as e:
+            raise export_error(f"input '{name}' ({type(value).__name__}) is not a tensor or "
+                               f"an array: {e}") from None
+        kept.append(name)
+        tensors.append(tensor)
+    return kept, tuple(tensors), constants
+
+
+def bound_forward(forward, names, outputs_after=(), constants=None):
     """forward as torch.onnx.export calls it: the traced inputs positionally, bound here to
     forward's parameters `names` (by position while they are its leading parameters, then by
     name), its other parameters left to their defaults; the tensors `outputs_after` returned
     after the loss. Given forward itself, torch would bind the inputs by position (an input
     after an optional parameter the example leaves out, forward(x, y, mask=None,
     padding=None) given x, y and padding, would become `mask`) and add forward's remaining
-    defaults as inputs of the file (a float `temperature=2.0` among them)."""
+    defaults as inputs of the file (a float `temperature=2.0` among them). `constants`
+    (name: value) are passed by name as they are."""
     params = list(inspect.signature(forward).parameters)
     lead = 0
     while lead < len(names) and names[lead] == params[lead]:
         lead += 1
 
     def bound(*inputs):
-        loss = the_loss(forward(*inputs[:lead], **dict(zip(names[lead:], inputs[lead:]))))
+        loss = the_loss(forward(*inputs[:lead], **dict(zip(names[lead:], inputs[lead:])),
+                                **(constants or {})))
         return (loss, *outputs_after) if outputs_after else loss
 
     return bound
@@ -139,21 +168,18 @@ def export_module(module, example_inputs, opset=17):
     centre, a step counter), whose write torch's export drops, is exported again with its new
     value as an output listed under BUFFER_UPDATES_KEY, which ampc makes the buffer's update
     after each step (passes/buffer_updates.h)."""
-    import torch
-
     refuse_cumulative_batch_norm(module)
     if not module.training:
         warnings.warn(
             f"ampc: {type(module).__name__} is in eval mode, so its training step computes "
             "what the module computes in eval mode (BatchNorm's running statistics, no "
             "dropout); call model.train() first for training-mode layers", stacklevel=3)
-    names, values = ordered_inputs(module, example_inputs)
-    values = tuple(v if isinstance(v, torch.Tensor) else torch.as_tensor(v) for v in values)
+    names, values, constants = graph_inputs(*ordered_inputs(module, example_inputs))
     before = {n: b.detach().clone() for n, b in module.named_buffers()}
-    data, changed = _traced(module, names, values, opset, before, [])
+    data, changed = _traced(module, names, values, constants, opset, before, [])
     written = forward_written_buffers(module, changed)
     if written:
-        data, changed = _traced(module, names, values, opset, before, written)
+        data, changed = _traced(module, names, values, constants, opset, before, written)
     return finish_export(data, {n: before[n] for n in changed}, untrained_state(module), written)
 
 
@@ -187,7 +213,7 @@ def forward_written_buffers(module, changed):
     return [n for n in changed if n not in own]
 
 
-def _traced(module, names, values, opset, before, written):
+def _traced(module, names, values, constants, opset, before, written):
     """torch.onnx.export of `module` with ampc's tracing rewrites; with `written` buffers'
     final values as outputs after the loss. Returns the bytes and the names of the buffers
     the tracing forward changed (put back to `before`)."""
@@ -195,7 +221,8 @@ def _traced(module, names, values, opset, before, written):
 
     own_forward = module.__dict__.get("forward")  # an instance attribute the caller set
     buffers = dict(module.named_buffers())
-    module.forward = bound_forward(module.forward, names, [buffers[n] for n in written])
+    module.forward = bound_forward(module.forward, names, [buffers[n] for n in written],
+                                   constants)
     buf = io.BytesIO()
     # The forward is traced with gradients on, as the training step it stands for runs it:
     # under a caller's torch.no_grad() every result would look detached (_stop_gradient.py).

@@ -232,3 +232,47 @@ def test_a_loss_that_is_not_a_scalar_is_refused():
     with pytest.raises(ampc.Error, match=r"forward's loss must be a float scalar, not float32 "
                                          r"of shape \[6\]"):
         ampc.compile(WithOutputs("none"), {"x": torch.randn(6, 4), "y": torch.zeros(6).long()})
+
+
+class Configured(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 3)
+
+    def forward(self, x, double, y, mode="sum"):
+        scores = self.linear(x * 2 if double else x)
+        return torch.nn.functional.cross_entropy(scores, y, reduction=mode)
+
+
+def test_python_values_in_the_example_are_constants_of_the_plan():
+    """A bool or a string in example_inputs is forward's configuration, passed as it is (torch
+    would make it an input of the file); the plan takes the tensors only."""
+    torch.manual_seed(0)
+    net = Configured()
+    batch = {"x": torch.randn(6, 4), "y": torch.tensor([0, 1, 2, 0, 1, 2])}
+    reference = copy.deepcopy(net)
+    trainer = ampc.compile(net, {**batch, "double": True, "mode": "mean"}, precision="fp32",
+                           optimizer="sgd", lr=0.5)
+    assert set(trainer.inputs) == {"x", "y"}
+    sgd = torch.optim.SGD(reference.parameters(), lr=0.5)
+    for _ in range(2):
+        sgd.zero_grad()
+        want = reference(batch["x"], True, batch["y"], mode="mean")
+        want.backward()
+        sgd.step()
+        assert trainer.step(**batch).loss == pytest.approx(want.item(), rel=1e-5)
+
+
+def test_a_list_of_tensors_as_an_input_is_refused_in_one_line():
+    class Pair(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = torch.nn.Linear(4, 3)
+
+        def forward(self, xs, y):
+            return torch.nn.functional.cross_entropy(self.linear(xs[0] + xs[1]), y)
+
+    x = torch.randn(2, 4)
+    with pytest.raises(ampc.Error, match="input 'xs' is a list of tensors: a plan takes one "
+                                         "tensor per input"):
+        ampc.compile(Pair(), {"xs": [x, x], "y": torch.tensor([0, 1])})
