@@ -11,6 +11,7 @@
 #include "ops/op_info.h"
 #include "ops/schemas/ampc_schemas.h"
 #include "passes/cast_cleanup.h"
+#include "passes/model_metadata.h"
 #include "passes/precision_policy.h"
 
 namespace ampc::passes {
@@ -78,6 +79,7 @@ class Autocaster {
     for (const auto& n : g_.nodes) names_.insert(n->name);
     report_.precision = precision_name(options.precision);
     policy_.pin_lowerings(model.fp32_lowerings);
+    policy_.pin_autocast_disabled(metadata_lines(model, kAutocastDisabledKey));
   }
 
   AutocastReport run() {

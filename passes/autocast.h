@@ -20,6 +20,12 @@ Precision parse_precision(std::string_view name);
 // The storage dtype of the low precision (fp32 for kFP32).
 DType precision_dtype(Precision p);
 
+// The ONNX metadata key under which ampc's exporter (python/ampc/_autocast_regions.py) lists
+// node-name glob patterns of the parts a PyTorch forward ran under torch.autocast(...,
+// enabled=False): PyTorch computes them in their inputs' dtype, fp32 as such code casts them
+// (`.float()`), so autocast keeps them in fp32.
+inline constexpr const char* kAutocastDisabledKey = "ampc.autocast_disabled";
+
 struct AutocastOptions {
   Precision precision = Precision::kFP32;
   std::vector<std::string> allow;      // op types moved to ALLOW (--allow OP)

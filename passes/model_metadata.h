@@ -1,5 +1,5 @@
 // ONNX metadata entries that ampc's exporter writes as one name per line (ampc.untrained,
-// ampc.stop_gradient, ampc.buffer_updates), read back.
+// ampc.stop_gradient, ampc.buffer_updates, ampc.autocast_disabled), read back.
 #pragma once
 
 #include <string>

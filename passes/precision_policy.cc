@@ -118,6 +118,10 @@ PolicyDecision PrecisionPolicy::classify(const ir::Node& node) const {
     if (!node.name.empty() && fnmatch(p.c_str(), node.name.c_str(), 0) == 0)
       return {OpClass::kDeny, "fp32 (--keep-fp32 '" + p + "')"};
   }
+  for (const std::string& p : autocast_disabled_) {
+    if (!node.name.empty() && fnmatch(p.c_str(), node.name.c_str(), 0) == 0)
+      return {OpClass::kDeny, "fp32 (torch.autocast(enabled=False) in the forward: '" + p + "')"};
+  }
   for (const auto& l : lowerings_) {
     if (node.name.starts_with(l.node_prefix))
       return {OpClass::kDeny, "fp32 (lowered " + l.op + ", fp32 in PyTorch's autocast)"};

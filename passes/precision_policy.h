@@ -33,12 +33,19 @@ class PrecisionPolicy {
   explicit PrecisionPolicy(const AutocastOptions& options);
 
   // The class of a node; nodes pinned by a --keep-fp32 pattern are DENY with that rule, and
-  // so are the nodes of a lowering PyTorch's autocast computes in fp32 (pin_lowerings).
+  // so are the nodes of a lowering PyTorch's autocast computes in fp32 (pin_lowerings) and
+  // those of a region the forward ran with autocast disabled (pin_autocast_disabled).
   PolicyDecision classify(const ir::Node& node) const;
 
   // The model's fp32 lowerings (ir::Model::fp32_lowerings) pinned to fp32.
   void pin_lowerings(const std::vector<ir::Model::Fp32Lowering>& lowerings) {
     lowerings_ = lowerings;
+  }
+
+  // Node-name glob patterns of the forward's torch.autocast(enabled=False) regions
+  // (kAutocastDisabledKey) pinned to fp32.
+  void pin_autocast_disabled(const std::vector<std::string>& patterns) {
+    autocast_disabled_ = patterns;
   }
 
   // The class the table gives an op type of the default domain (no overrides).
@@ -48,6 +55,7 @@ class PrecisionPolicy {
   std::map<std::string, PolicyDecision> overrides_;  // op type -> forced class and its rule
   std::vector<std::string> keep_fp32_;
   std::vector<ir::Model::Fp32Lowering> lowerings_;
+  std::vector<std::string> autocast_disabled_;
 };
 
 }  // namespace ampc::passes

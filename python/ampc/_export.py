@@ -21,10 +21,10 @@ import io
 import re
 import warnings
 
-from . import (_adaptive_softmax, _autograd_functions, _circular_pad, _ctc_loss,
-               _data_dependent_values, _embedding, _feature_dropout, _losses, _random_fills,
-               _recurrent_dropout, _stft, _stop_gradient, _tracing, _unexportable_functions,
-               _unexportable_layers, _unexportable_ops, _view_writes)
+from . import (_adaptive_softmax, _autocast_regions, _autograd_functions, _circular_pad,
+               _ctc_loss, _data_dependent_values, _embedding, _feature_dropout, _losses,
+               _random_fills, _recurrent_dropout, _stft, _stop_gradient, _tracing,
+               _unexportable_functions, _unexportable_layers, _unexportable_ops, _view_writes)
 from ._errors import export_error, from_torch_export
 
 
@@ -228,7 +228,7 @@ def _traced(module, names, values, constants, opset, before, written):
     # under a caller's torch.no_grad() every result would look detached (_stop_gradient.py).
     with (warnings.catch_warnings(), torch.enable_grad(), _stop_gradient.detach_marked(opset),
           _random_fills.patched(), _autograd_functions.patched(), _circular_pad.patched(),
-          _view_writes.patched(), _adaptive_softmax.patched(),
+          _view_writes.patched(), _adaptive_softmax.patched(), _autocast_regions.patched(),
           _tracing.rewriting([_data_dependent_values.checked(module, names),
                               _stop_gradient.rewrite, _embedding.rewrite,
                               _feature_dropout.rewrite, _recurrent_dropout.rewrite,
@@ -321,5 +321,8 @@ def finish_export(data, tensors, untrained=(), written=()):
             props[UNTRAINED_KEY] = "\n".join(names)
     if written:
         props[BUFFER_UPDATES_KEY] = "\n".join(written)
+    regions = _autocast_regions.disabled_regions(model)
+    if regions:
+        props[_autocast_regions.AUTOCAST_DISABLED_KEY] = regions
     onnx.helper.set_model_props(model, props)
     return model.SerializeToString()

@@ -290,6 +290,30 @@ TEST(AutocastOverrides, KeepFp32PinsNodesByName) {
   EXPECT_THAT(d->rule, HasSubstr("--keep-fp32 '/fc1/*'"));
 }
 
+// A region the PyTorch forward ran under torch.autocast(enabled=False), listed by ampc's
+// exporter under kAutocastDisabledKey, stays fp32; the rest follows the table.
+TEST(AutocastOverrides, AutocastDisabledRegionStaysFp32) {
+  auto model = onnx_io::load_model(model_path("mlp"));
+  passes::fold_constants(*model);
+  model->metadata.push_back({passes::kAutocastDisabledKey, "*/nothing/*\n/fc1/*"});
+  const auto report = compiler::autocast_forward(*model, opts(Precision::kFP16));
+  ir::verify(*model);
+  for (const auto& n : model->graph->nodes) {
+    if (n->name == "/fc1/Gemm") {
+      EXPECT_EQ(compute_dtype(*n), DType::kFloat32);
+    }
+    if (n->name == "/fc2/Gemm") {
+      EXPECT_EQ(compute_dtype(*n), DType::kFloat16);
+    }
+  }
+  const auto* d = decision(report, "/fc1/Gemm");
+  ASSERT_NE(d, nullptr);
+  EXPECT_THAT(d->rule, HasSubstr("torch.autocast(enabled=False)"));
+  const auto* other = decision(report, "/fc2/Gemm");
+  ASSERT_NE(other, nullptr);
+  EXPECT_EQ(other->compute_dtype, DType::kFloat16);
+}
+
 // GridSample, lowered into gathers and weights before autocast, stays fp32 as PyTorch's
 // autocast computes grid_sampler (its coordinates in fp16 would move in steps of 0.25 at 300),
 // though its image comes from an fp16 convolution; the convolution stays fp16.
