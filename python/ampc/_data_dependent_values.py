@@ -26,10 +26,10 @@ from ._errors import export_error
 # Nodes whose result depends on their first input's size only: the walk does not go into it
 # (sizes are constants of a plan).
 _SIZE_ONLY = {"aten::size", "aten::dim", "aten::numel", "aten::len", "prim::shape"}
+# (The random *_like fills are _RANDOM's: a draw, whatever their input's size.)
 _SIZE_OF_FIRST = {
     "aten::zeros_like", "aten::ones_like", "aten::empty_like", "aten::full_like",
-    "aten::rand_like", "aten::randn_like", "aten::randint_like", "aten::new_zeros",
-    "aten::new_ones", "aten::new_empty", "aten::new_full",
+    "aten::new_zeros", "aten::new_ones", "aten::new_empty", "aten::new_full",
 }
 _SIZE_OF_SECOND = {"aten::expand_as", "aten::view_as", "aten::reshape_as", "aten::type_as"}
 # Random draws: a value computed from one is drawn anew each step in PyTorch (a LayerDrop's

@@ -140,6 +140,18 @@ def test_inputs_without_a_common_batch_axis_step_as_compiled():
         ampc.compile(net, batch, precision="fp32", optimizer="sgd", lr=0.1, accum_steps=2)
 
 
+def assert_steps_are_pytorchs(trainer, reference, feed, lr, loss=None):
+    """Each ampc SGD step's loss is PyTorch's on the same batch, `reference` stepped by
+    torch.optim.SGD alongside (its loss `loss(reference, batch)`, default reference(**batch))."""
+    sgd = torch.optim.SGD(reference.parameters(), lr=lr)
+    for batch in feed:
+        sgd.zero_grad()
+        want = reference(**batch) if loss is None else loss(reference, batch)
+        want.backward()
+        sgd.step()
+        assert trainer.step(**batch).loss == pytest.approx(want.item(), rel=1e-5)
+
+
 class OptionalInputs(torch.nn.Module):
     """forward with optional inputs and a float default, as attention layers have them."""
 
@@ -170,13 +182,7 @@ def test_inputs_given_by_name_bind_to_their_parameters(given):
     reference = copy.deepcopy(net)
     trainer = ampc.compile(net, feed[0], precision="fp32", optimizer="sgd", lr=0.1)
     assert set(trainer.inputs) == {"x", "y", *given}
-    sgd = torch.optim.SGD(reference.parameters(), lr=0.1)
-    for batch in feed:
-        sgd.zero_grad()
-        want = reference(**batch)
-        want.backward()
-        sgd.step()
-        assert trainer.step(**batch).loss == pytest.approx(want.item(), rel=1e-5)
+    assert_steps_are_pytorchs(trainer, reference, feed, lr=0.1)
 
 
 def test_a_required_input_left_out_is_named():
@@ -218,14 +224,9 @@ def test_the_loss_is_the_tuples_first_or_the_dicts_loss(form):
     batch = {"x": torch.randn(6, 4), "y": torch.tensor([0, 1, 2, 0, 1, 2])}
     reference = copy.deepcopy(net)
     trainer = ampc.compile(net, batch, precision="fp32", optimizer="sgd", lr=0.5)
-    sgd = torch.optim.SGD(reference.parameters(), lr=0.5)
-    for _ in range(2):
-        sgd.zero_grad()
-        out = reference(**batch)
-        want = out[0] if form == "tuple" else out["loss"]
-        want.backward()
-        sgd.step()
-        assert trainer.step(**batch).loss == pytest.approx(want.item(), rel=1e-5)
+    key = 0 if form == "tuple" else "loss"
+    assert_steps_are_pytorchs(trainer, reference, [batch] * 2, lr=0.5,
+                              loss=lambda module, b: module(**b)[key])
 
 
 def test_a_loss_that_is_not_a_scalar_is_refused():
@@ -254,13 +255,8 @@ def test_python_values_in_the_example_are_constants_of_the_plan():
     trainer = ampc.compile(net, {**batch, "double": True, "mode": "mean"}, precision="fp32",
                            optimizer="sgd", lr=0.5)
     assert set(trainer.inputs) == {"x", "y"}
-    sgd = torch.optim.SGD(reference.parameters(), lr=0.5)
-    for _ in range(2):
-        sgd.zero_grad()
-        want = reference(batch["x"], True, batch["y"], mode="mean")
-        want.backward()
-        sgd.step()
-        assert trainer.step(**batch).loss == pytest.approx(want.item(), rel=1e-5)
+    assert_steps_are_pytorchs(trainer, reference, [batch] * 2, lr=0.5,
+                              loss=lambda module, b: module(b["x"], True, b["y"], mode="mean"))
 
 
 def test_a_list_of_tensors_as_an_input_is_refused_in_one_line():
