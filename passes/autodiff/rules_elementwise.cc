@@ -109,10 +109,13 @@ void register_unary(GradientRegistry& r) {
     Value* two_y = same(c, "Add", {c.output(0), c.output(0)});
     c.set_input_grad(0, same(c, "Div", {c.output_grad(0), two_y}));
   });
-  r.add("Relu", [](GradContext& c) {  // dy where x > 0
-    const auto t = c.input(0)->type;
+  // dy where y > 0 (the same mask as x > 0, NaN included), from the output as PyTorch's
+  // threshold_backward does: the input need not outlive the forward, and a GEMM's Relu folds
+  // into the GEMM's epilogue in a training plan too (the GEMM's result then has one reader).
+  r.add("Relu", [](GradContext& c) {
+    const auto t = c.output(0)->type;
     Value* positive =
-        c.b.op("Greater", {c.input(0), c.b.scalar(0.0, t.dtype)}, {DType::kBool, t.shape});
+        c.b.op("Greater", {c.output(0), c.b.scalar(0.0, t.dtype)}, {DType::kBool, t.shape});
     c.set_input_grad(0, c.b.op("Where", {positive, c.output_grad(0), c.b.scalar(0.0, t.dtype)}, t));
   });
   r.add("HardSwish", [](GradContext& c) {  // 0 below -3, 1 above 3, x/3 + 1/2 between

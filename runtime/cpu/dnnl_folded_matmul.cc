@@ -137,13 +137,18 @@ std::unique_ptr<DnnlFoldedMatmul> DnnlFoldedMatmul::make_strided(const plan::Ste
 
 std::unique_ptr<DnnlFoldedMatmul> DnnlFoldedMatmul::make(const plan::Step& step,
                                                          const plan::Plan& plan, const Folding& f) {
-  if (step.op() != "MatMul" || !step.domain().empty() || step.inputs_size() < 2 ||
+  const bool gemm = step.op() == "Gemm";
+  if ((step.op() != "MatMul" && !gemm) || !step.domain().empty() || step.inputs_size() < 2 ||
       step.outputs_size() < 1)
     return nullptr;
   bool ok = true;
   const auto as = static_shape(plan, step.inputs(0), &ok);
   const auto bs = static_shape(plan, step.inputs(1), &ok);
   if (!ok || as.size() < 2 || bs.size() < 2) return nullptr;
+  // A Gemm: matrices, its C (when a bias) added as it is, nothing scaled.
+  if (gemm && (as.size() != 2 || bs.size() != 2 || !step.has_gemm() || step.gemm().alpha() != 1 ||
+               (f.bias && step.gemm().beta() != 1)))
+    return nullptr;
   const auto t = static_cast<DType>(plan.buffers(step.inputs(0)).dtype());
   if (plan.buffers(step.inputs(1)).dtype() != static_cast<int32_t>(t)) return nullptr;
   if (t != DType::kFloat32 && !(t == DType::kBFloat16 && kernels::cpu::dnnl_bf16_native()))

@@ -1,4 +1,5 @@
-// A folded MatMul step (library_step.h) as one oneDNN matmul: the folded operand transposes
+// A folded MatMul step (library_step.h), or a Gemm step with a folded Relu, as one oneDNN
+// matmul: the folded operand transposes
 // become the operands' strides, the BIAS / RELU epilogues the primitive's bias and ReLU
 // post-op, applied to the fp32 accumulator before the one rounding of the output (the
 // numerics cuBLASLt's epilogues have on the GPU). Made when the plan is loaded, from the
@@ -25,7 +26,8 @@ class DnnlFoldedMatmul {
   // Null where one oneDNN call cannot serve the step: not f32 (or bf16 on a CPU with bf16
   // arithmetic), shapes not static, 1-D operands, batch dimensions other than equal or
   // absent on one side (broadcast as numpy with a view), a bias other than one row of N, an
-  // empty product, a view oneDNN serves only with its reference implementation.
+  // empty product, a view oneDNN serves only with its reference implementation; for a Gemm,
+  // operands other than matrices, alpha other than 1, a bias C with beta other than 1.
   static std::unique_ptr<DnnlFoldedMatmul> make(const plan::Step& step, const plan::Plan& plan,
                                                 const Folding& folding);
 

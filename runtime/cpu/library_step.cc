@@ -105,6 +105,14 @@ FoldedGemm::FoldedGemm(const CpuOp& op, const plan::Step& step, const plan::Plan
   if (matmul) {
     dnnl_ = DnnlFoldedMatmul::make(
         step, plan, {trans_a_, trans_b_, bias_input_, relu_, perm_a, perm_b, perm_y});
+    if (bias_input_) dnnl_bias_ = static_cast<int>(core_inputs_);
+  } else if (relu_) {
+    // A Gemm with its Relu folded (a training plan's Linear + ReLU): its C as the primitive's
+    // bias and the Relu as its post-op, in one pass over the result instead of the product
+    // into a temporary and a second pass for the Relu.
+    const bool c = core_inputs_ > 2 && step.inputs(2) >= 0;
+    dnnl_ = DnnlFoldedMatmul::make(step, plan, {g.trans_a(), g.trans_b(), c, true, {}, {}, {}});
+    if (c) dnnl_bias_ = 2;
   }
   if (bias_input_) add_ = folded("Add");
   if (relu_) relu_op_ = folded("Relu");
@@ -135,8 +143,8 @@ void FoldedGemm::run_folded(const Folded& f, const std::vector<const Tensor*>& i
 
 void FoldedGemm::run(const std::vector<const Tensor*>& inputs,
                      const std::vector<Tensor*>& outputs) const {
-  if (dnnl_ && dnnl_->run(*inputs[0], *inputs[1], bias_input_ ? inputs[core_inputs_] : nullptr,
-                          outputs.at(0))) {
+  const Tensor* bias = dnnl_bias_ >= 0 ? inputs.at(static_cast<size_t>(dnnl_bias_)) : nullptr;
+  if (dnnl_ && dnnl_->run(*inputs[0], *inputs[1], bias, outputs.at(0))) {
     if (bgrad_) run_folded(reduce_sum_, {inputs[1]}, outputs[1]);
     return;
   }

@@ -1,8 +1,9 @@
 // A GEMM step with what the compiler folded into it (lower/gemm_epilogue.h): operand
 // transposes of a MatMul (GemmParams.trans_a / trans_b; a Gemm reads its own), a MatMul's
 // operand and result views of any permutation (perm_a / perm_b / perm_y) and an epilogue
-// (GemmParams.epilogue: BIAS, RELU, RELU_BIAS, BGRADB). Where oneDNN serves the GEMM (f32, and bf16
-// on CPUs with bf16 arithmetic) the CPU backend hands it the same description the CUDA backend
+// (GemmParams.epilogue: BIAS, RELU, RELU_BIAS, BGRADB). Where oneDNN serves the GEMM (a MatMul,
+// or a Gemm with a folded Relu; f32, and bf16 on CPUs with bf16 arithmetic) the CPU backend
+// hands it the same description the CUDA backend
 // hands cuBLASLt: transposes as strides, the epilogue applied before the one rounding of the output
 // (dnnl_folded_matmul.h). Elsewhere (fp16, other types and shapes) it runs the folded work
 // with the very operators it replaced (Transpose, Add, Relu, ReduceSum), which computes bit
@@ -48,6 +49,7 @@ class FoldedGemm {
   Folded transpose_a_, transpose_b_, add_, relu_op_, reduce_sum_;
   Folded view_a_, view_b_, view_y_;         // GemmParams.perm_a / perm_b / perm_y (op null: none)
   std::unique_ptr<DnnlFoldedMatmul> dnnl_;  // null: the unfolded operators run
+  int dnnl_bias_ = -1;                      // the input dnnl_ adds as its bias (-1: none)
 };
 
 }  // namespace ampc::rt::cpu

@@ -1,5 +1,5 @@
 // GEMM steps with folded work (runtime/cpu/library_step.h): operand transposes and the BIAS,
-// RELU_BIAS and BGRADB epilogues, against a float64 reference computed here, and against the
+// RELU, RELU_BIAS and BGRADB epilogues, against a float64 reference computed here, and against the
 // unfolded operators bit for bit (fp16 included; bf16 rounds the fp32 result once).
 #include <gtest/gtest.h>
 
@@ -180,6 +180,63 @@ TEST(LibraryStep, ViewsEqualTheTransposesAroundTheProduct) {
       const auto got = values(folded[0]), want = values(exact);
       for (size_t i = 0; i < got.size(); ++i)
         EXPECT_EQ(got[i], bf16_to_float(float_to_bf16(static_cast<float>(want[i])))) << i;
+    }
+  }
+}
+
+// A Gemm with its Relu folded (a Linear + ReLU of a training plan: the Relu's gradient reads
+// its output, so the Gemm's result has one reader): one oneDNN call with C as the bias and the
+// Relu as a post-op where C is a row of N (f32, and bf16 on a CPU with bf16 arithmetic), the
+// operators' fallback for a full C or alpha != 1; each equal to the Gemm then the Relu (bf16:
+// the f32 result on the bf16 values rounded once), and to float64 within rounding.
+TEST(LibraryStep, GemmWithFoldedReluIsOneCallOrTheOperators) {
+  const int64_t m = 6, k = 5, n = 4;
+  const auto xv = pseudo_random(m * k, 10), wv = pseudo_random(n * k, 11);
+  struct Case {
+    std::vector<int64_t> c_shape;
+    float alpha;
+    bool one_call;
+  };
+  for (const Case& c : {Case{{n}, 1.0f, true}, Case{{1, n}, 1.0f, true}, Case{{}, 1.0f, true},
+                        Case{{m, n}, 1.0f, false}, Case{{n}, 0.5f, false}}) {
+    for (DType t : {DType::kFloat32, DType::kBFloat16}) {
+      if (t == DType::kBFloat16 && !kernels::cpu::dnnl_bf16_native()) continue;
+      SCOPED_TRACE(std::string(dtype_name(t)) + " C rank " + std::to_string(c.c_shape.size()) +
+                   " alpha " + std::to_string(c.alpha));
+      const int64_t cn = c.c_shape.empty() ? 0 : c.c_shape.size() == 1 ? n : c.c_shape[0] * n;
+      const auto cv = pseudo_random(cn, 12);
+      std::vector<Tensor> in = {make(t, {m, k}, xv), make(t, {n, k}, wv)};  // W as Linear: [N, K]
+      if (cn) in.push_back(make(t, c.c_shape, cv));
+      const std::vector<plan::Attribute> attrs = {attr_i("transB", 1), attr_f("alpha", c.alpha)};
+      const Fold relu{plan::GemmParams::RELU};
+      const plan::Plan p = folded_plan("Gemm", relu, in, 1, attrs);
+      const DnnlFoldedMatmul::Folding f{false, true, cn > 0, true, {}, {}, {}};
+      EXPECT_EQ(DnnlFoldedMatmul::make(p.steps(0), p, f) != nullptr, c.one_call);
+      const Tensor got = run_folded("Gemm", relu, in, 1, attrs)[0];
+      std::vector<double> want(static_cast<size_t>(m * n));
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t j = 0; j < n; ++j) {
+          double s = 0;
+          for (int64_t q = 0; q < k; ++q) s += xv[i * k + q] * wv[j * k + q];
+          s *= c.alpha;
+          if (cn) s += cv[c.c_shape.size() == 2 && c.c_shape[0] == m ? i * n + j : j];
+          want[i * n + j] = std::max(0.0, s);
+        }
+      }
+      ASSERT_EQ(got.shape(), (std::vector<int64_t>{m, n}));
+      expect_close(values(got), want, t == DType::kBFloat16 ? 2e-2 : 1e-5);
+      if (t == DType::kFloat32) {
+        const Tensor unfolded = run("Relu", {run("Gemm", in, attrs, 1, 17)[0]}, {}, 1, 17)[0];
+        EXPECT_TRUE(same_bits(got, unfolded));
+        continue;
+      }
+      // bf16: rounded once from the f32 result on the same (bf16) values.
+      std::vector<Tensor> wide;
+      for (const Tensor& v : in) wide.push_back(make(DType::kFloat32, v.shape(), values(v)));
+      const auto exact = values(run_folded("Gemm", relu, wide, 1, attrs)[0]);
+      const auto g = values(got);
+      for (size_t i = 0; i < g.size(); ++i)
+        EXPECT_EQ(g[i], bf16_to_float(float_to_bf16(static_cast<float>(exact[i])))) << i;
     }
   }
 }
