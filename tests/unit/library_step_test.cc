@@ -189,8 +189,7 @@ TEST(LibraryStep, ViewsEqualTheTransposesAroundTheProduct) {
 // Relu as a post-op where C is a row of N (f32, and bf16 on a CPU with bf16 arithmetic), the
 // operators' fallback for a full C or alpha != 1; each equal to the Gemm then the Relu (bf16:
 // the f32 result on the bf16 values rounded once), and to float64 within rounding.
-TEST(LibraryStep, GemmWithFoldedReluIsOneCallOrTheOperators) {
-  const int64_t m = 6, k = 5, n = 4;
+void expect_gemm_with_folded_relu(int64_t m, int64_t k, int64_t n) {
   const auto xv = pseudo_random(m * k, 10), wv = pseudo_random(n * k, 11);
   struct Case {
     std::vector<int64_t> c_shape;
@@ -201,8 +200,8 @@ TEST(LibraryStep, GemmWithFoldedReluIsOneCallOrTheOperators) {
                         Case{{m, n}, 1.0f, false}, Case{{n}, 0.5f, false}}) {
     for (DType t : {DType::kFloat32, DType::kBFloat16}) {
       if (t == DType::kBFloat16 && !kernels::cpu::dnnl_bf16_native()) continue;
-      SCOPED_TRACE(std::string(dtype_name(t)) + " C rank " + std::to_string(c.c_shape.size()) +
-                   " alpha " + std::to_string(c.alpha));
+      SCOPED_TRACE(std::string(dtype_name(t)) + " n " + std::to_string(n) + " C rank " +
+                   std::to_string(c.c_shape.size()) + " alpha " + std::to_string(c.alpha));
       const int64_t cn = c.c_shape.empty() ? 0 : c.c_shape.size() == 1 ? n : c.c_shape[0] * n;
       const auto cv = pseudo_random(cn, 12);
       std::vector<Tensor> in = {make(t, {m, k}, xv), make(t, {n, k}, wv)};  // W as Linear: [N, K]
@@ -239,6 +238,11 @@ TEST(LibraryStep, GemmWithFoldedReluIsOneCallOrTheOperators) {
         EXPECT_EQ(g[i], bf16_to_float(float_to_bf16(static_cast<float>(exact[i])))) << i;
     }
   }
+}
+
+TEST(LibraryStep, GemmWithFoldedReluIsOneCallOrTheOperators) {
+  expect_gemm_with_folded_relu(6, 5, 4);
+  expect_gemm_with_folded_relu(6, 5, 5);  // a square W: read untransposed, it would still fit
 }
 
 TEST(LibraryStep, BiasGradientIsTheColumnSumOfB) {
