@@ -5,6 +5,7 @@
 #pragma once
 
 #include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <type_traits>
 #include <vector>
@@ -139,6 +140,47 @@ void ternary_map(const A* a, const Shape& a_shape, const B* b, const Shape& b_sh
     store_values(y + first, len, [&](int64_t i) {
       return f(load(ar[i * sa]), load(br[i * sb]), load(cr[i * sc]));
     });
+  });
+}
+
+// y[out_shape] = c ? a : b (Where), all three broadcast, by the elements' bits: the mask picks
+// through an AND with all ones or zeros, not a branch. A Relu's backward mask is true at
+// random about half the time, and the branch GCC made of `c ? a : b` mispredicted on every
+// other element (resnet18's first Where, 524288 elements: 1.4 ms); 16-bit floats are copied,
+// not widened and rounded back.
+template <typename T>
+void select_map(const bool* c, const Shape& c_shape, const T* a, const Shape& a_shape, const T* b,
+                const Shape& b_shape, T* y, const Shape& out_shape) {
+  static_assert(std::is_trivially_copyable_v<T>);
+  using U = std::conditional_t<
+      sizeof(T) == 1, uint8_t,
+      std::conditional_t<sizeof(T) == 2, uint16_t,
+                         std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>>>;
+  static_assert(sizeof(U) == sizeof(T));
+  const BroadcastPlan p = make_broadcast_plan(out_shape, {c_shape, a_shape, b_shape});
+  if (p.numel == 0) return;
+  const int64_t sc = p.strides[0].back(), sa = p.strides[1].back(), sb = p.strides[2].back();
+  auto pick = [](bool m, T x, T z) {
+    const U all = static_cast<U>(U{0} - static_cast<U>(m));
+    return std::bit_cast<T>(
+        static_cast<U>((std::bit_cast<U>(x) & all) | (std::bit_cast<U>(z) & static_cast<U>(~all))));
+  };
+  for_each_broadcast_row<3>(p, [&](int64_t first, const int64_t* off, int64_t len) {
+    const bool* cr = c + off[0];
+    const T* ar = a + off[1];
+    const T* br = b + off[2];
+    T* yr = y + first;
+    if (sc == 1 && sa == 1 && sb == 1) {
+      for (int64_t i = 0; i < len; ++i) yr[i] = pick(cr[i], ar[i], br[i]);
+    } else if (sc == 1 && sa == 1 && sb == 0) {
+      const T bv = br[0];
+      for (int64_t i = 0; i < len; ++i) yr[i] = pick(cr[i], ar[i], bv);
+    } else if (sc == 1 && sa == 0 && sb == 1) {
+      const T av = ar[0];
+      for (int64_t i = 0; i < len; ++i) yr[i] = pick(cr[i], av, br[i]);
+    } else {
+      for (int64_t i = 0; i < len; ++i) yr[i] = pick(cr[i * sc], ar[i * sa], br[i * sb]);
+    }
   });
 }
 

@@ -4,6 +4,7 @@
 #include <omp.h>
 
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
@@ -220,6 +221,62 @@ TEST(CpuElementwise, LargeWhereSplitsRowsAndChunksCorrectly) {
     EXPECT_EQ(mixed[0].data<float>()[i], cv[i] ? xv[i] : -1.0f) << i;
     EXPECT_EQ(rows[i], i % 2 == 0 ? xv[i] : -1.0f) << i;
   }
+}
+
+// Where picks by the elements' bits (kernels/cpu/elementwise.h select_map): for elements of 1,
+// 2, 4 and 8 bytes, in each row form (all full, one side a scalar, a broadcast), on a random
+// mask large enough for the threads to share it, the chosen element's every bit (NaN payloads,
+// -0, a 16-bit float's bits) against a loop over the indices.
+template <typename T>
+void expect_where_picks_bits(DType t) {
+  SCOPED_TRACE(dtype_name(t));
+  const int64_t rows = 96, cols = 1000;
+  Tensor c(DType::kBool, {rows, cols});
+  Tensor a(t, {rows, cols}), b(t, {rows, cols});
+  uint64_t state = 12345;
+  auto next = [&] {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return state >> 11;
+  };
+  for (int64_t i = 0; i < c.numel(); ++i) c.data<bool>()[i] = next() % 2;
+  for (Tensor* x : {&a, &b}) {
+    auto* bytes = static_cast<uint8_t*>(x->raw());
+    for (size_t i = 0; i < x->nbytes(); ++i) bytes[i] = static_cast<uint8_t>(next());
+    if constexpr (!std::is_same_v<T, bool>) continue;
+    for (int64_t i = 0; i < x->numel(); ++i) x->data<bool>()[i] = next() % 2;  // 0 or 1 only
+  }
+  Tensor a1(t, {}), bcol(t, {rows, 1});
+  std::memcpy(a1.raw(), a.raw(), sizeof(T));
+  std::memcpy(bcol.raw(), b.raw(), sizeof(T) * rows);
+  struct Form {
+    const Tensor *x, *y;
+  };
+  for (const Form& f : {Form{&a, &b}, Form{&a, &a1}, Form{&a1, &b}, Form{&bcol, &a}}) {
+    const Tensor out = run_op("Where", {&c, f.x, f.y})[0];
+    ASSERT_EQ(out.shape(), (std::vector<int64_t>{rows, cols}));
+    auto at = [&](const Tensor& x, int64_t r, int64_t k) {
+      const int64_t i = x.rank() == 0 ? 0 : x.dim(1) == 1 ? r : r * cols + k;
+      return static_cast<const uint8_t*>(x.raw()) + i * static_cast<int64_t>(sizeof(T));
+    };
+    int64_t wrong = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t k = 0; k < cols; ++k) {
+        const uint8_t* want = at(c.data<bool>()[r * cols + k] ? *f.x : *f.y, r, k);
+        wrong += std::memcmp(at(out, r, k), want, sizeof(T)) != 0;
+      }
+    }
+    EXPECT_EQ(wrong, 0);
+  }
+}
+
+TEST(CpuElementwise, WherePicksTheChosenElementsBitsForEveryWidth) {
+  expect_where_picks_bits<bool>(DType::kBool);
+  expect_where_picks_bits<int8_t>(DType::kInt8);
+  expect_where_picks_bits<BFloat16>(DType::kBFloat16);
+  expect_where_picks_bits<Half>(DType::kFloat16);
+  expect_where_picks_bits<float>(DType::kFloat32);
+  expect_where_picks_bits<double>(DType::kFloat64);
+  expect_where_picks_bits<int64_t>(DType::kInt64);
 }
 
 TEST(CpuElementwise, ClipTakesAttributesBeforeOpset11AndOptionalInputsAfter) {

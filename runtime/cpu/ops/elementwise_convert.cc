@@ -97,9 +97,9 @@ void where_op(OpContext& ctx) {
   const auto shape = broadcast_or_fail(ctx, {c.shape(), x.shape(), y.shape()});
   dispatch<kAllTypes>(ctx, 1, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    Tensor& out = ctx.output(0, x.dtype(), shape);
-    kc::ternary_map(c.data<bool>(), c.shape(), x.data<T>(), x.shape(), y.data<T>(), y.shape(),
-                    out.data<T>(), shape, [](bool p, auto a, auto b) { return p ? a : b; });
+    Tensor& out = ctx.output_for_overwrite(0, x.dtype(), shape);  // every element written
+    kc::select_map(c.data<bool>(), c.shape(), x.data<T>(), x.shape(), y.data<T>(), y.shape(),
+                   out.data<T>(), shape);
   });
 }
 
