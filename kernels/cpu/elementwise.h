@@ -143,11 +143,25 @@ void ternary_map(const A* a, const Shape& a_shape, const B* b, const Shape& b_sh
   });
 }
 
+// The bits of a 16-bit float as its fp32 round trip leaves them (base/half.h: a NaN gets its
+// quiet bit, every other value stays): what the fused kernels and the CUDA kernels, which
+// compute in fp32, store for a NaN they pass through. Other types: the bits as they are.
+template <typename T, typename U>
+inline U quiet_16bit_nan(U u) {
+  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
+    constexpr U exponent = std::is_same_v<T, Half> ? 0x7c00 : 0x7f80;
+    constexpr U quiet = std::is_same_v<T, Half> ? 0x0200 : 0x0040;
+    const bool nan = (u & exponent) == exponent && (u & static_cast<U>(~exponent & 0x7fff)) != 0;
+    return static_cast<U>(u | (static_cast<U>(U{0} - static_cast<U>(nan)) & quiet));
+  }
+  return u;
+}
+
 // y[out_shape] = c ? a : b (Where), all three broadcast, by the elements' bits: the mask picks
 // through an AND with all ones or zeros, not a branch. A Relu's backward mask is true at
 // random about half the time, and the branch GCC made of `c ? a : b` mispredicted on every
-// other element (resnet18's first Where, 524288 elements: 1.4 ms); 16-bit floats are copied,
-// not widened and rounded back.
+// other element (resnet18's first Where, 524288 elements: 1.4 ms). 16-bit floats are not
+// widened and rounded back; a NaN among them is quieted as that round trip would.
 template <typename T>
 void select_map(const bool* c, const Shape& c_shape, const T* a, const Shape& a_shape, const T* b,
                 const Shape& b_shape, T* y, const Shape& out_shape) {
@@ -162,8 +176,9 @@ void select_map(const bool* c, const Shape& c_shape, const T* a, const Shape& a_
   const int64_t sc = p.strides[0].back(), sa = p.strides[1].back(), sb = p.strides[2].back();
   auto pick = [](bool m, T x, T z) {
     const U all = static_cast<U>(U{0} - static_cast<U>(m));
-    return std::bit_cast<T>(
-        static_cast<U>((std::bit_cast<U>(x) & all) | (std::bit_cast<U>(z) & static_cast<U>(~all))));
+    const U u =
+        static_cast<U>((std::bit_cast<U>(x) & all) | (std::bit_cast<U>(z) & static_cast<U>(~all)));
+    return std::bit_cast<T>(quiet_16bit_nan<T>(u));
   };
   for_each_broadcast_row<3>(p, [&](int64_t first, const int64_t* off, int64_t len) {
     const bool* cr = c + off[0];

@@ -259,6 +259,9 @@ void global_average_pool(DType dtype, int64_t planes, int64_t spatial, const voi
         for (int l = 0; l < off && l < live; ++l)
           v[l] = shared::add(v[l], l + off < live ? v[l + off] : M(0));
         if (live > off) live = off;
+        // One value left (a plane of one element: a 1x1 map), which has had its + 0: the
+        // remaining steps would add + 0 to it again, which changes nothing.
+        if (live == 1) break;
       }
       ys[pl] = E::store(pm::global_mean(live0 > 0 ? v[0] : M(0), spatial));
     }
