@@ -223,13 +223,16 @@ class Finder {
     f.epilogue = plan::GemmParams::BIAS;
   }
 
-  // GEMM[BIAS] -> Relu: RELU_BIAS (RELU without a bias).
+  // GEMM[BIAS] -> Relu: RELU_BIAS (RELU without a bias). After a bf16 GEMM only where the
+  // options say (gemm_epilogue.h); a Gemm's own C is then its operand, not a BIAS epilogue.
   void fold_relu(GemmFold& f) {
     if (f.epilogue != plan::GemmParams::NONE && f.epilogue != plan::GemmParams::BIAS) return;
     const Value* y = f.outputs[0];
     const Node* relu = only_reader(y);
-    if (!relu || !is_onnx(*relu, "Relu") || !foldable(y, *relu) ||
-        !is_float32_or_64(y->type.dtype) || relu->outputs[0]->type != y->type)
+    const DType t = y->type.dtype;
+    const bool type_ok = is_float32_or_64(t) || (options_.relu_after_bf16 && t == DType::kBFloat16);
+    if (!relu || !is_onnx(*relu, "Relu") || !foldable(y, *relu) || !type_ok ||
+        relu->outputs[0]->type != y->type)
       return;
     f.outputs[0] = relu->outputs[0];
     f.folded.push_back(relu);

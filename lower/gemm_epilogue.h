@@ -16,8 +16,13 @@
 // An analysis: the IR is not changed (it stays exportable to ONNX); lowering emits the GEMM
 // step with what it folds and no steps for the folded nodes. The CPU backend runs the folded
 // work with the very operators it replaced (runtime/cpu/library_step.h), so folding never
-// changes a result on the CPU. A bias Add or Relu is only folded in fp32/fp64: with a 16-bit
-// output cuBLASLt rounds once where the unfolded graph rounds the product first.
+// changes a result on the CPU. A bias Add is only folded in fp32/fp64: with a 16-bit output
+// cuBLASLt rounds once where the unfolded graph rounds the product first. A Relu commutes with
+// that rounding (rounding to nearest keeps the sign and maps 0 to 0), so CPU plans fold it after
+// a bf16 GEMM too, where oneDNN applies it before its one rounding (on a CPU without bf16
+// arithmetic the step runs the Gemm and then the Relu, as unfolded). Not after an fp16 GEMM,
+// which the CPU emulates (the operators' path, with the product in a temporary), nor in CUDA
+// plans, whose runtime knows the 16-bit epilogues only from the fp32 path's code.
 #pragma once
 
 #include <vector>
@@ -38,7 +43,8 @@ struct GemmFold {
 };
 
 struct GemmFoldOptions {
-  bool strided_views = false;  // the perm_a / perm_b / perm_y folds (CPU plans)
+  bool strided_views = false;    // the perm_a / perm_b / perm_y folds (CPU plans)
+  bool relu_after_bf16 = false;  // a Relu after a bf16 GEMM (CPU plans)
 };
 
 // Every GEMM (MatMul, Gemm) with something to fold, in graph order.

@@ -121,7 +121,8 @@ Lowering lower_graph(const ir::Model& model, const LoweringOptions& options) {
   }
   // Work the GEMM calls take over stays out of the elementwise groups.
   // Strided views only where oneDNN runs the GEMMs: cuBLASLt takes one batch stride.
-  std::vector<GemmFold> folds = find_gemm_folds(model, {.strided_views = !cuda});
+  std::vector<GemmFold> folds =
+      find_gemm_folds(model, {.strided_views = !cuda, .relu_after_bf16 = !cuda});
   std::unordered_set<const ir::Node*> foldable;
   for (const auto& f : folds) foldable.insert(f.folded.begin(), f.folded.end());
   FusionOptions fusion;

@@ -9,8 +9,8 @@
 // - ClipUnderScaling.*: --clip-grad-norm with dynamic loss scaling against GradScaler's
 //   unscale_ + clip_grad_norm_ recipe (scaler_parity.py --only clip-scaled-*);
 // - LinearRounding.*: torch.nn.Linear on inputs of rank 2, 3 and 4 in bf16 (against PyTorch's
-//   CPU autocast) and fp16 (float64 rounded as CUDA autocast rounds), bit for bit
-//   (linear_rounding_oracle.py);
+//   CPU autocast; and a Linear + ReLU, which CPU plans fold) and fp16 (float64 rounded as CUDA
+//   autocast rounds), bit for bit, plans for a CUDA and a CPU target (linear_rounding_oracle.py);
 // - SixteenBitSkipResume.*: an fp16 overflow inside the backward skips the step keeping every
 //   bit, and resume across skipped steps is bit-exact (scaler_parity.py --only
 //   backward-overflow).

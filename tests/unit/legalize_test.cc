@@ -21,6 +21,8 @@
 #include "driver/pipeline.h"
 #include "runtime/cpu/executor.h"
 #include "runtime/plan/step_params.h"
+#include "tests/support/mlp_variants.h"
+#include "tests/support/temp_dir.h"
 #include "tests/unit/step_test_helpers.h"
 
 namespace ampc::lower {
@@ -664,6 +666,35 @@ TEST(Legalize, FoldedGemmStepsCarryTransposesAndEpiloguesAsParameters) {
       epilogues.insert(plan::gemm_epilogue_name(s));
   }
   EXPECT_TRUE(epilogues.count("BIAS")) << "no bias folded";
+}
+
+// A Relu after a bf16 GEMM folds into it in CPU plans (oneDNN applies it before the one
+// rounding, which it commutes with), not in CUDA plans nor after the CPU's emulated fp16 GEMM;
+// after an fp32 GEMM everywhere. The mlp with a Relu after its first Gemm (a Linear + ReLU).
+TEST(Legalize, ReluFoldsIntoBf16GemmsOfCpuPlansOnly) {
+  const test::TempDir dir;
+  const std::string model = dir / "mlp_relu.onnx";
+  test::write_mlp_with_unary(std::string(AMPC_SOURCE_DIR) + "/models/mlp.onnx", model, "Relu",
+                             "/relu/Relu");
+  auto relu_folds = [&](passes::Precision precision, const std::string& target) {
+    compiler::CompileOptions o;
+    o.train = true;
+    o.autocast.precision = precision;
+    o.lowering.target = target;
+    const plan::Plan p = compiler::compile_file(model, o);
+    int folds = 0;
+    for (const plan::Step& s : p.steps()) {
+      const bool relu = s.has_gemm() && (s.gemm().epilogue() == plan::GemmParams::RELU ||
+                                         s.gemm().epilogue() == plan::GemmParams::RELU_BIAS);
+      folds += relu ? 1 : 0;
+    }
+    return folds;
+  };
+  EXPECT_EQ(relu_folds(passes::Precision::kBF16, "cpu"), 1);
+  EXPECT_EQ(relu_folds(passes::Precision::kFP32, "cpu"), 1);
+  EXPECT_EQ(relu_folds(passes::Precision::kFP32, "cuda:sm_90"), 1);
+  EXPECT_EQ(relu_folds(passes::Precision::kBF16, "cuda:sm_90"), 0);
+  EXPECT_EQ(relu_folds(passes::Precision::kFP16, "cpu"), 0);
 }
 
 // Operand Transposes folded into the GEMM's flags, on a graph made here where each flag is
