@@ -22,7 +22,6 @@ struct LoweringOptions {
   std::string target = "cuda:sm_90";
 };
 
-
 // One plan step: an unfused node, or a fused kernel over one or more segments.
 struct LoweredStep {
   const ir::Node* node = nullptr;
@@ -37,7 +36,7 @@ struct LoweredStep {
 struct Lowering {
   std::vector<kernels::KernelDef> kernels;  // named "fused_N"; PTX attached for CUDA targets
   std::vector<LoweredStep> steps;           // in execution order
-  std::vector<GemmFold> folds;      // GEMM epilogues and transposes, as emitted
+  std::vector<GemmFold> folds;              // GEMM epilogues and transposes, as emitted
 };
 
 // The schedule and the kernels, without code. Throws ampc::Error for an unknown target.

@@ -312,10 +312,10 @@ ArenaPeak arena_peak(const Plan& p) {
       owner = p.buffers(owner).alias_of() - 1;
     first[owner] = std::min(first[owner], life.first[b]);
     last[owner] = std::max(last[owner], life.last[b]);
-    bytes[owner] = std::max(
-        bytes[owner], align_up(std::max<int64_t>(0, buffer_bytes(p.buffers(b))),
-                                       p.memory().alignment() > 0 ? p.memory().alignment()
-                                                                  : kMemoryAlignment));
+    bytes[owner] =
+        std::max(bytes[owner],
+                 align_up(std::max<int64_t>(0, buffer_bytes(p.buffers(b))),
+                          p.memory().alignment() > 0 ? p.memory().alignment() : kMemoryAlignment));
   }
   std::vector<int64_t> delta(p.steps_size() + 2, 0);
   for (int32_t b = 0; b < n; ++b) {

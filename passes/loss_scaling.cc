@@ -180,9 +180,7 @@ Value* unscale_and_check(ir::Model& model, const LossScaleState& state,
                       attrs(Attribute::make_int("to", static_cast<int64_t>(DType::kFloat32))));
     gradients[i].gradient = b.op("Mul", {g32, inv}, g32->type);
   }
-  model.graph->erase_values_if([&](const ir::Value& v) {
-    return unread.count(&v) > 0;
-  });
+  model.graph->erase_values_if([&](const ir::Value& v) { return unread.count(&v) > 0; });
   import_ampc_domain_if_used(model, first_node);
   return outs[0];
 }

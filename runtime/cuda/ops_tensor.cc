@@ -5,8 +5,8 @@
 // math is not here: the compiler turns it into generated kernels for CUDA targets.
 #include <algorithm>
 #include <map>
-#include <optional>
 #include <memory>
+#include <optional>
 
 #include "kernels/cuda/copy.h"
 #include "kernels/cuda/elementwise.h"

@@ -194,10 +194,8 @@ TEST(Interrupt, FirstSignalRecordedSecondExitsAtOnce) {
 }
 
 TEST(Interrupt, GuardRestoresTheDefaultHandler) {
-  {
-    cli::InterruptGuard guard;
-  }
-  struct sigaction now{};
+  { cli::InterruptGuard guard; }
+  struct sigaction now {};
   ::sigaction(SIGINT, nullptr, &now);
   EXPECT_EQ(now.sa_handler, SIG_DFL);
 }

@@ -27,7 +27,7 @@ void on_signal(int sig) {
 
 InterruptGuard::InterruptGuard() {
   g_signal = 0;
-  struct sigaction action{};
+  struct sigaction action {};
   action.sa_handler = on_signal;
   sigemptyset(&action.sa_mask);
   action.sa_flags = SA_RESTART;  // reads and writes of the step go on after the handler
