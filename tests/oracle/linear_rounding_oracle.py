@@ -66,7 +66,7 @@ def by_hand(module, inputs, low, once):
     """The float64 linear of the 16-bit operands, rounded to `low` once or twice."""
     out = []
     layers = (module.l2, module.l3, module.l4, module.r2)
-    for k, (layer, x) in enumerate(zip(layers, (*inputs, inputs[0]))):
+    for layer, x in zip(layers, (*inputs, inputs[0])):
         w, b = rounded(layer.weight.detach(), low), rounded(layer.bias.detach(), low)
         product = rounded(x, low) @ w.t()
         y = (product + b if once else product.to(low).double() + b).to(low).double()
