@@ -173,6 +173,19 @@ const T* dy_rows(const ConvGemm& p, const T* dy, std::vector<T>& buf) {
   return out;
 }
 
+// dy [n, m, P] as [m, n * P]: each image's rows of P positions copied as runs (an element
+// transpose, dy_rows, costs more, and oneDNN's bf16 matmul reads a transposed A slower).
+template <typename T>
+void dy_by_channel(const ConvGemm& p, const T* dy, T* out) {
+  const int64_t pp = p.g.cols_size(), r = p.n * pp;
+#pragma omp parallel for if (p.m * r > (1 << 18))
+  for (int64_t mi = 0; mi < p.m; ++mi) {
+    for (int64_t ni = 0; ni < p.n; ++ni) {
+      std::copy(dy + (ni * p.m + mi) * pp, dy + (ni * p.m + mi + 1) * pp, out + mi * r + ni * pp);
+    }
+  }
+}
+
 template <typename T>
 bool backward_data(const ConvGemm& p, const T* dy, const T* w, T* dx) {
   const Taps taps = active_taps(p.g);
@@ -272,18 +285,29 @@ bool backward_weights(const ConvGemm& p, const T* dy, const T* x, T* dw, T* db) 
   } else {
     rows_pass<T, const T, false>(p.g, taps, p.n, p.c, rows, x);
   }
-  const T* dyr = dy_rows(p, dy, dy_buf);
-  // dw_active [m, width] = dy_rows^T [m, r] . rows [r, width], rounded once.
+  // dy^T [m, r]: for single-position maps dy itself ([r, m]) read transposed, for one image dy
+  // itself, else dy's channels copied into rows of r.
+  const bool trans_a = pp == 1;
+  const T* dym = dy;
+  if (pp != 1 && p.n != 1) {
+    T* out = scratch(dy_buf, static_cast<size_t>(p.m * r));
+    dy_by_channel(p, dy, out);
+    dym = out;
+  }
+  // dw_active [m, width] = dy^T [m, r] . rows [r, width], rounded once.
   const bool in_place = nt == k && !tap_major;
   T* dwa = in_place ? dw : scratch(dw_buf, static_cast<size_t>(p.m * width));
-  if (!dnnl_matmul(product(p, true, false, p.m, width, r, p.m, width, p.type), dyr, rows, dwa)) {
+  if (!dnnl_matmul(product(p, trans_a, false, p.m, width, r, trans_a ? p.m : r, width, p.type), dym,
+                   rows, dwa)) {
     return false;
   }
   if (!in_place) spread_weight_grad(p, taps, dwa, tap_major, dw);
   if (db) {
     std::vector<float> sum(static_cast<size_t>(p.m), 0.0f);
     for (int64_t ri = 0; ri < r; ++ri) {
-      for (int64_t mi = 0; mi < p.m; ++mi) sum[static_cast<size_t>(mi)] += load(dyr[ri * p.m + mi]);
+      for (int64_t mi = 0; mi < p.m; ++mi) {
+        sum[static_cast<size_t>(mi)] += load(trans_a ? dym[ri * p.m + mi] : dym[mi * r + ri]);
+      }
     }
     for (int64_t mi = 0; mi < p.m; ++mi) db[mi] = store<T>(sum[static_cast<size_t>(mi)]);
   }

@@ -254,8 +254,9 @@ TEST_P(DnnlNumerics, ConvGradDataWeightsAndBias) {
 // maps under a padded 3x3 window: the centre tap alone reads the image), a 2x2 map (every tap
 // active, transposes between the GEMM's rows and NCHW), a stride-2 reduction of 2x2 to 1x1 (four
 // taps), a stride-2 reduction of 4x4 to 2x2 (several outputs a row, gathered with the stride), a
-// 1x3 map (one kernel row active) and the strided, dilated, unevenly padded default case with
-// enough output channels.
+// 1x3 map (one kernel row active), a 2x2 map of a single image (its gradient dy is already the
+// weight gradient's [m, positions] operand) and the strided, dilated, unevenly padded default
+// case with enough output channels.
 TEST_P(DnnlNumerics, ConvAsGemmWhereWeightsOutweighActivations) {
   auto small = [](int64_t n, int64_t c, int64_t m, int64_t h, int64_t w, int64_t stride) {
     return square(n, c, m, 1, h, w, 3, stride, 1);
@@ -265,7 +266,7 @@ TEST_P(DnnlNumerics, ConvAsGemmWhereWeightsOutweighActivations) {
   wide.m = 96;
   for (const ConvCase& cc :
        {small(3, 16, 32, 1, 1, 1), small(2, 8, 16, 2, 2, 1), small(4, 8, 16, 2, 2, 2),
-        small(2, 8, 16, 4, 4, 2), small(2, 8, 16, 1, 3, 1), wide}) {
+        small(2, 8, 16, 4, 4, 2), small(2, 8, 16, 1, 3, 1), small(1, 8, 16, 2, 2, 1), wide}) {
     SCOPED_TRACE("map " + std::to_string(cc.h) + "x" + std::to_string(cc.w) + ", stride " +
                  std::to_string(cc.sh) + ", " + std::to_string(cc.m) + " outputs");
     ASSERT_TRUE(kernels::cpu::conv_gemm_serves({geometry(cc), cc.n, cc.c, cc.m, GetParam()}, 1));
