@@ -18,10 +18,11 @@
 // accumulation and one rounding of each result: bf16 weights and activations multiply natively,
 // and the backward data's overlapping taps are summed in fp32 before their one rounding.
 // Weight-gradient entries of inactive taps are exactly zero (they multiply only padding).
-// Scratch (the gathered rows, dy's transpose, fp32 partial input gradients) is per thread and
-// kept between calls; each buffer is no larger than the convolution's weights (the rows: no
-// more output positions than output channels), its output or its input, in fp32 at most; the
-// bf16 weight gradient's own rule (below) bounds its rows at kWeightGradMaxGathered elements.
+// Scratch (the gathered rows, dy's transpose or, for the weight gradient, dy copied channel by
+// channel, fp32 partial input gradients) is per thread and kept between calls; each buffer is no
+// larger than the convolution's weights (the rows: no more output positions than output
+// channels), its output or its input, in fp32 at most; the bf16 weight gradient's own rule
+// (below) bounds its rows at kWeightGradMaxGathered elements.
 #pragma once
 
 #include <cstdint>
