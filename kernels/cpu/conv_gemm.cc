@@ -303,13 +303,13 @@ bool backward_weights(const ConvGemm& p, const T* dy, const T* x, T* dw, T* db) 
   }
   if (!in_place) spread_weight_grad(p, taps, dwa, tap_major, dw);
   if (db) {
-    std::vector<float> sum(static_cast<size_t>(p.m), 0.0f);
-    for (int64_t ri = 0; ri < r; ++ri) {
-      for (int64_t mi = 0; mi < p.m; ++mi) {
-        sum[static_cast<size_t>(mi)] += load(trans_a ? dym[ri * p.m + mi] : dym[mi * r + ri]);
-      }
+    // Each channel's sum in row order: along a row of [m, r], or down a column of [r, m].
+    for (int64_t mi = 0; mi < p.m; ++mi) {
+      float sum = 0.0f;
+      for (int64_t ri = 0; ri < r; ++ri)
+        sum += load(trans_a ? dym[ri * p.m + mi] : dym[mi * r + ri]);
+      db[mi] = store<T>(sum);
     }
-    for (int64_t mi = 0; mi < p.m; ++mi) db[mi] = store<T>(sum[static_cast<size_t>(mi)]);
   }
   return true;
 }
