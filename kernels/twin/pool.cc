@@ -56,6 +56,17 @@ struct WindowTable {
   }
 };
 
+// out[0 .. n) = acc stored as T; bf16 16 lanes at a time where the CPU can (base/bf16_convert.h:
+// half.h's rounding, the scalar store's bits), which the base x86-64 build leaves scalar.
+template <typename M, typename T>
+void store_plane(const M* acc, int64_t n, T* out) {
+  if constexpr (std::is_same_v<T, BFloat16> && std::is_same_v<M, float>) {
+    if (convert_avx512_available())
+      return f32_to_bf16_avx512(acc, reinterpret_cast<uint16_t*>(out), n);
+  }
+  for (int64_t i = 0; i < n; ++i) out[i] = pm::PoolElem<T>::store(acc[i]);
+}
+
 // Calls tap(flat spatial offset) for every in-image tap of window w.
 template <typename F>
 void for_each_tap(const pm::Geom& g, const pm::Window& w, F&& tap) {
@@ -150,15 +161,20 @@ void pool_by_rows(const pm::Geom& g, const T* x, int64_t planes, T* y,
   using M = typename E::Math;
   const int64_t img = g.image_size(), p = g.cols_size(), width = g.image[2];
   const WindowTable table(g);
+  // A 16-bit plane's outputs are kept in M and stored together (store_plane: bf16 rounded 16
+  // lanes at a time), not each by the scalar store: that made bf16 MaxPool slower than fp32's.
+  constexpr bool kBuffered = !std::is_same_v<T, M>;
 #pragma omp parallel if (planes > 1 && planes * img >= kParallelWork)
   {
     std::vector<M> row(static_cast<size_t>(width));
+    std::vector<M> plane_out(kBuffered ? static_cast<size_t>(p) : 0);
 #pragma omp for
     for (int64_t pl = 0; pl < planes; ++pl) {
       const T* xp = x + pl * img;
       T* yp = y + pl * p;
+      int64_t j = 0;  // the row's first output within the plane
       for (int64_t o0 = 0; o0 < g.cols[0]; ++o0) {
-        for (int64_t o1 = 0; o1 < g.cols[1]; ++o1, yp += g.cols[2]) {
+        for (int64_t o1 = 0; o1 < g.cols[1]; ++o1, yp += g.cols[2], j += g.cols[2]) {
           const pm::Window w = table.at(o0, o1, 0);
           std::fill(row.begin(), row.end(), init);
           for (int64_t t0 = w.lo[0]; t0 < w.hi[0]; ++t0) {
@@ -173,10 +189,15 @@ void pool_by_rows(const pm::Geom& g, const T* x, int64_t planes, T* y,
             M acc = init;
             for (int64_t t2 = wo.lo[2]; t2 < wo.hi[2]; ++t2)
               acc = combine(acc, row[wo.start[2] + t2 * g.dilation[2]]);
-            yp[o2] = E::store(finish(acc, wo));
+            if constexpr (kBuffered) {
+              plane_out[static_cast<size_t>(j + o2)] = finish(acc, wo);
+            } else {
+              yp[o2] = finish(acc, wo);
+            }
           }
         }
       }
+      if constexpr (kBuffered) store_plane(plane_out.data(), p, y + pl * p);
     }
   }
 }
@@ -269,17 +290,6 @@ void global_average_pool(DType dtype, int64_t planes, int64_t spatial, const voi
 }
 
 namespace {
-
-// out[0 .. n) = acc stored as T; bf16 16 lanes at a time where the CPU can (base/bf16_convert.h:
-// half.h's rounding, the scalar store's bits), which the base x86-64 build leaves scalar.
-template <typename M, typename T>
-void store_plane(const M* acc, int64_t n, T* out) {
-  if constexpr (std::is_same_v<T, BFloat16> && std::is_same_v<M, float>) {
-    if (convert_avx512_available())
-      return f32_to_bf16_avx512(acc, reinterpret_cast<uint16_t*>(out), n);
-  }
-  for (int64_t i = 0; i < n; ++i) out[i] = pm::PoolElem<T>::store(acc[i]);
-}
 
 // dx of each plane from its outputs in increasing output order: scatter_row(plane, o0, o1,
 // j, acc) adds the shares of output row (o0, o1), whose first output is the plane's j-th, into

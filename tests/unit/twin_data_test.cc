@@ -651,7 +651,7 @@ TEST(TwinPool, HostLoopsMatchThePerIndexFunctorsBitForBit) {
   namespace pm = ampc::kernels::shared::pool;
   uint32_t seed = 190;
   for (const PoolCase& c : pool_cases()) {
-    for (DType t : {DType::kFloat32, DType::kFloat16, DType::kFloat64}) {
+    for (DType t : {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64}) {
       const Tensor x = seed % 2 ? tied_with_nans(t, c.x_shape, seed++) : tied(t, c.x_shape, seed++);
       const tw::PoolGeometry g = geometry(c);
       const int64_t planes = c.x_shape[0] * c.x_shape[1];
