@@ -192,7 +192,7 @@ void pool_by_rows(const pm::Geom& g, const T* x, int64_t planes, T* y,
             if constexpr (kBuffered) {
               plane_out[static_cast<size_t>(j + o2)] = finish(acc, wo);
             } else {
-              yp[o2] = finish(acc, wo);
+              yp[o2] = E::store(finish(acc, wo));
             }
           }
         }
