@@ -295,6 +295,14 @@ std::vector<Pass> pipeline_passes(const CompileOptions& o, PipelineState& s) {
                    ir::fill_unknown_phases(*m.graph);
                  },
                  ir::Phase::kUnknown, [mixed_training] { return mixed_training; }});
+  // Memory: autocast's fp32 chains over a 16-bit activation (torch's GELU) are computed again
+  // in the backward from the 16-bit source, which the backward keeps instead of their results.
+  out.push_back({"recompute-low-chains",
+                 [](ir::Model& m) {
+                   passes::recompute_low_chains(m);
+                   ir::fill_unknown_phases(*m.graph);
+                 },
+                 ir::Phase::kUnknown, [mixed_training] { return mixed_training; }});
   // Memory (--recompute-elementwise): cheap elementwise results the backward reads again are
   // computed again there from values it keeps anyway (a GELU's erf and exp), not kept.
   out.push_back({"recompute-elementwise",

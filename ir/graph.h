@@ -229,6 +229,15 @@ class Model {
     std::string op;
   };
   std::vector<Fp32Lowering> fp32_lowerings;
+  // fp32 chains autocast made of a 16-bit activation (torch's GELU, passes/erf_gelu.h): their
+  // nodes (the Cast up first) by name, and the 16-bit source. What the backward reads of them
+  // is computed again there from the source, which it keeps instead, as PyTorch's gelu saves
+  // its input (passes/recompute_elementwise.h, recompute_low_chains).
+  struct LowSourceChain {
+    std::string source;
+    std::vector<std::string> nodes;
+  };
+  std::vector<LowSourceChain> low_source_chains;
 
   // The opset version imported for a domain ("" and "ai.onnx" are the same); nullopt if none.
   std::optional<int64_t> opset_version(std::string_view op_domain) const;

@@ -11,6 +11,7 @@
 #include "ops/op_info.h"
 #include "ops/schemas/ampc_schemas.h"
 #include "passes/cast_cleanup.h"
+#include "passes/erf_gelu.h"
 #include "passes/model_metadata.h"
 #include "passes/precision_policy.h"
 
@@ -80,6 +81,10 @@ class Autocaster {
     report_.precision = precision_name(options.precision);
     policy_.pin_lowerings(model.fp32_lowerings);
     policy_.pin_autocast_disabled(metadata_lines(model, kAutocastDisabledKey));
+    for (ErfGelu& g : find_erf_gelus(g_)) {
+      for (const ir::Node* n : g.nodes) gelu_of_[n] = gelus_.size();
+      gelus_.push_back({std::move(g), false});
+    }
   }
 
   AutocastReport run() {
@@ -88,8 +93,10 @@ class Autocaster {
     for (ir::Node* n : original) {
       current_ = n;
       process(*n);
+      round_gelu_result(*n);
     }
     restore_outputs();
+    for (const auto& [cast, producer] : after_) g_.move_node_after(cast, producer);
     // Inserted Casts were appended to the graph (so that the nodes' "#index" labels in the
     // report stay those of the model); each goes just before the node that first read it.
     for (const auto& [cast, reader] : placement_) g_.move_node_before(cast, reader);
@@ -206,8 +213,54 @@ class Autocaster {
     decide(n, to ? static_cast<DType>(to->i) : DType::kUndefined, std::move(rule));
   }
 
-  void process(ir::Node& n) {
+  // torch's gelu exported as five nodes (passes/erf_gelu.h) runs as PyTorch runs gelu when
+  // its input is low: the five in fp32 (DENY), their result rounded once to the low dtype
+  // (round_gelu_result). Under the table's FOLLOW each node would round its own result, which
+  // agrees with PyTorch's gelu on about half of the elements. A user's override of any of the
+  // five (--deny, --keep-fp32, ...) leaves the chain to the overrides.
+  PolicyDecision classify(const ir::Node& n) {
     PolicyDecision d = policy_.classify(n);
+    auto it = gelu_of_.find(&n);
+    if (it == gelu_of_.end()) return d;
+    Gelu& g = gelus_[it->second];
+    if (&n == g.chain.nodes.front()) {
+      g.fp32 = g.chain.x->type.dtype == low_;
+      for (const ir::Node* m : g.chain.nodes) {
+        if (policy_.classify(*m).rule != "FOLLOW (table)") g.fp32 = false;
+      }
+    }
+    if (!g.fp32) return d;
+    return {OpClass::kDeny,
+            "fp32: torch's gelu (exported as Div, Erf, Add, Mul, Mul), "
+            "computed in fp32 and rounded once, as PyTorch computes it"};
+  }
+
+  // After the last node of a GELU that runs in fp32: its result, rounded once to the low
+  // dtype, is what every reader sees (a Cast right after the node, writing the value the
+  // readers already read).
+  void round_gelu_result(ir::Node& n) {
+    auto it = gelu_of_.find(&n);
+    if (it == gelu_of_.end() || !gelus_[it->second].fp32 || &n != gelus_[it->second].chain.last())
+      return;
+    ir::Value* y = n.outputs[0];
+    ir::Value* wide = g_.add_value(fresh(y->name + "_fp32"), y->type);
+    ir::set_output(&n, 0, wide);
+    original_.try_emplace(y, y->type.dtype);
+    y->type.dtype = low_;
+    ir::Node* c = g_.add_node("Cast", {wide}, {y}, fresh("autocast/" + y->name + "_gelu_round"));
+    c->attributes.push_back(ir::Attribute::make_int("to", static_cast<int64_t>(low_)));
+    after_.emplace_back(c, &n);
+    record_cast(*c, *wide, low_);
+    const ErfGelu& chain = gelus_[it->second].chain;
+    ir::Model::LowSourceChain kept{chain.x->name, {}};
+    if (const ir::Node* up = chain.nodes.front()->inputs[0]->producer)
+      kept.nodes.push_back(up->name);
+    for (const ir::Node* m : chain.nodes) kept.nodes.push_back(m->name);
+    model_.low_source_chains.push_back(std::move(kept));
+  }
+
+  void process(ir::Node& n) {
+    PolicyDecision d = classify(n);
     const auto version = model_.opset_version(n.domain);
     const onnx::OpSchema* schema =
         version ? onnx::OpSchemaRegistry::Schema(n.op_type, static_cast<int>(*version),
@@ -336,6 +389,14 @@ class Autocaster {
   std::map<std::pair<ir::Value*, DType>, ir::Value*> cache_;
   std::map<ir::Value*, ir::Value*> source_;  // inserted Cast result -> the value it casts
   std::map<ir::Value*, DType> original_;     // node results whose dtype the pass changed
+  struct Gelu {
+    ErfGelu chain;
+    bool fp32;  // decided at its first node: the chain runs as PyTorch's gelu
+  };
+  std::vector<Gelu> gelus_;
+  std::map<const ir::Node*, size_t> gelu_of_;  // node of a GELU chain -> its index in gelus_
+  // Casts that go just after a node (the rounding of a GELU's result).
+  std::vector<std::pair<ir::Node*, const ir::Node*>> after_;
   bool bn_noted_ = false;
 };
 

@@ -41,10 +41,20 @@ class Recomputer {
     for (const ir::Value* v : g_.outputs) live_to_end_.insert(v);
   }
 
+  // Only these nodes are recomputed, and these values may be kept longer than before
+  // (recompute_low_chains).
+  void restrict_to(std::unordered_set<std::string> nodes, std::unordered_set<std::string> keep) {
+    only_ = std::move(nodes);
+    for (const auto& v : g_.values) {
+      if (keep.count(v->name)) extendable_.insert(v.get());
+    }
+  }
+
   int run() {
     std::vector<ir::Node*> candidates;
     for (const auto& n : g_.nodes)
-      if (cheap_elementwise(*n)) candidates.push_back(n.get());
+      if (cheap_elementwise(*n) && (only_.empty() || only_.count(n->name)))
+        candidates.push_back(n.get());
     for (ir::Node* n : candidates) try_node(*n);
     return added_;
   }
@@ -62,7 +72,7 @@ class Recomputer {
   // Whether v is available at node position p without being recomputed: read there or later,
   // or never freed in the step (graph inputs and outputs, constants, parameters).
   bool live_at(const ir::Value* v, int p) const {
-    if (live_to_end_.count(v) || v->is_graph_input) return true;
+    if (live_to_end_.count(v) || extendable_.count(v) || v->is_graph_input) return true;
     if (!v->producer) return !state_.count(v);  // an initializer: constant unless a step updates it
     if (v->producer->op_type == "Constant") return true;
     return std::any_of(v->uses.begin(), v->uses.end(), [&](const ir::Use& u) {
@@ -149,7 +159,8 @@ class Recomputer {
 
   ir::Graph& g_;
   RecomputeElementwiseOptions o_;
-  std::unordered_set<const ir::Value*> state_, live_to_end_;
+  std::unordered_set<const ir::Value*> state_, live_to_end_, extendable_;
+  std::unordered_set<std::string> only_;
   std::unordered_map<const ir::Node*, int> pos_;
   int added_ = 0;
   bool stale_ = true;
@@ -159,6 +170,18 @@ class Recomputer {
 
 int recompute_elementwise(ir::Model& model, const RecomputeElementwiseOptions& options) {
   return Recomputer(model, options).run();
+}
+
+int recompute_low_chains(ir::Model& model, const RecomputeElementwiseOptions& options) {
+  if (model.low_source_chains.empty()) return 0;
+  std::unordered_set<std::string> nodes, sources;
+  for (const auto& c : model.low_source_chains) {
+    sources.insert(c.source);
+    nodes.insert(c.nodes.begin(), c.nodes.end());
+  }
+  Recomputer r(model, options);
+  r.restrict_to(std::move(nodes), std::move(sources));
+  return r.run();
 }
 
 }  // namespace ampc::passes

@@ -27,4 +27,10 @@ struct RecomputeElementwiseOptions {
 // Returns the number of nodes added (recomputed copies, named with recompute_casts.h's suffix).
 int recompute_elementwise(ir::Model& model, const RecomputeElementwiseOptions& options = {});
 
+// The same for the nodes of the model's low_source_chains alone (fp32 chains autocast made of
+// a 16-bit activation), where the chain's 16-bit source may outlive its last reader: the
+// backward keeps the source instead of the chain's fp32 results (half the bytes of one of them,
+// a sixth of what torch's GELU chain kept). Runs in every mixed-precision training plan.
+int recompute_low_chains(ir::Model& model, const RecomputeElementwiseOptions& options = {});
+
 }  // namespace ampc::passes

@@ -11,6 +11,9 @@
 // - LinearRounding.*: torch.nn.Linear on inputs of rank 2, 3 and 4 in bf16 (against PyTorch's
 //   CPU autocast; and a Linear + ReLU, which CPU plans fold) and fp16 (float64 rounded as CUDA
 //   autocast rounds), bit for bit, plans for a CUDA and a CPU target (linear_rounding_oracle.py);
+// - GeluRounding.*: torch's GELU (exported as five ops) in bf16 (against PyTorch's CPU
+//   autocast) and fp16 (PyTorch's fp32 gelu rounded once, as CUDA's), forward and backward,
+//   bit for bit (gelu_rounding_oracle.py);
 // - SixteenBitSkipResume.*: an fp16 overflow inside the backward skips the step keeping every
 //   bit, and resume across skipped steps is bit-exact (scaler_parity.py --only
 //   backward-overflow).
@@ -85,6 +88,13 @@ TEST(LinearRounding, Bf16) {
 }
 TEST(LinearRounding, Fp16) {
   run_script("linear_rounding_oracle.py", "fp16");
+}
+
+TEST(GeluRounding, Bf16) {
+  run_script("gelu_rounding_oracle.py", "bf16");
+}
+TEST(GeluRounding, Fp16) {
+  run_script("gelu_rounding_oracle.py", "fp16");
 }
 
 TEST(ClipUnderScaling, Fp32DynamicScale) {
