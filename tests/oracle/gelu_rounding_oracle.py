@@ -17,28 +17,30 @@ References: bf16, PyTorch's own CPU autocast (its gelu and gelu_backward run in 
 fp16 operands, rounded once to fp16 as CUDA's kernels do (for the backward at ampc's loss
 scale, 2^16, then divided by it).
 
-PyTorch's fp32 erf and ampc's differ by a few fp32 units, which decides the 16-bit rounding
-of an element near a rounding boundary: at least MIN_EQUAL of the elements must be equal and
-every other one within one 16-bit unit, or, where the fp32 formula itself cancels (1 + erf(x /
-sqrt(2)) for x below about -3, so both sides' fp32 results are a few 16-bit units from the
-exact gelu there; gelu's derivative near its root at -0.75), within FP32_ERRORS fp32 roundings
-of the terms the formula adds: |x| forward, |dy| (1 + |x|) backward. The wrong model fails: rounding after each of the five ops (what ampc did before)
-matches about half the elements (measured), which the script prints beside each result.
+PyTorch's fp32 erf and ampc's differ by a few fp32 units, which decides the 16-bit rounding of
+an element near a rounding boundary: at least MIN_EQUAL of the elements must be equal and every
+other one within one 16-bit unit, or, where the fp32 formula itself cancels (1 + erf(x /
+sqrt(2)) for x below about -3, so both sides' fp32 results are a few 16-bit units from the exact
+gelu there; gelu's derivative near its root at -0.75), within FP32_ERRORS fp32 roundings of the
+terms the formula adds: |x| forward, |dy| (1 + |x|) backward. The wrong model fails: rounding
+after each of the five ops (what ampc did before) matches about half the elements (measured),
+which the script prints beside each result.
 
     /usr/bin/python3 tests/oracle/gelu_rounding_oracle.py --ampc BIN --models-dir DIR
         --out DIR {bf16,fp16}
 """
-import argparse
 import json
 import math
 import os
-import subprocess
 import sys
 
 import numpy as np
 import onnx
 import torch
 from onnx import numpy_helper
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import oracle_cli  # noqa: E402
 
 MIN_EQUAL = 0.99
 U32 = 2.0 ** -24  # fp32's unit roundoff
@@ -62,12 +64,6 @@ class GeluBlock(torch.nn.Module):
     def forward(self, x, c=None):
         y = self.gelu(self.lin(x))
         return (y * c).sum() if self.loss else y
-
-
-def run(cmd):
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        sys.exit("FAILED: " + " ".join(cmd) + "\n" + r.stdout + r.stderr)
 
 
 def line(t, low):
@@ -155,10 +151,11 @@ def check_forward(a, low):
     for target in ("cuda:sm_90", "cpu"):
         tag = target.replace(":", "_")
         plan = os.path.join(a.out, f"gelu_{tag}.plan")
-        run([a.ampc, "compile", model, "--precision", a.precision, "--target", target, "-o", plan])
+        oracle_cli.run([a.ampc, "compile", model, "--precision", a.precision, "--target", target,
+                        "-o", plan])
         outs = os.path.join(a.out, "y_" + tag)
-        run([a.ampc, "run", plan, "--input", "x=" + os.path.join(a.out, "x.npy"),
-             "--output-dir", outs])
+        oracle_cli.run([a.ampc, "run", plan, "--input", "x=" + os.path.join(a.out, "x.npy"),
+                        "--output-dir", outs])
         got = torch.from_numpy(np.load(os.path.join(outs, "y.npy")))
         ok &= compare(f"{a.precision} forward ({target})", x, got, want, per_op, low,
                       FP32_ERRORS * U32 * x.abs())
@@ -176,8 +173,8 @@ def check_gradient(a, low):
     data = os.path.join(a.out, "batch.npz")
     np.savez(data, x=x.numpy(), c=c.numpy())
     log, ckpt = os.path.join(a.out, "log.jsonl"), os.path.join(a.out, "ckpt.onnx")
-    run([a.ampc, "train", model, "--data", data, "--steps", "1", "--optimizer", "sgd", "--lr",
-         "1", "--precision", a.precision, "--log", log, "--checkpoint", ckpt])
+    oracle_cli.run([a.ampc, "train", model, "--data", data, "--steps", "1", "--optimizer", "sgd",
+                    "--lr", "1", "--precision", a.precision, "--log", log, "--checkpoint", ckpt])
     with open(log) as f:
         if json.loads(f.readline())["skipped"]:
             sys.exit(f"FAILED: ampc skipped the {a.precision} step")
@@ -190,12 +187,7 @@ def check_gradient(a, low):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--ampc", required=True)
-    ap.add_argument("--models-dir")  # not used: the module is made here
-    ap.add_argument("--out", required=True)
-    ap.add_argument("precision", choices=sorted(LOW))
-    a = ap.parse_args()
+    a = oracle_cli.parse_args(LOW)
     torch.manual_seed(0)
     low = LOW[a.precision]
     ok = check_forward(a, low)

@@ -23,13 +23,14 @@ before linear_as_gemm) matches 70-76% of a rank-2 or rank-3 output in either pre
     /usr/bin/python3 tests/oracle/linear_rounding_oracle.py --ampc BIN --models-dir DIR
         --out DIR {bf16,fp16}
 """
-import argparse
 import os
-import subprocess
 import sys
 
 import numpy as np
 import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import oracle_cli  # noqa: E402
 
 MIN_EQUAL = 0.99
 LOW = {"bf16": torch.bfloat16, "fp16": torch.float16}
@@ -50,12 +51,6 @@ class Linears(torch.nn.Module):
 
     def forward(self, x2, x3, x4):
         return self.l2(x2), self.l3(x3), self.l4(x4), torch.relu(self.r2(x2))
-
-
-def run(cmd):
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        sys.exit("FAILED: " + " ".join(cmd) + "\n" + r.stdout + r.stderr)
 
 
 def rounded(t, low):
@@ -95,12 +90,7 @@ def ulp_apart(a, b, precision):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--ampc", required=True)
-    ap.add_argument("--models-dir")  # not used: the module is made here
-    ap.add_argument("--out", required=True)
-    ap.add_argument("precision", choices=sorted(LOW))
-    a = ap.parse_args()
+    a = oracle_cli.parse_args(LOW)
     torch.manual_seed(0)
     module = Linears().eval()
     inputs = (torch.randn(32, 64), torch.randn(4, 16, 64), torch.randn(2, 3, 8, 64))
@@ -121,9 +111,10 @@ def main():
     # the ReLU into a bf16 GEMM).
     for target in ("cuda:sm_90", "cpu"):
         plan = os.path.join(a.out, f"linears_{target.replace(':', '_')}.plan")
-        run([a.ampc, "compile", model, "--precision", a.precision, "--target", target, "-o", plan])
+        oracle_cli.run([a.ampc, "compile", model, "--precision", a.precision, "--target", target,
+                        "-o", plan])
         outs = os.path.join(a.out, "outputs_" + target.replace(":", "_"))
-        run([a.ampc, "run", plan, *feeds, "--output-dir", outs])
+        oracle_cli.run([a.ampc, "run", plan, *feeds, "--output-dir", outs])
         for k, name in enumerate(OUTPUTS):
             # The ReLU folds only after a bf16 GEMM; in fp16 its by-hand reference, summed in
             # float64, differs by more than a unit from any fp32 sum where the products cancel

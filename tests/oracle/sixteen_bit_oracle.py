@@ -15,19 +15,18 @@ per parameter. For the few parameters whose exact gradient is zero (gpt's attent
 biases: softmax is invariant to them) both sides hold rounding noise, so there the error is
 measured against the norm of the whole update instead.
 
-The bounds (GRADIENT_BOUND, LOSS_BOUND): u = 2^-11 for fp16 and 2^-8 for bf16 is the
-relative rounding error of one stored 16-bit value. ampc and the reference round the same
-GEMM operands and results but differ in the 16-bit values they store elsewhere (ampc stores
-FOLLOW ops' results in 16 bits: residual adds, scaling, the GELU rounded once as PyTorch's
-gelu; the fp16 reference keeps them in fp32; torch's bf16 CPU autocast also runs softmax in
-bf16) and in the order of fp32 sums. A gradient element is a chain of about 10 such stored values on the longest
+The bounds (GRADIENT_BOUND, LOSS_BOUND): u = 2^-11 for fp16 and 2^-8 for bf16 is the relative
+rounding error of one stored 16-bit value. ampc and the reference round the same GEMM operands
+and results but differ in the 16-bit values they store elsewhere (ampc stores FOLLOW ops'
+results in 16 bits: residual adds, scaling, the GELU rounded once as PyTorch's gelu; the fp16
+reference keeps them in fp32; torch's bf16 CPU autocast also runs softmax in bf16) and in the
+order of fp32 sums. A gradient element is a chain of about 10 such stored values on the longest
 path of gpt, each an independent error of at most u, so the typical relative error is about
-sqrt(10) u ~ 3u; 8u bounds a parameter's gradient (fp16: 3.9e-3, bf16: 3.1e-2), while a 2x
-wrong gradient, a wrong unscale or a missing term is an error of order 1 (measured: fp16
-0.8u, bf16 1.05u at worst, gpt's attention query weights; 1.1u and 1.1u while ampc rounded
-the exported GELU after each of its five ops). The loss is a mean over the batch,
-whose independent rounding errors average out: u (fp16: 4.9e-4, bf16: 3.9e-3; measured
-0.02u).
+sqrt(10) u ~ 3u; 8u bounds a parameter's gradient (fp16: 3.9e-3, bf16: 3.1e-2), while a 2x wrong
+gradient, a wrong unscale or a missing term is an error of order 1 (measured: fp16 0.8u, bf16
+1.05u at worst, gpt's attention query weights; 1.1u and 1.1u while ampc rounded the exported
+GELU after each of its five ops). The loss is a mean over the batch, whose independent rounding
+errors average out: u (fp16: 4.9e-4, bf16: 3.9e-3; measured 0.02u).
 
     /usr/bin/python3 tests/oracle/sixteen_bit_oracle.py --ampc BIN --models-dir models
         --out DIR CASE   (CASE: mlp-fp16, gpt-fp16, mlp-bf16, gpt-bf16)

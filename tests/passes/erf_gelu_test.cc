@@ -43,6 +43,7 @@ struct Form {
   double sqrt2 = std::sqrt(2.0);  // the divisor
   bool erf_is_output = false;     // Erf's result is also a graph output
   bool other_x = false;           // the product is with another value than the Div's input
+  bool residual = false;          // fc2 reads Add(GELU(h), h), a FOLLOW op, not the GELU
 };
 
 // y = MatMul(h, W2) with h = GELU(MatMul(x, W1)) in fp32: the GELU's input and its result
@@ -72,6 +73,7 @@ std::unique_ptr<ir::Model> mlp_block(const Form& f = {}) {
   ir::Value* times = f.other_x ? x : h;
   ir::Value* p = binary("Mul", times, a, "gelu/mul", f.constants_first);
   ir::Value* y = binary("Mul", p, constant(g, "c_half", 0.5), "gelu/mul_1", f.constants_first);
+  if (f.residual) y = binary("Add", y, h, "residual", false);
   ir::Value* out = value("out");
   g.add_node("MatMul", {y, initializer(g, "w2", {8, 8}, 0.5, true)}, {out}, "fc2");
   g.outputs.push_back(out);
@@ -156,6 +158,22 @@ TEST(ErfGelu, AutocastRunsItInFp32AndRoundsItsResultOnce) {
     for (const auto& c : report.casts) reported |= c.node == round->name && c.to == low;
     EXPECT_TRUE(reported);
   }
+}
+
+// PyTorch's gelu gives a 16-bit result, so an elementwise op reading it with another 16-bit
+// value computes in 16 bits, as it would after any 16-bit op.
+TEST(ErfGelu, AFollowReaderSeesTheRoundedResult) {
+  auto m = mlp_block({.residual = true});
+  autocast(*m, Precision::kBF16);
+  ir::verify(*m);
+  const ir::Node* add = node(*m->graph, "residual");
+  ASSERT_NE(add, nullptr);
+  EXPECT_EQ(add->outputs[0]->type.dtype, DType::kBFloat16);
+  const ir::Node* round = add->inputs[0]->producer;
+  ASSERT_NE(round, nullptr);
+  EXPECT_EQ(round->op_type, "Cast");
+  EXPECT_EQ(round->inputs[0]->producer, node(*m->graph, "gelu/mul_1"));
+  EXPECT_EQ(add->inputs[1]->name, "h");
 }
 
 TEST(ErfGelu, AnOverrideOfOneOfItsOpsLeavesTheChainToTheOverrides) {
