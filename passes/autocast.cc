@@ -251,7 +251,12 @@ class Autocaster {
     c->attributes.push_back(ir::Attribute::make_int("to", static_cast<int64_t>(low_)));
     after_.emplace_back(c, &n);
     record_cast(*c, *wide, low_);
-    const ErfGelu& chain = gelus_[it->second].chain;
+    record_low_chain(gelus_[it->second].chain);
+  }
+
+  // The chain, with the Cast up of its input, for the backward to compute again from the
+  // 16-bit input (ir::Model::low_source_chains, passes/recompute_elementwise.h).
+  void record_low_chain(const ErfGelu& chain) {
     ir::Model::LowSourceChain kept{chain.x->name, {}};
     if (const ir::Node* up = chain.nodes.front()->inputs[0]->producer)
       kept.nodes.push_back(up->name);
