@@ -164,6 +164,11 @@ void prepare_forward(ir::Model& model, bool low_precision) {
   PassManager(std::move(part), {}, kPartVerify).run(model);
 }
 
+passes::AutocastReport autocast_prepared(ir::Model& model, const passes::AutocastOptions& options) {
+  prepare_forward(model, options.precision != passes::Precision::kFP32);
+  return autocast_forward(model, options);
+}
+
 namespace {
 
 // The losses a training plan minimises, as chosen (--loss); empty: the first output.

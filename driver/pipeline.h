@@ -107,6 +107,13 @@ void mark_imported_phases(ir::Model& model);
 // folding, CSE and dead-code elimination. The report lists only the Casts that survive.
 passes::AutocastReport autocast_forward(ir::Model& model, const passes::AutocastOptions& options);
 
+// What a precision report of an ONNX model shows (`ampc inspect --precision P
+// --precision-report`, Python's ampc.precision_report): the forward prepared as compile_model
+// prepares it (prepare_forward), then autocast_forward, so that the report's decisions are the
+// plan's. Constant folding alone leaves some exports' shapes unknown (torchvision's
+// VisionTransformer), and rules that need static shapes (a linear layer's bias) then differ.
+passes::AutocastReport autocast_prepared(ir::Model& model, const passes::AutocastOptions& options);
+
 // load_model with the import options `options` implies (training format when training).
 std::unique_ptr<ir::Model> load_for_compile(const std::string& model_path,
                                             const CompileOptions& options);

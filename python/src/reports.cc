@@ -39,8 +39,7 @@ std::string inspect_json(const std::string& path, const std::string& precision,
   const auto model = onnx_io::load_model(path, options);
   passes::AutocastReport decided;
   if (autocast.precision != passes::Precision::kFP32) {
-    passes::fold_constants(*model);
-    decided = compiler::autocast_forward(*model, autocast);
+    decided = compiler::autocast_prepared(*model, autocast);
   }
   if (autocast_report) return report::precision_report_json(report::from_autocast(decided)).dump(2);
   if (precision_report) {

@@ -141,9 +141,7 @@ void run_inspect(const InspectArgs& args) {
   const auto model = onnx_io::load_model(args.model, options);
   passes::AutocastReport precision;
   if (autocast.precision != passes::Precision::kFP32) {
-    // As `ampc compile` does before autocast: shape arithmetic folded first.
-    passes::fold_constants(*model);
-    precision = compiler::autocast_forward(*model, autocast);
+    precision = compiler::autocast_prepared(*model, autocast);
   }
   if (!args.dot_file.empty() || !args.svg_file.empty()) {
     const std::string dot = report::to_dot(*model);
