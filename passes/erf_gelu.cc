@@ -40,16 +40,20 @@ const Value* other_input(const Node* n, const Value* v) {
   return nullptr;
 }
 
-// x / sqrt(2) or x * (1 / sqrt(2)), x its first input.
-bool scales_by_inverse_sqrt2(const Node* n) {
-  if (n->inputs.size() != 2) return false;
-  if (is_op(n, "Div")) return is_constant(n->inputs[1], std::sqrt(2.0), 1e-6);
-  return is_op(n, "Mul") && is_constant(n->inputs[1], 1.0 / std::sqrt(2.0), 1e-6);
+// x when `n` is x / sqrt(2), or x * (1 / sqrt(2)) with the constant on either side.
+Value* scaled_by_inverse_sqrt2(const Node* n) {
+  if (n->inputs.size() != 2) return nullptr;
+  if (is_op(n, "Div"))
+    return is_constant(n->inputs[1], std::sqrt(2.0), 1e-6) ? n->inputs[0] : nullptr;
+  if (!is_op(n, "Mul")) return nullptr;
+  for (int k = 0; k < 2; ++k) {
+    if (is_constant(n->inputs[1 - k], 1.0 / std::sqrt(2.0), 1e-6)) return n->inputs[k];
+  }
+  return nullptr;
 }
 
 std::optional<ErfGelu> match_from(Node* scale, const ir::Graph& g) {
-  if (!scales_by_inverse_sqrt2(scale)) return std::nullopt;
-  Value* x = scale->inputs[0];
+  Value* x = scaled_by_inverse_sqrt2(scale);
   if (!x) return std::nullopt;
   Node* erf = only_reader(scale->outputs[0], g);
   if (!is_op(erf, "Erf")) return std::nullopt;

@@ -39,7 +39,7 @@ ir::Value* constant(ir::Graph& g, const std::string& name, double value) {
 // How the chain is written; the default is torch 1.13's exporter's form.
 struct Form {
   bool inverse_scale = false;     // Mul(x, 1/sqrt(2)) in place of Div(x, sqrt(2))
-  bool constants_first = false;   // Add(1, e), Mul(a, x), Mul(0.5, m)
+  bool constants_first = false;   // Mul(1/sqrt(2), x), Add(1, e), Mul(a, x), Mul(0.5, m)
   double sqrt2 = std::sqrt(2.0);  // the divisor
   bool erf_is_output = false;     // Erf's result is also a graph output
   bool other_x = false;           // the product is with another value than the Div's input
@@ -64,9 +64,10 @@ std::unique_ptr<ir::Model> mlp_block(const Form& f = {}) {
   g.inputs.push_back(x);
   ir::Value* h = value("h");
   g.add_node("MatMul", {x, initializer(g, "w1", {8, 8}, 0.25, true)}, {h}, "fc1");
-  ir::Value* scaled = f.inverse_scale
-                          ? binary("Mul", h, constant(g, "c_scale", 1 / f.sqrt2), "gelu/div", false)
-                          : binary("Div", h, constant(g, "c_scale", f.sqrt2), "gelu/div", false);
+  ir::Value* scaled =
+      f.inverse_scale
+          ? binary("Mul", h, constant(g, "c_scale", 1 / f.sqrt2), "gelu/div", f.constants_first)
+          : binary("Div", h, constant(g, "c_scale", f.sqrt2), "gelu/div", false);
   ir::Value* e = value("gelu/erf");
   g.add_node("Erf", {scaled}, {e}, "gelu/erf");
   ir::Value* a = binary("Add", e, constant(g, "c_one", 1.0), "gelu/add", f.constants_first);
@@ -100,6 +101,10 @@ TEST(ErfGelu, FindsTheExportersChain) {
 
 TEST(ErfGelu, FindsTheOtherWritings) {
   EXPECT_EQ(find_erf_gelus(*mlp_block({.inverse_scale = true})->graph).size(), 1u);
+  const auto scaled_first_model = mlp_block({.inverse_scale = true, .constants_first = true});
+  const auto scaled_first = find_erf_gelus(*scaled_first_model->graph);
+  ASSERT_EQ(scaled_first.size(), 1u);
+  EXPECT_EQ(scaled_first[0].x->name, "h");
   EXPECT_EQ(find_erf_gelus(*mlp_block({.constants_first = true})->graph).size(), 1u);
   // sqrt(2) rounded to fp32, as the exporter writes it.
   EXPECT_EQ(find_erf_gelus(*mlp_block({.sqrt2 = double(float(std::sqrt(2.0)))})->graph).size(), 1u);
