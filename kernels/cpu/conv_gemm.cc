@@ -249,10 +249,11 @@ void tap_major_rows(const ConvGeom& g, const Taps& taps, int64_t n, int64_t c, c
   }
 }
 
-// dw [m, c, kernel] from the active taps' gradient dwa [m, width]: zeros at the inactive taps,
-// dwa's columns at the active ones, which are channel-major (c, t) or tap-major (t, c).
-template <typename T>
-void spread_weight_grad(const ConvGemm& p, const Taps& taps, const T* dwa, bool tap_major, T* dw) {
+// dw [m, c, kernel] from the active taps' gradient dwa [m, width] (T, or the fp32 sums that
+// are rounded once here): zeros at the inactive taps, dwa's columns at the active ones, which
+// are channel-major (c, t) or tap-major (t, c).
+template <typename T, typename S>
+void spread_weight_grad(const ConvGemm& p, const Taps& taps, const S* dwa, bool tap_major, T* dw) {
   const int64_t k = p.g.kernel_size(), nt = static_cast<int64_t>(taps.size()), width = p.c * nt;
   // dwa's column of (channel ci, tap t) is ci * c_step + t * t_step.
   const int64_t c_step = tap_major ? 1 : nt, t_step = tap_major ? p.c : 1;
@@ -263,15 +264,30 @@ void spread_weight_grad(const ConvGemm& p, const Taps& taps, const T* dwa, bool 
     if (nt != k) std::fill(rows, rows + p.c * k, T{});
     for (int64_t t = 0; t < nt; ++t) {
       const int64_t tap = taps.flat[static_cast<size_t>(t)];
-      const T* from = dwa + mi * width + t * t_step;
-      for (int64_t ci = 0; ci < p.c; ++ci) rows[ci * k + tap] = from[ci * c_step];
+      const S* from = dwa + mi * width + t * t_step;
+      for (int64_t ci = 0; ci < p.c; ++ci) rows[ci * k + tap] = store<T>(load(from[ci * c_step]));
     }
   }
 }
 
+// db [m] += each channel's sum of dy^T [m, r] (or, transposed, dy [r, m]) in row order.
 template <typename T>
-bool backward_weights(const ConvGemm& p, const T* dy, const T* x, T* dw, T* db) {
-  const Taps taps = active_taps(p.g);
+void add_bias_grad(const ConvGemm& p, const T* dym, int64_t r, bool trans, float* sums) {
+  for (int64_t mi = 0; mi < p.m; ++mi) {
+    float sum = sums[mi];
+    for (int64_t ri = 0; ri < r; ++ri) sum += load(trans ? dym[ri * p.m + mi] : dym[mi * r + ri]);
+    sums[mi] = sum;
+  }
+}
+
+template <typename T>
+void store_bias_grad(const std::vector<float>& sums, T* db) {
+  for (size_t i = 0; i < sums.size(); ++i) db[i] = store<T>(sums[i]);
+}
+
+// The weight gradient in one GEMM over every image's rows.
+template <typename T>
+bool weight_grad_whole(const ConvGemm& p, const Taps& taps, const T* dy, const T* x, T* dw, T* db) {
   const int64_t pp = p.g.cols_size(), r = p.n * pp, k = p.g.kernel_size();
   const int64_t nt = static_cast<int64_t>(taps.size()), width = p.c * nt;
   // More rows than output channels (the bf16 weight gradient's own rule): the rows are gathered
@@ -303,15 +319,52 @@ bool backward_weights(const ConvGemm& p, const T* dy, const T* x, T* dw, T* db) 
   }
   if (!in_place) spread_weight_grad(p, taps, dwa, tap_major, dw);
   if (db) {
-    // Each channel's sum in row order: along a row of [m, r], or down a column of [r, m].
-    for (int64_t mi = 0; mi < p.m; ++mi) {
-      float sum = 0.0f;
-      for (int64_t ri = 0; ri < r; ++ri)
-        sum += load(trans_a ? dym[ri * p.m + mi] : dym[mi * r + ri]);
-      db[mi] = store<T>(sum);
-    }
+    std::vector<float> sums(static_cast<size_t>(p.m), 0.0f);
+    add_bias_grad(p, dym, r, trans_a, sums.data());
+    store_bias_grad(sums, db);
   }
   return true;
+}
+
+// The weight gradient of a problem whose rows would exceed kWeightGradMaxGathered elements: the
+// images in chunks whose rows stay under it (one image at least), each chunk's product added
+// to fp32 sums [m, width] (the first one writes them), which are rounded once at the end.
+template <typename T>
+bool weight_grad_chunked(const ConvGemm& p, const Taps& taps, const T* dy, const T* x, T* dw,
+                         T* db) {
+  const int64_t pp = p.g.cols_size(), img = p.g.image_size();
+  const int64_t width = p.c * static_cast<int64_t>(taps.size());
+  const int64_t per_chunk = std::max<int64_t>(1, kWeightGradMaxGathered / (pp * width));
+  thread_local std::vector<T> rows_buf, dy_buf;
+  thread_local std::vector<float> sums_buf;
+  float* sums = scratch(sums_buf, static_cast<size_t>(p.m * width));
+  std::vector<float> bias_sums(static_cast<size_t>(p.m), 0.0f);
+  for (int64_t first = 0; first < p.n; first += per_chunk) {
+    ConvGemm chunk = p;
+    chunk.n = std::min(per_chunk, p.n - first);
+    const int64_t r = chunk.n * pp;
+    T* rows = scratch(rows_buf, static_cast<size_t>(r * width));
+    tap_major_rows(p.g, taps, chunk.n, p.c, x + first * p.c * img, rows);
+    T* dym = scratch(dy_buf, static_cast<size_t>(p.m * r));
+    dy_by_channel(chunk, dy + first * p.m * pp, dym);
+    DnnlMatmul mm = product(p, false, false, p.m, width, r, r, width, DType::kFloat32);
+    mm.beta = first == 0 ? 0.0f : 1.0f;
+    if (!dnnl_matmul(mm, dym, rows, sums)) return false;
+    if (db) add_bias_grad(p, dym, r, false, bias_sums.data());
+  }
+  spread_weight_grad(p, taps, sums, true, dw);
+  if (db) store_bias_grad(bias_sums, db);
+  return true;
+}
+
+template <typename T>
+bool backward_weights(const ConvGemm& p, const T* dy, const T* x, T* dw, T* db) {
+  const Taps taps = active_taps(p.g);
+  const int64_t width = p.c * static_cast<int64_t>(taps.size());
+  if (p.n > 1 && p.n * p.g.cols_size() * width > kWeightGradMaxGathered) {
+    return weight_grad_chunked(p, taps, dy, x, dw, db);
+  }
+  return weight_grad_whole(p, taps, dy, x, dw, db);
 }
 
 }  // namespace
@@ -329,7 +382,8 @@ bool conv_gemm_serves_weight_grad(const ConvGemm& p, int64_t group) {
     return false;
   const int64_t taps = static_cast<int64_t>(active_taps(p.g).flat.size());
   const int64_t width = p.c * taps, rows = p.n * p.g.cols_size();
-  return width >= kWeightGradMinWidth && rows > 0 && rows * width <= kWeightGradMaxGathered;
+  return width >= kWeightGradMinWidth && rows > 0 &&
+         (rows * width <= kWeightGradMaxGathered || width >= kWeightGradChunkedMinWidth);
 }
 
 bool conv_gemm_forward(const ConvGemm& p, const void* x, const void* w, const void* bias, void* y) {

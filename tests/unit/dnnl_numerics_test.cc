@@ -298,6 +298,26 @@ TEST_P(DnnlNumerics, Bf16WeightGradAsGemmWhereItsGemmIsWide) {
       kernels::cpu::conv_gemm_serves_weight_grad({geometry(cc), cc.n, cc.c, cc.m, GetParam()}, 1));
 }
 
+// Wider still (channels x active taps >= 2048), the bf16 weight gradient takes the GEMM however
+// many rows the batch has: the images in chunks whose rows fit kWeightGradMaxGathered, the
+// chunks' products summed in fp32 and rounded once (the oracle's bound is the whole sum's).
+// One case per shape: 256 channels on 32x32 maps, three chunks of one image; 768 channels on
+// 1x512 maps under a padded 3x3 window (the first and last kernel rows read only padding),
+// chunks of three images and one.
+TEST_P(DnnlNumerics, Bf16WeightGradInChunksWhereItsGemmIsWidest) {
+  for (const ConvCase& widest :
+       {square(3, 256, 16, 1, 32, 32, 3, 1, 1), square(4, 768, 16, 1, 1, 512, 3, 1, 1)}) {
+    SCOPED_TRACE("map " + std::to_string(widest.h) + "x" + std::to_string(widest.w));
+    const kernels::cpu::ConvGemm p{geometry(widest), widest.n, widest.c, widest.m, GetParam()};
+    const int64_t taps = widest.h == 1 ? 3 : 9;
+    ASSERT_GT(widest.n * widest.oh() * widest.ow() * widest.c * taps,
+              kernels::cpu::kWeightGradMaxGathered);
+    EXPECT_EQ(kernels::cpu::conv_gemm_serves_weight_grad(p, 1),
+              GetParam() == DType::kBFloat16 && kernels::cpu::dnnl_bf16_native());
+    check_conv_grad(GetParam(), widest);
+  }
+}
+
 // Depthwise convolutions (group == channels) on maps no larger than the window, as at the end
 // of MobileNet on small images: oneDNN's depthwise kernel refuses some of these, and their
 // weight gradients are then direct sums (kernels/cpu/depthwise_grad.h). One case per shape:
