@@ -265,7 +265,11 @@ void spread_weight_grad(const ConvGemm& p, const Taps& taps, const S* dwa, bool 
     for (int64_t t = 0; t < nt; ++t) {
       const int64_t tap = taps.flat[static_cast<size_t>(t)];
       const S* from = dwa + mi * width + t * t_step;
-      for (int64_t ci = 0; ci < p.c; ++ci) rows[ci * k + tap] = store<T>(load(from[ci * c_step]));
+      if constexpr (std::is_same_v<S, T>) {
+        for (int64_t ci = 0; ci < p.c; ++ci) rows[ci * k + tap] = from[ci * c_step];
+      } else {
+        for (int64_t ci = 0; ci < p.c; ++ci) rows[ci * k + tap] = store<T>(from[ci * c_step]);
+      }
     }
   }
 }
