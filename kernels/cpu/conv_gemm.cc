@@ -365,7 +365,10 @@ template <typename T>
 bool backward_weights(const ConvGemm& p, const T* dy, const T* x, T* dw, T* db) {
   const Taps taps = active_taps(p.g);
   const int64_t width = p.c * static_cast<int64_t>(taps.size());
-  if (p.n > 1 && p.n * p.g.cols_size() * width > kWeightGradMaxGathered) {
+  // Only the bf16 rule (conv_gemm.h) reaches past kWeightGradMaxGathered rows by design; an
+  // fp32 problem served for its weights keeps the one GEMM it always had.
+  if (p.type == DType::kBFloat16 && p.n > 1 &&
+      p.n * p.g.cols_size() * width > kWeightGradMaxGathered) {
     return weight_grad_chunked(p, taps, dy, x, dw, db);
   }
   return weight_grad_whole(p, taps, dy, x, dw, db);
