@@ -16,7 +16,9 @@ timed one after the other, --rounds times (3 by default); each column shows its 
 ratio the median of the rounds' ratios (the two cores are shared, and a slow spell then slows
 the columns of one round together instead of one column). GFLOP/s counts 3x the forward GEMM
 and convolution multiply-adds (x2) of the exported graph per step, for both sides. The machine's fp32 and bf16
-GEMM peak (PyTorch, 1024^3) is printed with the table. "library GEMM + conv bf16 / fp32" is
+GEMM peak (PyTorch, 1024^3) and its arithmetic peak (tools/peak_flops: the cores' fp32 FMA and
+bf16 dot-product instructions, nothing else) are printed with the table; "% of arithmetic peak"
+is ampc's GFLOP/s over the latter, per precision. "library GEMM + conv bf16 / fp32" is
 the same ratio for the model's MatMul, Gemm and Conv nodes alone, forward and backward, run by
 PyTorch's (oneDNN's) kernels on the nodes' shapes (library_ceiling.py): what bf16 can gain on
 the model's heaviest work with these libraries on this machine (median of --rounds runs).
@@ -188,6 +190,20 @@ def gemm_peak(threads, dtype):
     return 2 * 1024 ** 3 * reps / (time.perf_counter() - t0) / 1e9
 
 
+def arithmetic_peak(ampc, threads):
+    """(fp32, bf16) GFLOP/s of the cores' multiply-add instructions (tools/peak_flops, built
+    beside ampc); NaN where it is missing or the CPU lacks the instruction."""
+    tool = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(ampc))), "peak_flops",
+                        "peak_flops")
+    if not os.path.exists(tool):
+        print(f"{tool} not built: no arithmetic peak", file=sys.stderr)
+        return float("nan"), float("nan")
+    out = subprocess.run([tool, "--json", "--threads", str(threads)], env=thread_env(threads),
+                         check=True, capture_output=True, text=True)
+    peak = json.loads(out.stdout)
+    return tuple(peak[k] if peak[k] > 0 else float("nan") for k in ("fp32_gflops", "bf16_gflops"))
+
+
 COLUMNS = ("ampc fp32", "ampc bf16", "torch fp32", "torch bf16")
 
 
@@ -227,6 +243,10 @@ def fmt_ratio(x):
     return f"{x:.2f}" if x == x else "n/a"
 
 
+def fmt_pct(x):
+    return f"{100 * x:.0f}%" if x == x else "n/a"
+
+
 def fmt_num(x):
     """One decimal, or n/a for what was not measured (NaN)."""
     return f"{x:.1f}" if x == x else "n/a"
@@ -248,18 +268,22 @@ def main():
     lines = []
     load = os.getloadavg()
     peak32, peak16 = gemm_peak(args.threads, torch.float32), gemm_peak(args.threads, torch.bfloat16)
+    arith32, arith16 = arithmetic_peak(args.ampc, args.threads)
     lines.append(f"{args.threads} threads both sides; SGD momentum {MOMENTUM}; OMP_WAIT_POLICY="
                  f"{os.environ['OMP_WAIT_POLICY']}; OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE unset; "
                  f"PyTorch {torch.__version__}; load average before: "
                  f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; GEMM peak (PyTorch 1024^3): "
-                 f"fp32 {peak32:.0f}, bf16 {peak16:.0f} GFLOP/s; {args.rounds} interleaved "
+                 f"fp32 {peak32:.0f}, bf16 {peak16:.0f} GFLOP/s; arithmetic peak "
+                 f"(tools/peak_flops): "
+                 f"fp32 {arith32:.0f}, bf16 {arith16:.0f} GFLOP/s; {args.rounds} interleaved "
                  "rounds: step times are medians, ratios the medians of the rounds' ratios")
     lines.append("")
     lines.append("| model | batch | ampc fp32 ms | ampc bf16 ms | torch fp32 ms | torch bf16 ms | "
                  "ampc fp32 / torch fp32 | ampc bf16 / ampc fp32 | "
                  "library GEMM + conv bf16 / fp32 | ampc bf16 / torch bf16 | "
-                 "GFLOP/s ampc fp32, bf16 / torch fp32, bf16 | ampc compile s (fp32, bf16) |")
-    lines.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|")
+                 "GFLOP/s ampc fp32, bf16 / torch fp32, bf16 | "
+                 "ampc % of arithmetic peak fp32, bf16 | ampc compile s (fp32, bf16) |")
+    lines.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|")
     print("\n".join(lines), flush=True)
     for name in args.models.split(","):
         with tempfile.TemporaryDirectory() as folder:
@@ -284,6 +308,7 @@ def main():
                 f"{fmt_ratio(ratio('ampc bf16', 'ampc fp32'))} | {fmt_ratio(floor)} | "
                 f"{fmt_ratio(ratio('ampc bf16', 'torch bf16'))} | "
                 f"{gf[0]:.1f}, {gf[1]:.1f} / {gf[2]:.1f}, {fmt_num(gf[3])} | "
+                f"{fmt_pct(gf[0] / arith32)}, {fmt_pct(gf[1] / arith16)} | "
                 f"{plans['fp32'][1]:.1f}, {plans['bf16'][1]:.1f} |")
         print(line, flush=True)
         lines.append(line)
