@@ -15,6 +15,7 @@
 #include <limits>
 #include <map>
 #include <random>
+#include <regex>
 #include <thread>
 
 #include "base/error.h"
@@ -749,6 +750,27 @@ TEST(CodegenHost, IrTextIsOptimisedAndVectorised) {
     EXPECT_THAT(f, Not(HasSubstr(std::string("@") + op + "f"))) << op;
   }
   EXPECT_THAT(llvm_ir_text(unary_kernel("exp", kF64)), HasSubstr("@exp("));
+}
+
+// The vector loop's elements per iteration and its vector width (lanes of its first float
+// vector), read from the optimised IR.
+std::pair<int, int> vector_step_and_width(const std::string& ir) {
+  std::smatch step, width;
+  EXPECT_TRUE(
+      std::regex_search(ir, step, std::regex(R"(%index\.next = add nuw i64 %index, (\d+))")));
+  EXPECT_TRUE(std::regex_search(ir, width, std::regex(R"(<(\d+) x float>)")));
+  if (step.empty() || width.empty()) return {0, 0};
+  return {std::stoi(step[1]), std::stoi(width[1])};
+}
+
+// fp32 exp, erf and sigmoid are long dependent chains of arithmetic: their loops interleave
+// four vectors an iteration (ir_builder.cc's host_interleave), where LLVM alone took one or
+// two.
+TEST(CodegenHost, PolynomialLoopsInterleaveFourVectors) {
+  for (const char* op : {"exp", "erf", "sigmoid"}) {
+    const auto [step, width] = vector_step_and_width(llvm_ir_text(unary_kernel(op, kF32)));
+    EXPECT_EQ(step, 4 * width) << op;
+  }
 }
 
 // A plan's worth of kernels (100 distinct) compiled in one HostKernels.
