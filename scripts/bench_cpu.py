@@ -313,8 +313,11 @@ def main():
         print(line, flush=True)
         lines.append(line)
     load = os.getloadavg()
+    after32, after16 = arithmetic_peak(args.ampc, args.threads)
     tail = f"\nLoad average after: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} (`uptime`: " + \
-        subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip() + ")"
+        subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip() + \
+        f"); arithmetic peak after: fp32 {after32:.0f}, bf16 {after16:.0f} GFLOP/s (the shared " \
+        "host's speed moves: the % column uses the peak measured before)"
     print(tail)
     lines.append(tail)
     if args.out:
