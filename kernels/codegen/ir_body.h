@@ -158,8 +158,8 @@ class BodyBuilder {
 
   Value* isnan(Value* x) { return b_.CreateFCmpUNO(x, x); }
 
-  // kernels/shared/float_math.h's exp_f32 and erf_f32, operation for operation (the CPU ops,
-  // the row-wise CUDA kernels and their twins call those), inline: no call, so the loop
+  // kernels/shared/float_math.h's exp_f32, erf_f32 and tanh_f32, operation for operation (the CPU
+  // ops, the row-wise CUDA kernels and their twins call those), inline: no call, so the loop
   // vectorises. Both targets build without FP contraction (host_jit.cc, ptx.cc).
   llvm::Constant* f32(float v) { return llvm::ConstantFP::get(b_.getFloatTy(), v); }
 
@@ -207,16 +207,33 @@ class BodyBuilder {
     return b_.CreateSelect(isnan(x), b_.CreateFAdd(x, x), y);
   }
 
-  // exp / erf: fp32 through the shared definitions on both targets (so a fused kernel on the
-  // GPU gives the CPU op's bits, as the row-wise kernels do); fp64 through the C library /
+  Value* tanh_f32(Value* x) {
+    namespace fm = kernels::fmath;
+    Value* bits = b_.CreateAnd(b_.CreateBitCast(x, b_.getInt32Ty()), b_.getInt32(0x7FFFFFFF));
+    Value* a = b_.CreateBitCast(bits, b_.getFloatTy());
+    Value* s = b_.CreateFMul(x, x);
+    Value* small =
+        b_.CreateFAdd(x, b_.CreateFMul(b_.CreateFMul(x, s), horner(fm::kTanhSmallPoly, s)));
+    Value* e = exp_f32(b_.CreateFAdd(a, a));
+    Value* large = b_.CreateFSub(f32(1.0f), b_.CreateFDiv(f32(2.0f), b_.CreateFAdd(e, f32(1.0f))));
+    Value* signed_large =
+        b_.CreateSelect(b_.CreateFCmpOLT(x, f32(0.0f)), b_.CreateFNeg(large), large);
+    Value* y = b_.CreateSelect(b_.CreateFCmpOLT(a, f32(fm::kTanhSmall)), small, signed_large);
+    y = b_.CreateSelect(b_.CreateFCmpOEQ(x, f32(0.0f)), x, y);
+    return b_.CreateSelect(isnan(x), b_.CreateFAdd(x, x), y);
+  }
+
+  // exp / erf / tanh: fp32 through the shared definitions on both targets (so a fused kernel on
+  // the GPU gives the CPU op's bits, as the row-wise kernels do); fp64 through the C library /
   // libdevice.
   Value* exp(Value* x) { return x->getType()->isFloatTy() ? exp_f32(x) : libm("exp", {x}); }
   Value* erf(Value* x) { return x->getType()->isFloatTy() ? erf_f32(x) : libm("erf", {x}); }
+  Value* tanh(Value* x) { return x->getType()->isFloatTy() ? tanh_f32(x) : libm("tanh", {x}); }
 
   // Computed by the C library's function of that name (libdevice's on NVPTX).
-  inline static const std::set<std::string> kLibmUnary = {
-      "log",  "tanh", "expm1", "log1p", "sin",   "cos",   "tan",  "asin",
-      "acos", "atan", "sinh",  "cosh",  "asinh", "acosh", "atanh"};
+  inline static const std::set<std::string> kLibmUnary = {"log",  "expm1", "log1p", "sin",  "cos",
+                                                          "tan",  "asin",  "acos",  "atan", "sinh",
+                                                          "cosh", "asinh", "acosh", "atanh"};
 
   Value* unary(const std::string& op, Value* x) {
     llvm::Type* t = x->getType();
@@ -234,6 +251,7 @@ class BodyBuilder {
                              intrinsic(llvm::Intrinsic::roundeven, x));
     if (op == "exp") return exp(x);
     if (op == "erf") return erf(x);
+    if (op == "tanh") return tanh(x);
     // Through the C library on the host (the CPU ops' std::log, std::expm1, ...: the same
     // calls) and libdevice on NVPTX, whose results may differ in the last bit.
     if (kLibmUnary.count(op)) return libm(op, {x});

@@ -120,14 +120,15 @@ void emit_guard(llvm::IRBuilder<>& b, const KernelDef& k, Value* guard_ptr,
 }
 
 // How many vectors the host loop of k computes per iteration: 4 where the body computes exp,
-// erf or sigmoid in fp32 (float_math.h's polynomials, inline: dozens of dependent operations
+// erf, tanh or sigmoid in fp32 (float_math.h's polynomials, inline: dozens of dependent operations
 // an element, so the loop waits on their latency rather than on memory), LLVM's own choice
 // (0; it took 2 there) otherwise. Measured on gpt_wide's GELU kernels (batch 8 x 128 x 2048,
 // `ampc bench --profile`, three alternations): bf16 forward 0.82-1.20 -> 0.66-1.10 ms,
 // backward 1.17-1.71 -> 0.96-1.63 ms; 8 was slower than 4.
 int host_interleave(const KernelDef& k) {
   for (const auto& in : k.body()) {
-    const bool polynomial = in.op() == "exp" || in.op() == "erf" || in.op() == "sigmoid";
+    const bool polynomial =
+        in.op() == "exp" || in.op() == "erf" || in.op() == "tanh" || in.op() == "sigmoid";
     if (polynomial && in.dtype() != kF64) return 4;
   }
   return 0;

@@ -742,9 +742,9 @@ TEST(CodegenHost, IrTextIsOptimisedAndVectorised) {
   const std::string ir = llvm_ir_text(cast_kernel(kF32, kF16));
   EXPECT_TRUE(ir.find("define void @ampc_cast_f32_f16") != std::string::npos);
   EXPECT_THAT(ir, HasSubstr("vector.body")) << "the flat loop did not vectorise";
-  // fp32 exp and erf are inline (kernels/shared/float_math.h), so they vectorise too; fp64
-  // calls the C library.
-  for (const char* op : {"exp", "erf"}) {
+  // fp32 exp, erf and tanh are inline (kernels/shared/float_math.h), so they vectorise too;
+  // fp64 calls the C library.
+  for (const char* op : {"exp", "erf", "tanh"}) {
     const std::string f = llvm_ir_text(unary_kernel(op, kF32));
     EXPECT_THAT(f, HasSubstr("vector.body")) << op;
     EXPECT_THAT(f, Not(HasSubstr(std::string("@") + op + "f"))) << op;
@@ -763,11 +763,11 @@ std::pair<int, int> vector_step_and_width(const std::string& ir) {
   return {std::stoi(step[1]), std::stoi(width[1])};
 }
 
-// fp32 exp, erf and sigmoid are long dependent chains of arithmetic: their loops interleave
-// four vectors an iteration (ir_builder.cc's host_interleave), where LLVM alone took one or
-// two.
+// fp32 exp, erf, tanh and sigmoid are long dependent chains of arithmetic: their loops
+// interleave four vectors an iteration (ir_builder.cc's host_interleave), where LLVM alone
+// took one or two.
 TEST(CodegenHost, PolynomialLoopsInterleaveFourVectors) {
-  for (const char* op : {"exp", "erf", "sigmoid"}) {
+  for (const char* op : {"exp", "erf", "tanh", "sigmoid"}) {
     const auto [step, width] = vector_step_and_width(llvm_ir_text(unary_kernel(op, kF32)));
     EXPECT_EQ(step, 4 * width) << op;
   }

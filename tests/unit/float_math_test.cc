@@ -1,4 +1,4 @@
-// kernels/shared/float_math.h's fp32 exp and erf (the CPU ops' and the host JIT's) against
+// kernels/shared/float_math.h's fp32 exp, erf and tanh (the CPU ops' and the host JIT's) against
 // the C library in double: every 61st float (70 million, all exponents and signs), the
 // special values, and the error bounds the header states.
 #include <gtest/gtest.h>
@@ -39,6 +39,23 @@ TEST(FloatMath, ExpAndErfWithinTheirBoundsOverTheFloats) {
   EXPECT_LE(worst_erf, 3.0) << "at " << at_erf;
 }
 
+TEST(FloatMath, TanhWithinItsBoundOverTheFloats) {
+  double worst = 0;
+  float at = 0;
+  for (uint64_t b = 0; b < (uint64_t{1} << 32); b += 61) {
+    const float x = std::bit_cast<float>(static_cast<uint32_t>(b));
+    if (std::isnan(x)) continue;
+    const double d = ulps(tanh_f32(x), std::tanh(static_cast<double>(x)));
+    if (d > worst) worst = d, at = x;
+  }
+  EXPECT_LE(worst, 1.35) << "at " << at;
+  // Both sides of the switch to the exponential form, densely.
+  for (float x = 0.5f; x < 0.75f; x = std::nextafter(x, 1.0f)) {
+    ASSERT_LE(ulps(tanh_f32(x), std::tanh(static_cast<double>(x))), 1.35) << x;
+    ASSERT_EQ(tanh_f32(-x), -tanh_f32(x)) << x;
+  }
+}
+
 TEST(FloatMath, SpecialValues) {
   const float inf = std::numeric_limits<float>::infinity();
   const float nan = std::numeric_limits<float>::quiet_NaN();
@@ -59,6 +76,16 @@ TEST(FloatMath, SpecialValues) {
   EXPECT_EQ(erf_f32(-1e30f), -1.0f);
   EXPECT_TRUE(std::isnan(erf_f32(nan)));
   EXPECT_TRUE(std::isnan(erf_f32(-nan)));
+  EXPECT_EQ(std::bit_cast<uint32_t>(tanh_f32(-0.0f)), std::bit_cast<uint32_t>(-0.0f));
+  EXPECT_EQ(std::bit_cast<uint32_t>(tanh_f32(0.0f)), 0u);
+  EXPECT_EQ(tanh_f32(inf), 1.0f);
+  EXPECT_EQ(tanh_f32(-inf), -1.0f);
+  EXPECT_EQ(tanh_f32(10.0f), 1.0f);
+  EXPECT_EQ(tanh_f32(-1e30f), -1.0f);
+  EXPECT_EQ(tanh_f32(1e-30f), 1e-30f);
+  EXPECT_EQ(tanh_f32(-1e-40f), -1e-40f);  // subnormal
+  EXPECT_TRUE(std::isnan(tanh_f32(nan)));
+  EXPECT_TRUE(std::isnan(tanh_f32(-nan)));
 }
 
 }  // namespace

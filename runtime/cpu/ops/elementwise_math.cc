@@ -9,7 +9,7 @@
 namespace ampc::rt::cpu {
 namespace {
 
-// exp and erf in fp32 (also the 16-bit types' opmath) are the host JIT's own functions
+// exp, erf and tanh in fp32 (also the 16-bit types' opmath) are the host JIT's own functions
 // (kernels/shared/float_math.h), so fused kernels give these ops' results bit for bit; fp64
 // goes to the C library.
 template <typename V>
@@ -27,6 +27,15 @@ V erf_of(V x) {
     return kernels::fmath::erf_f32(x);
   } else {
     return std::erf(x);
+  }
+}
+
+template <typename V>
+V tanh_of(V x) {
+  if constexpr (std::is_same_v<V, float>) {
+    return kernels::fmath::tanh_f32(x);
+  } else {
+    return std::tanh(x);
   }
 }
 
@@ -70,7 +79,7 @@ void register_math(OpRegistry& r) {
   add_unary<kFloats>(r, "Ceil", [](auto x) { return std::ceil(x); });
   add_unary<kFloats>(r, "Round", [](auto x) { return std::nearbyint(x); });  // half to even
   add_unary<kFloats>(r, "Erf", [](auto x) { return erf_of(x); });
-  add_unary<kFloats>(r, "Tanh", [](auto x) { return std::tanh(x); });
+  add_unary<kFloats>(r, "Tanh", [](auto x) { return tanh_of(x); });
   add_unary<kFloats>(r, "Sin", [](auto x) { return std::sin(x); });
   add_unary<kFloats>(r, "Cos", [](auto x) { return std::cos(x); });
   add_unary<kFloats>(r, "Tan", [](auto x) { return std::tan(x); });
