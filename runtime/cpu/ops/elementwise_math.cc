@@ -12,31 +12,28 @@ namespace {
 // exp, erf and tanh in fp32 (also the 16-bit types' opmath) are the host JIT's own functions
 // (kernels/shared/float_math.h), so fused kernels give these ops' results bit for bit; fp64
 // goes to the C library.
+template <typename V, typename F32, typename F64>
+V fp32_shared(V x, F32 f32, F64 f64) {
+  if constexpr (std::is_same_v<V, float>) {
+    return f32(x);
+  } else {
+    return f64(x);
+  }
+}
+
 template <typename V>
 V exp_of(V x) {
-  if constexpr (std::is_same_v<V, float>) {
-    return kernels::fmath::exp_f32(x);
-  } else {
-    return std::exp(x);
-  }
+  return fp32_shared(x, kernels::fmath::exp_f32, [](auto v) { return std::exp(v); });
 }
 
 template <typename V>
 V erf_of(V x) {
-  if constexpr (std::is_same_v<V, float>) {
-    return kernels::fmath::erf_f32(x);
-  } else {
-    return std::erf(x);
-  }
+  return fp32_shared(x, kernels::fmath::erf_f32, [](auto v) { return std::erf(v); });
 }
 
 template <typename V>
 V tanh_of(V x) {
-  if constexpr (std::is_same_v<V, float>) {
-    return kernels::fmath::tanh_f32(x);
-  } else {
-    return std::tanh(x);
-  }
+  return fp32_shared(x, kernels::fmath::tanh_f32, [](auto v) { return std::tanh(v); });
 }
 
 using kc::kFloats;
