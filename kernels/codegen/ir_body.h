@@ -230,38 +230,6 @@ class BodyBuilder {
   Value* erf(Value* x) { return x->getType()->isFloatTy() ? erf_f32(x) : libm("erf", {x}); }
   Value* tanh(Value* x) { return x->getType()->isFloatTy() ? tanh_f32(x) : libm("tanh", {x}); }
 
-  // a^b as the CPU op Pow computes it (runtime/cpu/ops/elementwise_binary.cc, pow_as_torch:
-  // PyTorch's forms for the exponents 0, 1, 2, 3, -2, -1, 0.5 and -0.5, the C library's pow
-  // otherwise). A constant exponent picks its form here, so the loop has no call and
-  // vectorises; any other exponent selects per element, around the call.
-  Value* pow_special(Value* a, double e) {
-    llvm::Type* t = a->getType();
-    if (e == 0) return fconst(t, 1.0);
-    if (e == 1) return a;
-    if (e == 2) return b_.CreateFMul(a, a);
-    if (e == 3) return b_.CreateFMul(b_.CreateFMul(a, a), a);
-    if (e == -2) return b_.CreateFDiv(fconst(t, 1.0), b_.CreateFMul(a, a));
-    if (e == -1) return b_.CreateFDiv(fconst(t, 1.0), a);
-    if (e == 0.5) return intrinsic(llvm::Intrinsic::sqrt, a);
-    if (e == -0.5) return b_.CreateFDiv(fconst(t, 1.0), intrinsic(llvm::Intrinsic::sqrt, a));
-    return nullptr;
-  }
-
-  Value* pow_as_torch(Value* a, Value* b) {
-    static constexpr double kSpecial[] = {0, 1, 2, 3, -2, -1, 0.5, -0.5};
-    if (auto* c = llvm::dyn_cast<llvm::ConstantFP>(b)) {
-      const double e = c->getType()->isFloatTy() ? c->getValueAPF().convertToFloat()
-                                                 : c->getValueAPF().convertToDouble();
-      if (Value* v = pow_special(a, e)) return v;
-      return libm("pow", {a, b});
-    }
-    Value* r = libm("pow", {a, b});
-    for (double e : kSpecial) {
-      r = b_.CreateSelect(b_.CreateFCmpOEQ(b, fconst(a->getType(), e)), pow_special(a, e), r);
-    }
-    return r;
-  }
-
   // Computed by the C library's function of that name (libdevice's on NVPTX).
   inline static const std::set<std::string> kLibmUnary = {"log",  "expm1", "log1p", "sin",  "cos",
                                                           "tan",  "asin",  "acos",  "atan", "sinh",
@@ -370,7 +338,7 @@ class BodyBuilder {
     if (op == "where") return round_to(b_.CreateSelect(arg(0), arg(1), arg(2)), dt);
     if (op == "pow") {
       Value* a = arg(0);
-      return round_to(pow_as_torch(a, to_float_type(arg(1), a->getType())), dt);
+      return round_to(libm("pow", {a, to_float_type(arg(1), a->getType())}), dt);
     }
     if (kBinaryFloat.count(op)) return round_to(binary(op, arg(0), arg(1)), dt);
     return round_to(unary(op, arg(0)), dt);

@@ -439,66 +439,6 @@ TEST(CodegenHost, ConstantsAndMixedExponentPow) {
   check_against_cpu({b.def()}, 517);
 }
 
-// Pow with PyTorch's special exponents, constant and at run time: the JIT gives the CPU op's
-// bits, and both give PyTorch's forms of a tensor to those scalar powers (the products,
-// reciprocals and square roots written out here, each rounded once); a constant exponent of
-// those leaves no pow call in the loop, which vectorises.
-TEST(CodegenHost, PowOfTorchsSpecialExponents) {
-  const std::vector<double> exponents = {0, 1, 2, 3, -2, -1, 0.5, -0.5, 2.5};
-  const auto torch_form = [](float a, double e) {
-    if (e == 0) return 1.0f;
-    if (e == 1) return a;
-    if (e == 2) return a * a;
-    if (e == 3) return a * a * a;
-    if (e == -2) return 1.0f / (a * a);
-    if (e == -1) return 1.0f / a;
-    if (e == 0.5) return std::sqrt(a);
-    if (e == -0.5) return 1.0f / std::sqrt(a);
-    return std::pow(a, static_cast<float>(e));
-  };
-  constexpr int64_t n = 4099;
-  std::vector<KernelDef> constant, runtime;
-  for (size_t i = 0; i < exponents.size(); ++i) {
-    KernelBuilder c("pow_const_" + std::to_string(i));
-    const int x = c.input(kF32);
-    c.output(c.op("pow", kF32, {x, c.constant(kF32, exponents[i])}));
-    constant.push_back(c.def());
-    const std::string ir = llvm_ir_text(c.def());
-    if (exponents[i] != 2.5) {
-      EXPECT_THAT(ir, Not(HasSubstr("@powf"))) << exponents[i];
-      EXPECT_THAT(ir, HasSubstr("vector.body")) << exponents[i];
-    }
-  }
-  check_against_cpu(constant, n);
-  KernelBuilder r("pow_runtime");
-  const int x = r.input(kF32), e = r.input(kF32, true);
-  r.output(r.op("pow", kF32, {x, e}));
-  runtime.push_back(r.def());
-  HostKernels jit({&runtime[0]});
-  std::vector<const KernelDef*> ptrs;
-  for (const auto& k : constant) ptrs.push_back(&k);
-  HostKernels jit_const(ptrs);
-  const Tensor base = random_tensor(kF32, {n}, 7);
-  for (size_t i = 0; i < exponents.size(); ++i) {
-    std::vector<Tensor> in = {base, scalar_tensor(kF32, exponents[i])};
-    const auto want = cpu_reference(runtime[0], in);
-    const auto got = run_jit(jit.find("pow_runtime"), runtime[0], in, n, 0, n);
-    expect_bits(runtime[0], got[0], want[0], 0, 0, n, &in);
-    std::vector<Tensor> base_only = {base};
-    const auto got_const =
-        run_jit(jit_const.find(constant[i].name()), constant[i], base_only, n, 0, n);
-    const float* a = base.data<float>();
-    for (int64_t j = 0; j < n; ++j) {
-      float v;
-      std::memcpy(&v, got_const[0].data() + j * 4, 4);
-      const float t = torch_form(a[j], exponents[i]);
-      ASSERT_TRUE(std::bit_cast<uint32_t>(v) == std::bit_cast<uint32_t>(t) ||
-                  (std::isnan(v) && std::isnan(t)))
-          << a[j] << " ^ " << exponents[i] << ": " << v << " against " << t;
-    }
-  }
-}
-
 // cast f16 -> f32, mul, add, tanh, cast back: the same bits as the five CPU ops in sequence,
 // with two outputs (the f32 intermediate and the f16 result).
 TEST(CodegenHost, FusedChainEqualsCpuSequence) {

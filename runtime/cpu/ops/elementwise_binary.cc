@@ -71,26 +71,6 @@ V int_pow(V a, int64_t e) {
   return result;
 }
 
-// A float to a float power as PyTorch computes a tensor to a scalar power (its pow_out and
-// pow_tensor_scalar kernels): exponent 0 gives 1, 1 the base, 2 and 3 products, -2 and -1
-// reciprocals, 0.5 and -0.5 a square root and its reciprocal, each operation rounded once;
-// other exponents the C library's pow. The host JIT's "pow" is the same
-// (kernels/codegen/ir_body.h, pow_as_torch), so fused and unfused agree bit for bit, and a
-// constant exponent of those needs no library call there: the loop vectorises (HF GPT-2's
-// pow(x, 3) GELU, an RMSNorm's pow(x, 2)).
-template <typename V>
-V pow_as_torch(V a, V b) {
-  if (b == V(0)) return V(1);
-  if (b == V(1)) return a;
-  if (b == V(2)) return a * a;
-  if (b == V(3)) return a * a * a;
-  if (b == V(-2)) return V(1) / (a * a);
-  if (b == V(-1)) return V(1) / a;
-  if (b == V(0.5)) return std::sqrt(a);
-  if (b == V(-0.5)) return V(1) / std::sqrt(a);
-  return std::pow(a, b);
-}
-
 // Pow: the exponent may have another type. It is converted to the base's opmath type for
 // float bases, and to int64 or double for integer bases; the result has the base's type.
 // Bases: the float types and signed integers (the spec's T is float and int32/int64).
@@ -117,7 +97,7 @@ void pow_op(OpContext& ctx) {
     kc::binary_map(x.data<T>(), x.shape(), e.data<W>(), y_shape, out.data<T>(), shape,
                    [](M a, W b) {
                      if constexpr (std::is_floating_point_v<M>) {
-                       return pow_as_torch(a, b);
+                       return std::pow(a, b);
                      } else {
                        return int_pow<M>(a, b);
                      }
