@@ -120,11 +120,11 @@ void emit_guard(llvm::IRBuilder<>& b, const KernelDef& k, Value* guard_ptr,
 }
 
 // How many vectors the host loop of k computes per iteration: 4 where the body computes exp,
-// erf, tanh or sigmoid in fp32 (float_math.h's polynomials, inline: dozens of dependent operations
-// an element, so the loop waits on their latency rather than on memory), LLVM's own choice
-// (0; it took 2 there) otherwise. Measured on gpt_wide's GELU kernels (batch 8 x 128 x 2048,
-// `ampc bench --profile`, three alternations): bf16 forward 0.82-1.20 -> 0.66-1.10 ms,
-// backward 1.17-1.71 -> 0.96-1.63 ms; 8 was slower than 4.
+// erf, tanh or sigmoid in fp32 (float_math.h's polynomials, inline: dozens of dependent
+// operations an element, so the loop waits on their latency rather than on memory), LLVM's
+// own choice (0) otherwise, which was one or two there. Measured on gpt_wide's bf16 GELU
+// kernels (batch 8 x 128 x 2048, `ampc bench --profile`, old and new alternated three times):
+// forward 1.21-1.30 -> 0.80-0.84 ms, backward 1.63-1.69 -> 1.15-1.25 ms; 8 was slower than 4.
 int host_interleave(const KernelDef& k) {
   for (const auto& in : k.body()) {
     const bool polynomial =

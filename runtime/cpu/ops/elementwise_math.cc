@@ -23,17 +23,20 @@ V fp32_shared(V x, F32 f32, F64 f64) {
 
 template <typename V>
 V exp_of(V x) {
-  return fp32_shared(x, kernels::fmath::exp_f32, [](auto v) { return std::exp(v); });
+  return fp32_shared(
+      x, [](float v) { return kernels::fmath::exp_f32(v); }, [](auto v) { return std::exp(v); });
 }
 
 template <typename V>
 V erf_of(V x) {
-  return fp32_shared(x, kernels::fmath::erf_f32, [](auto v) { return std::erf(v); });
+  return fp32_shared(
+      x, [](float v) { return kernels::fmath::erf_f32(v); }, [](auto v) { return std::erf(v); });
 }
 
 template <typename V>
 V tanh_of(V x) {
-  return fp32_shared(x, kernels::fmath::tanh_f32, [](auto v) { return std::tanh(v); });
+  return fp32_shared(
+      x, [](float v) { return kernels::fmath::tanh_f32(v); }, [](auto v) { return std::tanh(v); });
 }
 
 using kc::kFloats;
