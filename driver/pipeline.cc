@@ -35,6 +35,7 @@
 #include "passes/recompute_elementwise.h"
 #include "passes/recurrent_lowering.h"
 #include "passes/reductions_for_cuda.h"
+#include "passes/scalar_powers.h"
 #include "passes/stable_log_sigmoid.h"
 #include "passes/static_shapes.h"
 #include "passes/transpose_chains.h"
@@ -234,6 +235,10 @@ std::vector<Pass> pipeline_passes(const CompileOptions& o, PipelineState& s) {
                    passes::eliminate_common_subexpressions(m);
                  },
                  ir::Phase::kUnknown, [mixed_training] { return mixed_training; }});
+  // Powers by constant exponents as PyTorch computes them (products, reciprocals, square
+  // roots: scalar_powers.h), the backward's included; every plan.
+  out.push_back({"scalar-powers", [](ir::Model& m) { passes::expand_scalar_powers(m); },
+                 ir::Phase::kUnknown});
   // A transpose separated from its GEMM by a scalar op (MultiheadAttention's q scaling, and
   // its gradient) moved to the GEMM's side, where the view folds it. CPU plans only, as the next.
   out.push_back({"move-transposes-to-gemms",

@@ -14,6 +14,8 @@
 // - GeluRounding.*: torch's GELU (exported as five ops) in bf16 (against PyTorch's CPU
 //   autocast) and fp16 (PyTorch's fp32 gelu rounded once, as CUDA's), forward and backward,
 //   bit for bit (gelu_rounding_oracle.py);
+// - ScalarPowers.*: Pow by 1, 2, 3, -1, -2, 0.5, -0.5 computes PyTorch's products, reciprocals
+//   and square roots, forward and backward, bit for bit (pow_scalar_oracle.py);
 // - SixteenBitSkipResume.*: an fp16 overflow inside the backward skips the step keeping every
 //   bit, and resume across skipped steps is bit-exact (scaler_parity.py --only
 //   backward-overflow).
@@ -95,6 +97,10 @@ TEST(GeluRounding, Bf16) {
 }
 TEST(GeluRounding, Fp16) {
   run_script("gelu_rounding_oracle.py", "fp16");
+}
+
+TEST(ScalarPowers, Fp32ForwardAndBackwardArePyTorchsBits) {
+  run_script("pow_scalar_oracle.py", "fp32");
 }
 
 TEST(ClipUnderScaling, Fp32DynamicScale) {
