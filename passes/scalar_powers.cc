@@ -1,6 +1,7 @@
 #include "passes/scalar_powers.h"
 
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "passes/autodiff/grad_builder.h"
@@ -57,7 +58,9 @@ int expand_scalar_powers(ir::Model& model) {
     const std::optional<double> p = constant_exponent(pow->inputs[1]);
     if (!p) continue;
     const size_t first_new = g.nodes.size();
-    autodiff::GradBuilder b(g, pow->name + "/power");
+    std::string prefix = pow->name + std::string(kPowerInfix);
+    prefix.pop_back();  // the builder's names add the '/'
+    autodiff::GradBuilder b(g, prefix);
     Value* result = special_power(b, pow->inputs[0], *p);
     if (!result) continue;  // nothing appended
     ir::replace_by_appended(g, pow, first_new, result);

@@ -16,9 +16,21 @@
 // exponent (Adam's bias correction, beta^step) stays a Pow.
 #pragma once
 
+#include <string_view>
+
 #include "ir/graph.h"
 
 namespace ampc::passes {
+
+// The nodes that replace Pow 'NAME' are named NAME + kPowerInfix + ...: the precision report
+// gives them the Pow's autocast decision.
+inline constexpr std::string_view kPowerInfix = "/power/";
+
+// The name of the Pow that `node` (a node's name) computes part of; empty for another node.
+inline std::string_view rewritten_pow(std::string_view node) {
+  const size_t at = node.rfind(kPowerInfix);
+  return at == std::string_view::npos ? std::string_view() : node.substr(0, at);
+}
 
 // Rewrites every such Pow of the main graph whose output has its base's type; returns how many.
 int expand_scalar_powers(ir::Model& model);

@@ -1,6 +1,7 @@
 // `ampc inspect --precision-report` on what the compiler produced: a training plan of the mlp
 // in fp16 (rules recorded at compile time, casts, the loss-scaling subgraph), the same step
-// exported as ONNX, an fp32 plan, and a source model without --precision.
+// exported as ONNX, an fp32 plan, a source model without --precision, and the ops that compute
+// a Pow by a constant.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -11,6 +12,7 @@
 
 #include "passes/weight_copies.h"
 #include "tests/cli/cli_util.h"
+#include "tests/support/mlp_variants.h"
 
 namespace ampc::testing {
 namespace {
@@ -197,6 +199,27 @@ TEST_F(PlanReport, Fp32PlanHasNoLossScaling) {
   for (const auto& n : r["nodes"]) EXPECT_EQ(n["rule"], "no autocast");
   EXPECT_THAT(expect_success({"inspect", path("mlp32.plan"), "--precision-report"}),
               HasSubstr("loss scaling: not in this step"));
+}
+
+// A Pow by 2 (DENY: fp32) becomes x * x after autocast (passes/scalar_powers.h): its Mul keeps
+// the Pow's decision, naming it.
+TEST(PowReport, ThePowersOpsCarryThePowsDecision) {
+  TempDir dir;
+  const std::string model = (dir / "square.onnx").string(), plan = (dir / "square.plan").string();
+  test::write_mlp_with_square(kMlp, model);
+  expect_success({"compile", model, "--train", "--precision", "bf16", "-o", plan});
+  const json r = report(plan);
+  int powers = 0;
+  for (const auto& n : r["nodes"]) {
+    const std::string node = n["node"];
+    if (!node.starts_with("/square/Pow/")) continue;
+    ++powers;
+    EXPECT_EQ(n["op"], "Mul");
+    EXPECT_EQ(n["compute_dtype"], "f32");
+    EXPECT_EQ(n["rule"],
+              "DENY (table), computing Pow '/square/Pow' as PyTorch does (passes/scalar_powers.h)");
+  }
+  EXPECT_EQ(powers, 1);
 }
 
 TEST(SourceReport, WithoutPrecisionEverythingIsFp32) {

@@ -1,7 +1,7 @@
 // Variants of models/mlp.onnx with one node inserted after its first Gemm, for the tests of
 // what the backends run: a training-mode Dropout as torch.onnx.export writes nn.Dropout in
 // training mode (opset 12 on: the ratio and training_mode as constant inputs), random noise
-// as torch.randn_like / torch.rand_like export, or a unary op.
+// as torch.randn_like / torch.rand_like export, a square (Pow by 2), or a unary op.
 // Header-only: ONNX's protobuf classes.
 #pragma once
 
@@ -109,6 +109,31 @@ inline void write_mlp_with_noise(const std::string& mlp_path, const std::string&
     for (int k = g->node_size() - 1; k > at; --k) g->mutable_node()->SwapElements(k, k - 1);
     ++at;
   }
+  detail::write_model(m, out_path);
+}
+
+// y = Pow(gemm_out, 2) after the first Gemm (the exponent a float Constant node, as torch
+// exports h.pow(2)), the node named "/square/Pow".
+inline void write_mlp_with_square(const std::string& mlp_path, const std::string& out_path) {
+  onnx::NodeProto n;
+  n.set_op_type("Pow");
+  n.set_name("/square/Pow");
+  n.add_input("");
+  n.add_input("square_exponent");
+  n.add_output("");
+  onnx::ModelProto m = detail::with_node_after_first_gemm(mlp_path, n);
+  // The exponent from a Constant node (an initializer would be a parameter), first.
+  onnx::GraphProto* g = m.mutable_graph();
+  onnx::NodeProto* c = g->add_node();
+  c->set_op_type("Constant");
+  c->set_name("/square/Constant");
+  c->add_output("square_exponent");
+  onnx::AttributeProto* a = c->add_attribute();
+  a->set_name("value");
+  a->set_type(onnx::AttributeProto::TENSOR);
+  a->mutable_t()->set_data_type(onnx::TensorProto::FLOAT);
+  a->mutable_t()->add_float_data(2.0f);
+  for (int k = g->node_size() - 1; k > 0; --k) g->mutable_node()->SwapElements(k, k - 1);
   detail::write_model(m, out_path);
 }
 
