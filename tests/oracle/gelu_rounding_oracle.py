@@ -29,15 +29,12 @@ which the script prints beside each result.
     /usr/bin/python3 tests/oracle/gelu_rounding_oracle.py --ampc BIN --models-dir DIR
         --out DIR {bf16,fp16}
 """
-import json
 import math
 import os
 import sys
 
 import numpy as np
-import onnx
 import torch
-from onnx import numpy_helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import oracle_cli  # noqa: E402
@@ -166,19 +163,8 @@ def check_gradient(a, low):
     x = (torch.randn(1, WIDTH) * 1.5).to(low).float()
     # |c| * 2^16 keeps the scaled weight gradient (dh times x) finite in fp16.
     c = (torch.randn(1, WIDTH) * 0.01).to(low).float()
-    model = os.path.join(a.out, "gelu_loss.onnx")
-    torch.onnx.export(GeluBlock(loss=True), (x, c), model, input_names=["x", "c"],
-                      output_names=["loss"], opset_version=17,
-                      training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)
-    data = os.path.join(a.out, "batch.npz")
-    np.savez(data, x=x.numpy(), c=c.numpy())
-    log, ckpt = os.path.join(a.out, "log.jsonl"), os.path.join(a.out, "ckpt.onnx")
-    oracle_cli.run([a.ampc, "train", model, "--data", data, "--steps", "1", "--optimizer", "sgd",
-                    "--lr", "1", "--precision", a.precision, "--log", log, "--checkpoint", ckpt])
-    with open(log) as f:
-        if json.loads(f.readline())["skipped"]:
-            sys.exit(f"FAILED: ampc skipped the {a.precision} step")
-    state = {t.name: numpy_helper.to_array(t) for t in onnx.load(ckpt).graph.initializer}
+    state = oracle_cli.one_sgd_step(a, GeluBlock(loss=True), {"x": x, "c": c}, "gelu_loss",
+                                    ["--precision", a.precision])
     got = -torch.from_numpy(state["lin.bias"].astype(np.float32))
     want = reference_gradient(x, c, low, a.precision).reshape(-1)
     per_op = per_op_gradient(x, c, low, a.precision).reshape(-1)

@@ -44,6 +44,19 @@ inline onnx::ModelProto with_node_after_first_gemm(const std::string& mlp_path,
   return m;
 }
 
+// A binary node `op` named `name` reading the first Gemm's output (set by
+// with_node_after_first_gemm) and `second`.
+inline onnx::NodeProto binary(const std::string& op, const std::string& name,
+                              const std::string& second) {
+  onnx::NodeProto n;
+  n.set_op_type(op);
+  n.set_name(name);
+  n.add_input("");
+  n.add_input(second);
+  n.add_output("");
+  return n;
+}
+
 using onnx_build::write_model;
 
 }  // namespace detail
@@ -75,13 +88,8 @@ inline void write_mlp_with_dropout(const std::string& mlp_path, const std::strin
 // 0.5)` exports (the scale and bounds as the ops' attributes), a constant of the step for the
 // gradient.
 inline void write_mlp_with_noise(const std::string& mlp_path, const std::string& out_path) {
-  onnx::NodeProto add;
-  add.set_op_type("Add");
-  add.set_name("/noise/Add");
-  add.add_input("");
-  add.add_input("noise");
-  add.add_output("");
-  onnx::ModelProto m = detail::with_node_after_first_gemm(mlp_path, add);
+  onnx::ModelProto m =
+      detail::with_node_after_first_gemm(mlp_path, detail::binary("Add", "/noise/Add", "noise"));
   onnx::GraphProto* g = m.mutable_graph();
   int at = 0;
   while (g->node(at).name() != "/noise/Add") ++at;
@@ -115,13 +123,8 @@ inline void write_mlp_with_noise(const std::string& mlp_path, const std::string&
 // y = Pow(gemm_out, 2) after the first Gemm (the exponent a float Constant node, as torch
 // exports h.pow(2)), the node named "/square/Pow".
 inline void write_mlp_with_square(const std::string& mlp_path, const std::string& out_path) {
-  onnx::NodeProto n;
-  n.set_op_type("Pow");
-  n.set_name("/square/Pow");
-  n.add_input("");
-  n.add_input("square_exponent");
-  n.add_output("");
-  onnx::ModelProto m = detail::with_node_after_first_gemm(mlp_path, n);
+  onnx::ModelProto m = detail::with_node_after_first_gemm(
+      mlp_path, detail::binary("Pow", "/square/Pow", "square_exponent"));
   // The exponent from a Constant node (an initializer would be a parameter), first.
   onnx::GraphProto* g = m.mutable_graph();
   onnx::NodeProto* c = g->add_node();
