@@ -11,14 +11,18 @@
 
 namespace ampc::kernels::twin {
 
+// Which loops compute f32 rows: the CPU's widest (AVX-512 where it has it) or the generic ones,
+// which tests compare with them bit for bit. Other dtypes run the generic loops.
+enum class RowLoops { kBest, kGeneric };
+
 void layer_norm(DType x_dtype, const void* x, int64_t rows, int64_t cols, DType param_dtype,
                 const void* scale, const void* bias, float epsilon, void* y, DType stat_dtype,
-                void* mean, void* inv_std);
+                void* mean, void* inv_std, RowLoops loops = RowLoops::kBest);
 
 // The backward; for the CPU op's f64 every operand is f64 and the workspace holds doubles.
 using shared::layer_norm_grad_workspace_bytes;
 void layer_norm_grad(DType x_dtype, const void* x, const void* dy, int64_t rows, int64_t cols,
                      DType param_dtype, const void* scale, float epsilon, void* dx, void* dscale,
-                     void* dbias, void* workspace);
+                     void* dbias, void* workspace, RowLoops loops = RowLoops::kBest);
 
 }  // namespace ampc::kernels::twin

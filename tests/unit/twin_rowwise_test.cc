@@ -225,6 +225,66 @@ TEST(TwinRowwise, LayerNormIsBitIdenticalToTheCpuOpWithStatistics) {
   }
 }
 
+// The f32 rows run on AVX-512 loops where the CPU has them (kernels/twin/layernorm.cc): the
+// generic loops' bits, forward and backward, on rows of every length the block partitions
+// differently, values of every magnitude and the specials (a NaN's payload aside).
+TEST(TwinRowwise, LayerNormVectorLoopsGiveTheGenericBits) {
+  auto same = [](const std::vector<float>& a, const std::vector<float>& b, const std::string& w) {
+    ASSERT_EQ(a.size(), b.size());
+    int differ = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      const bool equal =
+          std::memcmp(&a[i], &b[i], 4) == 0 || (std::isnan(a[i]) && std::isnan(b[i]));
+      if (!equal && differ++ < 3)
+        ADD_FAILURE() << w << " element " << i << ": " << a[i] << " vs " << b[i];
+    }
+    EXPECT_EQ(differ, 0) << w;
+  };
+  for (const int64_t cols : {1, 7, 16, 33, 100, 512, 1000, 4096}) {
+    const int64_t rows = 37;
+    std::vector<double> xv = random_values(static_cast<size_t>(rows * cols), 11 + cols, 4.0);
+    for (size_t i = 0; i < xv.size(); ++i) xv[i] *= std::ldexp(1.0, static_cast<int>(i % 41) - 20);
+    std::vector<float> x(xv.begin(), xv.end()), dy(x.size());
+    const std::vector<double> dv = random_values(x.size(), 13 + cols, 2.0);
+    for (size_t i = 0; i < dy.size(); ++i) dy[i] = static_cast<float>(dv[i]);
+    if (cols >= 16) {  // specials in row 3 (its statistics NaN) and a huge row 5
+      x[3 * cols + 2] = std::numeric_limits<float>::quiet_NaN();
+      x[3 * cols + 5] = std::numeric_limits<float>::infinity();
+      for (int64_t j = 0; j < cols; ++j) x[5 * cols + j] *= 1e30f;
+      dy[7 * cols + 1] = -std::numeric_limits<float>::infinity();
+    }
+    const std::vector<double> sv = random_values(cols, 5, 1.0), bv = random_values(cols, 7, 0.5);
+    const std::vector<float> scale(sv.begin(), sv.end()), bias(bv.begin(), bv.end());
+    const std::string what = std::to_string(rows) + " rows of " + std::to_string(cols);
+    std::vector<char> ws(twin::layer_norm_grad_workspace_bytes(DType::kFloat32, rows, cols));
+    struct Out {
+      std::vector<float> y, mean, inv, dx, ds, db;
+    } out[2];
+    const twin::RowLoops loops[2] = {twin::RowLoops::kBest, twin::RowLoops::kGeneric};
+    for (int k = 0; k < 2; ++k) {
+      Out& o = out[k];
+      o.y.resize(x.size());
+      o.mean.resize(rows);
+      o.inv.resize(rows);
+      o.dx.resize(x.size());
+      o.ds.resize(cols);
+      o.db.resize(cols);
+      twin::layer_norm(DType::kFloat32, x.data(), rows, cols, DType::kFloat32, scale.data(),
+                       bias.data(), 1e-5f, o.y.data(), DType::kFloat32, o.mean.data(), o.inv.data(),
+                       loops[k]);
+      twin::layer_norm_grad(DType::kFloat32, x.data(), dy.data(), rows, cols, DType::kFloat32,
+                            scale.data(), 1e-5f, o.dx.data(), o.ds.data(), o.db.data(), ws.data(),
+                            loops[k]);
+    }
+    same(out[0].y, out[1].y, what + ": Y");
+    same(out[0].mean, out[1].mean, what + ": Mean");
+    same(out[0].inv, out[1].inv, what + ": InvStdDev");
+    same(out[0].dx, out[1].dx, what + ": dX");
+    same(out[0].ds, out[1].ds, what + ": dScale");
+    same(out[0].db, out[1].db, what + ": dBias");
+  }
+}
+
 // ---- SoftmaxCrossEntropyLoss ----
 
 struct CeCase {
