@@ -9,11 +9,6 @@
 #include "kernels/shared/rowwise_dispatch.h"
 #include "kernels/twin/row_host.h"
 
-// The f32 loops of the blocks below on 512-bit vectors: a target of their own (the rest of the
-// file is built for any x86-64), chosen at run time where the CPU has AVX-512.
-#define AMPC_AVX512_LOOPS \
-  [[gnu::target("avx512f,avx512bw,avx512vl,prefer-vector-width=512"), gnu::noinline]]
-
 namespace ampc::kernels::twin {
 namespace {
 

@@ -8,12 +8,9 @@
 
 #include "base/dtype.h"
 #include "kernels/shared/workspace_bytes.h"
+#include "kernels/twin/row_loops.h"
 
 namespace ampc::kernels::twin {
-
-// Which loops compute f32 rows: the CPU's widest (AVX-512 where it has it) or the generic ones,
-// which tests compare with them bit for bit. Other dtypes run the generic loops.
-enum class RowLoops { kBest, kGeneric };
 
 void layer_norm(DType x_dtype, const void* x, int64_t rows, int64_t cols, DType param_dtype,
                 const void* scale, const void* bias, float epsilon, void* y, DType stat_dtype,

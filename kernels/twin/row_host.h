@@ -16,6 +16,13 @@
 #include "kernels/shared/rowwise_tree.h"
 #include "kernels/twin/row_avx512.h"
 
+// A function whose f32 loops run on 512-bit vectors: a target of its own (the twins are built
+// for any x86-64), called where the CPU has AVX-512 (cpu_has_avx512_bw_vl). The generic row code
+// it calls is always inlined into it, so that its loops take that target; the same operations
+// in the same order, so the same bits (row_loops.h).
+#define AMPC_AVX512_LOOPS \
+  [[gnu::target("avx512f,avx512bw,avx512vl,prefer-vector-width=512"), gnu::noinline]]
+
 namespace ampc::kernels::twin {
 
 namespace sh = kernels::shared;

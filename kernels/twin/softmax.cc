@@ -3,6 +3,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "base/cpu_features.h"
 #include "kernels/shared/rowwise_dispatch.h"
 #include "kernels/twin/row_avx512.h"
 #include "kernels/twin/row_host.h"
@@ -51,8 +52,9 @@ void softmax_column(const T* x, T* y, int64_t n, int64_t inner, bool log_softmax
 // The backward of one row (inner == 1): the sum in the block's order (fold_row over the terms),
 // then dx. Scratch: `a` and `b` hold the loaded rows, `t` the terms (then exp(y)).
 template <typename T, typename M = MathOf<T>>
-void softmax_grad_row(const T* y, const T* dy, T* dx, int64_t n, bool log_softmax,
-                      std::vector<M>& a, std::vector<M>& b, std::vector<M>& t) {
+[[gnu::always_inline]] inline void softmax_grad_row(const T* y, const T* dy, T* dx, int64_t n,
+                                                    bool log_softmax, std::vector<M>& a,
+                                                    std::vector<M>& b, std::vector<M>& t) {
   const M* v = load_row(y, n, a);
   const M* d = load_row(dy, n, b);
   t.resize(n);
@@ -67,6 +69,16 @@ void softmax_grad_row(const T* y, const T* dy, T* dx, int64_t n, bool log_softma
   for (int64_t j = 0; j < n; ++j) t[j] = sh::softmax_grad_term(d[j], v[j]);
   const M s = fold_row(plan, t.data(), n, M(0), SumOf());
   for (int64_t j = 0; j < n; ++j) dx[j] = sh::Elem<T>::store(sh::softmax_grad_value(d[j], v[j], s));
+}
+
+// Rows [begin, end) of n (inner == 1) with the loops on AVX-512 (row_host.h).
+AMPC_AVX512_LOOPS void softmax_grad_rows_f32_avx512(const float* y, const float* dy, float* dx,
+                                                    int64_t begin, int64_t end, int64_t n,
+                                                    bool log_softmax, std::vector<float>& a,
+                                                    std::vector<float>& b, std::vector<float>& t) {
+  for (int64_t o = begin; o < end; ++o) {
+    softmax_grad_row(y + o * n, dy + o * n, dx + o * n, n, log_softmax, a, b, t);
+  }
 }
 
 // inner > 1: one thread per column walks the n rows in order.
@@ -102,7 +114,8 @@ void softmax_grad_column(const T* y, const T* dy, T* dx, int64_t n, int64_t inne
 }  // namespace
 
 void softmax_grad(DType dtype, const void* y, const void* dy, void* dx, int64_t outer, int64_t n,
-                  int64_t inner, bool log_softmax) {
+                  int64_t inner, bool log_softmax, RowLoops loops) {
+  const bool vector_loops = loops == RowLoops::kBest && inner == 1 && cpu_has_avx512_bw_vl();
   sh::dispatch_float_types_f64(dtype, "softmax_grad", [&](auto tag) {
     using T = decltype(tag);
     using M = MathOf<T>;
@@ -112,6 +125,11 @@ void softmax_grad(DType dtype, const void* y, const void* dy, void* dx, int64_t 
     T* dxt = static_cast<T*>(dx);
     for_rows(outer, outer > 1 && outer * n * inner > (1 << 16), [&](int64_t begin, int64_t end) {
       std::vector<M> a, b, t;
+      if constexpr (std::is_same_v<T, float>) {
+        if (vector_loops) {
+          return softmax_grad_rows_f32_avx512(yt, dyt, dxt, begin, end, n, log_softmax, a, b, t);
+        }
+      }
       for (int64_t o = begin; o < end; ++o) {
         const int64_t at = o * n * inner;
         if (inner == 1) {

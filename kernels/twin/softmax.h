@@ -8,14 +8,16 @@
 #include <cstdint>
 
 #include "base/dtype.h"
+#include "kernels/twin/row_loops.h"
 
 namespace ampc::kernels::twin {
 
 void softmax(DType dtype, const void* x, void* y, int64_t outer, int64_t n, int64_t inner,
              bool log_softmax);
 
-// The backward (kernels/cuda/softmax.h's softmax_grad) on host pointers; f64 in double.
+// The backward (kernels/cuda/softmax.h's softmax_grad) on host pointers; f64 in double. f32
+// rows (inner 1) on AVX-512 loops where the CPU has them (row_loops.h).
 void softmax_grad(DType dtype, const void* y, const void* dy, void* dx, int64_t outer, int64_t n,
-                  int64_t inner, bool log_softmax);
+                  int64_t inner, bool log_softmax, RowLoops loops = RowLoops::kBest);
 
 }  // namespace ampc::kernels::twin

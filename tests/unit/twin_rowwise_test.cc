@@ -225,21 +225,23 @@ TEST(TwinRowwise, LayerNormIsBitIdenticalToTheCpuOpWithStatistics) {
   }
 }
 
+// Equal bits, or NaN on both sides (which payload an add keeps is the compiler's choice).
+void expect_same_floats(const std::vector<float>& a, const std::vector<float>& b,
+                        const std::string& what) {
+  ASSERT_EQ(a.size(), b.size());
+  int differ = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const bool equal = std::memcmp(&a[i], &b[i], 4) == 0 || (std::isnan(a[i]) && std::isnan(b[i]));
+    if (!equal && differ++ < 3)
+      ADD_FAILURE() << what << " element " << i << ": " << a[i] << " vs " << b[i];
+  }
+  EXPECT_EQ(differ, 0) << what;
+}
+
 // The f32 rows run on AVX-512 loops where the CPU has them (kernels/twin/layernorm.cc): the
 // generic loops' bits, forward and backward, on rows of every length the block partitions
 // differently, values of every magnitude and the specials (a NaN's payload aside).
 TEST(TwinRowwise, LayerNormVectorLoopsGiveTheGenericBits) {
-  auto same = [](const std::vector<float>& a, const std::vector<float>& b, const std::string& w) {
-    ASSERT_EQ(a.size(), b.size());
-    int differ = 0;
-    for (size_t i = 0; i < a.size(); ++i) {
-      const bool equal =
-          std::memcmp(&a[i], &b[i], 4) == 0 || (std::isnan(a[i]) && std::isnan(b[i]));
-      if (!equal && differ++ < 3)
-        ADD_FAILURE() << w << " element " << i << ": " << a[i] << " vs " << b[i];
-    }
-    EXPECT_EQ(differ, 0) << w;
-  };
   for (const int64_t cols : {1, 7, 16, 33, 100, 512, 1000, 4096}) {
     const int64_t rows = 37;
     std::vector<double> xv = random_values(static_cast<size_t>(rows * cols), 11 + cols, 4.0);
@@ -276,12 +278,40 @@ TEST(TwinRowwise, LayerNormVectorLoopsGiveTheGenericBits) {
                             scale.data(), 1e-5f, o.dx.data(), o.ds.data(), o.db.data(), ws.data(),
                             loops[k]);
     }
-    same(out[0].y, out[1].y, what + ": Y");
-    same(out[0].mean, out[1].mean, what + ": Mean");
-    same(out[0].inv, out[1].inv, what + ": InvStdDev");
-    same(out[0].dx, out[1].dx, what + ": dX");
-    same(out[0].ds, out[1].ds, what + ": dScale");
-    same(out[0].db, out[1].db, what + ": dBias");
+    expect_same_floats(out[0].y, out[1].y, what + ": Y");
+    expect_same_floats(out[0].mean, out[1].mean, what + ": Mean");
+    expect_same_floats(out[0].inv, out[1].inv, what + ": InvStdDev");
+    expect_same_floats(out[0].dx, out[1].dx, what + ": dX");
+    expect_same_floats(out[0].ds, out[1].ds, what + ": dScale");
+    expect_same_floats(out[0].db, out[1].db, what + ": dBias");
+  }
+}
+
+// SoftmaxGrad's f32 rows on AVX-512 loops (kernels/twin/softmax.cc): the generic loops' bits,
+// for Softmax and LogSoftmax, rows of every partition, a huge dY row and specials.
+TEST(TwinRowwise, SoftmaxGradVectorLoopsGiveTheGenericBits) {
+  for (const bool log : {false, true}) {
+    for (const int64_t n : {1, 7, 16, 33, 100, 128, 1000, 4096}) {
+      const int64_t rows = 29;
+      const std::vector<double> xv = random_values(static_cast<size_t>(rows * n), 17 + n, 3.0);
+      std::vector<float> x(xv.begin(), xv.end()), y(x.size()), dy(x.size());
+      twin::softmax(DType::kFloat32, x.data(), y.data(), rows, n, 1, log);
+      const std::vector<double> dv = random_values(x.size(), 19 + n, 2.0);
+      for (size_t i = 0; i < dy.size(); ++i) dy[i] = static_cast<float>(dv[i]);
+      if (n >= 16) {
+        dy[2 * n + 3] = std::numeric_limits<float>::quiet_NaN();
+        dy[4 * n + 1] = std::numeric_limits<float>::infinity();
+        for (int64_t j = 0; j < n; ++j) dy[6 * n + j] *= 1e35f;
+      }
+      std::vector<float> best(x.size()), generic(x.size());
+      twin::softmax_grad(DType::kFloat32, y.data(), dy.data(), best.data(), rows, n, 1, log,
+                         twin::RowLoops::kBest);
+      twin::softmax_grad(DType::kFloat32, y.data(), dy.data(), generic.data(), rows, n, 1, log,
+                         twin::RowLoops::kGeneric);
+      expect_same_floats(
+          best, generic,
+          std::string(log ? "LogSoftmax" : "Softmax") + " rows of " + std::to_string(n));
+    }
   }
 }
 
