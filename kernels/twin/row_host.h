@@ -20,8 +20,14 @@
 // for any x86-64), called where the CPU has AVX-512 (cpu_has_avx512_bw_vl). The generic row code
 // it calls is always inlined into it, so that its loops take that target; the same operations
 // in the same order, so the same bits (row_loops.h).
+// (GCC takes the vector width in the target; clang has an attribute of its own for it.)
+#if defined(__clang__)
+#define AMPC_AVX512_LOOPS \
+  [[gnu::target("avx512f,avx512bw,avx512vl"), clang::min_vector_width(512), gnu::noinline]]
+#else
 #define AMPC_AVX512_LOOPS \
   [[gnu::target("avx512f,avx512bw,avx512vl,prefer-vector-width=512"), gnu::noinline]]
+#endif
 
 namespace ampc::kernels::twin {
 
