@@ -110,17 +110,20 @@ std::optional<std::vector<Tensor>> evaluate(const ir::Node& n, const ir::Model& 
 
 }  // namespace
 
-int fold_constants(ir::Model& model, const ConstantFoldingOptions& options) {
-  ir::Graph& g = *model.graph;
-  // Initializers that change: training state (a step counter read by `counter + 1`), the
-  // buffers a forward writes, which become state in training (buffer_updates.h), and
-  // initializers that are also graph inputs (the caller may feed another value).
+std::set<const ir::Value*> variable_values(const ir::Model& model) {
+  const ir::Graph& g = *model.graph;
   std::set<const ir::Value*> variable;
   for (const auto& u : model.state_updates) variable.insert(u.target);
   for (const std::string& name : metadata_lines(model, kBufferUpdatesKey)) {
     if (const ir::Value* v = g.find_value(name)) variable.insert(v);
   }
   for (const ir::Value* v : g.inputs) variable.insert(v);
+  return variable;
+}
+
+int fold_constants(ir::Model& model, const ConstantFoldingOptions& options) {
+  ir::Graph& g = *model.graph;
+  const std::set<const ir::Value*> variable = variable_values(model);
   int folded = 0;
   for (size_t i = 0; i < g.nodes.size();) {
     ir::Node* n = g.nodes[i].get();

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <set>
 
 #include "ir/graph.h"
 
@@ -23,5 +24,11 @@ struct ConstantFoldingOptions {
 
 // Returns the number of nodes folded.
 int fold_constants(ir::Model& model, const ConstantFoldingOptions& options = {});
+
+// The main graph's values whose data may change, which nothing folds: training state (a step
+// counter read by `counter + 1`), the buffers a forward writes, which become state in training
+// (buffer_updates.h), and graph inputs (an initializer that is also one: the caller may feed
+// another value).
+std::set<const ir::Value*> variable_values(const ir::Model& model);
 
 }  // namespace ampc::passes

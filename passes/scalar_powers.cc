@@ -1,10 +1,12 @@
 #include "passes/scalar_powers.h"
 
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "passes/autodiff/grad_builder.h"
+#include "passes/constant_folding.h"
 
 namespace ampc::passes {
 namespace {
@@ -12,9 +14,11 @@ namespace {
 using ir::Node;
 using ir::Value;
 
-// The exponent's value when it is a constant of one element (float or integer).
-std::optional<double> constant_exponent(const Value* p) {
-  if (!p || !p->initializer || p->initializer->numel() != 1) return std::nullopt;
+// The exponent's value when it is a constant of one element (float or integer): an initializer
+// whose data does not change (not training state, a written buffer or a graph input).
+std::optional<double> constant_exponent(const Value* p, const std::set<const Value*>& variable) {
+  if (!p || !p->initializer || p->initializer->numel() != 1 || variable.count(p))
+    return std::nullopt;
   if (const auto f = ir::float_scalar(*p->initializer)) return f;
   if (const auto i = ir::int_values(*p->initializer)) return static_cast<double>(i->front());
   return std::nullopt;
@@ -53,9 +57,10 @@ int expand_scalar_powers(ir::Model& model) {
   for (const auto& n : g.nodes) {
     if (is_candidate(*n)) pows.push_back(n.get());
   }
+  const std::set<const Value*> variable = variable_values(model);
   int rewritten = 0;
   for (Node* pow : pows) {
-    const std::optional<double> p = constant_exponent(pow->inputs[1]);
+    const std::optional<double> p = constant_exponent(pow->inputs[1], variable);
     if (!p) continue;
     const size_t first_new = g.nodes.size();
     std::string prefix = pow->name + std::string(kPowerInfix);

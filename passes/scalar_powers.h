@@ -12,8 +12,9 @@
 // scalar (torch's tanh GELU, x + 0.044715 x^3, and an RMSNorm's x^2 spent most of a training
 // step there). Run after autodiff (whose Pow rule, p x^(p-1), makes the backward's powers:
 // x^2 for a cube, x^-0.5 for a square root) and the step's constant folding; float32 and
-// float64 bases only (a 16-bit Pow keeps computing in fp32 and rounding once). A run-time
-// exponent (Adam's bias correction, beta^step) stays a Pow.
+// float64 bases only (a 16-bit Pow keeps computing in fp32 and rounding once). An exponent
+// whose data may change (passes/constant_folding.h's variable_values: Adam's bias correction,
+// beta^step, reads the step counter) stays a Pow.
 #pragma once
 
 #include <string_view>

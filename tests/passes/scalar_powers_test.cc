@@ -1,9 +1,9 @@
 // expand_scalar_powers (passes/scalar_powers.h): Pow by a constant 1, 2, 3, -1, -2, 0.5 or
 // -0.5 (float or integer constant) becomes PyTorch's products, reciprocals and square roots;
-// other exponents, run-time ones, 16-bit bases and a Pow whose exponent broadcasts its output
-// stay Pows. The compiled graph (a fused kernel on the CPU) gives PyTorch's special cases:
-// sqrt's -0 and NaN of -inf, (x * x) * x rounded twice. The bits against PyTorch itself:
-// tests/oracle/pow_scalar_oracle.py.
+// other exponents, run-time ones (a graph input, training state), 16-bit bases and a Pow whose
+// exponent broadcasts its output stay Pows. The compiled graph (a fused kernel on the CPU)
+// gives PyTorch's special cases: sqrt's -0 and NaN of -inf, (x * x) * x rounded twice. The bits
+// against PyTorch itself: tests/oracle/pow_scalar_oracle.py.
 #include "passes/scalar_powers.h"
 
 #include <gtest/gtest.h>
@@ -125,8 +125,15 @@ TEST(ScalarPowers, OtherPowsStay) {
   g.model->graph->inputs.push_back(s);
   ir::Value* sy = g.model->graph->add_value("sy", {DType::kFloat32, std::vector<int64_t>{1}});
   g.model->graph->add_node("Pow", {s, g.constant("sy_e", f32(2.0f, {1}))}, {sy}, "pow_sy");
+  // Initializers whose data changes: training state, and one that is also a graph input.
+  ir::Value* state = g.constant("state_e", f32(2.0f));
+  g.model->state_updates.push_back({state, state});
+  g.pow("state", state);
+  ir::Value* fed = g.constant("fed_e", f32(2.0f));
+  g.model->graph->inputs.push_back(fed);
+  g.pow("fed", fed);
   EXPECT_EQ(expand_scalar_powers(*g.model), 0);
-  EXPECT_EQ(count(*g.model, "Pow"), 5);
+  EXPECT_EQ(count(*g.model, "Pow"), 7);
 
   Powers half(DType::kFloat16);
   half.pow("h2", half.constant("h2_e", f32(2.0f)));
