@@ -5,8 +5,8 @@
 // and the fused kernels, whose LLVM IR (kernels/codegen/ir_body.h) emits the same operations,
 // in the same order, from these constants for the host and for NVPTX. So a fused kernel, the
 // op it replaces, a CUDA kernel and its twin agree bit for bit. Branch-free (selects, no
-// calls), so the loops around them vectorise: the C library's expf/erff/tanhf are scalar calls that
-// no loop vectoriser can widen. Errors against the exact functions, checked over the floats by
+// calls), so the loops around them vectorise: the C library's expf/erff/tanhf are scalar calls
+// that no loop vectoriser can widen. Errors against the exact functions, checked over the floats by
 // tests/unit/float_math_test.cc: exp within 2 ulp, erf within 3 ulp, tanh within 1.35 ulp.
 //
 // No fused multiply-add: each * and + rounds once. exp_f32 goes through rowwise_fp.h's add /

@@ -31,7 +31,7 @@ template <typename M>
 // Rows [begin, end) of the forward. Always inlined: into the generic caller below and into an
 // AVX-512 one (layer_norm_block_f32_avx512), where the f32 loops run on 16 lanes; the same
 // operations in the same order either way, so the same bits.
-template <typename T, typename P, typename S, typename M = MathOf<T>>
+template <typename T, typename S, typename M = MathOf<T>>
 [[gnu::always_inline]] inline void layer_norm_block(int64_t begin, int64_t end, const T* x,
                                                     int64_t cols, const M* s, const M* b, M eps,
                                                     T* y, S* mean, S* inv_std, std::vector<M>& buf,
@@ -55,7 +55,7 @@ AMPC_AVX512_LOOPS void layer_norm_block_f32_avx512(int64_t begin, int64_t end, c
                                                    int64_t cols, const float* s, const float* b,
                                                    float eps, float* y, float* mean, float* inv_std,
                                                    std::vector<float>& buf, float* sq) {
-  layer_norm_block<float, float, float>(begin, end, x, cols, s, b, eps, y, mean, inv_std, buf, sq);
+  layer_norm_block<float, float>(begin, end, x, cols, s, b, eps, y, mean, inv_std, buf, sq);
 }
 
 template <typename T, typename P, typename S, typename M = MathOf<T>>
@@ -72,9 +72,16 @@ void layer_norm_rows(const T* x, int64_t rows, int64_t cols, const P* scale, con
                                            sq.data());
       }
     }
-    layer_norm_block<T, P, S>(begin, end, x, cols, s, b, eps, y, mean, inv_std, buf, sq.data());
+    layer_norm_block<T, S>(begin, end, x, cols, s, b, eps, y, mean, inv_std, buf, sq.data());
   });
 }
+
+// A thread's scratch rows for the backward (the loaded rows where they are converted).
+template <typename M>
+struct GradScratch {
+  std::vector<M> xb, db, sq, xhat, g, gx;
+  explicit GradScratch(int64_t cols) : sq(cols), xhat(cols), g(cols), gx(cols) {}
+};
 
 // The backward, a chunk of rows at a time (the chunks the kernel's column sums use): per row
 // the statistics, xhat, the row's two sums in the block's order and dx, and the chunk's column
@@ -82,16 +89,10 @@ void layer_norm_rows(const T* x, int64_t rows, int64_t cols, const P* scale, con
 // here a row is read once for all of them. Chunks [begin, end), always inlined as the forward's
 // block.
 template <typename T, typename M = MathOf<T>>
-struct GradScratch {
-  std::vector<M> xb, db, sq, xhat, g, gx;
-  explicit GradScratch(int64_t cols) : sq(cols), xhat(cols), g(cols), gx(cols) {}
-};
-
-template <typename T, typename P, typename M = MathOf<T>>
 [[gnu::always_inline]] inline void layer_norm_grad_block(int64_t begin, int64_t end, const T* x,
                                                          const T* dy, int64_t rows, int64_t cols,
                                                          const M* s, M eps, T* dx, bool sums,
-                                                         M* partials, GradScratch<T>& w) {
+                                                         M* partials, GradScratch<M>& w) {
   const sh::RowPlan plan = sh::row_plan(cols);
   const int64_t chunk_rows = sh::layer_norm_grad_chunk_rows(rows);
   M *sq = w.sq.data(), *xhat = w.xhat.data(), *g = w.g.data(), *gx = w.gx.data();
@@ -131,7 +132,7 @@ AMPC_AVX512_LOOPS void layer_norm_grad_block_f32_avx512(int64_t begin, int64_t e
                                                         const float* s, float eps, float* dx,
                                                         bool sums, float* partials,
                                                         GradScratch<float>& w) {
-  layer_norm_grad_block<float, float>(begin, end, x, dy, rows, cols, s, eps, dx, sums, partials, w);
+  layer_norm_grad_block<float>(begin, end, x, dy, rows, cols, s, eps, dx, sums, partials, w);
 }
 
 template <typename T, typename P, typename M = MathOf<T>>
@@ -142,14 +143,14 @@ void layer_norm_grad_rows(const T* x, const T* dy, int64_t rows, int64_t cols, c
   const int64_t chunks = sh::layer_norm_grad_chunks(rows);
   const bool sums = dscale || dbias;
   for_rows(chunks, chunks > 1 && rows * cols > (1 << 16), [&](int64_t begin, int64_t end) {
-    GradScratch<T> w(cols);
+    GradScratch<M> w(cols);
     if constexpr (kAllF32<T, P, float>) {
       if (vector_loops) {
         return layer_norm_grad_block_f32_avx512(begin, end, x, dy, rows, cols, s, eps, dx, sums,
                                                 partials, w);
       }
     }
-    layer_norm_grad_block<T, P>(begin, end, x, dy, rows, cols, s, eps, dx, sums, partials, w);
+    layer_norm_grad_block<T>(begin, end, x, dy, rows, cols, s, eps, dx, sums, partials, w);
   });
   if (!sums) return;
   // The chunks' sums in chunk order, every column at once.
