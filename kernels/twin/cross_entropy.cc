@@ -32,7 +32,13 @@ void sample(const T* x, const L* labels, int64_t c, int64_t d, const W* weight, 
   auto log_softmax_at = [&](int64_t k, int64_t j) {
     return sh::sub(sh::sub(static_cast<M>(sh::Elem<T>::load(x[k * d + j])), m[j]), log_s[j]);
   };
-  if (log_prob) {
+  if (log_prob && d == 1) {  // one row: a loop the compiler vectorises
+    const M m0 = m[0], log_s0 = log_s[0];
+    for (int64_t k = 0; k < c; ++k) {
+      log_prob[k] =
+          sh::Elem<T>::store(sh::sub(sh::sub(static_cast<M>(sh::Elem<T>::load(x[k])), m0), log_s0));
+    }
+  } else if (log_prob) {
     for (int64_t k = 0; k < c; ++k)
       for (int64_t j = 0; j < d; ++j)
         log_prob[k * d + j] = sh::Elem<T>::store(log_softmax_at(k, j));

@@ -62,19 +62,26 @@ void nll(OpContext& ctx) {
   }
   const T* w = weight ? weight->data<T>() : nullptr;
   if constexpr (softmax) {
-    // The CUDA kernel's host side (kernels/twin/cross_entropy.h): the GPU's bits.
-    Tensor log_prob(x.dtype(), x.shape());
+    // The CUDA kernel's host side (kernels/twin/cross_entropy.h): the GPU's bits. The
+    // log-probabilities go straight into the planned buffer where there is one: a fresh tensor
+    // of the scores' size, zeroed, page-faulted and copied every step cost more than the op
+    // itself on large vocabularies. None when the output is omitted.
+    Tensor fresh;
+    Tensor* log_prob = nullptr;
+    if (ctx.has_output(1)) {
+      log_prob = ctx.placed_apart(1, x.dtype(), x.shape());
+      if (!log_prob) log_prob = &(fresh = Tensor(x.dtype(), x.shape()));
+    }
     using kernels::shared::CeReduction;
     const CeReduction red = reduction == k::LossReduction::kNone  ? CeReduction::kNone
                             : reduction == k::LossReduction::kSum ? CeReduction::kSum
                                                                   : CeReduction::kMean;
     std::vector<float> workspace(
         kernels::twin::softmax_cross_entropy_workspace_bytes(n, c, d, red) / sizeof(float));
-    kernels::twin::softmax_cross_entropy(x.dtype(), x.data<T>(), target.dtype(), target.raw(), n, c,
-                                         d, x.dtype(), w, has_ignore, ignore, red, loss.data<T>(),
-                                         ctx.has_output(1) ? log_prob.data<T>() : nullptr,
-                                         workspace.data());
-    if (ctx.has_output(1)) ctx.set_output(1, std::move(log_prob));
+    kernels::twin::softmax_cross_entropy(
+        x.dtype(), x.data<T>(), target.dtype(), target.raw(), n, c, d, x.dtype(), w, has_ignore,
+        ignore, red, loss.data<T>(), log_prob ? log_prob->data<T>() : nullptr, workspace.data());
+    if (log_prob == &fresh) ctx.set_output(1, std::move(fresh));
   } else {
     auto run = [&](auto label_tag) {
       using L = decltype(label_tag);
