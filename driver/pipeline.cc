@@ -38,6 +38,7 @@
 #include "passes/scalar_powers.h"
 #include "passes/stable_log_sigmoid.h"
 #include "passes/static_shapes.h"
+#include "passes/summed_matmuls.h"
 #include "passes/transpose_chains.h"
 #include "passes/transpose_to_gemm.h"
 #include "passes/weight_copies.h"
@@ -238,6 +239,10 @@ std::vector<Pass> pipeline_passes(const CompileOptions& o, PipelineState& s) {
   // Powers by constant exponents as PyTorch computes them (products, reciprocals, square
   // roots: scalar_powers.h), the backward's included; every plan.
   out.push_back({"scalar-powers", [](ir::Model& m) { passes::expand_scalar_powers(m); },
+                 ir::Phase::kUnknown});
+  // A weight gradient summed over many thin products (an unrolled RNN's, one a time step)
+  // computed as one product of the stacked operands (summed_matmuls.h); every plan.
+  out.push_back({"stack-summed-matmuls", [](ir::Model& m) { passes::stack_summed_matmuls(m); },
                  ir::Phase::kUnknown});
   // A transpose separated from its GEMM by a scalar op (MultiheadAttention's q scaling, and
   // its gradient) moved to the GEMM's side, where the view folds it. CPU plans only, as the next.

@@ -1,0 +1,162 @@
+#include "passes/summed_matmuls.h"
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "passes/autodiff/grad_builder.h"
+
+namespace ampc::passes {
+namespace {
+
+using ir::Node;
+using ir::Value;
+
+bool is_op(const Node* n, const char* op) {
+  return n && n->domain.empty() && n->op_type == op;
+}
+
+bool is_wide_float(DType t) {
+  return t == DType::kFloat32 || t == DType::kFloat64;
+}
+
+// Values read after the step besides by nodes: graph outputs and state-update sources.
+std::set<const Value*> read_outside(const ir::Model& model) {
+  std::set<const Value*> out(model.graph->outputs.begin(), model.graph->outputs.end());
+  for (const auto& u : model.state_updates) out.insert(u.source);
+  return out;
+}
+
+bool is_matrix(const Value* v) {
+  return v && v->type.is_static() && v->type.shape->size() == 2;
+}
+
+// An Add of two operands of its output's type (no broadcast), float32 or float64.
+bool is_sum(const Node* n) {
+  if (!is_op(n, "Add") || n->inputs.size() != 2 || n->outputs.size() != 1) return false;
+  const Value* y = n->outputs[0];
+  if (!y || !y->type.is_static() || !is_wide_float(y->type.dtype)) return false;
+  for (const Value* x : n->inputs) {
+    if (!x || x->type != y->type) return false;
+  }
+  return true;
+}
+
+// A term MatMul(Transpose(p), b): p [k, m], b [k, n], the product [m, n] of p's type.
+struct Term {
+  Value* p = nullptr;
+  Value* b = nullptr;
+};
+
+bool only_reader_is_the_sum(const Value* v, const std::set<const Value*>& outside) {
+  return v->uses.size() == 1 && !outside.count(v);
+}
+
+bool as_term(const Value* v, Term* term) {
+  const Node* mm = v->producer;
+  if (!is_op(mm, "MatMul") || mm->inputs.size() != 2 || mm->outputs.size() != 1) return false;
+  const Node* t = mm->inputs[0] ? mm->inputs[0]->producer : nullptr;
+  if (!is_op(t, "Transpose") || t->inputs.size() != 1) return false;
+  const ir::Attribute* perm = t->attr("perm");
+  if (perm && perm->ints != std::vector<int64_t>{1, 0}) return false;
+  Value* p = t->inputs[0];
+  Value* b = mm->inputs[1];
+  if (!is_matrix(p) || !is_matrix(b) || !is_matrix(v)) return false;
+  const auto &ps = *p->type.shape, &bs = *b->type.shape, &ys = *v->type.shape;
+  const DType d = v->type.dtype;
+  if (p->type.dtype != d || b->type.dtype != d || ps[0] != bs[0]) return false;
+  if (ps[1] != ys[0] || bs[1] != ys[1]) return false;
+  *term = {p, b};
+  return true;
+}
+
+// The terms of the Add tree under `root`, in its operands' order; empty when one leaf is not a
+// term or is read elsewhere too.
+std::vector<Term> terms_of(Node* root, const std::set<const Value*>& outside) {
+  std::vector<Term> terms;
+  std::vector<Value*> stack = {root->inputs[1], root->inputs[0]};
+  while (!stack.empty()) {
+    Value* v = stack.back();
+    stack.pop_back();
+    if (!only_reader_is_the_sum(v, outside)) return {};
+    if (is_sum(v->producer)) {
+      stack.push_back(v->producer->inputs[1]);
+      stack.push_back(v->producer->inputs[0]);
+      continue;
+    }
+    Term t;
+    if (!as_term(v, &t)) return {};
+    terms.push_back(t);
+  }
+  return terms;
+}
+
+// Whether stacking pays: the copies of the operands (K * (m + n) elements) no larger than the
+// partial sums the additions would read and write (one [m, n] per term).
+bool worth_stacking(const std::vector<Term>& terms) {
+  if (terms.size() < 2) return false;
+  const int64_t m = (*terms[0].p->type.shape)[1], n = (*terms[0].b->type.shape)[1];
+  int64_t k = 0;
+  for (const Term& t : terms) {
+    if ((*t.p->type.shape)[1] != m || (*t.b->type.shape)[1] != n) return false;
+    k += (*t.p->type.shape)[0];
+  }
+  return k * (m + n) <= static_cast<int64_t>(terms.size()) * m * n;
+}
+
+// A sum tree's root: an Add whose output is not itself a term of a larger sum.
+bool is_root(const Node* n, const std::set<const Value*>& outside) {
+  if (!is_sum(n)) return false;
+  const Value* y = n->outputs[0];
+  return !(only_reader_is_the_sum(y, outside) && is_sum(y->uses[0].node));
+}
+
+void stack_terms(ir::Graph& g, Node* root, const std::vector<Term>& terms) {
+  std::vector<Value*> ps, bs;
+  int64_t k = 0;
+  for (const Term& t : terms) {
+    ps.push_back(t.p);
+    bs.push_back(t.b);
+    k += (*t.p->type.shape)[0];
+  }
+  Value* y = root->outputs[0];
+  const DType d = y->type.dtype;
+  const int64_t m = (*y->type.shape)[0], n = (*y->type.shape)[1];
+  const size_t first_new = g.nodes.size();
+  autodiff::GradBuilder b(g, root->name + "/stacked");
+  using autodiff::attrs;
+  auto matrix = [d](int64_t rows, int64_t cols) {
+    ir::TensorType t;
+    t.dtype = d;
+    t.shape = std::vector<int64_t>{rows, cols};
+    return t;
+  };
+  auto concat = [&](const std::vector<Value*>& parts, int64_t cols) {
+    return b.op("Concat", parts, matrix(k, cols), attrs(ir::Attribute::make_int("axis", 0)));
+  };
+  Value* p = concat(ps, m);
+  Value* pt = b.op("Transpose", {p}, matrix(m, k), attrs(ir::Attribute::make_ints("perm", {1, 0})));
+  Value* sum = b.op("MatMul", {pt, concat(bs, n)}, matrix(m, n));
+  ir::replace_by_appended(g, root, first_new, sum);
+}
+
+}  // namespace
+
+int stack_summed_matmuls(ir::Model& model) {
+  ir::Graph& g = *model.graph;
+  const std::set<const Value*> outside = read_outside(model);
+  std::vector<Node*> roots;
+  for (const auto& n : g.nodes) {
+    if (is_root(n.get(), outside)) roots.push_back(n.get());
+  }
+  int rewritten = 0;
+  for (Node* root : roots) {
+    const std::vector<Term> terms = terms_of(root, outside);
+    if (!worth_stacking(terms)) continue;
+    stack_terms(g, root, terms);
+    ++rewritten;
+  }
+  return rewritten;
+}
+
+}  // namespace ampc::passes

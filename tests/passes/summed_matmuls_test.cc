@@ -1,0 +1,159 @@
+// stack_summed_matmuls (passes/summed_matmuls.h): a tree of Adds over MatMul(Transpose(P_i),
+// B_i) becomes one MatMul of the stacked operands, in float32 and float64, and the compiled
+// plan computes the sum (against the products summed in double here). Left as they are: a
+// term also read elsewhere, 16-bit terms, products without the transpose, and stacks larger
+// than the partial sums. An unrolled LSTM's weight gradients against PyTorch:
+// tests/oracle (TorchRnnOracle).
+#include "passes/summed_matmuls.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "driver/pipeline.h"
+#include "runtime/cpu/executor.h"
+
+namespace ampc::passes {
+namespace {
+
+// y = sum_i P_i^T B_i, the P_i [k, m] and B_i [k, n] graph inputs, added in a chain.
+struct Sum {
+  std::unique_ptr<ir::Model> model = std::make_unique<ir::Model>();
+  std::vector<ir::Value*> terms;
+
+  Sum(int terms_count, int64_t k, int64_t m, int64_t n, DType t = DType::kFloat32,
+      bool transposed = true) {
+    model->opsets.push_back({"", 17});
+    model->graph->name = "sum";
+    ir::Graph& g = *model->graph;
+    for (int i = 0; i < terms_count; ++i) {
+      const std::string s = std::to_string(i);
+      ir::Value* p = input("p" + s, t, transposed ? k : m, transposed ? m : k);
+      ir::Value* b = input("b" + s, t, k, n);
+      ir::Value* a = p;
+      if (transposed) {
+        a = g.add_value("pt" + s, {t, std::vector<int64_t>{m, k}});
+        g.add_node("Transpose", {p}, {a}, "transpose" + s)
+            ->attributes.push_back(ir::Attribute::make_ints("perm", {1, 0}));
+      }
+      ir::Value* y = g.add_value("term" + s, {t, std::vector<int64_t>{m, n}});
+      g.add_node("MatMul", {a, b}, {y}, "matmul" + s);
+      terms.push_back(y);
+    }
+    ir::Value* acc = terms[0];
+    for (int i = 1; i < terms_count; ++i) {
+      ir::Value* y = g.add_value("sum" + std::to_string(i), {t, std::vector<int64_t>{m, n}});
+      g.add_node("Add", {acc, terms[static_cast<size_t>(i)]}, {y}, "add" + std::to_string(i));
+      acc = y;
+    }
+    g.outputs.push_back(acc);
+  }
+
+  ir::Value* input(const std::string& name, DType t, int64_t rows, int64_t cols) {
+    ir::Value* v = model->graph->add_value(name, {t, std::vector<int64_t>{rows, cols}});
+    v->is_graph_input = true;
+    model->graph->inputs.push_back(v);
+    return v;
+  }
+
+  const ir::Node* output_producer() const { return model->graph->outputs[0]->producer; }
+};
+
+const ir::Node* producer(const ir::Value* v) {
+  return v ? v->producer : nullptr;
+}
+
+TEST(StackSummedMatmuls, ATreeOfTransposedProductsBecomesOneProduct) {
+  Sum s(4, 2, 5, 7);  // stacked 8 x (5 + 7) = 96 elements, partial sums 4 x 35
+  EXPECT_EQ(stack_summed_matmuls(*s.model), 1);
+  const ir::Node* mm = s.output_producer();
+  ASSERT_TRUE(mm);
+  EXPECT_EQ(mm->op_type, "MatMul");
+  const ir::Node* t = producer(mm->inputs[0]);
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t->op_type, "Transpose");
+  const ir::Node* pc = producer(t->inputs[0]);
+  const ir::Node* bc = producer(mm->inputs[1]);
+  ASSERT_TRUE(pc && bc);
+  EXPECT_EQ(pc->op_type, "Concat");
+  EXPECT_EQ(bc->op_type, "Concat");
+  ASSERT_EQ(pc->inputs.size(), 4u);
+  ASSERT_EQ(bc->inputs.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) {  // term i's operands side by side
+    EXPECT_EQ(pc->inputs[i]->name, "p" + std::to_string(i));
+    EXPECT_EQ(bc->inputs[i]->name, "b" + std::to_string(i));
+  }
+  EXPECT_EQ(*pc->outputs[0]->type.shape, (std::vector<int64_t>{8, 5}));
+  EXPECT_EQ(*mm->outputs[0]->type.shape, (std::vector<int64_t>{5, 7}));
+  EXPECT_EQ(mm->outputs[0]->name, "sum3");  // readers keep naming the sum
+}
+
+TEST(StackSummedMatmuls, LeavesOtherSumsAlone) {
+  {  // a term that is also a graph output
+    Sum s(3, 2, 4, 4);
+    s.model->graph->outputs.push_back(s.terms[1]);
+    EXPECT_EQ(stack_summed_matmuls(*s.model), 0);
+  }
+  {  // 16-bit terms: their per-op roundings are the autocast semantics
+    Sum s(3, 2, 4, 4, DType::kBFloat16);
+    EXPECT_EQ(stack_summed_matmuls(*s.model), 0);
+  }
+  {  // products without the transpose
+    Sum s(3, 2, 4, 4, DType::kFloat32, /*transposed=*/false);
+    EXPECT_EQ(stack_summed_matmuls(*s.model), 0);
+  }
+  {  // stacked operands (2 * 100 * 4 elements) larger than the partial sums (2 * 2 * 2)
+    Sum s(2, 100, 2, 2);
+    EXPECT_EQ(stack_summed_matmuls(*s.model), 0);
+  }
+  {  // a single product: nothing to add
+    Sum s(1, 2, 4, 4);
+    EXPECT_EQ(stack_summed_matmuls(*s.model), 0);
+  }
+}
+
+// The compiled CPU plan (the pass runs in every pipeline) against the sum of the products
+// computed in double here.
+template <typename T>
+void check_plan_sum(DType t, double tolerance) {
+  constexpr int kTerms = 5;
+  constexpr int64_t kK = 3, kM = 6, kN = 9;
+  Sum s(kTerms, kK, kM, kN, t);
+  EXPECT_EQ(stack_summed_matmuls(*Sum(kTerms, kK, kM, kN, t).model), 1);  // the plan's sum
+  compiler::CompileOptions o;
+  o.lowering.target = "cpu";
+  rt::cpu::Executor exec(compiler::compile_model(*s.model, o, "sum"));
+  std::map<std::string, rt::Tensor> feeds;
+  std::vector<double> want(kM * kN, 0.0);
+  for (int i = 0; i < kTerms; ++i) {
+    rt::Tensor p(t, {kK, kM}), b(t, {kK, kN});
+    for (int64_t j = 0; j < p.numel(); ++j) p.data<T>()[j] = T(std::sin(1.0 + i * 31 + j));
+    for (int64_t j = 0; j < b.numel(); ++j) b.data<T>()[j] = T(std::cos(2.0 + i * 17 + j));
+    for (int64_t r = 0; r < kM; ++r) {
+      for (int64_t c = 0; c < kN; ++c) {
+        for (int64_t q = 0; q < kK; ++q) {
+          want[r * kN + c] += double(p.data<T>()[q * kM + r]) * double(b.data<T>()[q * kN + c]);
+        }
+      }
+    }
+    feeds["p" + std::to_string(i)] = p;
+    feeds["b" + std::to_string(i)] = b;
+  }
+  auto out = exec.run(feeds);
+  const rt::Tensor& y = out.at("sum" + std::to_string(kTerms - 1));
+  ASSERT_EQ(y.numel(), kM * kN);
+  for (int64_t j = 0; j < y.numel(); ++j) {
+    EXPECT_NEAR(double(y.data<T>()[j]), want[j], tolerance) << j;
+  }
+}
+
+TEST(StackSummedMatmuls, CompiledPlanComputesTheSum) {
+  check_plan_sum<float>(DType::kFloat32, 1e-5);
+  check_plan_sum<double>(DType::kFloat64, 1e-12);
+}
+
+}  // namespace
+}  // namespace ampc::passes
