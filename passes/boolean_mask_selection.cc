@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "ir/node_match.h"
 #include "passes/autodiff/grad_builder.h"
 #include "passes/common_subexpression.h"
 #include "passes/dead_code_elimination.h"
@@ -23,10 +24,6 @@ using ir::Node;
 using ir::Value;
 using Shape = std::vector<int64_t>;
 
-bool is_op(const Node* n, const char* op) {
-  return n && n->domain.empty() && n->op_type == op;
-}
-
 // x[mask]: GatherND(x, Transpose(NonZero(mask), perm [1, 0])), batch_dims 0, with a static bool
 // mask whose shape starts x's static shape.
 struct Selection {
@@ -39,15 +36,15 @@ struct Selection {
 // The NonZero whose positions `indices` lists as rows: Transpose(NonZero(m), perm [1, 0]).
 Node* nonzero_rows(const Value* indices) {
   Node* t = indices ? indices->producer : nullptr;
-  if (!is_op(t, "Transpose")) return nullptr;
+  if (!ir::is_onnx_op(t, "Transpose")) return nullptr;
   const ir::Attribute* perm = t->attr("perm");
   if (!perm || perm->ints != Shape{1, 0}) return nullptr;
   Node* nz = t->inputs[0] ? t->inputs[0]->producer : nullptr;
-  return is_op(nz, "NonZero") ? nz : nullptr;
+  return ir::is_onnx_op(nz, "NonZero") ? nz : nullptr;
 }
 
 std::optional<Selection> as_selection(Node* gather) {
-  if (!is_op(gather, "GatherND") || gather->inputs.size() < 2) return std::nullopt;
+  if (!ir::is_onnx_op(gather, "GatherND") || gather->inputs.size() < 2) return std::nullopt;
   if (const ir::Attribute* b = gather->attr("batch_dims"); b && b->i != 0) return std::nullopt;
   Value* x = gather->inputs[0];
   Node* nz = nonzero_rows(gather->inputs[1]);
@@ -74,8 +71,8 @@ Value* listed_mask(const Value* indices) {
   if (!nz) return nullptr;
   Value* m = nz->inputs[0];
   Node* e = m ? m->producer : nullptr;
-  if (is_op(e, "Expand") && e->inputs[0] && e->inputs[0]->type.is_static() && m->type.is_static() &&
-      *m->type.shape == *e->inputs[0]->type.shape)
+  if (ir::is_onnx_op(e, "Expand") && e->inputs[0] && e->inputs[0]->type.is_static() &&
+      m->type.is_static() && *m->type.shape == *e->inputs[0]->type.shape)
     return e->inputs[0];
   return m;
 }
@@ -128,7 +125,7 @@ class Group {
       selected_rows::adapt(g_, n, mask_rank(), {out->type.dtype, dense}, opset_);
     }
     for (Node* t : terminals_) {
-      if (is_op(t, "ReduceSum") || is_op(t, "ReduceMean"))
+      if (ir::is_onnx_op(t, "ReduceSum") || ir::is_onnx_op(t, "ReduceMean"))
         rewrite_reduction(t);
       else
         rewrite_loss(t);
@@ -172,7 +169,7 @@ class Group {
 
   // ReduceSum / ReduceMean of one selected float value over all of its axes.
   bool is_full_reduction(Node& n) {
-    if (!is_op(&n, "ReduceSum") && !is_op(&n, "ReduceMean")) return false;
+    if (!ir::is_onnx_op(&n, "ReduceSum") && !ir::is_onnx_op(&n, "ReduceMean")) return false;
     const Value* x = n.inputs[0];
     if (!selected(x) || !is_float(x->type.dtype) || !n.outputs[0]->type.is_static()) return false;
     for (size_t k = 1; k < n.inputs.size(); ++k) {
@@ -189,7 +186,8 @@ class Group {
   // SoftmaxCrossEntropyLoss / NegativeLogLikelihoodLoss of selected rows [K, C] and selected
   // labels [K], reduction mean or sum, its log-probability output unused.
   bool is_row_loss(Node& n) {
-    if (!is_op(&n, "SoftmaxCrossEntropyLoss") && !is_op(&n, "NegativeLogLikelihoodLoss"))
+    if (!ir::is_onnx_op(&n, "SoftmaxCrossEntropyLoss") &&
+        !ir::is_onnx_op(&n, "NegativeLogLikelihoodLoss"))
       return false;
     if (n.inputs.size() < 2 || !selected(n.inputs[0]) || !selected(n.inputs[1])) return false;
     if (trailing_.at(n.inputs[0]).size() != 1 || !trailing_.at(n.inputs[1]).empty()) return false;
@@ -212,23 +210,24 @@ class Group {
   bool is_masked_write(Node& n) {
     Node* scatter = &n;
     Value* v = nullptr;
-    if (is_op(&n, "Reshape") && selected(n.inputs[0]) && !selected(n.inputs[1])) {
+    if (ir::is_onnx_op(&n, "Reshape") && selected(n.inputs[0]) && !selected(n.inputs[1])) {
       const ir::Attribute* allowzero = n.attr("allowzero");
       const ir::Tensor* shape = n.inputs[1] ? n.inputs[1]->initializer.get() : nullptr;
       if ((allowzero && allowzero->i != 0) || !shape || shape->numel() != 1 ||
           ir::int_values(*shape) != std::vector<int64_t>{-1})
         return false;
       Node* slice = only_reader(n.outputs[0]);
-      if (!is_op(slice, "Slice") || slice->inputs[0] != n.outputs[0] || !starts_at_0(*slice))
+      if (!ir::is_onnx_op(slice, "Slice") || slice->inputs[0] != n.outputs[0] ||
+          !starts_at_0(*slice))
         return false;
       scatter = only_reader(slice->outputs[0]);
       if (!scatter || scatter->inputs.size() < 3 || scatter->inputs[2] != slice->outputs[0])
         return false;
       v = n.inputs[0];
-    } else if (is_op(&n, "ScatterND") && n.inputs.size() >= 3) {
+    } else if (ir::is_onnx_op(&n, "ScatterND") && n.inputs.size() >= 3) {
       v = n.inputs[2];
     }
-    if (!is_op(scatter, "ScatterND") || !v || !selected(v) || !trailing_.at(v).empty())
+    if (!ir::is_onnx_op(scatter, "ScatterND") || !v || !selected(v) || !trailing_.at(v).empty())
       return false;
     const Value* x = scatter->inputs[0];
     if (selected(x) || selected(scatter->inputs[1]) || !x->type.is_static() ||
@@ -310,7 +309,7 @@ class Group {
         b.op("Where", {mask_for(b, v->type.shape->size()), v, b.scalar(0, dtype)}, v->type);
     Value* result =
         b.op("ReduceSum", {kept}, scalar, attrs(ir::Attribute::make_int("keepdims", 0)));
-    if (is_op(t, "ReduceMean")) {
+    if (ir::is_onnx_op(t, "ReduceMean")) {
       Value* count = b.op("ReduceSum", {b.cast(mask_, dtype)}, scalar,
                           attrs(ir::Attribute::make_int("keepdims", 0)));
       const int64_t trailing = ir::shape_numel(trailing_.at(v));
@@ -364,7 +363,7 @@ int compute_boolean_masks_in_place(ir::Model& model) {
   ir::Graph& g = *model.graph;
   const auto has_nonzero = [&g] {
     return std::any_of(g.nodes.begin(), g.nodes.end(),
-                       [](const auto& n) { return is_op(n.get(), "NonZero"); });
+                       [](const auto& n) { return ir::is_onnx_op(n.get(), "NonZero"); });
   };
   if (!has_nonzero()) return 0;
   // `pred[y > 0]` and `y[y > 0]` compute their masks apart: one mask value once merged.

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/node_match.h"
 #include "passes/autodiff/grad_builder.h"
 #include "passes/cast_cleanup.h"
 
@@ -12,10 +13,6 @@ namespace {
 
 using ir::Node;
 using ir::Value;
-
-bool is_onnx(const Node* n, const char* op) {
-  return n && n->domain.empty() && n->op_type == op;
-}
 
 bool is_16bit(DType t) {
   return t == DType::kFloat16 || t == DType::kBFloat16;
@@ -28,7 +25,7 @@ const std::vector<int64_t>* static_shape(const Value* v) {
 // A 1-D parameter of the model, or a Cast of one: the bias of a linear layer as autocast
 // leaves it (passes/autocast.cc, is_linear_bias_add).
 bool is_parameter_row(const Value* b) {
-  if (b && is_onnx(b->producer, "Cast")) b = b->producer->inputs[0];
+  if (b && ir::is_onnx_op(b->producer, "Cast")) b = b->producer->inputs[0];
   return b && b->is_initializer() && b->from_model && b->initializer->dims.size() == 1;
 }
 
@@ -44,12 +41,12 @@ struct Linear {
 enum class Found { kNo, kRewrite, kHigherRank };
 
 Found find_linear(const ir::Model& model, Node* add, Linear& out) {
-  if (!is_onnx(add, "Add") || add->inputs.size() != 2 || add->outputs.size() != 1)
+  if (!ir::is_onnx_op(add, "Add") || add->inputs.size() != 2 || add->outputs.size() != 1)
     return Found::kNo;
   for (int k = 0; k < 2; ++k) {
     Value* y = add->inputs[k];
     Value* b = add->inputs[1 - k];
-    if (!y || !b || y == b || !is_onnx(y->producer, "MatMul") || y->uses.size() != 1 ||
+    if (!y || !b || y == b || !ir::is_onnx_op(y->producer, "MatMul") || y->uses.size() != 1 ||
         is_pinned_value(model, y))
       continue;
     const DType t = y->type.dtype;

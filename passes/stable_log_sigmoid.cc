@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/node_match.h"
 #include "passes/autodiff/grad_builder.h"
 
 namespace ampc::passes {
@@ -11,14 +12,10 @@ namespace {
 using ir::Node;
 using ir::Value;
 
-bool is_op(const Node* n, const char* op) {
-  return n && n->domain.empty() && n->op_type == op;
-}
-
 // The Sigmoid's input when `v` is Sigmoid(x) of the same type as `like`.
 Value* sigmoid_input(const Value* v, const Value* like) {
   const Node* s = v ? v->producer : nullptr;
-  if (!is_op(s, "Sigmoid") || s->inputs.empty() || !s->inputs[0]) return nullptr;
+  if (!ir::is_onnx_op(s, "Sigmoid") || s->inputs.empty() || !s->inputs[0]) return nullptr;
   return v->type == like->type ? s->inputs[0] : nullptr;
 }
 
@@ -34,7 +31,7 @@ int stable_log_sigmoid(ir::Model& model) {
   ir::Graph& g = *model.graph;
   std::vector<Node*> logs;
   for (const auto& n : g.nodes) {
-    if (is_op(n.get(), "Log") && n->inputs.size() == 1 && n->inputs[0] && n->outputs[0] &&
+    if (ir::is_onnx_op(n.get(), "Log") && n->inputs.size() == 1 && n->inputs[0] && n->outputs[0] &&
         n->outputs[0]->type.is_static())
       logs.push_back(n.get());
   }
@@ -45,7 +42,7 @@ int stable_log_sigmoid(ir::Model& model) {
     Value* x = sigmoid_input(arg, out);  // log(sigmoid(x)) = -softplus(-x)
     bool complement = false;             // log(1 - sigmoid(x)) = -softplus(x)
     const Node* sub = arg->producer;
-    if (!x && is_op(sub, "Sub") && sub->inputs.size() == 2 && is_one(sub->inputs[0])) {
+    if (!x && ir::is_onnx_op(sub, "Sub") && sub->inputs.size() == 2 && is_one(sub->inputs[0])) {
       x = sigmoid_input(sub->inputs[1], out);
       complement = x != nullptr;
     }

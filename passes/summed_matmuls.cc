@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/node_match.h"
 #include "passes/autodiff/grad_builder.h"
 
 namespace ampc::passes {
@@ -11,10 +12,6 @@ namespace {
 
 using ir::Node;
 using ir::Value;
-
-bool is_op(const Node* n, const char* op) {
-  return n && n->domain.empty() && n->op_type == op;
-}
 
 bool is_wide_float(DType t) {
   return t == DType::kFloat32 || t == DType::kFloat64;
@@ -33,7 +30,7 @@ bool is_matrix(const Value* v) {
 
 // An Add of two operands of its output's type (no broadcast), float32 or float64.
 bool is_sum(const Node* n) {
-  if (!is_op(n, "Add") || n->inputs.size() != 2 || n->outputs.size() != 1) return false;
+  if (!ir::is_onnx_op(n, "Add") || n->inputs.size() != 2 || n->outputs.size() != 1) return false;
   const Value* y = n->outputs[0];
   if (!y || !y->type.is_static() || !is_wide_float(y->type.dtype)) return false;
   for (const Value* x : n->inputs) {
@@ -54,9 +51,10 @@ bool only_reader_is_the_sum(const Value* v, const std::set<const Value*>& outsid
 
 bool as_term(const Value* v, Term* term) {
   const Node* mm = v->producer;
-  if (!is_op(mm, "MatMul") || mm->inputs.size() != 2 || mm->outputs.size() != 1) return false;
+  if (!ir::is_onnx_op(mm, "MatMul") || mm->inputs.size() != 2 || mm->outputs.size() != 1)
+    return false;
   const Node* t = mm->inputs[0] ? mm->inputs[0]->producer : nullptr;
-  if (!is_op(t, "Transpose") || t->inputs.size() != 1) return false;
+  if (!ir::is_onnx_op(t, "Transpose") || t->inputs.size() != 1) return false;
   const ir::Attribute* perm = t->attr("perm");
   if (perm && perm->ints != std::vector<int64_t>{1, 0}) return false;
   Value* p = t->inputs[0];
