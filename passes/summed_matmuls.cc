@@ -39,7 +39,7 @@ bool is_sum(const Node* n) {
   return true;
 }
 
-// A term MatMul(Transpose(p), b): p [k, m], b [k, n], the product [m, n] of p's type.
+// A term p^T b: p [k, m], b [k, n], the product [m, n] of p's type.
 struct Term {
   Value* p = nullptr;
   Value* b = nullptr;
@@ -49,16 +49,35 @@ bool only_reader_is_the_sum(const Value* v, const std::set<const Value*>& outsid
   return v->uses.size() == 1 && !outside.count(v);
 }
 
-bool as_term(const Value* v, Term* term) {
-  const Node* mm = v->producer;
-  if (!ir::is_onnx_op(mm, "MatMul") || mm->inputs.size() != 2 || mm->outputs.size() != 1)
-    return false;
-  const Node* t = mm->inputs[0] ? mm->inputs[0]->producer : nullptr;
+// The operands p, b of a product p^T b: MatMul(Transpose(p), b), or Gemm(p, b) with transA
+// and without C (how autodiff writes a Linear layer's weight gradient).
+bool transposed_product(const Node* n, Value** p, Value** b) {
+  if (!n || n->inputs.size() != 2 || n->outputs.size() != 1) return false;
+  if (ir::is_onnx_op(n, "Gemm")) {
+    auto int_attr = [n](const char* name) {
+      const ir::Attribute* a = n->attr(name);
+      return a ? a->i : 0;
+    };
+    const ir::Attribute* alpha = n->attr("alpha");
+    if (int_attr("transA") != 1 || int_attr("transB") != 0 || (alpha && alpha->f != 1.0f))
+      return false;
+    *p = n->inputs[0];
+    *b = n->inputs[1];
+    return true;
+  }
+  if (!ir::is_onnx_op(n, "MatMul")) return false;
+  const Node* t = n->inputs[0] ? n->inputs[0]->producer : nullptr;
   if (!ir::is_onnx_op(t, "Transpose") || t->inputs.size() != 1) return false;
   const ir::Attribute* perm = t->attr("perm");
   if (perm && perm->ints != std::vector<int64_t>{1, 0}) return false;
-  Value* p = t->inputs[0];
-  Value* b = mm->inputs[1];
+  *p = t->inputs[0];
+  *b = n->inputs[1];
+  return true;
+}
+
+bool as_term(const Value* v, Term* term) {
+  Value *p = nullptr, *b = nullptr;
+  if (!transposed_product(v->producer, &p, &b)) return false;
   if (!is_matrix(p) || !is_matrix(b) || !is_matrix(v)) return false;
   const auto &ps = *p->type.shape, &bs = *b->type.shape, &ys = *v->type.shape;
   const DType d = v->type.dtype;

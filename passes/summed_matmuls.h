@@ -22,7 +22,9 @@
 namespace ampc::passes {
 
 // Rewrites every such sum of the main graph (a tree of Adds whose leaves are MatMul(Transpose(
-// P_i), B_i) of 2-D operands, each read only by the tree); returns how many.
+// P_i), B_i) or Gemm(P_i, B_i) with transA and without C (a Linear layer's weight gradient, of
+// an RNN cell stepped in a Python loop), of 2-D operands, each read only by the tree); returns
+// how many.
 int stack_summed_matmuls(ir::Model& model);
 
 }  // namespace ampc::passes

@@ -1,9 +1,9 @@
 // stack_summed_matmuls (passes/summed_matmuls.h): a tree of Adds over MatMul(Transpose(P_i),
-// B_i) becomes one MatMul of the stacked operands, in float32 and float64, and the compiled
-// plan computes the sum (against the products summed in double here). Left as they are: a
-// term also read elsewhere, 16-bit terms, products without the transpose, and stacks larger
-// than the partial sums. An unrolled LSTM's weight gradients against PyTorch:
-// tests/oracle (TorchRnnOracle).
+// B_i) (or Gemm(P_i, B_i) with transA) becomes one MatMul of the stacked operands, in float32
+// and float64, and the compiled plan computes the sum (against the products summed in double
+// here). Left as they are: a term also read elsewhere, 16-bit terms, products without the
+// transpose, and stacks larger than the partial sums. An unrolled LSTM's weight gradients against
+// PyTorch: tests/oracle (TorchRnnOracle).
 #include "passes/summed_matmuls.h"
 
 #include <gtest/gtest.h>
@@ -19,13 +19,18 @@
 namespace ampc::passes {
 namespace {
 
+// How a term is written: MatMul(Transpose(P), B), MatMul(A, B) without a transpose, Gemm(P, B)
+// with transA (a Linear layer's weight gradient), Gemm(A, B) without it.
+enum class Form { kTransposedMatMul, kMatMul, kGemmTransA, kGemm };
+
 // y = sum_i P_i^T B_i, the P_i [k, m] and B_i [k, n] graph inputs, added in a chain.
 struct Sum {
   std::unique_ptr<ir::Model> model = std::make_unique<ir::Model>();
   std::vector<ir::Value*> terms;
 
   Sum(int terms_count, int64_t k, int64_t m, int64_t n, DType t = DType::kFloat32,
-      bool transposed = true) {
+      Form form = Form::kTransposedMatMul) {
+    const bool transposed = form != Form::kMatMul && form != Form::kGemm;
     model->opsets.push_back({"", 17});
     model->graph->name = "sum";
     ir::Graph& g = *model->graph;
@@ -33,14 +38,21 @@ struct Sum {
       const std::string s = std::to_string(i);
       ir::Value* p = input("p" + s, t, transposed ? k : m, transposed ? m : k);
       ir::Value* b = input("b" + s, t, k, n);
-      ir::Value* a = p;
-      if (transposed) {
-        a = g.add_value("pt" + s, {t, std::vector<int64_t>{m, k}});
-        g.add_node("Transpose", {p}, {a}, "transpose" + s)
-            ->attributes.push_back(ir::Attribute::make_ints("perm", {1, 0}));
-      }
       ir::Value* y = g.add_value("term" + s, {t, std::vector<int64_t>{m, n}});
-      g.add_node("MatMul", {a, b}, {y}, "matmul" + s);
+      if (form == Form::kGemmTransA || form == Form::kGemm) {
+        ir::Node* gemm = g.add_node("Gemm", {p, b}, {y}, "gemm" + s);
+        gemm->attributes.push_back(ir::Attribute::make_float("alpha", 1.0f));
+        gemm->attributes.push_back(ir::Attribute::make_int("transA", transposed ? 1 : 0));
+        gemm->attributes.push_back(ir::Attribute::make_int("transB", 0));
+      } else {
+        ir::Value* a = p;
+        if (transposed) {
+          a = g.add_value("pt" + s, {t, std::vector<int64_t>{m, k}});
+          g.add_node("Transpose", {p}, {a}, "transpose" + s)
+              ->attributes.push_back(ir::Attribute::make_ints("perm", {1, 0}));
+        }
+        g.add_node("MatMul", {a, b}, {y}, "matmul" + s);
+      }
       terms.push_back(y);
     }
     ir::Value* acc = terms[0];
@@ -101,9 +113,11 @@ TEST(StackSummedMatmuls, LeavesOtherSumsAlone) {
     Sum s(3, 2, 4, 4, DType::kBFloat16);
     EXPECT_EQ(stack_summed_matmuls(*s.model), 0);
   }
-  {  // products without the transpose
-    Sum s(3, 2, 4, 4, DType::kFloat32, /*transposed=*/false);
+  {  // products without the transpose, as MatMul and as Gemm
+    Sum s(3, 2, 4, 4, DType::kFloat32, Form::kMatMul);
     EXPECT_EQ(stack_summed_matmuls(*s.model), 0);
+    Sum s2(3, 2, 4, 4, DType::kFloat32, Form::kGemm);
+    EXPECT_EQ(stack_summed_matmuls(*s2.model), 0);
   }
   {  // stacked operands (2 * 100 * 4 elements) larger than the partial sums (2 * 2 * 2)
     Sum s(2, 100, 2, 2);
@@ -118,11 +132,11 @@ TEST(StackSummedMatmuls, LeavesOtherSumsAlone) {
 // The compiled CPU plan (the pass runs in every pipeline) against the sum of the products
 // computed in double here.
 template <typename T>
-void check_plan_sum(DType t, double tolerance) {
+void check_plan_sum(DType t, double tolerance, Form form = Form::kTransposedMatMul) {
   constexpr int kTerms = 5;
   constexpr int64_t kK = 3, kM = 6, kN = 9;
-  Sum s(kTerms, kK, kM, kN, t);
-  EXPECT_EQ(stack_summed_matmuls(*Sum(kTerms, kK, kM, kN, t).model), 1);  // the plan's sum
+  Sum s(kTerms, kK, kM, kN, t, form);
+  EXPECT_EQ(stack_summed_matmuls(*Sum(kTerms, kK, kM, kN, t, form).model), 1);  // the plan's
   compiler::CompileOptions o;
   o.lowering.target = "cpu";
   rt::cpu::Executor exec(compiler::compile_model(*s.model, o, "sum"));
@@ -153,6 +167,16 @@ void check_plan_sum(DType t, double tolerance) {
 TEST(StackSummedMatmuls, CompiledPlanComputesTheSum) {
   check_plan_sum<float>(DType::kFloat32, 1e-5);
   check_plan_sum<double>(DType::kFloat64, 1e-12);
+}
+
+// Gemm(P_i, B_i) with transA: a Linear layer's weight gradient, of a cell stepped in a loop.
+TEST(StackSummedMatmuls, GemmTermsWithTransAAreStackedToo) {
+  Sum s(3, 2, 5, 7, DType::kFloat32, Form::kGemmTransA);
+  EXPECT_EQ(stack_summed_matmuls(*s.model), 1);
+  const ir::Node* mm = s.output_producer();
+  ASSERT_TRUE(mm);
+  EXPECT_EQ(mm->op_type, "MatMul");
+  check_plan_sum<float>(DType::kFloat32, 1e-5, Form::kGemmTransA);
 }
 
 }  // namespace
