@@ -10,16 +10,6 @@
 namespace ampc::passes {
 namespace {
 
-// Values that count as read whatever their uses: graph outputs and both ends of state updates.
-std::set<const ir::Value*> kept_values(const ir::Model& model) {
-  std::set<const ir::Value*> kept(model.graph->outputs.begin(), model.graph->outputs.end());
-  for (const auto& u : model.state_updates) {
-    kept.insert(u.source);
-    kept.insert(u.target);
-  }
-  return kept;
-}
-
 // Output k of an ampc-domain node may be left out when its schema says it is optional. Only
 // this project's own ops: their kernels compute nothing for an omitted output (ConvGrad without
 // dX skips the backward-data convolution). Some ONNX ops read their outputs' presence as a mode
@@ -49,6 +39,15 @@ void drop_unread_outputs(ir::Graph& g, const std::set<const ir::Value*>& kept) {
 }
 
 }  // namespace
+
+std::set<const ir::Value*> kept_values(const ir::Model& model) {
+  std::set<const ir::Value*> kept(model.graph->outputs.begin(), model.graph->outputs.end());
+  for (const auto& u : model.state_updates) {
+    kept.insert(u.source);
+    kept.insert(u.target);
+  }
+  return kept;
+}
 
 int eliminate_dead_code(ir::Model& model, const DeadCodeOptions& options) {
   ir::Graph& g = *model.graph;

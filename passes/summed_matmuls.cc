@@ -6,6 +6,7 @@
 
 #include "ir/node_match.h"
 #include "passes/autodiff/grad_builder.h"
+#include "passes/dead_code_elimination.h"
 
 namespace ampc::passes {
 namespace {
@@ -15,13 +16,6 @@ using ir::Value;
 
 bool is_wide_float(DType t) {
   return t == DType::kFloat32 || t == DType::kFloat64;
-}
-
-// Values read after the step besides by nodes: graph outputs and state-update sources.
-std::set<const Value*> read_outside(const ir::Model& model) {
-  std::set<const Value*> out(model.graph->outputs.begin(), model.graph->outputs.end());
-  for (const auto& u : model.state_updates) out.insert(u.source);
-  return out;
 }
 
 bool is_matrix(const Value* v) {
@@ -161,7 +155,7 @@ void stack_terms(ir::Graph& g, Node* root, const std::vector<Term>& terms) {
 
 int stack_summed_matmuls(ir::Model& model) {
   ir::Graph& g = *model.graph;
-  const std::set<const Value*> outside = read_outside(model);
+  const std::set<const Value*> outside = kept_values(model);  // read after the step
   std::vector<Node*> roots;
   for (const auto& n : g.nodes) {
     if (is_root(n.get(), outside)) roots.push_back(n.get());

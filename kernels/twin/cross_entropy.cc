@@ -29,15 +29,17 @@ void sample(const T* x, const L* labels, int64_t c, int64_t d, const W* weight, 
     column_softmax_stats(x, c, d, m.data(), log_s.data(), buf, e.data());
   }
   for (int64_t j = 0; j < d; ++j) log_s[j] = log_of(log_s[j]);
-  auto log_softmax_at = [&](int64_t k, int64_t j) {
-    return sh::sub(sh::sub(static_cast<M>(sh::Elem<T>::load(x[k * d + j])), m[j]), log_s[j]);
+  // (x - m) - log(sum), as kernels/shared/rowwise.h's log_softmax_value, in M.
+  auto log_softmax_of = [](const T& v, M mj, M log_sj) {
+    return sh::sub(sh::sub(static_cast<M>(sh::Elem<T>::load(v)), mj), log_sj);
   };
-  if (log_prob && d == 1) {  // one row: a loop the compiler vectorises
+  auto log_softmax_at = [&](int64_t k, int64_t j) {
+    return log_softmax_of(x[k * d + j], m[j], log_s[j]);
+  };
+  if (log_prob && d == 1) {  // one row, its statistics hoisted: a loop the compiler vectorises
     const M m0 = m[0], log_s0 = log_s[0];
-    for (int64_t k = 0; k < c; ++k) {
-      log_prob[k] =
-          sh::Elem<T>::store(sh::sub(sh::sub(static_cast<M>(sh::Elem<T>::load(x[k])), m0), log_s0));
-    }
+    for (int64_t k = 0; k < c; ++k)
+      log_prob[k] = sh::Elem<T>::store(log_softmax_of(x[k], m0, log_s0));
   } else if (log_prob) {
     for (int64_t k = 0; k < c; ++k)
       for (int64_t j = 0; j < d; ++j)

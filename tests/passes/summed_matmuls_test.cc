@@ -113,7 +113,8 @@ TEST(StackSummedMatmuls, LeavesOtherSumsAlone) {
     Sum s(3, 2, 4, 4, DType::kBFloat16);
     EXPECT_EQ(stack_summed_matmuls(*s.model), 0);
   }
-  {  // products without the transpose, as MatMul and as Gemm
+  {  // products without the transpose, as MatMul and as Gemm (A [m, k] B: as p^T b their shapes
+     // would line up only where k = m, which the size test refuses in any case)
     Sum s(3, 2, 4, 4, DType::kFloat32, Form::kMatMul);
     EXPECT_EQ(stack_summed_matmuls(*s.model), 0);
     Sum s2(3, 2, 4, 4, DType::kFloat32, Form::kGemm);
