@@ -23,6 +23,7 @@
 #include "passes/dead_code_elimination.h"
 #include "passes/expand_norm_params.h"
 #include "passes/half_inputs.h"
+#include "passes/idle_dropouts.h"
 #include "passes/index_ops_for_cuda.h"
 #include "passes/inline_constant_if.h"
 #include "passes/integer_ops_for_cuda.h"
@@ -39,6 +40,7 @@
 #include "passes/stable_log_sigmoid.h"
 #include "passes/static_shapes.h"
 #include "passes/summed_matmuls.h"
+#include "passes/summed_pads.h"
 #include "passes/transpose_chains.h"
 #include "passes/transpose_to_gemm.h"
 #include "passes/weight_copies.h"
@@ -90,6 +92,9 @@ void fold_shapes_and_constant_ifs(ir::Model& m) {
 
 void add_forward_preparation(std::vector<Pass>& out, bool low_precision) {
   out.push_back({"fold-static-shapes", fold_shapes_and_constant_ifs});
+  // Dropouts that drop nothing (ratio 0, inference mode) bypassed, once their ratio and mode
+  // are constants (idle_dropouts.h).
+  out.push_back({"remove-idle-dropouts", [](ir::Model& m) { passes::remove_idle_dropouts(m); }});
   // torch 1.13's wrong circular padding, refused before anything computes it (its Slices'
   // bounds are constants from here on).
   out.push_back({"refuse-misexported-circular-pad",
@@ -243,6 +248,10 @@ std::vector<Pass> pipeline_passes(const CompileOptions& o, PipelineState& s) {
   // A weight gradient summed over many thin products (an unrolled RNN's, one a time step)
   // computed as one product of the stacked operands (summed_matmuls.h); every plan.
   out.push_back({"stack-summed-matmuls", [](ir::Model& m) { passes::stack_summed_matmuls(m); },
+                 ir::Phase::kUnknown});
+  // The padded gradients of slices that tile an axis, summed, as one Concat (summed_pads.h);
+  // every plan.
+  out.push_back({"concat-summed-pads", [](ir::Model& m) { passes::concat_summed_pads(m); },
                  ir::Phase::kUnknown});
   // A transpose separated from its GEMM by a scalar op (MultiheadAttention's q scaling, and
   // its gradient) moved to the GEMM's side, where the view folds it. CPU plans only, as the next.

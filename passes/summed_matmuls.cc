@@ -7,6 +7,7 @@
 #include "ir/node_match.h"
 #include "passes/autodiff/grad_builder.h"
 #include "passes/dead_code_elimination.h"
+#include "passes/sum_trees.h"
 
 namespace ampc::passes {
 namespace {
@@ -22,15 +23,9 @@ bool is_matrix(const Value* v) {
   return v && v->type.is_static() && v->type.shape->size() == 2;
 }
 
-// An Add of two operands of its output's type (no broadcast), float32 or float64.
+// An Add of two float32 or float64 operands of its output's type (no broadcast).
 bool is_sum(const Node* n) {
-  if (!ir::is_onnx_op(n, "Add") || n->inputs.size() != 2 || n->outputs.size() != 1) return false;
-  const Value* y = n->outputs[0];
-  if (!y || !y->type.is_static() || !is_wide_float(y->type.dtype)) return false;
-  for (const Value* x : n->inputs) {
-    if (!x || x->type != y->type) return false;
-  }
-  return true;
+  return is_plain_sum(n) && is_wide_float(n->outputs[0]->type.dtype);
 }
 
 // A term p^T b: p [k, m], b [k, n], the product [m, n] of p's type.
@@ -38,10 +33,6 @@ struct Term {
   Value* p = nullptr;
   Value* b = nullptr;
 };
-
-bool only_reader_is_the_sum(const Value* v, const std::set<const Value*>& outside) {
-  return v->uses.size() == 1 && !outside.count(v);
-}
 
 // The operands p, b of a product p^T b: MatMul(Transpose(p), b), or Gemm(p, b) with transA
 // and without C (how autodiff writes a Linear layer's weight gradient).
@@ -81,20 +72,11 @@ bool as_term(const Value* v, Term* term) {
   return true;
 }
 
-// The terms of the Add tree under `root`, in its operands' order; empty when one leaf is not a
-// term or is read elsewhere too.
+// The terms of the Add tree under `root`, in its operands' order; empty when one is not a
+// product p^T b or is read elsewhere too.
 std::vector<Term> terms_of(Node* root, const std::set<const Value*>& outside) {
   std::vector<Term> terms;
-  std::vector<Value*> stack = {root->inputs[1], root->inputs[0]};
-  while (!stack.empty()) {
-    Value* v = stack.back();
-    stack.pop_back();
-    if (!only_reader_is_the_sum(v, outside)) return {};
-    if (is_sum(v->producer)) {
-      stack.push_back(v->producer->inputs[1]);
-      stack.push_back(v->producer->inputs[0]);
-      continue;
-    }
+  for (Value* v : sum_terms(root, is_sum, outside)) {
     Term t;
     if (!as_term(v, &t)) return {};
     terms.push_back(t);
@@ -113,13 +95,6 @@ bool worth_stacking(const std::vector<Term>& terms) {
     k += (*t.p->type.shape)[0];
   }
   return k * (m + n) <= static_cast<int64_t>(terms.size()) * m * n;
-}
-
-// A sum tree's root: an Add whose output is not itself a term of a larger sum.
-bool is_root(const Node* n, const std::set<const Value*>& outside) {
-  if (!is_sum(n)) return false;
-  const Value* y = n->outputs[0];
-  return !(only_reader_is_the_sum(y, outside) && is_sum(y->uses[0].node));
 }
 
 void stack_terms(ir::Graph& g, Node* root, const std::vector<Term>& terms) {
@@ -158,7 +133,7 @@ int stack_summed_matmuls(ir::Model& model) {
   const std::set<const Value*> outside = kept_values(model);  // read after the step
   std::vector<Node*> roots;
   for (const auto& n : g.nodes) {
-    if (is_root(n.get(), outside)) roots.push_back(n.get());
+    if (is_sum_root(n.get(), is_sum, outside)) roots.push_back(n.get());
   }
   int rewritten = 0;
   for (Node* root : roots) {
