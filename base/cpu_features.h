@@ -32,4 +32,11 @@ inline bool cpu_has_avx512_bw_vl() {
   return yes;
 }
 
+// The same with DQ (64-bit integer multiplies, 64-bit integer <-> double conversions): also
+// every AVX-512 CPU since Skylake-X.
+inline bool cpu_has_avx512_dq_bw_vl() {
+  static const bool yes = cpu_has_avx512_bw_vl() && __builtin_cpu_supports("avx512dq");
+  return yes;
+}
+
 }  // namespace ampc

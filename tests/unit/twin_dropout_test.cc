@@ -6,6 +6,7 @@
 //    once (the expected values computed here from the draws, with base/half.h's roundings), the
 //    others zero; the bool and the value mask; the identity outside training mode; in parallel
 //    and on one thread alike;
+//  - the AVX-512 loop gives the element functor's bits;
 //  - a key read through the run's word (as the CUDA kernel reads it from device memory) is
 //    step_key of that word and the step.
 #include <gtest/gtest.h>
@@ -21,6 +22,7 @@
 #include "base/half.h"
 #include "kernels/shared/dropout_math.h"
 #include "kernels/twin/dropout.h"
+#include "kernels/twin/dropout_avx512.h"
 
 namespace ampc::kernels::twin {
 namespace {
@@ -133,6 +135,38 @@ TEST(TwinDropout, KeepsScalesAndMasksInEveryType) {
   }
   EXPECT_THROW(dropout(DType::kInt32, nullptr, nullptr, nullptr, nullptr, 4, 0.5, true, {}),
                std::exception);
+}
+
+// The AVX-512 loop (dropout_avx512.h) against the element functor one element at a time, over
+// a range that starts past 0 and ends off a vector's width, with either mask, in every type.
+template <typename T>
+void check_vector_range(DType t) {
+  const int64_t begin = 3, end = 1000 + 3 + 5;
+  std::vector<double> v(static_cast<size_t>(end));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = std::cos(0.11 * static_cast<double>(i)) * 5.0;
+  const auto x = stored(v, t);
+  for (bool bool_mask : {true, false}) {
+    std::vector<uint8_t> y1(x.size()), y2(x.size()), m1(v.size()), m2(v.size());
+    std::vector<uint8_t> values1(x.size()), values2(x.size());
+    auto f = sh::dropout_element<T>(x.data(), y1.data(), nullptr, values1.data(), 0.3, true);
+    f.key = 0xC0FFEE;
+    if (bool_mask) f.mask = reinterpret_cast<bool*>(m1.data());
+    for (int64_t i = begin; i < end; ++i) f(i);
+    f.y = reinterpret_cast<T*>(y2.data());
+    f.mask_values = reinterpret_cast<T*>(values2.data());
+    if (bool_mask) f.mask = reinterpret_cast<bool*>(m2.data());
+    if (!dropout_range_avx512(f, begin, end)) GTEST_SKIP() << "the CPU lacks AVX-512 DQ";
+    EXPECT_EQ(y1, y2) << dtype_name(t);
+    EXPECT_EQ(m1, m2) << dtype_name(t);
+    EXPECT_EQ(values1, values2) << dtype_name(t);
+  }
+}
+
+TEST(TwinDropout, VectorLoopGivesTheElementFunctorsBits) {
+  check_vector_range<float>(DType::kFloat32);
+  check_vector_range<double>(DType::kFloat64);
+  check_vector_range<Half>(DType::kFloat16);
+  check_vector_range<BFloat16>(DType::kBFloat16);
 }
 
 TEST(TwinDropout, ARunsKeyWordGivesTheStepKey) {
