@@ -13,7 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "driver/pipeline.h"
 #include "ir/tensor.h"
+#include "runtime/cpu/executor.h"
 
 namespace ampc::passes {
 namespace {
@@ -135,6 +137,23 @@ TEST(RemoveIdleDropouts, ReadMasksAndKeptOutputsStay) {
     d.model->graph->outputs.push_back(d.dropout->outputs[0]);
     EXPECT_EQ(remove_idle_dropouts(*d.model), 0);
   }
+}
+
+// The pipeline runs the pass: a compiled plan of a ratio-0 Dropout has no Dropout step, and its
+// output is Relu(x).
+TEST(RemoveIdleDropouts, CompiledPlanHasNoDropoutStep) {
+  Dropped d(0.0, 1);
+  compiler::CompileOptions o;
+  o.lowering.target = "cpu";
+  plan::Plan compiled = compiler::compile_model(*d.model, o, "dropped");
+  for (const plan::Step& step : compiled.steps()) EXPECT_NE(step.op(), "Dropout");
+  rt::cpu::Executor exec(std::move(compiled));
+  rt::Tensor x(DType::kFloat32, {4});
+  const float values[] = {-1.5f, 0.25f, 3.0f, -0.0f};
+  std::memcpy(x.data<float>(), values, sizeof values);
+  auto out = exec.run({{"x", x}});
+  const rt::Tensor& z = out.at("z");
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(z.data<float>()[i], values[i] > 0 ? values[i] : 0.0f);
 }
 
 }  // namespace
