@@ -106,6 +106,10 @@ TEST(ConcatSummedPads, LeavesOtherSumsAlone) {
     PaddedSum s({3, 4}, {0, 2}, 6);
     EXPECT_EQ(concat_summed_pads(*s.model), 0);
   }
+  {  // an overlap ([1, 2)) and a gap ([3, 4)) of one size: the sizes add up to the axis
+    PaddedSum s({2, 2, 1}, {0, 1, 4}, 5);
+    EXPECT_EQ(concat_summed_pads(*s.model), 0);
+  }
   {  // a term that is also a graph output
     PaddedSum s({2, 3}, {0, 2}, 5);
     s.model->graph->outputs.push_back(s.terms[1]);
