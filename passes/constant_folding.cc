@@ -121,6 +121,10 @@ std::set<const ir::Value*> variable_values(const ir::Model& model) {
   return variable;
 }
 
+const ir::Tensor* fixed_data(const ir::Value* v, const std::set<const ir::Value*>& variable) {
+  return v && v->initializer && !variable.count(v) ? &*v->initializer : nullptr;
+}
+
 int fold_constants(ir::Model& model, const ConstantFoldingOptions& options) {
   ir::Graph& g = *model.graph;
   const std::set<const ir::Value*> variable = variable_values(model);

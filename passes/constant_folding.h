@@ -31,4 +31,8 @@ int fold_constants(ir::Model& model, const ConstantFoldingOptions& options = {})
 // another value).
 std::set<const ir::Value*> variable_values(const ir::Model& model);
 
+// The data of `v` when it is an initializer outside `variable` (variable_values): a constant
+// whose data does not change; null otherwise (also for a null `v`).
+const ir::Tensor* fixed_data(const ir::Value* v, const std::set<const ir::Value*>& variable);
+
 }  // namespace ampc::passes

@@ -15,9 +15,7 @@ using ir::Value;
 
 // The data of input `k` of `n` when it is present and a constant that does not change.
 const ir::Tensor* constant_input(const Node& n, size_t k, const std::set<const Value*>& variable) {
-  const Value* v = k < n.inputs.size() ? n.inputs[k] : nullptr;
-  if (!v || !v->initializer || variable.count(v)) return nullptr;
-  return &*v->initializer;
+  return fixed_data(k < n.inputs.size() ? n.inputs[k] : nullptr, variable);
 }
 
 // Whether Dropout `n` (opset 12 on: data, ratio, training_mode) is the identity.

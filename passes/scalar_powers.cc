@@ -17,10 +17,10 @@ using ir::Value;
 // The exponent's value when it is a constant of one element (float or integer): an initializer
 // whose data does not change (not training state, a written buffer or a graph input).
 std::optional<double> constant_exponent(const Value* p, const std::set<const Value*>& variable) {
-  if (!p || !p->initializer || p->initializer->numel() != 1 || variable.count(p))
-    return std::nullopt;
-  if (const auto f = ir::float_scalar(*p->initializer)) return f;
-  if (const auto i = ir::int_values(*p->initializer)) return static_cast<double>(i->front());
+  const ir::Tensor* data = fixed_data(p, variable);
+  if (!data || data->numel() != 1) return std::nullopt;
+  if (const auto f = ir::float_scalar(*data)) return f;
+  if (const auto i = ir::int_values(*data)) return static_cast<double>(i->front());
   return std::nullopt;
 }
 

@@ -28,18 +28,13 @@ struct Part {
   int64_t begin = 0;
 };
 
-// The data of `v` when it is a constant that does not change.
-const ir::Tensor* constant(const Value* v, const std::set<const Value*>& variable) {
-  return v && v->initializer && !variable.count(v) ? &*v->initializer : nullptr;
-}
-
 // Whether Pad `n` fills with zeros in constant mode (an omitted value, or a constant 0).
 bool pads_with_zeros(const Node& n, const std::set<const Value*>& variable) {
   const ir::Attribute* mode = n.attr("mode");
   if (mode && mode->s != "constant") return false;
   if (n.inputs.size() > 3) return false;  // opset 18's axes: not written by autodiff
   if (n.inputs.size() < 3 || !n.inputs[2]) return true;
-  const ir::Tensor* value = constant(n.inputs[2], variable);
+  const ir::Tensor* value = fixed_data(n.inputs[2], variable);
   const auto f = value ? ir::float_scalar(*value) : std::nullopt;
   return f && *f == 0.0;
 }
@@ -52,7 +47,7 @@ std::optional<Part> as_part(const Value* y, const std::set<const Value*>& variab
   Value* x = n->inputs[0];
   if (!x || !x->type.is_static() || x->type.dtype != y->type.dtype) return {};
   if (!pads_with_zeros(*n, variable)) return {};
-  const ir::Tensor* pads_data = constant(n->inputs[1], variable);
+  const ir::Tensor* pads_data = fixed_data(n->inputs[1], variable);
   const auto pads = pads_data ? ir::int_values(*pads_data) : std::nullopt;
   const size_t rank = x->type.shape->size();
   if (!pads || pads->size() != 2 * rank) return {};
