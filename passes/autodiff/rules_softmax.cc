@@ -36,6 +36,33 @@ Value* softmax_grad(GradContext& c, Value* y, Value* dy, int64_t axis, bool log)
                 ops::kAmpcDomain);
 }
 
+// Classes up to this count are exact in float32, and so is the comparison of any label with
+// them: a label beyond it rounds to a float at least this large, above every class index.
+constexpr int64_t kFloatExactClasses = int64_t{1} << 24;
+
+// onehot [N, C, d...] = (labels [N, 1, d...] == arange(C) [1, C, 1...]). Compared in float32
+// (the labels cast, [N, d...] elements) where that is exact: the fuser joins a float comparison
+// to the gradient's elementwise kernel (lower/fusion.cc), so the [N, C] booleans are never
+// stored; an int64 comparison is a step of its own (6 ms for 512 x 32000 on 2 cores).
+Value* one_hot(GradContext& c, Value* labels, const Shape& unsq, const Shape& xs) {
+  const int64_t classes = xs[1];
+  Shape range_shape(xs.size(), 1);
+  range_shape[1] = classes;
+  Value* rows = c.b.reshape(labels, unsq);
+  Value* range = nullptr;
+  if (classes <= kFloatExactClasses) {
+    std::vector<double> values(static_cast<size_t>(classes));
+    for (int64_t k = 0; k < classes; ++k) values[static_cast<size_t>(k)] = static_cast<double>(k);
+    range = c.b.floats(values, DType::kFloat32);
+    rows = cast(c, rows, DType::kFloat32);
+  } else {
+    std::vector<int64_t> values(static_cast<size_t>(classes));
+    for (int64_t k = 0; k < classes; ++k) values[static_cast<size_t>(k)] = k;
+    range = c.b.ints(values);
+  }
+  return c.b.op("Equal", {rows, c.b.reshape(range, range_shape)}, {DType::kBool, xs});
+}
+
 // NegativeLogLikelihoodLoss / SoftmaxCrossEntropyLoss with x [N, C, d...], labels [N, d...]:
 // returns dL/dx through the loss output, i.e. -g * onehot(label) with
 // g = dL/dloss_i * w_i (/ sum of w for mean), or null when the loss output has no gradient.
@@ -57,7 +84,6 @@ Value* loss_grad(GradContext& c, Value** row_weight = nullptr) {
   Value* x = c.input(0);
   const Shape& xs = *x->type.shape;
   const DType t = x->type.dtype;
-  const int64_t classes = xs[1];
   Value* labels = cast(c, c.input(1), DType::kInt64);
   const Shape& ls = *labels->type.shape;
   const ir::TensorType per_label{t, ls};
@@ -84,16 +110,9 @@ Value* loss_grad(GradContext& c, Value** row_weight = nullptr) {
     c.fail("unknown reduction '" + reduction + "'");
   }
 
-  // onehot [N, C, d...] = (labels [N, 1, d...] == arange(C) [1, C, 1...])
   Shape unsq = ls;
   unsq.insert(unsq.begin() + 1, 1);
-  Shape range_shape(xs.size(), 1);
-  range_shape[1] = classes;
-  std::vector<int64_t> range(static_cast<size_t>(classes));
-  for (int64_t k = 0; k < classes; ++k) range[static_cast<size_t>(k)] = k;
-  Value* onehot =
-      c.b.op("Equal", {c.b.reshape(labels, unsq), c.b.reshape(c.b.ints(range), range_shape)},
-             {DType::kBool, xs});
+  Value* onehot = one_hot(c, labels, unsq, xs);
   Value* g_rows = c.b.reshape(g, unsq);
   if (row_weight) *row_weight = g_rows;
   Value* picked = c.b.op("Where", {onehot, g_rows, c.b.scalar(0.0, t)}, x->type);
