@@ -44,6 +44,7 @@
 #include "passes/transpose_chains.h"
 #include "passes/transpose_to_gemm.h"
 #include "passes/weight_copies.h"
+#include "passes/widened_loss_scores.h"
 #include "report/plan_precision.h"
 #include "report/precision_decisions.h"
 
@@ -142,6 +143,11 @@ void add_autocast(std::vector<Pass>& out, const passes::AutocastOptions& options
   out.push_back(
       {"linear-as-gemm", [&report](ir::Model& m) { passes::linear_layers_as_gemm(m, &report); },
        std::nullopt, [&options] { return options.precision != passes::Precision::kFP32; }});
+  // The cross-entropy's fp32 scores, cast from the 16-bit logits, read widened by the loss
+  // itself (widened_loss_scores.h): no fp32 copy of the logits.
+  out.push_back({"widened-loss-scores", [](ir::Model& m) { passes::read_loss_scores_widened(m); },
+                 std::nullopt,
+                 [&options] { return options.precision != passes::Precision::kFP32; }});
   out.push_back({"cast-cleanup",
                  [&report](ir::Model& m) {
                    passes::cleanup_casts(m);

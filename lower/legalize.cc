@@ -350,7 +350,8 @@ const detail::Fillers& fillers() {
       s.mutable_batch_norm()->set_training(true);
       s.mutable_batch_norm()->set_epsilon(a.attr_float("epsilon", 1e-5f));
     };
-    for (const char* op : {"SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss"}) {
+    for (const char* op :
+         {"SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss", "ampc.SoftmaxCrossEntropyLoss"}) {
       t[op] = [](const Attrs& a, plan::Step& s, const StepOperands&) {
         cross_entropy_params(a, s.mutable_cross_entropy());
       };

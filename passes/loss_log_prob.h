@@ -12,7 +12,8 @@ namespace ampc::passes {
 struct LossLogProbOptions {};
 
 // Adds the log_prob output (output 1) to every SoftmaxCrossEntropyLoss node of the main graph
-// that omits it; returns how many were changed. Run before autodiff.
+// that omits it (ampc's widened one too, passes/widened_loss_scores.h: float32 like its loss);
+// returns how many were changed. Run before autodiff.
 int keep_loss_log_prob(ir::Model& model, const LossLogProbOptions& options = {});
 
 }  // namespace ampc::passes

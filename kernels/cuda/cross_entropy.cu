@@ -5,6 +5,9 @@
 // the workspace; then one block sums both in the row order (sum, mean).
 #include "kernels/cuda/cross_entropy.h"
 
+#include <type_traits>
+
+#include "base/error.h"
 #include "kernels/cuda/row_kernel.cuh"
 #include "kernels/shared/rowwise.h"
 #include "kernels/shared/rowwise_device.h"
@@ -24,14 +27,14 @@ struct CeArgs {
   bool has_ignore;
   int64_t ignore_index;
   bool reduce;  // false: loss per position into `loss`; true: into ws_loss / ws_weight
-  void* loss;   // element type T
+  void* loss;   // element type O (the log-probabilities')
   float* ws_loss;
   float* ws_weight;
   int32_t* bad_label;  // set to 1 when a label is out of range (may be null)
 };
 
 // The position's loss from its log-softmax statistics (one thread).
-template <typename T>
+template <typename T, typename O>
 __device__ void finish_position(const CeArgs& a, int64_t pos, const T* scores, float m,
                                 float log_s) {
   const int64_t label = a.labels64 ? static_cast<const int64_t*>(a.labels)[pos]
@@ -52,12 +55,12 @@ __device__ void finish_position(const CeArgs& a, int64_t pos, const T* scores, f
     a.ws_loss[pos] = loss;
     a.ws_weight[pos] = w;
   } else {
-    sh::store_f(static_cast<T*>(a.loss), pos, loss);
+    sh::store_f(static_cast<O*>(a.loss), pos, loss);
   }
 }
 
-template <int kThreads, typename T, typename Src>
-__device__ __forceinline__ void ce_row(const Src& src, int64_t row, const T* xr, T* log_prob,
+template <int kThreads, typename T, typename O, typename Src>
+__device__ __forceinline__ void ce_row(const Src& src, int64_t row, const T* xr, O* log_prob,
                                        float* smem, const CeArgs& a) {
   float m = src.fold(sh::kNegInf, [](float acc, float v) { return sh::MaxCombine()(acc, v); });
   m = sh::block_tree(m, kThreads, smem, sh::MaxCombine());
@@ -65,23 +68,23 @@ __device__ __forceinline__ void ce_row(const Src& src, int64_t row, const T* xr,
       src.fold(0.0f, [m](float acc, float v) { return sh::add(acc, sh::exp_shifted(v, m)); });
   const float log_s = sh::log_f(sh::block_tree(s, kThreads, smem, sh::SumCombine()));
   if (log_prob) {
-    T* out = log_prob + row * a.c;
+    O* out = log_prob + row * a.c;
     src.for_each(
         [&](int64_t k, float v) { sh::store_f(out, k, sh::log_softmax_value(v, m, log_s)); });
   }
-  if (src.t == 0) finish_position(a, row, xr, m, log_s);
+  if (src.t == 0) finish_position<T, O>(a, row, xr, m, log_s);
 }
 
-template <typename T, int kThreads>
+template <typename T, typename O, int kThreads>
 __global__ void __launch_bounds__(sh::block_threads(kThreads))
-    ce_rows(const T* x, T* log_prob, CeArgs a) {
+    ce_rows(const T* x, O* log_prob, CeArgs a) {
   with_block_row<kThreads>(x, a.n, a.c, [&](const auto& part, int64_t row, float* smem) {
     ce_row<kThreads>(part, row, x + row * a.c, log_prob, smem, a);
   });
 }
 
-template <typename T>
-__global__ void ce_columns(const T* x, T* log_prob, CeArgs a) {
+template <typename T, typename O>
+__global__ void ce_columns(const T* x, O* log_prob, CeArgs a) {
   const int64_t pos = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (pos >= a.n * a.d) return;
   const int64_t i = pos / a.d, j = pos % a.d;
@@ -91,15 +94,15 @@ __global__ void ce_columns(const T* x, T* log_prob, CeArgs a) {
   for (int64_t k = 0; k < a.c; ++k) s = sh::add(s, sh::exp_shifted(sh::load_f(xc, k * a.d), m));
   const float log_s = sh::log_f(s);
   if (log_prob) {
-    T* out = log_prob + i * a.c * a.d + j;
+    O* out = log_prob + i * a.c * a.d + j;
     for (int64_t k = 0; k < a.c; ++k)
       sh::store_f(out, k * a.d, sh::log_softmax_value(sh::load_f(xc, k * a.d), m, log_s));
   }
-  finish_position(a, pos, xc, m, log_s);
+  finish_position<T, O>(a, pos, xc, m, log_s);
 }
 
 // One block (or warp) sums the positions' losses (and weights for the mean).
-template <typename T, int kThreads>
+template <typename O, int kThreads>
 __global__ void __launch_bounds__(sh::block_threads(kThreads)) ce_reduce(CeArgs a, bool mean) {
   __shared__ float smem[sh::kWarpSize];
   const int64_t positions = a.n * a.d;
@@ -114,23 +117,23 @@ __global__ void __launch_bounds__(sh::block_threads(kThreads)) ce_reduce(CeArgs 
                                    kThreads, smem, sh::SumCombine());
     out = sh::div(total, w);
   }
-  if (t == 0) sh::store_f(static_cast<T*>(a.loss), 0, out);
+  if (t == 0) sh::store_f(static_cast<O*>(a.loss), 0, out);
 }
 
-template <typename T>
-void launch(const T* x, T* log_prob, const CeArgs& a, CeReduction reduction, cudaStream_t stream) {
+template <typename T, typename O>
+void launch(const T* x, O* log_prob, const CeArgs& a, CeReduction reduction, cudaStream_t stream) {
   const char* what = "softmax_cross_entropy";
   if (a.n * a.d > 0) {
     if (a.d > 1) {
-      ce_columns<T>
+      ce_columns<T, O>
           <<<sh::grid_of(sh::ceil_div(a.n * a.d, 256), what), 256, 0, stream>>>(x, log_prob, a);
     } else if (sh::row_plan(a.c).threads == 32) {
-      ce_rows<T, 32><<<sh::grid_of(sh::ceil_div(a.n, sh::kRowsPerWarpBlock), what),
-                       32 * sh::kRowsPerWarpBlock, 0, stream>>>(x, log_prob, a);
+      ce_rows<T, O, 32><<<sh::grid_of(sh::ceil_div(a.n, sh::kRowsPerWarpBlock), what),
+                          32 * sh::kRowsPerWarpBlock, 0, stream>>>(x, log_prob, a);
     } else if (sh::row_plan(a.c).threads == 256) {
-      ce_rows<T, 256><<<sh::grid_of(a.n, what), 256, 0, stream>>>(x, log_prob, a);
+      ce_rows<T, O, 256><<<sh::grid_of(a.n, what), 256, 0, stream>>>(x, log_prob, a);
     } else {
-      ce_rows<T, 512><<<sh::grid_of(a.n, what), 512, 0, stream>>>(x, log_prob, a);
+      ce_rows<T, O, 512><<<sh::grid_of(a.n, what), 512, 0, stream>>>(x, log_prob, a);
     }
     sh::check_launch(what);
   }
@@ -138,13 +141,13 @@ void launch(const T* x, T* log_prob, const CeArgs& a, CeReduction reduction, cud
   const bool mean = reduction == CeReduction::kMean;
   switch (sh::row_plan(a.n * a.d).threads) {
     case 32:
-      ce_reduce<T, 32><<<1, 32, 0, stream>>>(a, mean);
+      ce_reduce<O, 32><<<1, 32, 0, stream>>>(a, mean);
       break;
     case 256:
-      ce_reduce<T, 256><<<1, 256, 0, stream>>>(a, mean);
+      ce_reduce<O, 256><<<1, 256, 0, stream>>>(a, mean);
       break;
     default:
-      ce_reduce<T, 512><<<1, 512, 0, stream>>>(a, mean);
+      ce_reduce<O, 512><<<1, 512, 0, stream>>>(a, mean);
   }
   sh::check_launch(what);
 }
@@ -155,7 +158,13 @@ void softmax_cross_entropy(DType dtype, const void* scores, DType label_dtype, c
                            int64_t n, int64_t c, int64_t d, DType weight_dtype, const void* weight,
                            bool has_ignore_index, int64_t ignore_index, CeReduction reduction,
                            void* loss, void* log_prob, void* workspace, cudaStream_t stream,
-                           int32_t* bad_label) {
+                           int32_t* bad_label, DType out_dtype) {
+  if (out_dtype == DType::kUndefined) out_dtype = dtype;
+  const bool widened = out_dtype != dtype;
+  if (widened &&
+      (out_dtype != DType::kFloat32 || (dtype != DType::kBFloat16 && dtype != DType::kFloat16))) {
+    throw Error("softmax_cross_entropy: only 16-bit scores widen, to f32 outputs");
+  }
   if (weight) sh::dispatch_float_types(weight_dtype, "softmax_cross_entropy weight", [](auto) {});
   sh::dispatch_label_types(label_dtype, "softmax_cross_entropy labels", [](auto) {});
   sh::dispatch_float_types(dtype, "softmax_cross_entropy scores", [&](auto tag) {
@@ -176,6 +185,11 @@ void softmax_cross_entropy(DType dtype, const void* scores, DType label_dtype, c
                    reduce ? ws : nullptr,
                    reduce ? ws + n * d : nullptr,
                    bad_label};
+    if constexpr (!std::is_same_v<T, float>) {
+      if (widened)
+        return launch(static_cast<const T*>(scores), static_cast<float*>(log_prob), a, reduction,
+                      stream);
+    }
     launch(static_cast<const T*>(scores), static_cast<T*>(log_prob), a, reduction, stream);
   });
 }

@@ -27,11 +27,13 @@ using shared::softmax_cross_entropy_workspace_bytes;
 // A label outside [0, c) that is not ignored gives a NaN loss there (the CPU op throws; a
 // device kernel cannot), so the sum and mean are NaN, and sets *bad_label (a device int32)
 // to 1 when bad_label is not null, for the runtime to report. workspace: see
-// *_workspace_bytes.
+// *_workspace_bytes. out_dtype: the loss's and log_prob's type, `dtype` (kUndefined) or f32 for
+// f16 or bf16 scores, which are then read widened (ampc.SoftmaxCrossEntropyLoss: the numbers of
+// a Cast of the scores to f32 before the op).
 void softmax_cross_entropy(DType dtype, const void* scores, DType label_dtype, const void* labels,
                            int64_t n, int64_t c, int64_t d, DType weight_dtype, const void* weight,
                            bool has_ignore_index, int64_t ignore_index, CeReduction reduction,
                            void* loss, void* log_prob, void* workspace, cudaStream_t stream,
-                           int32_t* bad_label = nullptr);
+                           int32_t* bad_label = nullptr, DType out_dtype = DType::kUndefined);
 
 }  // namespace ampc::kernels::cuda

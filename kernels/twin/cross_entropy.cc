@@ -1,5 +1,6 @@
 #include "kernels/twin/cross_entropy.h"
 
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -14,9 +15,9 @@ namespace {
 // are a row that a block (or warp) of the kernel reduces; d > 1: one thread per position walks
 // the classes in order. Writes the log-probabilities (when wanted) and, per position, the loss
 // and the weight it adds to the mean's denominator.
-template <typename T, typename L, typename W, typename M = MathOf<T>>
+template <typename T, typename O, typename L, typename W, typename M = MathOf<T>>
 void sample(const T* x, const L* labels, int64_t c, int64_t d, const W* weight, bool has_ignore,
-            int64_t ignore_index, T* log_prob, M* loss, M* w_out, std::vector<M>& buf,
+            int64_t ignore_index, O* log_prob, M* loss, M* w_out, std::vector<M>& buf,
             std::vector<M>& e, std::vector<M>& m, std::vector<M>& log_s) {
   m.resize(d);
   log_s.resize(d);
@@ -39,11 +40,11 @@ void sample(const T* x, const L* labels, int64_t c, int64_t d, const W* weight, 
   if (log_prob && d == 1) {  // one row, its statistics hoisted: a loop the compiler vectorises
     const M m0 = m[0], log_s0 = log_s[0];
     for (int64_t k = 0; k < c; ++k)
-      log_prob[k] = sh::Elem<T>::store(log_softmax_of(x[k], m0, log_s0));
+      log_prob[k] = sh::Elem<O>::store(log_softmax_of(x[k], m0, log_s0));
   } else if (log_prob) {
     for (int64_t k = 0; k < c; ++k)
       for (int64_t j = 0; j < d; ++j)
-        log_prob[k * d + j] = sh::Elem<T>::store(log_softmax_at(k, j));
+        log_prob[k * d + j] = sh::Elem<O>::store(log_softmax_at(k, j));
   }
   for (int64_t j = 0; j < d; ++j) {
     const int64_t label = static_cast<int64_t>(labels[j]);
@@ -65,9 +66,11 @@ void sample(const T* x, const L* labels, int64_t c, int64_t d, const W* weight, 
   }
 }
 
-template <typename T, typename L, typename W, typename M = MathOf<T>>
+// O: the type of the loss and log-probabilities, T's or (16-bit T) float: the scores read
+// widened, the numbers of a Cast to float before the op (M is float for either).
+template <typename T, typename O, typename L, typename W, typename M = MathOf<T>>
 void run(const T* x, const L* labels, int64_t n, int64_t c, int64_t d, const W* weight,
-         bool has_ignore, int64_t ignore_index, CeReduction reduction, T* loss, T* log_prob,
+         bool has_ignore, int64_t ignore_index, CeReduction reduction, O* loss, O* log_prob,
          M* ws) {
   const int64_t positions = n * d;
   std::vector<M> own;  // kNone: the per-position values before they are stored
@@ -86,17 +89,17 @@ void run(const T* x, const L* labels, int64_t n, int64_t c, int64_t d, const W* 
     }
   });
   if (reduction == CeReduction::kNone) {
-    for (int64_t p = 0; p < positions; ++p) loss[p] = sh::Elem<T>::store(ws_loss[p]);
+    for (int64_t p = 0; p < positions; ++p) loss[p] = sh::Elem<O>::store(ws_loss[p]);
     return;
   }
   const sh::RowPlan plan = sh::row_plan(positions);
   const M sum = fold_row(plan, ws_loss, positions, M(0), SumOf());
   if (reduction == CeReduction::kSum) {
-    loss[0] = sh::Elem<T>::store(sum);
+    loss[0] = sh::Elem<O>::store(sum);
     return;
   }
   const M wsum = fold_row(plan, ws_w, positions, M(0), SumOf());
-  loss[0] = sh::Elem<T>::store(sh::div(sum, wsum));
+  loss[0] = sh::Elem<O>::store(sh::div(sum, wsum));
 }
 
 }  // namespace
@@ -104,7 +107,15 @@ void run(const T* x, const L* labels, int64_t n, int64_t c, int64_t d, const W* 
 void softmax_cross_entropy(DType dtype, const void* scores, DType label_dtype, const void* labels,
                            int64_t n, int64_t c, int64_t d, DType weight_dtype, const void* weight,
                            bool has_ignore_index, int64_t ignore_index, CeReduction reduction,
-                           void* loss, void* log_prob, void* workspace, int32_t* bad_label) {
+                           void* loss, void* log_prob, void* workspace, int32_t* bad_label,
+                           DType out_dtype) {
+  if (out_dtype == DType::kUndefined) out_dtype = dtype;
+  const bool widened = out_dtype != dtype;
+  if (widened &&
+      (out_dtype != DType::kFloat32 || (dtype != DType::kBFloat16 && dtype != DType::kFloat16))) {
+    throw Error("softmax_cross_entropy: " + std::string(dtype_name(out_dtype)) + " outputs for " +
+                std::string(dtype_name(dtype)) + " scores (only 16-bit scores widen, to float)");
+  }
   sh::dispatch_float_types_f64(dtype, "softmax_cross_entropy scores", [&](auto xt) {
     sh::dispatch_label_types(label_dtype, "softmax_cross_entropy labels", [&](auto lt) {
       using T = decltype(xt);
@@ -126,9 +137,16 @@ void softmax_cross_entropy(DType dtype, const void* scores, DType label_dtype, c
       }
       auto with_weight = [&](auto wt) {
         using W = decltype(wt);
-        run(static_cast<const T*>(scores), static_cast<const L*>(labels), n, c, d,
-            static_cast<const W*>(weight), has_ignore_index, ignore_index, reduction,
-            static_cast<T*>(loss), static_cast<T*>(log_prob), ws);
+        auto outputs = [&](auto ot) {
+          using O = decltype(ot);
+          run(static_cast<const T*>(scores), static_cast<const L*>(labels), n, c, d,
+              static_cast<const W*>(weight), has_ignore_index, ignore_index, reduction,
+              static_cast<O*>(loss), static_cast<O*>(log_prob), ws);
+        };
+        if constexpr (std::is_same_v<M, float>) {
+          if (widened) return outputs(float{});
+        }
+        outputs(T{});
       };
       if constexpr (std::is_same_v<T, double>) {
         if (weight && weight_dtype != DType::kFloat64) {

@@ -192,6 +192,40 @@ OpSchema softmax_grad() {
   return s;
 }
 
+// ONNX's SoftmaxCrossEntropyLoss with a float16 or bfloat16 Cast to float32 of its scores
+// folded in (passes/widened_loss_scores.h): the scores read widened, exactly, and the loss and
+// log-probabilities float32, the numbers of Cast + SoftmaxCrossEntropyLoss.
+OpSchema widened_cross_entropy() {
+  OpSchema s = ampc_op_schema(
+      "SoftmaxCrossEntropyLoss",
+      "ONNX's SoftmaxCrossEntropyLoss (opset 13) of Cast(scores, float): 16-bit scores read "
+      "widened, float32 loss and log-probabilities.");
+  s.TypeConstraint("T", {"tensor(float16)", "tensor(bfloat16)"}, "Scores.")
+      .TypeConstraint("Tind", {"tensor(int32)", "tensor(int64)"}, "Labels.")
+      .TypeConstraint("O", {"tensor(float)"}, "Weights, loss and log-probabilities.")
+      .Attr("reduction", "As ONNX's.", AttributeProto::STRING, std::string("mean"))
+      .Attr("ignore_index", "As ONNX's.", AttributeProto::INT, onnx::OPTIONAL_VALUE)
+      .Input(0, "scores", "Scores [N, C, D1, ...].", "T")
+      .Input(1, "labels", "Class indices [N, D1, ...].", "Tind")
+      .Input(2, "weights", "Class weights [C].", "O", OpSchema::Optional)
+      .Output(0, "output", "The loss: per position (reduction none) or a scalar.", "O")
+      .Output(1, "log_prob", "Log-probabilities, the scores' shape.", "O", OpSchema::Optional)
+      .TypeAndShapeInferenceFunction([](onnx::InferenceContext& ctx) {
+        onnx::updateOutputElemType(ctx, 0, onnx::TensorProto::FLOAT);
+        const auto* reduction = ctx.getAttribute("reduction");
+        const bool none = reduction && reduction->s() == "none";
+        if (none && onnx::hasInputShape(ctx, 1)) {
+          onnx::propagateShapeFromInputToOutput(ctx, 1, 0);
+        } else if (!none) {
+          onnx::getOutputShape(ctx, 0);  // a scalar: a shape with no dimensions
+        }
+        if (ctx.getNumOutputs() < 2 || !ctx.getOutputType(1)) return;
+        onnx::updateOutputElemType(ctx, 1, onnx::TensorProto::FLOAT);
+        if (onnx::hasInputShape(ctx, 0)) onnx::propagateShapeFromInputToOutput(ctx, 0, 1);
+      });
+  return s;
+}
+
 }  // namespace
 
 void register_ampc_schemas() {
@@ -206,6 +240,7 @@ void register_ampc_schemas() {
     onnx::RegisterSchema(average_pool());
     onnx::RegisterSchema(global_average_pool());
     onnx::RegisterSchema(batch_norm_grad());
+    onnx::RegisterSchema(widened_cross_entropy());
     onnx::RegisterSchema(pool_grad("MaxPoolGrad", "Gradient of MaxPool(X) given dY."));
     OpSchema avg = pool_grad("AveragePoolGrad", "Gradient of AveragePool(X) given dY.");
     avg.Attr("count_include_pad", "As the AveragePool's.", AttributeProto::INT,

@@ -83,7 +83,10 @@ Value* loss_grad(GradContext& c, Value** row_weight = nullptr) {
   if (!dloss) return nullptr;
   Value* x = c.input(0);
   const Shape& xs = *x->type.shape;
-  const DType t = x->type.dtype;
+  // The loss's type: the scores' but for ampc.SoftmaxCrossEntropyLoss (16-bit scores read
+  // widened, float outputs), whose gradient is computed in float as Cast + the ONNX op's is.
+  const DType t = c.node().outputs[0]->type.dtype;
+  const ir::TensorType dx_type{t, xs};
   Value* labels = cast(c, c.input(1), DType::kInt64);
   const Shape& ls = *labels->type.shape;
   const ir::TensorType per_label{t, ls};
@@ -115,15 +118,17 @@ Value* loss_grad(GradContext& c, Value** row_weight = nullptr) {
   Value* onehot = one_hot(c, labels, unsq, xs);
   Value* g_rows = c.b.reshape(g, unsq);
   if (row_weight) *row_weight = g_rows;
-  Value* picked = c.b.op("Where", {onehot, g_rows, c.b.scalar(0.0, t)}, x->type);
-  return c.b.op("Neg", {picked}, x->type);
+  Value* picked = c.b.op("Where", {onehot, g_rows, c.b.scalar(0.0, t)}, dx_type);
+  return c.b.op("Neg", {picked}, dx_type);
 }
 
 void nll_loss(GradContext& c) {
   if (Value* dx = loss_grad(c)) c.set_input_grad(0, dx);
 }
 
-// Through log_prob = LogSoftmax(scores, axis 1): the loss's gradient plus that of output 1.
+// Through log_prob = LogSoftmax(scores, axis 1): the loss's gradient plus that of output 1, in
+// the outputs' type, rounded once to the scores' (ampc.SoftmaxCrossEntropyLoss: the backward of
+// the Cast it folds in).
 void softmax_cross_entropy(GradContext& c) {
   Value* g_rows = nullptr;
   Value* dlogp = loss_grad(c, &g_rows);
@@ -131,16 +136,18 @@ void softmax_cross_entropy(GradContext& c) {
   if (d1) dlogp = dlogp ? c.b.add(dlogp, d1) : d1;
   if (!dlogp) return;
   Value* logp = c.output(1);
+  const DType scores_type = c.input(0)->type.dtype;
   if (!logp) {
-    logp = c.b.op("LogSoftmax", {c.input(0)}, c.input(0)->type,
-                  attrs(ir::Attribute::make_int("axis", 1)));
+    Value* scores = cast(c, c.input(0), dlogp->type.dtype);
+    logp = c.b.op("LogSoftmax", {scores}, scores->type, attrs(ir::Attribute::make_int("axis", 1)));
   }
-  if (d1) return c.set_input_grad(0, softmax_grad(c, logp, dlogp, 1, true));
+  if (d1) return c.set_input_grad(0, cast(c, softmax_grad(c, logp, dlogp, 1, true), scores_type));
   // Through the loss only, sum(dlogp) over the classes is -g: dx = dlogp + exp(logp) * g,
   // the same numbers as the LogSoftmax backward (a sum of zeros and one value is exact) without
   // the [N, C] reduction, so dlogp never needs storing: the whole gradient is one kernel.
   Value* p = c.b.op("Exp", {logp}, logp->type);
-  c.set_input_grad(0, c.b.op("Add", {dlogp, c.b.mul(p, g_rows)}, dlogp->type));
+  Value* dx = c.b.op("Add", {dlogp, c.b.mul(p, g_rows)}, dlogp->type);
+  c.set_input_grad(0, cast(c, dx, scores_type));
 }
 
 }  // namespace
@@ -154,6 +161,7 @@ void register_softmax_gradients(GradientRegistry& r) {
   });
   r.add("NegativeLogLikelihoodLoss", nll_loss);
   r.add("SoftmaxCrossEntropyLoss", softmax_cross_entropy);
+  r.add(ops::OpKey(ops::kAmpcDomain, "SoftmaxCrossEntropyLoss"), softmax_cross_entropy);
 }
 
 }  // namespace ampc::passes::autodiff

@@ -173,8 +173,15 @@ Launch build_cross_entropy(StepContext& ctx) {
     weight_t = ctx.in_dtype(2);
     if (ctx.in_numel(2) != c) ctx.fail("weights must hold one value per class");
   }
-  if (ctx.out_dtype(0) != dtype || (ctx.has_output(1) && ctx.out_dtype(1) != dtype))
-    ctx.fail("outputs must have the scores' type");
+  // ampc.SoftmaxCrossEntropyLoss reads 16-bit scores widened, its outputs f32.
+  const bool widened = ctx.step().domain() == "ampc";
+  const DType out = widened ? DType::kFloat32 : dtype;
+  if (widened && dtype != DType::kFloat16 && dtype != DType::kBFloat16)
+    ctx.fail("scores must be float16 or bfloat16");
+  if (widened && ctx.has_input(2) && weight_t != DType::kFloat32)
+    ctx.fail("weights must be float32");
+  if (ctx.out_dtype(0) != out || (ctx.has_output(1) && ctx.out_dtype(1) != out))
+    ctx.fail(widened ? "outputs must be float32" : "outputs must have the scores' type");
   const bool has_ignore = p.has_ignore_index();
   const int64_t ignore = p.ignore_index();
   const WorkspacePtr ws = ctx.workspace(
@@ -187,7 +194,7 @@ Launch build_cross_entropy(StepContext& ctx) {
   return [=](cudaStream_t stream) {
     kc::softmax_cross_entropy(dtype, scores.get(), labels_t, labels.get(), n, c, d, weight_t,
                               weight.get(), has_ignore, ignore, reduction, loss.get(),
-                              log_prob.get(), ws.get(), stream, bad.get());
+                              log_prob.get(), ws.get(), stream, bad.get(), out);
   };
 }
 
@@ -490,6 +497,7 @@ void register_nn_ops(BuilderTable& t) {
   AMPC_ROW_OPS(AMPC_ROW_OP_BUILDER)
 #undef AMPC_ROW_OP_BUILDER
   t.add("", "SoftmaxCrossEntropyLoss", build_cross_entropy);
+  t.add("ampc", "SoftmaxCrossEntropyLoss", build_cross_entropy);  // 16-bit scores, f32 outputs
   for (const char* op : {"ReduceSum", "ReduceMean", "ReduceProd", "ReduceMax", "ReduceMin",
                          "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceSumSquare"})
     t.add("", op, build_reduce);

@@ -392,42 +392,50 @@ TEST(KernelsRowwiseGpu, CrossEntropyMatchesTwin) {
                         {300, 10, 1, tw::CeReduction::kNone, true, true},
                         {8, 21, 64, tw::CeReduction::kMean, true, true},
                         {64, 2000, 1, tw::CeReduction::kMean, false, false}};
+  // widened: 16-bit scores read as float, float outputs (ampc.SoftmaxCrossEntropyLoss).
   for (DType dtype : kFloatTypes) {
-    for (const Case& c : cases) {
-      const size_t count = static_cast<size_t>(c.n * c.c * c.d), positions = c.n * c.d;
-      const size_t loss_count = c.red == tw::CeReduction::kNone ? positions : 1;
-      Buffer x(count * size_of(dtype)), labels(positions * 8), weight(c.c * 4),
-          loss(loss_count * size_of(dtype)), log_prob(count * size_of(dtype));
-      Buffer ws(cu::softmax_cross_entropy_workspace_bytes(c.n, c.c, c.d, c.red));
-      x.host = random_bytes(dtype, count, 17, 4.0f);
-      for (size_t p = 0; p < positions; ++p) {
-        const int64_t label = static_cast<int64_t>((p * 7919 + 3) % c.c);
-        std::memcpy(&labels.host[p * 8], &label, 8);
+    for (const bool widened : {false, true}) {
+      if (widened && dtype == DType::kFloat32) continue;
+      const DType out = widened ? DType::kFloat32 : dtype;
+      for (const Case& c : cases) {
+        if (widened && c.c > 10000) continue;  // the GPT-sized row: once per type is enough
+        const size_t count = static_cast<size_t>(c.n * c.c * c.d), positions = c.n * c.d;
+        const size_t loss_count = c.red == tw::CeReduction::kNone ? positions : 1;
+        Buffer x(count * size_of(dtype)), labels(positions * 8), weight(c.c * 4),
+            loss(loss_count * size_of(out)), log_prob(count * size_of(out));
+        Buffer ws(cu::softmax_cross_entropy_workspace_bytes(c.n, c.c, c.d, c.red));
+        x.host = random_bytes(dtype, count, 17, 4.0f);
+        for (size_t p = 0; p < positions; ++p) {
+          const int64_t label = static_cast<int64_t>((p * 7919 + 3) % c.c);
+          std::memcpy(&labels.host[p * 8], &label, 8);
+        }
+        weight.host = random_bytes(DType::kFloat32, c.c, 23, 0.5f);
+        for (int64_t k = 0; k < c.c; ++k) {
+          float w;
+          std::memcpy(&w, &weight.host[k * 4], 4);
+          w += 1.0f;
+          std::memcpy(&weight.host[k * 4], &w, 4);
+        }
+        x.upload();
+        labels.upload();
+        weight.upload();
+        cu::softmax_cross_entropy(dtype, x.dev, DType::kInt64, labels.dev, c.n, c.c, c.d,
+                                  DType::kFloat32, c.weight ? weight.dev : nullptr, c.ignore, 3,
+                                  c.red, loss.dev, log_prob.dev, ws.dev, nullptr, nullptr, out);
+        CUDA_OK(cudaDeviceSynchronize());
+        std::vector<uint8_t> wl(loss.host.size()), wp(log_prob.host.size()),
+            wws(ws.host.size() + 8);
+        tw::softmax_cross_entropy(dtype, x.host.data(), DType::kInt64, labels.host.data(), c.n, c.c,
+                                  c.d, DType::kFloat32, c.weight ? weight.host.data() : nullptr,
+                                  c.ignore, 3, c.red, wl.data(), wp.data(), wws.data(), nullptr,
+                                  out);
+        const std::string what = "cross_entropy " + std::string(dtype_name(dtype)) +
+                                 (widened ? " widened" : "") + " [" + std::to_string(c.n) + "," +
+                                 std::to_string(c.c) + "," + std::to_string(c.d) + "] reduction " +
+                                 std::to_string(static_cast<int>(c.red));
+        expect_agree(loss.download(), wl, out, 1.0, false, what + " loss");
+        expect_agree(log_prob.download(), wp, out, 1.0, false, what + " log_prob");
       }
-      weight.host = random_bytes(DType::kFloat32, c.c, 23, 0.5f);
-      for (int64_t k = 0; k < c.c; ++k) {
-        float w;
-        std::memcpy(&w, &weight.host[k * 4], 4);
-        w += 1.0f;
-        std::memcpy(&weight.host[k * 4], &w, 4);
-      }
-      x.upload();
-      labels.upload();
-      weight.upload();
-      cu::softmax_cross_entropy(dtype, x.dev, DType::kInt64, labels.dev, c.n, c.c, c.d,
-                                DType::kFloat32, c.weight ? weight.dev : nullptr, c.ignore, 3,
-                                c.red, loss.dev, log_prob.dev, ws.dev, nullptr);
-      CUDA_OK(cudaDeviceSynchronize());
-      std::vector<uint8_t> wl(loss.host.size()), wp(log_prob.host.size()), wws(ws.host.size() + 8);
-      tw::softmax_cross_entropy(dtype, x.host.data(), DType::kInt64, labels.host.data(), c.n, c.c,
-                                c.d, DType::kFloat32, c.weight ? weight.host.data() : nullptr,
-                                c.ignore, 3, c.red, wl.data(), wp.data(), wws.data());
-      const std::string what = "cross_entropy " + std::string(dtype_name(dtype)) + " [" +
-                               std::to_string(c.n) + "," + std::to_string(c.c) + "," +
-                               std::to_string(c.d) + "] reduction " +
-                               std::to_string(static_cast<int>(c.red));
-      expect_agree(loss.download(), wl, dtype, 1.0, false, what + " loss");
-      expect_agree(log_prob.download(), wp, dtype, 1.0, false, what + " log_prob");
     }
   }
 }

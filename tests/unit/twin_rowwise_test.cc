@@ -374,6 +374,63 @@ TEST(TwinRowwise, SoftmaxCrossEntropyIsBitIdenticalToTheCpuOp) {
   }
 }
 
+// 16-bit scores read widened (ampc.SoftmaxCrossEntropyLoss, float outputs): the bits of the
+// float op on the scores widened first, as Cast + SoftmaxCrossEntropyLoss computes them.
+TEST(TwinRowwise, WidenedScoresGiveTheFloatOpsBits) {
+  const std::vector<CeCase> cases = {{{8, 10}, "mean", false, false, false},
+                                     {{8, 10}, "none", true, true, false},
+                                     {{4, 5, 3}, "mean", true, true, true},
+                                     {{3, 2000}, "sum", true, false, false},
+                                     {{600, 3}, "mean", true, true, false}};
+  for (DType dtype : {DType::kFloat16, DType::kBFloat16}) {
+    for (const CeCase& c : cases) {
+      const int64_t n = c.shape[0], classes = c.shape[1];
+      int64_t d = 1;
+      for (size_t i = 2; i < c.shape.size(); ++i) d *= c.shape[i];
+      std::vector<int64_t> label_shape = c.shape;
+      label_shape.erase(label_shape.begin() + 1);
+      const Tensor x = make(dtype, c.shape, random_values(n * classes * d, 29 + n, 6.0));
+      const Tensor wide = make(DType::kFloat32, c.shape, values(x));  // exact
+      std::vector<double> lv(n * d);
+      for (size_t i = 0; i < lv.size(); ++i) lv[i] = static_cast<double>((i * 5 + 1) % classes);
+      const DType label_dtype = c.int32_labels ? DType::kInt32 : DType::kInt64;
+      const Tensor labels = make(label_dtype, label_shape, lv);
+      std::vector<double> wv = random_values(classes, 31, 1.0);
+      for (double& w : wv) w = 1.0 + w * 0.5;
+      const Tensor weight = make(DType::kFloat32, {classes}, wv);
+      const twin::CeReduction red = c.reduction == "none"  ? twin::CeReduction::kNone
+                                    : c.reduction == "sum" ? twin::CeReduction::kSum
+                                                           : twin::CeReduction::kMean;
+      const std::vector<int64_t> loss_shape =
+          red == twin::CeReduction::kNone ? label_shape : std::vector<int64_t>{};
+      std::vector<double> ws(twin::softmax_cross_entropy_workspace_bytes(n, classes, d, red) / 8 +
+                             1);
+      Tensor loss(DType::kFloat32, loss_shape), log_prob(DType::kFloat32, c.shape);
+      Tensor want_loss(DType::kFloat32, loss_shape), want_log_prob(DType::kFloat32, c.shape);
+      const void* w = c.weight ? weight.raw() : nullptr;
+      twin::softmax_cross_entropy(dtype, x.raw(), label_dtype, labels.raw(), n, classes, d,
+                                  DType::kFloat32, w, c.ignore, 2, red, loss.raw(), log_prob.raw(),
+                                  ws.data(), nullptr, DType::kFloat32);
+      twin::softmax_cross_entropy(DType::kFloat32, wide.raw(), label_dtype, labels.raw(), n,
+                                  classes, d, DType::kFloat32, w, c.ignore, 2, red, want_loss.raw(),
+                                  want_log_prob.raw(), ws.data());
+      const std::string what = "widened " + x.type_str() + " " + c.reduction;
+      expect_bits_equal(loss, want_loss, what + ": loss");
+      expect_bits_equal(log_prob, want_log_prob, what + ": log_prob");
+    }
+  }
+  // Only 16-bit scores widen, and only to float.
+  const Tensor x = make(DType::kFloat32, {2, 3}, random_values(6, 3));
+  const Tensor labels = make(DType::kInt64, {2}, {0, 2});
+  Tensor loss(DType::kFloat16, {});
+  std::vector<double> ws(16);
+  EXPECT_THROW(
+      twin::softmax_cross_entropy(DType::kFloat32, x.raw(), DType::kInt64, labels.raw(), 2, 3, 1,
+                                  DType::kFloat32, nullptr, false, 0, twin::CeReduction::kMean,
+                                  loss.raw(), nullptr, ws.data(), nullptr, DType::kFloat16),
+      Error);
+}
+
 TEST(TwinRowwise, CrossEntropyInvalidLabelGivesNanWhereTheCpuOpFails) {
   const Tensor x = make(DType::kFloat32, {3, 4}, random_values(12, 5));
   const Tensor labels = make(DType::kInt64, {3}, {1, 4, 0});

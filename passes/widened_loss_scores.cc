@@ -1,0 +1,63 @@
+#include "passes/widened_loss_scores.h"
+
+#include <set>
+#include <vector>
+
+#include "ir/node_match.h"
+#include "ops/schemas/ampc_schemas.h"
+#include "passes/dead_code_elimination.h"
+
+namespace ampc::passes {
+namespace {
+
+using ir::Node;
+using ir::Value;
+
+// The Cast to float32 of 16-bit values that only `loss` reads, or null.
+Node* widening_cast_read_by(const Node& loss, const std::set<const Value*>& kept) {
+  const Value* scores = loss.inputs.empty() ? nullptr : loss.inputs[0];
+  if (!scores || kept.count(scores) || scores->uses.size() != 1) return nullptr;
+  Node* cast = scores->producer;
+  if (!ir::is_onnx_op(cast, "Cast") || cast->inputs.empty() || !cast->inputs[0]) return nullptr;
+  const DType from = cast->inputs[0]->type.dtype;
+  if (scores->type.dtype != DType::kFloat32 ||
+      (from != DType::kFloat16 && from != DType::kBFloat16))
+    return nullptr;
+  return cast;
+}
+
+// Whether the loss computes in float32.
+bool foldable_loss(const Node& n) {
+  if (!ir::is_onnx_op(&n, "SoftmaxCrossEntropyLoss") || n.outputs.empty() || !n.outputs[0])
+    return false;
+  for (const Value* out : n.outputs) {
+    if (out && out->type.dtype != DType::kFloat32) return false;
+  }
+  const Value* weights = n.inputs.size() > 2 ? n.inputs[2] : nullptr;
+  return !weights || weights->type.dtype == DType::kFloat32;
+}
+
+}  // namespace
+
+int read_loss_scores_widened(ir::Model& model) {
+  ir::Graph& g = *model.graph;
+  const std::set<const Value*> kept = kept_values(model);
+  std::vector<Node*> casts;
+  for (const auto& node : g.nodes) {
+    Node& n = *node;
+    if (!foldable_loss(n)) continue;
+    Node* cast = widening_cast_read_by(n, kept);
+    if (!cast) continue;
+    ir::set_input(&n, 0, cast->inputs[0]);
+    n.domain = ops::kAmpcDomain;
+    casts.push_back(cast);
+  }
+  if (casts.empty()) return 0;
+  g.remove_nodes(casts);
+  ops::register_ampc_schemas();
+  if (!model.opset_version(ops::kAmpcDomain))
+    model.opsets.push_back({ops::kAmpcDomain, ops::kAmpcDomainVersion});
+  return static_cast<int>(casts.size());
+}
+
+}  // namespace ampc::passes
