@@ -145,7 +145,8 @@ void add_autocast(std::vector<Pass>& out, const passes::AutocastOptions& options
        std::nullopt, [&options] { return options.precision != passes::Precision::kFP32; }});
   // The cross-entropy's fp32 scores, cast from the 16-bit logits, read widened by the loss
   // itself (widened_loss_scores.h): no fp32 copy of the logits.
-  out.push_back({"widened-loss-scores", [](ir::Model& m) { passes::read_loss_scores_widened(m); },
+  out.push_back({"widened-loss-scores",
+                 [&report](ir::Model& m) { passes::read_loss_scores_widened(m, &report); },
                  std::nullopt,
                  [&options] { return options.precision != passes::Precision::kFP32; }});
   out.push_back({"cast-cleanup",

@@ -1,6 +1,7 @@
 #include "passes/widened_loss_scores.h"
 
 #include <set>
+#include <string>
 #include <vector>
 
 #include "ir/node_match.h"
@@ -37,9 +38,20 @@ bool foldable_loss(const Node& n) {
   return !weights || weights->type.dtype == DType::kFloat32;
 }
 
+// The loss's decision, recorded under its label `was`, under its new one.
+void follow_decision(AutocastReport& report, const std::string& was, const Node& loss,
+                     DType scores) {
+  for (auto& d : report.nodes) {
+    if (d.node != was) continue;
+    d.node = loss.label();
+    d.rule += "; its " + std::string(dtype_name(scores)) +
+              " scores read widened, no float32 copy (widened_loss_scores.h)";
+  }
+}
+
 }  // namespace
 
-int read_loss_scores_widened(ir::Model& model) {
+int read_loss_scores_widened(ir::Model& model, AutocastReport* report) {
   ir::Graph& g = *model.graph;
   const std::set<const Value*> kept = kept_values(model);
   std::vector<Node*> casts;
@@ -48,8 +60,10 @@ int read_loss_scores_widened(ir::Model& model) {
     if (!foldable_loss(n)) continue;
     Node* cast = widening_cast_read_by(n, kept);
     if (!cast) continue;
+    const std::string was = n.label();
     ir::set_input(&n, 0, cast->inputs[0]);
     n.domain = ops::kAmpcDomain;
+    if (report) follow_decision(*report, was, n, cast->inputs[0]->type.dtype);
     casts.push_back(cast);
   }
   if (casts.empty()) return 0;

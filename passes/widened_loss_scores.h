@@ -15,10 +15,12 @@
 #pragma once
 
 #include "ir/graph.h"
+#include "passes/autocast.h"
 
 namespace ampc::passes {
 
-// Folds such Casts of the main graph; returns how many.
-int read_loss_scores_widened(ir::Model& model);
+// Folds such Casts of the main graph; returns how many. With a report, the loss's decision
+// follows it to its new label (the op is ampc's now) and says that it reads its scores widened.
+int read_loss_scores_widened(ir::Model& model, AutocastReport* report = nullptr);
 
 }  // namespace ampc::passes

@@ -55,7 +55,9 @@ DType compute_dtype(const plan::Plan& p, const plan::Step& s) {
     }
     return first;
   };
-  if (is_onnx_op(s, "Cast")) {
+  // A Cast computes in its target type, and so does the cross-entropy that reads its 16-bit
+  // scores widened (ampc.SoftmaxCrossEntropyLoss: float math, float outputs).
+  if (is_onnx_op(s, "Cast") || (s.domain() == "ampc" && s.op() == "SoftmaxCrossEntropyLoss")) {
     const DType to = s.outputs_size() ? dtype_of(p.buffers(s.outputs(0))) : DType::kUndefined;
     return is_float(to) ? to : DType::kUndefined;
   }

@@ -3,9 +3,11 @@
 #include <cstdio>
 
 #include "base/error.h"
+#include "base/half.h"
 #include "base/number_format.h"
 #include "driver/pipeline.h"
 #include "frontend/onnx/import.h"
+#include "ops/schemas/ampc_schemas.h"
 #include "passes/inference_mode.h"
 #include "runtime/cpu/executor.h"
 #include "runtime/io/checkpoint.h"
@@ -18,15 +20,18 @@ namespace {
 constexpr const char* kScoresOutput = "ampc.eval.scores";
 constexpr const char* kLabelsOutput = "ampc.eval.labels";
 
-// The classification loss node behind the loss output, if any.
+// The classification loss node behind the loss output, if any: ONNX's losses, or the cross-
+// entropy of a mixed-precision plan that reads its 16-bit scores widened (ampc's).
 const ir::Node* classification_loss(const ir::Value* loss) {
   const ir::Node* n = loss->producer;
   while (n && n->domain.empty() && (n->op_type == "Identity" || n->op_type == "Cast")) {
     n = n->inputs.empty() || !n->inputs[0] ? nullptr : n->inputs[0]->producer;
   }
-  if (!n || !n->domain.empty()) return nullptr;
-  if (n->op_type != "SoftmaxCrossEntropyLoss" && n->op_type != "NegativeLogLikelihoodLoss")
-    return nullptr;
+  if (!n) return nullptr;
+  const bool onnx_loss = n->domain.empty() && (n->op_type == "SoftmaxCrossEntropyLoss" ||
+                                               n->op_type == "NegativeLogLikelihoodLoss");
+  const bool widened = n->domain == ops::kAmpcDomain && n->op_type == "SoftmaxCrossEntropyLoss";
+  if (!onnx_loss && !widened) return nullptr;
   return n->inputs.size() >= 2 && n->inputs[0] && n->inputs[1] ? n : nullptr;
 }
 
@@ -44,7 +49,16 @@ double at(const rt::Tensor& t, int64_t i) {
 }
 
 double score_at(const rt::Tensor& t, int64_t i) {
-  return t.dtype() == DType::kFloat64 ? at<double>(t, i) : at<float>(t, i);
+  switch (t.dtype()) {
+    case DType::kFloat64:
+      return at<double>(t, i);
+    case DType::kFloat16:
+      return half_to_float(t.data<Half>()[i]);
+    case DType::kBFloat16:
+      return bf16_to_float(t.data<BFloat16>()[i]);
+    default:
+      return at<float>(t, i);
+  }
 }
 
 int64_t label_at(const rt::Tensor& t, int64_t i) {
@@ -55,8 +69,7 @@ int64_t label_at(const rt::Tensor& t, int64_t i) {
 // [N, d...], skipping labels equal to ignore_index.
 void count_correct(const rt::Tensor& scores, const rt::Tensor& labels,
                    std::optional<int64_t> ignore_index, int64_t& correct, int64_t& labelled) {
-  if (scores.rank() < 2 || labels.rank() != scores.rank() - 1 ||
-      (scores.dtype() != DType::kFloat32 && scores.dtype() != DType::kFloat64) ||
+  if (scores.rank() < 2 || labels.rank() != scores.rank() - 1 || !is_float(scores.dtype()) ||
       (labels.dtype() != DType::kInt64 && labels.dtype() != DType::kInt32)) {
     throw Error("accuracy: scores " + scores.type_str() + " and labels " + labels.type_str() +
                 " are not a classification's [N,C,...] and [N,...]");
