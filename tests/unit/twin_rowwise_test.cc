@@ -323,6 +323,26 @@ struct CeCase {
   bool ignore, weight, int32_labels;
 };
 
+// A case's sizes: n samples, classes, d positions each, the labels' shape, the reduction.
+struct CeDims {
+  int64_t n = 0, classes = 0, d = 1;
+  std::vector<int64_t> label_shape;
+  twin::CeReduction red = twin::CeReduction::kMean;
+};
+
+CeDims dims_of(const CeCase& c) {
+  CeDims s;
+  s.n = c.shape[0];
+  s.classes = c.shape[1];
+  for (size_t i = 2; i < c.shape.size(); ++i) s.d *= c.shape[i];
+  s.label_shape = c.shape;
+  s.label_shape.erase(s.label_shape.begin() + 1);
+  s.red = c.reduction == "none"  ? twin::CeReduction::kNone
+          : c.reduction == "sum" ? twin::CeReduction::kSum
+                                 : twin::CeReduction::kMean;
+  return s;
+}
+
 TEST(TwinRowwise, SoftmaxCrossEntropyIsBitIdenticalToTheCpuOp) {
   const std::vector<CeCase> cases = {
       {{8, 10}, "mean", false, false, false},  {{8, 10}, "sum", true, false, true},
@@ -332,11 +352,7 @@ TEST(TwinRowwise, SoftmaxCrossEntropyIsBitIdenticalToTheCpuOp) {
       {{600, 3}, "mean", true, true, false}};
   for (DType dtype : kRowTypes) {
     for (const CeCase& c : cases) {
-      const int64_t n = c.shape[0], classes = c.shape[1];
-      int64_t d = 1;
-      for (size_t i = 2; i < c.shape.size(); ++i) d *= c.shape[i];
-      std::vector<int64_t> label_shape = c.shape;
-      label_shape.erase(label_shape.begin() + 1);
+      const auto [n, classes, d, label_shape, red] = dims_of(c);
       const Tensor x = make(dtype, c.shape, random_values(n * classes * d, 17 + n, 4.0));
       std::vector<double> lv(n * d);
       for (size_t i = 0; i < lv.size(); ++i) lv[i] = static_cast<double>((i * 7 + 3) % classes);
@@ -353,9 +369,6 @@ TEST(TwinRowwise, SoftmaxCrossEntropyIsBitIdenticalToTheCpuOp) {
       const std::string what = "SoftmaxCrossEntropyLoss " + x.type_str() + " " + c.reduction +
                                (c.ignore ? " ignore" : "") + (c.weight ? " weighted" : "");
       const std::vector<Tensor> want = run("SoftmaxCrossEntropyLoss", inputs, attrs, 2, 13);
-      const twin::CeReduction red = c.reduction == "none"  ? twin::CeReduction::kNone
-                                    : c.reduction == "sum" ? twin::CeReduction::kSum
-                                                           : twin::CeReduction::kMean;
       Tensor loss(dtype, want[0].shape()), log_prob(dtype, c.shape);
       std::vector<double> ws(twin::softmax_cross_entropy_workspace_bytes(n, classes, d, red) / 8 +
                              1);
@@ -384,11 +397,7 @@ TEST(TwinRowwise, WidenedScoresGiveTheFloatOpsBits) {
                                      {{600, 3}, "mean", true, true, false}};
   for (DType dtype : {DType::kFloat16, DType::kBFloat16}) {
     for (const CeCase& c : cases) {
-      const int64_t n = c.shape[0], classes = c.shape[1];
-      int64_t d = 1;
-      for (size_t i = 2; i < c.shape.size(); ++i) d *= c.shape[i];
-      std::vector<int64_t> label_shape = c.shape;
-      label_shape.erase(label_shape.begin() + 1);
+      const auto [n, classes, d, label_shape, red] = dims_of(c);
       const Tensor x = make(dtype, c.shape, random_values(n * classes * d, 29 + n, 6.0));
       const Tensor wide = make(DType::kFloat32, c.shape, values(x));  // exact
       std::vector<double> lv(n * d);
@@ -398,9 +407,6 @@ TEST(TwinRowwise, WidenedScoresGiveTheFloatOpsBits) {
       std::vector<double> wv = random_values(classes, 31, 1.0);
       for (double& w : wv) w = 1.0 + w * 0.5;
       const Tensor weight = make(DType::kFloat32, {classes}, wv);
-      const twin::CeReduction red = c.reduction == "none"  ? twin::CeReduction::kNone
-                                    : c.reduction == "sum" ? twin::CeReduction::kSum
-                                                           : twin::CeReduction::kMean;
       const std::vector<int64_t> loss_shape =
           red == twin::CeReduction::kNone ? label_shape : std::vector<int64_t>{};
       std::vector<double> ws(twin::softmax_cross_entropy_workspace_bytes(n, classes, d, red) / 8 +
