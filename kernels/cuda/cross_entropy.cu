@@ -159,12 +159,9 @@ void softmax_cross_entropy(DType dtype, const void* scores, DType label_dtype, c
                            bool has_ignore_index, int64_t ignore_index, CeReduction reduction,
                            void* loss, void* log_prob, void* workspace, cudaStream_t stream,
                            int32_t* bad_label, DType out_dtype) {
-  if (out_dtype == DType::kUndefined) out_dtype = dtype;
-  const bool widened = out_dtype != dtype;
-  if (widened &&
-      (out_dtype != DType::kFloat32 || (dtype != DType::kBFloat16 && dtype != DType::kFloat16))) {
+  if (sh::ce_output_type(dtype, out_dtype) == DType::kUndefined)
     throw Error("softmax_cross_entropy: only 16-bit scores widen, to f32 outputs");
-  }
+  const bool widened = sh::ce_output_type(dtype, out_dtype) != dtype;
   if (weight) sh::dispatch_float_types(weight_dtype, "softmax_cross_entropy weight", [](auto) {});
   sh::dispatch_label_types(label_dtype, "softmax_cross_entropy labels", [](auto) {});
   sh::dispatch_float_types(dtype, "softmax_cross_entropy scores", [&](auto tag) {

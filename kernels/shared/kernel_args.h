@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "base/dtype.h"
+
 namespace ampc::kernels::shared {
 
 // copy.h: dimensions a strided copy handles after merging dimensions that are contiguous in
@@ -68,5 +70,14 @@ enum class ReduceOp : int32_t {
 
 // cross_entropy.h: SoftmaxCrossEntropyLoss's reduction attribute.
 enum class CeReduction : int32_t { kNone = 0, kSum = 1, kMean = 2 };
+
+// cross_entropy.h: the loss's and log-probabilities' type for scores of type `scores`, given as
+// `out` (kUndefined: the scores' own); kUndefined where none fits: only 16-bit scores are read
+// widened, and only to f32 (ampc.SoftmaxCrossEntropyLoss).
+inline DType ce_output_type(DType scores, DType out) {
+  if (out == DType::kUndefined || out == scores) return scores;
+  const bool half = scores == DType::kFloat16 || scores == DType::kBFloat16;
+  return half && out == DType::kFloat32 ? out : DType::kUndefined;
+}
 
 }  // namespace ampc::kernels::shared

@@ -109,13 +109,11 @@ void softmax_cross_entropy(DType dtype, const void* scores, DType label_dtype, c
                            bool has_ignore_index, int64_t ignore_index, CeReduction reduction,
                            void* loss, void* log_prob, void* workspace, int32_t* bad_label,
                            DType out_dtype) {
-  if (out_dtype == DType::kUndefined) out_dtype = dtype;
-  const bool widened = out_dtype != dtype;
-  if (widened &&
-      (out_dtype != DType::kFloat32 || (dtype != DType::kBFloat16 && dtype != DType::kFloat16))) {
+  if (sh::ce_output_type(dtype, out_dtype) == DType::kUndefined) {
     throw Error("softmax_cross_entropy: " + std::string(dtype_name(out_dtype)) + " outputs for " +
                 std::string(dtype_name(dtype)) + " scores (only 16-bit scores widen, to float)");
   }
+  const bool widened = sh::ce_output_type(dtype, out_dtype) != dtype;
   sh::dispatch_float_types_f64(dtype, "softmax_cross_entropy scores", [&](auto xt) {
     sh::dispatch_label_types(label_dtype, "softmax_cross_entropy labels", [&](auto lt) {
       using T = decltype(xt);

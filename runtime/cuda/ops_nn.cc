@@ -175,9 +175,9 @@ Launch build_cross_entropy(StepContext& ctx) {
   }
   // ampc.SoftmaxCrossEntropyLoss reads 16-bit scores widened, its outputs f32.
   const bool widened = ctx.step().domain() == "ampc";
-  const DType out = widened ? DType::kFloat32 : dtype;
-  if (widened && dtype != DType::kFloat16 && dtype != DType::kBFloat16)
-    ctx.fail("scores must be float16 or bfloat16");
+  const DType out =
+      kernels::shared::ce_output_type(dtype, widened ? DType::kFloat32 : DType::kUndefined);
+  if (out == DType::kUndefined) ctx.fail("scores must be float16 or bfloat16");
   if (widened && ctx.has_input(2) && weight_t != DType::kFloat32)
     ctx.fail("weights must be float32");
   if (ctx.out_dtype(0) != out || (ctx.has_output(1) && ctx.out_dtype(1) != out))
