@@ -45,6 +45,7 @@
 #include "passes/transpose_to_gemm.h"
 #include "passes/weight_copies.h"
 #include "passes/widened_loss_scores.h"
+#include "passes/widened_row_grads.h"
 #include "report/plan_precision.h"
 #include "report/precision_decisions.h"
 
@@ -247,6 +248,10 @@ std::vector<Pass> pipeline_passes(const CompileOptions& o, PipelineState& s) {
                    passes::cleanup_casts(m);
                    passes::eliminate_common_subexpressions(m);
                  },
+                 ir::Phase::kUnknown, [mixed_training] { return mixed_training; }});
+  // The 16-bit gradient that autocast's Cast after a LayerNorm or Softmax hands back, read
+  // widened by the row op's backward: no float32 copy (widened_row_grads.h).
+  out.push_back({"widened-row-grads", [](ir::Model& m) { passes::read_row_grads_widened(m); },
                  ir::Phase::kUnknown, [mixed_training] { return mixed_training; }});
   // Powers by constant exponents as PyTorch computes them (products, reciprocals, square
   // roots: scalar_powers.h), the backward's included; every plan.

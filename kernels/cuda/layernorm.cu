@@ -4,7 +4,12 @@
 // registers when it fits (CachedRow). Scale, bias and the statistics have run-time element types.
 #include "kernels/cuda/layernorm.h"
 
+#include <string>
+#include <type_traits>
+
+#include "base/error.h"
 #include "kernels/cuda/row_kernel.cuh"
+#include "kernels/shared/kernel_args.h"
 #include "kernels/shared/rowwise.h"
 #include "kernels/shared/rowwise_device.h"
 #include "kernels/shared/rowwise_dispatch.h"
@@ -89,8 +94,8 @@ struct LayerNormGradArgs {
   float* stats;  // mean, inv_std per row
 };
 
-template <int kThreads, typename T, typename Src>
-__device__ __forceinline__ void layer_norm_grad_row(const Src& src, int64_t row, const T* dyr,
+template <int kThreads, typename T, typename D, typename Src>
+__device__ __forceinline__ void layer_norm_grad_row(const Src& src, int64_t row, const D* dyr,
                                                     T* dxr, float* smem,
                                                     const LayerNormGradArgs& a) {
   float m, inv;
@@ -118,9 +123,9 @@ __device__ __forceinline__ void layer_norm_grad_row(const Src& src, int64_t row,
   });
 }
 
-template <typename T, int kThreads>
+template <typename T, typename D, int kThreads>
 __global__ void __launch_bounds__(sh::block_threads(kThreads))
-    layer_norm_grad_rows(const T* x, const T* dy, T* dx, LayerNormGradArgs a) {
+    layer_norm_grad_rows(const T* x, const D* dy, T* dx, LayerNormGradArgs a) {
   with_block_row<kThreads>(x, a.rows, a.cols, [&](const auto& part, int64_t row, float* smem) {
     layer_norm_grad_row<kThreads>(part, row, dy + row * a.cols, dx ? dx + row * a.cols : nullptr,
                                   smem, a);
@@ -129,8 +134,8 @@ __global__ void __launch_bounds__(sh::block_threads(kThreads))
 
 // Launch 2: a thread per column and row chunk folds dy * xhat and dy over the chunk's rows in
 // order (consecutive threads read consecutive columns).
-template <typename T>
-__global__ void layer_norm_grad_chunk_sums(const T* x, const T* dy, const float* stats,
+template <typename T, typename D>
+__global__ void layer_norm_grad_chunk_sums(const T* x, const D* dy, const float* stats,
                                            int64_t rows, int64_t cols, int64_t chunk_rows,
                                            float* partials) {
   const int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -164,22 +169,22 @@ __global__ void layer_norm_grad_totals(const float* partials, int64_t chunks, in
 
 constexpr int kColumnThreads = 256;
 
-template <typename T>
-void launch_grad(const T* x, const T* dy, T* dx, const LayerNormGradArgs& a, void* dscale,
+template <typename T, typename D>
+void launch_grad(const T* x, const D* dy, T* dx, const LayerNormGradArgs& a, void* dscale,
                  void* dbias, float* partials, cudaStream_t stream) {
   if (a.rows > 0) {
     switch (sh::row_plan(a.cols).threads) {
       case 32:
-        layer_norm_grad_rows<T, 32>
+        layer_norm_grad_rows<T, D, 32>
             <<<sh::grid_of(sh::ceil_div(a.rows, sh::kRowsPerWarpBlock), "layer_norm_grad"),
                32 * sh::kRowsPerWarpBlock, 0, stream>>>(x, dy, dx, a);
         break;
       case 256:
-        layer_norm_grad_rows<T, 256>
+        layer_norm_grad_rows<T, D, 256>
             <<<sh::grid_of(a.rows, "layer_norm_grad"), 256, 0, stream>>>(x, dy, dx, a);
         break;
       default:
-        layer_norm_grad_rows<T, 512>
+        layer_norm_grad_rows<T, D, 512>
             <<<sh::grid_of(a.rows, "layer_norm_grad"), 512, 0, stream>>>(x, dy, dx, a);
     }
   }
@@ -188,7 +193,7 @@ void launch_grad(const T* x, const T* dy, T* dx, const LayerNormGradArgs& a, voi
       sh::grid_of(sh::ceil_div(a.cols, kColumnThreads), "layer_norm_grad");
   const int64_t chunks = sh::layer_norm_grad_chunks(a.rows);
   if (chunks > 0) {
-    layer_norm_grad_chunk_sums<T>
+    layer_norm_grad_chunk_sums<T, D>
         <<<dim3(column_blocks, static_cast<unsigned>(chunks)), kColumnThreads, 0, stream>>>(
             x, dy, a.stats, a.rows, a.cols, sh::layer_norm_grad_chunk_rows(a.rows), partials);
   }
@@ -198,20 +203,30 @@ void launch_grad(const T* x, const T* dy, T* dx, const LayerNormGradArgs& a, voi
 
 }  // namespace
 
-void layer_norm_grad(DType x_dtype, const void* x, const void* dy, int64_t rows, int64_t cols,
-                     DType param_dtype, const void* scale, float epsilon, void* dx, void* dscale,
-                     void* dbias, void* workspace, cudaStream_t stream) {
+void layer_norm_grad(DType x_dtype, DType dy_dtype, const void* x, const void* dy, int64_t rows,
+                     int64_t cols, DType param_dtype, const void* scale, float epsilon, void* dx,
+                     void* dscale, void* dbias, void* workspace, cudaStream_t stream) {
   sh::dispatch_float_types(param_dtype, "layer_norm_grad scale", [](auto) {});
+  if (!sh::grad_input_fits(dy_dtype, x_dtype)) {
+    throw Error("layer_norm_grad: dY of type " + std::string(dtype_name(dy_dtype)) +
+                " does not fit X of type " + std::string(dtype_name(x_dtype)));
+  }
   sh::dispatch_float_types(x_dtype, "layer_norm_grad input", [&](auto tag) {
-    using T = decltype(tag);
-    if (rows < 0 || cols <= 0) return;  // no rows: dscale and dbias are zeros
-    const sh::LayerNormGradLayout l = sh::layer_norm_grad_layout(rows, cols, 4);
-    char* ws = static_cast<char*>(workspace);
-    const LayerNormGradArgs a{rows,        cols,    scale,
-                              param_dtype, epsilon, reinterpret_cast<float*>(ws)};
-    launch_grad(static_cast<const T*>(x), static_cast<const T*>(dy), static_cast<T*>(dx), a, dscale,
-                dbias, reinterpret_cast<float*>(ws + l.partials_offset), stream);
-    sh::check_launch("layer_norm_grad");
+    sh::dispatch_float_types(dy_dtype, "layer_norm_grad dY", [&](auto dtag) {
+      using T = decltype(tag);
+      using D = decltype(dtag);
+      // dY of x's type, or 16-bit with f32 x (the pairs grad_input_fits lets through).
+      if constexpr (std::is_same_v<T, D> || std::is_same_v<T, float>) {
+        if (rows < 0 || cols <= 0) return;  // no rows: dscale and dbias are zeros
+        const sh::LayerNormGradLayout l = sh::layer_norm_grad_layout(rows, cols, 4);
+        char* ws = static_cast<char*>(workspace);
+        const LayerNormGradArgs a{rows,        cols,    scale,
+                                  param_dtype, epsilon, reinterpret_cast<float*>(ws)};
+        launch_grad(static_cast<const T*>(x), static_cast<const D*>(dy), static_cast<T*>(dx), a,
+                    dscale, dbias, reinterpret_cast<float*>(ws + l.partials_offset), stream);
+        sh::check_launch("layer_norm_grad");
+      }
+    });
   });
 }
 

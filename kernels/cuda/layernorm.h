@@ -26,12 +26,14 @@ void layer_norm(DType x_dtype, const void* x, int64_t rows, int64_t cols, DType 
 //   dx = (g - mean(g) - xhat * mean(g * xhat)) * inv_std,
 // and over the rows dscale = sum(dy * xhat), dbias = sum(dy), in row chunks
 // (kernels/shared/rowwise.h's layer_norm_grad_chunk_rows), all in fp32, each output rounded once.
-// x, dy and dx: `x_dtype` (f32, f16, bf16); scale, dscale and dbias: `param_dtype`, `cols` values.
-// dx, dscale and dbias may each be null. workspace: layer_norm_grad_workspace_bytes(x_dtype, rows,
-// cols). Three launches: the rows (dx, the statistics), the chunks' column sums, their total.
+// x and dx: `x_dtype` (f32, f16, bf16); dy: `dy_dtype`, x's or, with f32 x, f16 / bf16 read
+// widened (kernel_args.h's grad_input_fits); scale, dscale and dbias: `param_dtype`, `cols`
+// values. dx, dscale and dbias may each be null. workspace:
+// layer_norm_grad_workspace_bytes(x_dtype, rows, cols). Three launches: the rows (dx, the
+// statistics), the chunks' column sums, their total.
 using shared::layer_norm_grad_workspace_bytes;
-void layer_norm_grad(DType x_dtype, const void* x, const void* dy, int64_t rows, int64_t cols,
-                     DType param_dtype, const void* scale, float epsilon, void* dx, void* dscale,
-                     void* dbias, void* workspace, cudaStream_t stream);
+void layer_norm_grad(DType x_dtype, DType dy_dtype, const void* x, const void* dy, int64_t rows,
+                     int64_t cols, DType param_dtype, const void* scale, float epsilon, void* dx,
+                     void* dscale, void* dbias, void* workspace, cudaStream_t stream);
 
 }  // namespace ampc::kernels::cuda

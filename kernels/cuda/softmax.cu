@@ -4,7 +4,12 @@
 // thread per column walks its n rows in order (loads coalesced across the columns).
 #include "kernels/cuda/softmax.h"
 
+#include <string>
+#include <type_traits>
+
+#include "base/error.h"
 #include "kernels/cuda/row_kernel.cuh"
+#include "kernels/shared/kernel_args.h"
 #include "kernels/shared/rowwise.h"
 #include "kernels/shared/rowwise_device.h"
 #include "kernels/shared/rowwise_dispatch.h"
@@ -83,8 +88,8 @@ void launch(const T* x, T* y, int64_t outer, int64_t n, int64_t inner, bool log_
 
 // The backward of one row of y (src) given dy: the row's sum in the block's order (each
 // thread's terms in for_each's order, then the tree), then dx.
-template <int kThreads, typename T, typename Src>
-__device__ __forceinline__ void softmax_grad_row(const Src& src, const T* dyr, T* dxr, float* smem,
+template <int kThreads, typename T, typename D, typename Src>
+__device__ __forceinline__ void softmax_grad_row(const Src& src, const D* dyr, T* dxr, float* smem,
                                                  bool log_softmax) {
   float s = 0.0f;
   src.for_each([&](int64_t j, float y) {
@@ -100,16 +105,16 @@ __device__ __forceinline__ void softmax_grad_row(const Src& src, const T* dyr, T
   });
 }
 
-template <typename T, int kThreads>
+template <typename T, typename D, int kThreads>
 __global__ void __launch_bounds__(sh::block_threads(kThreads))
-    softmax_grad_rows(const T* y, const T* dy, T* dx, int64_t outer, int64_t n, bool log_softmax) {
+    softmax_grad_rows(const T* y, const D* dy, T* dx, int64_t outer, int64_t n, bool log_softmax) {
   with_block_row<kThreads>(y, outer, n, [&](const auto& part, int64_t row, float* smem) {
     softmax_grad_row<kThreads>(part, dy + row * n, dx + row * n, smem, log_softmax);
   });
 }
 
-template <typename T>
-__global__ void softmax_grad_columns(const T* y, const T* dy, T* dx, int64_t outer, int64_t n,
+template <typename T, typename D>
+__global__ void softmax_grad_columns(const T* y, const D* dy, T* dx, int64_t outer, int64_t n,
                                      int64_t inner, bool log_softmax) {
   const int64_t id = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (id >= outer * inner) return;
@@ -127,40 +132,50 @@ __global__ void softmax_grad_columns(const T* y, const T* dy, T* dx, int64_t out
   }
 }
 
-template <typename T>
-void launch_grad(const T* y, const T* dy, T* dx, int64_t outer, int64_t n, int64_t inner,
+template <typename T, typename D>
+void launch_grad(const T* y, const D* dy, T* dx, int64_t outer, int64_t n, int64_t inner,
                  bool log_softmax, cudaStream_t stream) {
   if (inner > 1) {
     const unsigned blocks = sh::grid_of(sh::ceil_div(outer * inner, 256), "softmax_grad");
-    softmax_grad_columns<T><<<blocks, 256, 0, stream>>>(y, dy, dx, outer, n, inner, log_softmax);
+    softmax_grad_columns<T, D><<<blocks, 256, 0, stream>>>(y, dy, dx, outer, n, inner, log_softmax);
     return;
   }
   switch (sh::row_plan(n).threads) {
     case 32:
-      softmax_grad_rows<T, 32>
+      softmax_grad_rows<T, D, 32>
           <<<sh::grid_of(sh::ceil_div(outer, sh::kRowsPerWarpBlock), "softmax_grad"),
              32 * sh::kRowsPerWarpBlock, 0, stream>>>(y, dy, dx, outer, n, log_softmax);
       break;
     case 256:
-      softmax_grad_rows<T, 256><<<sh::grid_of(outer, "softmax_grad"), 256, 0, stream>>>(
+      softmax_grad_rows<T, D, 256><<<sh::grid_of(outer, "softmax_grad"), 256, 0, stream>>>(
           y, dy, dx, outer, n, log_softmax);
       break;
     default:
-      softmax_grad_rows<T, 512><<<sh::grid_of(outer, "softmax_grad"), 512, 0, stream>>>(
+      softmax_grad_rows<T, D, 512><<<sh::grid_of(outer, "softmax_grad"), 512, 0, stream>>>(
           y, dy, dx, outer, n, log_softmax);
   }
 }
 
 }  // namespace
 
-void softmax_grad(DType dtype, const void* y, const void* dy, void* dx, int64_t outer, int64_t n,
-                  int64_t inner, bool log_softmax, cudaStream_t stream) {
+void softmax_grad(DType dtype, DType dy_dtype, const void* y, const void* dy, void* dx,
+                  int64_t outer, int64_t n, int64_t inner, bool log_softmax, cudaStream_t stream) {
+  if (!sh::grad_input_fits(dy_dtype, dtype)) {
+    throw Error("softmax_grad: dY of type " + std::string(dtype_name(dy_dtype)) +
+                " does not fit Y of type " + std::string(dtype_name(dtype)));
+  }
   sh::dispatch_float_types(dtype, "softmax_grad", [&](auto tag) {
-    using T = decltype(tag);
-    if (outer <= 0 || n <= 0 || inner <= 0) return;
-    launch_grad(static_cast<const T*>(y), static_cast<const T*>(dy), static_cast<T*>(dx), outer, n,
-                inner, log_softmax, stream);
-    sh::check_launch("softmax_grad");
+    sh::dispatch_float_types(dy_dtype, "softmax_grad dY", [&](auto dtag) {
+      using T = decltype(tag);
+      using D = decltype(dtag);
+      // dY of y's type, or 16-bit with f32 y (the pairs grad_input_fits lets through).
+      if constexpr (std::is_same_v<T, D> || std::is_same_v<T, float>) {
+        if (outer <= 0 || n <= 0 || inner <= 0) return;
+        launch_grad(static_cast<const T*>(y), static_cast<const D*>(dy), static_cast<T*>(dx), outer,
+                    n, inner, log_softmax, stream);
+        sh::check_launch("softmax_grad");
+      }
+    });
   });
 }
 

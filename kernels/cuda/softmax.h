@@ -16,10 +16,12 @@ namespace ampc::kernels::cuda {
 void softmax(DType dtype, const void* x, void* y, int64_t outer, int64_t n, int64_t inner,
              bool log_softmax, cudaStream_t stream);
 
-// The backward: dx from y (the forward's output) and dy along n, all of element type `dtype`.
-// Softmax: dx = y * (dy - sum(dy * y)); LogSoftmax: dx = dy - exp(y) * sum(dy); in fp32, each
-// dx rounded once, the row's sum in the forward kernels' order (kernels/shared/rowwise.h).
-void softmax_grad(DType dtype, const void* y, const void* dy, void* dx, int64_t outer, int64_t n,
-                  int64_t inner, bool log_softmax, cudaStream_t stream);
+// The backward: dx from y (the forward's output) and dy along n; y and dx of element type
+// `dtype`, dy of `dy_dtype`: the same or, with f32 y, f16 / bf16 read widened (kernel_args.h's
+// grad_input_fits). Softmax: dx = y * (dy - sum(dy * y)); LogSoftmax: dx = dy - exp(y) * sum(dy);
+// in fp32, each dx rounded once, the row's sum in the forward kernels' order
+// (kernels/shared/rowwise.h).
+void softmax_grad(DType dtype, DType dy_dtype, const void* y, const void* dy, void* dx,
+                  int64_t outer, int64_t n, int64_t inner, bool log_softmax, cudaStream_t stream);
 
 }  // namespace ampc::kernels::cuda

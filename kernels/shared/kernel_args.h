@@ -71,13 +71,25 @@ enum class ReduceOp : int32_t {
 // cross_entropy.h: SoftmaxCrossEntropyLoss's reduction attribute.
 enum class CeReduction : int32_t { kNone = 0, kSum = 1, kMean = 2 };
 
+// Whether an operand of type `narrow` may be read widened, exactly, where the op computes in
+// `wide`: 16-bit floats into f32, nothing else (the ops whose widening Cast was folded in:
+// ampc.SoftmaxCrossEntropyLoss, and the dY of ampc.SoftmaxGrad and LayerNormalizationGrad).
+inline bool reads_widened(DType narrow, DType wide) {
+  return (narrow == DType::kFloat16 || narrow == DType::kBFloat16) && wide == DType::kFloat32;
+}
+
 // cross_entropy.h: the loss's and log-probabilities' type for scores of type `scores`, given as
 // `out` (kUndefined: the scores' own); kUndefined where none fits: only 16-bit scores are read
 // widened, and only to f32 (ampc.SoftmaxCrossEntropyLoss).
 inline DType ce_output_type(DType scores, DType out) {
   if (out == DType::kUndefined || out == scores) return scores;
-  const bool half = scores == DType::kFloat16 || scores == DType::kBFloat16;
-  return half && out == DType::kFloat32 ? out : DType::kUndefined;
+  return reads_widened(scores, out) ? out : DType::kUndefined;
+}
+
+// softmax.h and layernorm.h: whether a gradient dY of type `dy` fits the op whose other float
+// operands (Y, X) are of type `y`: the same type, or 16-bit read widened into f32.
+inline bool grad_input_fits(DType dy, DType y) {
+  return dy == y || reads_widened(dy, y);
 }
 
 }  // namespace ampc::kernels::shared

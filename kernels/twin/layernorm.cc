@@ -1,11 +1,13 @@
 #include "kernels/twin/layernorm.h"
 
 #include <algorithm>
+#include <string>
 #include <type_traits>
 #include <vector>
 
 #include "base/cpu_features.h"
 #include "base/error.h"
+#include "kernels/shared/kernel_args.h"
 #include "kernels/shared/rowwise_dispatch.h"
 #include "kernels/twin/row_host.h"
 
@@ -88,9 +90,9 @@ struct GradScratch {
 // sums of dy * xhat and dy in row order. The kernel's three launches compute the same values;
 // here a row is read once for all of them. Chunks [begin, end), always inlined as the forward's
 // block.
-template <typename T, typename M = MathOf<T>>
+template <typename T, typename D, typename M = MathOf<T>>
 [[gnu::always_inline]] inline void layer_norm_grad_block(int64_t begin, int64_t end, const T* x,
-                                                         const T* dy, int64_t rows, int64_t cols,
+                                                         const D* dy, int64_t rows, int64_t cols,
                                                          const M* s, M eps, T* dx, bool sums,
                                                          M* partials, GradScratch<M>& w) {
   const sh::RowPlan plan = sh::row_plan(cols);
@@ -127,16 +129,19 @@ template <typename T, typename M = MathOf<T>>
   }
 }
 
+// dy f32 or bf16 (read widened).
+template <typename D>
 AMPC_AVX512_LOOPS void layer_norm_grad_block_f32_avx512(int64_t begin, int64_t end, const float* x,
-                                                        const float* dy, int64_t rows, int64_t cols,
+                                                        const D* dy, int64_t rows, int64_t cols,
                                                         const float* s, float eps, float* dx,
                                                         bool sums, float* partials,
                                                         GradScratch<float>& w) {
   layer_norm_grad_block<float>(begin, end, x, dy, rows, cols, s, eps, dx, sums, partials, w);
 }
 
-template <typename T, typename P, typename M = MathOf<T>>
-void layer_norm_grad_rows(const T* x, const T* dy, int64_t rows, int64_t cols, const P* scale,
+// dy of x's type T, or (D) 16-bit with f32 x.
+template <typename T, typename D, typename P, typename M = MathOf<T>>
+void layer_norm_grad_rows(const T* x, const D* dy, int64_t rows, int64_t cols, const P* scale,
                           M eps, T* dx, P* dscale, P* dbias, M* partials, bool vector_loops) {
   std::vector<M> sc;
   const M* s = load_row(scale, cols, sc);
@@ -144,7 +149,7 @@ void layer_norm_grad_rows(const T* x, const T* dy, int64_t rows, int64_t cols, c
   const bool sums = dscale || dbias;
   for_rows(chunks, chunks > 1 && rows * cols > (1 << 16), [&](int64_t begin, int64_t end) {
     GradScratch<M> w(cols);
-    if constexpr (kAllF32<T, P, float>) {
+    if constexpr (kAllF32<T, P, float> && !std::is_same_v<D, Half>) {
       if (vector_loops) {
         return layer_norm_grad_block_f32_avx512(begin, end, x, dy, rows, cols, s, eps, dx, sums,
                                                 partials, w);
@@ -195,9 +200,13 @@ void layer_norm(DType x_dtype, const void* x, int64_t rows, int64_t cols, DType 
   });
 }
 
-void layer_norm_grad(DType x_dtype, const void* x, const void* dy, int64_t rows, int64_t cols,
-                     DType param_dtype, const void* scale, float epsilon, void* dx, void* dscale,
-                     void* dbias, void* workspace, RowLoops loops) {
+void layer_norm_grad(DType x_dtype, DType dy_dtype, const void* x, const void* dy, int64_t rows,
+                     int64_t cols, DType param_dtype, const void* scale, float epsilon, void* dx,
+                     void* dscale, void* dbias, void* workspace, RowLoops loops) {
+  if (!sh::grad_input_fits(dy_dtype, x_dtype)) {
+    throw Error("layer_norm_grad: dY of type " + std::string(dtype_name(dy_dtype)) +
+                " does not fit X of type " + std::string(dtype_name(x_dtype)));
+  }
   if (rows < 0 || cols <= 0) return;  // no rows: dscale and dbias are zeros
   const bool vector_loops = loops == RowLoops::kBest && cpu_has_avx512_bw_vl();
   const int64_t value_bytes = x_dtype == DType::kFloat64 ? 8 : 4;
@@ -211,14 +220,21 @@ void layer_norm_grad(DType x_dtype, const void* x, const void* dy, int64_t rows,
                                 static_cast<double*>(dscale), static_cast<double*>(dbias),
                                 reinterpret_cast<double*>(partials), false);
   }
+  // dY of x's type, or 16-bit with f32 x (grad_input_fits): every pair dispatched, the others
+  // refused above.
   sh::dispatch_float_types(x_dtype, "layer_norm_grad input", [&](auto xt) {
-    sh::dispatch_float_types(param_dtype, "layer_norm_grad scale", [&](auto pt) {
-      using T = decltype(xt);
-      using P = decltype(pt);
-      layer_norm_grad_rows(static_cast<const T*>(x), static_cast<const T*>(dy), rows, cols,
-                           static_cast<const P*>(scale), epsilon, static_cast<T*>(dx),
-                           static_cast<P*>(dscale), static_cast<P*>(dbias),
-                           reinterpret_cast<float*>(partials), vector_loops);
+    sh::dispatch_float_types(dy_dtype, "layer_norm_grad dY", [&](auto dt) {
+      sh::dispatch_float_types(param_dtype, "layer_norm_grad scale", [&](auto pt) {
+        using T = decltype(xt);
+        using D = decltype(dt);
+        using P = decltype(pt);
+        if constexpr (std::is_same_v<T, D> || std::is_same_v<T, float>) {
+          layer_norm_grad_rows(static_cast<const T*>(x), static_cast<const D*>(dy), rows, cols,
+                               static_cast<const P*>(scale), epsilon, static_cast<T*>(dx),
+                               static_cast<P*>(dscale), static_cast<P*>(dbias),
+                               reinterpret_cast<float*>(partials), vector_loops);
+        }
+      });
     });
   });
 }

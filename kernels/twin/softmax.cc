@@ -1,9 +1,12 @@
 #include "kernels/twin/softmax.h"
 
+#include <string>
 #include <type_traits>
 #include <vector>
 
 #include "base/cpu_features.h"
+#include "base/error.h"
+#include "kernels/shared/kernel_args.h"
 #include "kernels/shared/rowwise_dispatch.h"
 #include "kernels/twin/row_avx512.h"
 #include "kernels/twin/row_host.h"
@@ -50,9 +53,10 @@ void softmax_column(const T* x, T* y, int64_t n, int64_t inner, bool log_softmax
 }
 
 // The backward of one row (inner == 1): the sum in the block's order (fold_row over the terms),
-// then dx. Scratch: `a` and `b` hold the loaded rows, `t` the terms (then exp(y)).
-template <typename T, typename M = MathOf<T>>
-[[gnu::always_inline]] inline void softmax_grad_row(const T* y, const T* dy, T* dx, int64_t n,
+// then dx. Scratch: `a` and `b` hold the loaded rows, `t` the terms (then exp(y)). dy is of y's
+// type T or (D) 16-bit, read widened.
+template <typename T, typename D, typename M = MathOf<T>>
+[[gnu::always_inline]] inline void softmax_grad_row(const T* y, const D* dy, T* dx, int64_t n,
                                                     bool log_softmax, std::vector<M>& a,
                                                     std::vector<M>& b, std::vector<M>& t) {
   const M* v = load_row(y, n, a);
@@ -71,8 +75,10 @@ template <typename T, typename M = MathOf<T>>
   for (int64_t j = 0; j < n; ++j) dx[j] = sh::Elem<T>::store(sh::softmax_grad_value(d[j], v[j], s));
 }
 
-// Rows [begin, end) of n (inner == 1) with the loops on AVX-512 (row_host.h).
-AMPC_AVX512_LOOPS void softmax_grad_rows_f32_avx512(const float* y, const float* dy, float* dx,
+// Rows [begin, end) of n (inner == 1) of f32 y with the loops on AVX-512 (row_host.h); dy f32 or
+// bf16.
+template <typename D>
+AMPC_AVX512_LOOPS void softmax_grad_rows_f32_avx512(const float* y, const D* dy, float* dx,
                                                     int64_t begin, int64_t end, int64_t n,
                                                     bool log_softmax, std::vector<float>& a,
                                                     std::vector<float>& b, std::vector<float>& t) {
@@ -82,8 +88,8 @@ AMPC_AVX512_LOOPS void softmax_grad_rows_f32_avx512(const float* y, const float*
 }
 
 // inner > 1: one thread per column walks the n rows in order.
-template <typename T, typename M = MathOf<T>>
-void softmax_grad_column(const T* y, const T* dy, T* dx, int64_t n, int64_t inner, bool log_softmax,
+template <typename T, typename D, typename M = MathOf<T>>
+void softmax_grad_column(const T* y, const D* dy, T* dx, int64_t n, int64_t inner, bool log_softmax,
                          std::vector<M>& a, std::vector<M>& b, std::vector<M>& t) {
   std::vector<M> s(inner, M(0));
   for (int64_t r = 0; r < n; ++r) {
@@ -111,34 +117,54 @@ void softmax_grad_column(const T* y, const T* dy, T* dx, int64_t n, int64_t inne
   }
 }
 
+// The rows of any type pair (dY of y's type, or 16-bit with f32 y).
+template <typename T, typename D>
+void softmax_grad_typed(const T* y, const D* dy, T* dx, int64_t outer, int64_t n, int64_t inner,
+                        bool log_softmax, bool vector_loops) {
+  using M = MathOf<T>;
+  for_rows(outer, outer > 1 && outer * n * inner > (1 << 16), [&](int64_t begin, int64_t end) {
+    std::vector<M> a, b, t;
+    if constexpr (std::is_same_v<T, float> && !std::is_same_v<D, Half>) {
+      if (vector_loops) {
+        return softmax_grad_rows_f32_avx512(y, dy, dx, begin, end, n, log_softmax, a, b, t);
+      }
+    }
+    for (int64_t o = begin; o < end; ++o) {
+      const int64_t at = o * n * inner;
+      if (inner == 1) {
+        softmax_grad_row(y + at, dy + at, dx + at, n, log_softmax, a, b, t);
+      } else {
+        softmax_grad_column(y + at, dy + at, dx + at, n, inner, log_softmax, a, b, t);
+      }
+    }
+  });
+}
+
 }  // namespace
 
-void softmax_grad(DType dtype, const void* y, const void* dy, void* dx, int64_t outer, int64_t n,
-                  int64_t inner, bool log_softmax, RowLoops loops) {
+void softmax_grad(DType dtype, DType dy_dtype, const void* y, const void* dy, void* dx,
+                  int64_t outer, int64_t n, int64_t inner, bool log_softmax, RowLoops loops) {
+  if (!sh::grad_input_fits(dy_dtype, dtype)) {
+    throw Error("softmax_grad: dY of type " + std::string(dtype_name(dy_dtype)) +
+                " does not fit Y of type " + std::string(dtype_name(dtype)));
+  }
   const bool vector_loops = loops == RowLoops::kBest && inner == 1 && cpu_has_avx512_bw_vl();
+  if (outer <= 0 || n <= 0 || inner <= 0) return;
   sh::dispatch_float_types_f64(dtype, "softmax_grad", [&](auto tag) {
     using T = decltype(tag);
-    using M = MathOf<T>;
-    if (outer <= 0 || n <= 0 || inner <= 0) return;
     const T* yt = static_cast<const T*>(y);
-    const T* dyt = static_cast<const T*>(dy);
     T* dxt = static_cast<T*>(dx);
-    for_rows(outer, outer > 1 && outer * n * inner > (1 << 16), [&](int64_t begin, int64_t end) {
-      std::vector<M> a, b, t;
-      if constexpr (std::is_same_v<T, float>) {
-        if (vector_loops) {
-          return softmax_grad_rows_f32_avx512(yt, dyt, dxt, begin, end, n, log_softmax, a, b, t);
-        }
-      }
-      for (int64_t o = begin; o < end; ++o) {
-        const int64_t at = o * n * inner;
-        if (inner == 1) {
-          softmax_grad_row(yt + at, dyt + at, dxt + at, n, log_softmax, a, b, t);
-        } else {
-          softmax_grad_column(yt + at, dyt + at, dxt + at, n, inner, log_softmax, a, b, t);
-        }
-      }
-    });
+    if (dy_dtype == dtype) {
+      return softmax_grad_typed(yt, static_cast<const T*>(dy), dxt, outer, n, inner, log_softmax,
+                                vector_loops);
+    }
+    if constexpr (std::is_same_v<T, float>) {  // 16-bit dY read widened
+      sh::dispatch_float_types(dy_dtype, "softmax_grad", [&](auto dtag) {
+        using D = decltype(dtag);
+        softmax_grad_typed(yt, static_cast<const D*>(dy), dxt, outer, n, inner, log_softmax,
+                           vector_loops);
+      });
+    }
   });
 }
 

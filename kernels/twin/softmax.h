@@ -15,9 +15,12 @@ namespace ampc::kernels::twin {
 void softmax(DType dtype, const void* x, void* y, int64_t outer, int64_t n, int64_t inner,
              bool log_softmax);
 
-// The backward (kernels/cuda/softmax.h's softmax_grad) on host pointers; f64 in double. f32
-// rows (inner 1) on AVX-512 loops where the CPU has them (row_loops.h).
-void softmax_grad(DType dtype, const void* y, const void* dy, void* dx, int64_t outer, int64_t n,
-                  int64_t inner, bool log_softmax, RowLoops loops = RowLoops::kBest);
+// The backward (kernels/cuda/softmax.h's softmax_grad) on host pointers; f64 in double. y and dx
+// of type `dtype`, dy of `dy_dtype`: the same, or f16 / bf16 read widened where dtype is f32
+// (kernel_args.h's grad_input_fits; ampc.SoftmaxGrad with its dY's Cast folded in). f32 rows
+// (inner 1) on AVX-512 loops where the CPU has them (row_loops.h).
+void softmax_grad(DType dtype, DType dy_dtype, const void* y, const void* dy, void* dx,
+                  int64_t outer, int64_t n, int64_t inner, bool log_softmax,
+                  RowLoops loops = RowLoops::kBest);
 
 }  // namespace ampc::kernels::twin

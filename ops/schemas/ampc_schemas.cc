@@ -137,13 +137,15 @@ OpSchema pool_grad(const char* name, const char* doc) {
 }
 
 // A normalisation's backward (dY, X, scale) -> dX, dScale, dB, each optional: the statistics
-// recomputed from X, the parameter gradients in scale's type.
-OpSchema norm_grad(const char* name, const char* doc) {
+// recomputed from X, the parameter gradients in scale's type. With `widened_dy`, dY has a type
+// of its own: X's, or float16 / bfloat16 read widened where X is float (its Cast folded in,
+// passes/widened_row_grads.h); else X's.
+OpSchema norm_grad(const char* name, const char* doc, bool widened_dy = false) {
   OpSchema s = ampc_op_schema(name, doc);
-  s.TypeConstraint("T", float_type_strs(), "X and dY.")
+  s.TypeConstraint("T", float_type_strs(), widened_dy ? "X and dX." : "X, dY and dX.")
       .TypeConstraint("T1", float_type_strs(), "scale and the parameter gradients.")
       .Attr("epsilon", "As the forward op's.", AttributeProto::FLOAT, 1e-5f)
-      .Input(0, "dY", "Gradient of Y.", "T")
+      .Input(0, "dY", "Gradient of Y.", widened_dy ? "TD" : "T")
       .Input(1, "X", "The forward op's input.", "T")
       .Input(2, "scale", "The forward op's scale.", "T1")
       .Output(0, "dX", "Gradient of X.", "T", OpSchema::Optional)
@@ -154,6 +156,8 @@ OpSchema norm_grad(const char* name, const char* doc) {
         output_like_input(ctx, 2, 1);
         output_like_input(ctx, 2, 2);
       });
+  if (widened_dy)
+    s.TypeConstraint("TD", float_type_strs(), "dY: X's type, or 16-bit where X is float.");
   return s;
 }
 
@@ -169,7 +173,8 @@ OpSchema batch_norm_grad() {
 OpSchema layer_norm_grad() {
   OpSchema s = norm_grad("LayerNormalizationGrad",
                          "Gradients of LayerNormalization(X, scale, B; axis, epsilon) given dY: "
-                         "dX, and dScale and dB (sums over the normalised rows) in scale's type.");
+                         "dX, and dScale and dB (sums over the normalised rows) in scale's type.",
+                         true);
   s.Attr("axis", "As the forward op's.", AttributeProto::INT, int64_t{-1});
   return s;
 }
@@ -181,10 +186,13 @@ OpSchema softmax_grad() {
       "Gradient of Softmax(X; axis) (log = 0) or LogSoftmax(X; axis) (log = 1) given dY and the "
       "forward's output Y: dX = Y * (dY - sum(dY * Y)), or dX = dY - exp(Y) * sum(dY), the sums "
       "along axis.");
-  s.TypeConstraint("T", float_type_strs(), "dY, Y and dX.")
+  s.TypeConstraint("T", float_type_strs(), "Y and dX.")
+      .TypeConstraint("TD", float_type_strs(),
+                      "dY: Y's type, or float16 / bfloat16 read widened where Y is float (its "
+                      "Cast folded in, passes/widened_row_grads.h).")
       .Attr("axis", "As the forward op's (opset 13 and later).", AttributeProto::INT, int64_t{-1})
       .Attr("log", "1: the forward is LogSoftmax.", AttributeProto::INT, int64_t{0})
-      .Input(0, "dY", "Gradient of Y.", "T")
+      .Input(0, "dY", "Gradient of Y.", "TD")
       .Input(1, "Y", "The forward op's output.", "T")
       .Output(0, "dX", "Gradient of X.", "T")
       .TypeAndShapeInferenceFunction(

@@ -50,19 +50,20 @@ Launch build_softmax(StepContext& ctx) {
   };
 }
 
-// ampc.SoftmaxGrad(dY, Y) -> dX.
+// ampc.SoftmaxGrad(dY, Y) -> dX; dY of Y's type or, with f32 Y, 16-bit read widened.
 Launch build_softmax_grad(StepContext& ctx) {
   ctx.require_dtype(1, kFloats);
-  if (ctx.in_shape(0) != ctx.in_shape(1) || ctx.in_dtype(0) != ctx.in_dtype(1))
+  if (ctx.in_shape(0) != ctx.in_shape(1) ||
+      !kernels::shared::grad_input_fits(ctx.in_dtype(0), ctx.in_dtype(1)))
     ctx.fail("dY does not match Y");
   const plan::RowwiseParams& p = plan::params<plan::RowwiseParams>(ctx.step());
   const auto [outer, n, inner] = plan::row_shape(p, ctx.in_shape(1));
   const bool log = p.kind() == plan::RowwiseParams::LOG_SOFTMAX;
-  const DType dtype = ctx.in_dtype(1);
+  const DType dtype = ctx.in_dtype(1), dy_dtype = ctx.in_dtype(0);
   const DevPtr dy = ctx.in(0), y = ctx.in(1), dx = ctx.out(0);
   return [=](cudaStream_t stream) {
     if (outer * n * inner == 0) return;
-    kc::softmax_grad(dtype, y.get(), dy.get(), dx.get(), outer, n, inner, log, stream);
+    kc::softmax_grad(dtype, dy_dtype, y.get(), dy.get(), dx.get(), outer, n, inner, log, stream);
   };
 }
 
@@ -128,16 +129,18 @@ Launch build_layer_norm(StepContext& ctx) {
   };
 }
 
-// ampc.LayerNormalizationGrad(dY, X, scale) -> dX, dScale, dB (each optional).
+// ampc.LayerNormalizationGrad(dY, X, scale) -> dX, dScale, dB (each optional); dY of X's type
+// or, with f32 X, 16-bit read widened.
 Launch build_layer_norm_grad(StepContext& ctx) {
   ctx.require_dtype(1, kFloats);
   ctx.require_dtype(2, kFloats);
-  if (ctx.in_shape(0) != ctx.in_shape(1) || ctx.in_dtype(0) != ctx.in_dtype(1))
+  if (ctx.in_shape(0) != ctx.in_shape(1) ||
+      !kernels::shared::grad_input_fits(ctx.in_dtype(0), ctx.in_dtype(1)))
     ctx.fail("dY does not match X");
   const plan::RowwiseParams& p = plan::params<plan::RowwiseParams>(ctx.step());
   const plan::RowShape shape = plan::row_shape(p, ctx.in_shape(1));
   const int64_t rows = shape.outer, cols = shape.n;
-  const DType xt = ctx.in_dtype(1), pt = ctx.in_dtype(2);
+  const DType xt = ctx.in_dtype(1), dyt = ctx.in_dtype(0), pt = ctx.in_dtype(2);
   if (ctx.in_numel(2) != cols) ctx.fail("scale must have the normalised shape");
   for (int k = 1; k <= 2; ++k) {
     if (ctx.has_output(k) && (ctx.out_dtype(k) != pt || ctx.out_numel(k) != cols))
@@ -149,7 +152,7 @@ Launch build_layer_norm_grad(StepContext& ctx) {
   const WorkspacePtr ws =
       ctx.workspace(static_cast<int64_t>(kc::layer_norm_grad_workspace_bytes(xt, rows, cols)));
   return [=](cudaStream_t stream) {
-    kc::layer_norm_grad(xt, x.get(), dy.get(), rows, cols, pt, scale.get(), eps, dx.get(),
+    kc::layer_norm_grad(xt, dyt, x.get(), dy.get(), rows, cols, pt, scale.get(), eps, dx.get(),
                         dscale.get(), dbias.get(), ws.get(), stream);
   };
 }

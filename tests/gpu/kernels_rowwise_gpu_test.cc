@@ -184,8 +184,9 @@ TEST(KernelsRowwiseGpu, SoftmaxMatchesTwin) {
 }
 
 // The backward (ampc.SoftmaxGrad) from a forward's output: warp rows, cached and streamed block
-// rows, a row of one element, columns (inner > 1). The sum's order is the twin's and every step
-// is correctly rounded, so the two agree bit for bit except where exp differs (log-softmax).
+// rows, a row of one element, columns (inner > 1); with f32 Y also a 16-bit dY read widened
+// (passes/widened_row_grads.h). The sum's order is the twin's and every step is correctly
+// rounded, so the two agree bit for bit except where exp differs (log-softmax).
 TEST(KernelsRowwiseGpu, SoftmaxGradMatchesTwin) {
   AMPC_REQUIRE_DEVICE();
   struct Case {
@@ -194,27 +195,32 @@ TEST(KernelsRowwiseGpu, SoftmaxGradMatchesTwin) {
   const Case cases[] = {{300, 33, 1},  {64, 1024, 1}, {33, 1030, 1},
                         {8, 50257, 1}, {40, 1, 1},    {16, 17, 40}};
   for (DType dtype : kFloatTypes) {
-    for (const Case& c : cases) {
-      for (bool log : {false, true}) {
-        const size_t count = static_cast<size_t>(c.outer * c.n * c.inner);
-        Buffer x(count * size_of(dtype)), y(count * size_of(dtype)), dy(count * size_of(dtype)),
-            dx(count * size_of(dtype));
-        x.host = random_bytes(dtype, count, 17 + static_cast<uint32_t>(count), 4.0f);
-        dy.host = random_bytes(dtype, count, 29 + static_cast<uint32_t>(count), 1.0f);
-        std::vector<uint8_t> forward(count * size_of(dtype));
-        tw::softmax(dtype, x.host.data(), forward.data(), c.outer, c.n, c.inner, log);
-        y.host = forward;
-        y.upload();
-        dy.upload();
-        cu::softmax_grad(dtype, y.dev, dy.dev, dx.dev, c.outer, c.n, c.inner, log, nullptr);
-        CUDA_OK(cudaDeviceSynchronize());
-        std::vector<uint8_t> want(count * size_of(dtype));
-        tw::softmax_grad(dtype, y.host.data(), dy.host.data(), want.data(), c.outer, c.n, c.inner,
-                         log);
-        expect_agree(dx.download(), want, dtype, 1.0, !log,
-                     std::string(log ? "log_softmax_grad " : "softmax_grad ") +
-                         std::string(dtype_name(dtype)) + " [" + std::to_string(c.outer) + "," +
-                         std::to_string(c.n) + "," + std::to_string(c.inner) + "]");
+    for (DType dy_type : kFloatTypes) {
+      if (dy_type != dtype && dtype != DType::kFloat32) continue;
+      for (const Case& c : cases) {
+        for (bool log : {false, true}) {
+          const size_t count = static_cast<size_t>(c.outer * c.n * c.inner);
+          Buffer x(count * size_of(dtype)), y(count * size_of(dtype)), dy(count * size_of(dy_type)),
+              dx(count * size_of(dtype));
+          x.host = random_bytes(dtype, count, 17 + static_cast<uint32_t>(count), 4.0f);
+          dy.host = random_bytes(dy_type, count, 29 + static_cast<uint32_t>(count), 1.0f);
+          std::vector<uint8_t> forward(count * size_of(dtype));
+          tw::softmax(dtype, x.host.data(), forward.data(), c.outer, c.n, c.inner, log);
+          y.host = forward;
+          y.upload();
+          dy.upload();
+          cu::softmax_grad(dtype, dy_type, y.dev, dy.dev, dx.dev, c.outer, c.n, c.inner, log,
+                           nullptr);
+          CUDA_OK(cudaDeviceSynchronize());
+          std::vector<uint8_t> want(count * size_of(dtype));
+          tw::softmax_grad(dtype, dy_type, y.host.data(), dy.host.data(), want.data(), c.outer, c.n,
+                           c.inner, log);
+          expect_agree(dx.download(), want, dtype, 1.0, !log,
+                       std::string(log ? "log_softmax_grad " : "softmax_grad ") +
+                           std::string(dtype_name(dtype)) + " dY " +
+                           std::string(dtype_name(dy_type)) + " [" + std::to_string(c.outer) + "," +
+                           std::to_string(c.n) + "," + std::to_string(c.inner) + "]");
+        }
       }
     }
   }
@@ -323,35 +329,42 @@ TEST(KernelsRowwiseGpu, LayerNormMatchesTwin) {
 }
 
 // The backward (ampc.LayerNormalizationGrad): warp rows, block rows of 256 and 512 threads, rows
-// of one element, a row count with a partial last chunk and one with the most chunks; then
-// 16-bit X with 16-bit scale and only the parameter gradients, and dX alone.
+// of one element, a row count with a partial last chunk and one with the most chunks, with f32 X
+// also a 16-bit dY read widened; then 16-bit X with 16-bit scale and only the parameter
+// gradients, and dX alone.
 TEST(KernelsRowwiseGpu, LayerNormGradMatchesTwin) {
   AMPC_REQUIRE_DEVICE();
   const int64_t shapes[][2] = {{257, 40}, {64, 768}, {16, 2048}, {4, 20001}, {3, 1}, {5000, 64}};
   for (DType dtype : kFloatTypes) {
-    for (const auto& s : shapes) {
-      const int64_t rows = s[0], cols = s[1];
-      const size_t count = static_cast<size_t>(rows * cols),
-                   ws_bytes = tw::layer_norm_grad_workspace_bytes(dtype, rows, cols);
-      Buffer x(count * size_of(dtype)), dy(count * size_of(dtype)), dx(count * size_of(dtype));
-      Buffer scale(cols * 4), dscale(cols * 4), dbias(cols * 4), ws(ws_bytes);
-      x.host = random_bytes(dtype, count, 3, 2.0f);
-      dy.host = random_bytes(dtype, count, 7, 1.0f);
-      scale.host = random_bytes(DType::kFloat32, cols, 5, 1.0f);
-      x.upload();
-      dy.upload();
-      scale.upload();
-      cu::layer_norm_grad(dtype, x.dev, dy.dev, rows, cols, DType::kFloat32, scale.dev, 1e-5f,
-                          dx.dev, dscale.dev, dbias.dev, ws.dev, nullptr);
-      CUDA_OK(cudaDeviceSynchronize());
-      std::vector<uint8_t> wdx(count * size_of(dtype)), wds(cols * 4), wdb(cols * 4), wws(ws_bytes);
-      tw::layer_norm_grad(dtype, x.host.data(), dy.host.data(), rows, cols, DType::kFloat32,
-                          scale.host.data(), 1e-5f, wdx.data(), wds.data(), wdb.data(), wws.data());
-      const std::string what = "layer_norm_grad " + std::string(dtype_name(dtype)) + " [" +
-                               std::to_string(rows) + "," + std::to_string(cols) + "]";
-      expect_agree(dx.download(), wdx, dtype, 1.0, false, what + " dX");
-      expect_agree(dscale.download(), wds, DType::kFloat32, 1.0, false, what + " dScale");
-      expect_agree(dbias.download(), wdb, DType::kFloat32, 0.0, true, what + " dB");
+    for (DType dy_type : kFloatTypes) {
+      if (dy_type != dtype && dtype != DType::kFloat32) continue;  // 16-bit dY read widened
+      for (const auto& s : shapes) {
+        const int64_t rows = s[0], cols = s[1];
+        const size_t count = static_cast<size_t>(rows * cols),
+                     ws_bytes = tw::layer_norm_grad_workspace_bytes(dtype, rows, cols);
+        Buffer x(count * size_of(dtype)), dy(count * size_of(dy_type)), dx(count * size_of(dtype));
+        Buffer scale(cols * 4), dscale(cols * 4), dbias(cols * 4), ws(ws_bytes);
+        x.host = random_bytes(dtype, count, 3, 2.0f);
+        dy.host = random_bytes(dy_type, count, 7, 1.0f);
+        scale.host = random_bytes(DType::kFloat32, cols, 5, 1.0f);
+        x.upload();
+        dy.upload();
+        scale.upload();
+        cu::layer_norm_grad(dtype, dy_type, x.dev, dy.dev, rows, cols, DType::kFloat32, scale.dev,
+                            1e-5f, dx.dev, dscale.dev, dbias.dev, ws.dev, nullptr);
+        CUDA_OK(cudaDeviceSynchronize());
+        std::vector<uint8_t> wdx(count * size_of(dtype)), wds(cols * 4), wdb(cols * 4),
+            wws(ws_bytes);
+        tw::layer_norm_grad(dtype, dy_type, x.host.data(), dy.host.data(), rows, cols,
+                            DType::kFloat32, scale.host.data(), 1e-5f, wdx.data(), wds.data(),
+                            wdb.data(), wws.data());
+        const std::string what = "layer_norm_grad " + std::string(dtype_name(dtype)) + " dY " +
+                                 std::string(dtype_name(dy_type)) + " [" + std::to_string(rows) +
+                                 "," + std::to_string(cols) + "]";
+        expect_agree(dx.download(), wdx, dtype, 1.0, false, what + " dX");
+        expect_agree(dscale.download(), wds, DType::kFloat32, 1.0, false, what + " dScale");
+        expect_agree(dbias.download(), wdb, DType::kFloat32, 0.0, true, what + " dB");
+      }
     }
   }
   const int64_t rows = 100, cols = 3000;
@@ -365,13 +378,13 @@ TEST(KernelsRowwiseGpu, LayerNormGradMatchesTwin) {
   x.upload();
   dy.upload();
   scale.upload();
-  cu::layer_norm_grad(t, x.dev, dy.dev, rows, cols, t, scale.dev, 1e-3f, nullptr, dscale.dev,
+  cu::layer_norm_grad(t, t, x.dev, dy.dev, rows, cols, t, scale.dev, 1e-3f, nullptr, dscale.dev,
                       dbias.dev, ws.dev, nullptr);
-  cu::layer_norm_grad(t, x.dev, dy.dev, rows, cols, t, scale.dev, 1e-3f, dx.dev, nullptr, nullptr,
-                      ws.dev, nullptr);
+  cu::layer_norm_grad(t, t, x.dev, dy.dev, rows, cols, t, scale.dev, 1e-3f, dx.dev, nullptr,
+                      nullptr, ws.dev, nullptr);
   CUDA_OK(cudaDeviceSynchronize());
   std::vector<uint8_t> wdx(rows * cols * 2), wds(cols * 2), wdb(cols * 2), wws(ws_bytes);
-  tw::layer_norm_grad(t, x.host.data(), dy.host.data(), rows, cols, t, scale.host.data(), 1e-3f,
+  tw::layer_norm_grad(t, t, x.host.data(), dy.host.data(), rows, cols, t, scale.host.data(), 1e-3f,
                       wdx.data(), wds.data(), wdb.data(), wws.data());
   expect_agree(dx.download(), wdx, t, 1.0, false, "layer_norm_grad bf16 dX alone");
   expect_agree(dscale.download(), wds, t, 1.0, false, "layer_norm_grad bf16 dScale");

@@ -14,15 +14,16 @@
 #include <string>
 #include <vector>
 
-#include "base/half.h"
 #include "driver/pipeline.h"
-#include "ir/tensor.h"
 #include "runtime/cpu/executor.h"
+#include "tests/passes/widened_test_util.h"
 
 namespace ampc::passes {
 namespace {
 
 using Shape = std::vector<int64_t>;
+using test_util::add_float_param;
+using test_util::float_tensor;
 
 constexpr int64_t kRows = 4, kClasses = 5;
 
@@ -38,32 +39,21 @@ struct LossGraph {
     model->opsets.push_back({"", 17});
     model->graph->name = "loss";
     ir::Graph& g = *model->graph;
-    s = input("s", scores, {kRows, kClasses});
-    ir::Value* labels = input("labels", DType::kInt64, {kRows});
+    s = test_util::add_input(g, "s", {kRows, kClasses}, scores);
+    ir::Value* labels = test_util::add_input(g, "labels", {kRows}, DType::kInt64);
     cast_out = g.add_value("s_wide", {to, Shape{kRows, kClasses}});
     ir::Node* cast = g.add_node("Cast", {s}, {cast_out}, "cast");
     cast->attributes.push_back(ir::Attribute::make_int("to", static_cast<int64_t>(to)));
     ir::Value* out = g.add_value("loss", {to, Shape{}});
     std::vector<ir::Value*> in = {cast_out, labels};
-    if (weights != DType::kUndefined) in.push_back(input("w", weights, {kClasses}));
+    if (weights != DType::kUndefined)
+      in.push_back(test_util::add_input(g, "w", {kClasses}, weights));
     loss = g.add_node("SoftmaxCrossEntropyLoss", in, {out}, "ce");
     loss->attributes.push_back(ir::Attribute::make_int("ignore_index", -1));
     g.outputs.push_back(out);
   }
 
-  ir::Value* input(const std::string& name, DType t, Shape shape) {
-    ir::Value* v = model->graph->add_value(name, {t, std::move(shape)});
-    v->is_graph_input = true;
-    model->graph->inputs.push_back(v);
-    return v;
-  }
-
-  bool has_cast() const {
-    for (const auto& n : model->graph->nodes) {
-      if (n->op_type == "Cast") return true;
-    }
-    return false;
-  }
+  bool has_cast() const { return test_util::has_cast(*model); }
 };
 
 // Scores that 16-bit types hold exactly, and labels with one ignored.
@@ -85,19 +75,6 @@ double expected_mean_loss() {
   return total / kept;
 }
 
-rt::Tensor half_tensor(DType t, const std::vector<double>& v, Shape shape) {
-  rt::Tensor x(t, std::move(shape));
-  for (size_t i = 0; i < v.size(); ++i) {
-    const float f = static_cast<float>(v[i]);
-    if (t == DType::kBFloat16) {
-      x.data<BFloat16>()[i] = float_to_bf16(f);
-    } else {
-      x.data<Half>()[i] = float_to_half(f);
-    }
-  }
-  return x;
-}
-
 TEST(WidenedLossScores, FoldsTheCastOf16BitScoresAndTheLossIsTheFormulas) {
   for (DType t : {DType::kBFloat16, DType::kFloat16}) {
     LossGraph l(t);
@@ -110,7 +87,7 @@ TEST(WidenedLossScores, FoldsTheCastOf16BitScoresAndTheLossIsTheFormulas) {
     rt::cpu::Executor exec(compiler::compile_model(*l.model, o, "loss"));
     rt::Tensor labels(DType::kInt64, {kRows});
     std::memcpy(labels.data<int64_t>(), kLabels.data(), kLabels.size() * sizeof(int64_t));
-    auto out = exec.run({{"s", half_tensor(t, kScores, {kRows, kClasses})}, {"labels", labels}});
+    auto out = exec.run({{"s", float_tensor(t, kScores, {kRows, kClasses})}, {"labels", labels}});
     const rt::Tensor& loss = out.at("loss");
     ASSERT_EQ(loss.dtype(), DType::kFloat32);
     EXPECT_NEAR(loss.data<float>()[0], expected_mean_loss(), 1e-6);
@@ -158,22 +135,9 @@ TEST(WidenedLossScores, Bf16ClassifierPlanHasNoFloatCopyOfItsLogits) {
     model->opsets.push_back({"", 17});
     model->graph->name = "classifier";
     ir::Graph& g = *model->graph;
-    ir::Value* x = g.add_value("x", {DType::kFloat32, Shape{kBatch, kFeatures}});
-    x->is_graph_input = true;
-    g.inputs.push_back(x);
-    ir::Value* labels = g.add_value("labels", {DType::kInt64, Shape{kBatch}});
-    labels->is_graph_input = true;
-    g.inputs.push_back(labels);
-    ir::Value* wv = g.add_value("W", {DType::kFloat32, Shape{kFeatures, kClasses}});
-    ir::Tensor init;
-    init.name = "W";
-    init.dtype = DType::kFloat32;
-    init.dims = {kFeatures, kClasses};
-    init.bytes.resize(w.size() * sizeof(float));
-    std::memcpy(init.bytes.data(), w.data(), init.bytes.size());
-    wv->initializer = std::make_unique<ir::Tensor>(std::move(init));
-    wv->from_model = true;
-    g.initializers.push_back(wv);
+    ir::Value* x = test_util::add_input(g, "x", {kBatch, kFeatures}, DType::kFloat32);
+    ir::Value* labels = test_util::add_input(g, "labels", {kBatch}, DType::kInt64);
+    ir::Value* wv = add_float_param(g, "W", {kFeatures, kClasses}, w);
     ir::Value* logits = g.add_value("logits", {DType::kFloat32, Shape{kBatch, kClasses}});
     g.add_node("MatMul", {x, wv}, {logits}, "head");
     ir::Value* loss = g.add_value("loss", {DType::kFloat32, Shape{}});

@@ -274,9 +274,9 @@ TEST(TwinRowwise, LayerNormVectorLoopsGiveTheGenericBits) {
       twin::layer_norm(DType::kFloat32, x.data(), rows, cols, DType::kFloat32, scale.data(),
                        bias.data(), 1e-5f, o.y.data(), DType::kFloat32, o.mean.data(), o.inv.data(),
                        loops[k]);
-      twin::layer_norm_grad(DType::kFloat32, x.data(), dy.data(), rows, cols, DType::kFloat32,
-                            scale.data(), 1e-5f, o.dx.data(), o.ds.data(), o.db.data(), ws.data(),
-                            loops[k]);
+      twin::layer_norm_grad(DType::kFloat32, DType::kFloat32, x.data(), dy.data(), rows, cols,
+                            DType::kFloat32, scale.data(), 1e-5f, o.dx.data(), o.ds.data(),
+                            o.db.data(), ws.data(), loops[k]);
     }
     expect_same_floats(out[0].y, out[1].y, what + ": Y");
     expect_same_floats(out[0].mean, out[1].mean, what + ": Mean");
@@ -304,10 +304,10 @@ TEST(TwinRowwise, SoftmaxGradVectorLoopsGiveTheGenericBits) {
         for (int64_t j = 0; j < n; ++j) dy[6 * n + j] *= 1e35f;
       }
       std::vector<float> best(x.size()), generic(x.size());
-      twin::softmax_grad(DType::kFloat32, y.data(), dy.data(), best.data(), rows, n, 1, log,
-                         twin::RowLoops::kBest);
-      twin::softmax_grad(DType::kFloat32, y.data(), dy.data(), generic.data(), rows, n, 1, log,
-                         twin::RowLoops::kGeneric);
+      twin::softmax_grad(DType::kFloat32, DType::kFloat32, y.data(), dy.data(), best.data(), rows,
+                         n, 1, log, twin::RowLoops::kBest);
+      twin::softmax_grad(DType::kFloat32, DType::kFloat32, y.data(), dy.data(), generic.data(),
+                         rows, n, 1, log, twin::RowLoops::kGeneric);
       expect_same_floats(
           best, generic,
           std::string(log ? "LogSoftmax" : "Softmax") + " rows of " + std::to_string(n));
@@ -435,6 +435,84 @@ TEST(TwinRowwise, WidenedScoresGiveTheFloatOpsBits) {
                                   DType::kFloat32, nullptr, false, 0, twin::CeReduction::kMean,
                                   loss.raw(), nullptr, ws.data(), nullptr, DType::kFloat16),
       Error);
+}
+
+// The row ops' backwards with a 16-bit dY read widened (ampc.SoftmaxGrad and
+// LayerNormalizationGrad with their dY's Cast folded in, passes/widened_row_grads.h): the bits of
+// the float32 op on the same dY widened, on the vector and the generic loops; a dY that would
+// narrow, or a 16-bit one beside f64, refused.
+TEST(TwinRowwise, WidenedRowGradsGiveTheFloatOpsBits) {
+  struct SoftmaxCase {
+    int64_t outer, n, inner;
+  };
+  const SoftmaxCase softmax_cases[] = {{29, 128, 1}, {5, 1000, 1}, {3, 7, 4}, {2, 33, 1}};
+  const twin::RowLoops loops[] = {twin::RowLoops::kBest, twin::RowLoops::kGeneric};
+  for (DType dtype : {DType::kFloat16, DType::kBFloat16}) {
+    for (const bool log : {false, true}) {
+      for (const SoftmaxCase& c : softmax_cases) {
+        const int64_t count = c.outer * c.n * c.inner;
+        const Tensor x = make(DType::kFloat32, {count}, random_values(count, 41 + count, 3.0));
+        Tensor y(DType::kFloat32, {count});
+        twin::softmax(DType::kFloat32, x.raw(), y.raw(), c.outer, c.n, c.inner, log);
+        const Tensor dy = make(dtype, {count}, random_values(count, 43 + count, 2.0));
+        const Tensor wide = make(DType::kFloat32, {count}, values(dy));  // exact
+        Tensor want(DType::kFloat32, {count});
+        twin::softmax_grad(DType::kFloat32, DType::kFloat32, y.raw(), wide.raw(), want.raw(),
+                           c.outer, c.n, c.inner, log);
+        for (const twin::RowLoops l : loops) {
+          Tensor dx(DType::kFloat32, {count});
+          twin::softmax_grad(DType::kFloat32, dtype, y.raw(), dy.raw(), dx.raw(), c.outer, c.n,
+                             c.inner, log, l);
+          expect_bits_equal(dx, want,
+                            std::string(log ? "log_softmax_grad " : "softmax_grad ") +
+                                dy.type_str() + " [" + std::to_string(c.outer) + "," +
+                                std::to_string(c.n) + "," + std::to_string(c.inner) + "]");
+        }
+      }
+    }
+    for (const auto& [rows, cols] : {std::pair<int64_t, int64_t>{16, 512}, {7, 33}, {3, 3000}}) {
+      const int64_t count = rows * cols;
+      const Tensor x = make(DType::kFloat32, {count}, random_values(count, 47 + count, 4.0));
+      const Tensor scale = make(DType::kFloat32, {cols}, random_values(cols, 53, 1.0));
+      const Tensor dy = make(dtype, {count}, random_values(count, 59 + count, 1.0));
+      const Tensor wide = make(DType::kFloat32, {count}, values(dy));
+      std::vector<char> ws(twin::layer_norm_grad_workspace_bytes(DType::kFloat32, rows, cols));
+      Tensor want_dx(DType::kFloat32, {count}), want_ds(DType::kFloat32, {cols}),
+          want_db(DType::kFloat32, {cols});
+      twin::layer_norm_grad(DType::kFloat32, DType::kFloat32, x.raw(), wide.raw(), rows, cols,
+                            DType::kFloat32, scale.raw(), 1e-5f, want_dx.raw(), want_ds.raw(),
+                            want_db.raw(), ws.data());
+      for (const twin::RowLoops l : loops) {
+        Tensor dx(DType::kFloat32, {count}), ds(DType::kFloat32, {cols}),
+            db(DType::kFloat32, {cols});
+        twin::layer_norm_grad(DType::kFloat32, dtype, x.raw(), dy.raw(), rows, cols,
+                              DType::kFloat32, scale.raw(), 1e-5f, dx.raw(), ds.raw(), db.raw(),
+                              ws.data(), l);
+        const std::string what = "layer_norm_grad " + dy.type_str() + " [" + std::to_string(rows) +
+                                 "," + std::to_string(cols) + "]";
+        expect_bits_equal(dx, want_dx, what + ": dX");
+        expect_bits_equal(ds, want_ds, what + ": dScale");
+        expect_bits_equal(db, want_db, what + ": dBias");
+      }
+    }
+  }
+  // Only 16-bit dY widens, and only where the op computes in float.
+  const Tensor y16 = make(DType::kBFloat16, {4}, {0.25, 0.25, 0.25, 0.25});
+  const Tensor d32 = make(DType::kFloat32, {4}, {1, 2, 3, 4});
+  const Tensor y64 = make(DType::kFloat64, {4}, {0.25, 0.25, 0.25, 0.25});
+  const Tensor d16 = make(DType::kBFloat16, {4}, {1, 2, 3, 4});
+  Tensor out(DType::kFloat64, {4});
+  EXPECT_THROW(twin::softmax_grad(DType::kBFloat16, DType::kFloat32, y16.raw(), d32.raw(),
+                                  out.raw(), 1, 4, 1, false),
+               Error);
+  EXPECT_THROW(twin::softmax_grad(DType::kFloat64, DType::kBFloat16, y64.raw(), d16.raw(),
+                                  out.raw(), 1, 4, 1, false),
+               Error);
+  std::vector<char> ws(twin::layer_norm_grad_workspace_bytes(DType::kFloat64, 1, 4));
+  EXPECT_THROW(twin::layer_norm_grad(DType::kFloat64, DType::kBFloat16, y64.raw(), d16.raw(), 1, 4,
+                                     DType::kFloat64, y64.raw(), 1e-5f, out.raw(), nullptr, nullptr,
+                                     ws.data()),
+               Error);
 }
 
 TEST(TwinRowwise, CrossEntropyInvalidLabelGivesNanWhereTheCpuOpFails) {

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "kernels/cpu/norm.h"
+#include "kernels/shared/kernel_args.h"
 #include "kernels/twin/batchnorm.h"
 #include "kernels/twin/layernorm.h"
 #include "runtime/cpu/op_registry.h"
@@ -91,11 +92,12 @@ void batch_norm_grad(OpContext& ctx) {
 
 // ampc.LayerNormalizationGrad(dY, X, scale) -> dX, dScale, dB (each optional): the backward
 // (passes/autodiff/rules_nn.cc), the CUDA kernels' twin: the statistics recomputed in the
-// forward's order, dY and X in their own type, the parameter gradients in scale's.
+// forward's order, dY and X in their own type (dY of X's, or 16-bit with f32 X: read widened,
+// passes/widened_row_grads.h), the parameter gradients in scale's.
 void layer_norm_grad(OpContext& ctx) {
   const Tensor &dy = ctx.in(0), &x = ctx.in(1), &scale = ctx.in(2);
   if (!is_float(x.dtype())) ctx.fail("input " + x.type_str() + " is not a float tensor");
-  if (dy.dtype() != x.dtype() || dy.shape() != x.shape())
+  if (!kernels::shared::grad_input_fits(dy.dtype(), x.dtype()) || dy.shape() != x.shape())
     ctx.fail("dY " + dy.type_str() + " does not match X " + x.type_str());
   const plan::RowShape shape =
       plan::row_shape(plan::params<plan::RowwiseParams>(ctx.step()), x.shape());
@@ -108,9 +110,9 @@ void layer_norm_grad(OpContext& ctx) {
   void* dbias = ctx.has_output(2) ? ctx.output(2, pt, scale.shape()).raw() : nullptr;
   thread_local std::vector<char> workspace;
   workspace.resize(kernels::twin::layer_norm_grad_workspace_bytes(x.dtype(), rows, cols));
-  kernels::twin::layer_norm_grad(x.dtype(), x.raw(), dy.raw(), rows, cols, pt, scale.raw(),
-                                 plan::params<plan::RowwiseParams>(ctx.step()).epsilon(), dx,
-                                 dscale, dbias, workspace.data());
+  kernels::twin::layer_norm_grad(
+      x.dtype(), dy.dtype(), x.raw(), dy.raw(), rows, cols, pt, scale.raw(),
+      plan::params<plan::RowwiseParams>(ctx.step()).epsilon(), dx, dscale, dbias, workspace.data());
 }
 
 template <typename T>

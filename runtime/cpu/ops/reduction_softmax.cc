@@ -4,6 +4,7 @@
 // op's bits are the GPU kernel's.
 #include <algorithm>
 
+#include "kernels/shared/kernel_args.h"
 #include "kernels/twin/softmax.h"
 #include "runtime/cpu/op_registry.h"
 #include "runtime/cpu/ops/nn_util.h"
@@ -49,17 +50,18 @@ void softmax_op(OpContext& ctx) {
 }
 
 // ampc.SoftmaxGrad(dY, Y) -> dX: the backward (passes/autodiff/rules_softmax.cc), the CUDA
-// kernel's twin; every operand of Y's type (f64 in double), the rows of the forward's axis.
+// kernel's twin; Y and dX of one type (f64 in double), dY of Y's or, with f32 Y, 16-bit read
+// widened (passes/widened_row_grads.h); the rows of the forward's axis.
 void softmax_grad(OpContext& ctx) {
   const Tensor &dy = ctx.in(0), &y = ctx.in(1);
   if (!is_float(y.dtype())) ctx.fail("Y " + y.type_str() + " is not a float tensor");
-  if (dy.dtype() != y.dtype() || dy.shape() != y.shape())
+  if (!kernels::shared::grad_input_fits(dy.dtype(), y.dtype()) || dy.shape() != y.shape())
     ctx.fail("dY " + dy.type_str() + " does not match Y " + y.type_str());
   const plan::RowwiseParams& p = plan::params<plan::RowwiseParams>(ctx.step());
   const plan::RowShape s = plan::row_shape(p, y.shape());
   Tensor& dx = ctx.output_for_overwrite(0, y.dtype(), y.shape());
-  kernels::twin::softmax_grad(y.dtype(), y.raw(), dy.raw(), dx.raw(), s.outer, s.n, s.inner,
-                              p.kind() == plan::RowwiseParams::LOG_SOFTMAX);
+  kernels::twin::softmax_grad(y.dtype(), dy.dtype(), y.raw(), dy.raw(), dx.raw(), s.outer, s.n,
+                              s.inner, p.kind() == plan::RowwiseParams::LOG_SOFTMAX);
 }
 
 }  // namespace
