@@ -41,9 +41,10 @@ std::string source_nodes(const plan::Step& s) {
   return names;
 }
 
-// What a step computes in, from the buffers it touches: a Cast its target; otherwise a
-// 16-bit float input (autocast made it so), else the first float input, else the first
-// float output; kUndefined without floats (shape and integer ops).
+// What a step computes in, from the buffers it touches: a Cast its target; an op that reads a
+// 16-bit operand widened its outputs' type; otherwise a 16-bit float input (autocast made it
+// so), else the first float input, else the first float output; kUndefined without floats
+// (shape and integer ops).
 DType compute_dtype(const plan::Plan& p, const plan::Step& s) {
   auto float_among = [&](const auto& ids) {
     DType first = DType::kUndefined;
@@ -55,14 +56,30 @@ DType compute_dtype(const plan::Plan& p, const plan::Step& s) {
     }
     return first;
   };
-  // A Cast computes in its target type, and so does the cross-entropy that reads its 16-bit
-  // scores widened (ampc.SoftmaxCrossEntropyLoss: float math, float outputs).
-  if (is_onnx_op(s, "Cast") || (s.domain() == "ampc" && s.op() == "SoftmaxCrossEntropyLoss")) {
+  // A Cast computes in its target type.
+  if (is_onnx_op(s, "Cast")) {
     const DType to = s.outputs_size() ? dtype_of(p.buffers(s.outputs(0))) : DType::kUndefined;
     return is_float(to) ? to : DType::kUndefined;
   }
+  // The ops that may read a 16-bit operand widened compute in their outputs' type: the
+  // cross-entropy's scores (passes/widened_loss_scores.h), the row backwards' dY
+  // (passes/widened_row_grads.h).
+  if (s.domain() == "ampc" && (s.op() == "SoftmaxCrossEntropyLoss" || s.op() == "SoftmaxGrad" ||
+                               s.op() == "LayerNormalizationGrad")) {
+    return float_among(s.outputs());
+  }
   const DType in = float_among(s.inputs());
   return in != DType::kUndefined ? in : float_among(s.outputs());
+}
+
+// A row op's backward that reads a 16-bit dY widened beside float32 operands
+// (passes/widened_row_grads.h).
+bool reads_grad_widened(const plan::Plan& p, const plan::Step& s) {
+  if (s.domain() != "ampc" || (s.op() != "SoftmaxGrad" && s.op() != "LayerNormalizationGrad") ||
+      s.inputs_size() < 2 || s.inputs(0) < 0 || s.inputs(1) < 0)
+    return false;
+  return is_low(dtype_of(p.buffers(s.inputs(0)))) &&
+         dtype_of(p.buffers(s.inputs(1))) == DType::kFloat32;
 }
 
 int64_t numel(const plan::Buffer& b) {
@@ -254,6 +271,11 @@ PrecisionReport plan_precision_report(const plan::Plan& p, PlanOrigin origin) {
       return "cast again before its backward readers (memory, passes/recompute_casts.h)";
     // A forward node without a record: unnamed, or a plan older than the records.
     if (part.empty()) return "not recorded in the plan";
+    if (reads_grad_widened(p, s)) {
+      return "not autocast's: " + std::string(part) +
+             ", float32 as its forward; its 16-bit dY read widened, no float32 copy "
+             "(widened_row_grads.h)";
+    }
     return "not autocast's: " + std::string(part) + ", follows its inputs";
   };
   for (int i = 0; i < p.steps_size(); ++i) {

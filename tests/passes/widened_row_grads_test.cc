@@ -2,7 +2,8 @@
 // ampc.LayerNormalizationGrad(Cast(dY, float), X, scale) of a float16 or bfloat16 dY read it
 // widened; Casts read elsewhere or kept, or from another type, stay. The folded ops against the
 // formulas in double on the 16-bit dY; a bf16 training plan of a LayerNorm -> Softmax -> linear
-// classifier, CPU and CUDA, has no Cast step feeding either backward. (The kernels' bits:
+// classifier, CPU and CUDA, has no Cast step feeding either backward, and its precision report
+// has both computing in float32. (The kernels' bits:
 // TwinRowwise.WidenedRowGrads*.)
 #include "passes/widened_row_grads.h"
 
@@ -18,6 +19,7 @@
 
 #include "driver/pipeline.h"
 #include "ops/schemas/ampc_schemas.h"
+#include "report/plan_precision.h"
 #include "tests/passes/widened_test_util.h"
 
 namespace ampc::passes {
@@ -250,6 +252,15 @@ TEST(WidenedRowGrads, Bf16TrainingPlanHasNoCastIntoTheRowGrads) {
           << target << " " << step.op();
     }
     EXPECT_EQ(grads, 2) << target;
+    // The report says what they compute in: float32, the outputs' type, not the bf16 they read.
+    int reported = 0;
+    for (const auto& n : report::plan_precision_report(p, report::PlanOrigin::kPlan).nodes) {
+      if (n.op != "ampc.SoftmaxGrad" && n.op != "ampc.LayerNormalizationGrad") continue;
+      ++reported;
+      EXPECT_EQ(n.compute_dtype, DType::kFloat32) << target << " " << n.op;
+      EXPECT_NE(n.rule.find("16-bit dY read widened"), std::string::npos) << n.rule;
+    }
+    EXPECT_EQ(reported, 2) << target;
   }
 }
 
