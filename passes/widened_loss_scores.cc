@@ -7,25 +7,13 @@
 #include "ir/node_match.h"
 #include "ops/schemas/ampc_schemas.h"
 #include "passes/dead_code_elimination.h"
+#include "passes/widening_cast.h"
 
 namespace ampc::passes {
 namespace {
 
 using ir::Node;
 using ir::Value;
-
-// The Cast to float32 of 16-bit values that only `loss` reads, or null.
-Node* widening_cast_read_by(const Node& loss, const std::set<const Value*>& kept) {
-  const Value* scores = loss.inputs.empty() ? nullptr : loss.inputs[0];
-  if (!scores || kept.count(scores) || scores->uses.size() != 1) return nullptr;
-  Node* cast = scores->producer;
-  if (!ir::is_onnx_op(cast, "Cast") || cast->inputs.empty() || !cast->inputs[0]) return nullptr;
-  const DType from = cast->inputs[0]->type.dtype;
-  if (scores->type.dtype != DType::kFloat32 ||
-      (from != DType::kFloat16 && from != DType::kBFloat16))
-    return nullptr;
-  return cast;
-}
 
 // Whether the loss computes in float32.
 bool foldable_loss(const Node& n) {
@@ -58,7 +46,7 @@ int read_loss_scores_widened(ir::Model& model, AutocastReport* report) {
   for (const auto& node : g.nodes) {
     Node& n = *node;
     if (!foldable_loss(n)) continue;
-    Node* cast = widening_cast_read_by(n, kept);
+    Node* cast = sole_widening_cast(n.inputs.empty() ? nullptr : n.inputs[0], kept);
     if (!cast) continue;
     const std::string was = n.label();
     ir::set_input(&n, 0, cast->inputs[0]);

@@ -3,10 +3,9 @@
 #include <set>
 #include <vector>
 
-#include "ir/node_match.h"
-#include "kernels/shared/kernel_args.h"
 #include "ops/schemas/ampc_schemas.h"
 #include "passes/dead_code_elimination.h"
+#include "passes/widening_cast.h"
 
 namespace ampc::passes {
 namespace {
@@ -23,16 +22,6 @@ bool takes_widened_grad(const Node& n) {
   return n.inputs[1]->type.dtype == DType::kFloat32;
 }
 
-// The Cast to float32 of 16-bit values that only `grad` reads, or null.
-Node* widening_cast_read_by(const Node& grad, const std::set<const Value*>& kept) {
-  const Value* dy = grad.inputs[0];
-  if (kept.count(dy) || dy->uses.size() != 1) return nullptr;
-  Node* cast = dy->producer;
-  if (!ir::is_onnx_op(cast, "Cast") || cast->inputs.empty() || !cast->inputs[0]) return nullptr;
-  const DType from = cast->inputs[0]->type.dtype;
-  return kernels::shared::reads_widened(from, dy->type.dtype) ? cast : nullptr;
-}
-
 }  // namespace
 
 int read_row_grads_widened(ir::Model& model) {
@@ -42,7 +31,7 @@ int read_row_grads_widened(ir::Model& model) {
   for (const auto& node : g.nodes) {
     Node& n = *node;
     if (!takes_widened_grad(n)) continue;
-    Node* cast = widening_cast_read_by(n, kept);
+    Node* cast = sole_widening_cast(n.inputs[0], kept);
     if (!cast) continue;
     ir::set_input(&n, 0, cast->inputs[0]);
     casts.push_back(cast);

@@ -41,6 +41,12 @@ std::string source_nodes(const plan::Step& s) {
   return names;
 }
 
+// ampc.SoftmaxGrad or ampc.LayerNormalizationGrad: the backwards whose dY may be 16-bit beside
+// float32 operands.
+bool is_row_grad(const plan::Step& s) {
+  return s.domain() == "ampc" && (s.op() == "SoftmaxGrad" || s.op() == "LayerNormalizationGrad");
+}
+
 // What a step computes in, from the buffers it touches: a Cast its target; an op that reads a
 // 16-bit operand widened its outputs' type; otherwise a 16-bit float input (autocast made it
 // so), else the first float input, else the first float output; kUndefined without floats
@@ -64,8 +70,7 @@ DType compute_dtype(const plan::Plan& p, const plan::Step& s) {
   // The ops that may read a 16-bit operand widened compute in their outputs' type: the
   // cross-entropy's scores (passes/widened_loss_scores.h), the row backwards' dY
   // (passes/widened_row_grads.h).
-  if (s.domain() == "ampc" && (s.op() == "SoftmaxCrossEntropyLoss" || s.op() == "SoftmaxGrad" ||
-                               s.op() == "LayerNormalizationGrad")) {
+  if (is_row_grad(s) || (s.domain() == "ampc" && s.op() == "SoftmaxCrossEntropyLoss")) {
     return float_among(s.outputs());
   }
   const DType in = float_among(s.inputs());
@@ -75,9 +80,7 @@ DType compute_dtype(const plan::Plan& p, const plan::Step& s) {
 // A row op's backward that reads a 16-bit dY widened beside float32 operands
 // (passes/widened_row_grads.h).
 bool reads_grad_widened(const plan::Plan& p, const plan::Step& s) {
-  if (s.domain() != "ampc" || (s.op() != "SoftmaxGrad" && s.op() != "LayerNormalizationGrad") ||
-      s.inputs_size() < 2 || s.inputs(0) < 0 || s.inputs(1) < 0)
-    return false;
+  if (!is_row_grad(s) || s.inputs_size() < 2 || s.inputs(0) < 0 || s.inputs(1) < 0) return false;
   return is_low(dtype_of(p.buffers(s.inputs(0)))) &&
          dtype_of(p.buffers(s.inputs(1))) == DType::kFloat32;
 }
