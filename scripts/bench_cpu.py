@@ -11,10 +11,14 @@ gpt (models/export_models.py, batch 8), a wider gpt (width 512, 4 layers, 8 head
 128, batch 8) and an MLP 784-2048-2048-10 (ReLU, batch 256). Each step is forward, backward
 and the optimizer update; step times are medians after warm-up (loading the plan, the host
 JIT included, and the first steps, which create the oneDNN primitives, are not timed); ampc's
-compile time (ONNX to training plan, `ampc compile`) is reported apart. The four columns are
+compile time (ONNX to training plan, `ampc compile`) is reported apart. The columns are
 timed one after the other, --rounds times (3 by default); each column shows its median, each
 ratio the median of the rounds' ratios (the two cores are shared, and a slow spell then slows
-the columns of one round together instead of one column). GFLOP/s counts 3x the forward GEMM
+the columns of one round together instead of one column). ampc's two precisions run in one
+`ampc bench fp32.plan --against bf16.plan` process per round, in turns of 5 steps (each turn
+after an untimed step), and "ampc bf16 / ampc fp32" is the median over the rounds of that
+process's median ratio of neighbouring turns: the host's speed, which drifts by 10-20% over
+minutes, is the same for both sides of each such pair. GFLOP/s counts 3x the forward GEMM
 and convolution multiply-adds (x2) of the exported graph per step, for both sides. The machine's fp32 and bf16
 GEMM peak (PyTorch, 1024^3) and its arithmetic peak (tools/peak_flops: the cores' fp32 FMA and
 bf16 dot-product instructions, nothing else) are printed with the table; "% of arithmetic peak"
@@ -168,13 +172,16 @@ def ampc_compile(ampc, onnx_path, precision, threads, folder):
     return plan, time.perf_counter() - t0
 
 
-def ampc_ms(ampc, plan, npys, threads, warmup, iterations):
-    cmd = [ampc, "bench", plan, "--warmup", str(warmup), "--iterations", str(iterations),
-           "--format", "json"]
+def ampc_pair_ms(ampc, plans, npys, threads, warmup, iterations):
+    """(fp32 ms, bf16 ms, bf16 / fp32): the two plans timed in turns in one `ampc bench
+    --against` process, the ratio the median of its pairs of neighbouring turns."""
+    cmd = [ampc, "bench", plans["fp32"][0], "--against", plans["bf16"][0], "--warmup",
+           str(warmup), "--iterations", str(iterations), "--format", "json"]
     for name, path in npys.items():
         cmd += ["--input", f"{name}={path}"]
     out = subprocess.run(cmd, env=thread_env(threads), check=True, capture_output=True, text=True)
-    return json.loads(out.stdout)["median_ms"]
+    j = json.loads(out.stdout)
+    return j["median_ms"], j["against"]["median_ms"], j["paired_ratio"]["median"]
 
 
 def gemm_peak(threads, dtype):
@@ -205,6 +212,7 @@ def arithmetic_peak(ampc, threads):
 
 
 COLUMNS = ("ampc fp32", "ampc bf16", "torch fp32", "torch bf16")
+PAIRED = "ampc bf16 / ampc fp32, paired"  # each round's ratio from `ampc bench --against`
 
 
 def measure_rounds(args, model, inputs, plans, npys, name):
@@ -212,11 +220,13 @@ def measure_rounds(args, model, inputs, plans, npys, name):
     one after the other, so that a slow spell of the shared machine falls on the columns of
     one round together; the table shows each column's median and the median of the per-round
     ratios."""
-    times = {c: [] for c in COLUMNS}
+    times = {c: [] for c in COLUMNS + (PAIRED,)}
     for _ in range(args.rounds):
-        for prec in ("fp32", "bf16"):
-            times["ampc " + prec].append(ampc_ms(args.ampc, plans[prec][0], npys, args.threads,
-                                                 args.warmup, args.iterations))
+        fp32_ms, bf16_ms, paired = ampc_pair_ms(args.ampc, plans, npys, args.threads,
+                                                args.warmup, args.iterations)
+        times["ampc fp32"].append(fp32_ms)
+        times["ampc bf16"].append(bf16_ms)
+        times[PAIRED].append(paired)
         for prec in ("fp32", "bf16"):
             try:
                 ms = torch_ms(copy.deepcopy(model), inputs, args.threads, prec == "bf16",
@@ -256,8 +266,8 @@ def main():
     p = arg_parser(__doc__, threads=2)
     p.add_argument("--models", default="resnet18,mobilenet_v2,gpt,gpt_wide,mlp")
     p.add_argument("--warmup", type=int, default=5)
-    p.add_argument("--iterations", type=int, default=20,
-                   help="timed ampc steps per case and round")
+    p.add_argument("--iterations", type=int, default=30,
+                   help="timed ampc steps per precision, case and round")
     p.add_argument("--seconds", type=float, default=2.0,
                    help="timed PyTorch seconds per case and round")
     p.add_argument("--rounds", type=int, default=3,
@@ -276,7 +286,9 @@ def main():
                  f"fp32 {peak32:.0f}, bf16 {peak16:.0f} GFLOP/s; arithmetic peak "
                  f"(tools/peak_flops): "
                  f"fp32 {arith32:.0f}, bf16 {arith16:.0f} GFLOP/s; {args.rounds} interleaved "
-                 "rounds: step times are medians, ratios the medians of the rounds' ratios")
+                 "rounds: step times are medians, ratios the medians of the rounds' ratios "
+                 "(ampc bf16 / ampc fp32: of each round's turns in one process, "
+                 "`ampc bench --against`)")
     lines.append("")
     lines.append("| model | batch | ampc fp32 ms | ampc bf16 ms | torch fp32 ms | torch bf16 ms | "
                  "ampc fp32 / torch fp32 | ampc bf16 / ampc fp32 | "
@@ -305,7 +317,7 @@ def main():
         batch = list(inputs.values())[0].shape[0]
         line = (f"| {name} | {batch} | {a32:.1f} | {a16:.1f} | {t32:.1f} | {fmt_num(t16)} | "
                 f"{fmt_ratio(ratio('ampc fp32', 'torch fp32'))} | "
-                f"{fmt_ratio(ratio('ampc bf16', 'ampc fp32'))} | {fmt_ratio(floor)} | "
+                f"{fmt_ratio(float(np.median(r[PAIRED])))} | {fmt_ratio(floor)} | "
                 f"{fmt_ratio(ratio('ampc bf16', 'torch bf16'))} | "
                 f"{gf[0]:.1f}, {gf[1]:.1f} / {gf[2]:.1f}, {fmt_num(gf[3])} | "
                 f"{fmt_pct(gf[0] / arith32)}, {fmt_pct(gf[1] / arith16)} | "

@@ -1,6 +1,14 @@
 // `ampc bench MODEL.onnx|MODEL.plan`: forward latency on the CPU. A measurement, not a test.
 // Inputs not given with --input are synthesised: floats uniform in [0,1) (fixed seed),
 // integers and bools 0, so every run of the command times the same computation.
+//
+// `--against OTHER`: both models in one process, taking turns of --turn iterations (A B, B A,
+// A B, ...), and the ratio OTHER / MODEL of the medians of each pair of turns. Timed in
+// separate runs, two models' ratio moves with whatever else the machine does between the runs
+// (a shared host's speed drifts by 10-20% over minutes); neighbouring turns see the same
+// machine, so the median of the pairs' ratios is the comparison to quote. Each turn begins with
+// an untimed iteration: the other model has just filled the caches with its own weights, which
+// a training run of one model would not see.
 #include <omp.h>
 
 #include <algorithm>
@@ -33,7 +41,9 @@ struct BenchArgs {
   int iterations = 100;
   std::string format = "text";
   bool profile = false;
-  int slowest = 5;  // --profile: how many of the most expensive steps to list
+  int slowest = 5;      // --profile: how many of the most expensive steps to list
+  std::string against;  // a second model timed in turn with the first (file comment)
+  int turn = 5;         // --against: timed iterations of a model per turn
 };
 
 double ms_since(Clock::time_point start) {
@@ -100,6 +110,7 @@ struct OpTime {
 };
 
 struct Result {
+  std::string model;
   int steps = 0;
   double compile_ms = 0;   // 0 for a plan
   std::vector<double> ms;  // per timed iteration, sorted
@@ -137,6 +148,7 @@ void attribute(const plan::Plan& p, const std::vector<double>& step_seconds, int
 Result measure(rt::cpu::Executor& executor, const std::map<std::string, rt::Tensor>& feeds,
                const BenchArgs& args) {
   Result r;
+  r.model = args.model;
   r.steps = executor.plan().steps_size();
   for (int i = 0; i < args.warmup; ++i) executor.run(feeds);
   std::vector<double> step_seconds(r.steps, 0.0);
@@ -155,19 +167,82 @@ Result measure(rt::cpu::Executor& executor, const std::map<std::string, rt::Tens
   return r;
 }
 
-void print_json(const BenchArgs& args, const Result& r) {
+// One model of a paired run: what it runs on and what it measured.
+struct Side {
+  rt::cpu::Executor* executor;
+  const std::map<std::string, rt::Tensor>* feeds;
+  Result result;
+};
+
+double time_one(Side& side) {
+  const auto start = Clock::now();
+  side.executor->run(*side.feeds);
+  return ms_since(start);
+}
+
+// One turn of a side: an untimed iteration (the caches held the other model's data), then
+// `timed` iterations, appended to its samples; returns their median.
+double turn(Side& side, int timed) {
+  side.executor->run(*side.feeds);
+  std::vector<double> ms(timed);
+  for (double& t : ms) t = time_one(side);
+  side.result.ms.insert(side.result.ms.end(), ms.begin(), ms.end());
+  std::sort(ms.begin(), ms.end());
+  return quantile(ms, 0.5);
+}
+
+// Both sides warmed up, then turns of --turn timed iterations each until both have
+// --iterations, the first side first in even pairs of turns and second in odd ones;
+// `ratios`: b / a of the turns' medians, per pair of turns.
+void measure_pairs(Side& a, Side& b, const BenchArgs& args, std::vector<double>& ratios) {
+  for (int i = 0; i < args.warmup; ++i) {
+    a.executor->run(*a.feeds);
+    b.executor->run(*b.feeds);
+  }
+  for (int done = 0, pair = 0; done < args.iterations; ++pair) {
+    const int timed = std::min(args.turn, args.iterations - done);
+    double ma, mb;
+    if (pair % 2 == 0) {
+      ma = turn(a, timed);
+      mb = turn(b, timed);
+    } else {
+      mb = turn(b, timed);
+      ma = turn(a, timed);
+    }
+    ratios.push_back(mb / ma);
+    done += timed;
+  }
+  for (Side* side : {&a, &b}) {
+    Result& r = side->result;
+    double total = 0;
+    for (double t : r.ms) total += t;
+    r.iterations_per_s = static_cast<double>(r.ms.size()) * 1e3 / total;
+    r.steps = side->executor->plan().steps_size();
+    std::sort(r.ms.begin(), r.ms.end());
+  }
+  std::sort(ratios.begin(), ratios.end());
+}
+
+// The latency statistics of one model's timed iterations (JSON).
+nlohmann::ordered_json latency_json(const Result& r) {
   nlohmann::ordered_json j;
-  j["model"] = args.model;
-  j["steps"] = r.steps;
-  j["threads"] = omp_get_max_threads();
-  j["warmup"] = args.warmup;
-  j["iterations"] = args.iterations;
-  j["compile_ms"] = r.compile_ms;
   j["median_ms"] = quantile(r.ms, 0.5);
   j["p10_ms"] = quantile(r.ms, 0.1);
   j["p90_ms"] = quantile(r.ms, 0.9);
   j["min_ms"] = r.ms.front();
   j["iterations_per_s"] = r.iterations_per_s;
+  return j;
+}
+
+nlohmann::ordered_json result_json(const BenchArgs& args, const Result& r) {
+  nlohmann::ordered_json j;
+  j["model"] = r.model;
+  j["steps"] = r.steps;
+  j["threads"] = omp_get_max_threads();
+  j["warmup"] = args.warmup;
+  j["iterations"] = r.ms.size();  // the timed samples, as many as --iterations
+  j["compile_ms"] = r.compile_ms;
+  j.update(latency_json(r));
   if (args.profile) {
     j["profile"] = nlohmann::json::array();
     for (const auto& t : r.ops)
@@ -176,17 +251,23 @@ void print_json(const BenchArgs& args, const Result& r) {
     for (const auto& t : r.slowest)
       j["slowest_steps"].push_back({{"op", t.op}, {"node", t.node}, {"ms", t.ms}});
   }
-  std::cout << j.dump(2) << '\n';
+  return j;
+}
+
+void print_latency(const Result& r) {
+  std::cout << std::fixed << std::setprecision(3) << "  median " << quantile(r.ms, 0.5)
+            << " ms   p10 " << quantile(r.ms, 0.1) << " ms   p90 " << quantile(r.ms, 0.9)
+            << " ms   min " << r.ms.front() << " ms   " << std::setprecision(1)
+            << r.iterations_per_s << " iterations/s\n";
 }
 
 void print_text(const BenchArgs& args, const Result& r) {
-  std::cout << std::fixed << std::setprecision(3) << args.model << ": " << r.steps << " steps, "
+  std::cout << std::fixed << std::setprecision(3) << r.model << ": " << r.steps << " steps, "
             << omp_get_max_threads() << " OpenMP threads, " << args.warmup << " warmup + "
             << args.iterations << " timed iterations";
   if (r.compile_ms > 0) std::cout << " (compiled in " << r.compile_ms << " ms)";
-  std::cout << "\n  median " << quantile(r.ms, 0.5) << " ms   p10 " << quantile(r.ms, 0.1)
-            << " ms   p90 " << quantile(r.ms, 0.9) << " ms   min " << r.ms.front() << " ms   "
-            << std::setprecision(1) << r.iterations_per_s << " iterations/s\n";
+  std::cout << "\n";
+  print_latency(r);
   if (!args.profile) return;
   double step_ms = 0;
   for (const auto& t : r.ops) step_ms += t.ms;
@@ -205,42 +286,101 @@ void print_text(const BenchArgs& args, const Result& r) {
   }
 }
 
-void run_bench(const BenchArgs& args) {
-  if (args.iterations < 1 || args.warmup < 0) {
-    throw Error("--iterations must be at least 1 and --warmup at least 0");
+// `ratios` sorted: b / a of each pair of neighbouring turns.
+void print_pairs(const BenchArgs& args, const Result& a, const Result& b,
+                 const std::vector<double>& ratios) {
+  if (args.format == "json") {
+    nlohmann::ordered_json j = result_json(args, a);
+    j["against"] = result_json(args, b);
+    j["paired_ratio"] = {{"turn", args.turn},
+                         {"pairs", ratios.size()},
+                         {"median", quantile(ratios, 0.5)},
+                         {"p10", quantile(ratios, 0.1)},
+                         {"p90", quantile(ratios, 0.9)}};
+    std::cout << j.dump(2) << '\n';
+    return;
   }
-  std::map<std::string, rt::Tensor> feeds = read_inputs(args.inputs);
-  plan::Plan p;
-  double compile_ms = 0;
-  if (plan::looks_like_plan(args.model)) {
+  print_text(args, a);
+  print_text(args, b);
+  std::cout << std::fixed << std::setprecision(3) << "  " << b.model << " / " << a.model
+            << ", turns of " << args.turn << " iterations, per pair of turns: median "
+            << quantile(ratios, 0.5) << "   p10 " << quantile(ratios, 0.1) << "   p90 "
+            << quantile(ratios, 0.9) << "\n";
+}
+
+struct Loaded {
+  plan::Plan plan;
+  double compile_ms = 0;  // 0 for a plan
+};
+
+// A plan as it is, or an ONNX model compiled for the CPU and the shapes of the given inputs.
+Loaded load_model(const std::string& model, const BenchArgs& args,
+                  const std::map<std::string, rt::Tensor>& given) {
+  Loaded l;
+  if (plan::looks_like_plan(model)) {
     if (!args.input_shapes.empty()) {
       throw Error("--input-shape applies to ONNX models; a plan's shapes are fixed");
     }
-    p = plan::load_plan(args.model);
-  } else {
-    compiler::CompileOptions options;
-    options.lowering.target = "cpu";  // timed on the CPU backend
-    for (const auto& spec : args.input_shapes) onnx_io::parse_input_shape(spec, options.import);
-    // As `ampc run`: an ONNX model is compiled for the shapes of the given inputs.
-    for (const auto& [name, t] : feeds) options.import.input_shapes.emplace(name, t.shape());
-    const auto start = Clock::now();
-    p = compiler::compile_file(args.model, options);
-    compile_ms = ms_since(start);
+    l.plan = plan::load_plan(model);
+    return l;
   }
+  compiler::CompileOptions options;
+  options.lowering.target = "cpu";  // timed on the CPU backend
+  for (const auto& spec : args.input_shapes) onnx_io::parse_input_shape(spec, options.import);
+  // As `ampc run`: an ONNX model is compiled for the shapes of the given inputs.
+  for (const auto& [name, t] : given) options.import.input_shapes.emplace(name, t.shape());
+  const auto start = Clock::now();
+  l.plan = compiler::compile_file(model, options);
+  l.compile_ms = ms_since(start);
+  return l;
+}
+
+// The given inputs, and the synthesised ones (file comment) for the plan's other inputs.
+std::map<std::string, rt::Tensor> feeds_for(const plan::Plan& p,
+                                            const std::map<std::string, rt::Tensor>& given) {
+  std::map<std::string, rt::Tensor> feeds = given;
   std::mt19937 rng(0);
   for (const auto& binding : p.inputs()) {
     if (!feeds.count(binding.name())) {
       feeds[binding.name()] = synthesize(p.buffers(binding.buffer()), rng);
     }
   }
-  rt::cpu::Executor executor(std::move(p));
-  Result r = measure(executor, feeds, args);
-  r.compile_ms = compile_ms;
-  if (args.format == "json") {
-    print_json(args, r);
-  } else {
-    print_text(args, r);
+  return feeds;
+}
+
+void run_bench(const BenchArgs& args) {
+  if (args.iterations < 1 || args.warmup < 0) {
+    throw Error("--iterations must be at least 1 and --warmup at least 0");
   }
+  if (args.turn < 1) throw Error("--turn must be at least 1");
+  if (args.profile && !args.against.empty()) {
+    throw Error("--profile times one model: give it without --against");
+  }
+  const std::map<std::string, rt::Tensor> given = read_inputs(args.inputs);
+  Loaded a = load_model(args.model, args, given);
+  const auto feeds_a = feeds_for(a.plan, given);
+  rt::cpu::Executor executor_a(std::move(a.plan));
+  if (args.against.empty()) {
+    Result r = measure(executor_a, feeds_a, args);
+    r.compile_ms = a.compile_ms;
+    if (args.format == "json") {
+      std::cout << result_json(args, r).dump(2) << '\n';
+    } else {
+      print_text(args, r);
+    }
+    return;
+  }
+  Loaded b = load_model(args.against, args, given);
+  const auto feeds_b = feeds_for(b.plan, given);
+  rt::cpu::Executor executor_b(std::move(b.plan));
+  Side side_a{&executor_a, &feeds_a, {}}, side_b{&executor_b, &feeds_b, {}};
+  side_a.result.model = args.model;
+  side_b.result.model = args.against;
+  side_a.result.compile_ms = a.compile_ms;
+  side_b.result.compile_ms = b.compile_ms;
+  std::vector<double> ratios;
+  measure_pairs(side_a, side_b, args, ratios);
+  print_pairs(args, side_a.result, side_b.result, ratios);
 }
 
 }  // namespace
@@ -263,6 +403,13 @@ void add_bench_command(CLI::App& app) {
                   "With --profile: how many of the slowest steps to list")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--against", args->against,
+                  "A second model or plan, timed in turn with the first in this process; prints "
+                  "both and the ratio of each pair of neighbouring turns (second / first)");
+  cmd->add_option("--turn", args->turn,
+                  "With --against: timed iterations of one model before the other's turn (each "
+                  "turn first runs one untimed)")
+      ->capture_default_str();
   cmd->callback([args] { run_bench(*args); });
 }
 

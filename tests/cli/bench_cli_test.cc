@@ -1,0 +1,70 @@
+// `ampc bench --against`: two models timed in turns in one process. Times are never checked
+// (a measurement, not a test); what is checked is which model each side's numbers belong to
+// (its step count, as `ampc bench` of that model alone reports it), how the iterations fall
+// into turns, and the refusals.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/cli/cli_util.h"
+
+namespace ampc::testing {
+namespace {
+using json = nlohmann::json;
+using ::testing::HasSubstr;
+
+json bench_json(std::vector<std::string> args) {
+  args.insert(args.begin(), "bench");
+  args.insert(args.end(), {"--format", "json", "--warmup", "1"});
+  return json::parse(expect_success(args));
+}
+
+int steps_alone(const std::string& model) {
+  return bench_json({source_path(model).string(), "--iterations", "1"})["steps"].get<int>();
+}
+
+TEST(BenchCli, AgainstTimesBothModelsAndPairsTheirTurns) {
+  const std::string mlp = source_path("models/mlp.onnx").string();
+  const std::string gpt = source_path("models/gpt.onnx").string();
+  const json j = bench_json({mlp, "--against", gpt, "--iterations", "5", "--turn", "2"});
+  ASSERT_NE(steps_alone("models/mlp.onnx"), steps_alone("models/gpt.onnx"));
+  EXPECT_EQ(j["model"], mlp);
+  EXPECT_EQ(j["steps"].get<int>(), steps_alone("models/mlp.onnx"));
+  EXPECT_EQ(j["against"]["model"], gpt);
+  EXPECT_EQ(j["against"]["steps"].get<int>(), steps_alone("models/gpt.onnx"));
+  for (const json& side : {j, j["against"]}) {
+    EXPECT_EQ(side["iterations"].get<int>(), 5);
+    EXPECT_LE(side["min_ms"].get<double>(), side["p10_ms"].get<double>());
+    EXPECT_LE(side["p10_ms"].get<double>(), side["median_ms"].get<double>());
+    EXPECT_LE(side["median_ms"].get<double>(), side["p90_ms"].get<double>());
+  }
+  // 5 timed iterations in turns of 2: 2, 2 and 1, so three pairs of turns.
+  const json& r = j["paired_ratio"];
+  EXPECT_EQ(r["turn"].get<int>(), 2);
+  EXPECT_EQ(r["pairs"].get<int>(), 3);
+  EXPECT_GT(r["p10"].get<double>(), 0.0);
+  EXPECT_LE(r["p10"].get<double>(), r["median"].get<double>());
+  EXPECT_LE(r["median"].get<double>(), r["p90"].get<double>());
+}
+
+TEST(BenchCli, TextNamesTheRatioBothWays) {
+  const std::string mlp = source_path("models/mlp.onnx").string();
+  const std::string gpt = source_path("models/gpt.onnx").string();
+  const std::string out = expect_success(
+      {"bench", mlp, "--against", gpt, "--iterations", "2", "--warmup", "0", "--turn", "1"});
+  EXPECT_THAT(out, HasSubstr(gpt + " / " + mlp + ", turns of 1 iterations, per pair of turns"));
+}
+
+TEST(BenchCli, RefusesProfileWithAgainstAndAnEmptyTurn) {
+  const std::string mlp = source_path("models/mlp.onnx").string();
+  EXPECT_THAT(expect_user_error({"bench", mlp, "--against", mlp, "--profile"}),
+              HasSubstr("--profile times one model"));
+  EXPECT_THAT(expect_user_error({"bench", mlp, "--against", mlp, "--turn", "0"}),
+              HasSubstr("--turn must be at least 1"));
+}
+
+}  // namespace
+}  // namespace ampc::testing
