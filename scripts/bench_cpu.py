@@ -24,8 +24,9 @@ GEMM peak (PyTorch, 1024^3) and its arithmetic peak (tools/peak_flops: the cores
 bf16 dot-product instructions, nothing else) are printed with the table; "% of arithmetic peak"
 is ampc's GFLOP/s over the latter, per precision. "library GEMM + conv bf16 / fp32" is
 the same ratio for the model's MatMul, Gemm and Conv nodes alone, forward and backward, run by
-PyTorch's (oneDNN's) kernels on the nodes' shapes (library_ceiling.py): what bf16 can gain on
-the model's heaviest work with these libraries on this machine (median of --rounds runs).
+oneDNN 2.6 (the library ampc calls) on the nodes' shapes, the two precisions in turns
+(library_ceiling.py, tools/dnnl_ceiling): what bf16 can gain on the model's heaviest work with
+this library on this machine (median of --rounds runs).
 
 OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE are unset for both sides in this process and its
 children only (the environment of the machine is left alone). With --out the table (and the
@@ -239,12 +240,16 @@ def measure_rounds(args, model, inputs, plans, npys, name):
     return {c: np.array(v) for c, v in times.items()}
 
 
-def library_ratio(onnx_path, threads, rounds):
+def library_ratio(ampc, onnx_path, threads, rounds):
     """Median over `rounds` runs of bf16 ms / fp32 ms of the graph's GEMMs and convolutions
-    alone, in PyTorch's kernels (library_ceiling.py)."""
+    alone, through oneDNN (library_ceiling.py); NaN where tools/dnnl_ceiling is not built."""
+    tool = library_ceiling.tool_beside(ampc)
+    if not os.path.exists(tool):
+        print(f"{tool} not built: no library ratio", file=sys.stderr)
+        return float("nan")
     ratios = []
     for _ in range(rounds):
-        fp32_ms, bf16_ms = library_ceiling.ceiling(onnx_path, threads)
+        fp32_ms, bf16_ms = library_ceiling.ceiling(onnx_path, tool, thread_env(threads))
         ratios.append(bf16_ms / fp32_ms)
     return float(np.median(ratios))
 
@@ -310,7 +315,7 @@ def main():
             plans = {prec: ampc_compile(args.ampc, onnx_path, prec, args.threads, folder)
                      for prec in ("fp32", "bf16")}
             r = measure_rounds(args, model, inputs, plans, npys, name)
-            floor = library_ratio(onnx_path, args.threads, args.rounds)
+            floor = library_ratio(args.ampc, onnx_path, args.threads, args.rounds)
         a32, a16, t32, t16 = (float(np.median(r[c])) for c in COLUMNS)
         ratio = lambda a, b: float(np.median(r[a] / r[b]))  # noqa: E731
         gf = [flops / ms / 1e6 for ms in (a32, a16, t32, t16)]

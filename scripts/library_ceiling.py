@@ -1,19 +1,20 @@
-"""The bf16 / fp32 time ratio the CPU libraries reach on a model's own GEMMs and convolutions.
+"""The bf16 / fp32 time ratio oneDNN reaches on a model's own GEMMs and convolutions.
 
-For every MatMul, Gemm and Conv node of an exported ONNX graph, PyTorch (whose CPU kernels for
-these are oneDNN's, the library ampc's CPU backend calls) runs the node's forward and backward
-(gradients of both operands) on random data of the node's shapes, in fp32 and in bf16. The
-sums of the medians give the time the model's heaviest work takes in each precision when
-nothing else runs: their ratio bounds what a training step built on these kernels can reach
-(bench_cpu.py prints it beside the measured step-time ratios). Biases, epilogues and every
-other op are left out.
+For every MatMul, Gemm and Conv node of an exported ONNX graph (shapes from ONNX's shape
+inference), tools/dnnl_ceiling runs the node's forward and both backward passes through oneDNN
+2.6, the library ampc's CPU backend calls, in fp32 and in bf16 (bf16 operands and results,
+fp32 accumulation), the two precisions taking turns, and sums the fastest repetition of each
+(see that tool's comment for why the fastest). Those sums are the time the model's heaviest
+work takes in each precision when nothing else runs: their ratio bounds what a training step
+built on this library can reach (bench_cpu.py prints it beside the measured step-time ratios).
+Biases, epilogues and every other op are left out.
 """
-import time
+import json
+import math
+import os
+import subprocess
 
-import numpy as np
 import onnx
-import torch
-import torch.nn.functional as F
 
 
 def _shapes(model):
@@ -33,68 +34,63 @@ def _attr(node, name, default):
     return default
 
 
+def _matmul(a, b):
+    """A MatMul of a [..., M, K] and b [..., K, N]: batched where both have the same leading
+    dimensions, the leading dimensions folded into M where b is a matrix; None otherwise."""
+    if len(a) < 2 or len(b) < 2:
+        return None
+    lead_a, lead_b = a[:-2], b[:-2]
+    if math.prod(lead_b) == 1:
+        return {"kind": "matmul", "batch": 1, "m": math.prod(a[:-1]), "k": a[-1], "n": b[-1]}
+    if lead_a == lead_b:
+        return {"kind": "matmul", "batch": math.prod(lead_a), "m": a[-2], "k": a[-1], "n": b[-1]}
+    return None
+
+
 def _problem(node, shapes):
-    """(operand shapes, function of the two operands) for a node, or None."""
+    """The tool's description of a node's problem, or None."""
     a, b = shapes.get(node.input[0]), shapes.get(node.input[1])
     if not a or not b or 0 in a or 0 in b:
         return None
     if node.op_type == "MatMul":
-        return a, b, torch.matmul
+        return _matmul(a, b)
     if node.op_type == "Gemm":
         ta, tb = _attr(node, "transA", 0), _attr(node, "transB", 0)
-        return a, b, lambda x, w: (x.t() if ta else x) @ (w.t() if tb else w)
+        m, k = (a[1], a[0]) if ta else (a[0], a[1])
+        n = b[0] if tb else b[1]
+        return {"kind": "matmul", "batch": 1, "m": m, "k": k, "n": n}
     if node.op_type == "Conv":
         dims = len(a) - 2
         if dims not in (1, 2, 3):
             return None
-        conv = (F.conv1d, F.conv2d, F.conv3d)[dims - 1]
         pads = _attr(node, "pads", [0] * 2 * dims)
-        kw = dict(stride=_attr(node, "strides", [1] * dims),
-                  padding=pads[:dims], dilation=_attr(node, "dilations", [1] * dims),
-                  groups=_attr(node, "group", 1))
-        if pads[:dims] != pads[dims:]:
-            return None  # asymmetric padding: not a single torch call
-        return a, b, lambda x, w: conv(x, w, **kw)
+        return {"kind": "conv", "n": a[0], "c": a[1], "m": b[0], "group": _attr(node, "group", 1),
+                "image": a[2:], "kernel": b[2:], "stride": _attr(node, "strides", [1] * dims),
+                "dilation": _attr(node, "dilations", [1] * dims), "pad_l": pads[:dims],
+                "pad_r": pads[dims:]}
     return None
 
 
-def _median_ms(fn, reps):
-    for _ in range(2):
-        fn()
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times)) * 1e3
-
-
-def _forward_backward_ms(a_shape, b_shape, f, dtype, reps):
-    g = torch.Generator().manual_seed(0)
-    a = torch.randn(a_shape, generator=g).to(dtype).requires_grad_()
-    b = torch.randn(b_shape, generator=g).to(dtype).requires_grad_()
-    with torch.no_grad():
-        dy = torch.randn(f(a, b).shape, generator=g).to(dtype)
-
-    def step():
-        a.grad = b.grad = None
-        f(a, b).backward(dy)
-
-    return _median_ms(step, reps)
-
-
-def ceiling(onnx_path, threads, reps=5):
-    """(fp32 ms, bf16 ms): forward + backward of every MatMul, Gemm and Conv of the graph."""
-    torch.set_num_threads(threads)
+def problems(onnx_path):
+    """The tool's problems for every MatMul, Gemm and Conv of the graph whose shapes are known."""
     model = onnx.shape_inference.infer_shapes(onnx.load(onnx_path), data_prop=True)
     shapes = _shapes(model)
-    total = {torch.float32: 0.0, torch.bfloat16: 0.0}
-    for node in model.graph.node:
-        if node.op_type not in ("MatMul", "Gemm", "Conv"):
-            continue
-        problem = _problem(node, shapes)
-        if problem is None:
-            continue
-        for dtype in total:
-            total[dtype] += _forward_backward_ms(*problem, dtype, reps)
-    return total[torch.float32], total[torch.bfloat16]
+    found = (_problem(n, shapes) for n in model.graph.node
+             if n.op_type in ("MatMul", "Gemm", "Conv"))
+    return [p for p in found if p is not None]
+
+
+def ceiling(onnx_path, tool, env):
+    """(fp32 ms, bf16 ms): forward and backward of every MatMul, Gemm and Conv of the graph
+    through oneDNN (`tool`: the built tools/dnnl_ceiling), run in environment `env`."""
+    request = json.dumps({"problems": problems(onnx_path)})
+    out = subprocess.run([tool], input=request, env=env, check=True, capture_output=True,
+                         text=True)
+    result = json.loads(out.stdout)
+    return result["fp32_ms"], result["bf16_ms"]
+
+
+def tool_beside(ampc):
+    """tools/dnnl_ceiling in the build folder that holds `ampc` (build/tools/ampc/ampc)."""
+    tools = os.path.dirname(os.path.dirname(os.path.abspath(ampc)))
+    return os.path.join(tools, "dnnl_ceiling", "dnnl_ceiling")
