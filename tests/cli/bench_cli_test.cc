@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/io/npy.h"
+#include "runtime/tensor.h"
 #include "tests/cli/cli_util.h"
 
 namespace ampc::testing {
@@ -56,6 +58,32 @@ TEST(BenchCli, TextNamesTheRatioBothWays) {
   const std::string out = expect_success(
       {"bench", mlp, "--against", gpt, "--iterations", "2", "--warmup", "0", "--turn", "1"});
   EXPECT_THAT(out, HasSubstr(gpt + " / " + mlp + ", turns of 1 iterations, per pair of turns"));
+}
+
+// models/mlp.onnx has inputs x and y, models/gpt.onnx tokens and targets: each --input goes to
+// the model that has it (the other's inputs are synthesised), and a name that neither model has
+// is refused, as one that a single model lacks.
+TEST(BenchCli, EachInputGoesToTheModelThatHasIt) {
+  TempDir dir;
+  rt::Tensor x(DType::kFloat32, {16, 64});
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = 0.01f * static_cast<float>(i % 9);
+  rt::Tensor y(DType::kInt64, {16});
+  for (int64_t i = 0; i < y.numel(); ++i) y.data<int64_t>()[i] = i % 10;
+  rt::io::write_npy(x, (dir / "x.npy").string());
+  rt::io::write_npy(y, (dir / "y.npy").string());
+  const std::string mlp = source_path("models/mlp.onnx").string();
+  const std::string gpt = source_path("models/gpt.onnx").string();
+  const std::string x_spec = "x=" + (dir / "x.npy").string();
+  const std::string y_spec = "y=" + (dir / "y.npy").string();
+  const json j = bench_json({gpt, "--against", mlp, "--input", x_spec, "--input", y_spec,
+                             "--iterations", "2", "--turn", "1"});
+  EXPECT_EQ(j["against"]["model"], mlp);
+  EXPECT_EQ(j["paired_ratio"]["pairs"].get<int>(), 2);
+  const std::string z_spec = "z=" + (dir / "x.npy").string();
+  EXPECT_THAT(expect_user_error({"bench", mlp, "--against", gpt, "--input", z_spec}),
+              HasSubstr("--input 'z': neither model has an input of that name"));
+  EXPECT_THAT(expect_user_error({"bench", mlp, "--input", z_spec}),
+              HasSubstr("--input 'z': " + mlp + " has no input of that name"));
 }
 
 TEST(BenchCli, RefusesProfileWithAgainstAndAnEmptyTurn) {

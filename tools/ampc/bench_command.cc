@@ -14,9 +14,11 @@
 #include <iostream>
 #include <map>
 #include <random>
+#include <set>
 
 #include "base/error.h"
 #include "driver/pipeline.h"
+#include "frontend/onnx/read_model.h"
 #include "runtime/cpu/executor.h"
 #include "runtime/io/npy.h"
 #include "runtime/io/tensor_pb.h"
@@ -207,6 +209,42 @@ Loaded load_model(const std::string& model, const BenchArgs& args,
   return l;
 }
 
+// The names of a model's inputs: a plan's, or an ONNX graph's inputs that are not initializers.
+std::set<std::string> input_names(const std::string& model) {
+  std::set<std::string> names;
+  if (plan::looks_like_plan(model)) {
+    const plan::Plan p = plan::load_plan(model);
+    for (const auto& binding : p.inputs()) names.insert(binding.name());
+    return names;
+  }
+  const onnx::ModelProto proto = onnx_io::read_model_proto(model);
+  for (const auto& in : proto.graph().input()) names.insert(in.name());
+  for (const auto& init : proto.graph().initializer()) names.erase(init.name());
+  return names;
+}
+
+// The given inputs that `model` has; a given input that none of `models` has is refused.
+std::map<std::string, rt::Tensor> inputs_of(const std::string& model,
+                                            const std::vector<std::string>& models,
+                                            const std::map<std::string, rt::Tensor>& given) {
+  std::vector<std::set<std::string>> names;
+  for (const auto& m : models) names.push_back(input_names(m));
+  std::map<std::string, rt::Tensor> mine;
+  for (const auto& [name, t] : given) {
+    bool anywhere = false;
+    for (size_t i = 0; i < models.size(); ++i) {
+      if (!names[i].count(name)) continue;
+      anywhere = true;
+      if (models[i] == model) mine.emplace(name, t);
+    }
+    if (!anywhere) {
+      const std::string who = models.size() == 1 ? models[0] + " has no" : "neither model has an";
+      throw Error("--input '" + name + "': " + who + " input of that name");
+    }
+  }
+  return mine;
+}
+
 // The given inputs, and the synthesised ones (file comment) for the plan's other inputs.
 std::map<std::string, rt::Tensor> feeds_for(const plan::Plan& p,
                                             const std::map<std::string, rt::Tensor>& given) {
@@ -229,8 +267,12 @@ void run_bench(const BenchArgs& args) {
     throw Error("--profile times one model: give it without --against");
   }
   const std::map<std::string, rt::Tensor> given = read_inputs(args.inputs);
-  Loaded a = load_model(args.model, args, given);
-  const auto feeds_a = feeds_for(a.plan, given);
+  std::vector<std::string> models = {args.model};
+  if (!args.against.empty()) models.push_back(args.against);
+  // Each model gets the given inputs it has (the same names feed both).
+  const auto given_a = inputs_of(args.model, models, given);
+  Loaded a = load_model(args.model, args, given_a);
+  const auto feeds_a = feeds_for(a.plan, given_a);
   rt::cpu::Executor executor_a(std::move(a.plan));
   if (args.against.empty()) {
     Result r = measure(executor_a, feeds_a, args);
@@ -242,8 +284,9 @@ void run_bench(const BenchArgs& args) {
     }
     return;
   }
-  Loaded b = load_model(args.against, args, given);
-  const auto feeds_b = feeds_for(b.plan, given);
+  const auto given_b = inputs_of(args.against, models, given);
+  Loaded b = load_model(args.against, args, given_b);
+  const auto feeds_b = feeds_for(b.plan, given_b);
   rt::cpu::Executor executor_b(std::move(b.plan));
   Side side_a{&executor_a, &feeds_a, {}}, side_b{&executor_b, &feeds_b, {}};
   side_a.result.model = args.model;
