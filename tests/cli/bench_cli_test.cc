@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -75,10 +76,14 @@ TEST(BenchCli, EachInputGoesToTheModelThatHasIt) {
   const std::string gpt = source_path("models/gpt.onnx").string();
   const std::string x_spec = "x=" + (dir / "x.npy").string();
   const std::string y_spec = "y=" + (dir / "y.npy").string();
-  const json j = bench_json({gpt, "--against", mlp, "--input", x_spec, "--input", y_spec,
-                             "--iterations", "2", "--turn", "1"});
-  EXPECT_EQ(j["against"]["model"], mlp);
-  EXPECT_EQ(j["paired_ratio"]["pairs"].get<int>(), 2);
+  // Both orders: the given inputs belong to the first model, then to the second.
+  for (const auto& [first, second] : {std::pair{gpt, mlp}, std::pair{mlp, gpt}}) {
+    const json j = bench_json({first, "--against", second, "--input", x_spec, "--input", y_spec,
+                               "--iterations", "2", "--turn", "1"});
+    EXPECT_EQ(j["model"], first);
+    EXPECT_EQ(j["against"]["model"], second);
+    EXPECT_EQ(j["paired_ratio"]["pairs"].get<int>(), 2);
+  }
   const std::string z_spec = "z=" + (dir / "x.npy").string();
   EXPECT_THAT(expect_user_error({"bench", mlp, "--against", gpt, "--input", z_spec}),
               HasSubstr("--input 'z': neither model has an input of that name"));
