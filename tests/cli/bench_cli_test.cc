@@ -91,10 +91,26 @@ TEST(BenchCli, EachInputGoesToTheModelThatHasIt) {
               HasSubstr("--input 'z': " + mlp + " has no input of that name"));
 }
 
-TEST(BenchCli, RefusesProfileWithAgainstAndAnEmptyTurn) {
+// --profile with --against: each side's op types cover exactly its own plan's steps (their step
+// counts add up to that model's), and the text puts the two side by side.
+TEST(BenchCli, ProfileWithAgainstProfilesEachModel) {
   const std::string mlp = source_path("models/mlp.onnx").string();
-  EXPECT_THAT(expect_user_error({"bench", mlp, "--against", mlp, "--profile"}),
-              HasSubstr("--profile times one model"));
+  const std::string gpt = source_path("models/gpt.onnx").string();
+  const json j = bench_json(
+      {mlp, "--against", gpt, "--profile", "--iterations", "2", "--turn", "1", "--slowest", "2"});
+  for (const json& side : {j, j["against"]}) {
+    int steps = 0;
+    for (const json& op : side["profile"]) steps += op["steps"].get<int>();
+    EXPECT_EQ(steps, side["steps"].get<int>()) << side["model"];
+    EXPECT_EQ(side["slowest_steps"].size(), 2u);
+  }
+  const std::string text = expect_success({"bench", mlp, "--against", gpt, "--profile",
+                                           "--iterations", "2", "--warmup", "0", "--turn", "1"});
+  EXPECT_THAT(text, HasSubstr("side by side (" + mlp + " | " + gpt + " | second / first)"));
+}
+
+TEST(BenchCli, RefusesAnEmptyTurn) {
+  const std::string mlp = source_path("models/mlp.onnx").string();
   EXPECT_THAT(expect_user_error({"bench", mlp, "--against", mlp, "--turn", "0"}),
               HasSubstr("--turn must be at least 1"));
 }

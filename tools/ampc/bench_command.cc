@@ -8,7 +8,8 @@
 // (a shared host's speed drifts by 10-20% over minutes); neighbouring turns see the same
 // machine, so the median of the pairs' ratios is the comparison to quote. Each turn begins with
 // an untimed iteration: the other model has just filled the caches with its own weights, which
-// a training run of one model would not see.
+// a training run of one model would not see. With --profile each model's steps are timed in
+// its timed iterations, and the op types are printed side by side.
 #include <algorithm>
 #include <chrono>
 #include <iostream>
@@ -131,6 +132,7 @@ struct Side {
   rt::cpu::Executor* executor;
   const std::map<std::string, rt::Tensor>* feeds;
   Result result;
+  std::vector<double> step_seconds;  // --profile: each step's time summed over timed iterations
 };
 
 double time_one(Side& side) {
@@ -140,11 +142,16 @@ double time_one(Side& side) {
 }
 
 // One turn of a side: an untimed iteration (the caches held the other model's data), then
-// `timed` iterations, appended to its samples; returns their median.
-double turn(Side& side, int timed) {
+// `timed` iterations, appended to its samples (with --profile, their steps' times to its
+// step_seconds); returns their median.
+double turn(Side& side, int timed, bool profile) {
   side.executor->run(*side.feeds);
+  if (profile) {
+    side.executor->set_step_hook([&side](int step, double s) { side.step_seconds[step] += s; });
+  }
   std::vector<double> ms(timed);
   for (double& t : ms) t = time_one(side);
+  side.executor->set_step_hook(nullptr);
   side.result.ms.insert(side.result.ms.end(), ms.begin(), ms.end());
   std::sort(ms.begin(), ms.end());
   return quantile(ms, 0.5);
@@ -158,15 +165,16 @@ void measure_pairs(Side& a, Side& b, const BenchArgs& args, std::vector<double>&
     a.executor->run(*a.feeds);
     b.executor->run(*b.feeds);
   }
+  for (Side* side : {&a, &b}) side->step_seconds.assign(side->executor->plan().steps_size(), 0.0);
   for (int done = 0, pair = 0; done < args.iterations; ++pair) {
     const int timed = std::min(args.turn, args.iterations - done);
     double ma, mb;
     if (pair % 2 == 0) {
-      ma = turn(a, timed);
-      mb = turn(b, timed);
+      ma = turn(a, timed, args.profile);
+      mb = turn(b, timed, args.profile);
     } else {
-      mb = turn(b, timed);
-      ma = turn(a, timed);
+      mb = turn(b, timed, args.profile);
+      ma = turn(a, timed, args.profile);
     }
     ratios.push_back(mb / ma);
     done += timed;
@@ -178,6 +186,10 @@ void measure_pairs(Side& a, Side& b, const BenchArgs& args, std::vector<double>&
     r.iterations_per_s = static_cast<double>(r.ms.size()) * 1e3 / total;
     r.steps = side->executor->plan().steps_size();
     std::sort(r.ms.begin(), r.ms.end());
+    if (args.profile) {
+      attribute(side->executor->plan(), side->step_seconds, static_cast<int>(r.ms.size()),
+                args.slowest, r);
+    }
   }
   std::sort(ratios.begin(), ratios.end());
 }
@@ -263,9 +275,6 @@ void run_bench(const BenchArgs& args) {
     throw Error("--iterations must be at least 1 and --warmup at least 0");
   }
   if (args.turn < 1) throw Error("--turn must be at least 1");
-  if (args.profile && !args.against.empty()) {
-    throw Error("--profile times one model: give it without --against");
-  }
   const std::map<std::string, rt::Tensor> given = read_inputs(args.inputs);
   std::vector<std::string> models = {args.model};
   if (!args.against.empty()) models.push_back(args.against);
@@ -288,7 +297,7 @@ void run_bench(const BenchArgs& args) {
   Loaded b = load_model(args.against, args, given_b);
   const auto feeds_b = feeds_for(b.plan, given_b);
   rt::cpu::Executor executor_b(std::move(b.plan));
-  Side side_a{&executor_a, &feeds_a, {}}, side_b{&executor_b, &feeds_b, {}};
+  Side side_a{&executor_a, &feeds_a, {}, {}}, side_b{&executor_b, &feeds_b, {}, {}};
   side_a.result.model = args.model;
   side_b.result.model = args.against;
   side_a.result.compile_ms = a.compile_ms;
@@ -313,7 +322,9 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--format", args->format, "Output format")
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();
-  cmd->add_flag("--profile", args->profile, "Also print time per op type (steps timed one by one)");
+  cmd->add_flag("--profile", args->profile,
+                "Also print time per op type (steps timed one by one); with --against, of both "
+                "models and side by side");
   cmd->add_option("--slowest", args->slowest,
                   "With --profile: how many of the slowest steps to list")
       ->capture_default_str()

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <iomanip>
 #include <iostream>
+#include <map>
+#include <string>
 
 namespace ampc::cli {
 
@@ -83,6 +85,34 @@ void print_text(const BenchArgs& args, const Result& r) {
   }
 }
 
+// The op types of two profiles side by side: each type's ms per iteration in a and in b, and
+// b / a; the types of either, the most expensive (on either side) first.
+void print_profiles_side_by_side(const Result& a, const Result& b) {
+  struct Row {
+    std::string op;
+    double a = 0, b = 0;
+  };
+  std::map<std::string, Row> rows;
+  for (const auto& t : a.ops) rows[t.op] = {t.op, t.ms, 0};
+  for (const auto& t : b.ops) {
+    Row& r = rows[t.op];
+    r.op = t.op;
+    r.b = t.ms;
+  }
+  std::vector<Row> sorted;
+  for (const auto& [op, r] : rows) sorted.push_back(r);
+  std::sort(sorted.begin(), sorted.end(),
+            [](const Row& x, const Row& y) { return std::max(x.a, x.b) > std::max(y.a, y.b); });
+  std::cout << "  per op type, ms per iteration, side by side (" << a.model << " | " << b.model
+            << " | second / first):\n";
+  for (const Row& r : sorted) {
+    std::cout << "    " << std::left << std::setw(26) << r.op << std::right << std::setw(10)
+              << std::setprecision(4) << r.a << std::setw(10) << r.b;
+    if (r.a > 0 && r.b > 0) std::cout << std::setw(8) << std::setprecision(2) << r.b / r.a;
+    std::cout << "\n";
+  }
+}
+
 // `ratios` sorted: b / a of each pair of neighbouring turns.
 void print_pairs(const BenchArgs& args, const Result& a, const Result& b,
                  const std::vector<double>& ratios) {
@@ -99,6 +129,7 @@ void print_pairs(const BenchArgs& args, const Result& a, const Result& b,
   }
   print_text(args, a);
   print_text(args, b);
+  if (args.profile) print_profiles_side_by_side(a, b);
   std::cout << std::fixed << std::setprecision(3) << "  " << b.model << " / " << a.model
             << ", turns of " << args.turn << " iterations, per pair of turns: median "
             << quantile(ratios, 0.5) << "   p10 " << quantile(ratios, 0.1) << "   p90 "
