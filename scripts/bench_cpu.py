@@ -19,8 +19,8 @@ the columns of one round together instead of one column). ampc's two precisions 
 after an untimed step), and "ampc bf16 / ampc fp32" is the median over the rounds of that
 process's median ratio of neighbouring turns: the host's speed, which drifts by 10-20% over
 minutes, is the same for both sides of each such pair. GFLOP/s counts 3x the forward GEMM
-and convolution multiply-adds (x2) of the exported graph per step, for both sides. The machine's fp32 and bf16
-GEMM peak (PyTorch, 1024^3) and its arithmetic peak (tools/peak_flops: the cores' fp32 FMA and
+and convolution multiply-adds (x2) of the exported graph per step, for both sides. The
+machine's fp32 and bf16 GEMM peak (PyTorch, 1024^3) and its arithmetic peak (tools/peak_flops: the cores' fp32 FMA and
 bf16 dot-product instructions, nothing else) are printed with the table; "% of arithmetic peak"
 is ampc's GFLOP/s over the latter, per precision. "library GEMM + conv bf16 / fp32" is
 the same ratio for the model's MatMul, Gemm and Conv nodes alone, forward and backward, run by
