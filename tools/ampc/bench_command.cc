@@ -14,6 +14,7 @@
 #include <chrono>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 
@@ -194,20 +195,63 @@ void measure_pairs(Side& a, Side& b, const BenchArgs& args, std::vector<double>&
   std::sort(ratios.begin(), ratios.end());
 }
 
+// A model as given on the command line, and the names of its inputs: a plan is loaded here,
+// once; an ONNX model is read for its graph inputs and compiled later, for the shapes of the
+// inputs it is given.
+struct Source {
+  std::string path;
+  std::optional<plan::Plan> plan;
+  std::set<std::string> inputs;
+};
+
+Source open_source(const std::string& path, const BenchArgs& args) {
+  Source s{path, std::nullopt, {}};
+  if (plan::looks_like_plan(path)) {
+    if (!args.input_shapes.empty()) {
+      throw Error("--input-shape applies to ONNX models; a plan's shapes are fixed");
+    }
+    s.plan = plan::load_plan(path);
+    for (const auto& binding : s.plan->inputs()) s.inputs.insert(binding.name());
+    return s;
+  }
+  const onnx::ModelProto proto = onnx_io::read_model_proto(path);
+  for (const auto& in : proto.graph().input()) s.inputs.insert(in.name());
+  for (const auto& init : proto.graph().initializer()) s.inputs.erase(init.name());
+  return s;
+}
+
+// Each source's share of the given inputs: those it has an input of that name for (the same
+// name feeds every source that has it). A name that no source has is refused.
+std::vector<std::map<std::string, rt::Tensor>> route_inputs(
+    const std::vector<Source>& sources, const std::map<std::string, rt::Tensor>& given) {
+  std::vector<std::map<std::string, rt::Tensor>> shares(sources.size());
+  for (const auto& [name, t] : given) {
+    bool anywhere = false;
+    for (size_t i = 0; i < sources.size(); ++i) {
+      if (!sources[i].inputs.count(name)) continue;
+      anywhere = true;
+      shares[i].emplace(name, t);
+    }
+    if (!anywhere) {
+      const std::string who =
+          sources.size() == 1 ? sources[0].path + " has no" : "neither model has an";
+      throw Error("--input '" + name + "': " + who + " input of that name");
+    }
+  }
+  return shares;
+}
+
 struct Loaded {
   plan::Plan plan;
   double compile_ms = 0;  // 0 for a plan
 };
 
-// A plan as it is, or an ONNX model compiled for the CPU and the shapes of the given inputs.
-Loaded load_model(const std::string& model, const BenchArgs& args,
+// The source's plan, or its ONNX model compiled for the CPU and the shapes of its given inputs.
+Loaded load_model(Source& source, const BenchArgs& args,
                   const std::map<std::string, rt::Tensor>& given) {
   Loaded l;
-  if (plan::looks_like_plan(model)) {
-    if (!args.input_shapes.empty()) {
-      throw Error("--input-shape applies to ONNX models; a plan's shapes are fixed");
-    }
-    l.plan = plan::load_plan(model);
+  if (source.plan) {
+    l.plan = std::move(*source.plan);
     return l;
   }
   compiler::CompileOptions options;
@@ -216,45 +260,9 @@ Loaded load_model(const std::string& model, const BenchArgs& args,
   // As `ampc run`: an ONNX model is compiled for the shapes of the given inputs.
   for (const auto& [name, t] : given) options.import.input_shapes.emplace(name, t.shape());
   const auto start = Clock::now();
-  l.plan = compiler::compile_file(model, options);
+  l.plan = compiler::compile_file(source.path, options);
   l.compile_ms = ms_since(start);
   return l;
-}
-
-// The names of a model's inputs: a plan's, or an ONNX graph's inputs that are not initializers.
-std::set<std::string> input_names(const std::string& model) {
-  std::set<std::string> names;
-  if (plan::looks_like_plan(model)) {
-    const plan::Plan p = plan::load_plan(model);
-    for (const auto& binding : p.inputs()) names.insert(binding.name());
-    return names;
-  }
-  const onnx::ModelProto proto = onnx_io::read_model_proto(model);
-  for (const auto& in : proto.graph().input()) names.insert(in.name());
-  for (const auto& init : proto.graph().initializer()) names.erase(init.name());
-  return names;
-}
-
-// The given inputs that `model` has; a given input that none of `models` has is refused.
-std::map<std::string, rt::Tensor> inputs_of(const std::string& model,
-                                            const std::vector<std::string>& models,
-                                            const std::map<std::string, rt::Tensor>& given) {
-  std::vector<std::set<std::string>> names;
-  for (const auto& m : models) names.push_back(input_names(m));
-  std::map<std::string, rt::Tensor> mine;
-  for (const auto& [name, t] : given) {
-    bool anywhere = false;
-    for (size_t i = 0; i < models.size(); ++i) {
-      if (!names[i].count(name)) continue;
-      anywhere = true;
-      if (models[i] == model) mine.emplace(name, t);
-    }
-    if (!anywhere) {
-      const std::string who = models.size() == 1 ? models[0] + " has no" : "neither model has an";
-      throw Error("--input '" + name + "': " + who + " input of that name");
-    }
-  }
-  return mine;
 }
 
 // The given inputs, and the synthesised ones (file comment) for the plan's other inputs.
@@ -276,12 +284,11 @@ void run_bench(const BenchArgs& args) {
   }
   if (args.turn < 1) throw Error("--turn must be at least 1");
   const std::map<std::string, rt::Tensor> given = read_inputs(args.inputs);
-  std::vector<std::string> models = {args.model};
-  if (!args.against.empty()) models.push_back(args.against);
-  // Each model gets the given inputs it has (the same names feed both).
-  const auto given_a = inputs_of(args.model, models, given);
-  Loaded a = load_model(args.model, args, given_a);
-  const auto feeds_a = feeds_for(a.plan, given_a);
+  std::vector<Source> sources = {open_source(args.model, args)};
+  if (!args.against.empty()) sources.push_back(open_source(args.against, args));
+  const auto given_to = route_inputs(sources, given);
+  Loaded a = load_model(sources[0], args, given_to[0]);
+  const auto feeds_a = feeds_for(a.plan, given_to[0]);
   rt::cpu::Executor executor_a(std::move(a.plan));
   if (args.against.empty()) {
     Result r = measure(executor_a, feeds_a, args);
@@ -293,9 +300,8 @@ void run_bench(const BenchArgs& args) {
     }
     return;
   }
-  const auto given_b = inputs_of(args.against, models, given);
-  Loaded b = load_model(args.against, args, given_b);
-  const auto feeds_b = feeds_for(b.plan, given_b);
+  Loaded b = load_model(sources[1], args, given_to[1]);
+  const auto feeds_b = feeds_for(b.plan, given_to[1]);
   rt::cpu::Executor executor_b(std::move(b.plan));
   Side side_a{&executor_a, &feeds_a, {}, {}}, side_b{&executor_b, &feeds_b, {}, {}};
   side_a.result.model = args.model;
