@@ -25,17 +25,19 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <limits>
 #include <memory>
+#include <numeric>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 #include <oneapi/dnnl/dnnl.hpp>
+
+#include "base/half.h"
 
 namespace {
 
@@ -58,17 +60,13 @@ dnnl::stream& stream() {
 memory filled(const memory::desc& md) {
   memory m(md, engine());
   const size_t bytes = md.get_size();
+  const auto value = [](size_t i) { return 0.01f * static_cast<float>(i % 7 + 1); };
   if (md.data_type() == dt::bf16) {
-    auto* p = static_cast<uint16_t*>(m.get_data_handle());
-    for (size_t i = 0; i < bytes / 2; ++i) {
-      const float v = 0.01f * static_cast<float>(i % 7 + 1);
-      uint32_t bits;
-      std::memcpy(&bits, &v, 4);
-      p[i] = static_cast<uint16_t>(bits >> 16);
-    }
+    auto* p = static_cast<ampc::BFloat16*>(m.get_data_handle());
+    for (size_t i = 0; i < bytes / 2; ++i) p[i] = ampc::float_to_bf16(value(i));
   } else {
     auto* p = static_cast<float*>(m.get_data_handle());
-    for (size_t i = 0; i < bytes / 4; ++i) p[i] = 0.01f * static_cast<float>(i % 7 + 1);
+    for (size_t i = 0; i < bytes / 4; ++i) p[i] = value(i);
   }
   return m;
 }
@@ -242,12 +240,14 @@ int run(int argc, char** argv) {
     }
     ++count;
   }
-  json out = {{"fp32_ms", 0.0}, {"bf16_ms", 0.0}, {"problems", count}, {"by_pass", json::object()}};
+  json by_pass = json::object();
   for (int k = 0; k < kPasses; ++k) {
-    out["fp32_ms"] = out["fp32_ms"].get<double>() + total32[k];
-    out["bf16_ms"] = out["bf16_ms"].get<double>() + total16[k];
-    out["by_pass"][kPassNames[k]] = {{"fp32_ms", total32[k]}, {"bf16_ms", total16[k]}};
+    by_pass[kPassNames[k]] = {{"fp32_ms", total32[k]}, {"bf16_ms", total16[k]}};
   }
+  const json out = {{"fp32_ms", std::accumulate(total32.begin(), total32.end(), 0.0)},
+                    {"bf16_ms", std::accumulate(total16.begin(), total16.end(), 0.0)},
+                    {"problems", count},
+                    {"by_pass", by_pass}};
   std::cout << out.dump() << "\n";
   return 0;
 }
