@@ -2,7 +2,8 @@
 exporter refuses (MSE, L1, smooth L1, Huber, BCE, label smoothing, the margin and embedding
 losses, Poisson NLL, triplet) and those it exports as another function (BCE with logits, which
 overflows from logits of about 17; pairwise_distance and cdist, without the absolute value and
-with a gradient of 0 / 0 at a zero distance). Each model trains as PyTorch float64 does,
+with a gradient of 0 / 0 at a zero distance), and some it exports as they compute (KL
+divergence, NLL with class weights, Gaussian NLL). Each model trains as PyTorch float64 does,
 stepped by torch.optim.SGD; reductions "none" are weighted so that every element counts."""
 
 import math
@@ -99,6 +100,16 @@ CASES = {
         a[:, 0], b[:, 0], y), "signs"),
     "cosine_embedding": (lambda a, b, c, y, w: nn.CosineEmbeddingLoss(margin=0.2)(a, b, y),
                          "signs"),
+    "kl_div_batchmean": (lambda a, b, c, y, w: F.kl_div(F.log_softmax(a, 1), y,
+                                                       reduction="batchmean"), "probabilities"),
+    "kl_div_log_target_sum": (lambda a, b, c, y, w: nn.KLDivLoss(reduction="sum", log_target=True)(
+        F.log_softmax(a, 1), F.log_softmax(b, 1)) + 0 * y.sum(), "probabilities"),
+    "nll_weight_ignore": (lambda a, b, c, y, w: F.nll_loss(F.log_softmax(a, 1), y, weight=w,
+                                                           ignore_index=3), "classes"),
+    "gaussian_nll": (lambda a, b, c, y, w: F.gaussian_nll_loss(a, y, F.softplus(b) + 0.1),
+                     "probabilities"),
+    "gaussian_nll_full_shared_variance": (lambda a, b, c, y, w: nn.GaussianNLLLoss(
+        full=True, eps=1e-3)(a, y, F.softplus(b[:, :1])), "probabilities"),
     "poisson_nll": (lambda a, b, c, y, w: nn.PoissonNLLLoss()(a, y), "counts"),
     "poisson_nll_rates_full": (lambda a, b, c, y, w: F.poisson_nll_loss(
         a.exp(), y + 0.5, log_input=False, full=True), "counts"),
