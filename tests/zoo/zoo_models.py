@@ -1,5 +1,6 @@
-"""The model zoo: torchvision 0.14 classifiers and torch.nn 1.13 layer families, each wrapped
-as forward(inputs..., labels) -> mean cross-entropy and built small (narrow, shallow, 32x32
+"""The model zoo: torchvision 0.14 classifiers (and LR-ASPP, a segmentation model, with a
+per-pixel loss) and torch.nn 1.13 layer families, each wrapped as forward(inputs..., labels) ->
+mean cross-entropy and built small (narrow, shallow, 32x32
 images, batch 2) so that the whole zoo runs in a few minutes on two cores.
 
 Every entry is a function returning (module, inputs: dict name -> tensor, label name).
@@ -191,6 +192,29 @@ def swin():
                                       num_heads=[1, 2], window_size=[4, 4],
                                       stochastic_depth_prob=0.0, num_classes=CLASSES),
                       size=32)
+
+
+class Segmenter(nn.Module):
+    """forward(x, y) = per-pixel cross_entropy(net(x)["out"], y): torchvision's segmentation
+    models return a dict whose "out" is upsampled to the input's size."""
+
+    def __init__(self, net):
+        super().__init__()
+        self.net = net
+
+    def forward(self, x, y):
+        return F.cross_entropy(self.net(x)["out"], y)
+
+
+def lraspp():
+    """LR-ASPP on MobileNetV3-Large (dilated last stage, a pooled sigmoid gate, bilinear
+    upsampling of two branches), 4 classes per pixel."""
+    from torchvision.models.segmentation import lraspp_mobilenet_v3_large
+    net = lraspp_mobilenet_v3_large(num_classes=4, weights_backbone=None)
+    g = torch.Generator().manual_seed(1)
+    inputs = {"x": torch.randn(BATCH, 3, IMAGE, IMAGE, generator=g),
+              "y": torch.randint(0, 4, (BATCH, IMAGE, IMAGE), generator=g)}
+    return Segmenter(no_dropout(net)), inputs, "y"
 
 
 # ---- torch.nn families ------------------------------------------------------------------
@@ -405,6 +429,7 @@ MODELS = {
     "alexnet": alexnet,
     "vit": vit,
     "swin": swin,
+    "lraspp_segmentation": lraspp,
     # torch.nn
     "encoder_post_relu_padmask": lambda: token_model(EncoderLM(False, "relu", causal=False)),
     "encoder_pre_gelu_causal": lambda: token_model(EncoderLM(True, "gelu", causal=True)),
