@@ -88,10 +88,11 @@ def main():
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--rounds", type=int, default=3)
     args = p.parse_args()
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     print(f"OPENBLAS_CORETYPE/OPENBLAS_L2_SIZE unset for both sides; {args.threads} threads; "
           f"{args.steps} Adam steps after {WARMUP} warm-up steps, both sides; "
           f"OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}; {args.rounds} rounds, the sides "
-          f"in turns: medians (load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())})")
+          f"in turns: medians (load average before: {load})")
     print("| model | batch | ampc steps/s | torch steps/s | ampc/torch | ampc start-up s "
           "| ampc last loss | torch last loss |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
