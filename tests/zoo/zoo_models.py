@@ -1,7 +1,7 @@
 """The model zoo: torchvision 0.14 classifiers (and LR-ASPP, a segmentation model, with a
 per-pixel loss) and torch.nn 1.13 layer families, each wrapped as forward(inputs..., labels) ->
-mean cross-entropy and built small (narrow, shallow, 32x32
-images, batch 2) so that the whole zoo runs in a few minutes on two cores.
+mean cross-entropy and built small (narrow, shallow, 32x32 images, batch 2) so that the whole
+zoo runs in a few minutes on two cores.
 
 Every entry is a function returning (module, inputs: dict name -> tensor, label name).
 Dropout and stochastic depth are 0 (a random mask would make PyTorch's and ampc's gradients
@@ -194,13 +194,9 @@ def swin():
                       size=32)
 
 
-class Segmenter(nn.Module):
+class Segmenter(Classifier):
     """forward(x, y) = per-pixel cross_entropy(net(x)["out"], y): torchvision's segmentation
     models return a dict whose "out" is upsampled to the input's size."""
-
-    def __init__(self, net):
-        super().__init__()
-        self.net = net
 
     def forward(self, x, y):
         return F.cross_entropy(self.net(x)["out"], y)
