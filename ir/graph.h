@@ -229,6 +229,16 @@ class Model {
     std::string op;
   };
   std::vector<Fp32Lowering> fp32_lowerings;
+  // Nodes the recurrent lowering made of one LSTM, GRU or RNN node (passes/recurrent_lowering.h):
+  // the name prefix they share. PyTorch runs such a layer as one library call (cuDNN's or
+  // oneDNN's RNN), which sums a weight's gradient over the time steps in one product with one
+  // rounding; a 16-bit plan does the same for the sums of these nodes' gradients
+  // (passes/summed_matmuls.h) and keeps the per-step roundings of other sums.
+  struct RecurrentLowering {
+    std::string node_prefix;
+    std::string op;
+  };
+  std::vector<RecurrentLowering> recurrent_lowerings;
   // fp32 chains autocast made of a 16-bit activation (torch's GELU, passes/erf_gelu.h): their
   // nodes (the Cast up first) by name, and the 16-bit source. What the backward reads of them
   // is computed again there from the source, which it keeps instead, as PyTorch's gelu saves

@@ -241,7 +241,9 @@ int lower_recurrent_layers(ir::Model& model, const RecurrentLoweringOptions& opt
                      std::to_string(opset.value_or(0)));
     const LayerSpec spec = layer_spec(*n, options.cast_projections);
     const size_t first_new = g.nodes.size();
-    GradBuilder b(g, (n->name.empty() ? n->op_type : n->name) + "/lowered");
+    const std::string prefix = (n->name.empty() ? n->op_type : n->name) + "/lowered";
+    model.recurrent_lowerings.push_back({prefix + "/", n->op_type});
+    GradBuilder b(g, prefix);
     const std::vector<Value*> outs = lower_node(b, *n, spec);
     const size_t added = g.nodes.size() - first_new;
     splice(model, n, first_new, outs);

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "ir/node_match.h"
+#include "passes/autodiff/autodiff.h"
 #include "passes/autodiff/grad_builder.h"
 #include "passes/dead_code_elimination.h"
 #include "passes/sum_trees.h"
@@ -19,19 +20,27 @@ bool is_wide_float(DType t) {
   return t == DType::kFloat32 || t == DType::kFloat64;
 }
 
+bool is_16_bit_float(DType t) {
+  return t == DType::kFloat16 || t == DType::kBFloat16;
+}
+
 bool is_matrix(const Value* v) {
   return v && v->type.is_static() && v->type.shape->size() == 2;
 }
 
-// An Add of two float32 or float64 operands of its output's type (no broadcast).
+// An Add of two float operands of its output's type (no broadcast). 16-bit sums are rewritten
+// only where a recurrent layer's gradient wrote every term (from_one_recurrent_layer).
 bool is_sum(const Node* n) {
-  return is_plain_sum(n) && is_wide_float(n->outputs[0]->type.dtype);
+  if (!is_plain_sum(n)) return false;
+  const DType d = n->outputs[0]->type.dtype;
+  return is_wide_float(d) || is_16_bit_float(d);
 }
 
-// A term p^T b: p [k, m], b [k, n], the product [m, n] of p's type.
+// A term p^T b: p [k, m], b [k, n], the product [m, n] of p's type, computed by `product`.
 struct Term {
   Value* p = nullptr;
   Value* b = nullptr;
+  const Node* product = nullptr;
 };
 
 // The operands p, b of a product p^T b: MatMul(Transpose(p), b), or Gemm(p, b) with transA
@@ -68,7 +77,7 @@ bool as_term(const Value* v, Term* term) {
   const DType d = v->type.dtype;
   if (p->type.dtype != d || b->type.dtype != d || ps[0] != bs[0]) return false;
   if (ps[1] != ys[0] || bs[1] != ys[1]) return false;
-  *term = {p, b};
+  *term = {p, b, v->producer};
   return true;
 }
 
@@ -95,6 +104,20 @@ bool worth_stacking(const std::vector<Term>& terms) {
     k += (*t.p->type.shape)[0];
   }
   return k * (m + n) <= static_cast<int64_t>(terms.size()) * m * n;
+}
+
+// Whether the gradient of one lowered LSTM, GRU or RNN node (ir::Model::recurrent_lowerings)
+// computed every term: a weight's gradient that PyTorch's RNN call sums over the time steps
+// with one rounding. Elsewhere a 16-bit sum keeps autocast's per-op roundings (autograd adds a
+// weight's gradients in the autocast dtype, as in a loop over an LSTMCell).
+bool from_one_recurrent_layer(const ir::Model& model, const std::vector<Term>& terms) {
+  for (const ir::Model::RecurrentLowering& l : model.recurrent_lowerings) {
+    const std::string prefix = gradient_name_prefix(l.node_prefix);
+    bool all = true;
+    for (const Term& t : terms) all = all && t.product->name.starts_with(prefix);
+    if (all) return true;
+  }
+  return false;
 }
 
 void stack_terms(ir::Graph& g, Node* root, const std::vector<Term>& terms) {
@@ -139,6 +162,8 @@ int stack_summed_matmuls(ir::Model& model) {
   for (Node* root : roots) {
     const std::vector<Term> terms = terms_of(root, outside);
     if (!worth_stacking(terms)) continue;
+    const DType d = root->outputs[0]->type.dtype;
+    if (!is_wide_float(d) && !from_one_recurrent_layer(model, terms)) continue;
     stack_terms(g, root, terms);
     ++rewritten;
   }

@@ -9,12 +9,17 @@
 // weight-sized sum again. One GEMM over the T * batch rows does the same arithmetic at full
 // speed and reads the pieces once.
 //
-// Float32 and float64 sums only: the rewrite changes the order of the additions (one GEMM's
+// Float32 and float64 sums: the rewrite changes the order of the additions (one GEMM's
 // accumulation instead of T roundings of the partial sums), which a float32 training step
-// allows as any GEMM's blocking does, while a 16-bit plan's per-op roundings are PyTorch's
-// autocast semantics and stay. Rewritten where the stacked operands are no larger than the
-// partial sums they replace (n * m * n_cols elements), so the copies cost less than the
-// additions saved; the operands then live until the sum, which the memory plan accounts.
+// allows as any GEMM's blocking does. 16-bit sums where every term is the gradient of one
+// lowered LSTM, GRU or RNN node (ir::Model::recurrent_lowerings): PyTorch runs that layer as
+// one cuDNN or oneDNN call, whose weight gradient is one product over the time steps,
+// accumulated in fp32 and rounded once, as the stacked product computes it. Other 16-bit sums
+// keep their per-op roundings, autocast's semantics (autograd adds a weight's gradients in
+// the 16-bit type, as in a Python loop over an LSTMCell). Rewritten where the stacked
+// operands are no larger than the partial sums they replace (n * m * n_cols elements), so the
+// copies cost less than the additions saved; the operands then live until the sum, which the
+// memory plan accounts.
 #pragma once
 
 #include "ir/graph.h"

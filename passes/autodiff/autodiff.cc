@@ -175,7 +175,7 @@ std::vector<ir::Value*> gradients_of(ir::Graph& g, const std::vector<SeededOutpu
     }
     if (!rule)
       throw Error("no gradient rule for operator '" + n.op_type + "' (node " + n.label() + ")");
-    autodiff::GradBuilder builder(g, "grad/" + (n.name.empty() ? n.op_type : n.name));
+    autodiff::GradBuilder builder(g, gradient_name_prefix(n.name.empty() ? n.op_type : n.name));
     autodiff::GradContext ctx(n, out_grads, needs, builder);
     (*rule)(ctx);
     for (size_t k = 0; k < n.inputs.size(); ++k) {
@@ -194,6 +194,10 @@ std::vector<ir::Value*> gradients_of(ir::Graph& g, const std::vector<SeededOutpu
     if (auto it = grad.find(xs[i]); it != grad.end()) result[i] = it->second;
   }
   return result;
+}
+
+std::string gradient_name_prefix(const std::string& forward_name) {
+  return "grad/" + forward_name;
 }
 
 void import_ampc_domain_if_used(ir::Model& model, size_t first_node) {

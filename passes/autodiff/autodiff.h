@@ -60,6 +60,10 @@ std::vector<ir::Value*> gradients_of(ir::Graph& g, const std::vector<SeededOutpu
                                      const std::vector<ir::Value*>& xs,
                                      const StopGradients& stops = {});
 
+// The name prefix of the nodes autodiff writes for the gradient of the forward node named
+// `forward_name`; for a forward prefix, that of the gradients of every node it names.
+std::string gradient_name_prefix(const std::string& forward_name);
+
 // Gradient ops of ampc's own domain need its schemas and an opset import: adds both when a
 // node from `first_node` on is of that domain.
 void import_ampc_domain_if_used(ir::Model& model, size_t first_node);
