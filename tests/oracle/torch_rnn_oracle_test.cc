@@ -114,12 +114,36 @@ INSTANTIATE_TEST_SUITE_P(Variants, TorchRnnOracle, ::testing::ValuesIn(variants(
 
 // fp16 and bf16: compiled for training with Adam, 5 steps on the batch; every loss finite.
 // Autocast: the lowered projections (MatMul) compute in the low dtype, the gates (Sigmoid,
-// Tanh) in fp32.
-class TorchRnnMixedPrecision : public TorchRnnOracle {};
+// Tanh) in fp32, and the recurrent weights' gradients are stacked products.
+// The MatMuls of a lowered layer's gradient that stack_summed_matmuls wrote, of type `t`.
+int stacked_gradients(const ir::Model& m, DType t) {
+  int stacked = 0;
+  for (const auto& n : m.graph->nodes) {
+    if (n->op_type == "MatMul" && n->outputs[0]->type.dtype == t &&
+        n->name.find("/lowered/") != std::string::npos &&
+        n->name.find("/stacked/") != std::string::npos)
+      ++stacked;
+  }
+  return stacked;
+}
+
+class TorchRnnMixedPrecision : public TorchRnnOracle {
+ protected:
+  int stacked_gradients_in_fp32(const std::string& name) const {
+    compiler::CompileOptions options;
+    options.train = true;
+    onnx_io::ImportOptions import;
+    import.training = true;
+    auto m = onnx_io::load_model(model_path(name), import);
+    compiler::compile_model(*m, options, name);
+    return stacked_gradients(*m, DType::kFloat32);
+  }
+};
 
 TEST_P(TorchRnnMixedPrecision, TrainsFiniteWithLowPrecisionProjections) {
   const std::string name = GetParam();
   ASSERT_TRUE(export_variant(name)) << "the oracle script failed";
+  const int stacked_fp32 = stacked_gradients_in_fp32(name);
   for (auto precision : {passes::Precision::kFP16, passes::Precision::kBF16}) {
     SCOPED_TRACE(name + " " + std::string(passes::precision_name(precision)));
     compiler::CompileOptions options;
@@ -143,6 +167,10 @@ TEST_P(TorchRnnMixedPrecision, TrainsFiniteWithLowPrecisionProjections) {
     }
     EXPECT_GT(low_matmuls, 0);
     EXPECT_GT(fp32_gates, 0);
+    // The recurrent weights' gradients: one product over the time steps, rounded once, as
+    // PyTorch's RNN call computes them; stacked wherever the fp32 plan stacks them
+    // (passes/summed_matmuls.h).
+    EXPECT_EQ(stacked_gradients(*m, low), stacked_fp32);
     rt::cpu::Executor exec(std::move(plan));
     const auto b = batch(name);
     for (int step = 0; step < 5; ++step) {
