@@ -126,9 +126,10 @@ void Executor::place_in_arena() {
 // step runs once in oneDNN's prepare-only mode, over its constants and state and zeros for
 // the rest (nothing is computed by oneDNN; what an op does around the call is cheap).
 void Executor::prepare_library_steps() {
+  // ampc.Conv: a bf16 plan's convolutions (ONNX's Conv has no bf16, passes/autocast.cc).
   auto is_library = [](const plan::Step& s) {
     return (s.domain().empty() && (s.op() == "MatMul" || s.op() == "Gemm" || s.op() == "Conv")) ||
-           (s.domain() == "ampc" && s.op() == "ConvGrad");
+           (s.domain() == "ampc" && (s.op() == "ConvGrad" || s.op() == "Conv"));
   };
   auto dnnl_type = [](int32_t t) {
     return t == static_cast<int32_t>(DType::kFloat32) ||

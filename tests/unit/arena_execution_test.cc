@@ -7,10 +7,13 @@
 #include <climits>
 #include <cmath>
 #include <cstring>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "driver/pipeline.h"
 #include "kernels/cpu/dnnl_context.h"
+#include "passes/autocast.h"
 #include "runtime/cpu/executor.h"
 #include "runtime/plan/plan_stats.h"
 #include "tests/support/onnx_builder.h"
@@ -196,15 +199,21 @@ TEST(ArenaExecution, CopyingOpsLeaveTheirArenaInputAsItWas) {
     EXPECT_EQ(y.data<float>()[i], nd[i] + el[i] + lower[i] + rev[i] + r[i]) << i;
 }
 
+// In fp32 and bf16 plans (whose convolutions are ampc.Conv, the bf16 form of ONNX's Conv).
 TEST(LibraryPrimitives, AreCreatedWhenThePlanIsLoaded) {
-  for (const char* model : {"mlp", "cnn"}) {
-    SCOPED_TRACE(model);
+  for (const auto& [model, precision] :
+       std::vector<std::pair<std::string, passes::Precision>>{{"mlp", passes::Precision::kFP32},
+                                                              {"cnn", passes::Precision::kFP32},
+                                                              {"mlp", passes::Precision::kBF16},
+                                                              {"cnn", passes::Precision::kBF16}}) {
+    SCOPED_TRACE(model + " " + std::string(passes::precision_name(precision)));
     compiler::CompileOptions o;
     o.train = true;
     o.lowering.target = "cpu";
+    o.autocast.precision = precision;
     // A batch of 3, which no other test of this process uses: its problems are new.
     o.import.input_shapes =
-        std::string(model) == "mlp"
+        model == "mlp"
             ? std::map<std::string, std::vector<int64_t>>{{"x", {3, 64}}, {"y", {3}}}
             : std::map<std::string, std::vector<int64_t>>{{"x", {3, 1, 8, 8}}, {"y", {3}}};
     const plan::Plan p =
