@@ -112,9 +112,6 @@ TEST_P(TorchRnnOracle, LossAndGradients) {
 INSTANTIATE_TEST_SUITE_P(Variants, TorchRnnOracle, ::testing::ValuesIn(variants()),
                          [](const auto& info) { return info.param; });
 
-// fp16 and bf16: compiled for training with Adam, 5 steps on the batch; every loss finite.
-// Autocast: the lowered projections (MatMul) compute in the low dtype, the gates (Sigmoid,
-// Tanh) in fp32, and the recurrent weights' gradients are stacked products.
 // The MatMuls of a lowered layer's gradient that stack_summed_matmuls wrote, of type `t`.
 int stacked_gradients(const ir::Model& m, DType t) {
   int stacked = 0;
@@ -127,6 +124,9 @@ int stacked_gradients(const ir::Model& m, DType t) {
   return stacked;
 }
 
+// fp16 and bf16: compiled for training with Adam, 5 steps on the batch; every loss finite.
+// Autocast: the lowered projections (MatMul) compute in the low dtype, the gates (Sigmoid,
+// Tanh) in fp32, and the recurrent weights' gradient sums stacked where the fp32 plan stacks them.
 class TorchRnnMixedPrecision : public TorchRnnOracle {
  protected:
   int stacked_gradients_in_fp32(const std::string& name) const {
