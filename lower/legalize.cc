@@ -371,9 +371,11 @@ const detail::Fillers& fillers() {
         gemm_params(a, s, s.mutable_gemm());
       };
     }
-    t["ConvTranspose"] = [](const Attrs& a, plan::Step& s, const StepOperands& in) {
-      conv_transpose_params(a, in, s.mutable_window());
-    };
+    for (const char* op : {"ConvTranspose", "ampc.ConvTranspose"}) {
+      t[op] = [](const Attrs& a, plan::Step& s, const StepOperands& in) {
+        conv_transpose_params(a, in, s.mutable_window());
+      };
+    }
     t["DepthToSpace"] = [](const Attrs& a, plan::Step& s, const StepOperands&) {
       block_params(a, true, s.mutable_block());
     };

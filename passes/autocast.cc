@@ -328,8 +328,9 @@ class Autocaster {
       }
     }
     if (target == DType::kBFloat16 && has_ampc_bf16_form(n) && !allows(*schema, param, target)) {
-      // ONNX's Conv and pooling ops have no bfloat16 in these opsets: ampc.Conv, ampc.MaxPool,
-      // ampc.AveragePool and ampc.GlobalAveragePool are the same ops with it.
+      // ONNX's Conv, ConvTranspose and pooling ops have no bfloat16 in these opsets: ampc.Conv,
+      // ampc.ConvTranspose, ampc.MaxPool, ampc.AveragePool and ampc.GlobalAveragePool are the
+      // same ops with it.
       use_ampc_domain(n);
       d.rule += "; as ampc." + n.op_type + " (ONNX's " + n.op_type + " has no bf16)";
     } else if (!allows(*schema, param, target)) {
@@ -351,8 +352,9 @@ class Autocaster {
   }
 
   static bool has_ampc_bf16_form(const ir::Node& n) {
-    return n.domain.empty() && (n.op_type == "Conv" || n.op_type == "MaxPool" ||
-                                n.op_type == "AveragePool" || n.op_type == "GlobalAveragePool");
+    return n.domain.empty() &&
+           (n.op_type == "Conv" || n.op_type == "ConvTranspose" || n.op_type == "MaxPool" ||
+            n.op_type == "AveragePool" || n.op_type == "GlobalAveragePool");
   }
 
   void use_ampc_domain(ir::Node& n) {

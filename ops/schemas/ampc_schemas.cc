@@ -79,6 +79,26 @@ OpSchema conv() {
   return s;
 }
 
+// Nor has its ConvTranspose: this is the same op with bfloat16 allowed, for the transposed
+// convolutions of bf16 plans (torch's conv_transpose2d is on autocast's lower-precision list).
+OpSchema conv_transpose() {
+  OpSchema s =
+      base("ConvTranspose", "ONNX's ConvTranspose (opset 11 semantics), with bfloat16 allowed.");
+  s.Attr("group", "As ONNX ConvTranspose's.", AttributeProto::INT, static_cast<int64_t>(1))
+      .Attr("output_padding", "As ONNX ConvTranspose's.", AttributeProto::INTS,
+            onnx::OPTIONAL_VALUE)
+      .Attr("output_shape", "As ONNX ConvTranspose's.", AttributeProto::INTS, onnx::OPTIONAL_VALUE)
+      .Input(0, "X", "Input.", "T")
+      .Input(1, "W", "Weights.", "T")
+      .Input(2, "B", "Bias.", "T", OpSchema::Optional)
+      .Output(0, "Y", "Output.", "T")
+      .TypeAndShapeInferenceFunction([](onnx::InferenceContext& ctx) {
+        onnx::OpSchemaRegistry::Schema("ConvTranspose", 11)
+            ->GetTypeAndShapeInferenceFunction()(ctx);
+      });
+  return s;
+}
+
 // Nor has its MaxPool (bfloat16 came with opset 22): autocast uses this op, the same MaxPool
 // with bfloat16 allowed, where a bf16 plan's MaxPool follows its bf16 input, as torch's
 // max_pool2d does under autocast.
@@ -244,6 +264,7 @@ void register_ampc_schemas() {
     onnx::RegisterSchema(layer_norm_grad());
     onnx::RegisterSchema(softmax_grad());
     onnx::RegisterSchema(conv());
+    onnx::RegisterSchema(conv_transpose());
     onnx::RegisterSchema(max_pool());
     onnx::RegisterSchema(average_pool());
     onnx::RegisterSchema(global_average_pool());

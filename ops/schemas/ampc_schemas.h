@@ -7,8 +7,9 @@
 //   MaxPoolGrad(dY, X) -> dX                attributes of the MaxPool; the gradient goes to
 //                                           the first maximum of each window
 //   AveragePoolGrad(dY, X) -> dX            attributes of the AveragePool
-//   Conv, MaxPool, AveragePool,             ONNX's (opsets 11, 12, 11 and 1) with bfloat16
-//   GlobalAveragePool                       allowed, which autocast uses in bf16 plans
+//   Conv, ConvTranspose, MaxPool,           ONNX's (opsets 11, 11, 12, 11 and 1) with
+//   AveragePool, GlobalAveragePool          bfloat16 allowed, which autocast uses in bf16
+//                                           plans
 #pragma once
 
 namespace ampc::ops {

@@ -120,7 +120,10 @@ void conv_transpose(GradContext& c) {
                  Attribute::make_ints("dilations", dilations), Attribute::make_ints("pads", pads),
                  Attribute::make_int("group", c.attr_int("group", 1)));
   };
-  if (c.needs(0)) c.set_input_grad(0, c.b.op("Conv", {dy, w}, x->type, window()));
+  // ampc.ConvTranspose (bf16) has its dX computed by ampc.Conv, the Conv that allows bf16.
+  const bool bf16_form = c.node().domain == kAmpcDomain;
+  if (c.needs(0))
+    c.set_input_grad(0, c.b.op("Conv", {dy, w}, x->type, window(), bf16_form ? kAmpcDomain : ""));
   if (c.needs(1)) {
     const int64_t m = (*w->type.shape)[0];
     auto grads = c.b.op_n("ConvGrad", {x, dy, w}, {dy->type, w->type, {w->type.dtype, Shape{m}}},
@@ -358,6 +361,7 @@ void register_nn_gradients(GradientRegistry& r) {
   r.add("Conv", conv);
   r.add(ops::OpKey(kAmpcDomain, "Conv"), conv);  // the bf16 Conv autocast substitutes
   r.add("ConvTranspose", conv_transpose);
+  r.add(ops::OpKey(kAmpcDomain, "ConvTranspose"), conv_transpose);  // its bf16 form (autocast)
   r.add("MaxPool", [](GradContext& c) { pool(c, true); });
   r.add(ops::OpKey(kAmpcDomain, "MaxPool"), [](GradContext& c) { pool(c, true); });
   r.add("AveragePool", [](GradContext& c) { pool(c, false); });

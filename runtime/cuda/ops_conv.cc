@@ -1,9 +1,9 @@
 // Conv, ampc.Conv (the same op with bf16, passes/autocast.cc), ampc.ConvGrad (dX, dW, dB;
-// runtime/cpu/ops/grad_ops.cc) and ConvTranspose (a backward-data pass) through cuDNN
-// (cudnn_conv.h); the bias is added by kernels/cuda/bias.h, the bias gradient is the reduction
-// kernel's sum of dY over all axes but the channels. The window geometry is the CPU backend's
-// (nn::window_geometry, nn::conv_transpose_geometry) from the step's typed WindowParams, so both
-// backends derive it alike; a padding cuDNN's symmetric one cannot stand for is refused.
+// runtime/cpu/ops/grad_ops.cc), ConvTranspose and ampc.ConvTranspose (a backward-data pass)
+// through cuDNN (cudnn_conv.h); the bias is added by kernels/cuda/bias.h, the bias gradient is the
+// reduction kernel's sum of dY over all axes but the channels. The window geometry is the CPU
+// backend's (nn::window_geometry, nn::conv_transpose_geometry) from the step's typed WindowParams,
+// so both backends derive it alike; a padding cuDNN's symmetric one cannot stand for is refused.
 #include <array>
 #include <functional>
 #include <memory>
@@ -211,7 +211,7 @@ Launch build_conv_transpose(StepContext& ctx) {
 }
 
 bool is_conv_transpose(const plan::Step& step) {
-  return step.domain().empty() && step.op() == "ConvTranspose";
+  return (step.domain().empty() || step.domain() == "ampc") && step.op() == "ConvTranspose";
 }
 
 bool is_conv(const plan::Step& step) {
@@ -240,6 +240,7 @@ void register_conv_ops(BuilderTable& t) {
   t.add("ampc", "Conv", build_conv);  // bf16 Conv (ONNX's Conv has no bf16)
   t.add("ampc", "ConvGrad", build_conv_grad);
   t.add("", "ConvTranspose", build_conv_transpose);
+  t.add("ampc", "ConvTranspose", build_conv_transpose);  // bf16 (ONNX's has no bf16)
 }
 
 }  // namespace ampc::rt::cuda

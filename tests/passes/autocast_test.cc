@@ -458,6 +458,79 @@ TEST(AutocastRules, BatchNormalizationBelowOpset15StaysFp32) {
   EXPECT_THAT(report.notes[0], HasSubstr("BatchNormalization"));
 }
 
+// x -> Conv -> ConvTranspose (strided, with a bias) -> ReduceSum: a decoder's upsampling.
+std::unique_ptr<ir::Model> conv_transpose_model() {
+  auto m = std::make_unique<ir::Model>();
+  m->opsets.push_back({"", 17});
+  ir::Graph& g = *m->graph;
+  g.name = "decoder";
+  auto tensor = [&g](const std::string& name, std::vector<int64_t> shape) {
+    return g.add_value(name, {DType::kFloat32, std::move(shape)});
+  };
+  auto parameter = [&](const std::string& name, std::vector<int64_t> shape) {
+    ir::Value* p = tensor(name, shape);
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    std::vector<double> values(static_cast<size_t>(n));
+    for (size_t i = 0; i < values.size(); ++i) values[i] = 0.01 * static_cast<double>(i % 7) - 0.03;
+    p->initializer = std::make_unique<ir::Tensor>(
+        ir::tensor_of<float>(DType::kFloat32, DType::kFloat64, shape, values));
+    p->initializer->name = name;
+    p->from_model = true;
+    g.initializers.push_back(p);
+    return p;
+  };
+  ir::Value* x = tensor("x", {2, 3, 8, 8});
+  x->is_graph_input = true;
+  g.inputs.push_back(x);
+  ir::Value* h = tensor("h", {2, 4, 8, 8});
+  g.add_node("Conv", {x, parameter("w1", {4, 3, 3, 3})}, {h}, "conv")
+      ->attributes.push_back(ir::Attribute::make_ints("pads", {1, 1, 1, 1}));
+  ir::Value* y = tensor("y", {2, 2, 16, 16});
+  ir::Node* up = g.add_node("ConvTranspose",
+                            {h, parameter("w2", {4, 2, 4, 4}), parameter("b2", {2})}, {y}, "up");
+  up->attributes.push_back(ir::Attribute::make_ints("strides", {2, 2}));
+  up->attributes.push_back(ir::Attribute::make_ints("pads", {1, 1, 1, 1}));
+  ir::Value* loss = tensor("loss", {});
+  g.add_node("ReduceSum", {y}, {loss}, "sum")
+      ->attributes.push_back(ir::Attribute::make_int("keepdims", 0));
+  g.outputs.push_back(loss);
+  return m;
+}
+
+// ONNX's ConvTranspose has no bfloat16 up to opset 17: a bf16 plan's transposed convolution is
+// ampc.ConvTranspose, computing in bf16 as torch's conv_transpose2d does under autocast, and
+// the Conv that is its input gradient is ampc.Conv. fp16 plans keep ONNX's ops.
+TEST(AutocastRules, ConvTransposeComputesInTheLowDtype) {
+  for (const Precision p : {Precision::kBF16, Precision::kFP16}) {
+    const DType low = passes::precision_dtype(p);
+    const std::string want_domain = p == Precision::kBF16 ? "ampc" : "";
+    auto model = conv_transpose_model();
+    compiler::CompileOptions options;
+    options.train = true;
+    options.autocast.precision = p;
+    (void)compiler::compile_model(*model, options, "conv_transpose");
+    int forward = 0, input_gradients = 0;
+    for (const auto& n : model->graph->nodes) {
+      if (n->name == "up") {
+        ++forward;
+        EXPECT_EQ(n->op_type, "ConvTranspose");
+        EXPECT_EQ(n->domain, want_domain);
+        EXPECT_EQ(compute_dtype(*n), low);
+        EXPECT_EQ(n->outputs[0]->type.dtype, low);
+      } else if (n->op_type == "Conv" && n->name.find("up") != std::string::npos) {
+        ++input_gradients;
+        EXPECT_EQ(n->domain, want_domain) << n->label();
+        EXPECT_EQ(compute_dtype(*n), low) << n->label();
+      }
+    }
+    EXPECT_EQ(forward, 1);
+    EXPECT_EQ(input_gradients, 1);
+    ir::verify(*model);
+    EXPECT_NO_THROW(onnx_io::check_model(onnx_io::export_training_model(*model)));
+  }
+}
+
 TEST(AutocastRules, Fp32IsANoOp) {
   auto model = onnx_io::load_model(model_path("mlp"));
   passes::fold_constants(*model);

@@ -65,6 +65,13 @@ TEST(CpuHalfTwin, ConvAndConvGrad) {
   expect_twin({"ConvTranspose",
                {low({1, 4, 3, 3}), low({4, 3, 3, 3}), low({3})},
                {attr_ints("strides", {2, 2}), attr_ints("pads", {1, 1, 1, 1})}});
+  expect_twin({"ConvTranspose",  // the bf16 form autocast writes
+               {low({2, 4, 3, 3}), low({4, 1, 3, 2}), low({2})},
+               {attr_i("group", 2), attr_ints("strides", {2, 1}), attr_ints("pads", {1, 0, 1, 1}),
+                attr_ints("output_padding", {1, 0})},
+               1,
+               1,
+               "ampc"});
   expect_twin({"ConvGrad",
                {low({2, 6, 4, 4}), low({2, 4, 7, 7}), low({6, 2, 3, 3})},
                conv_attrs(),

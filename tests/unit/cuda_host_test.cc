@@ -226,10 +226,11 @@ TEST(CudaRandomLoad, NoiseOpsBuildAndReadTheRunKey) {
   }
 }
 
-// ConvTranspose (cuDNN's backward data pass), DepthToSpace, SpaceToDepth and ConstantOfShape
-// (tests/support/layout_ops_model.h), fp32 and bf16: every step builds or passes its library
-// check, with typed parameters and no attributes, and nothing would be refused at load (the
-// gradient's convolution has an end pad no window reaches, which symmetric padding stands for).
+// ConvTranspose (cuDNN's backward data pass; in bf16 its ampc form), DepthToSpace, SpaceToDepth
+// and ConstantOfShape (tests/support/layout_ops_model.h), fp32 and bf16: every step builds or
+// passes its library check, with typed parameters and no attributes, and nothing would be
+// refused at load (the gradient's convolution has an end pad no window reaches, which
+// symmetric padding stands for).
 // A ConvTranspose padding that cuDNN's symmetric padding cannot express is refused, naming it.
 TEST(CudaLayoutOpsLoad, ConvTransposeBlockMovesAndFillBuild) {
   test::TempDir dir;
@@ -252,6 +253,9 @@ TEST(CudaLayoutOpsLoad, ConvTransposeBlockMovesAndFillBuild) {
         continue;
       ++seen[s.op()];
       EXPECT_EQ(s.attributes_size(), 0) << rt::cuda::describe_step(p, i);
+      // A bf16 plan's ConvTranspose is ampc.ConvTranspose (ONNX's has no bf16).
+      const bool ampc_form = s.op() == "ConvTranspose" && precision == passes::Precision::kBF16;
+      EXPECT_EQ(s.domain(), ampc_form ? "ampc" : "") << rt::cuda::describe_step(p, i);
       rt::cuda::StepContext ctx(p, i, memory, handles, device);
       if (rt::cuda::is_library_step(s)) {
         EXPECT_NO_THROW(rt::cuda::check_library_step(ctx)) << rt::cuda::describe_step(p, i);

@@ -43,12 +43,11 @@ training plan compiled for cuda:sm_90 (every step's builder, the device layout a
 checks, run without a GPU by `ampc compile`), or the ops it would refuse
 (`tests/zoo/expected_cuda_refusals.txt`).
 
-Two 16-bit arenas above the fp32 one, both on the smallest models: convtranspose2d in bf16
-(ConvTranspose computes in fp32 in bf16 plans, its ONNX schema up to opset 17 having no
-bfloat16: `docs/mixed-precision.md`, where PyTorch's autocast runs conv_transpose in bf16; the
-fp32 copy of its input is kept for its weight gradient) and conv1d_groupnorm (256 bytes: the
-16-bit copy of the input, which the fp32 plan reads from the caller's buffer, outside the
-arena).
+One 16-bit arena above the fp32 one, on one of the smallest models: conv1d_groupnorm (256
+bytes: the 16-bit copy of the input, which the fp32 plan reads from the caller's buffer, outside
+the arena). The bf16 arenas of mobilenet_v3 and LR-ASPP are above their fp16 ones because
+HardSigmoid and HardSwish compute in fp32 in bf16 plans (their ONNX schemas up to opset 17 have
+no bfloat16: `docs/mixed-precision.md`).
 
 A row "not run" is a model the results folder has no result for (the table shows the last
 run of each model); "refused" rows are listed in `tests/zoo/expected_refusals.txt`.

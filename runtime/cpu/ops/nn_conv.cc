@@ -218,6 +218,7 @@ void register_conv_ops(OpRegistry& r) {
   // ampc.Conv: the same op where bfloat16 is allowed (ops/schemas/ampc_schemas.h).
   r.add("Conv", conv, "ampc");
   add_widened(r, "ConvTranspose", conv_transpose_op);
+  add_widened(r, "ConvTranspose", conv_transpose_op, {}, "ampc");  // with bf16 (autocast)
 }
 
 }  // namespace ampc::rt::cpu::nn
