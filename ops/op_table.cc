@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "ops/ampc_forms.h"
 #include "ops/op_info.h"
 #include "ops/op_key.h"
 
@@ -178,8 +179,23 @@ bool key_less(const OpInfo& a, const OpInfo& b) {
   return a.domain != b.domain ? a.domain < b.domain : a.op < b.op;
 }
 
+// The activations' ampc forms (ops/ampc_forms.h) are the ONNX ops with bfloat16 allowed:
+// their rows are copies, so they fuse and run in place as the ONNX ops do.
+void add_ampc_forms(std::vector<OpInfo>& t) {
+  for (std::string_view op : ampc_activation_forms()) {
+    const auto onnx_row = std::find_if(
+        t.begin(), t.end(), [op](const OpInfo& i) { return i.domain.empty() && i.op == op; });
+    if (onnx_row == t.end())  // a programming error: caught by the first test that runs
+      throw std::logic_error("ops/op_table.cc: no row for " + std::string(op));
+    OpInfo form = *onnx_row;
+    form.domain = "ampc";
+    t.push_back(form);
+  }
+}
+
 std::vector<OpInfo> sorted_table() {
   std::vector<OpInfo> t = rows();
+  add_ampc_forms(t);
   std::sort(t.begin(), t.end(), key_less);
   for (size_t i = 1; i < t.size(); ++i) {
     if (!key_less(t[i - 1], t[i]))  // a programming error: caught by the first test that runs

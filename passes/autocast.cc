@@ -8,6 +8,7 @@
 
 #include "base/error.h"
 #include "ir/verifier.h"
+#include "ops/ampc_forms.h"
 #include "ops/op_info.h"
 #include "ops/schemas/ampc_schemas.h"
 #include "passes/cast_cleanup.h"
@@ -327,12 +328,12 @@ class Autocaster {
         bn_noted_ = true;
       }
     }
-    if (target == DType::kBFloat16 && has_ampc_bf16_form(n) && !allows(*schema, param, target)) {
-      // ONNX's Conv, ConvTranspose and pooling ops have no bfloat16 in these opsets: ampc.Conv,
-      // ampc.ConvTranspose, ampc.MaxPool, ampc.AveragePool and ampc.GlobalAveragePool are the
-      // same ops with it.
+    if (target == low_ && has_ampc_form(n) && !allows(*schema, param, target)) {
+      // ONNX's Conv, ConvTranspose, pooling ops and some activations have no bfloat16 in these
+      // opsets (Celu no float16 either): their ampc forms are the same ops with it.
       use_ampc_domain(n);
-      d.rule += "; as ampc." + n.op_type + " (ONNX's " + n.op_type + " has no bf16)";
+      d.rule += "; as ampc." + n.op_type + " (ONNX's " + n.op_type + " has no " +
+                std::string(dtype_name(target)) + ")";
     } else if (!allows(*schema, param, target)) {
       d.rule += "; fp32: opset " + std::to_string(*version) + " " + n.op_type + " has no " +
                 std::string(dtype_name(target));
@@ -351,10 +352,8 @@ class Autocaster {
     decide(n, target, std::move(d.rule));
   }
 
-  static bool has_ampc_bf16_form(const ir::Node& n) {
-    return n.domain.empty() &&
-           (n.op_type == "Conv" || n.op_type == "ConvTranspose" || n.op_type == "MaxPool" ||
-            n.op_type == "AveragePool" || n.op_type == "GlobalAveragePool");
+  static bool has_ampc_form(const ir::Node& n) {
+    return n.domain.empty() && ops::has_ampc_form(n.op_type);
   }
 
   void use_ampc_domain(ir::Node& n) {

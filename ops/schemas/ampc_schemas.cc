@@ -3,6 +3,9 @@
 #include <onnx/defs/schema.h>
 #include <onnx/defs/shape_inference.h>
 
+#include <string>
+
+#include "ops/ampc_forms.h"
 #include "ops/schemas/ampc_schema_parts.h"
 
 namespace ampc::ops {
@@ -145,6 +148,24 @@ OpSchema global_average_pool() {
   return s;
 }
 
+// An activation's ampc form (ops/ampc_forms.h): ONNX's opset-17 schema of the op (its
+// attributes with their defaults, one input X, one output Y of X's type) with every float
+// type allowed.
+OpSchema activation_form(std::string_view op) {
+  const OpSchema* onnx_schema = onnx::OpSchemaRegistry::Schema(std::string(op), 17);
+  const std::string doc = "ONNX's " + std::string(op) + " (opset " +
+                          std::to_string(onnx_schema->SinceVersion()) +
+                          " semantics), with every float type allowed.";
+  OpSchema s = ampc_op_schema(std::string(op).c_str(), doc.c_str());
+  for (const auto& [name, attribute] : onnx_schema->attributes()) s.Attr(attribute);
+  s.TypeConstraint("T", float_type_strs(), "Float tensors.")
+      .Input(0, "X", "Input.", "T")
+      .Output(0, "Y", "Output.", "T")
+      .TypeAndShapeInferenceFunction(
+          [](onnx::InferenceContext& ctx) { output_like_input(ctx, 0, 0); });
+  return s;
+}
+
 OpSchema pool_grad(const char* name, const char* doc) {
   OpSchema s = base(name, doc);
   s.Attr("ceil_mode", "As the forward op's.", AttributeProto::INT, static_cast<int64_t>(0))
@@ -268,6 +289,7 @@ void register_ampc_schemas() {
     onnx::RegisterSchema(max_pool());
     onnx::RegisterSchema(average_pool());
     onnx::RegisterSchema(global_average_pool());
+    for (std::string_view op : ampc_activation_forms()) onnx::RegisterSchema(activation_form(op));
     onnx::RegisterSchema(batch_norm_grad());
     onnx::RegisterSchema(widened_cross_entropy());
     onnx::RegisterSchema(pool_grad("MaxPoolGrad", "Gradient of MaxPool(X) given dY."));

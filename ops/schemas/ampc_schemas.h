@@ -10,6 +10,9 @@
 //   Conv, ConvTranspose, MaxPool,           ONNX's (opsets 11, 11, 12, 11 and 1) with
 //   AveragePool, GlobalAveragePool          bfloat16 allowed, which autocast uses in bf16
 //                                           plans
+//   HardSigmoid, HardSwish, Elu, Celu,      ONNX's (opset 17) with every float type allowed,
+//   Selu, Softsign, ThresholdedRelu         for plans whose low dtype ONNX's lack
+//                                           (ops/ampc_forms.h)
 #pragma once
 
 namespace ampc::ops {

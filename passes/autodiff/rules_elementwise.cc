@@ -1,5 +1,7 @@
 // Gradients of elementwise ops (numpy broadcasting: each input gradient is summed back to
 // the input's shape).
+#include "ops/ampc_forms.h"
+#include "ops/schemas/ampc_schemas.h"
 #include "passes/autodiff/gradient_registry.h"
 
 namespace ampc::passes::autodiff {
@@ -369,6 +371,9 @@ void register_elementwise_gradients(GradientRegistry& r) {
   register_unary_math(r);
   register_trigonometric(r);
   register_activations(r);
+  // The activations' ampc forms (ops/ampc_forms.h) differentiate as the ONNX ops.
+  for (std::string_view op : ops::ampc_activation_forms())
+    r.add(ops::OpKey(ops::kAmpcDomain, op), *r.find(ops::OpKey("", op)));
 }
 
 }  // namespace ampc::passes::autodiff

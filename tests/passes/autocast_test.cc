@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -458,44 +459,76 @@ TEST(AutocastRules, BatchNormalizationBelowOpset15StaysFp32) {
   EXPECT_THAT(report.notes[0], HasSubstr("BatchNormalization"));
 }
 
-// x -> Conv -> ConvTranspose (strided, with a bias) -> ReduceSum: a decoder's upsampling.
-std::unique_ptr<ir::Model> conv_transpose_model() {
+// A parameter's initial values: small, varied, not all of one sign.
+ir::Value* add_parameter(ir::Graph& g, const std::string& name, std::vector<int64_t> shape) {
+  ir::Value* p = g.add_value(name, {DType::kFloat32, shape});
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  std::vector<double> values(static_cast<size_t>(n));
+  for (size_t i = 0; i < values.size(); ++i) values[i] = 0.01 * static_cast<double>(i % 7) - 0.03;
+  p->initializer = std::make_unique<ir::Tensor>(
+      ir::tensor_of<float>(DType::kFloat32, DType::kFloat64, shape, values));
+  p->initializer->name = name;
+  p->from_model = true;
+  g.initializers.push_back(p);
+  return p;
+}
+
+// x [2, 3, 8, 8] -> Conv (4 channels) -> what `head` adds -> ReduceSum -> loss.
+std::unique_ptr<ir::Model> conv_model(
+    const std::function<ir::Value*(ir::Graph&, ir::Value*)>& head) {
   auto m = std::make_unique<ir::Model>();
   m->opsets.push_back({"", 17});
   ir::Graph& g = *m->graph;
-  g.name = "decoder";
-  auto tensor = [&g](const std::string& name, std::vector<int64_t> shape) {
-    return g.add_value(name, {DType::kFloat32, std::move(shape)});
-  };
-  auto parameter = [&](const std::string& name, std::vector<int64_t> shape) {
-    ir::Value* p = tensor(name, shape);
-    int64_t n = 1;
-    for (int64_t d : shape) n *= d;
-    std::vector<double> values(static_cast<size_t>(n));
-    for (size_t i = 0; i < values.size(); ++i) values[i] = 0.01 * static_cast<double>(i % 7) - 0.03;
-    p->initializer = std::make_unique<ir::Tensor>(
-        ir::tensor_of<float>(DType::kFloat32, DType::kFloat64, shape, values));
-    p->initializer->name = name;
-    p->from_model = true;
-    g.initializers.push_back(p);
-    return p;
-  };
-  ir::Value* x = tensor("x", {2, 3, 8, 8});
+  g.name = "small";
+  ir::Value* x = g.add_value("x", {DType::kFloat32, std::vector<int64_t>{2, 3, 8, 8}});
   x->is_graph_input = true;
   g.inputs.push_back(x);
-  ir::Value* h = tensor("h", {2, 4, 8, 8});
-  g.add_node("Conv", {x, parameter("w1", {4, 3, 3, 3})}, {h}, "conv")
+  ir::Value* h = g.add_value("h", {DType::kFloat32, std::vector<int64_t>{2, 4, 8, 8}});
+  g.add_node("Conv", {x, add_parameter(g, "w1", {4, 3, 3, 3})}, {h}, "conv")
       ->attributes.push_back(ir::Attribute::make_ints("pads", {1, 1, 1, 1}));
-  ir::Value* y = tensor("y", {2, 2, 16, 16});
-  ir::Node* up = g.add_node("ConvTranspose",
-                            {h, parameter("w2", {4, 2, 4, 4}), parameter("b2", {2})}, {y}, "up");
-  up->attributes.push_back(ir::Attribute::make_ints("strides", {2, 2}));
-  up->attributes.push_back(ir::Attribute::make_ints("pads", {1, 1, 1, 1}));
-  ir::Value* loss = tensor("loss", {});
+  ir::Value* y = head(g, h);
+  ir::Value* loss = g.add_value("loss", {DType::kFloat32, std::vector<int64_t>{}});
   g.add_node("ReduceSum", {y}, {loss}, "sum")
       ->attributes.push_back(ir::Attribute::make_int("keepdims", 0));
   g.outputs.push_back(loss);
   return m;
+}
+
+// A decoder's upsampling: ConvTranspose, strided, with a bias.
+ir::Value* upsampling(ir::Graph& g, ir::Value* h) {
+  ir::Value* y = g.add_value("y", {DType::kFloat32, std::vector<int64_t>{2, 2, 16, 16}});
+  ir::Node* up =
+      g.add_node("ConvTranspose",
+                 {h, add_parameter(g, "w2", {4, 2, 4, 4}), add_parameter(g, "b2", {2})}, {y}, "up");
+  up->attributes.push_back(ir::Attribute::make_ints("strides", {2, 2}));
+  up->attributes.push_back(ir::Attribute::make_ints("pads", {1, 1, 1, 1}));
+  return y;
+}
+
+// MobileNet v3's activations and a CELU: HardSwish, a squeeze-excite's HardSigmoid gate, Celu.
+ir::Value* activations(ir::Graph& g, ir::Value* h) {
+  auto value = [&g](const std::string& name) {
+    return g.add_value(name, {DType::kFloat32, std::vector<int64_t>{2, 4, 8, 8}});
+  };
+  ir::Value* a = value("a");
+  g.add_node("HardSwish", {h}, {a}, "hardswish");
+  ir::Value* gate = value("gate");
+  g.add_node("HardSigmoid", {a}, {gate}, "hardsigmoid")
+      ->attributes.push_back(ir::Attribute::make_float("alpha", 0.25f));
+  ir::Value* gated = value("gated");
+  g.add_node("Mul", {a, gate}, {gated}, "gated");
+  ir::Value* c = value("c");
+  g.add_node("Celu", {gated}, {c}, "celu");
+  return c;
+}
+
+// compile_model's training pipeline on `model` in precision `p`.
+void compile_for_training(ir::Model& model, Precision p) {
+  compiler::CompileOptions options;
+  options.train = true;
+  options.autocast.precision = p;
+  (void)compiler::compile_model(model, options, "small");
 }
 
 // ONNX's ConvTranspose has no bfloat16 up to opset 17: a bf16 plan's transposed convolution is
@@ -505,11 +538,8 @@ TEST(AutocastRules, ConvTransposeComputesInTheLowDtype) {
   for (const Precision p : {Precision::kBF16, Precision::kFP16}) {
     const DType low = passes::precision_dtype(p);
     const std::string want_domain = p == Precision::kBF16 ? "ampc" : "";
-    auto model = conv_transpose_model();
-    compiler::CompileOptions options;
-    options.train = true;
-    options.autocast.precision = p;
-    (void)compiler::compile_model(*model, options, "conv_transpose");
+    auto model = conv_model(upsampling);
+    compile_for_training(*model, p);
     int forward = 0, input_gradients = 0;
     for (const auto& n : model->graph->nodes) {
       if (n->name == "up") {
@@ -526,6 +556,33 @@ TEST(AutocastRules, ConvTransposeComputesInTheLowDtype) {
     }
     EXPECT_EQ(forward, 1);
     EXPECT_EQ(input_gradients, 1);
+    ir::verify(*model);
+    EXPECT_NO_THROW(onnx_io::check_model(onnx_io::export_training_model(*model)));
+  }
+}
+
+// ONNX's HardSwish, HardSigmoid and Celu have no bfloat16 up to opset 17 (Celu no float16
+// either): where a plan's low dtype is missing, autocast writes their ampc forms, which compute
+// in it as PyTorch's hardswish, hardsigmoid and celu follow their input under autocast; their
+// gradients are ONNX's ops in the low dtype.
+TEST(AutocastRules, ActivationsWithoutLowSchemasComputeInTheLowDtype) {
+  for (const Precision p : {Precision::kBF16, Precision::kFP16}) {
+    const DType low = passes::precision_dtype(p);
+    const bool bf16 = p == Precision::kBF16;
+    const std::map<std::string, std::string> domain_of = {
+        {"hardswish", bf16 ? "ampc" : ""}, {"hardsigmoid", bf16 ? "ampc" : ""}, {"celu", "ampc"}};
+    auto model = conv_model(activations);
+    compile_for_training(*model, p);
+    int seen = 0;
+    for (const auto& n : model->graph->nodes) {
+      const auto it = domain_of.find(n->name);
+      if (it == domain_of.end()) continue;
+      ++seen;
+      EXPECT_EQ(n->domain, it->second) << n->label();
+      EXPECT_EQ(compute_dtype(*n), low) << n->label();
+      EXPECT_EQ(n->outputs[0]->type.dtype, low) << n->label();
+    }
+    EXPECT_EQ(seen, 3);
     ir::verify(*model);
     EXPECT_NO_THROW(onnx_io::check_model(onnx_io::export_training_model(*model)));
   }

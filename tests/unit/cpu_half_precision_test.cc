@@ -29,6 +29,26 @@ TEST(CpuHalfTwin, UnaryMath) {
   expect_twin({"Elu", {low({70})}, {attr_f("alpha", 0.7f)}});
 }
 
+// The activations whose ONNX schemas lack bfloat16 and the ampc forms autocast writes for
+// them (ops/ampc_forms.h), the forms with ONNX's attributes given.
+TEST(CpuHalfTwin, ActivationsAndTheirAmpcForms) {
+  for (const char* op :
+       {"HardSigmoid", "HardSwish", "Elu", "Celu", "Selu", "Softsign", "ThresholdedRelu"}) {
+    expect_twin({op, {low({2, 531}, -5, 5)}});
+    expect_twin({op, {low({2, 531}, -5, 5)}, {}, 1, 1, "ampc"});
+  }
+  expect_twin({"HardSigmoid",
+               {low({70}, -5, 5)},
+               {attr_f("alpha", 0.25f), attr_f("beta", 0.4f)},
+               1,
+               1,
+               "ampc"});
+  expect_twin({"Celu", {low({70}, -5, 5)}, {attr_f("alpha", 1.5f)}, 1, 1, "ampc"});
+  expect_twin(
+      {"Selu", {low({70}, -5, 5)}, {attr_f("alpha", 1.5f), attr_f("gamma", 1.1f)}, 1, 1, "ampc"});
+  expect_twin({"ThresholdedRelu", {low({70}, -5, 5)}, {attr_f("alpha", 0.5f)}, 1, 1, "ampc"});
+}
+
 TEST(CpuHalfTwin, BinaryArithmeticWithBroadcasting) {
   for (const char* op : {"Add", "Sub", "Mul", "Div"}) {
     expect_twin({op, {low({3, 4, 5}), low({4, 5}, 0.5, 3)}});

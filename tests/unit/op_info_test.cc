@@ -7,9 +7,11 @@
 #include <string>
 
 #include "kernels/codegen/instr_set.h"
+#include "ops/ampc_forms.h"
 #include "ops/op_info.h"
 #include "ops/op_key.h"
 #include "ops/op_map.h"
+#include "ops/schemas/ampc_schemas.h"
 #include "passes/autodiff/gradient_registry.h"
 #include "runtime/cpu/op_registry.h"
 
@@ -24,6 +26,7 @@ std::string name(const ops::OpInfo& info) {
 // predates two rows: GroupNormalization (opset 18) and Gelu (opset 20).
 TEST(OpInfo, EveryRowIsAnOperatorOfItsDomain) {
   ASSERT_GT(ops::all_op_infos().size(), 50u);
+  ops::register_ampc_schemas();  // the rows of ampc's forms of ONNX's activations
   const std::set<std::string> newer = {"Gelu", "GroupNormalization"};
   for (const ops::OpInfo& info : ops::all_op_infos()) {
     const std::string domain = info.domain.empty() ? onnx::ONNX_DOMAIN : std::string(info.domain);
@@ -105,6 +108,53 @@ TEST(OpKey, RegistriesAgreeOnTheDefaultDomain) {
   EXPECT_EQ(grads.find({"", "AllReduceSum"}), nullptr);
   EXPECT_EQ(ops::OpKey("ai.onnx", "Relu").str(), "Relu");
   EXPECT_EQ(ops::OpKey("ampc", "AllReduceSum").str(), "ampc.AllReduceSum");
+}
+
+// The activations' ampc forms (ops/ampc_forms.h) are ONNX's ops with every float type: the
+// schema has ONNX's attributes with their defaults and allows float16 and bfloat16; the op
+// table, the CPU backend and autodiff treat them as the ONNX ops.
+TEST(AmpcForms, ActivationFormsAreOnnxOpsWithEveryFloatType) {
+  ops::register_ampc_schemas();
+  const auto& cpu = rt::cpu::OpRegistry::instance();
+  const auto& grads = passes::autodiff::GradientRegistry::instance();
+  ASSERT_EQ(ops::ampc_activation_forms().size(), 7u);
+  for (std::string_view view : ops::ampc_activation_forms()) {
+    const std::string op(view);
+    EXPECT_TRUE(ops::has_ampc_form(op)) << op;
+    const onnx::OpSchema* onnx_schema = onnx::OpSchemaRegistry::Schema(op, 17);
+    const onnx::OpSchema* form = onnx::OpSchemaRegistry::Schema(op, 1, "ampc");
+    ASSERT_NE(onnx_schema, nullptr) << op;
+    ASSERT_NE(form, nullptr) << op;
+    std::set<std::string> onnx_types, form_types;
+    for (const auto& c : onnx_schema->typeConstraintParams())
+      onnx_types.insert(c.allowed_type_strs.begin(), c.allowed_type_strs.end());
+    for (const auto& c : form->typeConstraintParams())
+      form_types.insert(c.allowed_type_strs.begin(), c.allowed_type_strs.end());
+    EXPECT_EQ(onnx_types.count("tensor(bfloat16)"), 0u) << op << ": ONNX's has bf16 now";
+    EXPECT_EQ(form_types, (std::set<std::string>{"tensor(float16)", "tensor(bfloat16)",
+                                                 "tensor(float)", "tensor(double)"}))
+        << op;
+    ASSERT_EQ(form->attributes().size(), onnx_schema->attributes().size()) << op;
+    for (const auto& [attr, a] : onnx_schema->attributes()) {
+      const auto it = form->attributes().find(attr);
+      ASSERT_NE(it, form->attributes().end()) << op << " " << attr;
+      EXPECT_EQ(it->second.type, a.type) << op << " " << attr;
+      EXPECT_EQ(it->second.default_value.SerializeAsString(), a.default_value.SerializeAsString())
+          << op << " " << attr;
+    }
+    const ops::OpInfo* onnx_row = ops::find_op_info("", op);
+    const ops::OpInfo* form_row = ops::find_op_info("ampc", op);
+    ASSERT_NE(onnx_row, nullptr) << op;
+    ASSERT_NE(form_row, nullptr) << op;
+    EXPECT_EQ(form_row->fused, onnx_row->fused) << op;
+    EXPECT_EQ(form_row->pattern, onnx_row->pattern) << op;
+    EXPECT_EQ(form_row->in_place, onnx_row->in_place) << op;
+    EXPECT_NE(cpu.find(op, "ampc"), nullptr) << op;
+    EXPECT_NE(grads.find({"ampc", op}), nullptr) << op;
+  }
+  for (const char* op : {"Conv", "ConvTranspose", "MaxPool", "AveragePool", "GlobalAveragePool"})
+    EXPECT_TRUE(ops::has_ampc_form(op)) << op;
+  EXPECT_FALSE(ops::has_ampc_form("Relu"));  // ONNX's has bfloat16 since opset 14
 }
 
 // One definition per operator: a registry refuses a second entry for an op, however its

@@ -4,6 +4,7 @@
 #include <type_traits>
 
 #include "kernels/shared/float_math.h"
+#include "ops/ampc_forms.h"
 #include "runtime/cpu/ops/elementwise_common.h"
 
 namespace ampc::rt::cpu {
@@ -177,6 +178,10 @@ void register_elementwise_math(OpRegistry& r) {
   register_math(r);
   register_activations(r);
   register_predicates(r);
+  // The activations' ampc forms (ops/ampc_forms.h) run as the ONNX ops: float types of every
+  // width, 16-bit ones computed in fp32 and rounded once.
+  for (std::string_view op : ops::ampc_activation_forms())
+    r.add(std::string(op), *r.find(std::string(op), ""), "ampc");
 }
 
 }  // namespace ampc::rt::cpu
