@@ -45,9 +45,9 @@ checks, run without a GPU by `ampc compile`), or the ops it would refuse
 
 One 16-bit arena above the fp32 one, on one of the smallest models: conv1d_groupnorm (256
 bytes: the 16-bit copy of the input, which the fp32 plan reads from the caller's buffer, outside
-the arena). The bf16 arenas of mobilenet_v3 and LR-ASPP are above their fp16 ones because
-HardSigmoid and HardSwish compute in fp32 in bf16 plans (their ONNX schemas up to opset 17 have
-no bfloat16: `docs/mixed-precision.md`).
+the arena). The ops whose ONNX schemas up to opset 17 lack bfloat16 (Conv, ConvTranspose, the
+poolings, HardSigmoid, HardSwish and other activations) compute in bf16 through their `ampc.`
+forms (`docs/mixed-precision.md`), and every bf16 arena is within 1% of the fp16 one.
 
 A row "not run" is a model the results folder has no result for (the table shows the last
 run of each model); "refused" rows are listed in `tests/zoo/expected_refusals.txt`.
