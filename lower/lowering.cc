@@ -87,7 +87,9 @@ int define_kernel(const LoweredKernel& k, const std::string& key,
 }
 
 // An elementwise node on its own, as a kernel of one member: on CUDA targets every float and
-// bool elementwise op runs as generated code (the CUDA backend has no per-op kernels for them).
+// bool elementwise op runs as generated code (the CUDA backend has no per-op kernels for them);
+// on the CPU a 16-bit one does, as the generated code converts whole vectors where the CPU ops
+// convert one element at a time (lower/README.md).
 LoweredStep single_kernel_step(const ir::Node& n, const KernelBuilder& builder,
                                std::unordered_map<std::string, int>& kernel_of_key, Lowering& out) {
   LoweredStep step;
@@ -98,11 +100,16 @@ LoweredStep single_kernel_step(const ir::Node& n, const KernelBuilder& builder,
   return step;
 }
 
+bool sixteen_bit_result(const ir::Node& n) {
+  const DType t = n.outputs.empty() || !n.outputs[0] ? DType::kUndefined : n.outputs[0]->type.dtype;
+  return t == DType::kFloat16 || t == DType::kBFloat16;
+}
+
 }  // namespace
 
 Lowering lower_graph(const ir::Model& model, const LoweringOptions& options) {
   // An unknown target is refused before any work; CUDA targets run every fusible node as a
-  // kernel, fused or not.
+  // kernel, fused or not; fusing, the CPU runs every fusible node with a 16-bit result so.
   const bool cuda = !cuda_arch(options.target).empty();
   Lowering out;
   const KernelBuilder builder(model);
@@ -138,7 +145,8 @@ Lowering lower_graph(const ir::Model& model, const LoweringOptions& options) {
     LoweredStep step;
     if (!fs.fused()) {
       if (folded.count(fs.node)) continue;  // runs inside its GEMM's step
-      if (cuda && !fold_of.count(fs.node) && is_fusible(model, *fs.node)) {
+      if ((cuda || sixteen_bit_result(*fs.node)) && !fold_of.count(fs.node) &&
+          is_fusible(model, *fs.node)) {
         out.steps.push_back(single_kernel_step(*fs.node, builder, kernel_of_key, out));
         continue;
       }

@@ -607,6 +607,43 @@ TEST(Fusion, TorchActivationsGiveTheCpuOpsBits) {
   }
 }
 
+// On the CPU a fusible node alone (no neighbour to fuse with) stays the CPU op where its
+// result is fp32, and becomes a kernel of one member where it is fp16 or bf16 (the generated
+// code converts whole vectors): a squeeze-excite's broadcasting Mul and the ampc forms of
+// HardSwish and HardSigmoid (ops/ampc_forms.h), which fuse as ONNX's ops do. Either way the
+// same bits as the CPU ops.
+TEST(Fusion, SixteenBitNodeAloneIsAKernelOnTheCpu) {
+  for (DType t : {kF32, DType::kFloat16, DType::kBFloat16}) {
+    Builder b;
+    b.model.opsets.push_back({"ampc", 1});
+    ir::Value* x = b.input("x", {2, 3, 4, 4}, t);
+    ir::Value* gate = b.input("gate", {2, 3, 1, 1}, t);
+    ir::Value* y = b.input("y", {2, 3, 4, 4}, t);
+    ir::Value* z = b.input("z", {2, 3, 1, 1}, t);
+    b.output(b.op("Mul", {x, gate}, {2, 3, 4, 4}, t));
+    b.output(b.op("HardSwish", {y}, {2, 3, 4, 4}, t));
+    b.model.graph->nodes.back()->domain = "ampc";
+    b.output(b.op("HardSigmoid", {z}, {2, 3, 1, 1}, t));
+    b.model.graph->nodes.back()->domain = "ampc";
+    b.model.graph->nodes.back()->attributes.push_back(ir::Attribute::make_float("alpha", 0.3f));
+    for (const auto& n : b.model.graph->nodes)
+      EXPECT_TRUE(lower::is_fusible(b.model, *n)) << n->label();
+    // No two read an input in common, and each output is read by the graph only: three groups
+    // of one.
+    const plan::Plan plan = fused_plan(b.model, "cpu");
+    ASSERT_EQ(plan.steps_size(), 3) << dtype_name(t);
+    const bool kernels = t != kF32;
+    EXPECT_EQ(plan.steps(0).op(), kernels ? "FusedElementwise" : "Mul") << dtype_name(t);
+    EXPECT_EQ(plan.steps(1).op(), kernels ? "FusedElementwise" : "HardSwish") << dtype_name(t);
+    EXPECT_EQ(plan.steps(2).op(), kernels ? "FusedElementwise" : "HardSigmoid") << dtype_name(t);
+    rt::Tensor xv(t, {2, 3, 4, 4}), gv(t, {2, 3, 1, 1});
+    for (int i = 0; i < 96; ++i) set_float(xv, i, 0.17f * static_cast<float>(i) - 8.0f);
+    for (int i = 0; i < 6; ++i) set_float(gv, i, 1.3f * static_cast<float>(i) - 4.0f);
+    expect_fused_bits(plan, b.model, {{"x", xv}, {"gate", gv}, {"y", xv}, {"z", gv}}, 3,
+                      std::string(dtype_name(t)));
+  }
+}
+
 // Before opset 7 PRelu's 1-D slope holds one value per channel (axis 1), where numpy's rule,
 // which the kernels follow, would spread it over the last axis: such a PRelu stays the CPU op
 // on every target. x is 2x3x2x3, so both readings are possible and differ.
