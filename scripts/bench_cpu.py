@@ -8,10 +8,12 @@ side in one process tree. A benchmark: prints a markdown table, passes or fails 
 
 Models: torchvision resnet18 and mobilenet_v2 (10 classes, batch 32, 3x32x32), the bundled
 gpt (models/export_models.py, batch 8), a wider gpt (width 512, 4 layers, 8 heads, sequence
-128, batch 8) and an MLP 784-2048-2048-10 (ReLU, batch 256). Each step is forward, backward
-and the optimizer update; step times are medians after warm-up (loading the plan, the host
-JIT included, and the first steps, which create the oneDNN primitives, are not timed); ampc's
-compile time (ONNX to training plan, `ampc compile`) is reported apart. The columns are
+128, batch 8) and an MLP 784-2048-2048-10 (ReLU, batch 256); with --models also "dcgan",
+DCGAN's generator at batch 64 (transposed convolutions up to 3x32x32, an MSE loss). Each
+step is forward, backward and the optimizer update; step times are medians after warm-up
+(loading the plan, the host JIT included, and the first steps, which create the oneDNN
+primitives, are not timed); ampc's compile time (ONNX to training plan, `ampc compile`) is
+reported apart. The columns are
 timed one after the other, --rounds times (3 by default); each column shows its median, each
 ratio the median of the rounds' ratios (the two cores are shared, and a slow spell then slows
 the columns of one round together instead of one column). ampc's two precisions run in one
@@ -72,6 +74,24 @@ def mlp():
     return Classifier(net)
 
 
+class DcganGenerator(nn.Module):
+    """DCGAN's generator (noise 64, 32 base channels, 3x32x32 images: ConvTranspose2d,
+    BatchNorm, ReLU, Tanh), trained to a target image by the mean squared error."""
+
+    def __init__(self):
+        super().__init__()
+
+        def up(c_in, c_out, stride, pad):
+            return [nn.ConvTranspose2d(c_in, c_out, 4, stride, pad, bias=False),
+                    nn.BatchNorm2d(c_out), nn.ReLU()]
+
+        self.net = nn.Sequential(*up(64, 128, 1, 0), *up(128, 64, 2, 1), *up(64, 32, 2, 1),
+                                 nn.ConvTranspose2d(32, 3, 4, 2, 1, bias=False), nn.Tanh())
+
+    def forward(self, z, y):
+        return ((self.net(z) - y) ** 2).mean()  # F.mse_loss has no opset-17 export in torch 1.13
+
+
 def build(name):
     """(module in training mode, inputs: dict name -> tensor)."""
     torch.manual_seed(0)
@@ -93,6 +113,10 @@ def build(name):
         model = mlp()
         inputs = {"x": torch.rand(256, 784, generator=g),
                   "y": torch.randint(0, 10, (256,), generator=g)}
+    elif name == "dcgan":
+        model = DcganGenerator()
+        inputs = {"z": torch.randn(64, 64, 1, 1, generator=g),
+                  "y": torch.rand(64, 3, 32, 32, generator=g) * 2 - 1}
     else:
         raise KeyError(name)
     return model.train(), inputs
@@ -107,7 +131,7 @@ def export(model, inputs, path):
 
 
 def forward_flops(path):
-    """2 x the multiply-adds of the graph's MatMul, Gemm and Conv nodes."""
+    """2 x the multiply-adds of the graph's MatMul, Gemm, Conv and ConvTranspose nodes."""
     # data_prop: shapes computed in the graph (the gpt's Reshape targets) propagate too.
     m = onnx.shape_inference.infer_shapes(onnx.load(path), data_prop=True)
     g = m.graph
@@ -127,8 +151,10 @@ def forward_flops(path):
             trans_a = any(at.name == "transA" and at.i for at in n.attribute)
             k = a[-2] if trans_a else a[-1]
             total += 2 * int(np.prod(y)) * k
-        elif n.op_type == "Conv":
-            w, y = shapes.get(n.input[1]), shapes.get(n.output[0])
+        elif n.op_type in ("Conv", "ConvTranspose"):
+            # A ConvTranspose's multiply-adds are its input's elements times W's per channel.
+            w = shapes.get(n.input[1])
+            y = shapes.get(n.output[0] if n.op_type == "Conv" else n.input[0])
             if not w or not y:
                 continue
             total += 2 * int(np.prod(y)) * int(np.prod(w[1:]))

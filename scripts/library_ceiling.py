@@ -68,15 +68,29 @@ def _problem(node, shapes):
                 "image": a[2:], "kernel": b[2:], "stride": _attr(node, "strides", [1] * dims),
                 "dilation": _attr(node, "dilations", [1] * dims), "pad_l": pads[:dims],
                 "pad_r": pads[dims:]}
+    if node.op_type == "ConvTranspose":
+        # The backward-data pass of the convolution it transposes, from Y to X: the same three
+        # passes (its forward that convolution's backward data, its dX that convolution).
+        y = shapes.get(node.output[0])
+        dims = len(a) - 2
+        if not y or 0 in y or dims not in (1, 2, 3) or _attr(node, "output_shape", None):
+            return None
+        pads = _attr(node, "pads", [0] * 2 * dims)
+        out_pad = _attr(node, "output_padding", [0] * dims)
+        return {"kind": "conv", "n": a[0], "c": y[1], "m": a[1], "group": _attr(node, "group", 1),
+                "image": y[2:], "kernel": b[2:], "stride": _attr(node, "strides", [1] * dims),
+                "dilation": _attr(node, "dilations", [1] * dims), "pad_l": pads[:dims],
+                "pad_r": [max(e - o, 0) for e, o in zip(pads[dims:], out_pad)]}
     return None
 
 
 def problems(onnx_path):
-    """The tool's problems for every MatMul, Gemm and Conv of the graph whose shapes are known."""
+    """The tool's problems for every MatMul, Gemm, Conv and ConvTranspose of the graph whose
+    shapes are known."""
     model = onnx.shape_inference.infer_shapes(onnx.load(onnx_path), data_prop=True)
     shapes = _shapes(model)
     found = (_problem(n, shapes) for n in model.graph.node
-             if n.op_type in ("MatMul", "Gemm", "Conv"))
+             if n.op_type in ("MatMul", "Gemm", "Conv", "ConvTranspose"))
     return [p for p in found if p is not None]
 
 

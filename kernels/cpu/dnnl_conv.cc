@@ -126,7 +126,11 @@ std::unique_ptr<ds::Prepared> make_backward_data(const DnnlConv& p) {
   const Descs d = descs(p, false);
   if (!d.ok) return nullptr;
   using bwd = dnnl::convolution_backward_data;
-  const auto hint = forward_pd(d, false, dnnl::primitive_attr());
+  // fp32 dX from bf16 dY and W (a transposed convolution's sums before its bias): the hint is
+  // the all-bf16 forward, as no forward convolution reads fp32 next to bf16 weights.
+  Descs fwd = d;
+  if (p.x_type != p.y_type) fwd.x_any = memory::desc(d.x_any.dims(), d.y_any.data_type(), tag::any);
+  const auto hint = forward_pd(fwd, false, dnnl::primitive_attr());
   const bwd::primitive_desc pd(bwd::desc(dnnl::algorithm::convolution_direct, d.x_any, d.w_any,
                                          d.y_any, d.strides, d.dilates, d.pad_l, d.pad_r),
                                ds::user_scratchpad_attr(), ds::engine(), hint);

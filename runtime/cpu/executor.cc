@@ -7,6 +7,7 @@
 #include "base/error.h"
 #include "kernels/cpu/dnnl_context.h"
 #include "kernels/shared/dropout_math.h"
+#include "runtime/cpu/heap_reuse.h"
 #include "runtime/cpu/library_step.h"
 #include "runtime/plan/plan_stats.h"
 #include "runtime/state_copies.h"
@@ -38,6 +39,7 @@ std::vector<std::string> missing_cpu_ops(const plan::Plan& plan) {
 }
 
 Executor::Executor(plan::Plan plan) : plan_(std::move(plan)) {
+  keep_freed_memory_for_reuse();
   const auto& registry = OpRegistry::instance();
   values_.resize(plan_.buffers_size());
   for (const auto& b : plan_.buffers()) {
@@ -126,10 +128,13 @@ void Executor::place_in_arena() {
 // step runs once in oneDNN's prepare-only mode, over its constants and state and zeros for
 // the rest (nothing is computed by oneDNN; what an op does around the call is cheap).
 void Executor::prepare_library_steps() {
-  // ampc.Conv: a bf16 plan's convolutions (ONNX's Conv has no bf16, passes/autocast.cc).
+  // ampc.Conv and ampc.ConvTranspose: a bf16 plan's convolutions (ONNX's have no bf16,
+  // passes/autocast.cc).
   auto is_library = [](const plan::Step& s) {
-    return (s.domain().empty() && (s.op() == "MatMul" || s.op() == "Gemm" || s.op() == "Conv")) ||
-           (s.domain() == "ampc" && (s.op() == "ConvGrad" || s.op() == "Conv"));
+    const std::string& op = s.op();
+    return (s.domain().empty() &&
+            (op == "MatMul" || op == "Gemm" || op == "Conv" || op == "ConvTranspose")) ||
+           (s.domain() == "ampc" && (op == "ConvGrad" || op == "Conv" || op == "ConvTranspose"));
   };
   auto dnnl_type = [](int32_t t) {
     return t == static_cast<int32_t>(DType::kFloat32) ||

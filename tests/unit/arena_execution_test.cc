@@ -16,6 +16,7 @@
 #include "passes/autocast.h"
 #include "runtime/cpu/executor.h"
 #include "runtime/plan/plan_stats.h"
+#include "tests/support/layout_ops_model.h"
 #include "tests/support/onnx_builder.h"
 #include "tests/support/temp_dir.h"
 
@@ -199,37 +200,49 @@ TEST(ArenaExecution, CopyingOpsLeaveTheirArenaInputAsItWas) {
     EXPECT_EQ(y.data<float>()[i], nd[i] + el[i] + lower[i] + rev[i] + r[i]) << i;
 }
 
-// In fp32 and bf16 plans (whose convolutions are ampc.Conv, the bf16 form of ONNX's Conv).
+// Loads p (counting the problems oneDNN's cache holds before and after) and runs one step on
+// zeros: the step must make no new primitive.
+void expect_primitives_made_at_load(const plan::Plan& p) {
+  const size_t before = kernels::cpu::dnnl_support::cached_problems();
+  Executor ex(p);
+  const size_t loaded = kernels::cpu::dnnl_support::cached_problems();
+  EXPECT_GT(loaded, before);
+  std::map<std::string, Tensor> inputs;
+  for (const auto& binding : p.inputs()) {
+    const auto& b = p.buffers(binding.buffer());
+    inputs[binding.name()] =
+        Tensor(static_cast<DType>(b.dtype()), {b.shape().begin(), b.shape().end()});
+  }
+  ex.run(inputs);
+  EXPECT_EQ(kernels::cpu::dnnl_support::cached_problems(), loaded);
+}
+
+// In fp32 and bf16 plans (whose convolutions are ampc.Conv and ampc.ConvTranspose, the bf16
+// forms of ONNX's), the transposed convolution's forward (a backward-data pass) among them.
 TEST(LibraryPrimitives, AreCreatedWhenThePlanIsLoaded) {
-  for (const auto& [model, precision] :
-       std::vector<std::pair<std::string, passes::Precision>>{{"mlp", passes::Precision::kFP32},
-                                                              {"cnn", passes::Precision::kFP32},
-                                                              {"mlp", passes::Precision::kBF16},
-                                                              {"cnn", passes::Precision::kBF16}}) {
+  test::TempDir dir;
+  const std::string layout_ops = dir / "layout_ops.onnx";
+  test::write_layout_ops_model(layout_ops);
+  for (const auto& [model, precision] : std::vector<std::pair<std::string, passes::Precision>>{
+           {"mlp", passes::Precision::kFP32},
+           {"cnn", passes::Precision::kFP32},
+           {"layout_ops", passes::Precision::kFP32},
+           {"mlp", passes::Precision::kBF16},
+           {"cnn", passes::Precision::kBF16},
+           {"layout_ops", passes::Precision::kBF16}}) {
     SCOPED_TRACE(model + " " + std::string(passes::precision_name(precision)));
     compiler::CompileOptions o;
     o.train = true;
     o.lowering.target = "cpu";
     o.autocast.precision = precision;
-    // A batch of 3, which no other test of this process uses: its problems are new.
-    o.import.input_shapes =
-        model == "mlp"
-            ? std::map<std::string, std::vector<int64_t>>{{"x", {3, 64}}, {"y", {3}}}
-            : std::map<std::string, std::vector<int64_t>>{{"x", {3, 1, 8, 8}}, {"y", {3}}};
-    const plan::Plan p =
-        compiler::compile_file(std::string(AMPC_SOURCE_DIR) + "/models/" + model + ".onnx", o);
-    const size_t before = kernels::cpu::dnnl_support::cached_problems();
-    Executor ex(p);
-    const size_t loaded = kernels::cpu::dnnl_support::cached_problems();
-    EXPECT_GT(loaded, before);
-    std::map<std::string, Tensor> inputs;
-    for (const auto& binding : p.inputs()) {
-      const auto& b = p.buffers(binding.buffer());
-      inputs[binding.name()] =
-          Tensor(static_cast<DType>(b.dtype()), {b.shape().begin(), b.shape().end()});
-    }
-    ex.run(inputs);
-    EXPECT_EQ(kernels::cpu::dnnl_support::cached_problems(), loaded);
+    // A batch of 3, which no other test of this process uses: its problems are new (the
+    // layout model's shapes are its own).
+    if (model == "mlp") o.import.input_shapes = {{"x", {3, 64}}, {"y", {3}}};
+    if (model == "cnn") o.import.input_shapes = {{"x", {3, 1, 8, 8}}, {"y", {3}}};
+    const std::string path = model == "layout_ops"
+                                 ? layout_ops
+                                 : std::string(AMPC_SOURCE_DIR) + "/models/" + model + ".onnx";
+    expect_primitives_made_at_load(compiler::compile_file(path, o));
   }
 }
 

@@ -338,16 +338,22 @@ TEST(CpuNn, ConvHalfMatchesFloatRoundedOnce) {
 }
 
 // ConvTranspose by its definition: every input element scatters w * x into the output.
+// With a bias, and in bf16 (the oracle on the bf16 operands; the result one rounding of the fp32
+// sums, so within half a bf16 ulp of the exact value plus fp32's accumulation error).
 void check_conv_transpose(const std::vector<int64_t>& x_shape, int64_t m_per_group, int64_t group,
                           const std::vector<int64_t>& kernel, const std::vector<int64_t>& strides,
                           const std::vector<int64_t>& dilations, const std::vector<int64_t>& pads,
-                          const std::vector<int64_t>& out_pad, uint32_t seed) {
+                          const std::vector<int64_t>& out_pad, uint32_t seed,
+                          bool with_bias = false, DType dtype = F32) {
+  SCOPED_TRACE("seed " + std::to_string(seed) + " in " + std::string(dtype_name(dtype)));
   const size_t ns = kernel.size();
   const int64_t n = x_shape[0], c = x_shape[1], m = m_per_group * group, cg = c / group;
   std::vector<int64_t> w_shape = {c, m_per_group};
   w_shape.insert(w_shape.end(), kernel.begin(), kernel.end());
-  const auto xv = pseudo_random(numel_of(x_shape), seed),
-             wv = pseudo_random(numel_of(w_shape), seed + 1);
+  const Tensor x = make(dtype, x_shape, pseudo_random(numel_of(x_shape), seed)),
+               w = make(dtype, w_shape, pseudo_random(numel_of(w_shape), seed + 1)),
+               b = make(dtype, {m}, pseudo_random(m, seed + 2));
+  const auto xv = values(x), wv = values(w), bv = values(b);
   // 1-D and 2-D only here: map to [h, w] with h = 1 for 1-D.
   const int64_t ih = ns == 2 ? x_shape[2] : 1, iw = x_shape.back();
   const int64_t kh = ns == 2 ? kernel[0] : 1, kw = kernel.back();
@@ -358,7 +364,9 @@ void check_conv_transpose(const std::vector<int64_t>& x_shape, int64_t m_per_gro
       ns == 2 ? sh * (ih - 1) + out_pad[0] + (kh - 1) * dh + 1 - pads[0] - pads[2] : 1;
   const int64_t ow =
       sw * (iw - 1) + out_pad.back() + (kw - 1) * dw + 1 - pads[ns - 1] - pads[2 * ns - 1];
-  std::vector<double> want(n * m * oh * ow, 0.0);
+  std::vector<double> want(n * m * oh * ow, 0.0), magnitude(want.size(), 0.0);
+  for (int64_t i = 0; i < static_cast<int64_t>(want.size()); ++i)
+    want[i] = with_bias ? bv[i / (oh * ow) % m] : 0.0;
   for (int64_t b = 0; b < n; ++b)
     for (int64_t ci = 0; ci < c; ++ci)
       for (int64_t y0 = 0; y0 < ih; ++y0)
@@ -369,12 +377,15 @@ void check_conv_transpose(const std::vector<int64_t>& x_shape, int64_t m_per_gro
                 const int64_t r = y0 * sh - ph + a * dh, q = x0 * sw - pw + e * dw;
                 if (r < 0 || r >= oh || q < 0 || q >= ow) continue;
                 const int64_t mm = (ci / cg) * m_per_group + mo;
-                want[((b * m + mm) * oh + r) * ow + q] +=
-                    xv[((b * c + ci) * ih + y0) * iw + x0] *
-                    wv[((ci * m_per_group + mo) * kh + a) * kw + e];
+                const double term = xv[((b * c + ci) * ih + y0) * iw + x0] *
+                                    wv[((ci * m_per_group + mo) * kh + a) * kw + e];
+                want[((b * m + mm) * oh + r) * ow + q] += term;
+                magnitude[((b * m + mm) * oh + r) * ow + q] += std::abs(term);
               }
+  std::vector<Tensor> inputs = {x, w};
+  if (with_bias) inputs.push_back(b);
   auto y =
-      run("ConvTranspose", {make(F32, x_shape, xv), make(F32, w_shape, wv)},
+      run("ConvTranspose", inputs,
           {attr_ints("strides", strides), attr_ints("dilations", dilations),
            attr_ints("pads", pads), attr_ints("output_padding", out_pad), attr_i("group", group)},
           1, 11)[0];
@@ -382,13 +393,35 @@ void check_conv_transpose(const std::vector<int64_t>& x_shape, int64_t m_per_gro
   if (ns == 2) want_shape.push_back(oh);
   want_shape.push_back(ow);
   ASSERT_EQ(shape_of(y), want_shape);
-  expect_close(values(y), want, 1e-5);
+  ASSERT_EQ(y.dtype(), dtype);
+  if (dtype == F32) return expect_close(values(y), want, 1e-5);
+  const auto got = values(y);
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double bound = std::ldexp(std::abs(want[i]), -8) + 1e-6 * (magnitude[i] + 1);
+    ASSERT_LE(std::abs(got[i] - want[i]), bound) << "element " << i << ": want " << want[i];
+  }
 }
 
 TEST(CpuNn, ConvTransposeMatchesScatterDefinition) {
   check_conv_transpose({2, 3, 5}, 2, 1, {3}, {2}, {1}, {1, 0}, {1}, 100);
   check_conv_transpose({1, 4, 3, 4}, 3, 2, {3, 2}, {2, 3}, {1, 2}, {1, 0, 0, 1}, {1, 0}, 110);
   check_conv_transpose({2, 2, 4, 4}, 1, 1, {2, 2}, {1, 1}, {1, 1}, {0, 0, 0, 0}, {0, 0}, 120);
+}
+
+// Every path of the CPU op, with a bias, in fp32 and bf16: oneDNN's backward-data pass (DCGAN's
+// stride-2 upsampling, a grouped 1-D one with output padding), the GEMMs where the weights
+// outweigh a 1x1 input map (DCGAN's first layer), and GEMM + col2im where oneDNN's padding
+// cannot express the output (a dilation wider than the stride with output padding).
+TEST(CpuNn, ConvTransposeWithBiasOnEveryPath) {
+  for (DType t : {F32, DType::kBFloat16}) {
+    check_conv_transpose({2, 6, 4, 4}, 5, 1, {4, 4}, {2, 2}, {1, 1}, {1, 1, 1, 1}, {0, 0}, 130,
+                         true, t);
+    check_conv_transpose({2, 4, 6}, 3, 2, {3}, {2}, {1}, {1, 0}, {1}, 140, true, t);
+    check_conv_transpose({3, 8, 1, 1}, 5, 1, {4, 4}, {1, 1}, {1, 1}, {0, 0, 0, 0}, {0, 0}, 150,
+                         true, t);
+    check_conv_transpose({1, 3, 3, 4}, 2, 1, {2, 2}, {1, 1}, {2, 2}, {0, 0, 0, 0}, {1, 1}, 160,
+                         true, t);
+  }
 }
 
 TEST(CpuNn, ConvTransposeOutputShapeAndAutoPad) {

@@ -1,11 +1,14 @@
 // Conv (oneDNN, or GEMMs over the active taps where the weights outweigh the activations;
-// im2col + GEMM where neither serves) and ConvTranspose (GEMM + col2im), 1 to 3
+// im2col + GEMM where neither serves) and ConvTranspose (the backward-data pass of the
+// convolution it transposes, through the same two; GEMM + col2im where neither serves), 1 to 3
 // spatial dimensions.
 #include <type_traits>
 
 #include "kernels/cpu/conv.h"
 #include "kernels/cpu/conv_gemm.h"
+#include "kernels/cpu/dnnl_conv.h"
 #include "kernels/cpu/dnnl_matmul.h"
+#include "kernels/cpu/elementwise.h"
 #include "runtime/cpu/op_registry.h"
 #include "runtime/cpu/ops/nn_util.h"
 #include "runtime/plan/step_params.h"
@@ -177,35 +180,116 @@ void conv_op(OpContext& ctx) {
   });
 }
 
-template <typename T>
-void conv_transpose(OpContext& ctx) {
-  const Tensor& x = ctx.in(0);
-  const Tensor& w = ctx.in(1);
-  const Tensor* b = ctx.input(2);
+// A checked ConvTranspose: the geometry of the convolution it transposes (image: Y's spatial
+// sizes, cols: X's), Y's shape and the sizes (c: X's channels, m: Y's).
+struct TransposeCall {
+  k::ConvGeom g;
+  std::vector<int64_t> shape;
+  size_t spatial = 0;
+  int64_t n = 0, c = 0, m = 0, group = 1;
+};
+
+TransposeCall conv_transpose_call(const OpContext& ctx, const Tensor& x, const Tensor& w,
+                                  const Tensor* b) {
   check_spatial_rank(ctx, x.rank());
   if (w.rank() != x.rank())
     ctx.fail("weight " + w.type_str() + " does not match X " + x.type_str());
-  const int64_t n = x.dim(0), c = x.dim(1),
-                group = plan::params<plan::WindowParams>(ctx.step()).group();
-  if (group <= 0 || c != w.dim(0) || c % group != 0) {
+  TransposeCall call;
+  call.n = x.dim(0);
+  call.c = x.dim(1);
+  call.group = plan::params<plan::WindowParams>(ctx.step()).group();
+  if (call.group <= 0 || call.c != w.dim(0) || call.c % call.group != 0) {
     ctx.fail("channels of X " + x.type_str() + " and W " + w.type_str() + " do not fit group " +
-             std::to_string(group));
+             std::to_string(call.group));
   }
-  const int64_t m = w.dim(1) * group;
-  check_bias(ctx, b, m);
+  call.m = w.dim(1) * call.group;
+  check_bias(ctx, b, call.m);
   const std::vector<int64_t> in(x.shape().begin() + 2, x.shape().end());
   const std::vector<int64_t> kernel(w.shape().begin() + 2, w.shape().end());
-  const k::ConvGeom g = conv_transpose_geometry(ctx, in, kernel);
-  std::vector<int64_t> shape = {n, m};
-  for (size_t i = 0; i < in.size(); ++i) shape.push_back(g.image[geom_slot(i, in.size())]);
-  Tensor& y = ctx.output(0, x.dtype(), shape);
+  call.g = conv_transpose_geometry(ctx, in, kernel);
+  call.spatial = in.size();
+  call.shape = {call.n, call.m};
+  for (size_t i = 0; i < in.size(); ++i)
+    call.shape.push_back(call.g.image[geom_slot(i, in.size())]);
+  return call;
+}
+
+// y[i, ch, :] += b[ch] in fp32 (b of y's type, or bf16), planes of `plane` elements.
+void add_channel_bias(const TransposeCall& call, const Tensor& b, float* y) {
+  const int64_t plane = call.g.image_size(), planes = call.n * call.m;
+  const DType bt = b.dtype();
+#pragma omp parallel for if (planes * plane > (1 << 18))
+  for (int64_t i = 0; i < planes; ++i) {
+    const int64_t ch = i % call.m;
+    const float v =
+        bt == DType::kFloat32 ? b.data<float>()[ch] : bf16_to_float(b.data<BFloat16>()[ch]);
+    float* row = y + i * plane;
+    for (int64_t j = 0; j < plane; ++j) row[j] += v;
+  }
+}
+
+// y = conv_transpose(x, w) + b as the backward-data pass of the convolution it transposes
+// (from Y's m channels to X's c), every operand of element type t (f32, or bf16 on a CPU with
+// bf16 arithmetic): conv_gemm.h's GEMMs where the weights outweigh the activations, oneDNN
+// otherwise, fp32 accumulation. A bf16 Y with a bias is summed in fp32 and rounded once, after
+// the bias. False (the caller falls back) where neither serves.
+bool conv_transpose_dnnl(const TransposeCall& call, DType t, const Tensor& x, const Tensor& w,
+                         const Tensor* b, Tensor& y) {
+  k::DnnlConv p = dnnl_conv_problem(call.g, call.spatial, call.n, call.m, call.c, call.group);
+  p.x_type = p.w_type = p.y_type = t;
+  if (b && t != DType::kFloat32) {
+    p.x_type = DType::kFloat32;  // oneDNN's bf16 backward data writes fp32 sums
+    Tensor sums(DType::kFloat32, y.shape());
+    if (!k::dnnl_conv_backward_data(p, x.raw(), w.raw(), sums.raw())) return false;
+    add_channel_bias(call, *b, sums.data<float>());
+    k::unary_map(sums.data<float>(), y.data<BFloat16>(), y.numel(), [](auto v) { return v; });
+    return true;
+  }
+  const k::ConvGemm gemm{call.g, call.n, call.m, call.c, t};
+  const bool done = (k::conv_gemm_serves(gemm, call.group) &&
+                     k::conv_gemm_backward_data(gemm, x.raw(), w.raw(), y.raw())) ||
+                    k::dnnl_conv_backward_data(p, x.raw(), w.raw(), y.raw());
+  if (done && b) add_channel_bias(call, *b, y.data<float>());
+  return done;
+}
+
+// bf16 ConvTranspose on a CPU with bf16 arithmetic, no widening; false where it does not apply.
+bool low_conv_transpose(OpContext& ctx) {
+  const Tensor& x = ctx.in(0);
+  const Tensor& w = ctx.in(1);
+  const Tensor* b = ctx.input(2);
+  if (x.dtype() != DType::kBFloat16 || w.dtype() != DType::kBFloat16 ||
+      (b && b->dtype() != DType::kBFloat16) || !kernels::cpu::dnnl_bf16_native()) {
+    return false;
+  }
+  const TransposeCall call = conv_transpose_call(ctx, x, w, b);
+  Tensor& y = ctx.output_for_overwrite(0, DType::kBFloat16, call.shape);
+  return y.numel() == 0 || conv_transpose_dnnl(call, DType::kBFloat16, x, w, b, y);
+}
+
+// GEMM + col2im: what the library does not serve, and doubles.
+template <typename T>
+void conv_transpose_of(OpContext& ctx) {
+  const Tensor& x = ctx.in(0);
+  const Tensor& w = ctx.in(1);
+  const Tensor* b = ctx.input(2);
+  const TransposeCall call = conv_transpose_call(ctx, x, w, b);
+  Tensor& y = ctx.output(0, x.dtype(), call.shape);
   if (y.numel() == 0) return;
-  k::conv_transpose(g, x.data<T>(), w.data<T>(), b ? b->data<T>() : nullptr, y.data<T>(), n, c, m,
-                    group);
+  k::conv_transpose(call.g, x.data<T>(), w.data<T>(), b ? b->data<T>() : nullptr, y.data<T>(),
+                    call.n, call.c, call.m, call.group);
 }
 
 void conv_transpose_op(OpContext& ctx) {
-  dispatch_float(ctx, [&](auto tag) { conv_transpose<decltype(tag)>(ctx); });
+  const Tensor &x = ctx.in(0), &w = ctx.in(1);
+  const Tensor* b = ctx.input(2);
+  if (x.dtype() == DType::kFloat32 && w.dtype() == DType::kFloat32 &&
+      (!b || b->dtype() == DType::kFloat32)) {
+    const TransposeCall call = conv_transpose_call(ctx, x, w, b);
+    Tensor& y = ctx.output_for_overwrite(0, DType::kFloat32, call.shape);
+    if (y.numel() == 0 || conv_transpose_dnnl(call, DType::kFloat32, x, w, b, y)) return;
+  }
+  dispatch_float(ctx, [&](auto tag) { conv_transpose_of<decltype(tag)>(ctx); });
 }
 
 }  // namespace
@@ -217,8 +301,11 @@ void register_conv_ops(OpRegistry& r) {
   r.add("Conv", conv);
   // ampc.Conv: the same op where bfloat16 is allowed (ops/schemas/ampc_schemas.h).
   r.add("Conv", conv, "ampc");
-  add_widened(r, "ConvTranspose", conv_transpose_op);
-  add_widened(r, "ConvTranspose", conv_transpose_op, {}, "ampc");  // with bf16 (autocast)
+  auto conv_transpose = [](OpContext& ctx) {
+    if (!low_conv_transpose(ctx)) run_widened(ctx, conv_transpose_op);
+  };
+  r.add("ConvTranspose", conv_transpose);
+  r.add("ConvTranspose", conv_transpose, "ampc");  // with bf16 (autocast)
 }
 
 }  // namespace ampc::rt::cpu::nn
