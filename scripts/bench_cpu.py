@@ -14,8 +14,8 @@ step is forward, backward and the optimizer update; step times are medians after
 (loading the plan, the host JIT included, and the first steps, which create the oneDNN
 primitives, are not timed); ampc's compile time (ONNX to training plan, `ampc compile`) is
 reported apart. The columns are timed one after the other, --rounds times (3 by default);
-each column shows its median, each ratio the median of the rounds' ratios (the two cores are shared, and a slow spell then slows
-the columns of one round together instead of one column). ampc's two precisions run in one
+each column shows its median, each ratio the median of the rounds' ratios (the two cores are
+shared, and a slow spell then slows the columns of one round together instead of one column). ampc's two precisions run in one
 `ampc bench fp32.plan --against bf16.plan` process per round, in turns of 5 steps (each turn
 after an untimed step), and "ampc bf16 / ampc fp32" is the median over the rounds of that
 process's median ratio of neighbouring turns: the host's speed, which drifts by 10-20% over
