@@ -6,28 +6,28 @@ side in one process tree. A benchmark: prints a markdown table, passes or fails 
     /usr/bin/python3 scripts/bench_cpu.py [--ampc build/tools/ampc/ampc] [--threads 2]
         [--models resnet18,mobilenet_v2,gpt,gpt_wide,mlp] [--rounds 3] [--out docs/benchmarks.md]
 
-Models: torchvision resnet18 and mobilenet_v2 (10 classes, batch 32, 3x32x32), the bundled
-gpt (models/export_models.py, batch 8), a wider gpt (width 512, 4 layers, 8 heads, sequence
-128, batch 8) and an MLP 784-2048-2048-10 (ReLU, batch 256); with --models also "dcgan",
-DCGAN's generator at batch 64 (transposed convolutions up to 3x32x32, an MSE loss). Each
-step is forward, backward and the optimizer update; step times are medians after warm-up
-(loading the plan, the host JIT included, and the first steps, which create the oneDNN
-primitives, are not timed); ampc's compile time (ONNX to training plan, `ampc compile`) is
-reported apart. The columns are timed one after the other, --rounds times (3 by default);
-each column shows its median, each ratio the median of the rounds' ratios (the two cores are
-shared, and a slow spell then slows the columns of one round together instead of one column). ampc's two precisions run in one
-`ampc bench fp32.plan --against bf16.plan` process per round, in turns of 5 steps (each turn
-after an untimed step), and "ampc bf16 / ampc fp32" is the median over the rounds of that
+Models: torchvision resnet18 and mobilenet_v2 (10 classes, batch 32, 3x32x32), the bundled gpt
+(models/export_models.py, batch 8), a wider gpt (width 512, 4 layers, 8 heads, sequence 128,
+batch 8) and an MLP 784-2048-2048-10 (ReLU, batch 256); with --models also "dcgan", DCGAN's
+generator at batch 64 (transposed convolutions up to 3x32x32, an MSE loss). Each step is
+forward, backward and the optimizer update; step times are medians after warm-up (loading the
+plan, the host JIT included, and the first steps, which create the oneDNN primitives, are not
+timed); ampc's compile time (ONNX to training plan, `ampc compile`) is reported apart. The
+columns are timed one after the other, --rounds times (3 by default); each column shows its
+median, each ratio the median of the rounds' ratios (the two cores are shared, and a slow spell
+then slows the columns of one round together instead of one column). ampc's two precisions run
+in one `ampc bench fp32.plan --against bf16.plan` process per round, in turns of 5 steps (each
+turn after an untimed step), and "ampc bf16 / ampc fp32" is the median over the rounds of that
 process's median ratio of neighbouring turns: the host's speed, which drifts by 10-20% over
 minutes, is the same for both sides of each such pair. GFLOP/s counts 3x the forward GEMM and
 convolution multiply-adds (x2) of the exported graph per step, for both sides. The machine's
 fp32 and bf16 GEMM peak (PyTorch, 1024^3) and its arithmetic peak (tools/peak_flops: the cores'
 fp32 FMA and bf16 dot-product instructions, nothing else) are printed with the table; "% of
 arithmetic peak" is ampc's GFLOP/s over the latter, per precision. "library GEMM + conv bf16 /
-fp32" is the same ratio for the model's MatMul, Gemm and Conv nodes alone, forward and
-backward, run by oneDNN 2.6 (the library ampc calls) on the nodes' shapes, the two precisions
-in turns (library_ceiling.py, tools/dnnl_ceiling): what bf16 can gain on the model's heaviest
-work with this library on this machine (median of --rounds runs).
+fp32" is the same ratio for the model's MatMul, Gemm and Conv nodes alone, forward and backward,
+run by oneDNN 2.6 (the library ampc calls) on the nodes' shapes, the two precisions in turns
+(library_ceiling.py, tools/dnnl_ceiling): what bf16 can gain on the model's heaviest work with
+this library on this machine (median of --rounds runs).
 
 OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE are unset for both sides in this process and its
 children only (the environment of the machine is left alone). With --out the table (and the
