@@ -24,10 +24,10 @@ convolution multiply-adds (x2) of the exported graph per step, for both sides. T
 fp32 and bf16 GEMM peak (PyTorch, 1024^3) and its arithmetic peak (tools/peak_flops: the cores'
 fp32 FMA and bf16 dot-product instructions, nothing else) are printed with the table; "% of
 arithmetic peak" is ampc's GFLOP/s over the latter, per precision. "library GEMM + conv bf16 /
-fp32" is the same ratio for the model's MatMul, Gemm and Conv nodes alone, forward and backward,
-run by oneDNN 2.6 (the library ampc calls) on the nodes' shapes, the two precisions in turns
-(library_ceiling.py, tools/dnnl_ceiling): what bf16 can gain on the model's heaviest work with
-this library on this machine (median of --rounds runs).
+fp32" is the same ratio for the model's MatMul, Gemm, Conv and ConvTranspose nodes alone,
+forward and backward, run by oneDNN 2.6 (the library ampc calls) on the nodes' shapes, the two
+precisions in turns (library_ceiling.py, tools/dnnl_ceiling): what bf16 can gain on the model's
+heaviest work with this library on this machine (median of --rounds runs).
 
 OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE are unset for both sides in this process and its
 children only (the environment of the machine is left alone). With --out the table (and the

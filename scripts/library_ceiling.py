@@ -1,10 +1,10 @@
 """The bf16 / fp32 time ratio oneDNN reaches on a model's own GEMMs and convolutions.
 
-For every MatMul, Gemm and Conv node of an exported ONNX graph (shapes from ONNX's shape
-inference), tools/dnnl_ceiling runs the node's forward and both backward passes through oneDNN
-2.6, the library ampc's CPU backend calls, in fp32 and in bf16 (bf16 operands and results,
-fp32 accumulation), the two precisions taking turns, and sums the fastest repetition of each
-(see that tool's comment for why the fastest). Those sums are the time the model's heaviest
+For every MatMul, Gemm, Conv and ConvTranspose node of an exported ONNX graph (shapes from
+ONNX's shape inference), tools/dnnl_ceiling runs the node's forward and both backward passes
+through oneDNN 2.6, the library ampc's CPU backend calls, in fp32 and in bf16 (bf16 operands and
+results, fp32 accumulation), the two precisions taking turns, and sums the fastest repetition of
+each (see that tool's comment for why the fastest). Those sums are the time the model's heaviest
 work takes in each precision when nothing else runs: their ratio bounds what a training step
 built on this library can reach (bench_cpu.py prints it beside the measured step-time ratios).
 Biases, epilogues and every other op are left out.
@@ -95,8 +95,8 @@ def problems(onnx_path):
 
 
 def ceiling(onnx_path, tool, env):
-    """(fp32 ms, bf16 ms): forward and backward of every MatMul, Gemm and Conv of the graph
-    through oneDNN (`tool`: the built tools/dnnl_ceiling), run in environment `env`."""
+    """(fp32 ms, bf16 ms): forward and backward of every MatMul, Gemm, Conv and ConvTranspose
+    of the graph through oneDNN (`tool`: the built tools/dnnl_ceiling), run in environment `env`."""
     request = json.dumps({"problems": problems(onnx_path)})
     out = subprocess.run([tool], input=request, env=env, check=True, capture_output=True,
                          text=True)
