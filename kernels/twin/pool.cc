@@ -5,11 +5,13 @@
 // and AveragePool fold_window's order a row at a time; the gradients scatter each output's
 // share in increasing output order, which is the order in which the kernels' per-dx-element
 // gathers (max_grad_at, average_grad_at) add them, so every dx element gets the same sum.
-// GlobalAveragePool emulates the block reduction (thread sums, then the tree). Planes are
-// independent: they run in parallel (OpenMP) without changing a bit. MaxPoolGrad on f32 and
-// bf16 runs pool_avx512.h's gathers where the CPU has AVX-512.
+// GlobalAveragePool emulates the block reduction (thread sums, then the tree) on the lanes that
+// hold elements (block_sum). Planes are independent: they run in parallel (OpenMP) without
+// changing a bit. MaxPoolGrad on f32 and bf16 runs pool_avx512.h's gathers where the CPU has
+// AVX-512.
 #include "kernels/twin/pool.h"
 
+#include <algorithm>
 #include <type_traits>
 #include <vector>
 
@@ -260,6 +262,40 @@ void average_pool(DType dtype, const PoolGeometry& geometry, int64_t planes, con
   });
 }
 
+namespace {
+
+// One plane's block sum: pm::thread_sum's sums, then the block's tree (data_launch.cuh's
+// block_tree_sum, halving as a warp's does), computed on the live lanes only. Lanes t >= spatial
+// hold +0, so the tree's steps whose partners are all such lanes add +0 to each live lane (once
+// is enough: it turns -0 into +0, and later ones change nothing), and the first step with a
+// live partner reads zeros past the live lanes. The loops are contiguous, so the compiler
+// vectorizes them: a plane of a few elements (squeeze-excite blocks at a CNN's last stages)
+// costs a few adds instead of a walk over the 256 lanes' tree.
+template <typename T, typename M>
+M block_sum(const T* xp, int64_t spatial, M* v) {
+  using E = pm::PoolElem<T>;
+  constexpr int kLanes = pm::kGlobalThreads;
+  const int live = spatial < kLanes ? static_cast<int>(spatial) : kLanes;
+  if (live == 0) return M(0);
+  for (int t = 0; t < live; ++t) v[t] = shared::add(M(0), E::load(xp[t]));
+  for (int64_t base = kLanes; base < spatial; base += kLanes) {
+    const int n = static_cast<int>(std::min<int64_t>(kLanes, spatial - base));
+    for (int t = 0; t < n; ++t) v[t] = shared::add(v[t], E::load(xp[base + t]));
+  }
+  int off = kLanes / 2;
+  if (off >= live) {
+    for (int t = 0; t < live; ++t) v[t] = shared::add(v[t], M(0));
+    while (off >= live) off /= 2;
+  }
+  for (int t = live; t < 2 * off; ++t) v[t] = M(0);
+  for (; off > 0; off /= 2) {
+    for (int l = 0; l < off; ++l) v[l] = shared::add(v[l], v[l + off]);
+  }
+  return v[0];
+}
+
+}  // namespace
+
 void global_average_pool(DType dtype, int64_t planes, int64_t spatial, const void* x, void* y) {
   pm::visit_pool_type<false>(dtype, "global_average_pool", [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -267,24 +303,10 @@ void global_average_pool(DType dtype, int64_t planes, int64_t spatial, const voi
     using M = typename E::Math;
     const T* xs = static_cast<const T*>(x);
     T* ys = static_cast<T*>(y);
-    // Threads t >= spatial hold +0, so the tree's steps that only add them are skipped: only
-    // v[l] + 0 for a live v[l] is kept (it turns -0 into +0, as the block does).
-    const int live0 = spatial < pm::kGlobalThreads ? static_cast<int>(spatial) : pm::kGlobalThreads;
 #pragma omp parallel for if (planes > 1 && planes * spatial >= kParallelWork)
     for (int64_t pl = 0; pl < planes; ++pl) {
       M v[pm::kGlobalThreads];
-      for (int t = 0; t < live0; ++t) v[t] = pm::thread_sum(xs + pl * spatial, spatial, t);
-      int live = live0;
-      // The block's tree (data_launch.cuh's block_tree_sum) halves as a warp's does.
-      for (int off = pm::kGlobalThreads / 2; off > 0; off /= 2) {
-        for (int l = 0; l < off && l < live; ++l)
-          v[l] = shared::add(v[l], l + off < live ? v[l + off] : M(0));
-        if (live > off) live = off;
-        // One value left (a plane of one element: a 1x1 map), which has had its + 0: the
-        // remaining steps would add + 0 to it again, which changes nothing.
-        if (live == 1) break;
-      }
-      ys[pl] = E::store(pm::global_mean(live0 > 0 ? v[0] : M(0), spatial));
+      ys[pl] = E::store(pm::global_mean(block_sum(xs + pl * spatial, spatial, v), spatial));
     }
   });
 }

@@ -637,6 +637,55 @@ TEST(TwinPool, GlobalAveragePoolMatchesCpuOpBitForBit) {
   }
 }
 
+// The CUDA block's reduction written out lane by lane: 256 threads, thread t's sum of elements
+// t, t + 256, ... (+0 for a thread past the plane), then the tree over all 256 lanes. The twin
+// computes only the live lanes; the bits must be these, signed zeros included.
+template <typename T>
+void block_reduction_means(const T* x, int64_t planes, int64_t spatial, T* y) {
+  namespace pm = ampc::kernels::shared::pool;
+  using E = pm::PoolElem<T>;
+  using M = typename E::Math;
+  for (int64_t pl = 0; pl < planes; ++pl) {
+    M v[pm::kGlobalThreads];
+    for (int t = 0; t < pm::kGlobalThreads; ++t)
+      v[t] = pm::thread_sum(x + pl * spatial, spatial, t);
+    for (int off = pm::kGlobalThreads / 2; off > 0; off /= 2) {
+      for (int l = 0; l < off; ++l) v[l] = ampc::kernels::shared::add(v[l], v[l + off]);
+    }
+    y[pl] = E::store(pm::global_mean(v[0], spatial));
+  }
+}
+
+TEST(TwinPool, GlobalAveragePoolIsTheBlockReductionBitForBit) {
+  uint32_t seed = 190;
+  for (int64_t spatial : {1, 2, 3, 4, 5, 7, 16, 49, 100, 255, 256, 257, 600, 1600}) {
+    for (DType t : {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64}) {
+      SCOPED_TRACE(std::to_string(spatial) + " " + std::string(dtype_name(t)));
+      // Magnitudes from 1e-6 to 1e6, so that another order of the sums rounds differently;
+      // a plane of -0 (its mean is +0: the block adds +0 to it) and one with a -0 first.
+      const int64_t planes = 5;
+      std::vector<double> v = optest::pseudo_random(static_cast<size_t>(planes * spatial), seed++);
+      for (size_t i = 0; i < v.size(); ++i) v[i] *= std::pow(10.0, static_cast<double>(i % 13) - 6);
+      for (int64_t i = 0; i < spatial; ++i) v[static_cast<size_t>(i)] = -0.0;
+      v[static_cast<size_t>(spatial)] = -0.0;
+      const Tensor x = optest::make(t, {planes, spatial}, v);
+      Tensor got(t, {planes}), want(t, {planes});
+      tw::global_average_pool(t, planes, spatial, x.raw(), got.raw());
+      if (t == DType::kFloat32) {
+        block_reduction_means(x.data<float>(), planes, spatial, want.data<float>());
+      } else if (t == DType::kFloat16) {
+        block_reduction_means(x.data<Half>(), planes, spatial, want.data<Half>());
+      } else if (t == DType::kBFloat16) {
+        block_reduction_means(x.data<BFloat16>(), planes, spatial, want.data<BFloat16>());
+      } else {
+        block_reduction_means(x.data<double>(), planes, spatial, want.data<double>());
+      }
+      expect_same_bytes(got, want, "GlobalAveragePool");
+      EXPECT_FALSE(std::signbit(optest::values(got)[0])) << "the block's mean of -0 is +0";
+    }
+  }
+}
+
 // tied() with every seventh value NaN (max: a NaN first tap stays, a later NaN never wins).
 Tensor tied_with_nans(DType t, const Dims& shape, uint32_t seed) {
   std::vector<double> v = optest::values(tied(t, shape, seed));
