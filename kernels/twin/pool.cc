@@ -266,9 +266,10 @@ namespace {
 
 // One plane's block sum: pm::thread_sum's sums, then the block's tree (data_launch.cuh's
 // block_tree_sum, halving as a warp's does), computed on the live lanes only. Lanes t >= spatial
-// hold +0, so the tree's steps whose partners are all such lanes add +0 to each live lane (once
-// is enough: it turns -0 into +0, and later ones change nothing), and the first step with a
-// live partner reads zeros past the live lanes. The loops are contiguous, so the compiler
+// hold +0, so the tree's steps whose partners are all such lanes add +0 to each live lane, which
+// changes nothing: a lane's sum starts as 0 + x, never -0 (the block's mean of -0s is +0), and
+// so do the sums of such values. The first step with a live partner reads zeros past the live
+// lanes. The loops are contiguous, so the compiler
 // vectorizes them: a plane of a few elements (squeeze-excite blocks at a CNN's last stages)
 // costs a few adds instead of a walk over the 256 lanes' tree.
 template <typename T, typename M>
@@ -283,10 +284,7 @@ M block_sum(const T* xp, int64_t spatial, M* v) {
     for (int t = 0; t < n; ++t) v[t] = shared::add(v[t], E::load(xp[base + t]));
   }
   int off = kLanes / 2;
-  if (off >= live) {
-    for (int t = 0; t < live; ++t) v[t] = shared::add(v[t], M(0));
-    while (off >= live) off /= 2;
-  }
+  while (off >= live) off /= 2;
   for (int t = live; t < 2 * off; ++t) v[t] = M(0);
   for (; off > 0; off /= 2) {
     for (int l = 0; l < off; ++l) v[l] = shared::add(v[l], v[l + off]);
