@@ -79,6 +79,25 @@ bool conv_dnnl(const ConvCall& call, DType t, const Tensor& x, const Tensor& w, 
   return kernels::cpu::dnnl_conv_forward(p, x.raw(), w.raw(), b ? b->raw() : nullptr, y.raw());
 }
 
+// A Conv or ConvTranspose through the library (`run`: conv_dnnl, conv_transpose_dnnl) where X,
+// W and B (when given) all have element type t, f32 or bf16 on a CPU with bf16 arithmetic: Y
+// written in place, every element (oneDNN writes all or refuses before writing any). False,
+// nothing written, where the types differ or the library does not serve the problem.
+template <typename Call>
+bool on_library(OpContext& ctx, DType t,
+                Call (*checked)(const OpContext&, const Tensor&, const Tensor&, const Tensor*),
+                bool (*run)(const Call&, DType, const Tensor&, const Tensor&, const Tensor*,
+                            Tensor&)) {
+  const Tensor& x = ctx.in(0);
+  const Tensor& w = ctx.in(1);
+  const Tensor* b = ctx.input(2);
+  if (x.dtype() != t || w.dtype() != t || (b && b->dtype() != t)) return false;
+  if (t == DType::kBFloat16 && !kernels::cpu::dnnl_bf16_native()) return false;
+  const Call call = checked(ctx, x, w, b);
+  Tensor& y = ctx.output_for_overwrite(0, t, call.shape);
+  return y.numel() == 0 || run(call, t, x, w, b, y);
+}
+
 }  // namespace
 
 k::ConvGeom conv_transpose_geometry(const OpContext& ctx, const std::vector<int64_t>& in,
@@ -152,29 +171,12 @@ namespace {
 // bf16 Conv on a CPU with bf16 arithmetic: oneDNN in bf16 (fp32 accumulation, one rounding
 // of the output), no widening. False (nothing done) where it does not apply.
 bool low_conv(OpContext& ctx) {
-  const Tensor& x = ctx.in(0);
-  const Tensor& w = ctx.in(1);
-  const Tensor* b = ctx.input(2);
-  if (x.dtype() != DType::kBFloat16 || w.dtype() != DType::kBFloat16 ||
-      (b && b->dtype() != DType::kBFloat16) || !kernels::cpu::dnnl_bf16_native()) {
-    return false;
-  }
-  const ConvCall call = conv_call(ctx, x, w, b);
-  // oneDNN writes every element, or refuses before writing any.
-  Tensor& y = ctx.output_for_overwrite(0, DType::kBFloat16, call.shape);
-  return y.numel() == 0 || conv_dnnl(call, DType::kBFloat16, x, w, b, y);
+  return on_library(ctx, DType::kBFloat16, conv_call, conv_dnnl);
 }
 
 void conv_op(OpContext& ctx) {
-  const Tensor &x = ctx.in(0), &w = ctx.in(1);
-  const Tensor* b = ctx.input(2);
-  if (x.dtype() == DType::kFloat32 && w.dtype() == DType::kFloat32 &&
-      (!b || b->dtype() == DType::kFloat32)) {
-    // Straight into the output's place where oneDNN serves it.
-    const ConvCall call = conv_call(ctx, x, w, b);
-    Tensor& y = ctx.output_for_overwrite(0, DType::kFloat32, call.shape);
-    if (y.numel() == 0 || conv_dnnl(call, DType::kFloat32, x, w, b, y)) return;
-  }
+  // Straight into the output's place where oneDNN serves it.
+  if (on_library(ctx, DType::kFloat32, conv_call, conv_dnnl)) return;
   dispatch_float(ctx, [&](auto tag) {
     ctx.set_output(0, conv_of<decltype(tag)>(ctx, ctx.in(0), ctx.in(1), ctx.input(2)));
   });
@@ -255,16 +257,7 @@ bool conv_transpose_dnnl(const TransposeCall& call, DType t, const Tensor& x, co
 
 // bf16 ConvTranspose on a CPU with bf16 arithmetic, no widening; false where it does not apply.
 bool low_conv_transpose(OpContext& ctx) {
-  const Tensor& x = ctx.in(0);
-  const Tensor& w = ctx.in(1);
-  const Tensor* b = ctx.input(2);
-  if (x.dtype() != DType::kBFloat16 || w.dtype() != DType::kBFloat16 ||
-      (b && b->dtype() != DType::kBFloat16) || !kernels::cpu::dnnl_bf16_native()) {
-    return false;
-  }
-  const TransposeCall call = conv_transpose_call(ctx, x, w, b);
-  Tensor& y = ctx.output_for_overwrite(0, DType::kBFloat16, call.shape);
-  return y.numel() == 0 || conv_transpose_dnnl(call, DType::kBFloat16, x, w, b, y);
+  return on_library(ctx, DType::kBFloat16, conv_transpose_call, conv_transpose_dnnl);
 }
 
 // GEMM + col2im: what the library does not serve, and doubles.
@@ -281,14 +274,7 @@ void conv_transpose_of(OpContext& ctx) {
 }
 
 void conv_transpose_op(OpContext& ctx) {
-  const Tensor &x = ctx.in(0), &w = ctx.in(1);
-  const Tensor* b = ctx.input(2);
-  if (x.dtype() == DType::kFloat32 && w.dtype() == DType::kFloat32 &&
-      (!b || b->dtype() == DType::kFloat32)) {
-    const TransposeCall call = conv_transpose_call(ctx, x, w, b);
-    Tensor& y = ctx.output_for_overwrite(0, DType::kFloat32, call.shape);
-    if (y.numel() == 0 || conv_transpose_dnnl(call, DType::kFloat32, x, w, b, y)) return;
-  }
+  if (on_library(ctx, DType::kFloat32, conv_transpose_call, conv_transpose_dnnl)) return;
   dispatch_float(ctx, [&](auto tag) { conv_transpose_of<decltype(tag)>(ctx); });
 }
 
