@@ -269,9 +269,9 @@ namespace {
 // hold +0, so the tree's steps whose partners are all such lanes add +0 to each live lane, which
 // changes nothing: a lane's sum starts as 0 + x, never -0 (the block's mean of -0s is +0), and
 // so do the sums of such values. The first step with a live partner reads zeros past the live
-// lanes. The loops are contiguous, so the compiler
-// vectorizes them: a plane of a few elements (squeeze-excite blocks at a CNN's last stages)
-// costs a few adds instead of a walk over the 256 lanes' tree.
+// lanes. The loops are contiguous, so the compiler vectorizes them: a plane of a few elements
+// (squeeze-excite blocks at a CNN's last stages) costs a few adds instead of a walk over the
+// 256 lanes' tree.
 template <typename T, typename M>
 M block_sum(const T* xp, int64_t spatial, M* v) {
   using E = pm::PoolElem<T>;
