@@ -3,6 +3,7 @@
 // convolution it transposes, through the same two; GEMM + col2im where neither serves), 1 to 3
 // spatial dimensions.
 #include <type_traits>
+#include <vector>
 
 #include "kernels/cpu/conv.h"
 #include "kernels/cpu/conv_gemm.h"
@@ -241,10 +242,12 @@ bool conv_transpose_dnnl(const TransposeCall& call, DType t, const Tensor& x, co
   p.x_type = p.w_type = p.y_type = t;
   if (b && t != DType::kFloat32) {
     p.x_type = DType::kFloat32;  // oneDNN's bf16 backward data writes fp32 sums
-    Tensor sums(DType::kFloat32, y.shape());
-    if (!k::dnnl_conv_backward_data(p, x.raw(), w.raw(), sums.raw())) return false;
-    add_channel_bias(call, *b, sums.data<float>());
-    k::unary_map(sums.data<float>(), y.data<BFloat16>(), y.numel(), [](auto v) { return v; });
+    // Kept per thread between steps (oneDNN overwrites every element): no allocation, no fill.
+    thread_local std::vector<float> sums;
+    sums.resize(static_cast<size_t>(y.numel()));
+    if (!k::dnnl_conv_backward_data(p, x.raw(), w.raw(), sums.data())) return false;
+    add_channel_bias(call, *b, sums.data());
+    k::unary_map(sums.data(), y.data<BFloat16>(), y.numel(), [](auto v) { return v; });
     return true;
   }
   const k::ConvGemm gemm{call.g, call.n, call.m, call.c, t};
