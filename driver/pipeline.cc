@@ -16,6 +16,7 @@
 #include "passes/accumulating_index_put.h"
 #include "passes/autodiff/gradient_op.h"
 #include "passes/boolean_mask_selection.h"
+#include "passes/broadcast_expands.h"
 #include "passes/cast_cleanup.h"
 #include "passes/circular_pad_export.h"
 #include "passes/common_subexpression.h"
@@ -289,6 +290,11 @@ std::vector<Pass> pipeline_passes(const CompileOptions& o, PipelineState& s) {
   // Gather, ScatterND, Where and Expand, which the CUDA backend runs (index_ops_for_cuda.h).
   out.push_back({"index-ops-for-cuda", [](ir::Model& m) { passes::index_ops_for_cuda(m); },
                  ir::Phase::kUnknown, cuda});
+  // Expands read by ops that broadcast by themselves (a reduction's gradient, summed into the
+  // input's): those ops read the small tensor (broadcast_expands.h); every plan, after the
+  // passes above, which write Expands too.
+  out.push_back({"expands-as-broadcasts",
+                 [](ir::Model& m) { passes::read_expands_as_broadcasts(m); }, ir::Phase::kUnknown});
   out.push_back({"eliminate-dead-code", [](ir::Model& m) { passes::eliminate_dead_code(m); },
                  ir::Phase::kUnknown});
   out.push_back({"verify", [&o](ir::Model& m) {
