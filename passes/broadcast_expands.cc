@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "ir/node_match.h"
+#include "kernels/cpu/broadcast.h"
 #include "ops/op_info.h"
 #include "passes/dead_code_elimination.h"
 
@@ -12,36 +13,27 @@ namespace {
 
 using ir::Node;
 using ir::Value;
-using Shape = std::vector<int64_t>;
+using kernels::cpu::Shape;
 
-// Numpy broadcasting of two shapes; nothing where they do not broadcast.
-std::optional<Shape> broadcast(const Shape& a, const Shape& b) {
-  Shape out(std::max(a.size(), b.size()), 1);
-  for (size_t k = 1; k <= out.size(); ++k) {
-    const int64_t da = k <= a.size() ? a[a.size() - k] : 1;
-    const int64_t db = k <= b.size() ? b[b.size() - k] : 1;
-    if (da != db && da != 1 && db != 1) return std::nullopt;
-    out[out.size() - k] = da == 1 ? db : da;
-  }
-  return out;
-}
-
-// Whether `n` broadcasts every operand numpy's way (ONNX's elementwise ops from opset 7; older
-// ones broadcast by attributes).
-bool broadcasts_operands(const ir::Model& model, const Node& n) {
+// Whether `n` broadcasts its operand `k` numpy's way: ONNX's binary elementwise ops and Where from
+// opset 7, the variadic Max, Min, Sum and Mean from opset 8 (before: by attributes, or not at
+// all), PRelu its slope only (its X fixes the output's shape).
+bool broadcasts_operand(const ir::Model& model, const Node& n, int k) {
   if (!n.domain.empty() || n.outputs.size() != 1 || !n.outputs[0] || !n.attributes.empty())
     return false;
-  if (model.opset_version("").value_or(0) < 7) return false;
+  const int64_t opset = model.opset_version("").value_or(0);
   using F = ops::FusedForm;
   switch (ops::op_info(n.domain, n.op_type).fused) {
     case F::kArith:
     case F::kPow:
-    case F::kVariadic:
     case F::kCompare:
     case F::kLogic:
     case F::kWhere:
+      return opset >= 7;
+    case F::kVariadic:
+      return opset >= 8;
     case F::kPRelu:
-      return true;
+      return opset >= 7 && k == 1;
     default:
       return false;
   }
@@ -50,15 +42,13 @@ bool broadcasts_operands(const ir::Model& model, const Node& n) {
 // The shape `n`'s output has with input `k` read as `v`; nothing where an operand is not static
 // or the shapes do not broadcast.
 std::optional<Shape> output_shape_with(const Node& n, size_t k, const Value* v) {
-  Shape out;
+  std::vector<Shape> shapes;
   for (size_t i = 0; i < n.inputs.size(); ++i) {
     const Value* in = i == k ? v : n.inputs[i];
     if (!in || !in->type.is_static()) return std::nullopt;
-    const auto b = broadcast(out, *in->type.shape);
-    if (!b) return std::nullopt;
-    out = *b;
+    shapes.push_back(*in->type.shape);
   }
-  return out;
+  return kernels::cpu::broadcast_shapes(shapes);
 }
 
 bool is_static_expand(const Node* n) {
@@ -74,7 +64,7 @@ int bypass(const ir::Model& model, Node* e) {
   int rewritten = 0;
   for (const ir::Use& u : uses) {
     const Node& reader = *u.node;
-    if (reader.owner != e->owner || !broadcasts_operands(model, reader)) continue;
+    if (reader.owner != e->owner || !broadcasts_operand(model, reader, u.input_index)) continue;
     const Value* y = reader.outputs[0];
     if (!y->type.is_static()) continue;
     const auto shape = output_shape_with(reader, static_cast<size_t>(u.input_index), small);

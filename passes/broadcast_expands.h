@@ -7,10 +7,10 @@
 // then read it back. The same numbers in every type: an elementwise op computes element i from
 // the element each operand has there, broadcast or stored.
 //
-// Rewritten: each use of an Expand's output (static types) by Add, Sub, Mul, Div, Pow, Max,
-// Min, Sum, Mean, the comparisons, And, Or, Xor, Where or PRelu's slope (ONNX's, opset 7 on:
-// numpy broadcasting) where the reader's output keeps its shape with the Expand's input in
-// its place. An Expand left without readers (not a graph output) is removed.
+// Rewritten: each use of an Expand's output (static types) by Add, Sub, Mul, Div, Pow, the
+// comparisons, And, Or, Xor, Where or PRelu's slope (ONNX's, opset 7 on: numpy broadcasting),
+// or by Max, Min, Sum or Mean (opset 8 on), where the reader's output keeps its shape with the
+// Expand's input in its place. An Expand left without readers (not a graph output) is removed.
 #pragma once
 
 #include "ir/graph.h"

@@ -2,10 +2,10 @@
 // broadcast their operands themselves read its input, where their outputs keep their shapes;
 // an Expand left unread goes. Left as they are: a reader that would lose its shape (a unary op,
 // a sum of two expansions of small tensors), a graph output's Expand (its readers rewritten),
-// an opset before 7 (broadcast by attributes). The compiled plan computes the sums and products
-// element by element as the test writes them out (float32 and bfloat16), and autodiff's
-// gradient of a GlobalAveragePool or a ReduceMean against PyTorch: the zoo's squeeze-excite and
-// attention models (tests/zoo).
+// an opset before 7 (broadcast by attributes), a variadic Sum before opset 8, PRelu's X. The
+// compiled plan computes the sums and products element by element as the test writes them out
+// (float32 and bfloat16), and autodiff's gradient of a GlobalAveragePool or a ReduceMean against
+// PyTorch: the zoo's squeeze-excite and attention models (tests/zoo).
 #include "passes/broadcast_expands.h"
 
 #include <gtest/gtest.h>
@@ -14,16 +14,19 @@
 #include <map>
 #include <memory>
 #include <string>
-#include <type_traits>
 #include <vector>
 
 #include "base/half.h"
 #include "driver/pipeline.h"
 #include "ir/tensor.h"
 #include "runtime/cpu/executor.h"
+#include "tests/support/float_values.h"
 
 namespace ampc::passes {
 namespace {
+
+using test::from_float;
+using test::to_float;
 
 const std::vector<int64_t> kFull = {2, 3, 4, 5};
 const std::vector<int64_t> kSmall = {2, 3, 1, 1};  // a squeeze-excite gradient's shape
@@ -123,23 +126,19 @@ TEST(ReadExpandsAsBroadcasts, LeavesReadersThatWouldLoseTheirShape) {
     EXPECT_EQ(read_expands_as_broadcasts(*m.model), 0);
     EXPECT_TRUE(m.has_expand());
   }
-}
-
-template <typename T>
-T from_float(float v) {
-  if constexpr (std::is_same_v<T, BFloat16>) {
-    return float_to_bf16(v);
-  } else {
-    return v;
+  {  // opset 7: Sum takes operands of one shape (numpy broadcasting from opset 8)
+    Expanded m(DType::kFloat32, 7);
+    m.binary("Sum", m.x, m.e, "variadic");
+    EXPECT_EQ(read_expands_as_broadcasts(*m.model), 2);
+    EXPECT_EQ(m.producer("variadic")->inputs[1], m.e);
   }
-}
-
-template <typename T>
-double to_double(T v) {
-  if constexpr (std::is_same_v<T, BFloat16>) {
-    return bf16_to_float(v);
-  } else {
-    return v;
+  {  // PRelu broadcasts its slope to X, not X to its slope
+    Expanded m;
+    m.binary("PRelu", m.e, m.x, "x_expanded");
+    m.binary("PRelu", m.x, m.e, "slope_expanded");
+    EXPECT_EQ(read_expands_as_broadcasts(*m.model), 3);
+    EXPECT_EQ(m.producer("x_expanded")->inputs[0], m.e);
+    EXPECT_EQ(m.producer("slope_expanded")->inputs[1], m.s);
   }
 }
 
@@ -163,10 +162,10 @@ void check_plan(DType t) {
   auto out = exec.run({{"x", x}, {"s", s}});
   const int64_t plane = kFull[2] * kFull[3];
   for (int64_t j = 0; j < x.numel(); ++j) {
-    const double xv = to_double(x.data<T>()[j]), sv = to_double(s.data<T>()[j / plane]);
-    const auto rounded = [](double v) { return to_double(from_float<T>(static_cast<float>(v))); };
-    EXPECT_EQ(to_double(out.at("sum").data<T>()[j]), rounded(xv + sv)) << j;
-    EXPECT_EQ(to_double(out.at("product").data<T>()[j]), rounded(xv * sv)) << j;
+    const double xv = to_float(x.data<T>()[j]), sv = to_float(s.data<T>()[j / plane]);
+    const auto rounded = [](double v) { return to_float(from_float<T>(static_cast<float>(v))); };
+    EXPECT_EQ(to_float(out.at("sum").data<T>()[j]), rounded(xv + sv)) << j;
+    EXPECT_EQ(to_float(out.at("product").data<T>()[j]), rounded(xv * sv)) << j;
   }
 }
 

@@ -13,16 +13,19 @@
 #include <map>
 #include <memory>
 #include <string>
-#include <type_traits>
 #include <vector>
 
 #include "base/half.h"
 #include "driver/pipeline.h"
 #include "ir/tensor.h"
 #include "runtime/cpu/executor.h"
+#include "tests/support/float_values.h"
 
 namespace ampc::passes {
 namespace {
+
+using test::from_float;
+using test::to_float;
 
 constexpr int64_t kRows = 3, kCols = 4;
 
@@ -138,24 +141,6 @@ TEST(ConcatSummedPads, LeavesOtherSumsAlone) {
   {  // a single Pad: no sum
     PaddedSum s({2}, {1}, 4);
     EXPECT_EQ(concat_summed_pads(*s.model), 0);
-  }
-}
-
-template <typename T>
-T from_float(float v) {
-  if constexpr (std::is_same_v<T, BFloat16>) {
-    return float_to_bf16(v);
-  } else {
-    return v;
-  }
-}
-
-template <typename T>
-float to_float(T v) {
-  if constexpr (std::is_same_v<T, BFloat16>) {
-    return bf16_to_float(v);
-  } else {
-    return v;
   }
 }
 
