@@ -89,7 +89,9 @@ int define_kernel(const LoweredKernel& k, const std::string& key,
 // An elementwise node on its own, as a kernel of one member: on CUDA targets every float and
 // bool elementwise op runs as generated code (the CUDA backend has no per-op kernels for them);
 // on the CPU a 16-bit one does, as the generated code converts whole vectors where the CPU ops
-// convert one element at a time (lower/README.md).
+// convert one element at a time, and so does one that broadcasts an operand, as the generated
+// code walks short rows as one vectorised loop where the CPU ops set up each row
+// (lower/README.md).
 LoweredStep single_kernel_step(const ir::Node& n, const KernelBuilder& builder,
                                std::unordered_map<std::string, int>& kernel_of_key, Lowering& out) {
   LoweredStep step;
@@ -105,11 +107,21 @@ bool sixteen_bit_result(const ir::Node& n) {
   return t == DType::kFloat16 || t == DType::kBFloat16;
 }
 
+// Whether the CPU runs fusible node `n` alone as a kernel of one member: a 16-bit result, or
+// an operand that is broadcast (neither the output's size nor a scalar; a squeeze-excite's
+// channel weights over small maps).
+bool cpu_kernel_alone(const ir::Node& n) {
+  if (sixteen_bit_result(n)) return true;
+  const FusionGroup g = group_of_one(n);
+  return !g.flat;
+}
+
 }  // namespace
 
 Lowering lower_graph(const ir::Model& model, const LoweringOptions& options) {
   // An unknown target is refused before any work; CUDA targets run every fusible node as a
-  // kernel, fused or not; fusing, the CPU runs every fusible node with a 16-bit result so.
+  // kernel, fused or not; fusing, the CPU runs so every fusible node with a 16-bit result or a
+  // broadcast operand.
   const bool cuda = !cuda_arch(options.target).empty();
   Lowering out;
   const KernelBuilder builder(model);
@@ -145,8 +157,8 @@ Lowering lower_graph(const ir::Model& model, const LoweringOptions& options) {
     LoweredStep step;
     if (!fs.fused()) {
       if (folded.count(fs.node)) continue;  // runs inside its GEMM's step
-      if ((cuda || sixteen_bit_result(*fs.node)) && !fold_of.count(fs.node) &&
-          is_fusible(model, *fs.node)) {
+      if (!fold_of.count(fs.node) && is_fusible(model, *fs.node) &&
+          (cuda || cpu_kernel_alone(*fs.node))) {
         out.steps.push_back(single_kernel_step(*fs.node, builder, kernel_of_key, out));
         continue;
       }

@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <type_traits>
-#include <vector>
 
 #include "kernels/shared/reduce_math.h"
 #include "kernels/shared/rowwise_dispatch.h"
@@ -132,7 +131,8 @@ void warp_reduce_rows(const sh::RowPlan& plan, const T* x, int64_t stride, int64
   const int live_threads =
       static_cast<int>(std::min<int64_t>(plan.threads, sh::ceil_div(len, vec)));
   const M init = sh::reduce_init<M>(K);
-  std::vector<M> tile(static_cast<size_t>(len) * R);  // tile[j * R + l]: row l's element j
+  // tile[j * R + l]: row l's element j (len < a warp's round: at most 32 threads of 4)
+  M tile[sh::kWarpSize * 4 * R];
   M v[sh::kWarpSize][R];
   for (int64_t r0 = 0; r0 < rows; r0 += R) {
     const int nr = static_cast<int>(std::min<int64_t>(R, rows - r0));
@@ -192,6 +192,21 @@ void reduce_rows(const T* x, T* y, int64_t outer, int64_t n, Acc<T>* ws) {
   const sh::SegmentPlan seg = sh::segment_plan(outer, n, 1);
   const sh::RowPlan plan = sh::row_plan(n);
   const bool par = outer * n > kParallelWork;
+  // Rows shorter than a warp's round (a sum over small spatial maps, a squeeze-excite's
+  // gradient): kRowLanes side by side, as row_partials reduces them.
+  if (seg.segments == 1 && plan.threads == sh::kWarpSize &&
+      n < sh::partition_stride(plan.threads, plan.vec)) {
+    const int64_t groups = sh::ceil_div(outer, kRowLanes);
+#pragma omp parallel for if (par)
+    for (int64_t g = 0; g < groups; ++g) {
+      const int64_t r0 = g * kRowLanes;
+      const int64_t rows = std::min<int64_t>(kRowLanes, outer - r0);
+      M part[kRowLanes];
+      warp_reduce_rows<K>(plan, x + r0 * n, n, rows, n, part);
+      for (int64_t l = 0; l < rows; ++l) store(y, r0 + l, sh::reduce_finish(K, part[l], n));
+    }
+    return;
+  }
   if (seg.segments == 1) {
 #pragma omp parallel for if (par)
     for (int64_t o = 0; o < outer; ++o)

@@ -2,8 +2,10 @@
 // gathered in element order) against the CUDA kernels' order written out directly from the
 // shared primitives: each row of a channel reduction [N, C, S] over N and S reduced as a block
 // does (sh::row_reduce_host: the partition, then the tree), the rows' partials combined per
-// channel in row order, then finished. Bit for bit, for every reduction kind and the float
-// types, over short rows (most threads of the warp empty) and rows of one or more rounds.
+// channel in row order, then finished; and each row of a reduction over the last axis [R, S]
+// (a spatial sum over small maps) reduced and finished so. Bit for bit, for every reduction
+// kind and the float types, over short rows (most threads of the warp empty), row counts that
+// are not a multiple of the rows reduced side by side, and rows of one or more rounds.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -81,6 +83,38 @@ void check(DType dtype) {
   }
 }
 
+// Rows [R, S] reduced over S: each as a block reduces it, then finished.
+template <typename T>
+void check_rows(DType dtype) {
+  using M = typename sh::Elem<T>::Math;
+  const int64_t shapes[][2] = {{37, 1}, {37, 4}, {53, 7}, {16, 31}, {40, 127}, {9, 128}, {5, 700}};
+  for (int op = 0; op < 9; ++op) {
+    for (const auto& sh_ : shapes) {
+      const int64_t r = sh_[0], s = sh_[1];
+      const int64_t dims[2] = {r, s};
+      const bool reduced[2] = {false, true};
+      if (sh::segment_plan(r, s, 1).segments != 1) continue;  // one piece per row here
+      const auto rop = static_cast<ReduceOp>(op);
+      const std::vector<T> x = random_data<T>(r * s, 11 + op, rop);
+      std::vector<T> got(r), want(r);
+      std::vector<double> ws(reduce_workspace_bytes(rop, dtype, 2, dims, reduced) / 8 + 1);
+      reduce(rop, dtype, x.data(), got.data(), 2, dims, reduced, ws.data());
+      for (int64_t i = 0; i < r; ++i) {
+        const T* row = x.data() + i * s;
+        const M p = sh::row_reduce_host(
+            sh::row_plan(s), s, sh::reduce_init<M>(rop),
+            [&](M acc, int64_t j) {
+              return sh::reduce_accumulate(rop, acc, M(sh::Elem<T>::load(row[j])));
+            },
+            [&](M u, M w) { return sh::reduce_combine(rop, u, w); });
+        want[i] = sh::Elem<T>::store(sh::reduce_finish(rop, p, s));
+      }
+      EXPECT_EQ(std::memcmp(got.data(), want.data(), r * sizeof(T)), 0)
+          << "op " << op << " " << dtype_name(dtype) << " [" << r << "," << s << "]";
+    }
+  }
+}
+
 TEST(TwinReduceOrder, ChannelReductionsFollowTheKernelsOrderF32) {
   check<float>(DType::kFloat32);
 }
@@ -89,6 +123,11 @@ TEST(TwinReduceOrder, ChannelReductionsFollowTheKernelsOrderBf16) {
 }
 TEST(TwinReduceOrder, ChannelReductionsFollowTheKernelsOrderF16) {
   check<Half>(DType::kFloat16);
+}
+TEST(TwinReduceOrder, RowReductionsFollowTheKernelsOrder) {
+  check_rows<float>(DType::kFloat32);
+  check_rows<BFloat16>(DType::kBFloat16);
+  check_rows<Half>(DType::kFloat16);
 }
 
 }  // namespace
