@@ -150,15 +150,13 @@ void warp_reduce_rows(const sh::RowPlan& plan, const T* x, int64_t stride, int64
         for (int l = 0; l < R; ++l) acc[l] = sh::reduce_accumulate(K, acc[l], e[l]);
       }
     }
+    // The warp's tree over the live partials. Its combines with an empty lane's init are left
+    // out: each is the identity (+0 added to a partial that started at +0 and so is never -0,
+    // a product by 1, a max with -inf, a min with +inf).
     int live = live_threads;
     for (int off = sh::kWarpSize / 2; off > 0; off /= 2) {
-      for (int t = 0; t < off && t < live; ++t) {
-        if (t + off < live) {
-          for (int l = 0; l < R; ++l) v[t][l] = combine<K>(v[t][l], v[t + off][l]);
-        } else {
-          for (int l = 0; l < R; ++l) v[t][l] = combine<K>(v[t][l], init);
-        }
-      }
+      for (int t = 0; t + off < live && t < off; ++t)
+        for (int l = 0; l < R; ++l) v[t][l] = combine<K>(v[t][l], v[t + off][l]);
       live = std::min(live, off);
     }
     for (int l = 0; l < nr; ++l) out[r0 + l] = v[0][l];
