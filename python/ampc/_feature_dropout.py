@@ -10,6 +10,7 @@ exporter (a rewrite of _tracing.py) as uniform draws and arithmetic, which it ex
 
 The draws are ampc's, new every step (as Dropout's and the random fills' in _random_fills.py),
 from PyTorch's distributions; in evaluation mode (training=False) they export as torch does.
+At p = 0 each is its input, as ATen returns it (a rate a configuration sets to 0).
 """
 
 import inspect
@@ -50,8 +51,10 @@ def rewrite(func, args, kwargs):
     a = inspect.signature(func).bind(*args, **kwargs)
     a.apply_defaults()
     x, p, training = a.arguments["input"], a.arguments["p"], a.arguments["training"]
-    if not training or p == 0:
+    if not training:
         return _tracing.NOT_HANDLED
+    if p == 0:  # torch's export refuses these in training mode even at 0; ATen returns x itself
+        return x
     if p == 1:
         return x * 0.0
     if func is F.alpha_dropout:

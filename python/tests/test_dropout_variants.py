@@ -4,13 +4,14 @@ python/ampc/_feature_dropout.py) and dropout between stacked nn.LSTM / GRU / RNN
 (python/ampc/_recurrent_dropout.py).
 
 The draws are ampc's, so for the masks the oracle is PyTorch's definition: each statistic of a
-step is read back exactly as a gradient (SGD with lr 1 moves w_k of the loss sum(w_k * s_k)
-by s_k): every channel kept whole or dropped whole, the kept fraction within 5 standard
-deviations of 1 - p, the kept values x / (1 - p) (alpha dropout: a x + alpha' a p, the
-dropped ones alpha' a (p - 1), with PyTorch's constants), and the backward through the same
-mask. The stacked recurrent layers are compared with PyTorch float64 at a rate that keeps
-every unit (what the layer-by-layer form computes besides the draws; each layer starts from
-its slice of learned initial states), and their file has a Dropout between each two layers."""
+step is read back exactly as a gradient (SGD with lr 1 moves w_k of the loss sum(w_k * s_k) by
+s_k): every channel kept whole or dropped whole, the kept fraction within 5 standard deviations
+of 1 - p, the kept values x / (1 - p) (alpha dropout: a x + alpha' a p, the dropped ones alpha'
+a (p - 1), with PyTorch's constants), and the backward through the same mask. At p = 0 each
+trains as PyTorch float64 does (torch's export refuses them in training mode even then). The
+stacked recurrent layers are compared with PyTorch float64 at a rate that keeps every unit
+(what the layer-by-layer form computes besides the draws; each layer starts from its slice of
+learned initial states), and their file has a Dropout between each two layers."""
 
 import math
 
@@ -128,6 +129,32 @@ class Stacked(torch.nn.Module):
         last = out[:, -1] if self.rnn.batch_first else out[-1]
         finals = state if isinstance(state, tuple) else (state,)
         return F.cross_entropy(self.head(last), y) + sum((s * s).mean() for s in finals)
+
+
+class ConvThenDropout(torch.nn.Module):
+    def __init__(self, dropout, conv):
+        super().__init__()
+        self.conv, self.dropout = conv, dropout
+
+    def forward(self, x, y):
+        return ((self.dropout(self.conv(x)) - y) ** 2).mean()
+
+
+@pytest.mark.parametrize("dropout,conv,shape", [
+    (torch.nn.Dropout1d, torch.nn.Conv1d, (4, 3, 7)),
+    (torch.nn.Dropout2d, torch.nn.Conv2d, (4, 3, 6, 6)),
+    (torch.nn.Dropout3d, torch.nn.Conv3d, (2, 3, 4, 4, 4)),
+    (torch.nn.AlphaDropout, torch.nn.Conv2d, (4, 3, 6, 6)),
+    (torch.nn.FeatureAlphaDropout, torch.nn.Conv2d, (4, 3, 6, 6)),
+])
+def test_dropout_at_rate_zero_trains_as_in_pytorch(dropout, conv, shape):
+    """torch 1.13's export refuses each of them in training mode even at p = 0."""
+    torch.manual_seed(0)
+    net = ConvThenDropout(dropout(0.0), conv(3, 4, 3))
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(*shape, generator=g)
+    y = torch.randn(net.conv(x).shape, generator=g)
+    assert_states_close(*train_with_sgd(net, [{"x": x, "y": y}] * STEPS, lr=0.5))
 
 
 @pytest.mark.parametrize("cell", [torch.nn.LSTM, torch.nn.GRU, torch.nn.RNN])
