@@ -25,12 +25,18 @@ ampc's exporter (a rewrite of _tracing.py) as the same computation in ops it exp
 - `nn.Fold` / F.fold (aten::col2im; the adjoint of unfold, which torch exports): the blocks
   summed into place by a transposed convolution, grouped by channel, whose constant kernels
   are one-hot at each block position (stride, padding and dilation as the fold's).
+
+Refused by name: `nn.InstanceNorm1d/2d/3d(track_running_stats=True)` in training mode, which
+torch writes as a BatchNormalization that ONNX's checker refuses, and whose evaluation reads
+the running statistics where training reads each instance's (ampc's held-out evaluation would
+not).
 """
 
 import math
 import warnings
 
 from . import _tracing
+from ._errors import export_error
 from ._unexportable_ops import _arguments, _constant, _static, _tuple
 
 
@@ -214,6 +220,18 @@ def _fold(args, kwargs):
     return folded[0] if unbatched else folded
 
 
+def _instance_norm(args, kwargs):
+    a = _arguments(("input", "running_mean", "running_var", "weight", "bias", "use_input_stats",
+                    "momentum", "eps"), args, kwargs)
+    if a.get("running_mean") is None or not a.get("use_input_stats", True):
+        return _tracing.NOT_HANDLED
+    raise export_error(
+        "nn.InstanceNorm with track_running_stats=True in training mode: torch 1.13 exports it "
+        "as a BatchNormalization ONNX refuses, and its evaluation reads the running statistics "
+        "where training reads each instance's; track_running_stats=False (the default) trains "
+        "the same step")
+
+
 def rewrite(func, args, kwargs):
     """The layers above, where torch cannot export them."""
     import torch
@@ -231,6 +249,8 @@ def rewrite(func, args, kwargs):
         return _channel_shuffle(args, kwargs)
     if func is F.fold:
         return _fold(args, kwargs)
+    if func is F.instance_norm:
+        return _instance_norm(args, kwargs)
     for dims in (1, 2, 3):
         if func is getattr(F, f"max_unpool{dims}d"):
             return _max_unpool(args, kwargs, dims)

@@ -175,6 +175,17 @@ def test_spectral_norm_of_a_convolution_is_refused_in_one_line():
         ampc.compile(net, {"x": torch.randn(N, 3, 8, 8), "y": torch.tensor([0, 1, 2, 1])})
 
 
+@pytest.mark.parametrize("norm,shape", [(nn.InstanceNorm1d, (N, 3, 8)),
+                                        (nn.InstanceNorm2d, (N, 3, 6, 6))])
+def test_instance_norm_with_running_statistics_is_refused_in_one_line(norm, shape):
+    net = Classifier(nn.Sequential(norm(3, affine=True, track_running_stats=True), nn.Flatten()))
+    with pytest.raises(ampc.Error, match="^nn.InstanceNorm with track_running_stats=True"):
+        ampc.compile(net, {"x": torch.randn(*shape), "y": torch.tensor([0, 1, 2, 1])})
+    # Without running statistics (the default) the same layer trains.
+    net = Classifier(nn.Sequential(norm(3, affine=True), nn.Flatten()))
+    ampc.compile(net, {"x": torch.randn(*shape), "y": torch.tensor([0, 1, 2, 1])})
+
+
 class MultiHot(nn.Module):
     """A recommender's multi-hot features: nn.EmbeddingBag over a 1-D input cut into bags at
     offsets, which are an input (bags of varying lengths, empty ones included)."""
