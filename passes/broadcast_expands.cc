@@ -1,6 +1,7 @@
 #include "passes/broadcast_expands.h"
 
 #include <optional>
+#include <set>
 #include <vector>
 
 #include "ir/node_match.h"
@@ -83,8 +84,15 @@ int read_expands_as_broadcasts(ir::Model& model) {
   for (const auto& n : model.graph->nodes) {
     if (is_static_expand(n.get())) expands.push_back(n.get());
   }
-  for (Node* e : expands) rewritten += bypass(model, e);
-  if (rewritten > 0) eliminate_dead_code(model);
+  // The Expands left unread go (the pipeline's dead-code pass then drops their shape
+  // constants); a graph output's or a state update's stays.
+  const std::set<const Value*> kept = kept_values(model);
+  std::vector<Node*> unread;
+  for (Node* e : expands) {
+    rewritten += bypass(model, e);
+    if (e->outputs[0]->uses.empty() && !kept.count(e->outputs[0])) unread.push_back(e);
+  }
+  model.graph->remove_nodes(unread);
   return rewritten;
 }
 

@@ -38,24 +38,27 @@ std::vector<T> random_data(int64_t count, uint32_t seed, ReduceOp op) {
   return v;
 }
 
+// A block's reduction of row[0, s) in the kernels' order (unfinished).
+template <typename T>
+typename sh::Elem<T>::Math block_partial(ReduceOp op, const T* row, int64_t s) {
+  using M = typename sh::Elem<T>::Math;
+  return sh::row_reduce_host(
+      sh::row_plan(s), s, sh::reduce_init<M>(op),
+      [&](M acc, int64_t j) {
+        return sh::reduce_accumulate(op, acc, M(sh::Elem<T>::load(row[j])));
+      },
+      [&](M u, M w) { return sh::reduce_combine(op, u, w); });
+}
+
 // The kernels' order, one row at a time.
 template <typename T>
 std::vector<T> reference(ReduceOp op, const std::vector<T>& x, int64_t n, int64_t c, int64_t s) {
   using M = typename sh::Elem<T>::Math;
   std::vector<T> y(c);
-  const sh::RowPlan plan = sh::row_plan(s);
   for (int64_t ch = 0; ch < c; ++ch) {
     M a = sh::reduce_init<M>(op);
-    for (int64_t i = 0; i < n; ++i) {
-      const T* row = x.data() + (i * c + ch) * s;
-      const M p = sh::row_reduce_host(
-          plan, s, sh::reduce_init<M>(op),
-          [&](M acc, int64_t j) {
-            return sh::reduce_accumulate(op, acc, M(sh::Elem<T>::load(row[j])));
-          },
-          [&](M u, M w) { return sh::reduce_combine(op, u, w); });
-      a = sh::reduce_combine(op, a, p);
-    }
+    for (int64_t i = 0; i < n; ++i)
+      a = sh::reduce_combine(op, a, block_partial(op, x.data() + (i * c + ch) * s, s));
     y[ch] = sh::Elem<T>::store(sh::reduce_finish(op, a, n * s));
   }
   return y;
@@ -86,7 +89,6 @@ void check(DType dtype) {
 // Rows [R, S] reduced over S: each as a block reduces it, then finished.
 template <typename T>
 void check_rows(DType dtype) {
-  using M = typename sh::Elem<T>::Math;
   const int64_t shapes[][2] = {{37, 1}, {37, 4}, {53, 7}, {16, 31}, {40, 127}, {9, 128}, {5, 700}};
   for (int op = 0; op < 9; ++op) {
     for (const auto& sh_ : shapes) {
@@ -100,14 +102,8 @@ void check_rows(DType dtype) {
       std::vector<double> ws(reduce_workspace_bytes(rop, dtype, 2, dims, reduced) / 8 + 1);
       reduce(rop, dtype, x.data(), got.data(), 2, dims, reduced, ws.data());
       for (int64_t i = 0; i < r; ++i) {
-        const T* row = x.data() + i * s;
-        const M p = sh::row_reduce_host(
-            sh::row_plan(s), s, sh::reduce_init<M>(rop),
-            [&](M acc, int64_t j) {
-              return sh::reduce_accumulate(rop, acc, M(sh::Elem<T>::load(row[j])));
-            },
-            [&](M u, M w) { return sh::reduce_combine(rop, u, w); });
-        want[i] = sh::Elem<T>::store(sh::reduce_finish(rop, p, s));
+        want[i] =
+            sh::Elem<T>::store(sh::reduce_finish(rop, block_partial(rop, x.data() + i * s, s), s));
       }
       EXPECT_EQ(std::memcmp(got.data(), want.data(), r * sizeof(T)), 0)
           << "op " << op << " " << dtype_name(dtype) << " [" << r << "," << s << "]";
