@@ -169,6 +169,7 @@ def export_module(module, example_inputs, opset=17):
     value as an output listed under BUFFER_UPDATES_KEY, which ampc makes the buffer's update
     after each step (passes/buffer_updates.h)."""
     refuse_cumulative_batch_norm(module)
+    refuse_orthogonal_parametrizations(module)
     if not module.training:
         warnings.warn(
             f"ampc: {type(module).__name__} is in eval mode, so its training step computes "
@@ -197,6 +198,33 @@ def refuse_cumulative_batch_norm(module):
                 "average of the batches' statistics, which an ONNX file cannot express (torch "
                 "exports it as the last batch's statistics); give it a momentum (0.1 is "
                 "PyTorch's default)")
+
+
+# What each of torch's orthogonal maps computes, none of which ONNX has an op for.
+_ORTHOGONAL_MAP_OPS = {"matrix_exp": "a matrix exponential", "cayley": "a linear solve",
+                       "householder": "a product of Householder reflections"}
+
+
+def refuse_orthogonal_parametrizations(module):
+    """Raises for a weight under nn.utils.parametrizations.orthogonal: each forward maps the
+    stored parameter to an orthogonal matrix by a matrix exponential, a Cayley map's solve or
+    Householder reflections, which torch 1.13 cannot export (it fails on aten::mH, naming
+    neither the layer nor the parametrization)."""
+    from torch.nn.utils import parametrize
+
+    for name, m in module.named_modules():
+        if not parametrize.is_parametrized(m):
+            continue
+        for tensor, chain in m.parametrizations.items():
+            for p in chain:
+                if type(p).__name__ != "_Orthogonal":
+                    continue
+                how = getattr(p.orthogonal_map, "name", str(p.orthogonal_map))
+                raise export_error(
+                    f"nn.utils.parametrizations.orthogonal on '{name + '.' if name else ''}"
+                    f"{tensor}' (orthogonal_map '{how}'): its forward computes "
+                    f"{_ORTHOGONAL_MAP_OPS.get(how, how)}, which ONNX has no op for and torch "
+                    "cannot export; ampc does not train orthogonal parametrizations")
 
 
 def forward_written_buffers(module, changed):

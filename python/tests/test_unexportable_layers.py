@@ -1,7 +1,7 @@
 """torch.nn layers torch 1.13's exporter cannot export in training mode, through ampc.export
 (python/ampc/_unexportable_layers.py): LayerNorm without affine parameters, F.affine_grid,
 nn.EmbeddingBag over 2-D inputs and at offsets, nn.MaxUnpool, both spectral norms
-(F.normalize with out=), nn.Fold and nn.ChannelShuffle; and the rewrites of calls made under
+(F.normalize with out=), nn.Fold and nn.ChannelShuffle; orthogonal parametrizations refused; and the rewrites of calls made under
 no_grad, whose results are detached as the calls' own (python/ampc/_tracing.py's finishing
 step). Each model trains as PyTorch float64 does, stepped by torch.optim.SGD."""
 
@@ -184,6 +184,22 @@ def test_instance_norm_with_running_statistics_is_refused_in_one_line(norm, shap
     # Without running statistics (the default) the same layer trains.
     net = Classifier(nn.Sequential(norm(3, affine=True), nn.Flatten()))
     ampc.compile(net, {"x": torch.randn(*shape), "y": torch.tensor([0, 1, 2, 1])})
+
+
+@pytest.mark.parametrize("orthogonal_map, computes", [
+    ("matrix_exp", "a matrix exponential"), ("cayley", "a linear solve"),
+    ("householder", "a product of Householder reflections")])
+def test_an_orthogonal_parametrization_is_refused_in_one_line(orthogonal_map, computes):
+    """torch's own export fails on aten::mH, naming neither the layer nor the map."""
+    layer = nn.utils.parametrizations.orthogonal(nn.Linear(6, 6), orthogonal_map=orthogonal_map)
+    net = Classifier(nn.Sequential(nn.Flatten(), layer))
+    with pytest.raises(ampc.Error) as error:
+        ampc.compile(net, {"x": torch.randn(N, 6), "y": torch.tensor([0, 1, 2, 1])})
+    message = str(error.value)
+    assert message.startswith(
+        "nn.utils.parametrizations.orthogonal on 'body.1.weight' "
+        f"(orthogonal_map '{orthogonal_map}'): its forward computes {computes},")
+    assert "\n" not in message
 
 
 class MultiHot(nn.Module):
