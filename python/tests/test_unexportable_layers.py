@@ -1,9 +1,10 @@
 """torch.nn layers torch 1.13's exporter cannot export in training mode, through ampc.export
 (python/ampc/_unexportable_layers.py): LayerNorm without affine parameters, F.affine_grid,
 nn.EmbeddingBag over 2-D inputs and at offsets, nn.MaxUnpool, both spectral norms
-(F.normalize with out=), nn.Fold and nn.ChannelShuffle; orthogonal parametrizations refused; and the rewrites of calls made under
+(F.normalize with out=), nn.Fold and nn.ChannelShuffle; the rewrites of calls made under
 no_grad, whose results are detached as the calls' own (python/ampc/_tracing.py's finishing
-step). Each model trains as PyTorch float64 does, stepped by torch.optim.SGD."""
+step); orthogonal parametrizations refused (python/ampc/_export.py). Each model trains as
+PyTorch float64 does, stepped by torch.optim.SGD."""
 
 import copy
 
