@@ -3,7 +3,9 @@
 // chunk: the block's thread sums and tree, then the chunks in order). Chunks, channels and
 // planes are independent, so they run in parallel (OpenMP) without changing a bit.
 // Where the CPU has AVX-512, f32 and bf16 data take batchnorm_avx512.h's vector loops instead,
-// with the same bits; the loops here run f16, f64, other CPUs and AMPC_NO_AVX512.
+// with the same bits (on maps of 16 positions and more, channels per task from their
+// statistics to their output, so their values are read from memory once); the loops here run
+// f16, f64, other CPUs and AMPC_NO_AVX512.
 #include "kernels/twin/batchnorm.h"
 
 #include <algorithm>
@@ -411,16 +413,23 @@ void batch_norm_training(DType x_dtype, DType param_dtype, DType stat_dtype, con
     const auto [part_sum, part_sq, a, b] = bn::workspace_arrays<M>(workspace, w);
     const T* xs = static_cast<const T*>(x);
     const int64_t count = n * spatial, splits = w.splits;
-    batch_statistics(xs, n, c, spatial, splits, part_sum, part_sq);
-    // Per channel: statistics, folded affine map, running statistics; then y.
-    for (int64_t ch = 0; ch < c; ++ch) {
+    // Per channel: statistics, folded affine map, running statistics.
+    auto finish = [&](int64_t ch) {
       bn::finish_channel<M>(ch, splits, count, part_sum, part_sq, static_cast<const P*>(scale),
                             static_cast<const P*>(bias), static_cast<const S*>(mean),
                             static_cast<const S*>(var), static_cast<M>(epsilon),
                             static_cast<M>(momentum), static_cast<S*>(running_mean_out),
                             static_cast<S*>(running_var_out), static_cast<S*>(saved_mean),
                             static_cast<S*>(saved_var), a + ch, b + ch);
+    };
+    if constexpr (kVectorType<T>) {
+      if (vector_loops(n, c, spatial) &&
+          bn_avx512::by_channel(n, c, spatial, splits, is_bf16<T>, false))
+        return bn_avx512::forward_by_channel(is_bf16<T>, xs, n, c, spatial, splits, part_sum,
+                                             part_sq, finish, a, b, y);
     }
+    batch_statistics(xs, n, c, spatial, splits, part_sum, part_sq);
+    for (int64_t ch = 0; ch < c; ++ch) finish(ch);
     apply_affine(xs, n, c, spatial, a, b, static_cast<T*>(y));
   });
 }
@@ -437,15 +446,25 @@ void batch_norm_grad(DType x_dtype, DType param_dtype, const void* x, const void
     const T* xs = static_cast<const T*>(x);
     const T* dys = static_cast<const T*>(dy);
     const int64_t count = n * spatial, splits = w.stats.splits;
-    // The sums; then, in one walk, the squared deviations and the gradient sums.
-    grad_statistics(xs, dys, n, c, spatial, splits, arrays.part_sum, arrays.part_sq, arrays.part_dy,
-                    arrays.part_dyx);
-    for (int64_t ch = 0; ch < c; ++ch) {
+    auto finish = [&](int64_t ch) {
       bn::finish_grad_channel<M>(ch, splits, count, arrays.part_sum, arrays.part_sq, arrays.part_dy,
                                  arrays.part_dyx, static_cast<const P*>(scale),
                                  static_cast<M>(epsilon), static_cast<P*>(dscale),
                                  static_cast<P*>(dbias), arrays.coefficients + ch);
+    };
+    if constexpr (kVectorType<T>) {
+      if (vector_loops(n, c, spatial) &&
+          bn_avx512::by_channel(n, c, spatial, splits, is_bf16<T>, true)) {
+        float* const parts[3] = {arrays.part_sq, arrays.part_dy, arrays.part_dyx};
+        return bn_avx512::backward_by_channel(is_bf16<T>, xs, dys, n, c, spatial, splits,
+                                              arrays.part_sum, parts, finish, arrays.coefficients,
+                                              dx);
+      }
     }
+    // The sums; then, in one walk, the squared deviations and the gradient sums.
+    grad_statistics(xs, dys, n, c, spatial, splits, arrays.part_sum, arrays.part_sq, arrays.part_dy,
+                    arrays.part_dyx);
+    for (int64_t ch = 0; ch < c; ++ch) finish(ch);
     if (!dx) return;
     T* dxs = static_cast<T*>(dx);
     if constexpr (kVectorType<T>) {

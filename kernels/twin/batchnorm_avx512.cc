@@ -426,6 +426,55 @@ void map(const T* x, const T* dy, T* y, int64_t n, int64_t c, int64_t spatial,
   }
 }
 
+// Channel ch's chunks: part_sum[ch * splits + s], then with its mean, the kSecond totals
+// parts[k][ch * splits + s] (Pass::task's kChunks calls, in its order).
+template <Sums kSecond, typename T>
+void channel_statistics(const T* x, const T* dy, int64_t n, int64_t c, int64_t spatial,
+                        int64_t splits, int64_t ch, float* part_sum, float* const* parts) {
+  const int64_t count = n * spatial;
+  float totals[3];
+  for (int64_t s = 0; s < splits; ++s) {
+    int64_t begin, end;
+    bn::chunk_range(count, splits, s, &begin, &end);
+    channel_chunk<Sums::kSum>(x, dy, ch, c, spatial, begin, end, 0.0f, totals);
+    part_sum[ch * splits + s] = totals[0];
+  }
+  const float mean = bn::combine_mean(part_sum + ch * splits, splits, count);
+  for (int64_t s = 0; s < splits; ++s) {
+    int64_t begin, end;
+    bn::chunk_range(count, splits, s, &begin, &end);
+    channel_chunk<kSecond>(x, dy, ch, c, spatial, begin, end, mean, totals);
+    for (int k = 0; k < totals_of(kSecond); ++k) parts[k][ch * splits + s] = totals[k];
+  }
+}
+
+// Channels per task of the by-channel passes: as many as keep their bytes_per_value values
+// within 256 KiB (at least one).
+int64_t channels_per_group(int64_t n, int64_t spatial, int64_t bytes_per_value) {
+  return std::max<int64_t>(1, (int64_t{256} << 10) / (n * spatial * bytes_per_value));
+}
+
+// Prefetches channels ch0 .. ch1 - 1 of x into the core's cache, image by image (each image's
+// planes of them are contiguous), ahead of the passes that read them channel by channel.
+template <typename T>
+void fetch_channels(const T* x, int64_t n, int64_t c, int64_t spatial, int64_t ch0, int64_t ch1) {
+  const int64_t len = (ch1 - ch0) * spatial * static_cast<int64_t>(sizeof(T));
+  for (int64_t i = 0; i < n; ++i) {
+    const char* p = reinterpret_cast<const char*>(x + (i * c + ch0) * spatial);
+    for (int64_t b = 0; b < len; b += 64) _mm_prefetch(p + b, _MM_HINT_T1);
+  }
+}
+
+// Channel ch's planes of y = Map(x, dy) with its coefficients k.
+template <typename Map, typename T>
+void channel_planes(const T* x, const T* dy, T* y, int64_t n, int64_t c, int64_t spatial,
+                    int64_t ch, const float* k) {
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t at = (i * c + ch) * spatial;
+    map_plane<Map>(x + at, Map::kReadsDy ? dy + at : nullptr, y + at, spatial, k);
+  }
+}
+
 // The storage type's dispatch: f32, or bf16 as its bits.
 template <typename F>
 void on_storage(bool bf16, F&& f) {
@@ -440,6 +489,60 @@ void on_storage(bool bf16, F&& f) {
 
 bool available() {
   return cpu_has_avx512_bw_vl();
+}
+
+bool by_channel(int64_t n, int64_t c, int64_t spatial, int64_t splits, bool bf16, bool backward) {
+  const int64_t bytes = n * spatial * (bf16 ? 2 : 4) * (backward ? 2 : 1);
+  return (backward || splits > 1) && spatial >= kLanes && c >= 8 && bytes <= (int64_t{512} << 10);
+}
+
+void forward_by_channel(bool bf16, const void* x, int64_t n, int64_t c, int64_t spatial,
+                        int64_t splits, float* part_sum, float* part_sq,
+                        const std::function<void(int64_t)>& finish, const float* a, const float* b,
+                        void* y) {
+  on_storage(bf16, [&](auto tag) {
+    using T = decltype(tag);
+    const T* xs = static_cast<const T*>(x);
+    float* const parts[1] = {part_sq};
+    const int64_t group = channels_per_group(n, spatial, sizeof(T));
+#pragma omp parallel for if (n * c * spatial > kParallelWork)
+    for (int64_t ch0 = 0; ch0 < c; ch0 += group) {
+      const int64_t ch1 = std::min(c, ch0 + group);
+      fetch_channels(xs, n, c, spatial, ch0, ch1);
+      for (int64_t ch = ch0; ch < ch1; ++ch) {
+        channel_statistics<Sums::kSqDev>(xs, xs, n, c, spatial, splits, ch, part_sum, parts);
+        finish(ch);
+        const float k[2] = {a[ch], b[ch]};
+        channel_planes<AffineMap>(xs, xs, static_cast<T*>(y), n, c, spatial, ch, k);
+      }
+    }
+  });
+}
+
+void backward_by_channel(bool bf16, const void* x, const void* dy, int64_t n, int64_t c,
+                         int64_t spatial, int64_t splits, float* part_sum, float* const parts[3],
+                         const std::function<void(int64_t)>& finish,
+                         const shared::bn::GradCoefficients<float>* g, void* dx) {
+  on_storage(bf16, [&](auto tag) {
+    using T = decltype(tag);
+    const T* xs = static_cast<const T*>(x);
+    const T* dys = static_cast<const T*>(dy);
+    const int64_t group = channels_per_group(n, spatial, 2 * sizeof(T));
+#pragma omp parallel for if (n * c * spatial > kParallelWork)
+    for (int64_t ch0 = 0; ch0 < c; ch0 += group) {
+      const int64_t ch1 = std::min(c, ch0 + group);
+      fetch_channels(xs, n, c, spatial, ch0, ch1);
+      fetch_channels(dys, n, c, spatial, ch0, ch1);
+      for (int64_t ch = ch0; ch < ch1; ++ch) {
+        channel_statistics<Sums::kGrad>(xs, dys, n, c, spatial, splits, ch, part_sum, parts);
+        finish(ch);
+        if (!dx) continue;
+        // GradCoefficients' fields in order, as grad_dx lays them out.
+        const float k[5] = {g[ch].mean, g[ch].inv, g[ch].mean_dy, g[ch].mean_dyxhat, g[ch].k};
+        channel_planes<DxMap>(xs, dys, static_cast<T*>(dx), n, c, spatial, ch, k);
+      }
+    }
+  });
 }
 
 void statistics(Sums second, bool bf16, const void* x, const void* dy, int64_t n, int64_t c,
