@@ -46,7 +46,7 @@ void grad_dx(bool bf16, const void* x, const void* dy, int64_t n, int64_t c, int
 // its planes of y by channel measured slower: mobilenet_v2's 144-channel 8x8 BatchNorms 1.1x).
 bool by_channel(int64_t n, int64_t c, int64_t spatial, int64_t splits, bool bf16, bool backward);
 
-// The training forward a channel per task, with statistics' and affine's bits: the channel's
+// The training forward by channel, with statistics' and affine's bits: for each channel its
 // chunks' sums (part_sum[ch * splits + s]), its mean, their squared deviations (part_sq), then
 // finish(ch), which sets a[ch] and b[ch], then the channel's planes of y. x is read from memory
 // once where statistics and then affine read it three times (a memory-bound layer: the
