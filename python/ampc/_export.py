@@ -170,6 +170,7 @@ def export_module(module, example_inputs, opset=17):
     after each step (passes/buffer_updates.h)."""
     refuse_cumulative_batch_norm(module)
     refuse_orthogonal_parametrizations(module)
+    refuse_spectral_norm_of_convolutions(module)
     if not module.training:
         warnings.warn(
             f"ampc: {type(module).__name__} is in eval mode, so its training step computes "
@@ -225,6 +226,30 @@ def refuse_orthogonal_parametrizations(module):
                     f"{tensor}' (orthogonal_map '{how}'): its forward computes "
                     f"{_ORTHOGONAL_MAP_OPS.get(how, how)}, which ONNX has no op for and torch "
                     "cannot export; ampc does not train orthogonal parametrizations")
+
+
+def refuse_spectral_norm_of_convolutions(module):
+    """Raises for a convolution under a spectral norm (nn.utils.spectral_norm or its
+    parametrization): torch 1.13's exporter loses the shape of the weight the power iteration
+    computes, and its convolution symbolic fails on "a kernel of unknown shape" in a message that
+    names neither the layer nor the norm. The spectral norms of linear layers train."""
+    import torch
+    from torch.nn.utils import parametrize
+    from torch.nn.utils.spectral_norm import SpectralNorm
+
+    for name, m in module.named_modules():
+        if not isinstance(m, torch.nn.modules.conv._ConvNd):
+            continue
+        tensors = [h.name for h in m._forward_pre_hooks.values() if isinstance(h, SpectralNorm)]
+        if parametrize.is_parametrized(m):
+            tensors += [t for t, chain in m.parametrizations.items()
+                        if any(type(p).__name__ == "_SpectralNorm" for p in chain)]
+        if tensors:
+            layer = type(m).__name__.removeprefix("Parametrized")  # parametrize's subclass
+            raise export_error(
+                f"spectral norm of {layer} '{name}' (its '{tensors[0]}'): torch "
+                "1.13's exporter loses the shape of the weight the power iteration computes and "
+                "cannot export the convolution; ampc trains spectral norms of linear layers only")
 
 
 def forward_written_buffers(module, changed):

@@ -18,8 +18,8 @@ ampc's exporter (a rewrite of _tracing.py) as the same computation in ops it exp
 - F.normalize with `out=` (both spectral norms' power iterations write their u and v buffers
   that way): the normalised value, written into `out` with an in-place product and sum, a
   form torch exports (so the buffer's update is exported as well, _export.py). A spectral
-  norm of a convolution stays refused by torch ("convolution for kernel of unknown shape":
-  its exporter has lost the types of the graph around the buffers' writes);
+  norm of a convolution is refused by name (_export.py): torch's exporter loses the types of
+  the graph around the buffers' writes, and fails on "a kernel of unknown shape";
 - `nn.ChannelShuffle` / F.channel_shuffle (aten::channel_shuffle): the channels as [groups,
   C / groups], transposed, as ShuffleNet's own function writes it;
 - `nn.Fold` / F.fold (aten::col2im; the adjoint of unfold, which torch exports): the blocks

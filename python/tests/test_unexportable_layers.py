@@ -170,10 +170,16 @@ def test_spectral_norm_power_iteration_follows_pytorch(name, make):
         assert (ours[n].double() - before.double()).abs().max() > 1e-4, n  # the iteration ran
 
 
-def test_spectral_norm_of_a_convolution_is_refused_in_one_line():
-    net = Classifier(nn.utils.spectral_norm(nn.Conv2d(3, 2, 3)))
-    with pytest.raises(ampc.Error, match="convolution for kernel of unknown shape"):
+@pytest.mark.parametrize("norm", [nn.utils.spectral_norm,
+                                  nn.utils.parametrizations.spectral_norm])
+def test_spectral_norm_of_a_convolution_is_refused_in_one_line(norm):
+    """torch's own export fails on "a kernel of unknown shape", naming neither."""
+    net = Classifier(nn.Sequential(nn.Identity(), norm(nn.Conv2d(3, 2, 3))))
+    with pytest.raises(ampc.Error) as error:
         ampc.compile(net, {"x": torch.randn(N, 3, 8, 8), "y": torch.tensor([0, 1, 2, 1])})
+    message = str(error.value)
+    assert message.startswith("spectral norm of Conv2d 'body.1' (its 'weight'): ")
+    assert "\n" not in message
 
 
 @pytest.mark.parametrize("norm,shape", [(nn.InstanceNorm1d, (N, 3, 8)),
