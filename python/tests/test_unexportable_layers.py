@@ -3,8 +3,9 @@
 nn.EmbeddingBag over 2-D inputs and at offsets, nn.MaxUnpool, both spectral norms
 (F.normalize with out=), nn.Fold and nn.ChannelShuffle; the rewrites of calls made under
 no_grad, whose results are detached as the calls' own (python/ampc/_tracing.py's finishing
-step); orthogonal parametrizations refused (python/ampc/_export.py). Each model trains as
-PyTorch float64 does, stepped by torch.optim.SGD."""
+step); orthogonal parametrizations and spectral norms of convolutions refused
+(python/ampc/_export.py). Each model trains as PyTorch float64 does, stepped by
+torch.optim.SGD."""
 
 import copy
 
