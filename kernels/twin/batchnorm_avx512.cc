@@ -448,12 +448,6 @@ void channel_statistics(const T* x, const T* dy, int64_t n, int64_t c, int64_t s
   }
 }
 
-// Channels per task of the by-channel passes: as many as keep their bytes_per_value values
-// within 256 KiB (at least one).
-int64_t channels_per_group(int64_t n, int64_t spatial, int64_t bytes_per_value) {
-  return std::max<int64_t>(1, (int64_t{256} << 10) / (n * spatial * bytes_per_value));
-}
-
 // Prefetches channels ch0 .. ch1 - 1 of x into the core's cache, image by image (each image's
 // planes of them are contiguous), ahead of the passes that read them channel by channel.
 template <typename T>
@@ -462,6 +456,21 @@ void fetch_channels(const T* x, int64_t n, int64_t c, int64_t spatial, int64_t c
   for (int64_t i = 0; i < n; ++i) {
     const char* p = reinterpret_cast<const char*>(x + (i * c + ch0) * spatial);
     for (int64_t b = 0; b < len; b += 64) _mm_prefetch(p + b, _MM_HINT_T1);
+  }
+}
+
+// each(ch) for every channel, a group of channels per task: as many as keep their values of x
+// (and dy, where not null) within 256 KiB, prefetched before each(ch) reads them.
+template <typename T, typename Each>
+void channel_groups(const T* x, const T* dy, int64_t n, int64_t c, int64_t spatial, Each each) {
+  const int64_t bytes = n * spatial * static_cast<int64_t>(sizeof(T)) * (dy ? 2 : 1);
+  const int64_t group = std::max<int64_t>(1, (int64_t{256} << 10) / bytes);
+#pragma omp parallel for if (n * c * spatial > kParallelWork)
+  for (int64_t ch0 = 0; ch0 < c; ch0 += group) {
+    const int64_t ch1 = std::min(c, ch0 + group);
+    fetch_channels(x, n, c, spatial, ch0, ch1);
+    if (dy) fetch_channels(dy, n, c, spatial, ch0, ch1);
+    for (int64_t ch = ch0; ch < ch1; ++ch) each(ch);
   }
 }
 
@@ -504,18 +513,12 @@ void forward_by_channel(bool bf16, const void* x, int64_t n, int64_t c, int64_t 
     using T = decltype(tag);
     const T* xs = static_cast<const T*>(x);
     float* const parts[1] = {part_sq};
-    const int64_t group = channels_per_group(n, spatial, sizeof(T));
-#pragma omp parallel for if (n * c * spatial > kParallelWork)
-    for (int64_t ch0 = 0; ch0 < c; ch0 += group) {
-      const int64_t ch1 = std::min(c, ch0 + group);
-      fetch_channels(xs, n, c, spatial, ch0, ch1);
-      for (int64_t ch = ch0; ch < ch1; ++ch) {
-        channel_statistics<Sums::kSqDev>(xs, xs, n, c, spatial, splits, ch, part_sum, parts);
-        finish(ch);
-        const float k[2] = {a[ch], b[ch]};
-        channel_planes<AffineMap>(xs, xs, static_cast<T*>(y), n, c, spatial, ch, k);
-      }
-    }
+    channel_groups(xs, static_cast<const T*>(nullptr), n, c, spatial, [&](int64_t ch) {
+      channel_statistics<Sums::kSqDev>(xs, xs, n, c, spatial, splits, ch, part_sum, parts);
+      finish(ch);
+      const float k[2] = {a[ch], b[ch]};
+      channel_planes<AffineMap>(xs, xs, static_cast<T*>(y), n, c, spatial, ch, k);
+    });
   });
 }
 
@@ -527,21 +530,14 @@ void backward_by_channel(bool bf16, const void* x, const void* dy, int64_t n, in
     using T = decltype(tag);
     const T* xs = static_cast<const T*>(x);
     const T* dys = static_cast<const T*>(dy);
-    const int64_t group = channels_per_group(n, spatial, 2 * sizeof(T));
-#pragma omp parallel for if (n * c * spatial > kParallelWork)
-    for (int64_t ch0 = 0; ch0 < c; ch0 += group) {
-      const int64_t ch1 = std::min(c, ch0 + group);
-      fetch_channels(xs, n, c, spatial, ch0, ch1);
-      fetch_channels(dys, n, c, spatial, ch0, ch1);
-      for (int64_t ch = ch0; ch < ch1; ++ch) {
-        channel_statistics<Sums::kGrad>(xs, dys, n, c, spatial, splits, ch, part_sum, parts);
-        finish(ch);
-        if (!dx) continue;
-        // GradCoefficients' fields in order, as grad_dx lays them out.
-        const float k[5] = {g[ch].mean, g[ch].inv, g[ch].mean_dy, g[ch].mean_dyxhat, g[ch].k};
-        channel_planes<DxMap>(xs, dys, static_cast<T*>(dx), n, c, spatial, ch, k);
-      }
-    }
+    channel_groups(xs, dys, n, c, spatial, [&](int64_t ch) {
+      channel_statistics<Sums::kGrad>(xs, dys, n, c, spatial, splits, ch, part_sum, parts);
+      finish(ch);
+      if (!dx) return;
+      // GradCoefficients' fields in order, as grad_dx lays them out.
+      const float k[5] = {g[ch].mean, g[ch].inv, g[ch].mean_dy, g[ch].mean_dyxhat, g[ch].k};
+      channel_planes<DxMap>(xs, dys, static_cast<T*>(dx), n, c, spatial, ch, k);
+    });
   });
 }
 
