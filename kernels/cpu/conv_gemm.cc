@@ -216,6 +216,22 @@ bool backward_data(const ConvGemm& p, const T* dy, const T* w, T* dx) {
   return true;
 }
 
+// image [c, img] -> pixels [img, c], in square tiles: an element at a time across the whole
+// image wrote each pixel's channels a plane apart, a cache line per element.
+template <typename T>
+void pixel_major(const T* image, int64_t c, int64_t img, T* pixels) {
+  constexpr int64_t kTile = 16;
+  for (int64_t c0 = 0; c0 < c; c0 += kTile) {
+    const int64_t c1 = std::min(c, c0 + kTile);
+    for (int64_t i0 = 0; i0 < img; i0 += kTile) {
+      const int64_t i1 = std::min(img, i0 + kTile);
+      for (int64_t i = i0; i < i1; ++i) {
+        for (int64_t ci = c0; ci < c1; ++ci) pixels[i * c + ci] = image[ci * img + i];
+      }
+    }
+  }
+}
+
 // The rows tap-major: rows [n * P, taps * c], row (ni, p) holding for each active tap t the c
 // channels of the pixel it reads (zeros where it reads padding). Each image is first
 // transposed to pixels x channels, so that a tap's c values are one contiguous copy: the
@@ -231,10 +247,7 @@ void tap_major_rows(const ConvGeom& g, const Taps& taps, int64_t n, int64_t c, c
   for (int64_t ni = 0; ni < n; ++ni) {
     thread_local std::vector<T> pixels_buf;
     T* pixels = scratch(pixels_buf, static_cast<size_t>(img * c));  // [img, c]
-    const T* image = x + ni * c * img;
-    for (int64_t ci = 0; ci < c; ++ci) {
-      for (int64_t i = 0; i < img; ++i) pixels[i * c + ci] = image[ci * img + i];
-    }
+    pixel_major(x + ni * c * img, c, img, pixels);
     for (int64_t p = 0; p < p_size; ++p) {
       T* row = rows + (ni * p_size + p) * width;
       for (int64_t t = 0; t < nt; ++t) {
@@ -388,9 +401,12 @@ bool conv_gemm_serves_weight_grad(const ConvGemm& p, int64_t group) {
   if (group != 1 || p.type != DType::kBFloat16 || !dnnl_bf16_native() || p.n <= 0 || p.c <= 0)
     return false;
   const int64_t taps = static_cast<int64_t>(active_taps(p.g).flat.size());
-  const int64_t width = p.c * taps, rows = p.n * p.g.cols_size();
-  return width >= kWeightGradMinWidth && rows > 0 &&
-         (rows * width <= kWeightGradMaxGathered || width >= kWeightGradChunkedMinWidth);
+  const int64_t width = p.c * taps, per_image = p.g.cols_size() * width;
+  if (per_image <= 0) return false;
+  const bool small = width >= kWeightGradMinWidth && p.n * per_image <= kWeightGradMaxGathered;
+  const bool chunked = p.m >= kWeightGradMinOutputs &&
+                       (per_image <= kWeightGradMaxGathered || width >= kWeightGradChunkedMinWidth);
+  return small || chunked;
 }
 
 bool conv_gemm_forward(const ConvGemm& p, const void* x, const void* w, const void* bias, void* y) {

@@ -52,15 +52,22 @@ bool conv_gemm_serves(const ConvGemm& p, int64_t group);
 // after reordering x and dy (its bf16 kernel for it is no faster), and the GEMM is. Measured on
 // resnet18 at 32x32 (batch 32, bf16): the ConvGrad steps of the second stage's 3x3 convolutions
 // (4x4 maps, 128 channels) take 0.72-0.77 of their time; the first stage's (8x8, 64) the same
-// time; 1x1 and 3-channel convolutions (narrow GEMMs) longer, so they stay with oneDNN.
+// time; its 3-channel convolution (a narrow GEMM over 64 output channels) longer, so it stays
+// with oneDNN. (Its 1x1 convolutions to 128 channels and more take the rule below.)
 inline constexpr int64_t kWeightGradMinWidth = 512;
 inline constexpr int64_t kWeightGradMaxGathered = int64_t{4} << 20;  // 8 MiB of bf16 rows
-// Wider still (c x active taps at least kWeightGradChunkedMinWidth), the GEMM serves however
-// many rows there are: the images are taken in chunks whose rows fit kWeightGradMaxGathered,
-// each chunk's product added to fp32 sums of the gradient that are rounded once at the end.
-// Measured at batch 32 (3x3 windows, standalone, against oneDNN's fp32 kernel with widening
-// reorders): 512 channels on 7x7 maps 16.5 against 25 ms, 256 on 14x14 17.6 against 22 ms;
-// 128 on 28x28 the same time, 64 on 56x56 longer (the gather outweighs the GEMM's gain).
+// With 128 output channels or more (kWeightGradMinOutputs) the GEMM serves however many rows
+// there are, where one image's rows fit kWeightGradMaxGathered or the GEMM is wider still (c x
+// active taps at least kWeightGradChunkedMinWidth): the images are taken in chunks whose rows
+// fit kWeightGradMaxGathered (one image at least), each chunk's product added to fp32 sums of
+// the gradient that are rounded once at the end. Measured at batch 32 (standalone, the GEMM
+// against oneDNN's bf16 weight gradient, 2 threads): 3x3 windows, 128 channels on 28x28 maps 16
+// against 21 ms, 256 on 14x14 13 against 21, 512 on 7x7 14 against 23; 1x1, 1024 -> 256 on
+// 14x14 6.6 against 10.3, 512 -> 128 on 28x28 8.6 against 13.4, 32 -> 128 on 28x28 0.8 against
+// 1.4; 0.4-0.97 of oneDNN's time over 48 shapes of 1x1 and 3x3 windows on 7x7 to 56x56 maps.
+// With 64 output channels the GEMM (64 rows of dy^T) is at half its peak and the gather outweighs
+// its gain: 64 on 56x56 under a 3x3 window 31 against 24 ms, 256 -> 64 1.38x oneDNN's time.
+inline constexpr int64_t kWeightGradMinOutputs = 128;
 inline constexpr int64_t kWeightGradChunkedMinWidth = 2048;
 bool conv_gemm_serves_weight_grad(const ConvGemm& p, int64_t group);
 

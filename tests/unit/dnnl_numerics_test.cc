@@ -298,24 +298,38 @@ TEST_P(DnnlNumerics, Bf16WeightGradAsGemmWhereItsGemmIsWide) {
       kernels::cpu::conv_gemm_serves_weight_grad({geometry(cc), cc.n, cc.c, cc.m, GetParam()}, 1));
 }
 
-// Wider still (channels x active taps >= 2048), the bf16 weight gradient takes the GEMM however
-// many rows the batch has: the images in chunks whose rows fit kWeightGradMaxGathered, the
-// chunks' products summed in fp32 and rounded once (the oracle's bound is the whole sum's).
-// One case per shape: 256 channels on 32x32 maps, three chunks of one image; 768 channels on
-// 1x512 maps under a padded 3x3 window (the first and last kernel rows read only padding),
-// chunks of three images and one.
-TEST_P(DnnlNumerics, Bf16WeightGradInChunksWhereItsGemmIsWidest) {
-  for (const ConvCase& widest :
-       {square(3, 256, 16, 1, 32, 32, 3, 1, 1), square(4, 768, 16, 1, 1, 512, 3, 1, 1)}) {
-    SCOPED_TRACE("map " + std::to_string(widest.h) + "x" + std::to_string(widest.w));
-    const kernels::cpu::ConvGemm p{geometry(widest), widest.n, widest.c, widest.m, GetParam()};
-    const int64_t taps = widest.h == 1 ? 3 : 9;
-    ASSERT_GT(widest.n * widest.oh() * widest.ow() * widest.c * taps,
-              kernels::cpu::kWeightGradMaxGathered);
-    EXPECT_EQ(kernels::cpu::conv_gemm_serves_weight_grad(p, 1),
-              GetParam() == DType::kBFloat16 && kernels::cpu::dnnl_bf16_native());
-    check_conv_grad(GetParam(), widest);
-  }
+// With 128 output channels or more, the bf16 weight gradient takes the GEMM however many rows
+// the batch has: the images in chunks whose rows fit kWeightGradMaxGathered, the chunks'
+// products summed in fp32 and rounded once (the oracle's bound is the whole sum's). The case:
+// 768 channels on 1x512 maps under a padded 3x3 window (the first and last kernel rows read
+// only padding), chunks of three images and one.
+TEST_P(DnnlNumerics, Bf16WeightGradInChunksWithManyOutputChannels) {
+  const ConvCase widest = square(4, 768, 128, 1, 1, 512, 3, 1, 1);
+  const kernels::cpu::ConvGemm p{geometry(widest), widest.n, widest.c, widest.m, GetParam()};
+  ASSERT_GT(widest.n * widest.oh() * widest.ow() * widest.c * 3,
+            kernels::cpu::kWeightGradMaxGathered);
+  EXPECT_EQ(kernels::cpu::conv_gemm_serves_weight_grad(p, 1),
+            GetParam() == DType::kBFloat16 && kernels::cpu::dnnl_bf16_native());
+  check_conv_grad(GetParam(), widest);
+}
+
+// Which bf16 weight gradients take the GEMM past kWeightGradMaxGathered rows (the rule alone;
+// the numerics are the case above's): 128 output channels of a narrow 1x1 convolution, and of
+// a 3x3 one whose single image's rows exceed the bound but whose GEMM is wider than
+// kWeightGradChunkedMinWidth, do; 64 output channels (the GEMM at half its peak) do not,
+// however wide; nor do 128 whose single image's rows exceed the bound on a narrower GEMM.
+TEST(DnnlWeightGradRule, ManyRowsTakeTheGemmFrom128OutputChannels) {
+  if (!kernels::cpu::dnnl_bf16_native()) GTEST_SKIP() << "no native bf16 on this CPU";
+  auto serves = [](int64_t c, int64_t m, int64_t hw, int64_t k) {
+    const ConvCase cc = square(32, c, m, 1, hw, hw, k, 1, k / 2);
+    return kernels::cpu::conv_gemm_serves_weight_grad(
+        {geometry(cc), cc.n, cc.c, cc.m, DType::kBFloat16}, 1);
+  };
+  EXPECT_TRUE(serves(32, 128, 28, 1));
+  EXPECT_TRUE(serves(256, 256, 56, 3));
+  EXPECT_FALSE(serves(64, 64, 56, 3));
+  EXPECT_FALSE(serves(256, 64, 28, 3));
+  EXPECT_FALSE(serves(128, 128, 64, 3));
 }
 
 // Depthwise convolutions (group == channels) on maps no larger than the window, as at the end
