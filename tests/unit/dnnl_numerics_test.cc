@@ -279,11 +279,12 @@ TEST_P(DnnlNumerics, ConvAsGemmWhereWeightsOutweighActivations) {
 // formulation although the activations outweigh the weights, as ResNet's first and second
 // stages at 32x32 do, with the rows gathered tap-major; their input gradients stay with oneDNN.
 // fp32 keeps oneDNN for both. One case per shape: every tap active, a stride-2 reduction of
-// 8x8 to 4x4, and 1x8 maps whose window's first and last kernel rows read only padding.
+// 8x8 to 4x4, 1x8 maps whose window's first and last kernel rows read only padding, and 72
+// channels on 5x5 maps (the image's transpose to pixels x channels ends in partial tiles).
 TEST_P(DnnlNumerics, Bf16WeightGradAsGemmWhereItsGemmIsWide) {
   for (const ConvCase& wide :
        {square(2, 64, 16, 1, 4, 4, 3, 1, 1), square(2, 64, 16, 1, 8, 8, 3, 2, 1),
-        square(4, 192, 16, 1, 1, 8, 3, 1, 1)}) {
+        square(4, 192, 16, 1, 1, 8, 3, 1, 1), square(2, 72, 16, 1, 5, 5, 3, 1, 1)}) {
     SCOPED_TRACE("map " + std::to_string(wide.h) + "x" + std::to_string(wide.w) + ", stride " +
                  std::to_string(wide.sh));
     const kernels::cpu::ConvGemm p{geometry(wide), wide.n, wide.c, wide.m, GetParam()};
