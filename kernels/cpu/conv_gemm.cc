@@ -404,7 +404,7 @@ bool conv_gemm_serves_weight_grad(const ConvGemm& p, int64_t group) {
   const int64_t width = p.c * taps, per_image = p.g.cols_size() * width;
   if (per_image <= 0) return false;
   const bool small = width >= kWeightGradMinWidth && p.n * per_image <= kWeightGradMaxGathered;
-  const bool chunked = p.m >= kWeightGradMinOutputs &&
+  const bool chunked = (p.m >= kWeightGradMinOutputs || taps == 1) &&
                        (per_image <= kWeightGradMaxGathered || width >= kWeightGradChunkedMinWidth);
   return small || chunked;
 }

@@ -67,6 +67,10 @@ inline constexpr int64_t kWeightGradMaxGathered = int64_t{4} << 20;  // 8 MiB of
 // 1.4; 0.4-0.97 of oneDNN's time over 48 shapes of 1x1 and 3x3 windows on 7x7 to 56x56 maps.
 // With 64 output channels the GEMM (64 rows of dy^T) is at half its peak and the gather outweighs
 // its gain: 64 on 56x56 under a 3x3 window 31 against 24 ms, 256 -> 64 1.38x oneDNN's time.
+// A single active tap (1x1 windows) gathers nothing, its rows being the image transposed, and
+// takes the GEMM with any number of output channels: MobileNet's 1x1 convolutions at 32x32
+// (16 -> 96 on 16x16, 144 -> 24 on 8x8, 576 -> 96 on 2x2) 0.65-0.92 of oneDNN's time, 64 -> 64
+// 0.5-1.01 on 7x7 to 56x56 maps, 256 -> 64 0.62-1.00, 96 -> 24 on 8x8 1.08 the worst measured.
 inline constexpr int64_t kWeightGradMinOutputs = 128;
 inline constexpr int64_t kWeightGradChunkedMinWidth = 2048;
 bool conv_gemm_serves_weight_grad(const ConvGemm& p, int64_t group);

@@ -279,12 +279,14 @@ TEST_P(DnnlNumerics, ConvAsGemmWhereWeightsOutweighActivations) {
 // formulation although the activations outweigh the weights, as ResNet's first and second
 // stages at 32x32 do, with the rows gathered tap-major; their input gradients stay with oneDNN.
 // fp32 keeps oneDNN for both. One case per shape: every tap active, a stride-2 reduction of
-// 8x8 to 4x4, 1x8 maps whose window's first and last kernel rows read only padding, and 72
-// channels on 5x5 maps (the image's transpose to pixels x channels ends in partial tiles).
+// 8x8 to 4x4, 1x8 maps whose window's first and last kernel rows read only padding, 72
+// channels on 5x5 maps (the image's transpose to pixels x channels ends in partial tiles), and a
+// 1x1 window of 24 channels on 6x6 maps (a single tap: narrow, but no gather).
 TEST_P(DnnlNumerics, Bf16WeightGradAsGemmWhereItsGemmIsWide) {
   for (const ConvCase& wide :
        {square(2, 64, 16, 1, 4, 4, 3, 1, 1), square(2, 64, 16, 1, 8, 8, 3, 2, 1),
-        square(4, 192, 16, 1, 1, 8, 3, 1, 1), square(2, 72, 16, 1, 5, 5, 3, 1, 1)}) {
+        square(4, 192, 16, 1, 1, 8, 3, 1, 1), square(2, 72, 16, 1, 5, 5, 3, 1, 1),
+        square(2, 24, 16, 1, 6, 6, 1, 1, 0)}) {
     SCOPED_TRACE("map " + std::to_string(wide.h) + "x" + std::to_string(wide.w) + ", stride " +
                  std::to_string(wide.sh));
     const kernels::cpu::ConvGemm p{geometry(wide), wide.n, wide.c, wide.m, GetParam()};
@@ -317,8 +319,9 @@ TEST_P(DnnlNumerics, Bf16WeightGradInChunksWithManyOutputChannels) {
 // Which bf16 weight gradients take the GEMM past kWeightGradMaxGathered rows (the rule alone;
 // the numerics are the case above's): 128 output channels of a narrow 1x1 convolution, and of
 // a 3x3 one whose single image's rows exceed the bound but whose GEMM is wider than
-// kWeightGradChunkedMinWidth, do; 64 output channels (the GEMM at half its peak) do not,
-// however wide; nor do 128 whose single image's rows exceed the bound on a narrower GEMM.
+// kWeightGradChunkedMinWidth, do, and so does a 1x1 convolution to 64 (a single tap: no
+// gather); 64 output channels under a 3x3 window (the GEMM at half its peak) do not, however
+// wide; nor do 128 whose single image's rows exceed the bound on a narrower GEMM.
 TEST(DnnlWeightGradRule, ManyRowsTakeTheGemmFrom128OutputChannels) {
   if (!kernels::cpu::dnnl_bf16_native()) GTEST_SKIP() << "no native bf16 on this CPU";
   auto serves = [](int64_t c, int64_t m, int64_t hw, int64_t k) {
@@ -328,6 +331,7 @@ TEST(DnnlWeightGradRule, ManyRowsTakeTheGemmFrom128OutputChannels) {
   };
   EXPECT_TRUE(serves(32, 128, 28, 1));
   EXPECT_TRUE(serves(256, 256, 56, 3));
+  EXPECT_TRUE(serves(256, 64, 28, 1));
   EXPECT_FALSE(serves(64, 64, 56, 3));
   EXPECT_FALSE(serves(256, 64, 28, 3));
   EXPECT_FALSE(serves(128, 128, 64, 3));
