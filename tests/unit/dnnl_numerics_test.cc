@@ -322,7 +322,7 @@ TEST_P(DnnlNumerics, Bf16WeightGradInChunksWithManyOutputChannels) {
 // kWeightGradChunkedMinWidth, do, and so does a 1x1 convolution to 64 (a single tap: no
 // gather); 64 output channels under a 3x3 window (the GEMM at half its peak) do not, however
 // wide; nor do 128 whose single image's rows exceed the bound on a narrower GEMM.
-TEST(DnnlWeightGradRule, ManyRowsTakeTheGemmFrom128OutputChannels) {
+TEST(DnnlWeightGradRule, ManyRowsTakeTheGemmWith128OutputsOrOneTap) {
   if (!kernels::cpu::dnnl_bf16_native()) GTEST_SKIP() << "no native bf16 on this CPU";
   auto serves = [](int64_t c, int64_t m, int64_t hw, int64_t k) {
     const ConvCase cc = square(32, c, m, 1, hw, hw, k, 1, k / 2);
