@@ -240,6 +240,7 @@ plan::Plan BatchCompiler::compile(int64_t batch, passes::Precision precision) co
   o.autocast.precision = precision;
   o.lowering.target = "cpu";  // the memory plan is the same; no PTX while searching
   o.import = import;
+  o.warn = [](const std::string&) {};  // the model's compile says them, not every batch tried
   return compile_model(*model, o, "batch " + std::to_string(batch));
 }
 

@@ -1,6 +1,7 @@
 #include "driver/pipeline.h"
 
 #include <filesystem>
+#include <iostream>
 #include <set>
 
 #include "base/error.h"
@@ -29,6 +30,7 @@
 #include "passes/inline_constant_if.h"
 #include "passes/integer_ops_for_cuda.h"
 #include "passes/linear_as_gemm.h"
+#include "passes/lost_padding_rows.h"
 #include "passes/lower_einsum.h"
 #include "passes/lower_grid_sample.h"
 #include "passes/lower_resize.h"
@@ -83,6 +85,13 @@ namespace {
 // Standalone runs of a part of the pipeline (prepare_forward, autocast_forward) check no more
 // than any import guarantees.
 constexpr ir::VerifyOptions kPartVerify{.require_static_inputs = false};
+
+void warn(const CompileOptions& options, const std::string& line) {
+  if (options.warn)
+    options.warn(line);
+  else
+    std::cerr << "ampc: warning: " << line << '\n';
+}
 
 // Constants first: gradient rules need constant shapes, axes and slice bounds; folding shape
 // arithmetic to a fixed point makes every shape static (static_shapes.h).
@@ -232,6 +241,14 @@ std::vector<Pass> pipeline_passes(const CompileOptions& o, PipelineState& s) {
   std::vector<Pass> out;
   out.push_back({"mark-phases", mark_imported_phases});
   add_forward_preparation(out, mixed);
+  // nn.Embedding's padding_idx that torch's export drops, said before the step trains the row
+  // (lost_padding_rows.h); the tables are still the file's initializers here.
+  out.push_back({"warn-lost-padding-rows",
+                 [&o](ir::Model& m) {
+                   for (const std::string& line : passes::lost_padding_row_warnings(m, o.autodiff))
+                     warn(o, line);
+                 },
+                 std::nullopt, [&o] { return o.train; }});
   // Mixed precision on the forward graph, before differentiation (amp-semantics.md 2).
   out.push_back({"half-inputs",
                  [&o, mixed](ir::Model& m) {

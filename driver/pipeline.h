@@ -2,6 +2,7 @@
 // (pass_manager.h), then lowering, plan emission and the memory plan (pipeline.cc).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -79,6 +80,10 @@ struct CompileOptions {
   // When set (training), receives the compiled training step in ONNX's training format with
   // all initializer data (what `--emit-onnx` writes), exported before lowering.
   std::string* training_onnx = nullptr;
+  // Receives each warning of the compile, one line without a prefix: what the file's model
+  // computes as written but probably not as its author meant (lost_padding_rows.h). Unset:
+  // written to stderr as "ampc: warning: LINE".
+  std::function<void(const std::string&)> warn;
 };
 
 // Runs the passes over `model` (in place) and emits the plan. For training, the plan embeds

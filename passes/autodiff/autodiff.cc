@@ -211,6 +211,18 @@ void import_ampc_domain_if_used(ir::Model& model, size_t first_node) {
   }
 }
 
+std::vector<ir::Value*> trainable_parameters(const ir::Model& model,
+                                             const AutodiffOptions& options) {
+  const std::set<std::string> untrained = untrained_names(model);
+  std::vector<ir::Value*> params;
+  for (ir::Value* v : model.graph->initializers) {
+    if (v->from_model && !v->is_graph_input && is_float(v->type.dtype) &&
+        !frozen(v->name, options.freeze) && !untrained.count(v->name))
+      params.push_back(v);
+  }
+  return params;
+}
+
 std::vector<ParameterGradient> differentiate(ir::Model& model, const AutodiffOptions& options,
                                              ir::Value* seed_value) {
   ir::Graph& g = *model.graph;
@@ -228,13 +240,7 @@ std::vector<ParameterGradient> differentiate(ir::Model& model, const AutodiffOpt
     losses.push_back(loss);
   }
 
-  const std::set<std::string> untrained = untrained_names(model);
-  std::vector<ir::Value*> params;
-  for (ir::Value* v : g.initializers) {
-    if (v->from_model && !v->is_graph_input && is_float(v->type.dtype) &&
-        !frozen(v->name, options.freeze) && !untrained.count(v->name))
-      params.push_back(v);
-  }
+  const std::vector<ir::Value*> params = trainable_parameters(model, options);
   const size_t forward_nodes = g.nodes.size();
   const StopGradients stops = stop_gradients(model);
   // "does not depend on any trainable parameter", saying so when only the recorded stops

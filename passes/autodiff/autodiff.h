@@ -33,6 +33,10 @@ inline constexpr const char* kUntrainedKey = "ampc.untrained";
 
 // Trainable parameters: float initializers of the source model (Value::from_model) that are
 // not graph inputs, minus frozen ones and those the model's kUntrainedKey metadata lists.
+std::vector<ir::Value*> trainable_parameters(const ir::Model& model,
+                                             const AutodiffOptions& options);
+
+// The gradients of the loss with respect to trainable_parameters(model, options).
 // The backward stops where the model's kStopGradientKey metadata says (stop_gradient.h).
 // Returns one entry per parameter that the loss depends on, in initializer order.
 // `seed`, a float scalar of the graph, seeds the backward instead of 1 (the loss scale:

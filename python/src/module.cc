@@ -102,9 +102,19 @@ PYBIND11_MODULE(_ampc, m) {
 
   py::class_<Trainer>(m, "Trainer")
       .def(py::init([](const std::string& path, const TrainOptions& options, uint64_t seed) {
-             py::gil_scoped_release release;  // compiling takes a while
-             return std::make_unique<Trainer>(ampc::python::training_plan(path, options), path,
-                                              seed, options.device);
+             std::vector<std::string> warnings;
+             std::unique_ptr<Trainer> t;
+             {
+               py::gil_scoped_release release;  // compiling takes a while
+               t = std::make_unique<Trainer>(ampc::python::training_plan(path, options, warnings),
+                                             path, seed, options.device);
+             }
+             // The compile's warnings as Python's (UserWarning), where `warnings` filters them.
+             for (const std::string& line : warnings) {
+               if (PyErr_WarnEx(PyExc_UserWarning, line.c_str(), 1) < 0)
+                 throw py::error_already_set();
+             }
+             return t;
            }),
            py::arg("path"), py::arg("options"), py::arg("seed") = 0)
       .def(

@@ -37,7 +37,8 @@ int64_t common_first_axis(const std::map<std::string, std::pair<DType, std::vect
 
 }  // namespace
 
-plan::Plan training_plan(const std::string& path, const TrainOptions& t) {
+plan::Plan training_plan(const std::string& path, const TrainOptions& t,
+                         std::vector<std::string>& warnings) {
   if (plan::looks_like_plan(path)) {
     if (!t.given.empty()) {
       std::string names;
@@ -110,6 +111,7 @@ plan::Plan training_plan(const std::string& path, const TrainOptions& t) {
   // one fails here, "no CUDA device", before anything is compiled).
   const cli::Device device = cli::parse_device(t.device);
   if (device.cuda && t.target == "cpu") o.lowering.target = cli::compile_target(device);
+  o.warn = [&warnings](const std::string& line) { warnings.push_back(line); };
   return compiler::compile_file(path, o);
 }
 

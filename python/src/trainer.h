@@ -62,8 +62,10 @@ struct TrainOptions {
 };
 
 // A training plan: a .plan file (from `ampc compile --train`), or an ONNX model compiled for
-// training on options.device with `options`. Throws ampc::Error as `ampc train` does.
-plan::Plan training_plan(const std::string& path, const TrainOptions& options);
+// training on options.device with `options`. Throws ampc::Error as `ampc train` does. The
+// compile's warnings (CompileOptions::warn) go to `warnings`.
+plan::Plan training_plan(const std::string& path, const TrainOptions& options,
+                         std::vector<std::string>& warnings);
 
 struct StepResult {
   double loss = 0;  // the sum of the losses, mean over the micro-batches (the CLI's log)

@@ -2,9 +2,13 @@
 PyTorch float64 stepped by torch.optim: padding_idx (which a plain torch.onnx.export trains
 like any other row) leaves its row where it is, scale_grad_by_freq (which torch refuses to
 export) divides each row's gradient by its count in the batch, and max_norm (whose in-place
-renormalisation no file carries) is refused by name."""
+renormalisation no file carries) is refused by name. A plain torch.onnx.export of padding_idx
+compiles with a warning naming the lookup and its row (passes/lost_padding_rows.h), and the
+fix it names, masking the lookups in the model, trains as PyTorch does from a plain file."""
 
 import copy
+import io
+import warnings
 
 import pytest
 import torch
@@ -80,3 +84,69 @@ def test_an_embedding_with_max_norm_is_refused():
     with pytest.raises(ampc.Error, match="nn.Embedding with max_norm=1.0.*in place"):
         ampc.compile(Bag(max_norm=1.0), {"tokens": TOKENS, "y": LABELS}, precision="fp32",
                      optimizer="sgd", lr=0.5)
+
+
+class MaskedBag(Bag):
+    """Bag with its padding row kept untrained by the model itself, as the warning says."""
+
+    def forward(self, tokens, y):
+        e = self.embed(tokens) * (tokens != 0).unsqueeze(-1)
+        return F.cross_entropy(self.head(e.mean(1)), y)
+
+
+def plain_export(net, tmp_path):
+    """The file torch.onnx.export writes of `net` (padding_idx dropped, with torch's warning)."""
+    buf = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(net, (TOKENS, LABELS), buf, input_names=["tokens", "y"],
+                          opset_version=17, training=torch.onnx.TrainingMode.TRAINING,
+                          do_constant_folding=False)
+    path = tmp_path / "plain.onnx"
+    path.write_bytes(buf.getvalue())
+    return str(path)
+
+
+def compile_warnings(path):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        trainer = ampc.compile(path, precision="fp32", optimizer="sgd", lr=0.5, momentum=0.9)
+    return trainer, [str(w.message) for w in caught if w.category is UserWarning]
+
+
+def test_a_plain_export_of_padding_idx_warns_naming_the_lookup_and_its_row(tmp_path):
+    torch.manual_seed(0)
+    _, said = compile_warnings(plain_export(Bag(padding_idx=3), tmp_path))
+    assert len(said) == 1, said
+    assert said[0].startswith("node '/embed/Gather' (Gather): row 3 of 'embed.weight' is all "
+                              "zeros, as nn.Embedding(padding_idx=3) starts its padding row"), said
+    assert "export with ampc.export" in said[0] and "(tokens != 3)" in said[0], said
+
+
+@pytest.mark.parametrize("net", [Bag(), MaskedBag(padding_idx=0)], ids=["no_padding", "masked"])
+def test_no_warning_without_padding_idx_or_with_the_models_own_mask(net, tmp_path):
+    assert compile_warnings(plain_export(net, tmp_path))[1] == []
+
+
+def test_no_warning_from_ampc_export(tmp_path):
+    ampc.export(Bag(padding_idx=0), {"tokens": TOKENS, "y": LABELS}, tmp_path / "a.onnx")
+    assert compile_warnings(str(tmp_path / "a.onnx"))[1] == []
+
+
+def test_the_masked_lookup_from_a_plain_export_trains_as_padding_idx_in_pytorch(tmp_path):
+    torch.manual_seed(0)
+    net = MaskedBag(padding_idx=0)
+    reference = Bag(padding_idx=0).double()
+    reference.load_state_dict(net.state_dict())
+    trainer, _ = compile_warnings(plain_export(net, tmp_path))
+    opt = torch.optim.SGD(reference.parameters(), lr=0.5, momentum=0.9)
+    for _ in range(3):
+        trainer.step(tokens=TOKENS, y=LABELS)
+        opt.zero_grad()
+        reference(TOKENS, LABELS).backward()
+        opt.step()
+    trainer.copy_to(net)
+    for name, value in reference.state_dict().items():
+        diff = (net.state_dict()[name].double() - value).abs().max().item()
+        assert diff < 2e-6, f"{name}: {diff}"
+    assert not net.embed.weight[0].any()

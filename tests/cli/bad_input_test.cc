@@ -419,6 +419,40 @@ TEST_F(BadInput, BatchNormOfOneValuePerChannel) {
                   "--batchnorm-running-var", "biased", "-o", plan});
 }
 
+// nn.Embedding(padding_idx=1) as torch.onnx.export writes it (a plain Gather of a table whose
+// row 1 is zeros): compiled, with one warning line on stderr naming the lookup and the row
+// (passes/lost_padding_rows.h), and none with the table frozen.
+TEST_F(BadInput, PlainExportOfAPaddingRowCompilesWithAWarning) {
+  namespace ob = test::onnx_build;
+  onnx::ModelProto m = ob::model("padding_row");
+  m.set_producer_name("pytorch");
+  onnx::GraphProto* g = m.mutable_graph();
+  ob::add_float_io(g, "tokens", {2, 3});
+  g->mutable_input(0)->mutable_type()->mutable_tensor_type()->set_elem_type(
+      onnx::TensorProto::INT64);
+  ob::add_float_initializer(g, "embed.weight", {3, 2}, {0.5f, -1, 0, 0, 2, 0.25f});
+  ob::add_float_initializer(g, "scale", {2}, {1, 2});
+  ob::add_node(g, "Gather", {"embed.weight", "tokens"}, "e")->set_name("/embed/Gather");
+  ob::add_node(g, "Mul", {"e", "scale"}, "h");
+  ob::add_int(ob::add_node(g, "ReduceSum", {"h"}, "loss"), "keepdims", 0);
+  ob::add_float_io(g, "loss", {}, /*output=*/true);
+  const fs::path model = write_model(m, "padding_row.onnx");
+  const std::string plan = (out_dir_ / "padding_row.plan").string();
+  RunResult r = run_ampc({"compile", model.string(), "--train", "--target", "cpu", "-o", plan});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err.rfind("ampc: warning: node '/embed/Gather' (Gather): row 1 of 'embed.weight' "
+                        "is all zeros, as nn.Embedding(padding_idx=1) starts its padding row",
+                        0),
+            0u)
+      << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_TRUE(fs::exists(plan));
+  r = run_ampc({"compile", model.string(), "--train", "--target", "cpu", "--freeze", "embed.weight",
+                "-o", plan});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+}
+
 // x[mask] whose selected elements reach an op other than elementwise ones, a sum, a mean or a
 // cross-entropy (here a softmax over them) keeps its run-time length: training refuses it in one
 // line naming the NonZero, what trains, and how to mask the loss instead.

@@ -97,6 +97,7 @@ class Trainer {
 
 Trainer::Trainer(TrainArgs& args, DataParallelRun& dp) : args_(args), dp_(dp), unfused_args_(args) {
   unfused_args_.compile.lowering.fuse = false;
+  unfused_args_.compile.warn = [](const std::string&) {};  // said by the first compile
   start_backend();
   open_data_and_state();
   prepare_steps();
