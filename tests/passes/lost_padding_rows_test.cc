@@ -118,7 +118,9 @@ TEST(LostPaddingRows, FrozenTablesConstantIndicesAndOtherAxesSayNothing) {
   constant->from_model = false;
   l.gather(l.table("picked", 4, {0}), constant, "/picked/Gather");
   l.gather(l.table("columns", 4, {0}), l.tokens, "/columns/Gather", 1);
-  EXPECT_TRUE(l.warnings({.freeze = {"frozen.*"}}).empty());
+  AutodiffOptions frozen;
+  frozen.freeze = {"frozen.*"};
+  EXPECT_TRUE(l.warnings(frozen).empty());
   EXPECT_EQ(l.warnings().size(), 1u);  // the frozen one, trained after all
 }
 
