@@ -63,6 +63,13 @@ Shape along(size_t rank, int64_t axis, int64_t size) {
   return s;
 }
 
+// Positions 0 .. size - 1 as float32, along `axis` of a rank-`rank` shape.
+Value* positions_along(GradBuilder& b, size_t rank, int64_t axis, int64_t size) {
+  std::vector<double> indices(static_cast<size_t>(size));
+  for (int64_t i = 0; i < size; ++i) indices[static_cast<size_t>(i)] = static_cast<double>(i);
+  return b.reshape(b.floats(indices, DType::kFloat32), along(rank, axis, size));
+}
+
 Value* arg_extreme(GradBuilder& b, int64_t opset, const ir::Node& n) {
   Value* x = n.inputs[0];
   if (!reducible(x->type.dtype)) return nullptr;
@@ -77,13 +84,10 @@ Value* arg_extreme(GradBuilder& b, int64_t opset, const ir::Node& n) {
   Value* extreme =
       reduce_keeping(b, opset, n.op_type == "ArgMax" ? "ReduceMax" : "ReduceMin", x, {axis});
   Value* hit = b.op("Or", {b.op("Equal", {x, extreme}, flags), b.op("IsNaN", {x}, flags)}, flags);
-  std::vector<double> positions(static_cast<size_t>(size));
-  for (int64_t i = 0; i < size; ++i) positions[static_cast<size_t>(i)] = static_cast<double>(i);
-  Value* where =
-      b.op("Where",
-           {hit, b.reshape(b.floats(positions, DType::kFloat32), along(d.size(), axis, size)),
-            b.scalar(last ? -1.0 : static_cast<double>(size), DType::kFloat32)},
-           {DType::kFloat32, d});
+  Value* where = b.op("Where",
+                      {hit, positions_along(b, d.size(), axis, size),
+                       b.scalar(last ? -1.0 : static_cast<double>(size), DType::kFloat32)},
+                      {DType::kFloat32, d});
   Value* chosen = reduce_keeping(b, opset, last ? "ReduceMax" : "ReduceMin", where, {axis});
   return b.reshape(b.cast(chosen, DType::kInt64), *n.outputs[0]->type.shape);
 }
@@ -147,29 +151,30 @@ Value* cum_sum(GradBuilder& b, const ir::Node& n) {
   return b.cast(y, t);
 }
 
-// An integer ReduceSum / ReduceMax / ReduceMin (attention_mask.sum(-1)): each reduced axis
-// halved until one element is left, its first half combined with its second (Add, or a Where
-// of a comparison), the last element of an odd length carried along by a Concat. Exact, as
-// the CPU op's (integer sums wrap alike).
-Value* integer_reduction(GradBuilder& b, const ir::Node& n) {
-  Value* x = n.inputs[0];
+bool int32_or_64(DType t) {
+  return t == DType::kInt64 || t == DType::kInt32;
+}
+
+// An integer sum, maximum or minimum (`op`: ReduceSum, ReduceMax, ReduceMin) over `axes`, the
+// reduced dimensions kept: each axis halved until one element is left, its first half
+// combined with its second (Add, or a Where of a comparison), the last element of an odd
+// length carried along by a Concat. Exact, as the CPU op's (integer sums wrap alike).
+Value* integer_reduce(GradBuilder& b, const std::string& op, Value* x,
+                      const std::vector<int64_t>& axes) {
   const DType t = x->type.dtype;
-  if (t != DType::kInt64 && t != DType::kInt32) return nullptr;
-  const auto axes = reduce_axes(n, x->type.shape->size());
-  if (!axes) return nullptr;
   auto slice = [&](Value* y, int64_t axis, int64_t from, int64_t to) {
     Shape s = *y->type.shape;
     s[static_cast<size_t>(axis)] = to - from;
     return b.op("Slice", {y, b.ints({from}), b.ints({to}), b.ints({axis})}, {t, s});
   };
   auto combine = [&](Value* a, Value* c) {
-    if (n.op_type == "ReduceSum") return b.op("Add", {a, c}, a->type);
-    Value* first = b.op(n.op_type == "ReduceMax" ? "GreaterOrEqual" : "LessOrEqual", {a, c},
+    if (op == "ReduceSum") return b.op("Add", {a, c}, a->type);
+    Value* first = b.op(op == "ReduceMax" ? "GreaterOrEqual" : "LessOrEqual", {a, c},
                         {DType::kBool, a->type.shape});
     return b.op("Where", {first, a, c}, a->type);
   };
   Value* y = x;
-  for (int64_t axis : *axes) {
+  for (int64_t axis : axes) {
     for (int64_t size = (*y->type.shape)[static_cast<size_t>(axis)]; size > 1;
          size = (size + 1) / 2) {
       const int64_t half = size / 2;
@@ -183,7 +188,16 @@ Value* integer_reduction(GradBuilder& b, const ir::Node& n) {
       y = pairs;
     }
   }
-  return b.reshape(y, *n.outputs[0]->type.shape);
+  return y;
+}
+
+// An integer ReduceSum / ReduceMax / ReduceMin (attention_mask.sum(-1)), by integer_reduce.
+Value* integer_reduction(GradBuilder& b, const ir::Node& n) {
+  Value* x = n.inputs[0];
+  if (!int32_or_64(x->type.dtype)) return nullptr;
+  const auto axes = reduce_axes(n, x->type.shape->size());
+  if (!axes) return nullptr;
+  return b.reshape(integer_reduce(b, n.op_type, x, *axes), *n.outputs[0]->type.shape);
 }
 
 // TopK's k up to which it is rewritten: k rounds of a few reductions over the axis each.
@@ -224,35 +238,107 @@ Value* extreme_positions(GradBuilder& b, int64_t opset, Value* x, int64_t axis, 
   return b.op("Or", {b.op("And", {any_number, least}, flags), nan_left}, flags);
 }
 
-// TopK, sorted, with a constant k of at most kMaxTopK: k rounds, each choosing the first
+// The largest number of comparisons (elements times the axis's length) up to which TopK is
+// rewritten by ranks (top_k_by_ranks): flags and float ranks of that many elements, 64 MiB.
+constexpr int64_t kMaxRankComparisons = int64_t{1} << 24;
+
+// x with a dimension of one inserted at `at`.
+Value* unsqueezed(GradBuilder& b, Value* x, size_t at) {
+  Shape s = *x->type.shape;
+  s.insert(s.begin() + static_cast<std::ptrdiff_t>(at), 1);
+  return b.reshape(x, s);
+}
+
+// Each element's rank along `axis` in TopK's order, float32 [.., i, 1, ..] (a dimension of one
+// after the axis): the number of elements that come before it, counted over all pairs [.., i,
+// j, ..]. For the largest, those greater, then NaNs before numbers; for the smallest those
+// less, NaNs after numbers; ties and NaNs among themselves by lower index.
+Value* ranks(GradBuilder& b, int64_t opset, Value* x, int64_t axis, bool largest) {
+  const auto a = static_cast<size_t>(axis);
+  Value* xi = unsqueezed(b, x, a + 1);
+  Value* xj = unsqueezed(b, x, a);
+  Shape pairs = *x->type.shape;
+  pairs.insert(pairs.begin() + static_cast<std::ptrdiff_t>(a) + 1, pairs[a]);
+  const ir::TensorType flags{DType::kBool, pairs};
+  Shape square(pairs.size(), 1);
+  square[a] = square[a + 1] = pairs[a];
+  Value* j_first = b.op("Less",
+                        {positions_along(b, pairs.size(), axis + 1, pairs[a]),
+                         positions_along(b, pairs.size(), axis, pairs[a])},
+                        {DType::kBool, square});
+  Value* before = b.op(largest ? "Greater" : "Less", {xj, xi}, flags);
+  Value* tie = b.op("Equal", {xj, xi}, flags);
+  if (!int32_or_64(x->type.dtype)) {
+    // NaN, equal to nothing: the largest, the smallest after every number; NaNs tie.
+    const ir::TensorType xi_flags{DType::kBool, xi->type.shape};
+    const ir::TensorType xj_flags{DType::kBool, xj->type.shape};
+    Value* nan_i = b.op("IsNaN", {xi}, xi_flags);
+    Value* nan_j = b.op("IsNaN", {xj}, xj_flags);
+    Value* nan_first = largest ? b.op("And", {nan_j, b.op("Not", {nan_i}, xi_flags)}, flags)
+                               : b.op("And", {nan_i, b.op("Not", {nan_j}, xj_flags)}, flags);
+    before = b.op("Or", {before, nan_first}, flags);
+    tie = b.op("Or", {tie, b.op("And", {nan_i, nan_j}, flags)}, flags);
+  }
+  before = b.op("Or", {before, b.op("And", {tie, j_first}, flags)}, flags);
+  return reduce_keeping(
+      b, opset, "ReduceSum",
+      b.op("Where", {before, b.scalar(1.0, DType::kFloat32), b.scalar(0.0, DType::kFloat32)},
+           {DType::kFloat32, pairs}),
+      {axis + 1});
+}
+
+// TopK (sorted, a constant k up to the whole axis) of integers, and of floats with a k above
+// kMaxTopK (torch.sort, torch.argsort; pack_padded_sequence's sort of the lengths): output slot
+// r holds the element of rank r (ranks above), read back by a reduction over the elements with
+// only that one left: the CPU op's order, so the same values and indices bit for bit. Integer
+// values by an exact sum of one non-zero term (integer_reduce).
+std::vector<Value*> top_k_by_ranks(GradBuilder& b, int64_t opset, Value* x, int64_t axis, int64_t k,
+                                   bool largest) {
+  const DType t = x->type.dtype;
+  const auto a = static_cast<size_t>(axis);
+  Value* rank = ranks(b, opset, x, axis, largest);  // [.., i, 1, ..]
+  // Slots [.., i, r, ..]: element i is the r-th.
+  std::vector<double> slots(static_cast<size_t>(k));
+  for (int64_t r = 0; r < k; ++r) slots[static_cast<size_t>(r)] = static_cast<double>(r);
+  Shape slot_shape(rank->type.shape->size(), 1);
+  slot_shape[a + 1] = k;
+  Shape chosen_shape = *rank->type.shape;
+  chosen_shape[a + 1] = k;
+  Value* chosen = b.op("Equal", {rank, b.reshape(b.floats(slots, DType::kFloat32), slot_shape)},
+                       {DType::kBool, chosen_shape});
+  Value* positions = positions_along(b, chosen_shape.size(), axis, chosen_shape[a]);
+  Value* index = reduce_keeping(b, opset, "ReduceSum",
+                                b.op("Where", {chosen, positions, b.scalar(0.0, DType::kFloat32)},
+                                     {DType::kFloat32, chosen_shape}),
+                                {axis});
+  Value* xi = unsqueezed(b, x, a + 1);
+  Value* value = nullptr;
+  if (int32_or_64(t)) {
+    value = integer_reduce(
+        b, "ReduceSum", b.op("Where", {chosen, xi, b.scalar(0.0, t)}, {t, chosen_shape}), {axis});
+  } else {
+    // The element itself (its sign of zero, its NaN): the only one the Where leaves above -inf.
+    value = reduce_keeping(
+        b, opset, "ReduceMax",
+        b.op("Where", {chosen, xi, b.scalar(-std::numeric_limits<double>::infinity(), t)},
+             {t, chosen_shape}),
+        {axis});
+  }
+  Shape out = *x->type.shape;
+  out[a] = k;
+  return {b.reshape(value, out), b.reshape(b.cast(index, DType::kInt64), out)};
+}
+
+// Float TopK, sorted, with a constant k of at most kMaxTopK: k rounds, each choosing the first
 // available position that holds the extreme of what is left (extreme_positions) and marking it
 // taken; the values and indices of the rounds concatenated along the axis. The CPU op's order:
-// ties by lower index, NaN the largest. TopK unsorted (ONNX leaves the order open; the CPU op
-// orders by index) is left as it is.
-std::vector<Value*> top_k(GradBuilder& b, int64_t opset, const ir::Node& n) {
-  Value* x = n.inputs[0];
+// ties by lower index, NaN the largest.
+std::vector<Value*> top_k_by_rounds(GradBuilder& b, int64_t opset, Value* x, int64_t axis,
+                                    int64_t k, bool largest) {
   const DType t = x->type.dtype;
-  if (!reducible(t)) return {};
-  std::optional<std::vector<int64_t>> k_value;
-  if (opset >= 10) {
-    k_value = n.inputs.size() > 1 ? constant_ints(n.inputs[1]) : std::nullopt;
-  } else if (const ir::Attribute* ka = n.attr("k")) {
-    k_value = std::vector<int64_t>{ka->i};
-  }
-  if (!k_value || k_value->size() != 1) return {};
-  const int64_t k = (*k_value)[0];
-  const ir::Attribute* sorted = n.attr("sorted");
-  const ir::Attribute* l = n.attr("largest");
-  const ir::Attribute* a = n.attr("axis");
-  const bool largest = !l || l->i != 0;
   const Shape& d = *x->type.shape;
-  const int64_t axis = normalized(a ? a->i : -1, d.size());
   const int64_t size = d[static_cast<size_t>(axis)];
-  if ((sorted && sorted->i == 0 && k > 1) || k < 1 || k > kMaxTopK || size > (int64_t{1} << 24))
-    return {};
-  std::vector<double> indices(static_cast<size_t>(size));
-  for (int64_t i = 0; i < size; ++i) indices[static_cast<size_t>(i)] = static_cast<double>(i);
-  Value* positions = b.reshape(b.floats(indices, DType::kFloat32), along(d.size(), axis, size));
+  Value* positions = positions_along(b, d.size(), axis, size);
   const ir::TensorType flags{DType::kBool, d};
   const double inf = std::numeric_limits<double>::infinity();
   Value* taken = nullptr;
@@ -279,6 +365,37 @@ std::vector<Value*> top_k(GradBuilder& b, int64_t opset, const ir::Node& n) {
     return b.op("Concat", parts, {type, out}, attrs(ir::Attribute::make_int("axis", axis)));
   };
   return {joined(values, t), joined(chosen, DType::kInt64)};
+}
+
+// TopK, sorted, with a constant k: floats by rounds up to kMaxTopK, integers and larger k by
+// ranks while the pairs stay within kMaxRankComparisons. TopK unsorted (ONNX leaves the order
+// open; the CPU op orders by index) is left as it is.
+std::vector<Value*> top_k(GradBuilder& b, int64_t opset, const ir::Node& n) {
+  Value* x = n.inputs[0];
+  const DType t = x->type.dtype;
+  if (!reducible(t) && !int32_or_64(t)) return {};
+  std::optional<std::vector<int64_t>> k_value;
+  if (opset >= 10) {
+    k_value = n.inputs.size() > 1 ? constant_ints(n.inputs[1]) : std::nullopt;
+  } else if (const ir::Attribute* ka = n.attr("k")) {
+    k_value = std::vector<int64_t>{ka->i};
+  }
+  if (!k_value || k_value->size() != 1) return {};
+  const int64_t k = (*k_value)[0];
+  const ir::Attribute* sorted = n.attr("sorted");
+  const ir::Attribute* l = n.attr("largest");
+  const ir::Attribute* a = n.attr("axis");
+  const bool largest = !l || l->i != 0;
+  const Shape& d = *x->type.shape;
+  const int64_t axis = normalized(a ? a->i : -1, d.size());
+  const int64_t size = d[static_cast<size_t>(axis)];
+  if ((sorted && sorted->i == 0 && k > 1) || k < 1 || k > size || size > (int64_t{1} << 24))
+    return {};
+  if (!int32_or_64(t) && k <= kMaxTopK) return top_k_by_rounds(b, opset, x, axis, k, largest);
+  int64_t comparisons = size;
+  for (int64_t e : d) comparisons *= e;
+  if (comparisons > kMaxRankComparisons) return {};
+  return top_k_by_ranks(b, opset, x, axis, k, largest);
 }
 
 }  // namespace

@@ -9,6 +9,11 @@
 //   k rounds of the same choice among the positions not yet taken (for the smallest, the
 //   least number, NaNs last), each value read back from its position. Ties by lower index and
 //   NaN the largest, as the CPU op orders them; the same values and indices, bit for bit.
+//   Integer TopK (int32, int64: torch.sort of lengths in pack_padded_sequence, argsort of
+//   tokens), and float TopK with a larger k (torch.sort of a whole axis), by ranks: each
+//   element's rank counted over all pairs along the axis (Greater or Less, Equal and the pairs'
+//   positions for ties), slot r taking the element of rank r; the CPU op's order, bit for bit,
+//   for up to 2^24 comparisons (elements times the axis's length).
 // - ReduceLogSumExp: m + log(sum(exp(x - m))) with m the maximum, as the CPU op computes it, and
 //   m itself where m is infinite or NaN; 16-bit data in fp32, rounded once. Sums in another
 //   order than the CPU op, so equal within rounding.
@@ -18,9 +23,10 @@
 //   data in fp32 rounded once, as the CPU op accumulates.
 // - Integer ReduceSum, ReduceMax and ReduceMin (int32, int64: attention_mask.sum(-1)): each
 //   reduced axis halved step by step (the first half combined with the second), exact.
-// ArgMax / ArgMin / TopK / ReduceLogSumExp of other types than f32, f16 and bf16 (the types of the
-// CUDA backend's reductions), and axes computed at run time, are left as they are (the CUDA backend
-// then names them when it refuses the plan).
+// ArgMax / ArgMin / ReduceLogSumExp of other types than f32, f16 and bf16 (the types of the CUDA
+// backend's reductions), TopK of other types than those and int32 / int64, unsorted with k above
+// one or with a k computed at run time, and axes computed at run time, are left as they are (the
+// CUDA backend then names them when it refuses the plan).
 #pragma once
 
 #include "ir/graph.h"

@@ -1,9 +1,10 @@
 // reductions_for_cuda (passes/reductions_for_cuda.h): ArgMax, ArgMin, TopK, ReduceLogSumExp and
 // CumSum rewritten into ops the CUDA backend runs give the CPU ops' results on the CPU
 // backend: the same indices (ties, select_last_index, NaN), the same top k values and indices
-// (largest and smallest, ties, NaN, infinities, k up to the whole axis), the same log-sum-exp
-// within rounding (rows of -inf, of +inf, with a NaN), the same running sums (exact for int64,
-// within rounding for floats; exclusive, reverse, an axis of one), the same integer sums,
+// (largest and smallest, ties, NaN, infinities, k up to the whole axis; by rounds, and by
+// ranks for int64 and int32 with their extremes and for floats with k above 32), the same
+// log-sum-exp within rounding (rows of -inf, of +inf, with a NaN), the same running sums (exact for
+// int64, within rounding for floats; exclusive, reverse, an axis of one), the same integer sums,
 // maxima and minima (odd lengths, several axes) in fp32 and fp16, at opsets
 // 12 (fp32 only) and 17 (ReduceSum's axes an attribute, then an input). ONNX's own data for these
 // ops runs through the rewrite too (the conformance suite compiles for the default CUDA target).
@@ -96,20 +97,35 @@ std::unique_ptr<ir::Model> make_model(DType t, int64_t opset) {
   node("CumSum", {k, last}, {3, 6}, i64, {});
   node("CumSum", {k, first}, {3, 6}, i64, attrs(A::make_int("reverse", 1)));
   // TopK: largest and smallest, k of 1, 3 and the whole axis (NaN, -inf and +inf in order).
-  auto top_k = [&](int64_t k, int64_t axis, bool largest, Shape out) {
-    ir::Value* values = g.add_value("top_values" + std::to_string(g.nodes.size()), {t, out});
+  auto top_k_of = [&](ir::Value* in, int64_t k, int64_t axis, bool largest, Shape out) {
+    const DType dt = in->type.dtype;
+    ir::Value* values = g.add_value("top_values" + std::to_string(g.nodes.size()), {dt, out});
     ir::Value* indices = g.add_value("top_indices" + std::to_string(g.nodes.size()), {i64, out});
     g.outputs.push_back(values);
     g.outputs.push_back(indices);
-    ir::Node* n = g.add_node("TopK", {x, ints("k" + std::to_string(g.nodes.size()), {1}, {k})},
+    ir::Node* n = g.add_node("TopK", {in, ints("k" + std::to_string(g.nodes.size()), {1}, {k})},
                              {values, indices}, values->name);
     n->attributes = attrs(A::make_int("axis", axis), A::make_int("largest", largest ? 1 : 0));
+  };
+  auto top_k = [&](int64_t k, int64_t axis, bool largest, Shape out) {
+    top_k_of(x, k, axis, largest, std::move(out));
   };
   top_k(3, 1, true, {3, 3, 5});
   top_k(2, -1, false, {3, 4, 2});
   top_k(1, 0, true, {1, 4, 5});
   top_k(5, 2, false, {3, 4, 5});
   top_k(5, 2, true, {3, 4, 5});
+  // By ranks: integers (torch.sort of lengths, argsort of tokens; ties), and floats with a k
+  // above 32 (a whole axis of 40 and 35 of it: ties, NaNs, infinities, zeros of both signs).
+  top_k_of(k, 6, 1, true, {3, 6});
+  top_k_of(k, 2, 0, false, {2, 6});
+  top_k_of(k, 6, -1, false, {3, 6});
+  ir::Value* k32 = input("k32", {2, 7}, DType::kInt32);
+  top_k_of(k32, 7, 1, true, {2, 7});
+  top_k_of(k32, 1, 0, false, {1, 7});
+  ir::Value* wide = input("wide", {2, 40}, t);
+  top_k_of(wide, 40, 1, true, {2, 40});
+  top_k_of(wide, 35, -1, false, {2, 35});
   ir::Value* column = input("column", {3, 1}, t);
   node("CumSum", {column, last}, {3, 1}, t, attrs(A::make_int("exclusive", 1)));
   return m;
@@ -146,6 +162,23 @@ std::map<std::string, rt::Tensor> inputs(DType t) {
   std::map<std::string, rt::Tensor> in;
   in["x"] = make({3, 4, 5}, xs);
   in["column"] = make({3, 1}, {1.5f, -2, 4});
+  // wide [2, 40]: a row of few distinct values (ties), a NaN, both infinities and both zeros;
+  // a row with two NaNs and distinct values.
+  std::vector<float> ws(80);
+  for (size_t i = 0; i < ws.size(); ++i)
+    ws[i] = static_cast<float>(static_cast<int>((i * 13) % (i < 40 ? 7 : 41))) * 0.5f - 2.0f;
+  ws[3] = nan;
+  ws[9] = inf;
+  ws[17] = -inf;
+  ws[21] = -0.0f;
+  ws[22] = 0.0f;
+  ws[45] = ws[70] = nan;
+  in["wide"] = make({2, 40}, ws);
+  rt::Tensor k32(DType::kInt32, {2, 7});
+  for (int32_t i = 0; i < 14; ++i) k32.data<int32_t>()[i] = (i * 3) % 5 - 2;
+  k32.data<int32_t>()[0] = std::numeric_limits<int32_t>::min();
+  k32.data<int32_t>()[13] = std::numeric_limits<int32_t>::max();
+  in["k32"] = k32;
   rt::Tensor k(DType::kInt64, {3, 6});
   for (int64_t i = 0; i < 18; ++i) k.data<int64_t>()[i] = (i * 5) % 7 - 3;
   in["k"] = k;
@@ -171,7 +204,7 @@ TEST_P(ReductionsForCuda, GiveTheCpuOpsResults) {
     if (t == DType::kFloat16 && opset < 14) continue;  // CumSum takes fp16 from opset 14
     auto plain = make_model(t, opset);
     auto rewritten = make_model(t, opset);
-    EXPECT_EQ(reductions_for_cuda(*rewritten), 24);
+    EXPECT_EQ(reductions_for_cuda(*rewritten), 31);
     for (const auto& n : rewritten->graph->nodes) {
       EXPECT_TRUE(n->op_type != "ArgMax" && n->op_type != "ArgMin" && n->op_type != "TopK" &&
                   n->op_type != "ReduceLogSumExp" && n->op_type != "CumSum" &&

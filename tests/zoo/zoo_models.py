@@ -294,6 +294,35 @@ class RecurrentLM(nn.Module):
         return self.head(h)
 
 
+class PackedClassifier(nn.Module):
+    """Sentences of several lengths, unsorted, through a bidirectional LSTM over packed sequences
+    (pack_padded_sequence with enforce_sorted=False: torch sorts the lengths, a TopK): the last
+    hidden states of both directions and the mean of the padded outputs over each length."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(VOCAB, WIDTH)
+        self.rnn = nn.LSTM(WIDTH, WIDTH, batch_first=True, bidirectional=True)
+        self.head = nn.Linear(4 * WIDTH, CLASSES)
+
+    def forward(self, tokens, lengths, y):
+        packed = nn.utils.rnn.pack_padded_sequence(self.embed(tokens), lengths,
+                                                   batch_first=True, enforce_sorted=False)
+        out, (h, _) = self.rnn(packed)
+        out, _ = nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=SEQ)
+        mean = out.sum(1) / lengths.unsqueeze(1).to(out.dtype)
+        return F.cross_entropy(self.head(torch.cat([h[0], h[1], mean], -1)), y)
+
+
+def sentences():
+    g = torch.Generator().manual_seed(1)
+    lengths = torch.tensor([6, SEQ, 3, 7])
+    t = torch.randint(1, VOCAB, (BATCH, SEQ), generator=g)
+    t[torch.arange(SEQ).unsqueeze(0) >= lengths.unsqueeze(1)] = 0
+    return {"tokens": t, "lengths": lengths,
+            "y": torch.randint(0, CLASSES, (BATCH,), generator=g)}
+
+
 class Conv1dNorm(nn.Module):
     def __init__(self):
         super().__init__()
@@ -437,6 +466,7 @@ MODELS = {
     "lstm": lambda: token_model(RecurrentLM(nn.LSTM)),
     "gru": lambda: token_model(RecurrentLM(nn.GRU)),
     "rnn": lambda: token_model(RecurrentLM(nn.RNN)),
+    "lstm_packed": lambda: (PackedClassifier(), sentences(), "y"),
     "conv1d_groupnorm": lambda: (Classifier(Conv1dNorm()), seq_images(4, 16), "y"),
     "conv3d_instancenorm": lambda: (Classifier(Conv3dNet()), volumes(2, 8), "y"),
     "convtranspose2d": lambda: classifier(AutoencoderClassifier("convtranspose"), size=16),
