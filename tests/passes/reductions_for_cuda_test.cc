@@ -242,6 +242,24 @@ TEST_P(ReductionsForCuda, GiveTheCpuOpsResults) {
   }
 }
 
+// TopK by ranks costs the same steps for any k (the rounds cost a few for each of the k): a
+// sort of a whole axis of 1000 stays a graph of a few dozen nodes (29 for floats, 55 for
+// integers, whose values are read back by halving), where rounds would take thousands.
+TEST(ReductionsForCudaTopK, ByRanksInAFixedNumberOfSteps) {
+  for (DType t : {DType::kFloat32, DType::kInt64}) {
+    ir::Model m;
+    m.opsets = {{"", 17}};
+    ir::Graph& g = *m.graph;
+    ir::Value* x = test_util::add_input(g, "x", {2, 1000}, t);
+    ir::Value* values = g.add_value("values", {t, Shape{2, 1000}});
+    ir::Value* indices = g.add_value("indices", {DType::kInt64, Shape{2, 1000}});
+    g.outputs = {values, indices};
+    g.add_node("TopK", {x, test_util::add_ints(g, "k", {1}, {1000})}, {values, indices}, "sort");
+    ASSERT_EQ(reductions_for_cuda(m), 1) << dtype_name(t);
+    EXPECT_LT(g.nodes.size(), 80u) << dtype_name(t);
+  }
+}
+
 // Opset 12: ReduceSum's axes an attribute too.
 INSTANTIATE_TEST_SUITE_P(Opsets, ReductionsForCuda, ::testing::Values(12, 17));
 
