@@ -78,6 +78,16 @@ class Importer {
  public:
   explicit Importer(const ir::Model& model) : model_(model) {}
 
+  // A node's output of sequence type, named with the node and what in PyTorch exports one.
+  static std::string sequence_output(const onnx::NodeProto& np, int index,
+                                     const std::string& name) {
+    return "value '" + name + "', output of " + node_label(np, index).substr(5) +
+           ", has sequence type; ampc supports dense tensor values only (torch.onnx.export "
+           "writes torch.tensor_split, and a torch.split or torch.chunk into pieces it cannot "
+           "size, as a sequence; ampc.export and ampc.compile of the module trace them as "
+           "slices)";
+  }
+
   void import_graph(const onnx::GraphProto& gp, ir::Graph& g) {
     g.name = gp.name();
     g.doc_string = gp.doc_string();
@@ -189,8 +199,10 @@ class Importer {
         continue;
       }
       ir::Value* v = define(g, name, "output of " + node_label(np, index).substr(5));
-      if (auto it = infos.find(name); it != infos.end())
+      if (auto it = infos.find(name); it != infos.end()) {
+        if (it->second->type().has_sequence_type()) throw Error(sequence_output(np, index, name));
         v->type = type_from_proto(it->second->type(), name);
+      }
       outputs.push_back(v);
     }
     ir::Node* node = g.add_node(np.op_type(), inputs, outputs, np.name(), np.domain());

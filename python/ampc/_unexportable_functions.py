@@ -18,6 +18,8 @@ a Tensor method:
   a number q and linear interpolation (the sorted values around q (n - 1), blended);
 - chunk into pieces that do not divide the axis (exported by torch as a SequenceType, which
   ampc's plans do not hold) as split with PyTorch's sizes;
+- tensor_split (sections or indices; MViT's pooling splits the class token off with it),
+  exported by torch as a Loop that builds a sequence, as slices with PyTorch's bounds;
 - F.pdist: the distances of the row pairs i < j (cdist's upper triangle, gradient 0 at a
   zero distance as PyTorch's);
 - index_add / index_add_ with repeated indices (a graph network's message sum; torch refuses
@@ -47,7 +49,7 @@ import math
 
 from . import _tracing
 from ._errors import export_error
-from ._unexportable_ops import _arguments, _constant, _static
+from ._unexportable_ops import _arguments, _constant, _static, _untraced
 
 
 def _atan2(args, kwargs):
@@ -455,6 +457,35 @@ def _chunk(args, kwargs):
     return x.split([size] * (count - 1) + [n - size * (count - 1)], dim)
 
 
+def _tensor_split(args, kwargs):
+    """torch.tensor_split as slices along the axis: torch exports it as a Loop building a
+    sequence (which plans do not hold); the pieces are PyTorch's, for a number of sections
+    (the first n % sections one longer) and for indices, a list or a tensor (Python slicing's
+    bounds, as ATen slices them: negative from the end, clamped to the axis)."""
+    import torch
+
+    x = args[0] if args else kwargs["input"]
+    split = args[1] if len(args) > 1 else next(
+        kwargs[k] for k in ("indices_or_sections", "sections", "indices",
+                            "tensor_indices_or_sections") if k in kwargs)
+    dim = args[2] if len(args) > 2 else kwargs.get("dim", 0)
+    if isinstance(split, torch.Tensor):
+        with _untraced():
+            split = split.tolist()
+    n = _static(x.shape)[dim]
+    if isinstance(split, int):
+        size, longer = divmod(n, split)
+        bounds = [0]
+        for i in range(split):
+            bounds.append(bounds[-1] + size + (1 if i < longer else 0))
+        pairs = zip(bounds[:-1], bounds[1:])
+    else:
+        points = [int(i) for i in split]
+        pairs = zip([0] + points, points + [n])
+    lead = (slice(None),) * (dim % x.dim())
+    return tuple(x[lead + (slice(a, b),)] for a, b in pairs)
+
+
 def _round(args, kwargs):
     """round(x, decimals=d) as PyTorch computes it: round(x 10^d) / 10^d (d < 0: round(x /
     10^-d) 10^-d), half to even; torch's symbolic takes no decimals."""
@@ -531,7 +562,8 @@ def _rewrites():
         "frac": _frac, "rad2deg": _scaled(180.0 / math.pi), "deg2rad": _scaled(math.pi / 180.0),
         "trace": _trace, "kron": _kron, "take_along_dim": _take_along_dim, "hypot": _hypot,
         "expm1": _expm1, "copysign": _copysign, "heaviside": _heaviside,
-        "diag_embed": _diag_embed, "chunk": _chunk, "round": _round, "nansum": _nansum,
+        "diag_embed": _diag_embed, "chunk": _chunk, "tensor_split": _tensor_split,
+        "round": _round, "nansum": _nansum,
         "nanmean": _nanmean, "quantile": _quantile,
         "index_add": _index_add, "scatter_reduce": _scatter_reduce, "diag": _diag,
         "tile": _tile, "addcdiv": _addcdiv,

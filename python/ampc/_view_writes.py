@@ -1,5 +1,7 @@
 """In-place writes into a slice: `b = w.clone(); b[n:2 * n].zero_()` (torchvision's Swin V2
-zeroes its key bias so), `v = t[:, :3]; v.mul_(s)`, `t[i].copy_(x)`. torch.onnx.export
+zeroes its key bias so), `v = t[:, :3]; v.mul_(s)`, `t[i].copy_(x)`, `t[:, 1:] += s`
+(torchvision's MViT adds its pooled shortcut so: Python calls add_ on the slice, then assigns
+the result back). torch.onnx.export
 (torch 1.13) turns such a write into an assignment with a pass over the trace that works for
 some of them, refuses others ("aten::zero") and, while a TorchFunctionMode is active (ampc's
 export traces under one, _tracing.py), drops them: the file then computes with the unwritten
@@ -13,9 +15,10 @@ does not see), and an in-place method called on it (a rewrite of _tracing.py: ze
 copy_, mul_, add_, clamp_, masked_fill_, ...) becomes the assignment
 `base[index] = <the method's out-of-place result>`, which writes the same values into the
 same storage; nested slices write back up to the tensor they were taken from. The slice
-object keeps its storage, so later reads of the base see the write; a later read of the
-slice object itself in the same forward reads the trace's value from before the write (a
-limitation: read the base again instead).
+object keeps its storage, so later reads of the base see the write, and so do reads of the
+method's result (the written value, remembered as the same slice); a later read of the slice
+object itself in the same forward reads the trace's value from before the write (a
+limitation: read the base or the method's result instead).
 """
 
 import contextlib
@@ -155,5 +158,13 @@ def rewrite(func, args, kwargs):
     if compute is None:
         return _tracing.NOT_HANDLED
     view = args[0]
-    _write_back(view, compute(view, *args[1:], **kwargs))
-    return view
+    value = compute(view, *args[1:], **kwargs).to(view.dtype)
+    base, index = _slice_info(view)
+    _write_back(view, value)
+    # The written value, remembered as the same slice of the same base, is the method's result:
+    # the slice object itself holds the trace's value from before the write, and Python hands
+    # an augmented assignment's result (`h[:, 1:] += s` calls add_ on the slice) to the
+    # assignment that follows, `h[:, 1:] = <result>`, which would undo the write with it
+    # (MViT's residual pooling, `x[:, :, 1:, :] += q[:, :, 1:, :]`, lost its shortcut so).
+    _remember(value, base, index)
+    return value

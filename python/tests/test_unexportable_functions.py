@@ -1,8 +1,9 @@
 """torch functions torch 1.13's exporter has no symbolic for, through ampc.export
 (python/ampc/_unexportable_functions.py): each trains as PyTorch float64 does, stepped by
 torch.optim.SGD, at the edges of its formula too (atan2 in every quadrant and on the axes,
-xlogy at x = 0, expm1 near 0, -0 for copysign, NaN for fmax), diag, tile, pad_sequence, and a
-graph network's message passing with index_add_ and scatter_reduce."""
+xlogy at x = 0, expm1 near 0, -0 for copysign, NaN for fmax), diag, tile, pad_sequence,
+tensor_split (exported by torch as a Loop over a sequence), and a graph network's message
+passing with index_add_ and scatter_reduce."""
 
 import pytest
 import torch
@@ -86,6 +87,14 @@ FUNCTIONS = {
     # 6 columns in 4 chunks: 3 chunks of 2 (PyTorch's sizes); 8 rows in 3: 3, 3, 2
     "chunk_uneven": lambda h: sum(c.pow(2).sum() * (i + 1) for i, c in enumerate(h.chunk(4, 1)))
     + sum(c.sum() * (i + 1) for i, c in enumerate(torch.chunk(h, 3))),
+    # 6 columns in 4 sections: 2, 2, 1, 1 (PyTorch's sizes); at indices (MViT's class token
+    # split off), negative and past the end; at a tensor of indices, and of sections
+    "tensor_split": lambda h: sum(c.pow(2).sum() * (i + 1)
+                                  for i, c in enumerate(torch.tensor_split(h, 4, dim=1)))
+    + sum(c.sin().sum() * (i + 1) for i, c in enumerate(h.tensor_split((1, 5), 0)))
+    + sum(c.exp().sum() * (i + 1) for i, c in enumerate(h.tensor_split([2, -2, 9], dim=1)))
+    + sum(c.sum() * (i + 1) for i, c in enumerate(torch.tensor_split(h, torch.tensor([3]))))
+    + sum(c.cos().sum() * (i + 1) for i, c in enumerate(h.tensor_split(torch.tensor(3), 1))),
     # a contrastive loss's positive pairs (CLIP, SimCLR), off-diagonals, a vector's matrix
     "diag": lambda h: -torch.diag(h @ h.t()).mean() + h.diag(2).pow(2).sum()
     + torch.diag(h, -3).exp().sum() + (torch.diag(h[0], 1) * _WEIGHTS[:7, :7]).sum()

@@ -1,8 +1,10 @@
 """In-place writes into slices (`b[n:2 * n].zero_()`, `h[:, :3].clamp_(...)`, nested slices),
-which torch.onnx.export drops from the file, through ampc.export (python/ampc/_view_writes.py):
+which torch.onnx.export drops from the file, and augmented assignments to slices (`h[:, 1:] +=
+s`), which it drops under a TorchFunctionMode, through ampc.export (python/ampc/_view_writes.py):
 each model trains as PyTorch float64 does, stepped by torch.optim.SGD; among them
 torchvision's Swin V2 attention block, which zeroes its key bias that way and whose padded
-keys' normalisation otherwise sends a gradient of about 1e11 into that bias. Remembering
+keys' normalisation otherwise sends a gradient of about 1e11 into that bias, and MViT's
+attention, whose residual pooling adds its shortcut by `+=` into a slice. Remembering
 slices must leave torch as it was: a tensor is not a Python sequence (torch.tensor([t]) of
 a 0-d t, which torch's exporter calls for nn.TransformerDecoder, and users' code)."""
 
@@ -12,6 +14,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from torchvision.models.swin_transformer import ShiftedWindowAttentionV2
+from torchvision.models.video.mvit import MultiscaleAttention
 
 import ampc
 from pytorch_reference import assert_states_close, train_with_sgd
@@ -52,7 +55,25 @@ def masked(b, h):
     return h
 
 
-WRITES = {f.__name__: f for f in (zero_third, scale_slice, copy_columns, fill_row, nested, masked)}
+def augmented(b, h):
+    # Python: add_ (sub_, mul_, div_) on the slice, then the result assigned back to it
+    h = h * 1
+    h[:, 1:] += b[1:]
+    h[1:3, :2] -= h[:2, 2:4]
+    h[2] *= 2.0
+    h[:, -1] /= b[0] + 2.0
+    return h
+
+
+def method_result(b, h):
+    # the in-place method's result read after the write: the written values
+    h = h * 1
+    scaled = h[1:4].mul_(b[:1] + 2.0)
+    return h + scaled.sum(0)
+
+
+WRITES = {f.__name__: f for f in (zero_third, scale_slice, copy_columns, fill_row, nested, masked,
+                                  augmented, method_result)}
 
 
 class Written(nn.Module):
@@ -82,6 +103,22 @@ class SwinV2Block(nn.Module):
         return F.cross_entropy(self.out(self.attn(x).mean((1, 2))), y)
 
 
+class MViTAttention(nn.Module):
+    """torchvision's MViT multiscale attention with residual pooling (`x[:, :, 1:, :] +=
+    q[:, :, 1:, :]`), its pooled keys split from the class token by torch.tensor_split, and
+    relative positions written into a slice of the scores; a class token and a 2x4x4 map."""
+
+    def __init__(self):
+        super().__init__()
+        self.attn = MultiscaleAttention([2, 4, 4], 8, 8, 2, [3, 3, 3], [3, 3, 3], [1, 1, 1],
+                                        [1, 2, 2], residual_pool=True,
+                                        residual_with_cls_embed=False, rel_pos_embed=True)
+        self.out = nn.Linear(8, 3)
+
+    def forward(self, x, y):
+        return F.cross_entropy(self.out(self.attn(x, (2, 4, 4))[0].mean(1)), y)
+
+
 def train_both(net, shape, steps=3):
     g = torch.Generator().manual_seed(1)
     feed = [{"x": torch.randn(*shape, generator=g), "y": torch.randint(0, 3, (shape[0],), generator=g)}
@@ -98,6 +135,11 @@ def test_writes_into_slices_train_as_in_pytorch(name):
 def test_swin_v2_attention_trains_as_in_pytorch():
     torch.manual_seed(0)
     assert_states_close(*train_both(SwinV2Block(), (2, 3, 3, 8)), tol=1e-5)
+
+
+def test_mvit_attention_trains_as_in_pytorch():
+    torch.manual_seed(0)
+    assert_states_close(*train_both(MViTAttention(), (2, 33, 8)), tol=1e-5)
 
 
 def test_the_export_writes_assignments(tmp_path):

@@ -230,6 +230,34 @@ TEST_F(BadInput, WhereWithADoubleScalarBranch) {
                  "torch.tensor(value)) instead");
 }
 
+// torch 1.13's export of torch.tensor_split: a Loop that fills a sequence begun by a
+// SequenceEmpty, whose output torch types as a sequence in the file's value_info.
+TEST_F(BadInput, SequenceOfTensors) {
+  auto& nodes = *mlp_.mutable_graph()->mutable_node();
+  onnx::NodeProto empty;
+  empty.set_op_type("SequenceEmpty");
+  empty.set_name("/split/SequenceEmpty");
+  empty.add_output("/split/SequenceEmpty_output_0");
+  std::vector<onnx::NodeProto> list(nodes.begin(), nodes.end());
+  list.insert(list.begin(), empty);
+  nodes.Clear();
+  for (auto& n : list) *nodes.Add() = n;
+  auto* info = mlp_.mutable_graph()->add_value_info();
+  info->set_name("/split/SequenceEmpty_output_0");
+  info->mutable_type()
+      ->mutable_sequence_type()
+      ->mutable_elem_type()
+      ->mutable_tensor_type()
+      ->set_elem_type(onnx::TensorProto::FLOAT);
+  const fs::path model = write_model(mlp_);
+  expect_refused(model,
+                 "value '/split/SequenceEmpty_output_0', output of '/split/SequenceEmpty' "
+                 "(SequenceEmpty), has sequence type; ampc supports dense tensor values only "
+                 "(torch.onnx.export writes torch.tensor_split, and a torch.split or torch.chunk "
+                 "into pieces it cannot size, as a sequence; ampc.export and ampc.compile of the "
+                 "module trace them as slices)");
+}
+
 TEST_F(BadInput, UnknownOperatorDomainThatTheModelImports) {
   node(mlp_, "/act/Erf")->set_domain("com.example.custom");
   auto* opset = mlp_.add_opset_import();
