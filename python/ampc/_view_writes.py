@@ -1,46 +1,58 @@
-"""In-place writes into a slice: `b = w.clone(); b[n:2 * n].zero_()` (torchvision's Swin V2
-zeroes its key bias so), `v = t[:, :3]; v.mul_(s)`, `t[i].copy_(x)`, `t[:, 1:] += s`
-(torchvision's MViT adds its pooled shortcut so: Python calls add_ on the slice, then assigns
-the result back). torch.onnx.export
-(torch 1.13) turns such a write into an assignment with a pass over the trace that works for
-some of them, refuses others ("aten::zero") and, while a TorchFunctionMode is active (ampc's
-export traces under one, _tracing.py), drops them: the file then computes with the unwritten
-values, and its gradient reaches what PyTorch's write cut off (Swin V2's key bias: a
-gradient of about 1e11 through its normalised padded keys), silently. An assignment,
-`t[index] = value`, exports correctly (as ScatterND).
+"""Writes into a view: in-place methods on a slice, `b = w.clone(); b[n:2 * n].zero_()`
+(torchvision's Swin V2 zeroes its key bias so), `v = t[:, :3]; v.mul_(s)`, `t[i].copy_(x)`;
+augmented assignments, `t[:, 1:] += s` (torchvision's MViT adds its pooled shortcut so:
+Python calls add_ on the slice, then assigns the result back); in-place functions,
+`F.relu(t[:, :2], inplace=True)`, `torch.relu_(t[2:])`; assignments into a slice of a slice
+or of another view, `t[:, 1:][0] = v`, `t.t()[1] = v`; and any of these on views made by
+other functions than indexing (`t.narrow(1, 0, 2).mul_(s)`, `t.diagonal().add_(1)`,
+`t.view(-1)[:5].zero_()`). torch.onnx.export (torch 1.13) turns some of them into
+assignments with a pass over the trace, refuses others ("aten::zero") and, while a
+TorchFunctionMode is active (ampc's export traces under one, _tracing.py), drops them: the
+file then computes with the unwritten values, and its gradient reaches what PyTorch's write
+cut off (Swin V2's key bias: a gradient of about 1e11 through its normalised padded keys),
+silently. An assignment into a tensor that is not a view, `t[index] = value`, exports
+correctly (as ScatterND).
 
-So while ampc's exporter traces: each slice taken with `t[index]` that is a view of t is
-remembered with its base and index (`patched`: Tensor.__getitem__, which a TorchFunctionMode
-does not see), and an in-place method called on it (a rewrite of _tracing.py: zero_, fill_,
-copy_, mul_, add_, clamp_, masked_fill_, ...) becomes the assignment
-`base[index] = <the method's out-of-place result>`, which writes the same values into the
-same storage; nested slices write back up to the tensor they were taken from. The slice
-object keeps its storage, so later reads of the base see the write, and so do reads of the
-method's result (the written value, remembered as the same slice); a later read of the slice
-object itself in the same forward reads the trace's value from before the write (a
-limitation: read the base or the method's result instead).
+So while ampc's exporter traces: each view is remembered with its base and how a value goes
+back into that base (`patched`: a slice taken by Tensor.__getitem__, which a
+TorchFunctionMode does not see, assigned back at its index; the views of _view_inverses.py's
+functions, by a rewrite of _tracing.py). An in-place call on a remembered view (a rewrite:
+zero_, fill_, copy_, mul_, add_, clamp_, masked_fill_, ..., torch.relu_, a function given
+inplace=True) becomes an assignment of its out-of-place result into the base, and so does an
+assignment into a remembered view (`patched`: Tensor.__setitem__, which the mode is not handed
+for a tensor value); views of views write back up to the tensor they were taken from. The
+view object keeps its storage, so later reads of the base see the write, and so do reads of
+the in-place call's result (the written value, remembered as the same view); a later read of
+the view object itself in the same forward reads the trace's value from before the write (a
+limitation: read the base or the call's result instead). A write into an empty slice writes
+nothing (torch's export of an empty assignment crashes the process).
 """
 
 import contextlib
 import warnings
 import weakref
 
-from . import _tracing
+from . import _tracing, _view_inverses
 
-# id(slice) -> (weak reference to the slice, tensor it was taken from, index), for the trace
-# being recorded. Keyed by id: a tensor's == is elementwise, so tensors cannot be dict keys.
+# id(view) -> (weak reference to the view, tensor it was taken from, write(base, value)), for
+# the trace being recorded. Keyed by id: a tensor's == is elementwise, so tensors cannot be
+# dict keys.
 _SLICES = {}
 
 
-def _remember(out, base, index):
+def _remember(out, base, write):
     key = id(out)
-    _SLICES[key] = (weakref.ref(out, lambda _: _SLICES.pop(key, None)), base, index)
+    _SLICES[key] = (weakref.ref(out, lambda _: _SLICES.pop(key, None)), base, write)
 
 
 def _slice_info(t):
-    """(base, index) of a remembered slice, else None."""
+    """(base, write) of a remembered view, else None."""
     entry = _SLICES.get(id(t))
     return entry[1:] if entry is not None and entry[0]() is t else None
+
+
+def _assign(index):
+    return lambda base, value: _view_inverses.set_item(base, index, value)
 
 
 def _is_view_of(out, base):
@@ -79,9 +91,12 @@ def _out_of_place(name):
 
 
 def _write_back(view, value):
-    """base[index] = value for the slice `view`, and up through the slices it was taken from."""
-    base, index = _slice_info(view)
-    base[index] = value
+    """base[index] = value for the slice `view` (or its view function's write), and up through
+    the views it was taken from."""
+    base, write = _slice_info(view)
+    if value.numel() == 0:  # nothing to write (torch's export of an empty index_put crashes)
+        return
+    write(base, value)
     if _slice_info(base) is not None:
         _write_back(base, base.clone())
 
@@ -110,7 +125,8 @@ def _is_sequence(obj):
 
 @contextlib.contextmanager
 def patched():
-    """While active, slices taken while torch traces are remembered (with their base and index).
+    """While active, slices taken while torch traces are remembered (with their base and index),
+    and assignments into remembered views are written back into their bases.
 
     Setting a Python __getitem__ on torch.Tensor also fills its type's sequence slot, for good:
     CPython then takes every tensor for a sequence, and torch.tensor([t]) of a 0-d tensor t
@@ -132,39 +148,95 @@ def patched():
         out = original(self, index)
         if (torch._C._get_tracing_state() is not None and isinstance(out, torch.Tensor)
                 and _is_view_of(out, self)):
-            _remember(out, self, index)
+            _remember(out, self, _assign(index))
         return out
 
+    def setitem(self, index, value):
+        # An assignment into a remembered view (h[:, 1:][0] = v, h.t()[1] = v): the view's new
+        # contents written back as an in-place method's are. Patched here, not rewritten in
+        # the TorchFunctionMode: torch 1.13 hands it an assignment of a number but not one of
+        # a tensor.
+        if torch._C._get_tracing_state() is None or _slice_info(self) is None:
+            _view_inverses.set_item(self, index, value)
+            return
+        written = self.clone()
+        _view_inverses.set_item(written, index, value)
+        _write_back(self, written)
+
     torch.Tensor.__getitem__ = getitem
+    torch.Tensor.__setitem__ = setitem
     sequence_item.value = None
     try:
         yield
     finally:
         torch.Tensor.__getitem__ = original
+        del torch.Tensor.__setitem__  # inherited from torch._C._TensorBase again
         sequence_item.value = None
         _SLICES.clear()
 
 
-def rewrite(func, args, kwargs):
-    """An in-place method on a remembered slice becomes an assignment into its base."""
+def _in_place_counterpart(func, args, kwargs):
+    """The out-of-place computation of an in-place call on args[0], as a function of no
+    arguments, or None: a Tensor method (add_, zero_, ...), a torch function named with a
+    trailing underscore (torch.relu_, whose out-of-place form is torch.relu), or a function
+    called with inplace=True (F.relu(x, inplace=True), run with inplace=False)."""
+    import inspect
+
     import torch
 
     name = getattr(func, "__name__", "")
-    if (not name.endswith("_") or name.endswith("__") or not args
-            or not isinstance(args[0], torch.Tensor) or _slice_info(args[0]) is None
-            or getattr(torch.Tensor, name, None) is not func):
+    if name.endswith("_") and not name.endswith("__"):
+        if getattr(torch.Tensor, name, None) is func:
+            compute = _out_of_place(name)
+            return None if compute is None else lambda: compute(*args, **kwargs)
+        for owner in (torch, torch._C._nn):
+            if getattr(owner, name, None) is func and hasattr(owner, name[:-1]):
+                return lambda: getattr(owner, name[:-1])(*args, **kwargs)
+        return None
+    try:
+        bound = inspect.signature(func).bind(*args, **kwargs)
+    except (TypeError, ValueError):  # a builtin without a signature, or other arguments
+        return None
+    if bound.arguments.get("inplace") is not True:
+        return None
+    bound.arguments["inplace"] = False
+    return lambda: func(*bound.args, **bound.kwargs)
+
+
+def _view_taken(func, args, kwargs):
+    """A view function's result (narrow, diagonal, view, transpose, ...), remembered with how
+    a write into it goes back into its base (_view_inverses.py)."""
+    import torch
+
+    write = _view_inverses.writer(func, args[0], args, kwargs)
+    if write is None:
         return _tracing.NOT_HANDLED
-    compute = _out_of_place(name)
-    if compute is None:
+    out = func(*args, **kwargs)
+    if isinstance(out, torch.Tensor) and _is_view_of(out, args[0]):
+        _remember(out, args[0], write)
+    return out
+
+
+def rewrite(func, args, kwargs):
+    """An in-place call on a remembered view becomes an assignment into its base; a view
+    function's result is remembered."""
+    import torch
+
+    if not args or not isinstance(args[0], torch.Tensor):
         return _tracing.NOT_HANDLED
     view = args[0]
-    value = compute(view, *args[1:], **kwargs).to(view.dtype)
-    base, index = _slice_info(view)
+    if _slice_info(view) is None:
+        return _view_taken(func, args, kwargs)
+    compute = _in_place_counterpart(func, args, kwargs)
+    if compute is None:
+        return _view_taken(func, args, kwargs)
+    value = compute().to(view.dtype)
+    base, write = _slice_info(view)
     _write_back(view, value)
-    # The written value, remembered as the same slice of the same base, is the method's result:
-    # the slice object itself holds the trace's value from before the write, and Python hands
+    # The written value, remembered as the same view of the same base, is the call's result:
+    # the view object itself holds the trace's value from before the write, and Python hands
     # an augmented assignment's result (`h[:, 1:] += s` calls add_ on the slice) to the
     # assignment that follows, `h[:, 1:] = <result>`, which would undo the write with it
     # (MViT's residual pooling, `x[:, :, 1:, :] += q[:, :, 1:, :]`, lost its shortcut so).
-    _remember(value, base, index)
+    _remember(value, base, write)
     return value

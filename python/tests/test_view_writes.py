@@ -1,6 +1,9 @@
 """In-place writes into slices (`b[n:2 * n].zero_()`, `h[:, :3].clamp_(...)`, nested slices),
-which torch.onnx.export drops from the file, and augmented assignments to slices (`h[:, 1:] +=
-s`), which it drops under a TorchFunctionMode, through ampc.export (python/ampc/_view_writes.py):
+which torch.onnx.export drops from the file, and writes it drops under a TorchFunctionMode
+(augmented assignments to slices, `h[:, 1:] += s`; F.relu(..., inplace=True) on a slice;
+assignments into a view's slice; writes into views by narrow, select, diagonal, view,
+transpose, permute; a write into an empty slice), through ampc.export
+(python/ampc/_view_writes.py, _view_inverses.py):
 each model trains as PyTorch float64 does, stepped by torch.optim.SGD; among them
 torchvision's Swin V2 attention block, which zeroes its key bias that way and whose padded
 keys' normalisation otherwise sends a gradient of about 1e11 into that bias, and MViT's
@@ -72,8 +75,53 @@ def method_result(b, h):
     return h + scaled.sum(0)
 
 
+def narrowed(b, h):
+    # views by other functions than indexing: narrow (a negative start), select, diagonal
+    h = h * 1
+    h.narrow(1, -4, 2).mul_(3.0)
+    h.select(0, 2).add_(b)
+    h[:, 1:5].diagonal(1).sub_(1.0)
+    torch.diagonal(h, -2).mul_(0.5)
+    return h
+
+
+def reshaped(b, h):
+    # whole-tensor views written in place: a slice of a flattened view, a transposed row, a
+    # permuted and an unsqueezed view, and the slice of a slice of a view
+    h = h * 1
+    h.view(-1)[3:9].zero_()
+    h.t()[1].mul_(0.5)
+    h.unsqueeze(0).permute(2, 0, 1)[4] += b[:1]
+    h.transpose(0, 1).reshape(2, 12)[1, ::2][:4].add_(2.0)
+    return h
+
+
+def activated(b, h):
+    # torch.nn.functional's inplace=True on slices, and torch.relu_ (each on a tensor of its
+    # own: an in-place activation saves its output, which a later write into the same tensor
+    # would invalidate in PyTorch)
+    h1, h2, h3, h4 = h * 1, h * 1, h * 1, h * 1
+    F.relu(h1[:, :2], inplace=True)
+    F.leaky_relu(h2[1:3], 0.2, True)
+    F.hardtanh(h3[:, 4:], -0.5, 0.5, inplace=True)
+    torch.relu_(h4[2:])
+    return h1 + h2 * 0.5 + h3 * 0.25 + h4 * 0.125
+
+
+def assigned(b, h):
+    # assignments into views: a slice's row, a transposed row, a flattened view's run; and a
+    # write into an empty slice (nothing to write)
+    h = h * 1
+    h[:, 1:][0] = 5.0
+    h.t()[1] = b[:4] * 2
+    h.view(-1)[2:7] = b[1:]
+    h[4:].mul_(2.0)
+    return h
+
+
 WRITES = {f.__name__: f for f in (zero_third, scale_slice, copy_columns, fill_row, nested, masked,
-                                  augmented, method_result)}
+                                  augmented, method_result, narrowed, reshaped, activated,
+                                  assigned)}
 
 
 class Written(nn.Module):

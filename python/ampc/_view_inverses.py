@@ -1,0 +1,131 @@
+"""How a value written into a view of a tensor goes back into that tensor, for the view
+functions other than indexing (`_view_writes.py` remembers the views these make while ampc's
+exporter traces): `writer(func, base, args, kwargs)` returns `write(base, value)`, which
+assigns `value` (the view's new contents) into `base` as an assignment the export records, or
+None for a function that is not one of them.
+
+- narrow and select: an index of the base, `base[..., start:start + length]`, `base[..., i]`;
+- diagonal: the base's diagonal elements, indexed by two position vectors (the diagonal's
+  axis, last in the view, moved to where indexing puts it);
+- views of the whole tensor (view, view_as, reshape, flatten, unflatten, squeeze, unsqueeze,
+  t, transpose, swapaxes / swapdims, permute, movedim / moveaxis): the value brought back to
+  the base's layout by the inverse reshape or transpose, written over all of the base.
+"""
+
+
+def set_item(tensor, index, value):
+    """tensor[index] = value by torch's own assignment (not the one _view_writes.py patches in
+    while exporting)."""
+    import torch
+
+    torch._C._TensorBase.__setitem__(tensor, index, value)
+
+
+def _argument(names, args, kwargs, name, default=None):
+    if name in kwargs:
+        return kwargs[name]
+    i = names.index(name)
+    return args[i] if i < len(args) else default
+
+
+def _narrow(base, args, kwargs):
+    names = ("self", "dim", "start", "length")
+    dim = _argument(names, args, kwargs, "dim") % base.dim()
+    start = int(_argument(names, args, kwargs, "start")) % base.shape[dim]
+    length = int(_argument(names, args, kwargs, "length"))
+    index = (slice(None),) * dim + (slice(start, start + length),)
+    return lambda b, v: set_item(b, index, v)
+
+
+def _select(base, args, kwargs):
+    names = ("self", "dim", "index")
+    dim = _argument(names, args, kwargs, "dim") % base.dim()
+    index = (slice(None),) * dim + (int(_argument(names, args, kwargs, "index")),)
+    return lambda b, v: set_item(b, index, v)
+
+
+def _diagonal(base, args, kwargs):
+    import torch
+
+    names = ("self", "offset", "dim1", "dim2")
+    offset = int(_argument(names, args, kwargs, "offset", 0))
+    dim1 = _argument(names, args, kwargs, "dim1", 0) % base.dim()
+    dim2 = _argument(names, args, kwargs, "dim2", 1) % base.dim()
+
+    def write(b, v):
+        n = v.shape[-1]
+        index = [slice(None)] * b.dim()
+        index[dim1] = torch.arange(n) + max(-offset, 0)
+        index[dim2] = torch.arange(n) + max(offset, 0)
+        # Two index vectors put their axis where the first one stands when they are next to
+        # each other, else first; the diagonal's axis is last in the view.
+        at = min(dim1, dim2) if abs(dim1 - dim2) == 1 else 0
+        set_item(b, tuple(index), v.movedim(-1, at))
+
+    return write
+
+
+def _whole(inverse):
+    def make(base, args, kwargs):
+        return lambda b, v: set_item(b, Ellipsis, inverse(b, v, args, kwargs))
+
+    return make
+
+
+def _transposed(b, v, args, kwargs):
+    if len(args) < 3 and not kwargs:  # t()
+        return v.t()
+    names = ("self", "dim0", "dim1")
+    return v.transpose(_argument(names, args, kwargs, "dim0"),
+                       _argument(names, args, kwargs, "dim1"))
+
+
+def _permuted(b, v, args, kwargs):
+    dims = args[1:] if len(args) > 2 or (len(args) == 2 and isinstance(args[1], int)) else (
+        args[1] if len(args) > 1 else kwargs["dims"])
+    dims = [d % b.dim() for d in dims]
+    inverse = [dims.index(i) for i in range(len(dims))]
+    return v.permute(inverse)
+
+
+def _moved(b, v, args, kwargs):
+    names = ("self", "source", "destination")
+    return v.movedim(_argument(names, args, kwargs, "destination"),
+                     _argument(names, args, kwargs, "source"))
+
+
+def _reshaped(b, v, args, kwargs):
+    return v.reshape(b.shape)
+
+
+def _writers():
+    import torch
+
+    T = torch.Tensor
+    table = {"narrow": _narrow, "select": _select, "diagonal": _diagonal,
+             "t": _whole(_transposed), "transpose": _whole(_transposed),
+             "swapaxes": _whole(_transposed), "swapdims": _whole(_transposed),
+             "permute": _whole(_permuted), "movedim": _whole(_moved), "moveaxis": _whole(_moved)}
+    for name in ("view", "view_as", "reshape", "reshape_as", "flatten", "unflatten", "squeeze",
+                 "unsqueeze"):
+        table[name] = _whole(_reshaped)
+    out = {}
+    for name, make in table.items():
+        for owner in (torch, T):
+            if hasattr(owner, name):
+                out[getattr(owner, name)] = make
+    return out
+
+
+_TABLE = None
+
+
+def writer(func, base, args, kwargs):
+    global _TABLE
+    if _TABLE is None:
+        _TABLE = _writers()
+    try:
+        make = _TABLE.get(func)
+    except TypeError:  # an unhashable callable
+        return None
+    return None if make is None else make(base, args, kwargs)
