@@ -1,6 +1,6 @@
 """How a value written into a view of a tensor goes back into that tensor, for the view
 functions other than indexing (`_view_writes.py` remembers the views these make while ampc's
-exporter traces): `writer(func, base, args, kwargs)` returns `write(base, value)`, which
+exporter traces): `writer(func, args, kwargs)` returns `write(base, value)`, which
 assigns `value` (the view's new contents) into `base` as an assignment the export records, or
 None for a function that is not one of them.
 
@@ -11,6 +11,8 @@ None for a function that is not one of them.
   t, transpose, swapaxes / swapdims, permute, movedim / moveaxis): the value brought back to
   the base's layout by the inverse reshape or transpose, written over all of the base.
 """
+
+from . import _tracing
 
 
 def set_item(tensor, index, value):
@@ -117,15 +119,15 @@ def _writers():
     return out
 
 
-_TABLE = None
+def _handlers():
+    return {func: (lambda args, kwargs, make=make: make(args[0], args, kwargs))
+            for func, make in _writers().items()}
 
 
-def writer(func, base, args, kwargs):
-    global _TABLE
-    if _TABLE is None:
-        _TABLE = _writers()
-    try:
-        make = _TABLE.get(func)
-    except TypeError:  # an unhashable callable
-        return None
-    return None if make is None else make(base, args, kwargs)
+_LOOKUP = _tracing.dispatch(_handlers)
+
+
+def writer(func, args, kwargs):
+    """write(base, value) for a call of a view function on args[0], or None."""
+    out = _LOOKUP(func, args, kwargs)
+    return None if out is _tracing.NOT_HANDLED else out

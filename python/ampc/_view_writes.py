@@ -208,7 +208,7 @@ def _view_taken(func, args, kwargs):
     a write into it goes back into its base (_view_inverses.py)."""
     import torch
 
-    write = _view_inverses.writer(func, args[0], args, kwargs)
+    write = _view_inverses.writer(func, args, kwargs)
     if write is None:
         return _tracing.NOT_HANDLED
     out = func(*args, **kwargs)
