@@ -288,7 +288,8 @@ def _traced(module, names, values, constants, opset, before, written):
                               _unexportable_ops.rewrite, _unexportable_functions.rewrite,
                               _unexportable_layers.rewrite, _losses.rewrite, _ctc_loss.rewrite,
                               _stft.rewrite, _view_writes.rewrite],
-                             finish=_stop_gradient.detach_under_no_grad)):
+                             finish=_stop_gradient.detach_under_no_grad,
+                             arguments=_view_writes.current_arguments)):
         # torch warns about BatchNorm's num_batches_tracked counter, which the export drops.
         warnings.filterwarnings("ignore", message="ONNX Preprocess - Removing mutation")
         warnings.filterwarnings("ignore", category=UserWarning, module="torch.onnx")

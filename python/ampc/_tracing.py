@@ -28,11 +28,13 @@ def tensors(obj):
 
 
 @contextlib.contextmanager
-def rewriting(rewrites, finish=None):
+def rewriting(rewrites, finish=None, arguments=None):
     """While active, a traced call func(*args, **kwargs) is the first result of
     rewrite(func, args, kwargs) for the `rewrites` that is not NOT_HANDLED (the call itself
     when none takes it), passed through finish(func, args, kwargs, result) if given (under
-    no_grad, a rewrite's result is detached as the call's own would be)."""
+    no_grad, a rewrite's result is detached as the call's own would be). Given `arguments`,
+    the call's arguments are arguments(args, kwargs) (views written since they were taken, as
+    they are now: _view_writes.py)."""
     import torch
     from torch.overrides import TorchFunctionMode
 
@@ -41,6 +43,8 @@ def rewriting(rewrites, finish=None):
             kwargs = kwargs or {}
             if torch._C._get_tracing_state() is None:
                 return func(*args, **kwargs)
+            if arguments is not None:
+                args, kwargs = arguments(args, kwargs)
             for rewrite in rewrites:
                 out = rewrite(func, args, kwargs)
                 if out is not NOT_HANDLED:

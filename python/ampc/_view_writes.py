@@ -21,11 +21,13 @@ zero_, fill_, copy_, mul_, add_, clamp_, masked_fill_, ..., torch.relu_, a funct
 inplace=True) becomes an assignment of its out-of-place result into the base, and so does an
 assignment into a remembered view (`patched`: Tensor.__setitem__, which the mode is not handed
 for a tensor value); views of views write back up to the tensor they were taken from. The
-view object keeps its storage, so later reads of the base see the write, and so do reads of
-the in-place call's result (the written value, remembered as the same view); a later read of
-the view object itself in the same forward reads the trace's value from before the write (a
-limitation: read the base or the call's result instead). A write into an empty slice writes
-nothing (torch's export of an empty assignment crashes the process).
+trace holds a view's value from the moment it was taken, where PyTorch's view shares the
+written storage: so a remembered view whose base's version moved since (a write through it,
+through another view, or into the base itself, `v = h[:, :2]; h.mul_(2); v.sum()`, which
+torch's own export gets wrong as well) is taken again from its base as it is now, wherever
+it is read (every traced call's arguments, `current_arguments`, and the patched indexing).
+The in-place call's result is the written value, remembered as the same view. A write into an
+empty slice writes nothing (torch's export of an empty assignment crashes the process).
 """
 
 import contextlib
@@ -34,25 +36,71 @@ import weakref
 
 from . import _tracing, _view_inverses
 
-# id(view) -> (weak reference to the view, tensor it was taken from, write(base, value)), for
-# the trace being recorded. Keyed by id: a tensor's == is elementwise, so tensors cannot be
-# dict keys.
+# id(view) -> (weak reference to the view, tensor it was taken from, write(base, value),
+# read(base) -> the view taken again, the base's version then), for the trace being recorded.
+# Keyed by id: a tensor's == is elementwise, so tensors cannot be dict keys.
 _SLICES = {}
 
 
-def _remember(out, base, write):
+def _remember(out, base, write, read):
     key = id(out)
-    _SLICES[key] = (weakref.ref(out, lambda _: _SLICES.pop(key, None)), base, write)
+    _SLICES[key] = (weakref.ref(out, lambda _: _SLICES.pop(key, None)), base, write, read,
+                    base._version)
+
+
+def _entry(t):
+    entry = _SLICES.get(id(t))
+    return entry if entry is not None and entry[0]() is t else None
 
 
 def _slice_info(t):
     """(base, write) of a remembered view, else None."""
-    entry = _SLICES.get(id(t))
-    return entry[1:] if entry is not None and entry[0]() is t else None
+    entry = _entry(t)
+    return entry[1:3] if entry is not None else None
 
 
 def _assign(index):
     return lambda base, value: _view_inverses.set_item(base, index, value)
+
+
+def _index(index):
+    import torch
+
+    return lambda base: torch._C._TensorBase.__getitem__(base, index)
+
+
+def current(t):
+    """`t`, or where t is a remembered view whose storage was written since it was taken (its
+    base's version moved: a write through another view, through t itself, or into the base),
+    the view taken again from its base as it is now: the trace holds t's value from before the
+    write, PyTorch's t shares the written storage."""
+    entry = _entry(t)
+    if entry is None:
+        return t
+    _, base, write, read, version = entry
+    base_now = current(base)
+    if base_now is base and base._version == version:
+        return t
+    fresh = read(base_now)
+    _remember(fresh, base_now, write, read)
+    return fresh
+
+
+def current_arguments(args, kwargs):
+    """args and kwargs with each remembered view (in lists and tuples too) as it is now."""
+    import torch
+
+    if not _SLICES:
+        return args, kwargs
+
+    def now(v):
+        if isinstance(v, torch.Tensor):
+            return current(v)
+        if isinstance(v, (list, tuple)) and any(isinstance(x, torch.Tensor) for x in v):
+            return type(v)(now(x) for x in v)
+        return v
+
+    return tuple(now(a) for a in args), {k: now(v) for k, v in kwargs.items()}
 
 
 def _is_view_of(out, base):
@@ -145,10 +193,12 @@ def patched():
         return
 
     def getitem(self, index):
+        if torch._C._get_tracing_state() is None:
+            return original(self, index)
+        self = current(self)
         out = original(self, index)
-        if (torch._C._get_tracing_state() is not None and isinstance(out, torch.Tensor)
-                and _is_view_of(out, self)):
-            _remember(out, self, _assign(index))
+        if isinstance(out, torch.Tensor) and out is not self and _is_view_of(out, self):
+            _remember(out, self, _assign(index), _index(index))
         return out
 
     def setitem(self, index, value):
@@ -156,7 +206,13 @@ def patched():
         # contents written back as an in-place method's are. Patched here, not rewritten in
         # the TorchFunctionMode: torch 1.13 hands it an assignment of a number but not one of
         # a tensor.
-        if torch._C._get_tracing_state() is None or _slice_info(self) is None:
+        if torch._C._get_tracing_state() is None:
+            _view_inverses.set_item(self, index, value)
+            return
+        self = current(self)
+        if isinstance(value, torch.Tensor):
+            value = current(value)
+        if _slice_info(self) is None:
             _view_inverses.set_item(self, index, value)
             return
         written = self.clone()
@@ -212,8 +268,9 @@ def _view_taken(func, args, kwargs):
     if write is None:
         return _tracing.NOT_HANDLED
     out = func(*args, **kwargs)
-    if isinstance(out, torch.Tensor) and _is_view_of(out, args[0]):
-        _remember(out, args[0], write)
+    # (a view function may return its input itself: flatten of one axis)
+    if isinstance(out, torch.Tensor) and out is not args[0] and _is_view_of(out, args[0]):
+        _remember(out, args[0], write, lambda base: func(base, *args[1:], **kwargs))
     return out
 
 
@@ -231,12 +288,12 @@ def rewrite(func, args, kwargs):
     if compute is None:
         return _view_taken(func, args, kwargs)
     value = compute().to(view.dtype)
-    base, write = _slice_info(view)
+    _, base, write, read, _ = _entry(view)
     _write_back(view, value)
     # The written value, remembered as the same view of the same base, is the call's result:
     # the view object itself holds the trace's value from before the write, and Python hands
     # an augmented assignment's result (`h[:, 1:] += s` calls add_ on the slice) to the
     # assignment that follows, `h[:, 1:] = <result>`, which would undo the write with it
     # (MViT's residual pooling, `x[:, :, 1:, :] += q[:, :, 1:, :]`, lost its shortcut so).
-    _remember(value, base, write)
+    _remember(value, base, write, read)
     return value

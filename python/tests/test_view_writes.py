@@ -2,7 +2,8 @@
 which torch.onnx.export drops from the file, and writes it drops under a TorchFunctionMode
 (augmented assignments to slices, `h[:, 1:] += s`; F.relu(..., inplace=True) on a slice;
 assignments into a view's slice; writes into views by narrow, select, diagonal, view,
-transpose, permute; a write into an empty slice), through ampc.export
+transpose, permute; a write into an empty slice; views read after their storage was written,
+which torch's own export gets wrong too), through ampc.export
 (python/ampc/_view_writes.py, _view_inverses.py):
 each model trains as PyTorch float64 does, stepped by torch.optim.SGD; among them
 torchvision's Swin V2 attention block, which zeroes its key bias that way and whose padded
@@ -119,9 +120,23 @@ def assigned(b, h):
     return h
 
 
+def read_after(b, h):
+    # views read after their storage was written: through the view itself twice, through the
+    # base (a slice and a flattened view taken before it), and through another view
+    h = h * 1
+    s = h[1:3]
+    s.mul_(2.0)
+    s.add_(1.0)
+    v = h[:, :2]
+    flat = h.view(-1)
+    h.mul_(0.5)
+    h[:, 1].add_(b[:4])
+    return h + v.sum(1, keepdim=True) + flat[:6] + s.sum()
+
+
 WRITES = {f.__name__: f for f in (zero_third, scale_slice, copy_columns, fill_row, nested, masked,
                                   augmented, method_result, narrowed, reshaped, activated,
-                                  assigned)}
+                                  assigned, read_after)}
 
 
 class Written(nn.Module):
