@@ -26,8 +26,8 @@ written storage: so a remembered view whose base's version moved since (a write 
 through another view, or into the base itself, `v = h[:, :2]; h.mul_(2); v.sum()`, which
 torch's own export gets wrong as well) is taken again from its base as it is now, wherever
 it is read (every traced call's arguments, `current_arguments`, and the patched indexing).
-The in-place call's result is the written value, remembered as the same view. A write into an
-empty slice writes nothing (torch's export of an empty assignment crashes the process).
+An in-place call returns the view, as PyTorch's does. A write into an empty slice writes
+nothing (torch's export of an empty assignment crashes the process).
 """
 
 import contextlib
@@ -287,13 +287,10 @@ def rewrite(func, args, kwargs):
     compute = _in_place_counterpart(func, args, kwargs)
     if compute is None:
         return _view_taken(func, args, kwargs)
-    value = compute().to(view.dtype)
-    _, base, write, read, _ = _entry(view)
-    _write_back(view, value)
-    # The written value, remembered as the same view of the same base, is the call's result:
-    # the view object itself holds the trace's value from before the write, and Python hands
-    # an augmented assignment's result (`h[:, 1:] += s` calls add_ on the slice) to the
-    # assignment that follows, `h[:, 1:] = <result>`, which would undo the write with it
-    # (MViT's residual pooling, `x[:, :, 1:, :] += q[:, :, 1:, :]`, lost its shortcut so).
-    _remember(value, base, write, read)
-    return value
+    _write_back(view, compute().to(view.dtype))
+    # The view itself, as PyTorch's in-place calls return: read later (Python hands an
+    # augmented assignment's result, `h[:, 1:] += s` calls add_ on the slice, to the assignment
+    # that follows, `h[:, 1:] = <result>`), it is taken again from its written base (current);
+    # its stale trace value undid the write before (MViT's residual pooling, `x[:, :, 1:, :]
+    # += q[:, :, 1:, :]`, lost its shortcut so).
+    return view
