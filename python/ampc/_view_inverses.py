@@ -8,8 +8,9 @@ None for a function that is not one of them.
 - diagonal: the base's diagonal elements, indexed by two position vectors (the diagonal's
   axis, last in the view, moved to where indexing puts it);
 - views of the whole tensor (view, view_as, reshape, flatten, unflatten, squeeze, unsqueeze,
-  t, transpose, swapaxes / swapdims, permute, movedim / moveaxis): the value brought back to
-  the base's layout by the inverse reshape or transpose, written over all of the base.
+  t, transpose, swapaxes / swapdims, permute, movedim / moveaxis, the property .T; torch
+  1.13 cannot export .mT): the value brought back to the base's layout by the inverse reshape
+  or transpose, written over all of the base.
 """
 
 from . import _tracing
@@ -100,6 +101,18 @@ def _reshaped(b, v, args, kwargs):
     return v.reshape(b.shape)
 
 
+def _all_reversed(b, v, args, kwargs):  # .T: every axis reversed, its own inverse
+    return v.permute(tuple(range(v.dim() - 1, -1, -1)))
+
+
+def _properties():
+    """The view properties' descriptors (a read of `t.T` reaches a TorchFunctionMode as the
+    descriptor's __get__, a new bound method each time) and their writers."""
+    import torch
+
+    return {torch.Tensor.T: _whole(_all_reversed)}
+
+
 def _writers():
     import torch
 
@@ -127,7 +140,18 @@ def _handlers():
 _LOOKUP = _tracing.dispatch(_handlers)
 
 
+_PROPERTIES = None
+
+
 def writer(func, args, kwargs):
-    """write(base, value) for a call of a view function on args[0], or None."""
+    """write(base, value) for a call of a view function on args[0] (or a read of a view
+    property), or None."""
+    global _PROPERTIES
+    if getattr(func, "__name__", "") == "__get__":
+        if _PROPERTIES is None:
+            _PROPERTIES = _properties()
+        make = next((m for d, m in _PROPERTIES.items() if getattr(func, "__self__", None) is d),
+                    None)
+        return None if make is None else make(args[0], args, kwargs)
     out = _LOOKUP(func, args, kwargs)
     return None if out is _tracing.NOT_HANDLED else out

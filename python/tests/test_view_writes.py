@@ -88,12 +88,13 @@ def narrowed(b, h):
 
 def reshaped(b, h):
     # whole-tensor views written in place: a slice of a flattened view, a transposed row, a
-    # permuted and an unsqueezed view, and the slice of a slice of a view
+    # permuted and an unsqueezed view, the slice of a slice of a view, .T
     h = h * 1
     h.view(-1)[3:9].zero_()
     h.t()[1].mul_(0.5)
     h.unsqueeze(0).permute(2, 0, 1)[4] += b[:1]
     h.transpose(0, 1).reshape(2, 12)[1, ::2][:4].add_(2.0)
+    h.T[0].add_(1.0)
     return h
 
 
