@@ -96,7 +96,8 @@ def current_arguments(args, kwargs):
     def now(v):
         if isinstance(v, torch.Tensor):
             return current(v)
-        if isinstance(v, (list, tuple)) and any(isinstance(x, torch.Tensor) for x in v):
+        # plain lists and tuples only (a named tuple, such as a PackedSequence, is left alone)
+        if type(v) in (list, tuple) and any(isinstance(x, torch.Tensor) for x in v):
             return type(v)(now(x) for x in v)
         return v
 
