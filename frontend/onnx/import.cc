@@ -83,9 +83,9 @@ class Importer {
                                      const std::string& name) {
     return "value '" + name + "', output of " + node_label(np, index).substr(5) +
            ", has sequence type; ampc supports dense tensor values only (torch.onnx.export "
-           "writes torch.tensor_split, and a torch.split or torch.chunk into pieces it cannot "
-           "size, as a sequence; ampc.export and ampc.compile of the module trace them as "
-           "slices)";
+           "writes torch.tensor_split, a torch.repeat_interleave along an axis it cannot "
+           "size, and a torch.split or torch.chunk into pieces it cannot size, as a sequence; "
+           "ampc.export and ampc.compile of the module trace them as slices and expands)";
   }
 
   void import_graph(const onnx::GraphProto& gp, ir::Graph& g) {

@@ -16,6 +16,8 @@ a Tensor method:
   nn.utils.rnn.pad_sequence (padded to the longest, stacked);
 - round with decimals (round(x 10^d) / 10^d, PyTorch's), nansum, nanmean, and quantile with
   a number q and linear interpolation (the sorted values around q (n - 1), blended);
+- repeat_interleave by a number (torch exports it as a Loop filling a sequence where it
+  cannot size the axis), as an unsqueeze, expand and reshape;
 - chunk into pieces that do not divide the axis (exported by torch as a SequenceType, which
   ampc's plans do not hold) as split with PyTorch's sizes;
 - tensor_split (sections or indices; MViT's pooling splits the class token off with it),
@@ -47,7 +49,7 @@ here, NaN in PyTorch).
 
 import math
 
-from . import _tracing
+from . import _tracing, _view_writes
 from ._errors import export_error
 from ._unexportable_ops import _arguments, _constant, _static, _untraced
 
@@ -356,8 +358,7 @@ def _index_add(args, kwargs):
 
 def _index_add_(args, kwargs):
     a = _arguments(("input", "dim", "index", "source", "alpha"), args, kwargs)
-    value = _index_add_value(a)
-    return a["input"].copy_(value)
+    return _view_writes.assign(a["input"], _index_add_value(a))
 
 
 def _scatter_reduce_value(a):
@@ -442,7 +443,25 @@ def _scatter_reduce(args, kwargs):
 
 def _scatter_reduce_(args, kwargs):
     a = _arguments(("input", "dim", "index", "src", "reduce", "include_self"), args, kwargs)
-    return a["input"].copy_(_scatter_reduce_value(a))
+    return _view_writes.assign(a["input"], _scatter_reduce_value(a))
+
+
+def _repeat_interleave(args, kwargs):
+    """repeat_interleave by a number: each slice along the axis repeated, as an unsqueeze, an
+    expand and a reshape of static sizes (torch exports it as a Loop that fills a sequence where
+    it cannot size the axis: a grouped-query attention repeats its keys so after rotary
+    embeddings' rotate_half sliced them at x.shape[-1] // 2). Repeats given as a tensor are
+    left to torch."""
+    a = _arguments(("input", "repeats", "dim", "output_size"), args, kwargs)
+    repeats, x, dim = a.get("repeats"), a["input"], a.get("dim")
+    if type(repeats) is not int:
+        return _tracing.NOT_HANDLED
+    if dim is None:
+        x, dim = x.reshape(-1), 0
+    dim %= x.dim()
+    shape = _static(x.shape)
+    spread = x.unsqueeze(dim + 1).expand(*shape[:dim + 1], repeats, *shape[dim + 1:])
+    return spread.reshape(*shape[:dim], shape[dim] * repeats, *shape[dim + 1:])
 
 
 def _chunk(args, kwargs):
@@ -566,7 +585,7 @@ def _rewrites():
         "round": _round, "nansum": _nansum,
         "nanmean": _nanmean, "quantile": _quantile,
         "index_add": _index_add, "scatter_reduce": _scatter_reduce, "diag": _diag,
-        "tile": _tile, "addcdiv": _addcdiv,
+        "tile": _tile, "addcdiv": _addcdiv, "repeat_interleave": _repeat_interleave,
         "fmax": _nan_ignoring(lambda x, y: x >= y), "fmin": _nan_ignoring(lambda x, y: x <= y),
     }
     out = {}

@@ -34,12 +34,14 @@ import contextlib
 import warnings
 import weakref
 
-from . import _tracing, _view_inverses
+from . import _errors, _tracing, _unexportable_ops, _view_inverses
 
 # id(view) -> (weak reference to the view, tensor it was taken from, write(base, value),
 # read(base) -> the view taken again, the base's version then), for the trace being recorded.
 # Keyed by id: a tensor's == is elementwise, so tensors cannot be dict keys.
 _SLICES = {}
+# id(view) -> weak reference, for the views current() took again in place of stale ones.
+_FRESH = {}
 
 
 def _remember(out, base, write, read):
@@ -83,6 +85,7 @@ def current(t):
         return t
     fresh = read(base_now)
     _remember(fresh, base_now, write, read)
+    _FRESH[id(fresh)] = weakref.ref(fresh)
     return fresh
 
 
@@ -143,11 +146,23 @@ def _write_back(view, value):
     """base[index] = value for the slice `view` (or its view function's write), and up through
     the views it was taken from."""
     base, write = _slice_info(view)
-    if value.numel() == 0:  # nothing to write (torch's export of an empty index_put crashes)
+    # nothing to write (torch's export of an empty index_put crashes); the shape, not numel(),
+    # which the tracer records as a tensor and warns about when it is compared
+    if 0 in value.shape:
         return
     write(base, value)
     if _slice_info(base) is not None:
         _write_back(base, base.clone())
+
+
+def assign(target, value):
+    """target.copy_(value) for a rewrite of an in-place call (index_add_, scatter_reduce_):
+    a rewrite's own calls do not reach _tracing.py's mode, so its copy into a remembered view
+    would be dropped as any under the mode; written back into the view's base here."""
+    if _slice_info(target) is None:
+        return target.copy_(value)
+    _write_back(target, value.to(target.dtype).expand_as(target))
+    return target
 
 
 def _sequence_item_slot(cls):
@@ -230,6 +245,7 @@ def patched():
         del torch.Tensor.__setitem__  # inherited from torch._C._TensorBase again
         sequence_item.value = None
         _SLICES.clear()
+        _FRESH.clear()
 
 
 def _in_place_counterpart(func, args, kwargs):
@@ -275,6 +291,38 @@ def _view_taken(func, args, kwargs):
     return out
 
 
+# In-place methods that change a tensor's axes, not its values.
+_AXES_IN_PLACE = ("t_", "transpose_", "swapaxes_", "swapdims_", "squeeze_", "unsqueeze_")
+
+
+def _axes_changed(func, args, kwargs):
+    """`view.t_()`, `view.unsqueeze_(1)`, ... on a remembered view: the view's axes change (the
+    call itself, traced), not its values, and a later write into it goes back through the new
+    axes first (the inverse of the out-of-place view function) and then as before."""
+    import torch
+
+    view = args[0]
+    if _FRESH.get(id(view), lambda: None)() is view:
+        # current() stood this view in for one the user holds, which the call would not change
+        raise _errors.export_error(
+            f"{func.__name__} on a view whose tensor was written since the view was taken")
+    base, write = _slice_info(view)
+    read = _entry(view)[3]
+    view_function = getattr(torch.Tensor, func.__name__[:-1])
+    undo = _view_inverses.writer(view_function, (view,) + tuple(args[1:]), kwargs).inverse
+
+    # The call on the tensor itself, not recorded (under the mode, torch's export of an axes
+    # change in place fails on "aten::copy"), and the trace's value of the tensor from then on
+    # the out-of-place view's.
+    changed = view_function(*args, **kwargs)
+    with _unexportable_ops._untraced():
+        func(*args, **kwargs)
+    torch._C._set_value_trace(view, torch._C._get_value_trace(changed))
+    _remember(view, base, lambda b, value: write(b, undo(value)),
+              lambda b: view_function(read(b), *args[1:], **kwargs))
+    return view
+
+
 def rewrite(func, args, kwargs):
     """An in-place call on a remembered view becomes an assignment into its base; a view
     function's result is remembered."""
@@ -285,6 +333,9 @@ def rewrite(func, args, kwargs):
     view = args[0]
     if _slice_info(view) is None:
         return _view_taken(func, args, kwargs)
+    if getattr(func, "__name__", "") in _AXES_IN_PLACE and getattr(
+            torch.Tensor, func.__name__, None) is func:
+        return _axes_changed(func, args, kwargs)
     compute = _in_place_counterpart(func, args, kwargs)
     if compute is None:
         return _view_taken(func, args, kwargs)

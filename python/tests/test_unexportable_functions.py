@@ -2,8 +2,8 @@
 (python/ampc/_unexportable_functions.py): each trains as PyTorch float64 does, stepped by
 torch.optim.SGD, at the edges of its formula too (atan2 in every quadrant and on the axes,
 xlogy at x = 0, expm1 near 0, -0 for copysign, NaN for fmax), diag, tile, pad_sequence,
-tensor_split (exported by torch as a Loop over a sequence), and a graph network's message
-passing with index_add_ and scatter_reduce."""
+tensor_split and repeat_interleave (exported by torch as Loops over sequences), and a graph
+network's message passing with index_add_ and scatter_reduce."""
 
 import pytest
 import torch
@@ -99,6 +99,12 @@ FUNCTIONS = {
     "diag": lambda h: -torch.diag(h @ h.t()).mean() + h.diag(2).pow(2).sum()
     + torch.diag(h, -3).exp().sum() + (torch.diag(h[0], 1) * _WEIGHTS[:7, :7]).sum()
     + (h[1].diag(-2) * _WEIGHTS[:8, :8]).sum(),
+    # rotary embeddings' halves (sliced at h.shape[-1] // 2, which torch cannot size) repeated
+    # as a grouped-query attention repeats its keys; a negative axis; the flattened form
+    "repeat_interleave": lambda h: (h[:, : h.shape[-1] // 2].repeat_interleave(2, dim=1).sin()
+                                    * _WEIGHTS[:8, :6]).sum()
+    + (torch.repeat_interleave(h[:3], 3, dim=-2) * _WEIGHTS[:9, :6]).pow(2).sum()
+    + (h[:2, :3].repeat_interleave(3) * _WEIGHTS[0]).sum(),
     "tile": lambda h: (h.tile(2, 1).sin() * _WEIGHTS[:, :6]).sum()
     + (torch.tile(h, (3,)) * _WEIGHTS[:8]).sum()
     + (h.tile((2, 1, 1)) * _WEIGHTS[:8, :6]).pow(2).sum(),

@@ -2,8 +2,10 @@
 which torch.onnx.export drops from the file, and writes it drops under a TorchFunctionMode
 (augmented assignments to slices, `h[:, 1:] += s`; F.relu(..., inplace=True) on a slice;
 assignments into a view's slice; writes into views by narrow, select, diagonal, view,
-transpose, permute; a write into an empty slice; views read after their storage was written,
-which torch's own export gets wrong too), through ampc.export
+transpose, permute, unfold, as_strided; a write into an empty slice; views read after their
+storage was written, which torch's own export gets wrong too; assignments through indices with
+new axes (None), which torch's trace drops; views whose axes change in place, t_ and
+unsqueeze_; index_add_ and scatter_reduce_ into slices), through ampc.export
 (python/ampc/_view_writes.py, _view_inverses.py):
 each model trains as PyTorch float64 does, stepped by torch.optim.SGD; among them
 torchvision's Swin V2 attention block, which zeroes its key bias that way and whose padded
@@ -135,9 +137,49 @@ def read_after(b, h):
     return h + v.sum(1, keepdim=True) + flat[:6] + s.sum()
 
 
+def new_axes(b, h):
+    # indices with new axes (None), whose assignments torch 1.13's trace drops
+    h = h * 1
+    h[None, ..., 1:3] *= 2.0
+    h[1, None, 2:4] += b[:2]
+    h[None] = h[None] * 0.5
+    return h
+
+
+def by_positions(b, h):
+    # views by unfold and as_strided (a contiguous slice's, from its own start)
+    h = h * 1
+    h.unfold(1, 2, 2)[..., 0].zero_()
+    h.as_strided((2, 2), (6, 1), 1).mul_(3.0)
+    h[1:].as_strided((3, 2), (6, 2)).add_(b[:2])
+    return h
+
+
+def axes_in_place(b, h):
+    # views whose axes change in place (t_, unsqueeze_), then written into and read
+    h = h * 1
+    s = h[:, :4]
+    s.t_()
+    s[0].zero_()
+    u = h[1:3]
+    u.unsqueeze_(0)
+    u.mul_(2.0)
+    return h + s.sum(1).repeat(2)[:6] + u.sum((0, 1))
+
+
+def rewritten_in_place(b, h):
+    # in-place calls that ampc's export computes its own way (a repeated index_add_, a
+    # scatter_reduce_), on slices
+    h = h * 1
+    h[:, :4].index_add_(0, torch.tensor([0, 0, 1]), h[:3, :4].clone())
+    h[1:].scatter_reduce_(1, torch.tensor([[0, 0], [1, 1], [2, 2]]), h[:3, 4:].clone(), "sum")
+    return h
+
+
 WRITES = {f.__name__: f for f in (zero_third, scale_slice, copy_columns, fill_row, nested, masked,
                                   augmented, method_result, narrowed, reshaped, activated,
-                                  assigned, read_after)}
+                                  assigned, read_after, new_axes, by_positions, axes_in_place,
+                                  rewritten_in_place)}
 
 
 class Written(nn.Module):
@@ -204,6 +246,38 @@ def test_swin_v2_attention_trains_as_in_pytorch():
 def test_mvit_attention_trains_as_in_pytorch():
     torch.manual_seed(0)
     assert_states_close(*train_both(MViTAttention(), (2, 33, 8)), tol=1e-5)
+
+
+def overlapping_unfold(b, h):
+    h = h * 1
+    h.unfold(1, 3, 2)[:, 0].mul_(2.0)
+    return h
+
+
+def strided_transpose(b, h):
+    return h + h.t().as_strided((2, 2), (6, 1)).sum()
+
+
+def new_axis_and_tensor_index(b, h):
+    h = h * 1
+    h[torch.tensor([0, 2]), None] = 2.0
+    return h
+
+
+@pytest.mark.parametrize("write, says", [
+    (overlapping_unfold, "a write into a view by unfold whose elements overlap"),
+    (strided_transpose, "as_strided of a tensor that is not contiguous from the start of its "
+                        "storage"),
+    (new_axis_and_tensor_index, "an assignment through an index with both a new axis (None) "
+                                "and a tensor")])
+def test_writes_it_cannot_keep_are_refused(tmp_path, write, says):
+    """Where the export would compute other values than PyTorch (torch's export reads
+    as_strided by the tensor's element order, PyTorch from its storage), it refuses, in one
+    line."""
+    with pytest.raises(Exception) as error:
+        ampc.export(Written(write), {"x": torch.randn(4, 6), "y": torch.tensor([0, 1, 2, 0])},
+                    tmp_path / "refused.onnx")
+    assert says in str(error.value) and "\n" not in str(error.value).strip()
 
 
 def test_the_export_writes_assignments(tmp_path):

@@ -253,9 +253,10 @@ TEST_F(BadInput, SequenceOfTensors) {
   expect_refused(model,
                  "value '/split/SequenceEmpty_output_0', output of '/split/SequenceEmpty' "
                  "(SequenceEmpty), has sequence type; ampc supports dense tensor values only "
-                 "(torch.onnx.export writes torch.tensor_split, and a torch.split or torch.chunk "
-                 "into pieces it cannot size, as a sequence; ampc.export and ampc.compile of the "
-                 "module trace them as slices)");
+                 "(torch.onnx.export writes torch.tensor_split, a torch.repeat_interleave along "
+                 "an axis it cannot size, and a torch.split or torch.chunk into pieces it cannot "
+                 "size, as a sequence; ampc.export and ampc.compile of the module trace them as "
+                 "slices and expands)");
 }
 
 TEST_F(BadInput, UnknownOperatorDomainThatTheModelImports) {
