@@ -6,9 +6,9 @@ disables autocast casts them (`with torch.autocast("cuda", enabled=False): y =
 attn(x.float())`: a part its author knows to overflow in fp16). The trace runs on the CPU
 without autocast, so the file would not show the region and ampc's autocast would put its
 matrix products in fp16. While the export traces (`patched`), entering such a region pushes
-the tracing scope SCOPE, so the region's ONNX node names hold "/ampc_autocast_off/", and the
-export lists the pattern under AUTOCAST_DISABLED_KEY, which ampc's autocast keeps in fp32
-(passes/autocast.h). The `enabled` argument is read as given: on a machine without CUDA,
+the tracing scope SCOPE, so the region's ONNX node names hold "/ampc_autocast_off/" (or
+"/ampc_autocast_off_1/", ...), and the export lists the patterns under AUTOCAST_DISABLED_KEY,
+which ampc's autocast keeps in fp32 (passes/autocast.h). The `enabled` argument is read as given: on a machine without CUDA,
 torch disables a "cuda" autocast by itself, which is not the user's region.
 """
 
@@ -17,12 +17,18 @@ import contextlib
 # The ONNX metadata key (passes/autocast.h kAutocastDisabledKey): node-name glob patterns.
 AUTOCAST_DISABLED_KEY = "ampc.autocast_disabled"
 SCOPE = "ampc::ampc_autocast_off"
-PATTERN = "*/ampc_autocast_off/*"
+# torch names a scope entered again inside the same one with a count (`/ampc_autocast_off_1/`:
+# a second region in one forward, or torch.fft's transforms after one, _fft.py).
+PATTERNS = ("*/ampc_autocast_off/*", "*/ampc_autocast_off_[0-9]*/*")
 
 
 def disabled_regions(model):
-    """The metadata value for the ONNX `model`: PATTERN if a node is in such a region."""
-    return PATTERN if any("/ampc_autocast_off/" in n.name for n in model.graph.node) else None
+    """The metadata value for the ONNX `model`: PATTERNS, one a line, if a node is in such a
+    region."""
+    import re
+
+    inside = re.compile(r"/ampc_autocast_off(_[0-9]+)?/")
+    return "\n".join(PATTERNS) if any(inside.search(n.name) for n in model.graph.node) else None
 
 
 @contextlib.contextmanager

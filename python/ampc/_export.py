@@ -11,7 +11,8 @@ which it loses or refuses; other torch.nn operations, torch functions and layers
 export (_unexportable_ops.py, _unexportable_functions.py, _unexportable_layers.py); torch.nn's
 loss functions, most of which it cannot export and three of which it exports as another
 function (_losses.py), the CTC loss (_ctc_loss.py) and nn.AdaptiveLogSoftmaxWithLoss
-(_adaptive_softmax.py); torch.stft (_stft.py); in-place writes into slices, which it drops
+(_adaptive_softmax.py); torch.stft (_stft.py) and torch.fft's transforms of real tensors
+(_fft.py); in-place writes into slices, which it drops
 (_view_writes.py); and each submodule in the mode its user left it. A Python value the
 forward reads out of a tensor computed from the data is refused (_data_dependent_values.py):
 the trace would keep the example batch's."""
@@ -22,7 +23,7 @@ import re
 import warnings
 
 from . import (_adaptive_softmax, _autocast_regions, _autograd_functions, _circular_pad,
-               _ctc_loss, _data_dependent_values, _embedding, _feature_dropout, _losses,
+               _ctc_loss, _data_dependent_values, _embedding, _feature_dropout, _fft, _losses,
                _random_fills, _recurrent_dropout, _stft, _stop_gradient, _tracing,
                _unexportable_functions, _unexportable_layers, _unexportable_ops, _view_writes)
 from ._errors import export_error, from_torch_export
@@ -283,7 +284,7 @@ def _traced(module, names, values, constants, opset, before, written):
           _random_fills.patched(), _autograd_functions.patched(), _circular_pad.patched(),
           _view_writes.patched(), _adaptive_softmax.patched(), _autocast_regions.patched(),
           _tracing.rewriting([_data_dependent_values.checked(module, names),
-                              _stop_gradient.rewrite, _embedding.rewrite,
+                              _fft.rewrite, _stop_gradient.rewrite, _embedding.rewrite,
                               _feature_dropout.rewrite, _recurrent_dropout.rewrite,
                               _unexportable_ops.rewrite, _unexportable_functions.rewrite,
                               _unexportable_layers.rewrite, _losses.rewrite, _ctc_loss.rewrite,

@@ -34,7 +34,7 @@ import contextlib
 import warnings
 import weakref
 
-from . import _errors, _tracing, _unexportable_ops, _view_inverses
+from . import _errors, _fft, _tracing, _unexportable_ops, _view_inverses
 
 # id(view) -> (weak reference to the view, tensor it was taken from, write(base, value),
 # read(base) -> the view taken again, the base's version then), for the trace being recorded.
@@ -211,6 +211,8 @@ def patched():
     def getitem(self, index):
         if torch._C._get_tracing_state() is None:
             return original(self, index)
+        if _fft.held(self):  # a slice of torch.fft's complex result: its parts sliced alike
+            return _fft.indexed(self, index, original)
         self = current(self)
         out = original(self, index)
         if isinstance(out, torch.Tensor) and out is not self and _is_view_of(out, self):
@@ -225,6 +227,10 @@ def patched():
         if torch._C._get_tracing_state() is None:
             _view_inverses.set_item(self, index, value)
             return
+        if _fft.held(self):
+            raise _errors.export_error(
+                "an assignment into torch.fft's complex result: ampc.export keeps its .real, "
+                ".imag, .abs() and torch.view_as_real (ONNX's tensors are real)")
         self = current(self)
         if isinstance(value, torch.Tensor):
             value = current(value)

@@ -2,7 +2,8 @@
 fp32 (its inputs cast with .float()), through ampc.export
 (python/ampc/_autocast_regions.py): its nodes stay fp32 in ampc's fp16 and bf16 plans, the
 rest follows autocast's table; an autocast that torch disabled by itself (a "cuda" one on a
-machine without CUDA) is not a region; and the region changes no value in fp32 (PyTorch
+machine without CUDA) is not a region; a second region in the same forward (torch names its
+scope with a count) is one as well; and the regions change no value in fp32 (PyTorch
 float64 the oracle)."""
 
 import warnings
@@ -31,6 +32,8 @@ class WithRegion(nn.Module):
         with warnings.catch_warnings(), torch.autocast("cuda"):  # without CUDA: off by torch
             warnings.simplefilter("ignore")
             h = torch.tanh(h)
+        with torch.autocast("cuda", enabled=False):  # a second region (torch names it "_1")
+            h = h @ torch.linspace(1, -1, 64).reshape(8, 8).to(h.dtype)
         return F.cross_entropy(self.c(h), y)
 
 
@@ -43,10 +46,12 @@ def test_the_export_names_the_region(tmp_path):
     ampc.export(WithRegion(), batch(), tmp_path / "m.onnx")
     model = onnx.load(tmp_path / "m.onnx")
     names = {n.name for n in model.graph.node if n.op_type in ("Gemm", "MatMul", "Tanh")}
-    assert {"/ampc_autocast_off/b/Gemm", "/ampc_autocast_off/MatMul"} <= names
+    assert {"/ampc_autocast_off/b/Gemm", "/ampc_autocast_off/MatMul",
+            "/ampc_autocast_off_1/MatMul"} <= names
     assert {"/a/Gemm", "/c/Gemm", "/Tanh"} <= names
     props = {p.key: p.value for p in model.metadata_props}
-    assert props["ampc.autocast_disabled"] == "*/ampc_autocast_off/*"
+    assert props["ampc.autocast_disabled"].split("\n") == [
+        "*/ampc_autocast_off/*", "*/ampc_autocast_off_[0-9]*/*"]
 
 
 @pytest.mark.parametrize("precision, low", [("fp16", "f16"), ("bf16", "bf16")])
@@ -55,6 +60,7 @@ def test_the_region_stays_fp32(precision, low):
     dtypes = {n["node"].split("'")[1]: n["compute_dtype"] for n in report["nodes"]}
     assert dtypes["/ampc_autocast_off/b/Gemm"] == "f32"
     assert dtypes["/ampc_autocast_off/MatMul"] == "f32"
+    assert dtypes["/ampc_autocast_off_1/MatMul"] == "f32"
     assert dtypes["/a/Gemm"] == low and dtypes["/c/Gemm"] == low
 
 
