@@ -38,7 +38,12 @@ Exported by torch as another function, so written here as well:
   differs wherever the quotient is negative and not whole (integer index arithmetic such as
   (i - k) // 2 included); here torch.div(a, b, rounding_mode="floor"), which exports right;
 - F.softplus / nn.Softplus with a threshold other than 20: torch drops the threshold (PyTorch
-  returns x, with gradient 1, where beta x is above it); here that Where.
+  returns x, with gradient 1, where beta x is above it); here that Where;
+- torch.where with a Python number for a branch (`torch.where(mask, x, 0.5)`, `torch.where(x >
+  0, x, 0)`): torch writes a double or int64 constant beside the float branch (a double makes
+  the values after it double); here a constant of the other branch's dtype, PyTorch's result
+  type;
+- torch.sgn / Tensor.sgn of a real tensor (no symbolic): its sign.
 
 Where a formula divides or takes a logarithm at a place another branch covers (atan2 at x = 0,
 sinc at 0, xlogy at x = 0), the unused branch reads a safe value, so that no gradient is NaN.
@@ -417,6 +422,36 @@ def _softplus(args, kwargs):
     return torch.where(scaled > threshold, x, F.softplus(scaled) / beta)
 
 
+def _where(args, kwargs):
+    """torch.where with a Python number for a branch beside a float tensor: torch exports the
+    number as a double (or int64) constant beside the tensor's float32 (ONNX's Where wants one
+    type; a double makes the file's later values double; ampc refuses both), where PyTorch's
+    result takes the tensor's dtype (two numbers, one a float: the default dtype). The number
+    as a constant of that dtype."""
+    import torch
+
+    a = _arguments(("condition", "input", "other"), args, kwargs)
+    x, y = a.get("input"), a.get("other")
+    numbers = [type(v) in (int, float) for v in (x, y)]
+    if "condition" not in a or not any(numbers):
+        return _tracing.NOT_HANDLED
+    tensors = [v for v in (x, y) if isinstance(v, torch.Tensor)]
+    if (tensors and not tensors[0].is_floating_point()) or (
+            not tensors and all(type(v) is int for v in (x, y))):
+        return _tracing.NOT_HANDLED  # integers: the constants torch writes are right
+    dtype = tensors[0].dtype if tensors else torch.get_default_dtype()
+    x, y = (torch.tensor(v, dtype=dtype) if number else v for v, number in zip((x, y), numbers))
+    return torch.where(a["condition"], x, y)
+
+
+def _sgn(args, kwargs):
+    """torch.sgn of a real tensor: its sign (torch has no symbolic for aten::sgn)."""
+    import torch
+
+    x = _arguments(("input",), args, kwargs)["input"]
+    return _tracing.NOT_HANDLED if x.is_complex() else torch.sign(x)
+
+
 def _floor_divide(args, kwargs):
     """a // b: PyTorch 1.13 floors (toward -infinity), torch's exporter writes a truncating
     Div (toward 0): another value wherever the quotient is negative and not whole."""
@@ -596,7 +631,7 @@ def _rewrites():
     out.update({T.__floordiv__: _floor_divide, torch.floor_divide: _floor_divide,
                 T.floor_divide: _floor_divide, T.__rfloordiv__: _floor_divide_reflected,
                 T.scatter: _scatter_with_reduce, torch.scatter: _scatter_with_reduce,
-                F.softplus: _softplus})
+                F.softplus: _softplus, torch.where: _where, torch.sgn: _sgn, T.sgn: _sgn})
     out.update({torch.special.xlogy: _xlogy, torch.special.entr: _entr,
                 torch.special.logit: _logit, torch.special.exp2: _exp2,
                 torch.special.sinc: _sinc, torch.special.expm1: _expm1,

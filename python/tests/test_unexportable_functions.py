@@ -105,6 +105,12 @@ FUNCTIONS = {
                                     * _WEIGHTS[:8, :6]).sum()
     + (torch.repeat_interleave(h[:3], 3, dim=-2) * _WEIGHTS[:9, :6]).pow(2).sum()
     + (h[:2, :3].repeat_interleave(3) * _WEIGHTS[0]).sum(),
+    # Python numbers for a branch (torch writes double or int64 constants beside float32 data)
+    "where_number": lambda h: torch.where(h > 0, h, 0).pow(2).sum()
+    + (torch.where(h > 0.2, 1.5, h) * _WEIGHTS[:8, :6]).sum()
+    + torch.where(h < 0, -1e9, h).clamp(min=-3.0).sum() + (torch.where(h > 0, 1.0, 0.0) * h).sum(),
+    "sgn": lambda h: (h * torch.sgn(h.flip(0))).sum()
+    + (h.sgn() * h.roll(1, 1) * _WEIGHTS[:8, :6]).sum(),
     "tile": lambda h: (h.tile(2, 1).sin() * _WEIGHTS[:, :6]).sum()
     + (torch.tile(h, (3,)) * _WEIGHTS[:8]).sum()
     + (h.tile((2, 1, 1)) * _WEIGHTS[:8, :6]).pow(2).sum(),
