@@ -10,6 +10,8 @@ a Tensor method:
 - exp2, expm1 (without exp(x) - 1's cancellation near 0), hypot, sinc (1 at 0), rad2deg,
   deg2rad, copysign (-0 counts as negative), heaviside; trunc and frac (trunc's gradient 0,
   frac's 1: the step functions Sign and Floor, whose gradient ampc's exporter records as 0);
+- einsum with a letter repeated in an operand (a diagonal, "ii->i", or a trace, "ii"): the
+  diagonals taken first, the einsum without repeats after;
 - trace, kron, block_diag, take_along_dim, diag_embed (of the last axis, offset 0), diag
   (a matrix's diagonal, as in contrastive losses' positive pairs, or a vector's matrix), tile,
   addcdiv, fmax / fmin (NaN ignored; a tie's gradient to the first argument, as PyTorch's),
@@ -191,6 +193,67 @@ def _diag_embed(args, kwargs):
     x = a["input"]
     n = _static(x.shape)[-1]
     return x.unsqueeze(-1) * _constant(np.eye(n).tolist(), x.dtype)
+
+
+def _einsum_terms(equation):
+    """(input subscripts, output subscript) of an einsum equation, the output made explicit:
+    in implicit form, the letters that occur once, in alphabetical order (after the ellipsis,
+    where there is one)."""
+    equation = equation.replace(" ", "")
+    inputs, arrow, output = equation.partition("->")
+    terms = inputs.split(",")
+    if not arrow:
+        letters = [c for c in inputs if c.isalpha()]
+        output = ("..." if "..." in inputs else "") + "".join(
+            sorted(c for c in set(letters) if letters.count(c) == 1))
+    return terms, output
+
+
+def _axis_letters(term, ndim):
+    """Each axis' letter in an operand's subscript, None for those the ellipsis covers."""
+    head, dots, tail = term.partition("...")
+    if not dots:
+        return list(term)
+    return list(head) + [None] * (ndim - len(head) - len(tail)) + list(tail)
+
+
+def _subscript(axes):
+    """An operand's subscript from its axes' letters (None: the ellipsis')."""
+    dots = [k for k, c in enumerate(axes) if c is None]
+    if not dots:
+        return "".join(axes)
+    return "".join(axes[:dots[0]]) + "..." + "".join(axes[dots[-1] + 1:])
+
+
+def _einsum(args, kwargs):
+    """torch.einsum with a letter repeated in an operand (`"ii->i"`, a trace `"ii"`,
+    `"bii->bi"`): each repeat taken as the operand's diagonal first (torch.diagonal: the
+    letter then once, last), the same einsum without repeats after; ONNX's shape inference
+    gives such an Einsum no shape and ampc no gradient rule. Others are left to torch."""
+    import torch
+
+    if not args or not isinstance(args[0], str):
+        return _tracing.NOT_HANDLED
+    operands = list(args[1] if len(args) == 2 and isinstance(args[1], (list, tuple))
+                    else args[1:])
+    terms, output = _einsum_terms(args[0])
+    letters = [[c for c in t if c.isalpha()] for t in terms]
+    if len(terms) != len(operands) or all(len(set(ls)) == len(ls) for ls in letters):
+        return _tracing.NOT_HANDLED
+    new_terms = []
+    for i, (term, x) in enumerate(zip(terms, operands)):
+        axes = _axis_letters(term, x.dim())
+        while True:
+            repeated = next((c for c in axes if c is not None and axes.count(c) > 1), None)
+            if repeated is None:
+                break
+            first = axes.index(repeated)
+            second = axes.index(repeated, first + 1)
+            x = x.diagonal(0, first, second)
+            axes = [c for k, c in enumerate(axes) if k not in (first, second)] + [repeated]
+        operands[i] = x
+        new_terms.append(_subscript(axes))
+    return torch.einsum(",".join(new_terms) + "->" + output, *operands)
 
 
 def _diag(args, kwargs):
@@ -617,7 +680,7 @@ def _rewrites():
         "trace": _trace, "kron": _kron, "take_along_dim": _take_along_dim, "hypot": _hypot,
         "expm1": _expm1, "copysign": _copysign, "heaviside": _heaviside,
         "diag_embed": _diag_embed, "chunk": _chunk, "tensor_split": _tensor_split,
-        "round": _round, "nansum": _nansum,
+        "round": _round, "nansum": _nansum, "einsum": _einsum,
         "nanmean": _nanmean, "quantile": _quantile,
         "index_add": _index_add, "scatter_reduce": _scatter_reduce, "diag": _diag,
         "tile": _tile, "addcdiv": _addcdiv, "repeat_interleave": _repeat_interleave,

@@ -105,6 +105,12 @@ FUNCTIONS = {
                                     * _WEIGHTS[:8, :6]).sum()
     + (torch.repeat_interleave(h[:3], 3, dim=-2) * _WEIGHTS[:9, :6]).pow(2).sum()
     + (h[:2, :3].repeat_interleave(3) * _WEIGHTS[0]).sum(),
+    # letters repeated in an operand: a diagonal, traces (implicit and explicit), batched
+    # diagonals under an ellipsis, a diagonal beside another operand
+    "einsum_repeats": lambda h: (torch.einsum("ii->i", h[:6, :6]) * _WEIGHTS[0, :6]).sum()
+    + torch.einsum("ii", h[2:8]).pow(2) + torch.einsum("ii->", h[:6].t() @ h[:6]).sqrt()
+    + (torch.einsum("...ii->...i", h.view(2, 4, 6)[:, :, 1:5]) * _WEIGHTS[:2, :4]).sum()
+    + torch.einsum("ij,jj->i", h, h[:6]).sin().sum(),
     # Python numbers for a branch (torch writes double or int64 constants beside float32 data)
     "where_number": lambda h: torch.where(h > 0, h, 0).pow(2).sum()
     + (torch.where(h > 0.2, 1.5, h) * _WEIGHTS[:8, :6]).sum()
