@@ -185,9 +185,10 @@ TEST_F(BadInput, UnknownOperatorDomain) {
       "node '/act/Erf' (com.example.custom.Erf) uses unknown operator domain 'com.example.custom'");
 }
 
-// torch 1.13's export of torch.where(mask, x, 0.1): the scalar as a double Constant.
-TEST_F(BadInput, WhereWithADoubleScalarBranch) {
-  auto& nodes = *mlp_.mutable_graph()->mutable_node();
+// torch 1.13's export of torch.where(mask, x, value) with a Python number: the scalar as a
+// Constant of `type` (its bytes given), the Where between the MLP's Erf and its input.
+void where_with_a_scalar_branch(onnx::ModelProto& mlp, int type, const std::string& bytes) {
+  auto& nodes = *mlp.mutable_graph()->mutable_node();
   int at = 0;
   while (nodes.Get(at).name() != "/act/Erf") ++at;
   onnx::NodeProto erf = nodes.Get(at);
@@ -203,7 +204,6 @@ TEST_F(BadInput, WhereWithADoubleScalarBranch) {
     a->mutable_t()->set_raw_data(bytes);
     return c;
   };
-  const double value = 0.1;
   const bool yes = true;
   onnx::NodeProto where;
   where.set_op_type("Where");
@@ -215,19 +215,38 @@ TEST_F(BadInput, WhereWithADoubleScalarBranch) {
   erf.set_input(0, "/masked");
   std::vector<onnx::NodeProto> list(nodes.begin(), nodes.end());
   list[static_cast<size_t>(at)] = erf;
-  list.insert(list.begin() + at, {constant("/value", onnx::TensorProto::DOUBLE,
-                                           std::string(reinterpret_cast<const char*>(&value), 8)),
+  list.insert(list.begin() + at, {constant("/value", type, bytes),
                                   constant("/mask", onnx::TensorProto::BOOL,
                                            std::string(reinterpret_cast<const char*>(&yes), 1)),
                                   where});
   nodes.Clear();
   for (auto& n : list) *nodes.Add() = n;
+}
+
+// torch.where(mask, x, 0.1): a double Constant.
+TEST_F(BadInput, WhereWithADoubleScalarBranch) {
+  const double value = 0.1;
+  where_with_a_scalar_branch(mlp_, onnx::TensorProto::DOUBLE,
+                             std::string(reinterpret_cast<const char*>(&value), 8));
   const fs::path model = write_model(mlp_);
   expect_refused(model,
                  "node '/masked' (Where): its second branch is a double constant beside f32 "
                  "data: torch 1.13 exports a Python float in torch.where so, and computes what "
                  "follows in double; write x.masked_fill(~mask, value) or torch.where(mask, x, "
                  "torch.tensor(value)) instead");
+}
+
+// torch.where(mask, x, 0): an int64 Constant, which ONNX's Where cannot take beside floats.
+TEST_F(BadInput, WhereWithAnIntegerScalarBranch) {
+  const int64_t value = 0;
+  where_with_a_scalar_branch(mlp_, onnx::TensorProto::INT64,
+                             std::string(reinterpret_cast<const char*>(&value), 8));
+  const fs::path model = write_model(mlp_);
+  expect_refused(model,
+                 "node '/masked' (Where): its second branch is an int64 constant beside f32 "
+                 "data: torch 1.13 exports a Python int in torch.where so, and ONNX's Where "
+                 "takes one type for both; write x.masked_fill(~mask, value) or "
+                 "torch.where(mask, x, torch.tensor(value, dtype=x.dtype)) instead");
 }
 
 // torch 1.13's export of torch.tensor_split: a Loop that fills a sequence begun by a
