@@ -7,7 +7,6 @@
 #include <onnx/defs/schema.h>
 
 #include "base/error.h"
-#include "frontend/onnx/broadcast_shapes.h"
 #include "frontend/onnx/input_shapes.h"
 #include "frontend/onnx/known_domains.h"
 #include "frontend/onnx/proto_convert.h"
@@ -369,7 +368,6 @@ std::unique_ptr<ir::Model> import_model(onnx::ModelProto& proto, const ImportOpt
 
   Importer(*model).import_graph(proto.graph(), *model->graph);
   refuse_double_scalar_where(*model->graph);  // before the verifier's less helpful mismatch
-  refuse_unbroadcastable_inputs(*model->graph);
   add_state_updates(*model, bindings);
   ir::verify(*model, {.require_static_inputs = options.require_static_inputs});
   return model;

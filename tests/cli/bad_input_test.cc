@@ -249,26 +249,6 @@ TEST_F(BadInput, WhereWithAnIntegerScalarBranch) {
                  "torch.where(mask, x, torch.tensor(value, dtype=x.dtype)) instead");
 }
 
-// An Add whose inputs' shapes do not broadcast (the MLP's hidden values against 7 values):
-// refused at import naming the node and the shapes, where ONNX's inference left its output
-// typeless and training said "does not depend on any trainable parameter".
-TEST_F(BadInput, InputsThatDoNotBroadcast) {
-  const std::vector<float> seven(7, 1.0f);
-  where_with_a_scalar_branch(mlp_, onnx::TensorProto::FLOAT,
-                             std::string(reinterpret_cast<const char*>(seven.data()), 28));
-  for (auto& n : *mlp_.mutable_graph()->mutable_node()) {
-    if (n.name() == "/value") {
-      n.mutable_attribute(0)->mutable_t()->add_dims(7);
-    } else if (n.name() == "/masked") {
-      n.set_op_type("Add");
-      n.mutable_input()->erase(n.mutable_input()->begin());  // the mask
-    }
-  }
-  const fs::path model = write_model(mlp_);
-  expect_refused(model, "node '/masked' (Add): inputs '");
-  expect_refused(model, "' f32[7] do not broadcast");
-}
-
 // torch 1.13's export of torch.tensor_split: a Loop that fills a sequence begun by a
 // SequenceEmpty, whose output torch types as a sequence in the file's value_info.
 TEST_F(BadInput, SequenceOfTensors) {
