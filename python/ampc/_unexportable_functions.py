@@ -47,6 +47,11 @@ Exported by torch as another function, so written here as well:
   type;
 - torch.sgn / Tensor.sgn of a real tensor (no symbolic): its sign.
 
+Refused, where torch's export computes another value than PyTorch: masked_fill with a
+floating-point mask (PyTorch 1.13 fills nothing, the export fills where it is nonzero), and so
+nn.MultiheadAttention with floating-point key_padding_mask and attn_mask (PyTorch ignores the
+padding mask).
+
 Where a formula divides or takes a logarithm at a place another branch covers (atan2 at x = 0,
 sinc at 0, xlogy at x = 0), the unused branch reads a safe value, so that no gradient is NaN.
 The values PyTorch leaves to an edge of a function's domain can differ at that edge alone:
@@ -507,6 +512,43 @@ def _where(args, kwargs):
     return torch.where(a["condition"], x, y)
 
 
+_FLOAT_MASK = (
+    "PyTorch 1.13's masked_fill fills nothing where its mask is floating-point (it reads such a "
+    "mask as all False), while torch's export fills where it is nonzero; give a bool mask "
+    "(mask != 0, or mask == float('-inf') for an additive one)")
+
+
+def _masked_fill(args, kwargs):
+    """masked_fill / masked_fill_ with a floating-point mask: refused (_FLOAT_MASK), as the
+    file would compute another value than PyTorch, silently."""
+    import torch
+
+    mask = _arguments(("input", "mask", "value"), args, kwargs).get("mask")
+    if isinstance(mask, torch.Tensor) and mask.is_floating_point():
+        raise export_error(f"masked_fill with a {mask.dtype} mask: {_FLOAT_MASK}")
+    return _tracing.NOT_HANDLED
+
+
+def _attention_masks(args, kwargs):
+    """F.multi_head_attention_forward (nn.MultiheadAttention, nn.Transformer's layers) with a
+    floating-point key_padding_mask beside a floating-point attn_mask: PyTorch merges them by
+    masked_fill, which ignores the padding so (_FLOAT_MASK); refused. The call runs as torch's
+    otherwise (the mode does not see the calls inside it)."""
+    import inspect
+
+    import torch.nn.functional as F
+
+    bound = inspect.signature(F.multi_head_attention_forward).bind(*args, **kwargs).arguments
+    padding, mask = bound.get("key_padding_mask"), bound.get("attn_mask")
+    if padding is not None and mask is not None and padding.is_floating_point() and \
+            mask.is_floating_point():
+        raise export_error(
+            "nn.MultiheadAttention with a floating-point key_padding_mask beside a "
+            "floating-point attn_mask: PyTorch 1.13 ignores the padding mask then (it merges "
+            f"them by masked_fill, and {_FLOAT_MASK})")
+    return _tracing.NOT_HANDLED
+
+
 def _sgn(args, kwargs):
     """torch.sgn of a real tensor: its sign (torch has no symbolic for aten::sgn)."""
     import torch
@@ -694,7 +736,10 @@ def _rewrites():
     out.update({T.__floordiv__: _floor_divide, torch.floor_divide: _floor_divide,
                 T.floor_divide: _floor_divide, T.__rfloordiv__: _floor_divide_reflected,
                 T.scatter: _scatter_with_reduce, torch.scatter: _scatter_with_reduce,
-                F.softplus: _softplus, torch.where: _where, torch.sgn: _sgn, T.sgn: _sgn})
+                F.softplus: _softplus, torch.where: _where, torch.sgn: _sgn, T.sgn: _sgn,
+                torch.masked_fill: _masked_fill, T.masked_fill: _masked_fill,
+                T.masked_fill_: _masked_fill,
+                F.multi_head_attention_forward: _attention_masks})
     out.update({torch.special.xlogy: _xlogy, torch.special.entr: _entr,
                 torch.special.logit: _logit, torch.special.exp2: _exp2,
                 torch.special.sinc: _sinc, torch.special.expm1: _expm1,

@@ -181,6 +181,49 @@ def test_scatter_by_maximum_or_product_is_refused_in_one_line(call, why):
         ampc.compile(net, {"x": torch.randn(8, 6)})
 
 
+class Attention(nn.Module):
+    """nn.MultiheadAttention with a causal attn_mask and a key_padding_mask of `kinds`."""
+
+    def __init__(self, kinds):
+        super().__init__()
+        self.kinds = kinds
+        self.attn = nn.MultiheadAttention(6, 2, batch_first=True)
+
+    def forward(self, x):
+        causal = torch.ones(4, 4, dtype=torch.bool).triu(1)
+        padding = torch.zeros(2, 4, dtype=torch.bool)
+        padding[0, -1] = True
+        masks = [m if kind == "bool" else torch.zeros(m.shape).masked_fill(m, float("-inf"))
+                 for m, kind in zip((causal, padding), self.kinds)]
+        return self.attn(x, x, x, attn_mask=masks[0], key_padding_mask=masks[1])[0].pow(2).sum()
+
+
+@pytest.mark.parametrize("net, why", [
+    # PyTorch 1.13 fills nothing where the mask is floating-point; torch's export would
+    (AfterLinear(lambda h: h.masked_fill((h > 0).float(), 0.0).sum()),
+     r"masked_fill with a torch.float32 mask: PyTorch 1.13's masked_fill fills nothing"),
+    (AfterLinear(lambda h: h.clone().masked_fill_((h > 0).double(), 0.0).sum()),
+     r"masked_fill with a torch.float64 mask"),
+    # nn.MultiheadAttention merges such masks by masked_fill: PyTorch ignores the padding
+    (Attention(("float", "float")),
+     r"nn.MultiheadAttention with a floating-point key_padding_mask beside a floating-point "
+     r"attn_mask: PyTorch 1.13 ignores the padding mask"),
+])
+def test_floating_point_masks_are_refused_in_one_line(net, why):
+    x = torch.randn(8, 6) if isinstance(net, AfterLinear) else torch.randn(2, 4, 6)
+    inputs = {"x": x}
+    with pytest.raises(ampc.Error, match=why):
+        ampc.compile(net, inputs)
+
+
+@pytest.mark.parametrize("kinds", [("bool", "bool"), ("float", "bool"), ("bool", "float")])
+def test_attention_masks_pytorch_applies_train_as_pytorch(kinds):
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(4)
+    feed = [{"x": torch.randn(2, 4, 6, generator=g)} for _ in range(3)]
+    assert_states_close(*train_with_sgd(Attention(kinds), feed, lr=0.1))
+
+
 class Rounded(nn.Module):
     """loss = sum(w round(x, decimals)): one SGD step with lr 1 moves w by the rounded values."""
 
