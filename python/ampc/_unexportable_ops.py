@@ -27,6 +27,9 @@
 - torch.cumprod: the running product, one Mul per position (axes up to 512 long);
 - torch.median and torch.kthvalue along an axis (or median of all): the sorted values' element
   (PyTorch's lower median), with its index;
+- torch.cummax / torch.cummin (axes up to 1024 long): each prefix's extreme by pairwise
+  comparison (the latest among equals, a NaN first, as PyTorch), the values gathered at its
+  index, so the gradient goes to that element alone;
 - torch.norm / Tensor.norm with p other than 1, 2 and the matrix norms' names (torch exports
   only those): torch.linalg.vector_norm with that order, which torch exports for any
   (adversarial training's L-infinity norms, p = 3).
@@ -229,6 +232,41 @@ def _cumprod(args, kwargs):
     return torch.cat(running, dim)
 
 
+def _running_extreme(largest):
+    """torch.cummax (largest) / torch.cummin along an axis up to 1024 long, as PyTorch computes
+    them: for each position i, of the elements j <= i the extreme, the latest among equals, and a
+    NaN before all (the latest NaN); the values gathered at those indices, so the gradient goes
+    to the chosen element only. Pairs (i, j) compared at once: a [..., L, L] mask."""
+
+    def rewrite(args, kwargs):
+        import torch
+
+        a = _arguments(("input", "dim"), args, kwargs)
+        x = a["input"]
+        dim = a["dim"] % max(x.dim(), 1)
+        length = _static(x.shape)[dim] if x.dim() else 1
+        if x.dim() == 0 or length > 1024 or not x.is_floating_point():
+            return _tracing.NOT_HANDLED
+        last = x.dim() - 1
+        xt = x.transpose(dim, last)  # axes counted from the front (a negative perm misexports)
+        rows = xt.unsqueeze(-2)  # [..., 1, L]: element j of each prefix
+        with _untraced():
+            before = torch.ones(length, length, dtype=torch.bool).tril()  # j <= i
+            positions = torch.arange(length, dtype=x.dtype)
+        nan = torch.isnan(rows) & before
+        edge = float("-inf") if largest else float("inf")
+        valid = before & ~torch.isnan(rows)
+        filled = torch.where(valid, rows, torch.full_like(rows, edge))
+        best = filled.amax(-1, keepdim=True) if largest else filled.amin(-1, keepdim=True)
+        chosen = torch.where(nan.any(-1, keepdim=True), nan, (filled == best) & valid)
+        index = torch.where(chosen, positions, torch.full_like(positions, -1.0)).amax(-1).long()
+        values = xt.gather(-1, index)
+        result = torch.return_types.cummax if largest else torch.return_types.cummin
+        return result((values.transpose(dim, last), index.transpose(dim, last)))
+
+    return rewrite
+
+
 def _sorted_pick(x, dim, position, keepdim, result_type):
     values, indices = x.sort(dim)
     v, i = values.narrow(dim, position, 1), indices.narrow(dim, position, 1)
@@ -355,7 +393,8 @@ def _norm(func, args, kwargs):
 
 # Functions and methods of the same name (torch.diff and Tensor.diff) rewritten alike.
 _BY_NAME = {"diff": _diff, "logcumsumexp": _logcumsumexp, "cumprod": _cumprod,
-            "median": _median, "kthvalue": _kthvalue}
+            "median": _median, "kthvalue": _kthvalue, "cummax": _running_extreme(True),
+            "cummin": _running_extreme(False)}
 
 
 def rewrite(func, args, kwargs):

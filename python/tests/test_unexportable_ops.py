@@ -1,7 +1,7 @@
 """torch.nn operations and torch functions torch 1.13's exporter cannot export (F.interpolate's
-area and nearest-exact modes and its antialiasing, weight_norm, cumprod, logcumsumexp, median, kthvalue, diff among
-them), through ampc.export (python/ampc/_unexportable_ops.py), and two that it exports in
-forms ampc had to learn (AdaptiveMaxPool(1) as GlobalMaxPool, whose gradient goes to the
+area and nearest-exact modes and its antialiasing, weight_norm, cumprod, logcumsumexp, median,
+kthvalue, cummax, cummin, diff among them), through ampc.export
+(python/ampc/_unexportable_ops.py), and two that it exports in forms ampc had to learn (AdaptiveMaxPool(1) as GlobalMaxPool, whose gradient goes to the
 first maximum; movedim to a negative position as a Transpose with a negative perm,
 frontend/onnx/transpose_perms.h): each model trains as PyTorch float64 does, stepped by
 torch.optim.SGD."""
@@ -131,6 +131,12 @@ FUNCTIONS = {
                          h.median(dim=0, keepdim=True)[0].pow(2).mean()),
     "kthvalue": lambda h: (h.kthvalue(2, 1).values.mean() +
                            torch.kthvalue(h, 3, 0, True).values.pow(2).mean()),
+    # running extremes with ties (clamped), the latest among equals; indices gathered from
+    "cummax_cummin": lambda h: (torch.cummax(h.clamp(min=0.2), 1).values.pow(2).mean()
+                                + h.clamp(max=0.1).cummin(0)[0].mean()
+                                + h.gather(1, h.clamp(min=0.2).cummin(1).indices).sin().mean()
+                                + h.flip(0).gather(0, torch.cummax(h.clamp(0.0, 0.3),
+                                                                   dim=0).indices).mean()),
     "diff": lambda h: (torch.diff(h, dim=1).pow(2).mean() + h.diff(n=2, dim=0).mean() +
                        torch.diff(h, prepend=h[:, :1], append=h[:, -2:]).pow(2).mean()),
     "norm_orders": lambda h: (h.norm(p=math.inf, dim=1).sum() + torch.norm(h, 3, 0).sum() +
@@ -142,6 +148,31 @@ FUNCTIONS = {
 @pytest.mark.parametrize("name", sorted(FUNCTIONS))
 def test_functions_train_as_in_pytorch(name):
     assert_function_trains_as_pytorch(FUNCTIONS[name], rows=4, lr=0.1, seed=2)
+
+
+class RunningExtremes(nn.Module):
+    """loss = sum(w * [cummax's and cummin's values, NaN and infinities replaced, and their
+    indices]): one SGD step with lr 1 moves w by them."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.zeros(4, 9))
+
+    def forward(self, x):
+        big, small = torch.cummax(x, 0), torch.cummin(x, 0)
+        stats = [torch.nan_to_num(r.values, nan=7.0, posinf=11.0, neginf=-13.0)
+                 for r in (big, small)] + [big.indices.to(x.dtype), small.indices.to(x.dtype)]
+        return (self.w * torch.stack(stats)).sum()
+
+
+def test_running_extremes_at_nans_infinities_and_ties_are_pytorchs():
+    # NaN wins from where it appears (the latest NaN's index), ties take the latest index
+    x = torch.tensor([1.0, 1.0, 0.0, 3.0, 3.0, math.nan, 2.0, math.nan, 5.0])
+    ours, want = train_with_sgd(RunningExtremes(), [{"x": x}], lr=1.0)
+    assert_states_close(ours, want)
+    x = torch.tensor([2.0, math.inf, math.inf, -1.0, -math.inf, -math.inf, 0.0, 4.0, 4.0])
+    ours, want = train_with_sgd(RunningExtremes(), [{"x": x}], lr=1.0)
+    assert_states_close(ours, want)
 
 
 class WeightNormed(nn.Module):
