@@ -120,6 +120,11 @@ def _transform(name, args, kwargs):
                               _along(real, d, sin) + _along(imag, d, cos))
     finally:
         state.pop_scope()
+    return _remember(out, real, imag, name)
+
+
+def _remember(out, real, imag, name):
+    """out (a transform's complex result, or a slice of one) kept with its traced parts."""
     key = id(out)
     _PARTS[key] = (weakref.ref(out, lambda _: _PARTS.pop(key, None)), real, imag, name)
     return out
@@ -172,15 +177,15 @@ def rewrite(func, args, kwargs):
         return _transform(name[4:], args, kwargs)
     if not _PARTS:
         return _tracing.NOT_HANDLED
-    held = [p for p in map(_parts, _tracing.tensors((args, kwargs))) if p is not None]
-    if not held:
+    found = [p for p in map(_parts, _tracing.tensors((args, kwargs))) if p is not None]
+    if not found:
         return _tracing.NOT_HANDLED
     if name == "__get__" and not kwargs and len(args) == 1:
         descriptor = getattr(func, "__self__", None)
         if descriptor is torch.Tensor.real:
-            return held[0][1]
+            return found[0][1]
         if descriptor is torch.Tensor.imag:
-            return held[0][2]
+            return found[0][2]
     if _READS is None:
         _READS = _reads()
     try:
@@ -188,10 +193,10 @@ def rewrite(func, args, kwargs):
     except TypeError:  # an unhashable callable
         read = None
     if read is not None and len(args) == 1 and not kwargs:
-        return read(held[0])
+        return read(found[0])
     what = getattr(func, "__qualname__", None) or name or repr(func)
     raise export_error(
-        f"the complex result of torch.fft.{held[0][3]} used by {what}: ampc.export keeps "
+        f"the complex result of torch.fft.{found[0][3]} used by {what}: ampc.export keeps "
         "its .real, .imag, .abs() and torch.view_as_real (ONNX's tensors are real)")
 
 
@@ -204,10 +209,7 @@ def indexed(t, index, original):
         return None
     with _untraced():
         out = original(t, index)
-    key = id(out)
-    _PARTS[key] = (weakref.ref(out, lambda _: _PARTS.pop(key, None)), original(parts[1], index),
-                   original(parts[2], index), parts[3])
-    return out
+    return _remember(out, original(parts[1], index), original(parts[2], index), parts[3])
 
 
 def held(t):
